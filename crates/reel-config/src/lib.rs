@@ -1,0 +1,1 @@
+//! TOML configuration schema, parsing and validation for reel.

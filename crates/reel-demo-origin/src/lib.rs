@@ -1,0 +1,1 @@
+//! Origin simulator: synthetic live HLS, VOD catalog, production-shaped latency.

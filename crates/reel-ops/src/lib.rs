@@ -1,0 +1,1 @@
+//! Operations: health, admin listener, metrics, access log, reload.

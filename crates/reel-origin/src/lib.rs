@@ -1,0 +1,1 @@
+//! Origin client: ordered origin groups, health checks, hyper HTTP/1.1 pools.

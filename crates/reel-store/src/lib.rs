@@ -1,0 +1,1 @@
+//! Persistent log-structured segment store read through the page cache.
