@@ -1,1 +1,12 @@
-//! Operations: health, admin listener, metrics, access log, reload.
+//! Operations: the pieces ops rely on to run reel for months.
+//!
+//! - [`metrics`]: per-worker counters and latency histograms, Prometheus rendering;
+//! - [`health`] and [`sampler`]: load figures, overload hysteresis, the `/healthz` answer;
+//! - [`access_log`]: per-worker buffered access log with a non-blocking writer thread;
+//! - [`notify`]: systemd readiness notifications.
+
+pub mod access_log;
+pub mod health;
+pub mod metrics;
+pub mod notify;
+pub mod sampler;

@@ -1,0 +1,238 @@
+//! The health verdict for multi-CDN load balancers: load figures over a sliding window,
+//! overload thresholds with hysteresis, and the `/healthz` JSON.
+//!
+//! A balancer probes every edge about once a second and moves traffic within minutes, so
+//! the answer must be honest (draining, store down, overloaded) and must not flap: a
+//! threshold trips at `max_*` and clears only once every figure is back under its
+//! `resume_*` value. The verdict is computed once a second by the housekeeping sampler
+//! ([`crate::sampler`]); a probe only reads the latest pre-rendered answer.
+
+use std::time::Duration;
+
+use serde::Serialize;
+
+/// Overload thresholds (`[health]` in the config). `max_*` trips, `resume_*` clears.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Thresholds {
+    /// Worker-core CPU use, percent of the worker cores, above which the node is overloaded.
+    pub max_cpu_percent: f64,
+    /// CPU use under which an overloaded node is healthy again.
+    pub resume_cpu_percent: f64,
+    /// Open client connections (all workers) above which the node is overloaded.
+    pub max_connections: u64,
+    /// Connections under which an overloaded node is healthy again.
+    pub resume_connections: u64,
+    /// p99 time of cache hits over the window above which the node is overloaded.
+    pub max_hit_p99: Duration,
+    /// Hit p99 under which an overloaded node is healthy again.
+    pub resume_hit_p99: Duration,
+}
+
+impl Default for Thresholds {
+    fn default() -> Self {
+        Thresholds {
+            max_cpu_percent: 90.0,
+            resume_cpu_percent: 75.0,
+            max_connections: 100_000,
+            resume_connections: 80_000,
+            max_hit_p99: Duration::from_millis(50),
+            resume_hit_p99: Duration::from_millis(20),
+        }
+    }
+}
+
+/// Load over the recent window (10 s), as carried in the health JSON.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct LoadFigures {
+    /// Worker threads' CPU use, percent of the worker cores (0..=100).
+    pub cpu_percent: f64,
+    /// Open client connections now, all workers.
+    pub connections: u64,
+    /// Requests per second over the window.
+    pub requests_per_sec: f64,
+    /// Fraction of requests served from cache (hits and stale) over the window.
+    pub hit_ratio: f64,
+    /// Median request time over the window, milliseconds (bucket upper bound).
+    pub p50_ms: f64,
+    /// 99th percentile request time over the window, milliseconds (bucket upper bound).
+    pub p99_ms: f64,
+    /// 99th percentile time of cache hits over the window, milliseconds.
+    pub hit_p99_ms: f64,
+    /// Window length the figures cover, seconds.
+    pub window_secs: f64,
+}
+
+/// Why the node should or should not take traffic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// Take traffic.
+    Ok,
+    /// An operator asked the node to drain (`POST /admin/drain`) or it is shutting down.
+    Draining,
+    /// The segment store cannot serve.
+    StoreUnavailable,
+    /// A load threshold tripped and has not cleared yet.
+    Overloaded,
+}
+
+/// The hysteresis state machine.
+#[derive(Debug, Default)]
+pub struct Overload {
+    tripped: bool,
+    reasons: Vec<String>,
+}
+
+impl Overload {
+    /// Feeds one window of figures; returns whether the node is overloaded now.
+    pub fn update(&mut self, t: &Thresholds, f: &LoadFigures) -> bool {
+        let hit_p99 = Duration::from_secs_f64(f.hit_p99_ms.max(0.0) / 1000.0);
+        let mut over = Vec::new();
+        if f.cpu_percent > t.max_cpu_percent {
+            over.push(format!("cpu {:.0}% > {:.0}%", f.cpu_percent, t.max_cpu_percent));
+        }
+        if f.connections > t.max_connections {
+            over.push(format!("connections {} > {}", f.connections, t.max_connections));
+        }
+        if hit_p99 > t.max_hit_p99 {
+            over.push(format!("hit p99 {:.1} ms > {:?}", f.hit_p99_ms, t.max_hit_p99));
+        }
+        if !over.is_empty() {
+            self.tripped = true;
+            self.reasons = over;
+        } else if self.tripped {
+            let mut still = Vec::new();
+            if f.cpu_percent >= t.resume_cpu_percent {
+                still.push(format!(
+                    "cpu {:.0}% >= resume {:.0}%",
+                    f.cpu_percent, t.resume_cpu_percent
+                ));
+            }
+            if f.connections >= t.resume_connections {
+                still.push(format!(
+                    "connections {} >= resume {}",
+                    f.connections, t.resume_connections
+                ));
+            }
+            if hit_p99 >= t.resume_hit_p99 {
+                still.push(format!(
+                    "hit p99 {:.1} ms >= resume {:?}",
+                    f.hit_p99_ms, t.resume_hit_p99
+                ));
+            }
+            if still.is_empty() {
+                self.tripped = false;
+                self.reasons.clear();
+            } else {
+                self.reasons = still;
+            }
+        }
+        self.tripped
+    }
+
+    /// Why the node is overloaded (empty when it is not).
+    pub fn reasons(&self) -> &[String] {
+        &self.reasons
+    }
+}
+
+/// The `/healthz` answer.
+#[derive(Debug, Clone, Serialize)]
+pub struct Verdict {
+    /// The overall status.
+    pub status: Status,
+    /// Human-readable reasons for a non-ok status.
+    pub reasons: Vec<String>,
+    /// Number of worker threads.
+    pub workers: usize,
+    /// reel's version.
+    pub version: &'static str,
+    /// The load figures.
+    pub load: LoadFigures,
+}
+
+impl Verdict {
+    /// The HTTP status a balancer should see: 200 to take traffic, 503 otherwise.
+    pub fn http_status(&self) -> u16 {
+        if self.status == Status::Ok { 200 } else { 503 }
+    }
+
+    /// The JSON body.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_else(|_| "{}".to_string())
+    }
+}
+
+/// Combines the inputs into a verdict; draining wins over everything, then the store.
+pub fn verdict(
+    draining: bool,
+    store_ok: bool,
+    overloaded: &Overload,
+    workers: usize,
+    load: LoadFigures,
+) -> Verdict {
+    let (status, reasons) = if draining {
+        (Status::Draining, vec!["draining".to_string()])
+    } else if !store_ok {
+        (Status::StoreUnavailable, vec!["store unavailable".to_string()])
+    } else if overloaded.tripped {
+        (Status::Overloaded, overloaded.reasons.clone())
+    } else {
+        (Status::Ok, Vec::new())
+    };
+    Verdict { status, reasons, workers, version: env!("CARGO_PKG_VERSION"), load }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fig(cpu: f64, conns: u64, hit_p99: f64) -> LoadFigures {
+        LoadFigures {
+            cpu_percent: cpu,
+            connections: conns,
+            hit_p99_ms: hit_p99,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn trips_at_max_and_clears_only_under_resume() {
+        let t = Thresholds::default();
+        let mut o = Overload::default();
+        assert!(!o.update(&t, &fig(80.0, 10, 1.0)), "80% is under max 90%");
+        assert!(o.update(&t, &fig(95.0, 10, 1.0)));
+        assert!(o.reasons()[0].starts_with("cpu 95%"));
+        assert!(o.update(&t, &fig(85.0, 10, 1.0)), "85% is above resume 75%: still overloaded");
+        assert!(o.update(&t, &fig(76.0, 10, 1.0)));
+        assert!(!o.update(&t, &fig(70.0, 10, 1.0)), "under every resume value: clears");
+        assert!(o.reasons().is_empty());
+    }
+
+    #[test]
+    fn each_signal_trips_on_its_own() {
+        let t = Thresholds::default();
+        assert!(Overload::default().update(&t, &fig(1.0, 200_000, 1.0)));
+        assert!(Overload::default().update(&t, &fig(1.0, 1, 60.0)));
+        let mut o = Overload::default();
+        o.update(&t, &fig(1.0, 1, 60.0));
+        assert!(o.update(&t, &fig(1.0, 1, 30.0)), "hit p99 30 ms is above resume 20 ms");
+        assert!(!o.update(&t, &fig(1.0, 1, 10.0)));
+    }
+
+    #[test]
+    fn draining_wins_and_maps_to_503() {
+        let o = Overload::default();
+        let v = verdict(true, false, &o, 2, LoadFigures::default());
+        assert_eq!(v.status, Status::Draining);
+        assert_eq!(v.http_status(), 503);
+        let v = verdict(false, false, &o, 2, LoadFigures::default());
+        assert_eq!(v.status, Status::StoreUnavailable);
+        let v = verdict(false, true, &o, 2, LoadFigures::default());
+        assert_eq!(v.http_status(), 200);
+        let j: serde_json::Value = serde_json::from_str(&v.to_json()).unwrap();
+        assert_eq!(j["status"], "ok");
+        assert_eq!(j["workers"], 2);
+        assert!(j["load"]["cpu_percent"].is_number());
+    }
+}

@@ -1,0 +1,285 @@
+//! The housekeeping sampler: once a second it reads every worker's counters and thread CPU
+//! time, keeps a sliding window of the last [`WINDOW`] seconds, runs the overload
+//! hysteresis and publishes a pre-rendered health answer.
+//!
+//! Workers never compute anything for a probe: `/healthz` loads the published answer
+//! through an [`ArcSwap`] (no lock, no allocation beyond cloning an `Arc`), so many
+//! balancers probing every second cost next to nothing.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use arc_swap::ArcSwap;
+
+use crate::health::{LoadFigures, Overload, Thresholds, Verdict, verdict};
+use crate::metrics::{CacheResult, HistogramSnapshot, WorkerMetrics};
+
+/// Length of the sliding window the load figures cover.
+pub const WINDOW: Duration = Duration::from_secs(10);
+
+/// A published health answer: status code and JSON body, ready to send.
+#[derive(Debug, Clone)]
+pub struct HealthAnswer {
+    /// 200 or 503.
+    pub status: u16,
+    /// The JSON body.
+    pub body: bytes::Bytes,
+    /// The verdict it was rendered from.
+    pub verdict: Verdict,
+}
+
+/// What the sampler reads each tick besides the worker counters.
+pub struct Inputs {
+    /// Per-worker counters, in worker order.
+    pub workers: Vec<Arc<WorkerMetrics>>,
+    /// Kernel thread ids of the worker threads (for their CPU time).
+    pub worker_tids: Vec<i32>,
+    /// Open client connections now, all workers.
+    pub connections: Box<dyn Fn() -> u64 + Send + Sync>,
+    /// Whether the store can serve.
+    pub store_ok: Box<dyn Fn() -> bool + Send + Sync>,
+}
+
+/// State shared between the sampler thread, the workers and the admin listener.
+pub struct Health {
+    answer: ArcSwap<HealthAnswer>,
+    draining: AtomicBool,
+    thresholds: ArcSwap<Thresholds>,
+    state: Mutex<SamplerState>,
+    inputs: Inputs,
+}
+
+#[derive(Default)]
+struct SamplerState {
+    window: VecDeque<Sample>,
+    overload: Overload,
+}
+
+#[derive(Clone)]
+struct Sample {
+    at: Instant,
+    cpu_ticks: u64,
+    requests: u64,
+    cached: u64,
+    latency: HistogramSnapshot,
+    hit_latency: HistogramSnapshot,
+}
+
+impl Health {
+    /// Creates the shared state with an initial "ok, no load yet" answer.
+    pub fn new(inputs: Inputs, thresholds: Thresholds) -> Arc<Health> {
+        let n = inputs.workers.len();
+        let v = verdict(false, true, &Overload::default(), n, LoadFigures::default());
+        let h = Arc::new(Health {
+            answer: ArcSwap::from_pointee(render(v)),
+            draining: AtomicBool::new(false),
+            thresholds: ArcSwap::from_pointee(thresholds),
+            state: Mutex::new(SamplerState::default()),
+            inputs,
+        });
+        h.tick();
+        h
+    }
+
+    /// The latest answer (lock-free).
+    pub fn answer(&self) -> Arc<HealthAnswer> {
+        self.answer.load_full()
+    }
+
+    /// Marks the node as draining (or not) and republishes at once.
+    pub fn set_draining(&self, on: bool) {
+        self.draining.store(on, Ordering::SeqCst);
+        self.tick();
+    }
+
+    /// Whether the node is draining.
+    pub fn draining(&self) -> bool {
+        self.draining.load(Ordering::SeqCst)
+    }
+
+    /// Replaces the thresholds (config reload).
+    pub fn set_thresholds(&self, t: Thresholds) {
+        self.thresholds.store(Arc::new(t));
+    }
+
+    /// Takes one sample and republishes the answer. Called once a second by
+    /// [`Health::spawn_sampler`]; tests call it directly.
+    pub fn tick(&self) {
+        let now = self.sample();
+        let Ok(mut st) = self.state.lock() else { return };
+        st.window.push_back(now.clone());
+        while st.window.len() > 2
+            && now.at.duration_since(st.window[0].at) > WINDOW + Duration::from_millis(500)
+        {
+            st.window.pop_front();
+        }
+        let first = st.window[0].clone();
+        let figures = self.figures(&first, &now);
+        let t = self.thresholds.load();
+        st.overload.update(&t, &figures);
+        let v = verdict(
+            self.draining(),
+            (self.inputs.store_ok)(),
+            &st.overload,
+            self.inputs.workers.len(),
+            figures,
+        );
+        self.answer.store(Arc::new(render(v)));
+    }
+
+    /// Runs [`Health::tick`] every second on a named thread until `stop` is set.
+    pub fn spawn_sampler(self: &Arc<Self>, stop: Arc<AtomicBool>) -> std::io::Result<()> {
+        let h = Arc::clone(self);
+        std::thread::Builder::new().name("reel-sampler".into()).spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_secs(1));
+                h.tick();
+            }
+        })?;
+        Ok(())
+    }
+
+    fn sample(&self) -> Sample {
+        let mut s = Sample {
+            at: Instant::now(),
+            cpu_ticks: self.inputs.worker_tids.iter().map(|t| thread_cpu_ticks(*t)).sum(),
+            requests: 0,
+            cached: 0,
+            latency: HistogramSnapshot::default(),
+            hit_latency: HistogramSnapshot::default(),
+        };
+        for w in &self.inputs.workers {
+            s.requests += w.requests_total();
+            s.cached += w.requests_with(CacheResult::Hit) + w.requests_with(CacheResult::Stale);
+            s.latency.add(&w.latency.snapshot());
+            s.hit_latency.add(&w.hit_latency.snapshot());
+        }
+        s
+    }
+
+    fn figures(&self, first: &Sample, now: &Sample) -> LoadFigures {
+        let secs = now.at.duration_since(first.at).as_secs_f64();
+        let n = self.inputs.workers.len().max(1) as f64;
+        let ticks = now.cpu_ticks.saturating_sub(first.cpu_ticks) as f64;
+        let cpu = if secs > 0.0 { ticks / clock_ticks_per_sec() / secs / n * 100.0 } else { 0.0 };
+        let requests = now.requests.saturating_sub(first.requests);
+        let cached = now.cached.saturating_sub(first.cached);
+        let lat = now.latency.since(&first.latency);
+        let hit = now.hit_latency.since(&first.hit_latency);
+        LoadFigures {
+            cpu_percent: round1(cpu.min(100.0)),
+            connections: (self.inputs.connections)(),
+            requests_per_sec: if secs > 0.0 { round1(requests as f64 / secs) } else { 0.0 },
+            hit_ratio: if requests > 0 { round3(cached as f64 / requests as f64) } else { 0.0 },
+            p50_ms: lat.quantile_ms(0.5).unwrap_or(0.0),
+            p99_ms: lat.quantile_ms(0.99).unwrap_or(0.0),
+            hit_p99_ms: hit.quantile_ms(0.99).unwrap_or(0.0),
+            window_secs: round1(secs),
+        }
+    }
+}
+
+fn render(v: Verdict) -> HealthAnswer {
+    let mut body = v.to_json();
+    body.push('\n');
+    HealthAnswer { status: v.http_status(), body: body.into(), verdict: v }
+}
+
+fn round1(x: f64) -> f64 {
+    (x * 10.0).round() / 10.0
+}
+
+fn round3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
+fn clock_ticks_per_sec() -> f64 {
+    // SAFETY: sysconf has no preconditions; it only reads a system constant.
+    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if t > 0 { t as f64 } else { 100.0 }
+}
+
+/// utime + stime of one thread of this process, in clock ticks (0 if it is gone).
+pub fn thread_cpu_ticks(tid: i32) -> u64 {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")) else {
+        return 0;
+    };
+    // Fields after the parenthesised command name, which may itself contain spaces.
+    let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else { return 0 };
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // rest starts at field 3 (state); utime and stime are fields 14 and 15.
+    let get = |i: usize| f.get(i - 3).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    get(14) + get(15)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicU64;
+
+    fn inputs(w: Vec<Arc<WorkerMetrics>>, conns: Arc<AtomicU64>) -> Inputs {
+        Inputs {
+            workers: w,
+            worker_tids: vec![],
+            connections: Box::new(move || conns.load(Ordering::Relaxed)),
+            store_ok: Box::new(|| true),
+        }
+    }
+
+    #[test]
+    fn answer_reflects_drain_and_overload_with_hysteresis() {
+        let w = Arc::new(WorkerMetrics::default());
+        let conns = Arc::new(AtomicU64::new(5));
+        let t = Thresholds { max_connections: 100, resume_connections: 50, ..Default::default() };
+        let h = Health::new(inputs(vec![w.clone()], conns.clone()), t);
+        assert_eq!(h.answer().status, 200);
+        h.set_draining(true);
+        assert_eq!(h.answer().status, 503);
+        assert!(std::str::from_utf8(&h.answer().body).unwrap().contains("\"draining\""));
+        h.set_draining(false);
+        assert_eq!(h.answer().status, 200);
+        conns.store(150, Ordering::Relaxed);
+        h.tick();
+        assert_eq!(h.answer().status, 503);
+        conns.store(70, Ordering::Relaxed);
+        h.tick();
+        assert_eq!(h.answer().status, 503, "70 is above resume 50");
+        conns.store(10, Ordering::Relaxed);
+        h.tick();
+        assert_eq!(h.answer().status, 200);
+    }
+
+    #[test]
+    fn figures_count_requests_and_hit_ratio_over_the_window() {
+        let w = Arc::new(WorkerMetrics::default());
+        let h = Health::new(
+            inputs(vec![w.clone()], Arc::new(AtomicU64::new(0))),
+            Thresholds::default(),
+        );
+        for _ in 0..3 {
+            w.record(200, CacheResult::Hit, 10, Duration::from_millis(1));
+        }
+        w.record(200, CacheResult::Miss, 10, Duration::from_millis(40));
+        std::thread::sleep(Duration::from_millis(20));
+        h.tick();
+        let l = &h.answer().verdict.load;
+        assert_eq!(l.hit_ratio, 0.75);
+        assert!(l.requests_per_sec > 0.0);
+        assert_eq!(l.p99_ms, 50.0);
+    }
+
+    #[test]
+    fn own_thread_cpu_time_is_readable() {
+        // SAFETY: gettid has no preconditions.
+        let tid = unsafe { libc::gettid() };
+        let mut x = 0u64;
+        for i in 0..20_000_000u64 {
+            x = x.wrapping_mul(31).wrapping_add(i);
+        }
+        std::hint::black_box(x);
+        assert!(thread_cpu_ticks(tid) > 0);
+        assert_eq!(thread_cpu_ticks(-1), 0);
+    }
+}
