@@ -1,1 +1,37 @@
-//! Core plan, pinned thread-per-core workers, SO_REUSEPORT listeners and shutdown.
+//! Core plan, pinned thread-per-core workers, `SO_REUSEPORT` listeners and graceful shutdown.
+//!
+//! * [`plan`] decides which CPUs run workers: the CPUs the process may use minus those that
+//!   service the NIC queue interrupts, with the evidence printed by `reel plan`.
+//! * [`start`] runs one pinned OS thread per worker CPU, each with a tokio `current_thread`
+//!   runtime and `LocalSet`, its own listening socket per listener in a `SO_REUSEPORT` group,
+//!   an accept loop with a per-worker connection cap, and a [`WorkerApp`] instance that serves
+//!   every connection the worker accepts. Nothing is work-stolen: a connection lives and dies
+//!   on the worker that accepted it.
+//! * [`Runtime::set_listeners`] changes listeners live; [`Runtime::shutdown`] drains.
+//!
+//! # CPU steering
+//!
+//! With [`Steer::Cpu`] a classic BPF program picks the worker by the CPU that processed the
+//! SYN (see [`steer`]). It helps when the NIC spreads flows over queues with RSS/RPS and each
+//! queue's interrupt lands on a known CPU: connection state then stays on the worker next to
+//! (or mapped from) the core doing that flow's softirq work, which keeps socket buffers and
+//! connection structures in a warm cache and avoids cross-core wakeups. It does not help on
+//! loopback (the sending CPU processes the packet, so steering follows the client threads), with
+//! a single NIC queue (every SYN arrives on one CPU and one worker would get every connection
+//! if that CPU were a worker; mapped from an IRQ-only CPU, all go to one worker too), or when
+//! IRQ affinity changes after the plan was made (irqbalance) — then the hash is the better
+//! default.
+
+#![deny(unsafe_op_in_unsafe_fn)]
+
+pub mod plan;
+pub mod steer;
+mod workers;
+
+pub use plan::{
+    CorePlan, CoreSpec, CpuEntry, CpuSelect, PlanError, RealSysFs, Role, SysFs, plan_system,
+};
+pub use workers::{
+    ListenerSpec, Runtime, RuntimeError, RuntimeOptions, ShutdownHandle, ShutdownReport, Steer,
+    WorkerApp, WorkerCtx, WorkerStats, start,
+};

@@ -1,0 +1,867 @@
+//! Pinned worker threads, their per-worker `SO_REUSEPORT` listeners, accept loops, connection
+//! caps, live listener changes and graceful shutdown.
+//!
+//! Each worker owns one OS thread pinned to its planned CPU, a tokio `current_thread` runtime
+//! with a `LocalSet`, and its own listening socket per listener, so the kernel spreads
+//! connections over the workers and a connection never leaves the worker that accepted it.
+//! Sockets are bound on the caller's thread before any worker runs so that configuration
+//! errors (address in use, permission) surface from [`start`] and [`Runtime::set_listeners`].
+
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, mpsc as std_mpsc};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use socket2::{Domain, Protocol, SockRef, Socket, Type};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Notify, mpsc, watch};
+use tokio::task::{JoinHandle, LocalSet};
+
+use crate::steer;
+
+/// One listening address; every worker binds its own socket for it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListenerSpec {
+    /// Name handed to [`WorkerApp::on_conn`] and used by [`Runtime::local_addrs`].
+    pub name: String,
+    /// Address to bind. Port 0 picks one free port shared by all workers.
+    pub addr: SocketAddr,
+    /// `listen(2)` backlog of each worker's socket.
+    pub backlog: i32,
+}
+
+/// How the kernel picks the worker socket for a new connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Steer {
+    /// The kernel's 4-tuple hash (default).
+    #[default]
+    Hash,
+    /// By the CPU that processed the SYN, through a classic BPF program (see [`crate::steer`]).
+    Cpu,
+}
+
+/// Tunables of the runtime.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuntimeOptions {
+    /// Open connections per worker at which the worker stops accepting until one closes.
+    /// Must be at least 1.
+    pub max_connections_per_worker: usize,
+    /// Connection steering within the reuseport group.
+    pub steer: Steer,
+    /// CPUs servicing NIC interrupts (from [`crate::CorePlan::irq_cpus`]); only used to build
+    /// the [`Steer::Cpu`] table.
+    pub irq_cpus: Vec<usize>,
+    /// Pin each worker thread to its CPU. Failures to pin are logged, never fatal.
+    pub pin: bool,
+    /// Set `TCP_NODELAY` on accepted connections.
+    pub nodelay: bool,
+}
+
+impl Default for RuntimeOptions {
+    fn default() -> Self {
+        Self {
+            max_connections_per_worker: 16_384,
+            steer: Steer::Hash,
+            irq_cpus: Vec::new(),
+            pin: true,
+            nodelay: true,
+        }
+    }
+}
+
+/// Errors of starting and controlling the runtime.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    /// `start` was given no worker CPUs.
+    #[error("no worker cpus")]
+    NoWorkers,
+    /// An option is out of range.
+    #[error("invalid runtime options: {0}")]
+    InvalidOptions(String),
+    /// Two listeners share a name.
+    #[error("listener name {0:?} is used twice")]
+    DuplicateListener(String),
+    /// Creating, binding or listening on a socket failed.
+    #[error("listener {name:?} on {addr}: {source}")]
+    Bind {
+        /// Listener name.
+        name: String,
+        /// Requested address.
+        addr: SocketAddr,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+    /// Attaching the steering program failed.
+    #[error("listener {name:?}: attaching the cpu steering program: {source}")]
+    Steer {
+        /// Listener name.
+        name: String,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+    /// The worker CPU table does not fit a classic BPF program.
+    #[error("cpu steering table too large for a classic BPF program")]
+    SteerTable,
+    /// An OS thread could not be spawned.
+    #[error("spawning worker thread {index}: {source}")]
+    Spawn {
+        /// Worker index.
+        index: usize,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+    /// A worker failed to set up or apply a command.
+    #[error("worker {index}: {message}")]
+    Worker {
+        /// Worker index.
+        index: usize,
+        /// What failed.
+        message: String,
+    },
+    /// A worker thread is gone (it exited or panicked).
+    #[error("worker {0} is not running")]
+    WorkerGone(usize),
+    /// The runtime is draining; listeners can no longer change.
+    #[error("the runtime is shutting down")]
+    ShuttingDown,
+}
+
+/// Identity of a worker, given to the app factory and [`WorkerApp::run`].
+#[derive(Debug, Clone)]
+pub struct WorkerCtx {
+    /// Worker index, 0-based, equal to its index in the reuseport groups.
+    pub index: usize,
+    /// Planned CPU.
+    pub cpu: usize,
+    /// Number of workers.
+    pub n_workers: usize,
+    /// This worker's counters.
+    pub stats: Arc<WorkerStats>,
+}
+
+/// Counters of one worker, readable from any thread.
+#[derive(Debug, Default)]
+pub struct WorkerStats {
+    /// Currently open connections.
+    pub open: AtomicUsize,
+    /// Connections accepted since start.
+    pub accepted: AtomicU64,
+    /// Failed `accept` calls since start.
+    pub accept_errors: AtomicU64,
+    /// Times the worker reached its connection cap and paused accepting.
+    pub cap_pauses: AtomicU64,
+    /// Whether the thread is pinned to its CPU.
+    pub pinned: AtomicBool,
+}
+
+/// The per-worker application. One instance is created on each worker thread by the factory
+/// given to [`start`], so it may hold `Rc`/`RefCell` state.
+pub trait WorkerApp: 'static {
+    /// Serves one accepted connection. Runs as a local task on the accepting worker. When
+    /// `drain` becomes `true` the server is shutting down: finish the in-flight request and
+    /// return. The future is dropped (closing the connection) at the shutdown deadline.
+    fn on_conn(
+        &self,
+        stream: TcpStream,
+        peer: SocketAddr,
+        listener: &str,
+        drain: watch::Receiver<bool>,
+    ) -> impl Future<Output = ()>;
+
+    /// Per-worker background work (timers, cache maintenance), started once per worker next to
+    /// the accept loops. It is dropped when the worker exits after shutdown.
+    fn run(&self, ctx: WorkerCtx, drain: watch::Receiver<bool>) -> impl Future<Output = ()> {
+        let _ = (ctx, drain);
+        async {}
+    }
+}
+
+/// Outcome of a shutdown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ShutdownReport {
+    /// Connections still open at the deadline and dropped.
+    pub dropped_connections: usize,
+    /// Worker threads that panicked.
+    pub panicked_workers: usize,
+}
+
+/// Triggers a graceful shutdown from anywhere (e.g. a signal task); cheap to clone.
+#[derive(Debug, Clone)]
+pub struct ShutdownHandle {
+    shared: Arc<Shared>,
+}
+
+impl ShutdownHandle {
+    /// Starts draining: workers close their listeners, `drain` flips to `true` for every
+    /// connection, and connections still open `deadline` from now are dropped. Only the first
+    /// call sets the deadline. Does not wait; see [`Runtime::wait`].
+    pub fn shutdown(&self, deadline: Duration) {
+        self.shared.trigger(deadline);
+    }
+
+    /// Whether a shutdown was triggered.
+    pub fn is_draining(&self) -> bool {
+        *self.shared.drain.borrow()
+    }
+}
+
+#[derive(Debug)]
+struct Shared {
+    drain: watch::Sender<bool>,
+    deadline: Mutex<Option<Instant>>,
+}
+
+impl Shared {
+    fn trigger(&self, after: Duration) {
+        if let Ok(mut d) = self.deadline.lock() {
+            d.get_or_insert_with(|| Instant::now() + after);
+        }
+        self.drain.send_replace(true);
+    }
+
+    fn deadline(&self) -> Option<Instant> {
+        self.deadline.lock().ok().and_then(|d| *d)
+    }
+}
+
+enum Command {
+    Apply {
+        add: Vec<(String, std::net::TcpListener)>,
+        relisten: Vec<(String, i32)>,
+        remove: Vec<String>,
+        done: std_mpsc::Sender<Result<(), String>>,
+    },
+}
+
+struct WorkerHandle {
+    index: usize,
+    cpu: usize,
+    tid: i32,
+    stats: Arc<WorkerStats>,
+    cmd: mpsc::UnboundedSender<Command>,
+    thread: Option<thread::JoinHandle<usize>>,
+}
+
+#[derive(Debug, Clone)]
+struct ListenerInfo {
+    spec: ListenerSpec,
+    addr: SocketAddr,
+}
+
+/// The running workers. Dropping it shuts down immediately (zero deadline) and joins.
+pub struct Runtime {
+    workers: Vec<WorkerHandle>,
+    shared: Arc<Shared>,
+    listeners: Mutex<BTreeMap<String, ListenerInfo>>,
+    steer_prog: Option<Vec<steer::Insn>>,
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime").field("workers", &self.worker_tids()).finish_non_exhaustive()
+    }
+}
+
+/// Binds one socket of a reuseport group.
+fn bind_one(addr: SocketAddr, backlog: i32) -> io::Result<Socket> {
+    let s = Socket::new(
+        Domain::for_address(addr),
+        Type::STREAM.nonblocking().cloexec(),
+        Some(Protocol::TCP),
+    )?;
+    s.set_reuse_address(true)?;
+    s.set_reuse_port(true)?;
+    if addr.is_ipv6() {
+        // An explicit [::] listener must not also claim the IPv4 port a separate 0.0.0.0
+        // listener may want.
+        s.set_only_v6(true)?;
+    }
+    s.bind(&addr.into())?;
+    s.listen(backlog)?;
+    Ok(s)
+}
+
+/// Binds `n` sockets for `spec`, all on the same port, in worker order, and attaches the
+/// steering program to the group.
+fn bind_group(
+    spec: &ListenerSpec,
+    n: usize,
+    prog: Option<&[steer::Insn]>,
+) -> Result<(Vec<std::net::TcpListener>, SocketAddr), RuntimeError> {
+    let err = |source| RuntimeError::Bind { name: spec.name.clone(), addr: spec.addr, source };
+    let mut socks = Vec::with_capacity(n);
+    let mut addr = spec.addr;
+    for i in 0..n {
+        let s = bind_one(addr, spec.backlog).map_err(err)?;
+        if i == 0 {
+            // With port 0 each bind would get its own port: resolve it once, share it.
+            addr = s
+                .local_addr()
+                .map_err(err)?
+                .as_socket()
+                .ok_or_else(|| err(io::Error::other("bound address is not an inet address")))?;
+        }
+        socks.push(s);
+    }
+    if let (Some(p), Some(first)) = (prog, socks.first()) {
+        steer::attach(first, p)
+            .map_err(|source| RuntimeError::Steer { name: spec.name.clone(), source })?;
+    }
+    Ok((socks.into_iter().map(Into::into).collect(), addr))
+}
+
+fn thread_tid() -> i32 {
+    // "/proc/thread-self" -> "<pid>/task/<tid>"; avoids an unsafe gettid call.
+    std::fs::read_link("/proc/thread-self")
+        .ok()
+        .and_then(|p| p.file_name()?.to_str()?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Starts one worker per CPU in `plan_workers` (worker `i` pinned to `plan_workers[i]`), binds
+/// every listener on every worker and returns once all workers run. `factory` builds the
+/// per-worker [`WorkerApp`] on the worker's own thread.
+pub fn start<F, A>(
+    plan_workers: &[usize],
+    listeners: Vec<ListenerSpec>,
+    opts: RuntimeOptions,
+    factory: F,
+) -> Result<Runtime, RuntimeError>
+where
+    F: Fn(&WorkerCtx) -> A + Send + Sync + 'static,
+    A: WorkerApp,
+{
+    let n = plan_workers.len();
+    if n == 0 {
+        return Err(RuntimeError::NoWorkers);
+    }
+    if opts.max_connections_per_worker == 0 {
+        return Err(RuntimeError::InvalidOptions(
+            "max_connections_per_worker must be at least 1".into(),
+        ));
+    }
+    check_unique(&listeners)?;
+    let steer_prog = match opts.steer {
+        Steer::Hash => None,
+        Steer::Cpu => Some(
+            steer::cpu_program(&steer::cpu_table(plan_workers, &opts.irq_cpus), n)
+                .ok_or(RuntimeError::SteerTable)?,
+        ),
+    };
+
+    let mut per_worker: Vec<Vec<(String, std::net::TcpListener)>> =
+        (0..n).map(|_| Vec::new()).collect();
+    let mut infos = BTreeMap::new();
+    for spec in &listeners {
+        let (socks, addr) = bind_group(spec, n, steer_prog.as_deref())?;
+        for (w, s) in socks.into_iter().enumerate() {
+            per_worker[w].push((spec.name.clone(), s));
+        }
+        infos.insert(spec.name.clone(), ListenerInfo { spec: spec.clone(), addr });
+    }
+
+    let (drain, _) = watch::channel(false);
+    let shared = Arc::new(Shared { drain, deadline: Mutex::new(None) });
+    let factory = Arc::new(factory);
+    let (ready_tx, ready_rx) = std_mpsc::channel::<(usize, Result<i32, String>)>();
+    let mut rt = Runtime {
+        workers: Vec::with_capacity(n),
+        shared: shared.clone(),
+        listeners: Mutex::new(infos),
+        steer_prog,
+    };
+    for (index, (initial, &cpu)) in per_worker.into_iter().zip(plan_workers).enumerate() {
+        let stats = Arc::new(WorkerStats::default());
+        let (cmd_tx, cmd_rx) = mpsc::unbounded_channel();
+        let ctx = WorkerCtx { index, cpu, n_workers: n, stats: stats.clone() };
+        let cfg = WorkerCfg {
+            ctx,
+            pin: opts.pin,
+            nodelay: opts.nodelay,
+            cap: opts.max_connections_per_worker,
+            shared: shared.clone(),
+        };
+        let factory = factory.clone();
+        let ready = ready_tx.clone();
+        let spawned = thread::Builder::new()
+            .name(format!("reel-w{index}"))
+            .spawn(move || worker_thread(cfg, initial, cmd_rx, ready, move |c| factory(c)));
+        match spawned {
+            Ok(thread) => rt.workers.push(WorkerHandle {
+                index,
+                cpu,
+                tid: 0,
+                stats,
+                cmd: cmd_tx,
+                thread: Some(thread),
+            }),
+            Err(source) => return Err(RuntimeError::Spawn { index, source }),
+        }
+    }
+    drop(ready_tx);
+    for _ in 0..n {
+        // A worker that dies before reporting drops its sender; once all are gone recv fails.
+        let Ok((index, res)) = ready_rx.recv() else {
+            return Err(RuntimeError::Worker {
+                index: 0,
+                message: "worker exited during startup".into(),
+            });
+        };
+        match res {
+            Ok(tid) => rt.workers[index].tid = tid,
+            Err(message) => return Err(RuntimeError::Worker { index, message }),
+        }
+    }
+    Ok(rt)
+}
+
+fn check_unique(listeners: &[ListenerSpec]) -> Result<(), RuntimeError> {
+    let mut names = std::collections::BTreeSet::new();
+    for l in listeners {
+        if !names.insert(l.name.as_str()) {
+            return Err(RuntimeError::DuplicateListener(l.name.clone()));
+        }
+    }
+    Ok(())
+}
+
+impl Runtime {
+    /// Number of workers.
+    pub fn n_workers(&self) -> usize {
+        self.workers.len()
+    }
+
+    /// The address of every worker's socket for listener `name` (all share one port), in
+    /// worker order; `None` if there is no such listener.
+    pub fn local_addrs(&self, name: &str) -> Option<Vec<SocketAddr>> {
+        let l = self.listeners.lock().ok()?;
+        let info = l.get(name)?;
+        Some(vec![info.addr; self.workers.len()])
+    }
+
+    /// The specs of the current listeners, by name.
+    pub fn listeners(&self) -> Vec<ListenerSpec> {
+        self.listeners
+            .lock()
+            .map(|l| l.values().map(|i| i.spec.clone()).collect())
+            .unwrap_or_default()
+    }
+
+    /// `(worker index, planned cpu, kernel thread id)` of every worker.
+    pub fn worker_tids(&self) -> Vec<(usize, usize, i32)> {
+        self.workers.iter().map(|w| (w.index, w.cpu, w.tid)).collect()
+    }
+
+    /// Every worker's counters, in worker order.
+    pub fn stats(&self) -> Vec<Arc<WorkerStats>> {
+        self.workers.iter().map(|w| w.stats.clone()).collect()
+    }
+
+    /// A receiver that turns `true` when shutdown starts (the same value connections get).
+    pub fn drain_receiver(&self) -> watch::Receiver<bool> {
+        self.shared.drain.subscribe()
+    }
+
+    /// A handle that can trigger shutdown from another thread or task.
+    pub fn shutdown_handle(&self) -> ShutdownHandle {
+        ShutdownHandle { shared: self.shared.clone() }
+    }
+
+    /// Replaces the listener set: binds new listeners on every worker, changes the backlog of
+    /// kept ones in place, and closes removed ones (their established connections continue;
+    /// connections still in a removed socket's accept queue are reset by the kernel).
+    /// All-or-nothing for binding: if any new socket fails to bind, nothing changes.
+    /// Blocks until every worker applied the change.
+    ///
+    /// A listener is matched by name; an address change binds the new address before closing
+    /// the old one. Under [`Steer::Cpu`] a name change that keeps the same address joins the
+    /// old reuseport group before the old sockets leave, which reorders the group until restart.
+    pub fn set_listeners(&self, specs: Vec<ListenerSpec>) -> Result<(), RuntimeError> {
+        check_unique(&specs)?;
+        if *self.shared.drain.borrow() {
+            return Err(RuntimeError::ShuttingDown);
+        }
+        let mut current = self.listeners.lock().map_err(|_| RuntimeError::ShuttingDown)?;
+        let n = self.workers.len();
+        let mut add_infos = Vec::new();
+        let mut per_worker: Vec<Vec<(String, std::net::TcpListener)>> =
+            (0..n).map(|_| Vec::new()).collect();
+        let mut relisten = Vec::new();
+        let mut remove = Vec::new();
+        for spec in &specs {
+            match current.get(&spec.name) {
+                Some(cur) if cur.spec == *spec => {}
+                Some(cur) if cur.spec.addr == spec.addr => {
+                    relisten.push((spec.name.clone(), spec.backlog));
+                }
+                _ => {
+                    // Binding errors return here, before any worker was told anything.
+                    let (socks, addr) = bind_group(spec, n, self.steer_prog.as_deref())?;
+                    for (w, s) in socks.into_iter().enumerate() {
+                        per_worker[w].push((spec.name.clone(), s));
+                    }
+                    add_infos.push(ListenerInfo { spec: spec.clone(), addr });
+                    if current.contains_key(&spec.name) {
+                        remove.push(spec.name.clone());
+                    }
+                }
+            }
+        }
+        for name in current.keys() {
+            if !specs.iter().any(|s| &s.name == name) {
+                remove.push(name.clone());
+            }
+        }
+        let mut waits = Vec::with_capacity(n);
+        for (w, add) in self.workers.iter().zip(per_worker) {
+            let (done, rx) = std_mpsc::channel();
+            w.cmd
+                .send(Command::Apply {
+                    add,
+                    relisten: relisten.clone(),
+                    remove: remove.clone(),
+                    done,
+                })
+                .map_err(|_| RuntimeError::WorkerGone(w.index))?;
+            waits.push((w.index, rx));
+        }
+        let mut first_err = None;
+        for (index, rx) in waits {
+            let r = match rx.recv() {
+                Ok(Ok(())) => Ok(()),
+                Ok(Err(message)) => Err(RuntimeError::Worker { index, message }),
+                Err(_) => Err(RuntimeError::WorkerGone(index)),
+            };
+            if let Err(e) = r {
+                first_err.get_or_insert(e);
+            }
+        }
+        for name in &remove {
+            current.remove(name);
+        }
+        for info in add_infos {
+            current.insert(info.spec.name.clone(), info);
+        }
+        for (name, backlog) in relisten {
+            if let Some(i) = current.get_mut(&name) {
+                i.spec.backlog = backlog;
+            }
+        }
+        first_err.map_or(Ok(()), Err)
+    }
+
+    /// Triggers shutdown (see [`ShutdownHandle::shutdown`]) and waits for it.
+    pub fn shutdown(mut self, deadline: Duration) -> ShutdownReport {
+        self.shared.trigger(deadline);
+        self.join()
+    }
+
+    /// Waits until the runtime was shut down through a [`ShutdownHandle`] and all workers exited.
+    pub fn wait(mut self) -> ShutdownReport {
+        self.join()
+    }
+
+    fn join(&mut self) -> ShutdownReport {
+        let mut report = ShutdownReport::default();
+        for w in &mut self.workers {
+            if let Some(t) = w.thread.take() {
+                match t.join() {
+                    Ok(dropped) => report.dropped_connections += dropped,
+                    Err(_) => report.panicked_workers += 1,
+                }
+            }
+        }
+        report
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        self.shared.trigger(Duration::ZERO);
+        self.join();
+    }
+}
+
+struct WorkerCfg {
+    ctx: WorkerCtx,
+    pin: bool,
+    nodelay: bool,
+    cap: usize,
+    shared: Arc<Shared>,
+}
+
+/// Per-worker state shared by its local tasks.
+struct Local {
+    stats: Arc<WorkerStats>,
+    open: Cell<usize>,
+    cap: usize,
+    nodelay: bool,
+    /// Woken whenever a connection closes.
+    closed: Notify,
+    drain: watch::Receiver<bool>,
+    listeners: RefCell<BTreeMap<String, ListenerEntry>>,
+}
+
+/// A listener of this worker: its accept task (which owns the tokio listener) and a duplicate
+/// descriptor for changing the backlog. The kernel socket closes once both are dropped.
+struct ListenerEntry {
+    task: JoinHandle<()>,
+    fd: std::os::fd::OwnedFd,
+}
+
+impl ListenerEntry {
+    async fn close(self) {
+        self.task.abort();
+        // The aborted task has dropped its listener once the handle resolves.
+        let _ = self.task.await;
+    }
+}
+
+/// Decrements the open count when a connection task ends or is dropped at the deadline.
+struct ConnGuard(Rc<Local>);
+
+impl Drop for ConnGuard {
+    fn drop(&mut self) {
+        let l = &self.0;
+        l.open.set(l.open.get().saturating_sub(1));
+        l.stats.open.fetch_sub(1, Ordering::Relaxed);
+        l.closed.notify_waiters();
+    }
+}
+
+fn worker_thread<A: WorkerApp>(
+    cfg: WorkerCfg,
+    initial: Vec<(String, std::net::TcpListener)>,
+    cmd_rx: mpsc::UnboundedReceiver<Command>,
+    ready: std_mpsc::Sender<(usize, Result<i32, String>)>,
+    factory: impl FnOnce(&WorkerCtx) -> A,
+) -> usize {
+    let index = cfg.ctx.index;
+    if cfg.pin {
+        let pinned = core_affinity::set_for_current(core_affinity::CoreId { id: cfg.ctx.cpu });
+        cfg.ctx.stats.pinned.store(pinned, Ordering::Relaxed);
+        if !pinned {
+            tracing::warn!(
+                worker = index,
+                cpu = cfg.ctx.cpu,
+                "could not pin worker thread; running unpinned"
+            );
+        }
+    }
+    let rt = match tokio::runtime::Builder::new_current_thread().enable_io().enable_time().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            let _ = ready.send((index, Err(format!("building tokio runtime: {e}"))));
+            return 0;
+        }
+    };
+    let local = LocalSet::new();
+    let state = Rc::new(Local {
+        stats: cfg.ctx.stats.clone(),
+        open: Cell::new(0),
+        cap: cfg.cap,
+        nodelay: cfg.nodelay,
+        closed: Notify::new(),
+        drain: cfg.shared.drain.subscribe(),
+        listeners: RefCell::new(BTreeMap::new()),
+    });
+    let app = Rc::new(factory(&cfg.ctx));
+    let setup = local.block_on(&rt, async {
+        for (name, l) in initial {
+            add_listener(&state, &app, name, l)?;
+        }
+        Ok::<(), String>(())
+    });
+    if let Err(e) = setup {
+        let _ = ready.send((index, Err(e)));
+        return 0;
+    }
+    let _ = ready.send((index, Ok(thread_tid())));
+    drop(ready);
+
+    let shared = cfg.shared.clone();
+    let ctx = cfg.ctx.clone();
+    let dropped = local.block_on(&rt, async {
+        let run_app = app.clone();
+        let drain = state.drain.clone();
+        tokio::task::spawn_local(async move { run_app.run(ctx, drain).await });
+        let cmd_task = tokio::task::spawn_local(command_loop(state.clone(), app.clone(), cmd_rx));
+
+        let mut drain = state.drain.clone();
+        // An error means the sender is gone, which only happens with the Runtime: shut down too.
+        let _ = drain.wait_for(|d| *d).await;
+        cmd_task.abort();
+        let _ = cmd_task.await;
+        let entries: Vec<ListenerEntry> =
+            std::mem::take(&mut *state.listeners.borrow_mut()).into_values().collect();
+        for e in entries {
+            e.close().await;
+        }
+        let all_closed = async {
+            while state.open.get() > 0 {
+                state.closed.notified().await;
+            }
+        };
+        match shared.deadline() {
+            Some(d) => {
+                let _ = tokio::time::timeout_at(d.into(), all_closed).await;
+            }
+            None => all_closed.await,
+        }
+        state.open.get()
+    });
+    // Dropping the LocalSet drops connections that outlived the deadline.
+    drop(local);
+    if dropped > 0 {
+        tracing::warn!(
+            worker = index,
+            dropped,
+            "shutdown deadline passed; dropped open connections"
+        );
+    }
+    dropped
+}
+
+fn add_listener<A: WorkerApp>(
+    state: &Rc<Local>,
+    app: &Rc<A>,
+    name: String,
+    l: std::net::TcpListener,
+) -> Result<(), String> {
+    let fd = std::os::fd::OwnedFd::from(
+        l.try_clone().map_err(|e| format!("duplicating listener {name:?}: {e}"))?,
+    );
+    let l = TcpListener::from_std(l).map_err(|e| format!("registering listener {name:?}: {e}"))?;
+    let task = tokio::task::spawn_local(accept_loop(
+        l,
+        Rc::from(name.as_str()),
+        state.clone(),
+        app.clone(),
+    ));
+    let old = state.listeners.borrow_mut().insert(name, ListenerEntry { task, fd });
+    if let Some(old) = old {
+        old.task.abort();
+    }
+    Ok(())
+}
+
+async fn command_loop<A: WorkerApp>(
+    state: Rc<Local>,
+    app: Rc<A>,
+    mut rx: mpsc::UnboundedReceiver<Command>,
+) {
+    while let Some(cmd) = rx.recv().await {
+        match cmd {
+            Command::Apply { add, relisten, remove, done } => {
+                let mut result = Ok(());
+                for name in remove {
+                    let entry = state.listeners.borrow_mut().remove(&name);
+                    if let Some(e) = entry {
+                        e.close().await;
+                    }
+                }
+                for (name, backlog) in relisten {
+                    if let Err(e) = relisten_one(&state, &name, backlog) {
+                        result = Err(e);
+                    }
+                }
+                for (name, l) in add {
+                    if let Err(e) = add_listener(&state, &app, name, l) {
+                        result = Err(e);
+                    }
+                }
+                let _ = done.send(result);
+            }
+        }
+    }
+}
+
+/// Re-runs `listen(2)` on the kept descriptor duplicate, which updates the backlog in place.
+fn relisten_one(state: &Local, name: &str, backlog: i32) -> Result<(), String> {
+    match state.listeners.borrow().get(name) {
+        Some(entry) => SockRef::from(&entry.fd)
+            .listen(backlog)
+            .map_err(|e| format!("changing backlog of {name:?}: {e}")),
+        None => Err(format!("listener {name:?} not found")),
+    }
+}
+
+/// Rate limit for accept error logs: at most one line per second per listener.
+struct ErrorLog {
+    last: Option<Instant>,
+    suppressed: u64,
+}
+
+async fn accept_loop<A: WorkerApp>(
+    listener: TcpListener,
+    name: Rc<str>,
+    state: Rc<Local>,
+    app: Rc<A>,
+) {
+    let mut log = ErrorLog { last: None, suppressed: 0 };
+    loop {
+        if state.open.get() >= state.cap {
+            state.stats.cap_pauses.fetch_add(1, Ordering::Relaxed);
+            // The kernel backlog holds new connections meanwhile.
+            while state.open.get() >= state.cap {
+                state.closed.notified().await;
+            }
+        }
+        match listener.accept().await {
+            Ok((stream, peer)) => {
+                if state.nodelay {
+                    let _ = stream.set_nodelay(true);
+                }
+                state.open.set(state.open.get() + 1);
+                state.stats.open.fetch_add(1, Ordering::Relaxed);
+                state.stats.accepted.fetch_add(1, Ordering::Relaxed);
+                let guard = ConnGuard(state.clone());
+                let app = app.clone();
+                let name = name.clone();
+                let drain = state.drain.clone();
+                tokio::task::spawn_local(async move {
+                    let _guard = guard;
+                    app.on_conn(stream, peer, &name, drain).await;
+                });
+            }
+            Err(e) => {
+                state.stats.accept_errors.fetch_add(1, Ordering::Relaxed);
+                let now = Instant::now();
+                if log.last.is_none_or(|t| now.duration_since(t) >= Duration::from_secs(1)) {
+                    tracing::warn!(
+                        listener = %name,
+                        error = %e,
+                        suppressed = log.suppressed,
+                        "accept failed"
+                    );
+                    log.last = Some(now);
+                    log.suppressed = 0;
+                } else {
+                    log.suppressed += 1;
+                }
+                tokio::time::sleep(accept_backoff(&e)).await;
+            }
+        }
+    }
+}
+
+/// How long to pause after a failed accept. Descriptor or memory exhaustion persists until
+/// connections close, so retrying at once would spin.
+fn accept_backoff(e: &io::Error) -> Duration {
+    match e.raw_os_error() {
+        Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM) => {
+            Duration::from_millis(100)
+        }
+        Some(libc::ECONNABORTED | libc::EINTR | libc::EPROTO | libc::EPERM) => Duration::ZERO,
+        _ => Duration::from_millis(10),
+    }
+}
