@@ -1,1 +1,193 @@
 //! TOML configuration schema, parsing and validation for reel.
+//!
+//! This crate owns the configuration file format: the section structs ([`Config`] and the
+//! `*Config` types), the unit newtypes ([`Duration`], [`ByteSize`]), parsing with exact
+//! `file:line:column: key: message` reports ([`ConfigProblem`]), semantic validation that
+//! reports every problem at once ([`Config::validate`]), the content hash shown on /status
+//! ([`Config::hash`]) and which changes a live reload cannot apply
+//! ([`Config::diff_needs_restart`]). It depends on no other reel crate: the binary converts
+//! these types into each crate's own options.
+//!
+//! ```
+//! let cfg = reel_config::Config::parse_and_validate(
+//!     "[[listener]]\nname = \"http\"\naddress = \"127.0.0.1:8080\"\n",
+//!     "inline.toml",
+//! )?;
+//! assert_eq!(cfg.listener[0].address.port(), 8080);
+//! # Ok::<(), reel_config::ConfigErrors>(())
+//! ```
+#![forbid(unsafe_code)]
+
+mod diff;
+mod error;
+mod schema;
+mod spans;
+mod units;
+mod validate;
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+pub use diff::RESTART_KEYS;
+pub use error::{ConfigErrors, ConfigProblem};
+pub use schema::{
+    AccessLogConfig, AccessLogFormat, AdminConfig, CacheConfig, CacheRule, CoresConfig, CpuSet,
+    DemoOriginConfig, HealthConfig, HostPort, HttpConfig, ListenerConfig, LogConfig, LogFormat,
+    MethodsPolicy, OriginGroupConfig, OriginHealthConfig, PathGlob, ServerConfig, SiteConfig,
+    Steer, StoreConfig, StoreIo, TierConfig, host_pattern_matches, strip_port,
+};
+pub use units::{ByteSize, Duration, UnitError};
+
+/// Where a [`Config`] came from: file name, content hash, and the position of every key.
+#[derive(Debug, Default)]
+struct Source {
+    file: String,
+    hash: String,
+    positions: HashMap<String, (usize, usize)>,
+}
+
+/// The whole configuration file. Every section is optional in the file and takes the
+/// defaults documented on its type, except that at least one `[[listener]]` is required.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// `[server]`.
+    pub server: ServerConfig,
+    /// `[log]`.
+    pub log: LogConfig,
+    /// `[[listener]]`: data listeners, at least one.
+    pub listener: Vec<ListenerConfig>,
+    /// `[cores]`.
+    pub cores: CoresConfig,
+    /// `[http]`.
+    pub http: HttpConfig,
+    /// `[health]`.
+    pub health: HealthConfig,
+    /// `[admin]`.
+    pub admin: AdminConfig,
+    /// `[access_log]`.
+    pub access_log: AccessLogConfig,
+    /// `[store]`.
+    pub store: StoreConfig,
+    /// `[cache]` and `[[cache.rule]]`.
+    pub cache: CacheConfig,
+    /// `[[site]]`: virtual hosts.
+    pub site: Vec<SiteConfig>,
+    /// `[[origin_group]]`.
+    pub origin_group: Vec<OriginGroupConfig>,
+    /// `[demo_origin]`.
+    pub demo_origin: DemoOriginConfig,
+    #[serde(skip)]
+    source: Arc<Source>,
+}
+
+/// The stable content hash used by [`Config::hash`]: xxh3-64 of the bytes, 16 lowercase hex
+/// digits.
+pub fn content_hash(text: &str) -> String {
+    format!("{:016x}", xxhash_rust::xxh3::xxh3_64(text.as_bytes()))
+}
+
+impl Config {
+    /// Parses TOML `text`; `file_name` is only used in problem reports. Fails on syntax
+    /// errors, unknown keys, wrong types and malformed values (durations, sizes, addresses),
+    /// reporting as many of them as possible. Does not run [`Config::validate`].
+    pub fn parse(text: &str, file_name: &str) -> Result<Config, ConfigErrors> {
+        let parsed = spans::deserialize_reporting_all::<Config>(text, file_name)
+            .map_err(|problems| ConfigErrors { problems })?;
+        let mut config = parsed.value;
+        config.source = Arc::new(Source {
+            file: file_name.to_owned(),
+            hash: content_hash(text),
+            positions: parsed.positions,
+        });
+        Ok(config)
+    }
+
+    /// [`Config::parse`] then [`Config::validate`]; fails with every problem found.
+    pub fn parse_and_validate(text: &str, file_name: &str) -> Result<Config, ConfigErrors> {
+        let config = Config::parse(text, file_name)?;
+        let problems = config.validate();
+        if problems.is_empty() { Ok(config) } else { Err(ConfigErrors { problems }) }
+    }
+
+    /// Reads and parses the file at `path` (see [`Config::parse`]); problems name the file
+    /// as `path` was written.
+    pub fn load(path: impl AsRef<Path>) -> Result<Config, ConfigErrors> {
+        let path = path.as_ref();
+        let file = path.display().to_string();
+        match std::fs::read_to_string(path) {
+            Ok(text) => Config::parse(&text, &file),
+            Err(e) => Err(ConfigErrors {
+                problems: vec![ConfigProblem {
+                    file,
+                    line: 0,
+                    column: 0,
+                    key: String::new(),
+                    message: format!("cannot read configuration file: {e}"),
+                }],
+            }),
+        }
+    }
+
+    /// The file name this configuration was parsed from; empty for [`Config::default`].
+    pub fn file_name(&self) -> &str {
+        &self.source.file
+    }
+
+    /// Stable hash of the file contents (see [`content_hash`]) for /status, so operators
+    /// can tell which file a running server loaded. For a [`Config`] not parsed from text it
+    /// is the hash of the empty string.
+    pub fn hash(&self) -> String {
+        if self.source.hash.is_empty() { content_hash("") } else { self.source.hash.clone() }
+    }
+
+    /// Checks cross-field rules and value ranges and returns every problem found (empty =
+    /// valid). Each problem points at the offending key in the file, or at the nearest
+    /// enclosing table present when the key itself was left at its default.
+    pub fn validate(&self) -> Vec<ConfigProblem> {
+        let mut found = Vec::new();
+        validate::check(self, &mut found);
+        let mut problems: Vec<ConfigProblem> = found
+            .into_iter()
+            .map(|(key, message)| {
+                let (line, column) = self.locate(&key);
+                ConfigProblem { file: self.source.file.clone(), line, column, key, message }
+            })
+            .collect();
+        problems.sort_by(|a, b| (a.line, a.column, &a.key).cmp(&(b.line, b.column, &b.key)));
+        problems
+    }
+
+    /// Keys whose values differ between `self` (running) and `new` (reloaded) but can only
+    /// take effect after a restart, as key paths (`store.size`, `listener[0].address`,
+    /// `listener[1]` for an added or removed listener). Empty = the reload applies fully.
+    /// See [`RESTART_KEYS`].
+    pub fn diff_needs_restart(&self, new: &Config) -> Vec<String> {
+        diff::needs_restart(self, new)
+    }
+
+    /// Position of `key`, else of its nearest ancestor present in the file, else 1:1.
+    fn locate(&self, key: &str) -> (usize, usize) {
+        let mut k = key;
+        loop {
+            if let Some(&pos) = self.source.positions.get(k) {
+                return pos;
+            }
+            let cut = if k.ends_with(']') { k.rfind('[') } else { k.rfind('.') };
+            match cut {
+                Some(i) => k = &k[..i],
+                None => return (1, 1),
+            }
+        }
+    }
+}
+
+/// Reads, parses and validates the file at `path`, returning every problem found.
+pub fn load_and_validate(path: impl AsRef<Path>) -> Result<Config, ConfigErrors> {
+    let config = Config::load(path)?;
+    let problems = config.validate();
+    if problems.is_empty() { Ok(config) } else { Err(ConfigErrors { problems }) }
+}

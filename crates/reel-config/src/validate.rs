@@ -1,0 +1,483 @@
+//! Semantic validation: rules that span several keys or restrict a value's range, checked
+//! after deserialization. Every rule runs; each violation is reported against the key path
+//! that should be changed.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+
+use crate::Config;
+use crate::schema::{CpuSet, OriginHealthConfig, is_dns_name};
+use crate::units::ByteSize;
+
+type Found = Vec<(String, String)>;
+
+fn bad(found: &mut Found, key: impl Into<String>, message: impl Into<String>) {
+    found.push((key.into(), message.into()));
+}
+
+fn positive_duration(found: &mut Found, key: String, d: crate::Duration) {
+    if d.is_zero() {
+        bad(found, key, "must be greater than 0s");
+    }
+}
+
+/// Tracing levels accepted in `log.level` directives.
+const LEVELS: [&str; 6] = ["trace", "debug", "info", "warn", "error", "off"];
+
+/// Checks a tracing-subscriber EnvFilter directive list. Stricter than EnvFilter: a bare word
+/// must be a level, because EnvFilter would read a misspelt level ("inof") as a target name
+/// and silently log nothing useful.
+fn check_level(level: &str) -> Result<(), String> {
+    if level.trim().is_empty() {
+        return Err("must not be empty (e.g. \"info\")".into());
+    }
+    for directive in level.split(',').map(str::trim) {
+        let lvl = match directive.rsplit_once('=') {
+            Some((target, lvl)) if !target.trim().is_empty() => lvl,
+            Some(_) => return Err(format!("directive {directive:?} has no target before '='")),
+            None => directive,
+        };
+        if !LEVELS.contains(&lvl.trim().to_ascii_lowercase().as_str()) {
+            return Err(format!(
+                "invalid level {:?} in directive {directive:?}: expected one of {}",
+                lvl.trim(),
+                LEVELS.join(", ")
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Two addresses would collide on bind: same non-zero port and same IP, or either IP is the
+/// wildcard address.
+fn collide(a: SocketAddr, b: SocketAddr) -> bool {
+    a.port() != 0
+        && a.port() == b.port()
+        && (a.ip() == b.ip() || a.ip().is_unspecified() || b.ip().is_unspecified())
+}
+
+/// Checks a `[[site]].hosts` entry; returns the normalised (lowercase) form.
+fn check_site_host(host: &str) -> Result<String, String> {
+    if host == "*" {
+        return Err(
+            "a catch-all \"*\" is not supported; list the names, or use \"*.example.com\"".into()
+        );
+    }
+    let name = host.strip_prefix("*.").unwrap_or(host);
+    let valid = if let Some(v6) = name.strip_prefix('[').and_then(|n| n.strip_suffix(']')) {
+        !host.starts_with("*.") && v6.parse::<std::net::Ipv6Addr>().is_ok()
+    } else if name.contains(':') {
+        return Err(format!(
+            "{host:?} has a port or an unbracketed IPv6 address; ports are ignored when matching, so leave them out"
+        ));
+    } else {
+        is_dns_name(name)
+    };
+    if valid {
+        Ok(host.to_ascii_lowercase())
+    } else {
+        Err(format!("{host:?} is not a host name, IP address or \"*.domain\" wildcard"))
+    }
+}
+
+fn check_health_path(found: &mut Found, key: String, path: &str) {
+    if !path.starts_with('/') {
+        bad(found, key, format!("{path:?} must start with \"/\""));
+    }
+}
+
+fn check_cpu_set(found: &mut Found, key: &str, set: &CpuSet) {
+    if let CpuSet::List(cpus) = set {
+        if cpus.is_empty() {
+            bad(found, key, "an empty CPU list; use \"auto\" or list at least one CPU");
+        }
+        for (i, cpu) in cpus.iter().enumerate() {
+            if cpus[..i].contains(cpu) {
+                bad(found, format!("{key}[{i}]"), format!("CPU {cpu} is listed twice"));
+            }
+        }
+    }
+}
+
+fn check_origin_health(found: &mut Found, key: &str, h: &OriginHealthConfig) {
+    check_health_path(found, format!("{key}.path"), &h.path);
+    positive_duration(found, format!("{key}.interval"), h.interval);
+    positive_duration(found, format!("{key}.timeout"), h.timeout);
+    if h.timeout > h.interval {
+        bad(
+            found,
+            format!("{key}.timeout"),
+            format!("{} is longer than interval {}", h.timeout, h.interval),
+        );
+    }
+    if !(100..=599).contains(&h.expect_status) {
+        bad(found, format!("{key}.expect_status"), "must be an HTTP status code 100-599");
+    }
+    if h.rise == 0 {
+        bad(found, format!("{key}.rise"), "must be at least 1");
+    }
+    if h.fall == 0 {
+        bad(found, format!("{key}.fall"), "must be at least 1");
+    }
+}
+
+fn is_header_value(v: &str) -> bool {
+    v.bytes().all(|b| b == b'\t' || (b' '..=b'~').contains(&b))
+}
+
+/// Runs every rule, appending `(key path, message)` for each violation.
+pub(crate) fn check(cfg: &Config, found: &mut Found) {
+    if let Err(e) = check_level(&cfg.log.level) {
+        bad(found, "log.level", e);
+    }
+
+    // Listeners.
+    if cfg.listener.is_empty() {
+        bad(found, "listener", "at least one [[listener]] is required");
+    }
+    let mut names: HashMap<&str, usize> = HashMap::new();
+    for (i, l) in cfg.listener.iter().enumerate() {
+        if l.name.is_empty() {
+            bad(found, format!("listener[{i}].name"), "must not be empty");
+        } else if let Some(j) = names.insert(&l.name, i) {
+            bad(
+                found,
+                format!("listener[{i}].name"),
+                format!("{:?} is also the name of listener[{j}]", l.name),
+            );
+        }
+        for (j, other) in cfg.listener[..i].iter().enumerate() {
+            if collide(l.address, other.address) {
+                bad(
+                    found,
+                    format!("listener[{i}].address"),
+                    format!("{} collides with listener[{j}] address {}", l.address, other.address),
+                );
+            }
+        }
+        if collide(l.address, cfg.admin.address) {
+            bad(
+                found,
+                format!("listener[{i}].address"),
+                format!("{} collides with admin.address {}", l.address, cfg.admin.address),
+            );
+        }
+        if cfg.demo_origin.enabled && collide(l.address, cfg.demo_origin.address) {
+            bad(
+                found,
+                format!("listener[{i}].address"),
+                format!(
+                    "{} collides with demo_origin.address {}",
+                    l.address, cfg.demo_origin.address
+                ),
+            );
+        }
+        if l.backlog == 0 {
+            bad(found, format!("listener[{i}].backlog"), "must be at least 1");
+        }
+    }
+
+    // Cores.
+    check_cpu_set(found, "cores.irq", &cfg.cores.irq);
+    check_cpu_set(found, "cores.workers", &cfg.cores.workers);
+    for (i, nic) in cfg.cores.nic.iter().enumerate() {
+        if nic.is_empty() || nic.len() > 15 || nic.contains(['/', ' ']) {
+            bad(
+                found,
+                format!("cores.nic[{i}]"),
+                format!("{nic:?} is not a network interface name"),
+            );
+        }
+    }
+
+    // HTTP.
+    let h = &cfg.http;
+    for (key, v) in [
+        ("http.max_request_line", h.max_request_line),
+        ("http.max_header_bytes", h.max_header_bytes),
+    ] {
+        if v.bytes() < 64 {
+            bad(found, key, format!("{v} is too small (at least 64B)"));
+        }
+    }
+    if h.max_request_line > h.max_header_bytes {
+        bad(
+            found,
+            "http.max_request_line",
+            format!("{} exceeds http.max_header_bytes {}", h.max_request_line, h.max_header_bytes),
+        );
+    }
+    if h.max_headers == 0 {
+        bad(found, "http.max_headers", "must be at least 1");
+    }
+    positive_duration(found, "http.header_timeout".into(), h.header_timeout);
+    positive_duration(found, "http.idle_timeout".into(), h.idle_timeout);
+    if h.max_connections_per_worker == 0 {
+        bad(found, "http.max_connections_per_worker", "must be at least 1");
+    }
+
+    // Health endpoint.
+    let hl = &cfg.health;
+    check_health_path(found, "health.path".into(), &hl.path);
+    if !(1..=100).contains(&hl.max_cpu_percent) {
+        bad(found, "health.max_cpu_percent", "must be 1-100");
+    }
+    if hl.resume_cpu_percent >= hl.max_cpu_percent {
+        bad(
+            found,
+            "health.resume_cpu_percent",
+            format!("must be below max_cpu_percent ({})", hl.max_cpu_percent),
+        );
+    }
+    if hl.max_connections == 0 {
+        bad(found, "health.max_connections", "must be at least 1");
+    }
+    if hl.resume_connections >= hl.max_connections {
+        bad(
+            found,
+            "health.resume_connections",
+            format!("must be below max_connections ({})", hl.max_connections),
+        );
+    }
+    positive_duration(found, "health.max_hit_p99".into(), hl.max_hit_p99);
+    if hl.resume_hit_p99 >= hl.max_hit_p99 {
+        bad(
+            found,
+            "health.resume_hit_p99",
+            format!("must be below max_hit_p99 ({})", hl.max_hit_p99),
+        );
+    }
+
+    // Admin.
+    let a = &cfg.admin;
+    if !a.allow_non_loopback && !a.address.ip().is_loopback() {
+        bad(
+            found,
+            "admin.address",
+            format!(
+                "{} is not a loopback address; set admin.allow_non_loopback = true to expose the admin API",
+                a.address
+            ),
+        );
+    }
+    if !a.token.is_empty() && !a.token_env.is_empty() {
+        bad(found, "admin.token_env", "set either admin.token or admin.token_env, not both");
+    }
+    if !is_header_value(&a.token) || a.token.contains([' ', '\t']) {
+        bad(found, "admin.token", "must be printable ASCII without spaces");
+    }
+    if a.token_env.contains(['=', '\0']) {
+        bad(
+            found,
+            "admin.token_env",
+            format!("{:?} is not an environment variable name", a.token_env),
+        );
+    }
+    if cfg.demo_origin.enabled && collide(a.address, cfg.demo_origin.address) {
+        bad(
+            found,
+            "demo_origin.address",
+            format!("{} collides with admin.address", cfg.demo_origin.address),
+        );
+    }
+
+    // Access log.
+    let al = &cfg.access_log;
+    if al.enabled {
+        if al.path.as_os_str().is_empty() {
+            bad(found, "access_log.path", "must not be empty (use \"-\" for standard output)");
+        }
+        if al.buffer.bytes() < 4096 {
+            bad(found, "access_log.buffer", format!("{} is too small (at least 4KiB)", al.buffer));
+        }
+        positive_duration(found, "access_log.flush_interval".into(), al.flush_interval);
+    }
+
+    // Store.
+    let s = &cfg.store;
+    if s.path.as_os_str().is_empty() {
+        bad(found, "store.path", "must not be empty");
+    }
+    if s.volume_size < ByteSize::mib(1) {
+        bad(found, "store.volume_size", format!("{} is below the minimum 1MiB", s.volume_size));
+    }
+    if s.volume_size.bytes().checked_mul(2).is_none_or(|twice| s.size.bytes() < twice) {
+        bad(
+            found,
+            "store.size",
+            format!("{} must be at least twice store.volume_size ({})", s.size, s.volume_size),
+        );
+    }
+
+    // Cache.
+    let c = &cfg.cache;
+    if c.heuristic_freshness {
+        positive_duration(found, "cache.heuristic_max".into(), c.heuristic_max);
+    }
+    for (i, r) in c.rule.iter().enumerate() {
+        let p = r.pattern.as_str();
+        if p.is_empty() {
+            bad(found, format!("cache.rule[{i}].match"), "must not be empty");
+        } else if !p.starts_with('/') && !p.starts_with('*') {
+            bad(
+                found,
+                format!("cache.rule[{i}].match"),
+                format!(
+                    "{p:?} can never match: request paths start with \"/\" (use \"/{p}\" or \"*{p}\")"
+                ),
+            );
+        } else if p.contains('?') {
+            bad(
+                found,
+                format!("cache.rule[{i}].match"),
+                "patterns match the path only, without the query string; remove '?'",
+            );
+        }
+    }
+
+    // Sites.
+    let groups: HashMap<&str, usize> =
+        cfg.origin_group.iter().enumerate().map(|(i, g)| (g.name.as_str(), i)).collect();
+    let mut claimed: HashMap<String, usize> = HashMap::new();
+    for (i, site) in cfg.site.iter().enumerate() {
+        if site.hosts.is_empty() {
+            bad(found, format!("site[{i}].hosts"), "at least one host is required");
+        }
+        for (j, host) in site.hosts.iter().enumerate() {
+            match check_site_host(host) {
+                Err(e) => bad(found, format!("site[{i}].hosts[{j}]"), e),
+                Ok(norm) => {
+                    if let Some(other) = claimed.insert(norm, i) {
+                        let whose = if other == i {
+                            "this site".to_owned()
+                        } else {
+                            format!("site[{other}]")
+                        };
+                        bad(
+                            found,
+                            format!("site[{i}].hosts[{j}]"),
+                            format!("{host:?} is already claimed by {whose}"),
+                        );
+                    }
+                }
+            }
+        }
+        if site.origin_group.is_empty() {
+            bad(found, format!("site[{i}].origin_group"), "must name an [[origin_group]]");
+        } else if !groups.contains_key(site.origin_group.as_str()) {
+            bad(
+                found,
+                format!("site[{i}].origin_group"),
+                format!("no [[origin_group]] is named {:?}", site.origin_group),
+            );
+        }
+        for (j, q) in site.ignore_query.iter().enumerate() {
+            if q.is_empty() || q.contains(['&', '=', '?']) {
+                bad(
+                    found,
+                    format!("site[{i}].ignore_query[{j}]"),
+                    format!("{q:?} is not a query parameter name"),
+                );
+            }
+        }
+    }
+
+    // Origin groups.
+    let mut group_names: HashMap<&str, usize> = HashMap::new();
+    for (i, g) in cfg.origin_group.iter().enumerate() {
+        let key = format!("origin_group[{i}]");
+        if g.name.is_empty() {
+            bad(found, format!("{key}.name"), "must not be empty");
+        } else if let Some(j) = group_names.insert(&g.name, i) {
+            bad(
+                found,
+                format!("{key}.name"),
+                format!("{:?} is also the name of origin_group[{j}]", g.name),
+            );
+        }
+        positive_duration(found, format!("{key}.connect_timeout"), g.connect_timeout);
+        positive_duration(found, format!("{key}.first_byte_timeout"), g.first_byte_timeout);
+        positive_duration(found, format!("{key}.idle_timeout"), g.idle_timeout);
+        check_origin_health(found, &format!("{key}.health"), &g.health);
+        if g.tier.is_empty() {
+            bad(found, key.clone(), "at least one [[origin_group.tier]] is required");
+        }
+        for (t, tier) in g.tier.iter().enumerate() {
+            if tier.hosts.is_empty() {
+                bad(found, format!("{key}.tier[{t}].hosts"), "at least one host:port is required");
+            }
+            for (h, host) in tier.hosts.iter().enumerate() {
+                if tier.hosts[..h].contains(host) {
+                    bad(
+                        found,
+                        format!("{key}.tier[{t}].hosts[{h}]"),
+                        format!("{host} is listed twice"),
+                    );
+                }
+            }
+            if !is_header_value(&tier.host_header) || tier.host_header.contains([' ', '\t', '/']) {
+                bad(
+                    found,
+                    format!("{key}.tier[{t}].host_header"),
+                    format!("{:?} is not a valid Host value", tier.host_header),
+                );
+            }
+        }
+    }
+
+    // Demo origin.
+    let d = &cfg.demo_origin;
+    if !(d.latency_scale.is_finite() && d.latency_scale >= 0.0) {
+        bad(found, "demo_origin.latency_scale", "must be a finite number >= 0");
+    }
+    for (key, rate) in
+        [("demo_origin.error_rate", d.error_rate), ("demo_origin.reset_rate", d.reset_rate)]
+    {
+        if !(0.0..=1.0).contains(&rate) {
+            bad(found, key, "must be between 0.0 and 1.0");
+        }
+    }
+    if d.segment_duration < crate::Duration::from_millis(10)
+        || d.segment_duration > crate::Duration::from_secs(3600)
+    {
+        bad(found, "demo_origin.segment_duration", "must be between 10ms and 1h");
+    }
+    if d.live_segment_size.bytes() == 0 {
+        bad(found, "demo_origin.live_segment_size", "must be greater than 0");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn levels() {
+        for ok in ["info", "WARN", "info,reel_cache=debug", "reel=trace, hyper=off"] {
+            assert_eq!(check_level(ok), Ok(()), "{ok}");
+        }
+        for badl in ["", "inof", "reel=verbose", "=info", "info,,"] {
+            assert!(check_level(badl).is_err(), "{badl}");
+        }
+    }
+
+    #[test]
+    fn site_hosts() {
+        assert_eq!(check_site_host("Live.Example.com"), Ok("live.example.com".into()));
+        assert!(check_site_host("*.example.com").is_ok());
+        assert!(check_site_host("127.0.0.1").is_ok());
+        assert!(check_site_host("[::1]").is_ok());
+        for b in ["*", "example.com:80", "::1", "a b", "*.[::1]", "", "*."] {
+            assert!(check_site_host(b).is_err(), "{b}");
+        }
+    }
+
+    #[test]
+    fn collisions() {
+        let p = |s: &str| s.parse::<SocketAddr>().expect("addr");
+        assert!(collide(p("127.0.0.1:80"), p("127.0.0.1:80")));
+        assert!(collide(p("0.0.0.0:80"), p("127.0.0.1:80")));
+        assert!(!collide(p("127.0.0.1:80"), p("127.0.0.2:80")));
+        assert!(!collide(p("127.0.0.1:0"), p("127.0.0.1:0")));
+    }
+}

@@ -1,0 +1,378 @@
+//! End-to-end tests of the public API: the shipped config files, problem reports with
+//! file:line:column and key, hashing, reload diffs, and loading from disk.
+
+use std::path::PathBuf;
+
+use reel_config::{
+    ByteSize, Config, ConfigProblem, CpuSet, Duration, LogFormat, MethodsPolicy, content_hash,
+    load_and_validate,
+};
+
+fn config_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../config")
+}
+
+/// A minimal valid document that tests extend.
+const BASE: &str = r#"[[listener]]
+name = "http"
+address = "127.0.0.1:8080"
+
+[[site]]
+hosts = ["example.com"]
+origin_group = "main"
+
+[[origin_group]]
+name = "main"
+  [[origin_group.tier]]
+  hosts = ["127.0.0.1:8081"]
+"#;
+
+fn problems(text: &str) -> Vec<ConfigProblem> {
+    match Config::parse_and_validate(text, "t.toml") {
+        Ok(_) => Vec::new(),
+        Err(e) => e.problems,
+    }
+}
+
+fn line_of(text: &str, needle: &str) -> usize {
+    let at = text.find(needle).unwrap_or_else(|| panic!("{needle:?} not in text"));
+    text[..at].lines().count() + usize::from(text[..at].ends_with('\n'))
+}
+
+fn find<'a>(ps: &'a [ConfigProblem], key: &str) -> &'a ConfigProblem {
+    ps.iter().find(|p| p.key == key).unwrap_or_else(|| panic!("no problem for {key}: {ps:#?}"))
+}
+
+#[test]
+fn every_shipped_config_parses_and_validates() {
+    let mut seen = 0;
+    let entries = std::fs::read_dir(config_dir()).expect("config/ exists");
+    for entry in entries {
+        let path = entry.expect("dir entry").path();
+        if path.extension().is_some_and(|e| e == "toml") {
+            if let Err(e) = load_and_validate(&path) {
+                panic!("{} does not validate:\n{e}", path.display());
+            }
+            seen += 1;
+        }
+    }
+    assert!(seen >= 2, "expected reel.toml and production.toml, found {seen} files");
+}
+
+#[test]
+fn default_config_serves_the_demo() {
+    let cfg = load_and_validate(config_dir().join("reel.toml")).expect("valid");
+    assert_eq!(cfg.listener[0].address, "127.0.0.1:8080".parse().expect("addr"));
+    assert_eq!(cfg.admin.address, "127.0.0.1:9090".parse().expect("addr"));
+    assert!(cfg.store.path.is_relative());
+    assert_eq!((cfg.store.size, cfg.store.volume_size), (ByteSize::gib(1), ByteSize::mib(64)));
+    assert!(cfg.demo_origin.enabled);
+    assert_eq!(cfg.demo_origin.address, "127.0.0.1:8081".parse().expect("addr"));
+    // `curl http://127.0.0.1:8080/live/index.m3u8` sends Host: 127.0.0.1:8080.
+    assert!(cfg.site[0].matches_host("127.0.0.1:8080"));
+    assert!(cfg.site[0].matches_host("localhost"));
+    assert_eq!(cfg.cache.rule_for("/live/index.m3u8").map(|r| r.ttl), Some(Duration::from_secs(1)));
+    let day = Duration::from_secs(86_400);
+    assert_eq!(cfg.cache.rule_for("/live/seg_1.ts").map(|r| r.ttl), Some(day));
+    assert_eq!(cfg.cache.rule_for("/live/seg_1.m4s").map(|r| r.ttl), Some(day));
+    let tier_host = &cfg.origin_group[0].tier[0].hosts[0];
+    assert_eq!(tier_host.socket_addr(), Some(cfg.demo_origin.address));
+}
+
+#[test]
+fn production_example_uses_its_features() {
+    let cfg = load_and_validate(config_dir().join("production.toml")).expect("valid");
+    assert_eq!(cfg.log.format, LogFormat::Json);
+    assert_eq!(cfg.cores.irq, CpuSet::List(vec![0, 1, 16, 17]));
+    assert!(cfg.origin_group.iter().all(|g| g.tier.len() == 2));
+    assert_eq!(cfg.site[1].methods, MethodsPolicy::Refuse);
+    // Keys left out of the file take their defaults.
+    assert_eq!(cfg.origin_group[1].health.expect_status, 200);
+}
+
+#[test]
+fn minimal_document_takes_documented_defaults() {
+    let cfg = Config::parse_and_validate(BASE, "t.toml").expect("valid");
+    assert_eq!(cfg.server.shutdown_timeout, Duration::from_secs(10));
+    assert_eq!(cfg.log.level, "info");
+    assert_eq!(cfg.listener[0].backlog, 4096);
+    assert_eq!(cfg.http.max_request_line, ByteSize::kib(8));
+    assert_eq!(cfg.http.max_body, ByteSize::mib(64));
+    assert_eq!(cfg.health.max_hit_p99, Duration::from_millis(50));
+    assert_eq!(cfg.store.size, ByteSize::gib(10));
+    assert_eq!(cfg.cache.negative_ttl, Duration::from_secs(10));
+    assert_eq!(cfg.origin_group[0].first_byte_timeout, Duration::from_secs(10));
+    assert_eq!(cfg.origin_group[0].health.fall, 3);
+    assert!(!cfg.demo_origin.enabled);
+    assert_eq!(cfg.file_name(), "t.toml");
+}
+
+#[test]
+fn unknown_key_names_line_column_and_key() {
+    let text = format!("{BASE}\n[cache]\nnegative_tll = \"10s\"\n");
+    let err = Config::parse(&text, "config/reel.toml").expect_err("typo must fail");
+    assert_eq!(err.problems.len(), 1, "{err}");
+    let p = &err.problems[0];
+    assert_eq!(p.key, "cache.negative_tll");
+    assert_eq!((p.line, p.column), (line_of(&text, "negative_tll"), 1));
+    assert!(p.message.contains("unknown field `negative_tll`"), "{}", p.message);
+    let shown = p.to_string();
+    assert!(
+        shown.starts_with(&format!("config/reel.toml:{}:1: cache.negative_tll: ", p.line)),
+        "{shown}"
+    );
+}
+
+#[test]
+fn unknown_key_in_array_of_tables() {
+    let text = BASE
+        .replace("  hosts = [\"127.0.0.1:8081\"]", "  hosts = [\"127.0.0.1:8081\"]\n  weight = 3");
+    let ps = Config::parse(&text, "t.toml").expect_err("unknown").problems;
+    assert_eq!(ps.len(), 1);
+    assert_eq!(ps[0].key, "origin_group[0].tier[0].weight");
+    assert_eq!((ps[0].line, ps[0].column), (line_of(&text, "weight"), 3));
+}
+
+#[test]
+fn type_error_names_line_and_column_of_the_value() {
+    let text = format!("{BASE}\n[http]\nmax_headers = \"many\"\n");
+    let ps = Config::parse(&text, "t.toml").expect_err("type error").problems;
+    assert_eq!(ps.len(), 1);
+    assert_eq!(ps[0].key, "http.max_headers");
+    assert_eq!((ps[0].line, ps[0].column), (line_of(&text, "max_headers"), 15));
+    assert!(ps[0].message.contains("invalid type"), "{}", ps[0].message);
+}
+
+#[test]
+fn invalid_duration_reported_like_the_spec() {
+    let text = format!(
+        "{BASE}\n[[cache.rule]]\nmatch = \"*.m3u8\"\nttl = \"1s\"\n\n[[cache.rule]]\nmatch = \"*.ts\"\n    ttl = \"1x\"\n"
+    );
+    let ps = Config::parse(&text, "config/reel.toml").expect_err("bad duration").problems;
+    assert_eq!(ps.len(), 1, "{ps:#?}");
+    let line = line_of(&text, "ttl = \"1x\"");
+    assert_eq!(
+        ps[0].to_string().split(" (").next().map(str::to_owned),
+        Some(format!(
+            "config/reel.toml:{line}:11: cache.rule[1].ttl: invalid duration \"1x\": unknown unit"
+        ))
+    );
+}
+
+#[test]
+fn several_parse_errors_are_all_reported_in_file_order() {
+    let text = format!(
+        "{BASE}\n[server]\nshutdown_timeout = \"10\"\n\n[admin]\naddress = \"localhost:9090\"\ntokn = \"x\"\n\n[store]\nsize = \"10 gigs\"\nio = \"aio\"\n"
+    );
+    let ps = Config::parse(&text, "t.toml").expect_err("errors").problems;
+    let keys: Vec<&str> = ps.iter().map(|p| p.key.as_str()).collect();
+    assert_eq!(
+        keys,
+        ["server.shutdown_timeout", "admin.address", "admin.tokn", "store.size", "store.io"],
+        "{ps:#?}"
+    );
+    for p in &ps {
+        assert!(p.line > line_of(&text, "[server]"), "{p}");
+        assert!(p.column >= 1, "{p}");
+    }
+    assert!(find(&ps, "store.io").message.contains("unknown variant `aio`"));
+    assert!(find(&ps, "server.shutdown_timeout").message.contains("missing unit"));
+}
+
+#[test]
+fn errors_inside_inline_tables_and_arrays_are_located() {
+    let text =
+        format!("http = {{ max_headers = -1 }}\ncores = {{ workers = [1, \"two\"] }}\n{BASE}");
+    let ps = Config::parse(&text, "t.toml").expect_err("errors").problems;
+    assert_eq!(ps.len(), 2, "{ps:#?}");
+    assert_eq!(ps[0].key, "http.max_headers");
+    assert_eq!(ps[1].key, "cores.workers[1]");
+    assert_eq!(ps[1].line, line_of(&text, "cores = "));
+}
+
+#[test]
+fn missing_required_key_points_at_its_table() {
+    let text = format!("{BASE}\n[[cache.rule]]\nmatch = \"*.ts\"\n");
+    let ps = Config::parse(&text, "t.toml").expect_err("missing ttl").problems;
+    assert_eq!(ps.len(), 1);
+    assert_eq!(ps[0].key, "cache.rule[0]");
+    assert_eq!((ps[0].line, ps[0].column), (line_of(&text, "[[cache.rule]]"), 1));
+    assert!(ps[0].message.contains("missing field `ttl`"));
+}
+
+#[test]
+fn syntax_errors_have_line_and_column() {
+    let text = "[server]\nshutdown_timeout = \n[log]\nlevel = 'info\n";
+    let ps = Config::parse(text, "t.toml").expect_err("syntax").problems;
+    assert!(!ps.is_empty());
+    assert_eq!(ps[0].line, 2, "{ps:#?}");
+    assert!(ps.iter().all(|p| p.line >= 1 && p.column >= 1 && p.file == "t.toml"));
+}
+
+#[test]
+fn every_semantic_problem_is_reported_with_its_position() {
+    let text = r#"[log]
+level = "inof"
+
+[[listener]]
+name = "http"
+address = "0.0.0.0:9090"
+
+[[listener]]
+name = "http"
+address = "127.0.0.1:8081"
+
+[health]
+path = "healthz"
+max_cpu_percent = 80
+resume_cpu_percent = 85
+
+[admin]
+address = "10.0.0.5:9090"
+
+[store]
+size = "1000KiB"
+volume_size = "512KiB"
+
+[[cache.rule]]
+match = ""
+ttl = "1s"
+
+[[site]]
+hosts = ["a.example.com", "*"]
+origin_group = "nope"
+
+[[site]]
+hosts = ["A.example.com"]
+origin_group = "main"
+
+[[origin_group]]
+name = "main"
+  [origin_group.health]
+  interval = "0s"
+  [[origin_group.tier]]
+  hosts = []
+"#;
+    let ps = problems(text);
+    let expect: &[(&str, &str)] = &[
+        ("log.level", "level = "),
+        ("listener[0].address", "address = \"0.0.0.0:9090\""),
+        ("listener[1].name", "name = \"http\"\naddress = \"127"),
+        ("health.path", "path = \"healthz\""),
+        ("health.resume_cpu_percent", "resume_cpu_percent"),
+        ("admin.address", "address = \"10.0.0.5"),
+        ("store.size", "size = \"1000KiB\""),
+        ("store.volume_size", "volume_size"),
+        ("cache.rule[0].match", "match = \"\""),
+        ("site[0].hosts[1]", "hosts = [\"a.example.com\""),
+        ("site[0].origin_group", "origin_group = \"nope\""),
+        ("site[1].hosts[0]", "hosts = [\"A.example"),
+        ("origin_group[0].health.interval", "interval"),
+        ("origin_group[0].health.timeout", "[origin_group.health]"),
+        ("origin_group[0].tier[0].hosts", "hosts = []"),
+    ];
+    for (key, needle) in expect {
+        let p = find(&ps, key);
+        assert_eq!(p.line, line_of(text, needle), "{p}");
+        assert!(p.column >= 1, "{p}");
+    }
+    assert_eq!(ps.len(), expect.len(), "unexpected extra problems: {ps:#?}");
+    // Sorted in file order, each naming the file.
+    assert!(ps.windows(2).all(|w| (w[0].line, w[0].column) <= (w[1].line, w[1].column)));
+    assert!(ps.iter().all(|p| p.to_string().starts_with("t.toml:")));
+    assert!(find(&ps, "site[1].hosts[0]").message.contains("already claimed by site[0]"));
+    assert!(find(&ps, "listener[0].address").message.contains("admin.address"));
+}
+
+#[test]
+fn problems_about_absent_keys_point_at_the_nearest_table_or_the_top() {
+    let text = "[store]\nvolume_size = \"8GiB\"\n";
+    let ps = problems(text);
+    // No [[listener]] at all: reported at the top of the file.
+    let p = find(&ps, "listener");
+    assert_eq!((p.line, p.column), (1, 1));
+    // store.size was left at its default 10GiB, less than 2 x 8GiB: points at [store].
+    let p = find(&ps, "store.size");
+    assert_eq!((p.line, p.column), (1, 1));
+    let text = "\n\n[store]\nvolume_size = \"8GiB\"\n";
+    assert_eq!(find(&problems(text), "store.size").line, 3);
+}
+
+#[test]
+fn origin_group_without_tiers_and_demo_collisions() {
+    let text = format!(
+        "{}\n[demo_origin]\nenabled = true\naddress = \"127.0.0.1:8080\"\nerror_rate = 1.5\n",
+        BASE.replace("  [[origin_group.tier]]\n  hosts = [\"127.0.0.1:8081\"]\n", "")
+    );
+    let ps = problems(&text);
+    let keys: Vec<&str> = ps.iter().map(|p| p.key.as_str()).collect();
+    assert_eq!(
+        keys,
+        ["listener[0].address", "origin_group[0]", "demo_origin.error_rate"],
+        "{ps:#?}"
+    );
+}
+
+#[test]
+fn hash_is_stable_and_content_sensitive() {
+    let a = Config::parse(BASE, "a.toml").expect("parse");
+    let b = Config::parse(BASE, "elsewhere/b.toml").expect("parse");
+    assert_eq!(a.hash(), b.hash());
+    assert_eq!(a.hash(), content_hash(BASE));
+    assert_eq!(a.hash().len(), 16);
+    assert!(a.hash().bytes().all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()));
+    // Pinned when first computed, so the hash shown on /status cannot change silently
+    // between releases.
+    assert_eq!(content_hash("reel"), "e449397b701763d7");
+    let c = Config::parse(&format!("{BASE}# comment\n"), "a.toml").expect("parse");
+    assert_ne!(a.hash(), c.hash());
+}
+
+#[test]
+fn diff_needs_restart_lists_only_restart_keys() {
+    let old = Config::parse_and_validate(BASE, "t.toml").expect("valid");
+    let text = BASE.replace("127.0.0.1:8080", "127.0.0.1:8181")
+        + "\n[store]\nsize = \"20GiB\"\nio = \"threads\"\n\n[cores]\nworkers = [1, 2]\n\n[log]\nlevel = \"debug\"\nformat = \"json\"\n\n[cache]\nnegative_ttl = \"1s\"\n\n[admin]\ntoken = \"t\"\n";
+    let new = Config::parse_and_validate(&text, "t.toml").expect("valid");
+    assert_eq!(
+        old.diff_needs_restart(&new),
+        ["log.format", "listener[0].address", "cores.workers", "store.size", "store.io"]
+    );
+    assert!(old.diff_needs_restart(&old.clone()).is_empty());
+    // Live-only changes need no restart.
+    let live = BASE.replace("example.com", "example.org") + "\n[http]\nidle_timeout = \"5s\"\n";
+    let live = Config::parse_and_validate(&live, "t.toml").expect("valid");
+    assert!(old.diff_needs_restart(&live).is_empty());
+}
+
+#[test]
+fn serialized_config_parses_back_identically() {
+    for name in ["reel.toml", "production.toml"] {
+        let cfg = Config::load(config_dir().join(name)).expect("load");
+        let text = toml::to_string(&cfg).expect("serialize");
+        let back = Config::parse_and_validate(&text, "round-trip.toml").expect("valid");
+        assert_eq!(toml::to_string(&back).expect("serialize"), text);
+        assert!(cfg.diff_needs_restart(&back).is_empty());
+    }
+}
+
+#[test]
+fn load_reads_files_and_reports_unreadable_ones() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("reel.toml");
+    std::fs::write(&path, BASE).expect("write");
+    let cfg = load_and_validate(&path).expect("valid");
+    assert_eq!(cfg.file_name(), path.display().to_string());
+    assert_eq!(cfg.hash(), content_hash(BASE));
+
+    let missing = dir.path().join("missing.toml");
+    let err = load_and_validate(&missing).expect_err("missing file");
+    assert_eq!(err.problems.len(), 1);
+    assert!(err.to_string().starts_with(&missing.display().to_string()));
+    assert!(err.problems[0].message.contains("cannot read"));
+
+    std::fs::write(&path, format!("{BASE}\n[http]\nmax_headers = 0\n")).expect("write");
+    let err = load_and_validate(&path).expect_err("invalid");
+    assert_eq!(err.problems[0].key, "http.max_headers");
+    assert!(err.to_string().starts_with(&format!("{}:", path.display())));
+}
