@@ -15,13 +15,14 @@ use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, mpsc as std_mpsc};
+use std::task::{Context, Poll};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use socket2::{Domain, Protocol, SockRef, Socket, Type};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Notify, mpsc, watch};
-use tokio::task::{JoinHandle, LocalSet};
+use tokio::task::LocalSet;
 
 use crate::steer;
 
@@ -607,23 +608,13 @@ struct Local {
     nodelay: bool,
     /// Woken whenever a connection closes.
     closed: Notify,
+    /// Woken whenever a listener is added, so the acceptor polls it.
+    listeners_changed: Notify,
     drain: watch::Receiver<bool>,
-    listeners: RefCell<BTreeMap<String, ListenerEntry>>,
-}
-
-/// A listener of this worker: its accept task (which owns the tokio listener) and a duplicate
-/// descriptor for changing the backlog. The kernel socket closes once both are dropped.
-struct ListenerEntry {
-    task: JoinHandle<()>,
-    fd: std::os::fd::OwnedFd,
-}
-
-impl ListenerEntry {
-    async fn close(self) {
-        self.task.abort();
-        // The aborted task has dropped its listener once the handle resolves.
-        let _ = self.task.await;
-    }
+    /// This worker's listening sockets. Removing one closes it at once.
+    listeners: RefCell<Vec<(Rc<str>, TcpListener)>>,
+    /// Where the next accept poll starts, so a busy listener cannot starve the others.
+    next: Cell<usize>,
 }
 
 /// Decrements the open count when a connection task ends or is dropped at the deadline.
@@ -671,16 +662,17 @@ fn worker_thread<A: WorkerApp>(
         cap: cfg.cap,
         nodelay: cfg.nodelay,
         closed: Notify::new(),
+        listeners_changed: Notify::new(),
         drain: cfg.shared.drain.subscribe(),
-        listeners: RefCell::new(BTreeMap::new()),
+        listeners: RefCell::new(Vec::new()),
+        next: Cell::new(0),
     });
     let app = Rc::new(factory(&cfg.ctx));
-    let setup = local.block_on(&rt, async {
-        for (name, l) in initial {
-            add_listener(&state, &app, name, l)?;
-        }
-        Ok::<(), String>(())
-    });
+    // Registering with the reactor needs the runtime context.
+    let setup = {
+        let _guard = rt.enter();
+        initial.into_iter().try_for_each(|(name, l)| add_listener(&state, name, l))
+    };
     if let Err(e) = setup {
         let _ = ready.send((index, Err(e)));
         return 0;
@@ -694,18 +686,17 @@ fn worker_thread<A: WorkerApp>(
         let run_app = app.clone();
         let drain = state.drain.clone();
         tokio::task::spawn_local(async move { run_app.run(ctx, drain).await });
-        let cmd_task = tokio::task::spawn_local(command_loop(state.clone(), app.clone(), cmd_rx));
+        let cmd_task = tokio::task::spawn_local(command_loop(state.clone(), cmd_rx));
+        let acceptor = tokio::task::spawn_local(accept_loop(state.clone(), app.clone()));
 
         let mut drain = state.drain.clone();
         // An error means the sender is gone, which only happens with the Runtime: shut down too.
         let _ = drain.wait_for(|d| *d).await;
         cmd_task.abort();
+        acceptor.abort();
         let _ = cmd_task.await;
-        let entries: Vec<ListenerEntry> =
-            std::mem::take(&mut *state.listeners.borrow_mut()).into_values().collect();
-        for e in entries {
-            e.close().await;
-        }
+        let _ = acceptor.await;
+        state.listeners.borrow_mut().clear();
         let all_closed = async {
             while state.open.get() > 0 {
                 state.closed.notified().await;
@@ -731,51 +722,32 @@ fn worker_thread<A: WorkerApp>(
     dropped
 }
 
-fn add_listener<A: WorkerApp>(
-    state: &Rc<Local>,
-    app: &Rc<A>,
-    name: String,
-    l: std::net::TcpListener,
-) -> Result<(), String> {
-    let fd = std::os::fd::OwnedFd::from(
-        l.try_clone().map_err(|e| format!("duplicating listener {name:?}: {e}"))?,
-    );
+/// Registers a bound socket with this worker's reactor and hands it to the acceptor.
+/// Must run inside the worker's runtime context.
+fn add_listener(state: &Local, name: String, l: std::net::TcpListener) -> Result<(), String> {
     let l = TcpListener::from_std(l).map_err(|e| format!("registering listener {name:?}: {e}"))?;
-    let task = tokio::task::spawn_local(accept_loop(
-        l,
-        Rc::from(name.as_str()),
-        state.clone(),
-        app.clone(),
-    ));
-    let old = state.listeners.borrow_mut().insert(name, ListenerEntry { task, fd });
-    if let Some(old) = old {
-        old.task.abort();
-    }
+    let mut ls = state.listeners.borrow_mut();
+    ls.retain(|(n, _)| **n != *name);
+    ls.push((Rc::from(name.as_str()), l));
+    drop(ls);
+    state.listeners_changed.notify_waiters();
     Ok(())
 }
 
-async fn command_loop<A: WorkerApp>(
-    state: Rc<Local>,
-    app: Rc<A>,
-    mut rx: mpsc::UnboundedReceiver<Command>,
-) {
+async fn command_loop(state: Rc<Local>, mut rx: mpsc::UnboundedReceiver<Command>) {
     while let Some(cmd) = rx.recv().await {
         match cmd {
             Command::Apply { add, relisten, remove, done } => {
                 let mut result = Ok(());
-                for name in remove {
-                    let entry = state.listeners.borrow_mut().remove(&name);
-                    if let Some(e) = entry {
-                        e.close().await;
-                    }
-                }
+                // Dropping the tokio listener deregisters and closes the socket right here.
+                state.listeners.borrow_mut().retain(|(n, _)| !remove.iter().any(|r| **r == **n));
                 for (name, backlog) in relisten {
                     if let Err(e) = relisten_one(&state, &name, backlog) {
                         result = Err(e);
                     }
                 }
                 for (name, l) in add {
-                    if let Err(e) = add_listener(&state, &app, name, l) {
+                    if let Err(e) = add_listener(&state, name, l) {
                         result = Err(e);
                     }
                 }
@@ -785,38 +757,59 @@ async fn command_loop<A: WorkerApp>(
     }
 }
 
-/// Re-runs `listen(2)` on the kept descriptor duplicate, which updates the backlog in place.
+/// Re-runs `listen(2)` on a listening socket, which updates its backlog in place.
 fn relisten_one(state: &Local, name: &str, backlog: i32) -> Result<(), String> {
-    match state.listeners.borrow().get(name) {
-        Some(entry) => SockRef::from(&entry.fd)
+    match state.listeners.borrow().iter().find(|(n, _)| **n == *name) {
+        Some((_, l)) => SockRef::from(l)
             .listen(backlog)
             .map_err(|e| format!("changing backlog of {name:?}: {e}")),
         None => Err(format!("listener {name:?} not found")),
     }
 }
 
-/// Rate limit for accept error logs: at most one line per second per listener.
+/// A finished accept: the listener's name and the result.
+type Accepted = (Rc<str>, io::Result<(TcpStream, SocketAddr)>);
+
+/// Polls every listener of the worker once, starting after the one that accepted last.
+fn poll_accept_any(state: &Local, cx: &mut Context<'_>) -> Poll<Accepted> {
+    let ls = state.listeners.borrow();
+    let n = ls.len();
+    let start = state.next.get();
+    for i in 0..n {
+        let k = (start + i) % n;
+        let (name, l) = &ls[k];
+        if let Poll::Ready(r) = l.poll_accept(cx) {
+            state.next.set(k + 1);
+            return Poll::Ready((name.clone(), r));
+        }
+    }
+    Poll::Pending
+}
+
+/// Rate limit for accept error logs: at most one line per second per worker.
 struct ErrorLog {
     last: Option<Instant>,
     suppressed: u64,
 }
 
-async fn accept_loop<A: WorkerApp>(
-    listener: TcpListener,
-    name: Rc<str>,
-    state: Rc<Local>,
-    app: Rc<A>,
-) {
+/// The worker's single acceptor over all its listeners. A connection is only taken from a
+/// socket while the worker is under its cap, so the cap holds exactly however many listeners
+/// there are; meanwhile the kernel backlog holds new connections.
+async fn accept_loop<A: WorkerApp>(state: Rc<Local>, app: Rc<A>) {
     let mut log = ErrorLog { last: None, suppressed: 0 };
     loop {
         if state.open.get() >= state.cap {
             state.stats.cap_pauses.fetch_add(1, Ordering::Relaxed);
-            // The kernel backlog holds new connections meanwhile.
             while state.open.get() >= state.cap {
                 state.closed.notified().await;
             }
         }
-        match listener.accept().await {
+        let (name, res) = tokio::select! {
+            r = std::future::poll_fn(|cx| poll_accept_any(&state, cx)) => r,
+            // A new listener has no waker registered yet: poll the set again.
+            () = state.listeners_changed.notified() => continue,
+        };
+        match res {
             Ok((stream, peer)) => {
                 if state.nodelay {
                     let _ = stream.set_nodelay(true);
@@ -826,7 +819,6 @@ async fn accept_loop<A: WorkerApp>(
                 state.stats.accepted.fetch_add(1, Ordering::Relaxed);
                 let guard = ConnGuard(state.clone());
                 let app = app.clone();
-                let name = name.clone();
                 let drain = state.drain.clone();
                 tokio::task::spawn_local(async move {
                     let _guard = guard;

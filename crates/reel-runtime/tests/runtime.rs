@@ -237,6 +237,44 @@ fn connection_cap_pauses_accepting_until_one_closes() {
 }
 
 #[test]
+fn connection_cap_holds_across_listeners() {
+    let cpu = worker_cpus()[0];
+    let rt = start(
+        &[cpu],
+        vec![spec("a", "127.0.0.1:0"), spec("b", "127.0.0.1:0")],
+        RuntimeOptions { max_connections_per_worker: 1, ..Default::default() },
+        |_: &WorkerCtx| Hold,
+    )
+    .unwrap();
+    let a = rt.local_addrs("a").unwrap()[0];
+    let b = rt.local_addrs("b").unwrap()[0];
+    let mut first = connect(a);
+    assert!(greeted(&mut first, IO_TIMEOUT));
+    let mut on_b = connect(b);
+    let mut on_a = connect(a);
+    assert!(!greeted(&mut on_b, Duration::from_millis(300)));
+    assert!(!greeted(&mut on_a, Duration::from_millis(300)));
+    assert_eq!(rt.stats()[0].open.load(Ordering::Relaxed), 1);
+    drop(first);
+    // Exactly one of the two waiting connections is taken next.
+    let end = Instant::now() + IO_TIMEOUT;
+    let mut served = None;
+    while served.is_none() {
+        assert!(Instant::now() < end, "no waiting connection was served");
+        if greeted(&mut on_a, Duration::from_millis(50)) {
+            served = Some(true);
+        } else if greeted(&mut on_b, Duration::from_millis(50)) {
+            served = Some(false);
+        }
+    }
+    let other = if served == Some(true) { &mut on_b } else { &mut on_a };
+    assert!(!greeted(other, Duration::from_millis(300)));
+    assert_eq!(rt.stats()[0].accepted.load(Ordering::Relaxed), 2);
+    drop((on_a, on_b));
+    assert_eq!(rt.shutdown(Duration::from_secs(10)).dropped_connections, 0);
+}
+
+#[test]
 fn set_listeners_adds_changes_and_removes() {
     let cpus = worker_cpus();
     let rt = start(&cpus, vec![spec("a", "127.0.0.1:0")], RuntimeOptions::default(), echo_factory)
