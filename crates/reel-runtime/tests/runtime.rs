@@ -503,3 +503,46 @@ fn cpu_steering_attached_and_accepting() {
     drop(rt);
     assert_eq!(listening_sockets(late.port()), 0);
 }
+
+#[test]
+fn cpu_steering_picks_the_worker_of_the_processing_cpu() {
+    let allowed = reel_runtime::plan::allowed_cpus().unwrap();
+    if allowed.len() < 2 {
+        eprintln!("skipped: needs two allowed cpus");
+        return;
+    }
+    let cpus = allowed[..2].to_vec();
+    let rt = start(
+        &cpus,
+        vec![spec("http", "127.0.0.1:0")],
+        RuntimeOptions { steer: Steer::Cpu, ..Default::default() },
+        echo_factory,
+    )
+    .unwrap();
+    let addr = rt.local_addrs("http").unwrap()[0];
+    for (index, &cpu) in cpus.iter().enumerate() {
+        // On loopback the SYN is processed by the connecting thread's CPU.
+        let pinned = std::thread::spawn(move || {
+            if !core_affinity::set_for_current(core_affinity::CoreId { id: cpu }) {
+                return None;
+            }
+            Some(
+                (0..10)
+                    .map(|i| roundtrip(&mut connect(addr), &format!("s{i}")))
+                    .collect::<Vec<_>>(),
+            )
+        })
+        .join()
+        .unwrap();
+        let Some(lines) = pinned else {
+            eprintln!("skipped cpu {cpu}: cannot pin the client thread");
+            continue;
+        };
+        for line in lines {
+            assert!(line.starts_with(&format!("{index}:http:")), "cpu {cpu}: {line}");
+        }
+    }
+    let per_worker: Vec<u64> =
+        rt.stats().iter().map(|s| s.accepted.load(Ordering::Relaxed)).collect();
+    assert_eq!(per_worker, vec![10, 10]);
+}
