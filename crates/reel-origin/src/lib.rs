@@ -1,1 +1,223 @@
-//! Origin client: ordered origin groups, health checks, hyper HTTP/1.1 pools.
+//! Origin client for the edge cache: ordered origin groups, health checks, per-worker
+//! HTTP/1.1 connection pools.
+//!
+//! * [`Origins`] is built once from every [`GroupSpec`] and shared by all workers (it is
+//!   `Send + Sync`). It owns the health state and statistics of every host, runs the active
+//!   health checker on its own thread ([`Origins::start_health_checks`]) and exports
+//!   [`Origins::snapshot`] for `/status` and `/metrics`.
+//! * [`WorkerClient`] ([`Origins::worker_client`]) is created on each worker thread. It owns
+//!   that worker's keep-alive pool, picks hosts (round-robin inside the best healthy tier) and
+//!   retries idempotent requests on the next host when nothing came back yet.
+//!
+//! Destinations come only from the specs: a request's own `Host` never chooses where it goes.
+//! One host listed in two groups has independent health and statistics per group (the groups
+//! may probe different paths), while a worker's pool shares connections by address.
+
+#![forbid(unsafe_code)]
+
+mod body;
+mod client;
+mod error;
+mod headers;
+mod health;
+mod spec;
+mod stats;
+
+use std::collections::HashMap;
+use std::io;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
+
+use http::HeaderValue;
+
+pub use body::{BodyAborted, BodyClosed, BodySender, RequestBody, StreamBody};
+pub use client::{OriginBody, OriginRequest, OriginResponse, OriginTiming, WorkerClient};
+pub use error::{ErrorKind, OriginError};
+pub use headers::strip_hop_by_hop;
+pub use spec::{GroupSpec, HealthSpec, HostSpec, SpecError};
+pub use stats::{
+    ErrorCounts, GroupSnapshot, HostSnapshot, LATENCY_BUCKETS_MS, LatencySnapshot, OriginsSnapshot,
+};
+
+use health::{Checker, HostState};
+
+/// One group with its hosts' shared state.
+struct Group {
+    spec: GroupSpec,
+    tiers: Vec<Vec<Arc<HostState>>>,
+}
+
+/// Everything shared between the workers.
+pub(crate) struct Inner {
+    groups: Vec<Group>,
+    by_name: HashMap<String, usize>,
+}
+
+impl Inner {
+    fn hosts(&self) -> impl Iterator<Item = &Arc<HostState>> {
+        self.groups.iter().flat_map(|g| g.tiers.iter().flatten())
+    }
+}
+
+/// All origin groups, their hosts' health and statistics. Build once, share (e.g. in an
+/// `Arc`) with every worker, and give each worker its own [`WorkerClient`].
+///
+/// Dropping it stops the health checker thread.
+pub struct Origins {
+    inner: Arc<Inner>,
+    checker: Mutex<Option<Checker>>,
+}
+
+impl std::fmt::Debug for Origins {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Origins").field("groups", &self.inner.by_name.len()).finish()
+    }
+}
+
+impl Origins {
+    /// Validates the groups and sets every host healthy.
+    pub fn new(groups: Vec<GroupSpec>) -> Result<Self, SpecError> {
+        let base = Instant::now();
+        let mut by_name = HashMap::new();
+        let mut out = Vec::with_capacity(groups.len());
+        for spec in groups {
+            spec.validate()?;
+            if by_name.insert(spec.name.clone(), out.len()).is_some() {
+                return Err(SpecError::DuplicateGroup(spec.name));
+            }
+            let tiers = spec
+                .tiers
+                .iter()
+                .enumerate()
+                .map(|(ti, hosts)| {
+                    hosts
+                        .iter()
+                        .map(|h| {
+                            // Validated above; a failure here cannot happen, and dropping the
+                            // override would still be safe.
+                            let hh = h
+                                .host_header
+                                .as_deref()
+                                .and_then(|v| HeaderValue::from_str(v).ok());
+                            Arc::new(HostState::new(
+                                &spec.name,
+                                &h.addr,
+                                ti,
+                                hh,
+                                spec.health.clone(),
+                                base,
+                            ))
+                        })
+                        .collect()
+                })
+                .collect();
+            out.push(Group { spec, tiers });
+        }
+        Ok(Self { inner: Arc::new(Inner { groups: out, by_name }), checker: Mutex::new(None) })
+    }
+
+    /// Starts the active health checker thread for every group with checks enabled. Calling
+    /// it again while it runs does nothing. Fails only if the thread or its runtime cannot be
+    /// created.
+    pub fn start_health_checks(&self) -> io::Result<()> {
+        let mut guard = self.checker.lock().unwrap_or_else(PoisonError::into_inner);
+        if guard.is_some() {
+            return Ok(());
+        }
+        let hosts: Vec<_> = self
+            .inner
+            .groups
+            .iter()
+            .filter(|g| g.spec.health.enabled)
+            .flat_map(|g| g.tiers.iter().flatten().cloned())
+            .collect();
+        if hosts.is_empty() {
+            return Ok(());
+        }
+        *guard = Some(Checker::start(hosts)?);
+        Ok(())
+    }
+
+    /// Stops the health checker and waits for its thread. Down hosts then recover through
+    /// the passive cool-down.
+    pub fn stop_health_checks(&self) {
+        let taken = self.checker.lock().unwrap_or_else(PoisonError::into_inner).take();
+        if let Some(mut c) = taken {
+            let hosts: Vec<_> = self.inner.hosts().cloned().collect();
+            c.stop(&hosts);
+        }
+    }
+
+    /// A client for the calling worker thread, with its own empty pool.
+    pub fn worker_client(&self) -> WorkerClient {
+        WorkerClient::new(self.inner.clone())
+    }
+
+    /// Whether `group` is configured.
+    pub fn has_group(&self, group: &str) -> bool {
+        self.inner.by_name.contains_key(group)
+    }
+
+    /// Current health of the host `addr` in `group`, `None` if there is no such host.
+    pub fn is_healthy(&self, group: &str, addr: &str) -> Option<bool> {
+        let g = &self.inner.groups[*self.inner.by_name.get(group)?];
+        g.tiers.iter().flatten().find(|h| h.addr == addr).map(|h| h.is_healthy())
+    }
+
+    /// Health and counters of every host, for `/status` and `/metrics`.
+    pub fn snapshot(&self) -> OriginsSnapshot {
+        OriginsSnapshot {
+            groups: self
+                .inner
+                .groups
+                .iter()
+                .map(|g| GroupSnapshot {
+                    name: g.spec.name.clone(),
+                    hosts: g
+                        .tiers
+                        .iter()
+                        .flatten()
+                        .map(|h| {
+                            let (requests, responses, errors, latency) = h.stats.snapshot();
+                            HostSnapshot {
+                                addr: h.addr.clone(),
+                                tier: h.tier,
+                                healthy: h.is_healthy(),
+                                requests,
+                                responses,
+                                errors,
+                                latency,
+                            }
+                        })
+                        .collect(),
+                })
+                .collect(),
+        }
+    }
+}
+
+impl Drop for Origins {
+    fn drop(&mut self) {
+        self.stop_health_checks();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn assert_send_sync<T: Send + Sync>() {}
+
+    #[test]
+    fn origins_is_send_sync() {
+        assert_send_sync::<Origins>();
+        assert_send_sync::<OriginError>();
+    }
+
+    #[test]
+    fn duplicate_groups_rejected() {
+        let g = GroupSpec::new("a", vec![vec![HostSpec::new("127.0.0.1:1")]]);
+        let err = Origins::new(vec![g.clone(), g]).unwrap_err();
+        assert_eq!(err, SpecError::DuplicateGroup("a".into()));
+    }
+}

@@ -1,0 +1,569 @@
+//! The per-worker origin client: host selection, retries, and a keep-alive pool.
+//!
+//! A [`WorkerClient`] belongs to one worker thread. Its pool holds hyper HTTP/1.1 connections
+//! (`hyper::client::conn::http1` over a `TcpStream` with `TCP_NODELAY`) keyed by host address,
+//! reused last-in first-out so the warmest connection serves and surplus ones age out. Nothing
+//! in it is shared with other cores; connection tasks are spawned on the current runtime,
+//! which for a worker is its own current_thread runtime. Health and statistics are shared
+//! (see [`crate::health`]).
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::header::{self, HeaderMap, HeaderValue};
+use http::uri::PathAndQuery;
+use http::{Method, Request, StatusCode, Uri};
+use http_body::Body as _;
+use http_body_util::BodyExt as _;
+use hyper::body::Incoming;
+use hyper::client::conn::http1::SendRequest;
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpStream;
+
+use crate::Inner;
+use crate::body::RequestBody;
+use crate::error::{ErrorKind, OriginError, body_kind, connect_kind, head_kind};
+use crate::headers::strip_hop_by_hop;
+use crate::health::HostState;
+use crate::spec::GroupSpec;
+
+/// A request to send to an origin group.
+#[derive(Debug)]
+pub struct OriginRequest {
+    /// Method, forwarded as is.
+    pub method: Method,
+    /// Origin-form request target.
+    pub path_and_query: PathAndQuery,
+    /// Headers to forward. Hop-by-hop fields (RFC 9110 section 7.6.1) and `Host` are removed
+    /// before sending; `Content-Length` is kept only for streamed bodies (hyper frames the
+    /// others itself).
+    pub headers: HeaderMap,
+    /// `Host` header to send, unless the chosen [`crate::HostSpec`] overrides it. It never
+    /// decides where the request goes. Empty or invalid means the host's address.
+    pub host: String,
+    /// Request body.
+    pub body: RequestBody,
+    /// Whether the request may be sent twice. GET and HEAD are always treated as idempotent.
+    pub idempotent: bool,
+}
+
+impl OriginRequest {
+    /// A `GET` without headers or body.
+    pub fn get(path_and_query: PathAndQuery, host: impl Into<String>) -> Self {
+        Self {
+            method: Method::GET,
+            path_and_query,
+            headers: HeaderMap::new(),
+            host: host.into(),
+            body: RequestBody::Empty,
+            idempotent: true,
+        }
+    }
+
+    fn is_idempotent(&self) -> bool {
+        self.idempotent || self.method == Method::GET || self.method == Method::HEAD
+    }
+}
+
+/// How long the exchange took to get going.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OriginTiming {
+    /// TCP connect duration, `None` when a pooled connection was reused.
+    pub connect: Option<Duration>,
+    /// From sending the request head on the connection to receiving the response head.
+    pub first_byte: Duration,
+}
+
+/// A response head from an origin, with its body still to be read.
+#[derive(Debug)]
+pub struct OriginResponse {
+    /// Status code.
+    pub status: StatusCode,
+    /// Response headers without hop-by-hop fields; `Content-Length` is kept.
+    pub headers: HeaderMap,
+    /// The body.
+    pub body: OriginBody,
+    /// The address (`host:port` from the spec) that answered.
+    pub host: String,
+    /// Connect and first-byte durations.
+    pub timing: OriginTiming,
+}
+
+impl OriginResponse {
+    /// Next body chunk; see [`OriginBody::next_chunk`].
+    pub async fn next_chunk(&mut self) -> Result<Option<Bytes>, OriginError> {
+        self.body.next_chunk().await
+    }
+}
+
+/// The body of an [`OriginResponse`]: a stream of chunks with the idle timeout applied to each.
+///
+/// When the body has been read to its end the connection goes back to the worker's pool.
+/// Dropping the body earlier closes the connection (HTTP/1.1 cannot skip the rest of a body).
+pub struct OriginBody {
+    incoming: Option<Incoming>,
+    idle_timeout: Duration,
+    /// Declared length, when the response has a body whose length is declared.
+    expected: Option<u64>,
+    received: u64,
+    conn: Option<PooledConn>,
+    host: Arc<HostState>,
+    failed: Option<OriginError>,
+}
+
+impl std::fmt::Debug for OriginBody {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OriginBody")
+            .field("expected", &self.expected)
+            .field("received", &self.received)
+            .field("done", &self.incoming.is_none())
+            .finish()
+    }
+}
+
+/// A connection to return to the pool once its response is complete.
+struct PooledConn {
+    sender: SendRequest<RequestBody>,
+    pool: Rc<RefCell<Pool>>,
+    cap: usize,
+    idle_timeout: Duration,
+}
+
+impl OriginBody {
+    /// The declared body length (Content-Length), if any.
+    pub fn content_length(&self) -> Option<u64> {
+        self.expected
+    }
+
+    /// Bytes received so far.
+    pub fn received(&self) -> u64 {
+        self.received
+    }
+
+    /// The next chunk, `Ok(None)` at the end of the body. Fails with
+    /// [`ErrorKind::IdleTimeout`] when no chunk arrives within the group's idle timeout,
+    /// [`ErrorKind::Truncated`] when the body ends before its declared length, and
+    /// [`ErrorKind::Reset`] when the connection is reset. After an error, the same error is
+    /// returned again.
+    pub async fn next_chunk(&mut self) -> Result<Option<Bytes>, OriginError> {
+        loop {
+            let Some(incoming) = self.incoming.as_mut() else {
+                return match &self.failed {
+                    Some(e) => Err(e.clone()),
+                    None => Ok(None),
+                };
+            };
+            let frame = match tokio::time::timeout(self.idle_timeout, incoming.frame()).await {
+                Err(_) => return Err(self.fail(ErrorKind::IdleTimeout, None)),
+                Ok(None) => return self.end().map(|()| None),
+                Ok(Some(Err(e))) => return Err(self.fail(body_kind(&e), Some(e))),
+                Ok(Some(Ok(frame))) => frame,
+            };
+            // Trailers carry nothing the edge forwards.
+            let Ok(data) = frame.into_data() else { continue };
+            self.received += data.len() as u64;
+            if incoming.is_end_stream() {
+                // Return the connection now: the caller may never ask for the (empty) rest.
+                self.end()?;
+            }
+            if !data.is_empty() {
+                return Ok(Some(data));
+            }
+        }
+    }
+
+    fn end(&mut self) -> Result<(), OriginError> {
+        if let Some(expected) = self.expected
+            && self.received < expected
+        {
+            return Err(self.fail(ErrorKind::Truncated, None));
+        }
+        self.incoming = None;
+        if let Some(c) = self.conn.take() {
+            c.pool.borrow_mut().checkin(&self.host.addr, c.sender, c.cap, c.idle_timeout);
+        }
+        Ok(())
+    }
+
+    fn fail(&mut self, kind: ErrorKind, source: Option<hyper::Error>) -> OriginError {
+        self.incoming = None;
+        self.conn = None;
+        let mut e = OriginError::new(kind, Some(&self.host.addr), false);
+        if let Some(s) = source {
+            e = e.with_source(s);
+        }
+        self.host.stats.error(kind);
+        self.host.passive_failure(kind);
+        self.failed = Some(e.clone());
+        e
+    }
+}
+
+struct Idle {
+    sender: SendRequest<RequestBody>,
+    since: Instant,
+    ttl: Duration,
+}
+
+/// Idle keep-alive connections of one worker, by host address.
+#[derive(Default)]
+pub(crate) struct Pool {
+    idle: HashMap<String, Vec<Idle>>,
+    last_sweep: Option<Instant>,
+}
+
+const SWEEP_EVERY: Duration = Duration::from_secs(1);
+
+impl Pool {
+    /// The most recently used live connection to `addr`.
+    fn checkout(&mut self, addr: &str) -> Option<SendRequest<RequestBody>> {
+        let list = self.idle.get_mut(addr)?;
+        while let Some(idle) = list.pop() {
+            if !idle.sender.is_closed() && idle.since.elapsed() < idle.ttl {
+                return Some(idle.sender);
+            }
+        }
+        None
+    }
+
+    fn checkin(&mut self, addr: &str, sender: SendRequest<RequestBody>, cap: usize, ttl: Duration) {
+        let now = Instant::now();
+        if self.last_sweep.is_none_or(|t| now.duration_since(t) >= SWEEP_EVERY) {
+            self.last_sweep = Some(now);
+            // Dropping a sender whose connection is idle ends the connection task.
+            for list in self.idle.values_mut() {
+                list.retain(|i| !i.sender.is_closed() && now.duration_since(i.since) < i.ttl);
+            }
+            self.idle.retain(|_, l| !l.is_empty());
+        }
+        if cap == 0 || sender.is_closed() {
+            return;
+        }
+        let list = self.idle.entry(addr.to_owned()).or_default();
+        if list.len() >= cap {
+            // The oldest goes: LIFO reuse would leave it unused longest anyway.
+            list.remove(0);
+        }
+        list.push(Idle { sender, since: now, ttl });
+    }
+
+    fn idle_count(&self, addr: &str) -> usize {
+        self.idle.get(addr).map_or(0, Vec::len)
+    }
+}
+
+struct Local {
+    pool: Rc<RefCell<Pool>>,
+    /// Round-robin position per group and tier.
+    rr: Vec<Vec<Cell<usize>>>,
+}
+
+/// The origin client of one worker thread. Cheap to clone; clones share the pool.
+#[derive(Clone)]
+pub struct WorkerClient {
+    inner: Arc<Inner>,
+    local: Rc<Local>,
+}
+
+impl std::fmt::Debug for WorkerClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WorkerClient").finish_non_exhaustive()
+    }
+}
+
+/// The request head, prepared once and reused for every attempt.
+struct Head {
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    host: Option<HeaderValue>,
+    idempotent: bool,
+}
+
+impl WorkerClient {
+    pub(crate) fn new(inner: Arc<Inner>) -> Self {
+        let rr =
+            inner.groups.iter().map(|g| g.tiers.iter().map(|_| Cell::new(0)).collect()).collect();
+        Self { inner, local: Rc::new(Local { pool: Rc::default(), rr }) }
+    }
+
+    /// Sends `req` to group `group` and returns the response head.
+    ///
+    /// Hosts are chosen round-robin among the available hosts of the best tier; the other
+    /// available hosts of that tier and then of the following tiers are the retry order. When
+    /// no host of any tier is available the group's `fail_open` decides: tier 0 anyway, or
+    /// [`ErrorKind::NoHealthyHost`].
+    ///
+    /// Idempotent requests are retried on the next host, up to `retries` times, when the
+    /// failure happened before any response byte ([`OriginError::is_retryable`]); a streamed
+    /// body is never sent twice. Once this returns `Ok`, nothing is retried: the caller owns
+    /// the response from here on.
+    ///
+    /// Independently of `retries`, a request that fails on a reused keep-alive connection
+    /// because the origin closed it is sent once more on a fresh connection to the same host,
+    /// if it is idempotent or hyper reports it was never written.
+    pub async fn send(
+        &self,
+        group: &str,
+        req: OriginRequest,
+    ) -> Result<OriginResponse, OriginError> {
+        let Some(&gi) = self.inner.by_name.get(group) else {
+            return Err(OriginError::new(ErrorKind::UnknownGroup, None, true));
+        };
+        let g = &self.inner.groups[gi];
+        let idempotent = req.is_idempotent();
+        let mut headers = req.headers;
+        strip_hop_by_hop(&mut headers);
+        headers.remove(header::HOST);
+        if !req.body.is_stream() {
+            headers.remove(header::CONTENT_LENGTH);
+        }
+        let head = Head {
+            method: req.method,
+            uri: Uri::from(req.path_and_query),
+            headers,
+            host: HeaderValue::from_str(&req.host).ok().filter(|v| !v.is_empty()),
+            idempotent,
+        };
+        let plan = self.plan(gi);
+        if plan.is_empty() {
+            return Err(OriginError::new(ErrorKind::NoHealthyHost, None, true));
+        }
+        let attempts = if idempotent { 1 + g.spec.retries as usize } else { 1 };
+        let mut body = Some(req.body);
+        let mut last = None;
+        for host in plan.iter().take(attempts) {
+            if body.is_none() {
+                break;
+            }
+            match self.attempt(&g.spec, host, &head, &mut body).await {
+                Ok(resp) => return Ok(resp),
+                Err(e) => {
+                    let retry = idempotent && e.is_retryable();
+                    tracing::debug!(group, host = %host.addr, error = %e, retry, "origin attempt failed");
+                    last = Some(e);
+                    if !retry {
+                        break;
+                    }
+                }
+            }
+        }
+        Err(last.unwrap_or_else(|| OriginError::new(ErrorKind::NoHealthyHost, None, true)))
+    }
+
+    /// Hosts to try, in order.
+    fn plan(&self, gi: usize) -> Vec<Arc<HostState>> {
+        let g = &self.inner.groups[gi];
+        let rr = &self.local.rr[gi];
+        let mut out = Vec::new();
+        for (ti, tier) in g.tiers.iter().enumerate() {
+            let avail: Vec<&Arc<HostState>> = tier.iter().filter(|h| h.is_available()).collect();
+            if avail.is_empty() {
+                continue;
+            }
+            let start = rr[ti].get();
+            if out.is_empty() {
+                rr[ti].set(start.wrapping_add(1));
+            }
+            out.extend((0..avail.len()).map(|k| avail[(start + k) % avail.len()].clone()));
+        }
+        if out.is_empty() && g.spec.fail_open {
+            let tier = &g.tiers[0];
+            let start = rr[0].get();
+            rr[0].set(start.wrapping_add(1));
+            out.extend((0..tier.len()).map(|k| tier[(start + k) % tier.len()].clone()));
+        }
+        out
+    }
+
+    async fn checkout(&self, host: &HostState, g: &GroupSpec) -> Option<SendRequest<RequestBody>> {
+        loop {
+            let mut sender = self.local.pool.borrow_mut().checkout(&host.addr)?;
+            if sender.is_ready() {
+                return Some(sender);
+            }
+            // Just returned: its connection task may not have gone idle yet.
+            if let Ok(Ok(())) = tokio::time::timeout(g.connect_timeout, sender.ready()).await {
+                return Some(sender);
+            }
+        }
+    }
+
+    async fn connect(
+        &self,
+        host: &HostState,
+        g: &GroupSpec,
+    ) -> Result<(SendRequest<RequestBody>, Duration), OriginError> {
+        let started = Instant::now();
+        let stream =
+            match tokio::time::timeout(g.connect_timeout, TcpStream::connect(&host.addr)).await {
+                Err(_) => {
+                    return Err(OriginError::new(ErrorKind::ConnectTimeout, Some(&host.addr), true));
+                }
+                Ok(Err(e)) => {
+                    return Err(
+                        OriginError::new(connect_kind(&e), Some(&host.addr), true).with_source(e)
+                    );
+                }
+                Ok(Ok(s)) => s,
+            };
+        // Request heads are small writes; Nagle would hold them back behind delayed ACKs.
+        let _ = stream.set_nodelay(true);
+        let (sender, conn) = hyper::client::conn::http1::Builder::new()
+            .handshake(TokioIo::new(stream))
+            .await
+            .map_err(|e| {
+                OriginError::new(ErrorKind::ConnectFailed, Some(&host.addr), true).with_source(e)
+            })?;
+        let addr = host.addr.clone();
+        tokio::spawn(async move {
+            if let Err(e) = conn.await {
+                tracing::debug!(host = %addr, error = %e, "origin connection ended");
+            }
+        });
+        Ok((sender, started.elapsed()))
+    }
+
+    async fn attempt(
+        &self,
+        g: &GroupSpec,
+        host: &Arc<HostState>,
+        head: &Head,
+        body: &mut Option<RequestBody>,
+    ) -> Result<OriginResponse, OriginError> {
+        host.stats.request();
+        let fail = |e: OriginError| {
+            host.stats.error(e.kind());
+            host.passive_failure(e.kind());
+            e
+        };
+        let (mut sender, mut connect) = match self.checkout(host, g).await {
+            Some(s) => (s, None),
+            None => {
+                let (s, d) = self.connect(host, g).await.map_err(fail)?;
+                (s, Some(d))
+            }
+        };
+        loop {
+            let Some(this_body) =
+                body.as_ref().and_then(RequestBody::try_clone).or_else(|| body.take())
+            else {
+                return Err(OriginError::new(ErrorKind::Reset, Some(&host.addr), true));
+            };
+            let mut req = Request::new(this_body);
+            *req.method_mut() = head.method.clone();
+            *req.uri_mut() = head.uri.clone();
+            *req.headers_mut() = head.headers.clone();
+            let host_value = host
+                .host_header
+                .clone()
+                .or_else(|| head.host.clone())
+                .or_else(|| HeaderValue::from_str(&host.addr).ok());
+            if let Some(v) = host_value {
+                req.headers_mut().insert(header::HOST, v);
+            }
+            let started = Instant::now();
+            let result =
+                tokio::time::timeout(g.first_byte_timeout, sender.try_send_request(req)).await;
+            let first_byte = started.elapsed();
+            let mut err = match result {
+                Ok(Ok(resp)) => {
+                    host.stats.response(first_byte);
+                    host.passive_success();
+                    return Ok(self.response(g, host, head, resp, sender, connect, first_byte));
+                }
+                Err(_) => {
+                    return Err(fail(OriginError::new(
+                        ErrorKind::FirstByteTimeout,
+                        Some(&host.addr),
+                        true,
+                    )));
+                }
+                Ok(Err(e)) => e,
+            };
+            let returned = err.take_message();
+            let was_returned = returned.is_some();
+            if let Some(r) = returned {
+                *body = Some(r.into_body());
+            }
+            let kind = head_kind(err.error());
+            let stale = connect.is_none()
+                && kind == ErrorKind::Reset
+                && body.is_some()
+                && (head.idempotent || was_returned);
+            let e = OriginError::new(kind, Some(&host.addr), true).with_source(err.into_error());
+            if !stale {
+                return Err(fail(e));
+            }
+            tracing::debug!(host = %host.addr, error = %e, "pooled connection was closed, reconnecting");
+            let (s, d) = self.connect(host, g).await.map_err(fail)?;
+            sender = s;
+            connect = Some(d);
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn response(
+        &self,
+        g: &GroupSpec,
+        host: &Arc<HostState>,
+        head: &Head,
+        resp: http::Response<Incoming>,
+        sender: SendRequest<RequestBody>,
+        connect: Option<Duration>,
+        first_byte: Duration,
+    ) -> OriginResponse {
+        let (parts, incoming) = resp.into_parts();
+        let mut headers = parts.headers;
+        strip_hop_by_hop(&mut headers);
+        let status = parts.status;
+        // RFC 9112 section 6.3: HEAD, 1xx, 204 and 304 responses have no body whatever their
+        // Content-Length says.
+        let bodiless = head.method == Method::HEAD
+            || status.is_informational()
+            || status == StatusCode::NO_CONTENT
+            || status == StatusCode::NOT_MODIFIED;
+        let expected = if bodiless {
+            None
+        } else {
+            headers
+                .get(header::CONTENT_LENGTH)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.trim().parse::<u64>().ok())
+        };
+        let mut body = OriginBody {
+            incoming: Some(incoming),
+            idle_timeout: g.idle_timeout,
+            expected,
+            received: 0,
+            conn: Some(PooledConn {
+                sender,
+                pool: self.local.pool.clone(),
+                cap: g.max_idle_per_host,
+                idle_timeout: g.pool_idle_timeout,
+            }),
+            host: host.clone(),
+            failed: None,
+        };
+        if body.incoming.as_ref().is_some_and(|i| i.is_end_stream()) {
+            // Nothing to read: the connection can serve the next request right away.
+            let _ = body.end();
+        }
+        OriginResponse {
+            status,
+            headers,
+            body,
+            host: host.addr.clone(),
+            timing: OriginTiming { connect, first_byte },
+        }
+    }
+
+    /// Idle keep-alive connections to `addr` currently pooled by this worker.
+    pub fn idle_connections(&self, addr: &str) -> usize {
+        self.local.pool.borrow().idle_count(addr)
+    }
+}

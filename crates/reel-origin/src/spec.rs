@@ -1,0 +1,257 @@
+//! Origin group specifications: the plain-data description of where reel may connect.
+//!
+//! The binary converts its configuration into these types; nothing else in this crate decides a
+//! destination. A request can only ever reach an address listed in a [`HostSpec`], whatever its
+//! own `Host` header says, so the edge can never be used as an open proxy.
+
+use std::time::Duration;
+
+/// One origin server reachable over plain HTTP/1.1.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostSpec {
+    /// `host:port` to connect to (an IP literal such as `127.0.0.1:8081` or `[::1]:80`, or a
+    /// DNS name resolved at connect time).
+    pub addr: String,
+    /// `Host` header to send to this server instead of the one in the request. Origins behind
+    /// virtual hosting usually need their own name here.
+    pub host_header: Option<String>,
+}
+
+impl HostSpec {
+    /// A host reached at `addr` without a `Host` override.
+    pub fn new(addr: impl Into<String>) -> Self {
+        Self { addr: addr.into(), host_header: None }
+    }
+}
+
+/// Active health checking of every host of a group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HealthSpec {
+    /// Whether the active checker probes the hosts of this group.
+    pub enabled: bool,
+    /// Path (origin-form, starting with `/`) requested with `GET`.
+    pub path: String,
+    /// Time between two probes of one host. With active checks disabled this is also the
+    /// cool-down after which a passively ejected host gets live traffic again.
+    pub interval: Duration,
+    /// Budget for one probe: connect, send, and receive the status line.
+    pub timeout: Duration,
+    /// Status a healthy host answers with.
+    pub expect_status: u16,
+    /// Consecutive successful probes that bring an unhealthy host back.
+    pub rise: u32,
+    /// Consecutive failed probes (or passive failures seen by workers) that take a host down.
+    pub fall: u32,
+}
+
+impl Default for HealthSpec {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            path: "/".to_owned(),
+            interval: Duration::from_secs(5),
+            timeout: Duration::from_secs(2),
+            expect_status: 200,
+            rise: 2,
+            fall: 3,
+        }
+    }
+}
+
+/// A named group of origin hosts organised in ordered tiers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupSpec {
+    /// Name the caller routes requests by.
+    pub name: String,
+    /// Hosts by preference: tier 0 serves while any of its hosts is healthy, then tier 1, ...
+    pub tiers: Vec<Vec<HostSpec>>,
+    /// Budget for establishing the TCP connection.
+    pub connect_timeout: Duration,
+    /// Budget from sending the request head until the response head has arrived.
+    pub first_byte_timeout: Duration,
+    /// Longest silence allowed between two response body chunks.
+    pub idle_timeout: Duration,
+    /// Idle keep-alive connections kept per host by each worker.
+    pub max_idle_per_host: usize,
+    /// How long an idle pooled connection may wait for reuse before it is closed.
+    pub pool_idle_timeout: Duration,
+    /// Extra attempts on other hosts for idempotent requests that failed before any response
+    /// byte arrived.
+    pub retries: u32,
+    /// When no host of any tier is healthy: `true` sends the request to tier 0 anyway (a wrong
+    /// health check must not take the site down; a dead origin fails fast with connect errors),
+    /// `false` fails at once with [`crate::ErrorKind::NoHealthyHost`].
+    pub fail_open: bool,
+    /// Active health checking.
+    pub health: HealthSpec,
+}
+
+impl GroupSpec {
+    /// A group with the given tiers and conservative defaults for everything else.
+    pub fn new(name: impl Into<String>, tiers: Vec<Vec<HostSpec>>) -> Self {
+        Self {
+            name: name.into(),
+            tiers,
+            connect_timeout: Duration::from_secs(2),
+            first_byte_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(10),
+            max_idle_per_host: 32,
+            pool_idle_timeout: Duration::from_secs(30),
+            retries: 1,
+            fail_open: true,
+            health: HealthSpec::default(),
+        }
+    }
+}
+
+/// A group set that cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SpecError {
+    /// Two groups share a name.
+    #[error("origin group {0:?} is defined twice")]
+    DuplicateGroup(String),
+    /// A group without any host.
+    #[error("origin group {0:?} has no hosts")]
+    EmptyGroup(String),
+    /// A tier without any host.
+    #[error("origin group {group:?}: tier {tier} has no hosts")]
+    EmptyTier {
+        /// Group name.
+        group: String,
+        /// Tier index.
+        tier: usize,
+    },
+    /// An address that is not `host:port`.
+    #[error("origin group {group:?}: address {addr:?} is not host:port")]
+    BadAddr {
+        /// Group name.
+        group: String,
+        /// Offending address.
+        addr: String,
+    },
+    /// A `Host` override that is not a valid header value.
+    #[error("origin group {group:?}: host header {value:?} is not a valid header value")]
+    BadHostHeader {
+        /// Group name.
+        group: String,
+        /// Offending value.
+        value: String,
+    },
+    /// Health check settings that cannot work.
+    #[error("origin group {group:?}: health check: {reason}")]
+    BadHealth {
+        /// Group name.
+        group: String,
+        /// What is wrong.
+        reason: &'static str,
+    },
+    /// A timeout of zero would fail every request.
+    #[error("origin group {group:?}: {field} must be greater than zero")]
+    ZeroTimeout {
+        /// Group name.
+        group: String,
+        /// Field name.
+        field: &'static str,
+    },
+}
+
+/// `host:port` with a non-empty host and a numeric port; brackets for IPv6 literals.
+pub(crate) fn valid_addr(addr: &str) -> bool {
+    let Some((host, port)) = addr.rsplit_once(':') else {
+        return false;
+    };
+    if host.is_empty() || port.parse::<u16>().is_err() {
+        return false;
+    }
+    if host.contains(':') {
+        return host.starts_with('[') && host.ends_with(']');
+    }
+    !host.contains(['/', ' ', '@', '?', '#'])
+}
+
+impl GroupSpec {
+    pub(crate) fn validate(&self) -> Result<(), SpecError> {
+        let group = || self.name.clone();
+        if self.tiers.is_empty() {
+            return Err(SpecError::EmptyGroup(group()));
+        }
+        for (tier, hosts) in self.tiers.iter().enumerate() {
+            if hosts.is_empty() {
+                return Err(SpecError::EmptyTier { group: group(), tier });
+            }
+            for h in hosts {
+                if !valid_addr(&h.addr) {
+                    return Err(SpecError::BadAddr { group: group(), addr: h.addr.clone() });
+                }
+                if let Some(v) = &h.host_header
+                    && (v.is_empty() || http::HeaderValue::from_str(v).is_err())
+                {
+                    return Err(SpecError::BadHostHeader { group: group(), value: v.clone() });
+                }
+            }
+        }
+        for (field, d) in [
+            ("connect_timeout", self.connect_timeout),
+            ("first_byte_timeout", self.first_byte_timeout),
+            ("idle_timeout", self.idle_timeout),
+        ] {
+            if d.is_zero() {
+                return Err(SpecError::ZeroTimeout { group: group(), field });
+            }
+        }
+        let h = &self.health;
+        let bad = |reason| Err(SpecError::BadHealth { group: group(), reason });
+        if h.rise == 0 || h.fall == 0 {
+            return bad("rise and fall must be at least 1");
+        }
+        if h.interval.is_zero() {
+            return bad("interval must be greater than zero");
+        }
+        if h.enabled {
+            if !h.path.starts_with('/') || h.path.parse::<http::uri::PathAndQuery>().is_err() {
+                return bad("path must be an origin-form path starting with '/'");
+            }
+            if h.timeout.is_zero() {
+                return bad("timeout must be greater than zero");
+            }
+            if http::StatusCode::from_u16(h.expect_status).is_err() {
+                return bad("expect_status is not a valid status code");
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addr_forms() {
+        for ok in ["127.0.0.1:80", "[::1]:8080", "origin.example:443"] {
+            assert!(valid_addr(ok), "{ok}");
+        }
+        for bad in ["127.0.0.1", ":80", "host:", "host:99999", "::1:80", "a/b:80", "u@h:80"] {
+            assert!(!valid_addr(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn validation() {
+        let mut g = GroupSpec::new("g", vec![vec![HostSpec::new("127.0.0.1:1")]]);
+        assert_eq!(g.validate(), Ok(()));
+        g.health.fall = 0;
+        assert!(matches!(g.validate(), Err(SpecError::BadHealth { .. })));
+        g.health.fall = 1;
+        g.health.path = "health".into();
+        assert!(matches!(g.validate(), Err(SpecError::BadHealth { .. })));
+        g.health.enabled = false;
+        assert_eq!(g.validate(), Ok(()));
+        g.tiers.push(vec![]);
+        assert!(matches!(g.validate(), Err(SpecError::EmptyTier { tier: 1, .. })));
+        g.tiers = vec![vec![HostSpec { addr: "h:1".into(), host_header: Some("a\nb".into()) }]];
+        assert!(matches!(g.validate(), Err(SpecError::BadHostHeader { .. })));
+        g.tiers.clear();
+        assert!(matches!(g.validate(), Err(SpecError::EmptyGroup(_))));
+    }
+}
