@@ -746,6 +746,7 @@ mod tests {
     #[test]
     fn live_system_plans_without_error() {
         let p = plan_system(&CoreSpec::default()).unwrap();
+        println!("{p}");
         assert!(!p.workers.is_empty());
         let allowed = allowed_cpus().unwrap();
         assert!(p.workers.iter().all(|w| allowed.contains(w)));

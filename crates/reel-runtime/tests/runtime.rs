@@ -546,3 +546,11 @@ fn cpu_steering_picks_the_worker_of_the_processing_cpu() {
         rt.stats().iter().map(|s| s.accepted.load(Ordering::Relaxed)).collect();
     assert_eq!(per_worker, vec![10, 10]);
 }
+
+#[test]
+fn handles_are_shareable_across_threads() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<Runtime>();
+    send_sync::<reel_runtime::ShutdownHandle>();
+    send_sync::<reel_runtime::WorkerStats>();
+}
