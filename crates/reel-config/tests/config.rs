@@ -376,3 +376,77 @@ fn load_reads_files_and_reports_unreadable_ones() {
     assert_eq!(err.problems[0].key, "http.max_headers");
     assert!(err.to_string().starts_with(&format!("{}:", path.display())));
 }
+
+#[test]
+fn site_for_host_prefers_exact_then_longest_wildcard() {
+    let text = r#"[[listener]]
+name = "http"
+address = "127.0.0.1:8080"
+
+[[site]]
+hosts = ["*.example.com"]
+origin_group = "g"
+
+[[site]]
+hosts = ["*.live.example.com", "live.example.com"]
+origin_group = "g"
+
+[[site]]
+hosts = ["a.live.example.com"]
+origin_group = "g"
+
+[[origin_group]]
+name = "g"
+  [[origin_group.tier]]
+  hosts = ["127.0.0.1:8081"]
+"#;
+    let cfg = Config::parse_and_validate(text, "t.toml").expect("valid");
+    let site = |h: &str| cfg.site_for_host(h).map(|(i, _)| i);
+    assert_eq!(site("a.live.example.com:8080"), Some(2));
+    assert_eq!(site("b.live.example.com"), Some(1));
+    assert_eq!(site("LIVE.example.com"), Some(1));
+    assert_eq!(site("vod.example.com"), Some(0));
+    assert_eq!(site("example.com"), None);
+    assert_eq!(site("other.org"), None);
+}
+
+#[test]
+fn every_key_is_documented_and_present_in_the_default_config() {
+    fn keys(prefix: &str, v: &toml::Value, out: &mut Vec<String>) {
+        match v {
+            toml::Value::Table(t) => {
+                for (k, v) in t {
+                    let path = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
+                    out.push(path.clone());
+                    keys(&path, v, out);
+                }
+            }
+            toml::Value::Array(items) => {
+                for item in items.iter().filter(|i| i.is_table()) {
+                    keys(prefix, item, out);
+                }
+            }
+            _ => {}
+        }
+    }
+    let docs =
+        std::fs::read_to_string(config_dir().join("../docs/configuration.md")).expect("docs");
+    let default = Config::load(config_dir().join("reel.toml")).expect("load");
+    let production = Config::load(config_dir().join("production.toml")).expect("load");
+    let mut all = Vec::new();
+    keys("", &toml::Value::try_from(&production).expect("serialize"), &mut all);
+    let mut in_default = Vec::new();
+    keys("", &toml::Value::try_from(&default).expect("serialize"), &mut in_default);
+    let default_text = std::fs::read_to_string(config_dir().join("reel.toml")).expect("read");
+    for path in &all {
+        let leaf = path.rsplit('.').next().unwrap_or(path);
+        assert!(
+            docs.contains(&format!("`{leaf}`"))
+                || docs.contains(&format!("`[{path}]`"))
+                || docs.contains(&format!("`[[{path}]]`")),
+            "{path} not documented"
+        );
+        assert!(in_default.contains(path), "{path} missing from the default config");
+        assert!(default_text.contains(leaf), "{path} not written out in config/reel.toml");
+    }
+}
