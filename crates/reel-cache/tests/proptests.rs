@@ -1,0 +1,170 @@
+//! Property tests: key normalisation is idempotent and never leaves dot-segments; stored
+//! metadata round-trips and decoding arbitrary bytes never panics; the header parsers never
+//! panic and keep their outputs within bounds.
+
+use std::time::Duration;
+
+use proptest::prelude::*;
+use reel_cache::key::{CacheKey, KeyConfig};
+use reel_cache::policy::cache_control::{RequestCacheControl, ResponseCacheControl};
+use reel_cache::policy::freshness::PolicyConfig;
+use reel_cache::policy::meta::{ResponseTimes, StoredMeta};
+use reel_cache::policy::range::{Available, RangeOutcome, parse_range};
+use reel_cache::policy::rules::TtlRule;
+use reel_cache::policy::vary::{Vary, VaryKey};
+
+/// Path pieces chosen to hit the interesting cases: dot-segments (raw and encoded),
+/// encoded slashes, escapes of reserved and unreserved bytes, odd characters.
+fn piece() -> impl Strategy<Value = String> {
+    prop_oneof![
+        Just("/".to_string()),
+        Just("..".to_string()),
+        Just(".".to_string()),
+        Just("%2e".to_string()),
+        Just("%2E%2E".to_string()),
+        Just("%2F".to_string()),
+        Just("%2f".to_string()),
+        Just("%41".to_string()),
+        Just("%7e".to_string()),
+        Just("%3a".to_string()),
+        Just("%C3%A9".to_string()),
+        Just(" ".to_string()),
+        Just("\\".to_string()),
+        Just("é".to_string()),
+        Just("?".to_string()),
+        Just("&".to_string()),
+        Just("=".to_string()),
+        Just("_HLS_msn=1".to_string()),
+        Just("token=x".to_string()),
+        "[a-zA-Z0-9._~!$'()*+,;:@-]{1,6}",
+    ]
+}
+
+fn target() -> impl Strategy<Value = String> {
+    prop::collection::vec(piece(), 0..16).prop_map(|p| format!("/{}", p.concat()))
+}
+
+fn key_config() -> impl Strategy<Value = KeyConfig> {
+    (any::<bool>(), any::<bool>()).prop_map(|(drop_query, ignore)| KeyConfig {
+        ignore_query: if ignore { vec!["token".into()] } else { vec![] },
+        drop_query,
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    #[test]
+    fn key_normalisation_is_idempotent(t in target(), cfg in key_config(), port in prop_oneof![Just(""), Just(":80"), Just(":8080")]) {
+        let host = format!("Example.COM{port}");
+        if let Ok(k) = CacheKey::build(host.as_bytes(), t.as_bytes(), &cfg) {
+            let again = CacheKey::build(k.host(), k.path_and_query(), &cfg).unwrap();
+            prop_assert_eq!(&again, &k);
+            prop_assert_eq!(again.hash128(), k.hash128());
+            prop_assert!(k.path().starts_with(b"/"));
+            for seg in k.path().split(|&b| b == b'/') {
+                prop_assert!(seg != b".." && seg != b".", "dot segment in {:?}", String::from_utf8_lossy(k.path()));
+            }
+            prop_assert!(k.as_bytes().iter().all(|&b| (0x21..0x7f).contains(&b)));
+        }
+    }
+
+    #[test]
+    fn key_build_never_panics(host in prop::collection::vec(any::<u8>(), 0..20), t in prop::collection::vec(any::<u8>(), 0..60)) {
+        let _ = CacheKey::build(&host, &t, &KeyConfig::default());
+        let _ = reel_cache::key::prefix_for_purge(&host, &t);
+    }
+
+    #[test]
+    fn meta_roundtrip(
+        status in 200u16..600,
+        headers in prop::collection::vec(("[a-z][a-z0-9-]{0,12}", "[ -~]{0,30}"), 0..12),
+        vary_names in prop::collection::vec("[a-z]{1,8}", 0..4),
+        req_vals in prop::collection::vec(prop::option::of("[ -~]{0,10}"), 0..4),
+        times in (0u64..u32::MAX as u64, 0u64..1000),
+        body_len in prop::option::of(any::<u64>()),
+        invalidated in any::<bool>(),
+        ttl in prop::option::of(0u64..100_000),
+    ) {
+        let mut resp: Vec<(String, String)> = headers;
+        if !vary_names.is_empty() {
+            resp.push(("vary".into(), vary_names.join(", ")));
+        }
+        let req: Vec<(String, String)> = vary_names
+            .iter()
+            .zip(req_vals.iter())
+            .filter_map(|(n, v)| v.clone().map(|v| (n.clone(), v)))
+            .collect();
+        let rule = ttl.map(|t| TtlRule { ttl: Duration::from_secs(t), override_origin: false });
+        let mut meta = StoredMeta::from_response(
+            status,
+            &resp,
+            VaryKey::from_request(&Vary::parse(&resp), &req),
+            ResponseTimes { request_time: times.0, response_time: times.0 + times.1 },
+            body_len,
+            &PolicyConfig::default(),
+            rule.as_ref(),
+        );
+        meta.set_invalidated(invalidated);
+        let bytes = meta.encode();
+        let back = StoredMeta::decode(&bytes).unwrap();
+        prop_assert_eq!(&back, &meta);
+        prop_assert_eq!(back.encode(), bytes);
+    }
+
+    #[test]
+    fn meta_decode_garbage_never_panics(bytes in prop::collection::vec(any::<u8>(), 0..256)) {
+        let _ = StoredMeta::decode(&bytes);
+        let mut framed = b"RM\x01\x00".to_vec();
+        framed.extend_from_slice(&bytes);
+        let _ = StoredMeta::decode(&framed);
+    }
+
+    #[test]
+    fn meta_decode_mutations_never_panic(idx in any::<prop::sample::Index>(), val in any::<u8>()) {
+        let resp = [("etag", "\"x\""), ("cache-control", "max-age=5"), ("vary", "a")];
+        let req = [("a", "1")];
+        let meta = StoredMeta::from_response(
+            200, &resp, VaryKey::from_request(&Vary::parse(&resp[..]), &req[..]),
+            ResponseTimes { request_time: 1, response_time: 2 }, Some(3),
+            &PolicyConfig::default(), None,
+        );
+        let mut bytes = meta.encode();
+        let i = idx.index(bytes.len());
+        bytes[i] = val;
+        if let Ok(m) = StoredMeta::decode(&bytes) {
+            // Whatever decodes must encode back to the same bytes.
+            prop_assert_eq!(m.encode(), bytes);
+        }
+    }
+
+    #[test]
+    fn cache_control_never_panics(v in "[ -~\t]{0,80}") {
+        let _ = ResponseCacheControl::parse_values([v.as_bytes()]);
+        let _ = RequestCacheControl::parse_values([v.as_bytes()]);
+    }
+
+    #[test]
+    fn range_resolution_in_bounds(v in "(bytes|BYTES|x)=[0-9,\\- ]{0,30}", len in 0u64..10_000, avail in 0u64..10_000) {
+        if let Some(set) = parse_range(v.as_bytes()) {
+            for r in set.satisfiable(len) {
+                prop_assert!(r.start <= r.end && r.end < len);
+            }
+            match set.resolve(Available::Complete(len)) {
+                RangeOutcome::Partial { range, total } => {
+                    prop_assert!(range.end < len);
+                    prop_assert_eq!(total, Some(len));
+                }
+                RangeOutcome::Wait => prop_assert!(false, "complete never waits"),
+                _ => {}
+            }
+            let avail = avail.min(len);
+            if let RangeOutcome::Partial { range, .. } = set.resolve(Available::Filling { available: avail, total: None }) {
+                prop_assert!(range.end < avail);
+            }
+            if let RangeOutcome::Partial { range, .. } = set.resolve(Available::Filling { available: avail, total: Some(len) }) {
+                prop_assert!(range.end < avail);
+            }
+        }
+    }
+}
