@@ -1,1 +1,74 @@
-//! Strict HTTP/1.1 codec and connection loop with a sendfile response path.
+//! Strict HTTP/1.1 server codec and connection loop with a `sendfile(2)` response path.
+//!
+//! # What this crate owns
+//! Everything between an accepted `TcpStream` and the application's [`Handler`]:
+//! parsing request heads ([`Request`], on `httparse`), request bodies
+//! ([`RequestBody`]), response serialization ([`encode_head`]) and the connection
+//! loop ([`serve_connection`]) with keep-alive, pipelining, timeouts and draining.
+//! It depends on no other reel crate.
+//!
+//! # Design
+//! * **Thread per core.** [`serve_connection`] runs inside a tokio `current_thread`
+//!   runtime + `LocalSet`; handlers and body streams need not be `Send`, per-worker
+//!   state uses `Rc`.
+//! * **One response path.** Heads are serialized into a per-connection buffer (the
+//!   `Date` value is formatted once per second per thread). A small in-memory body is
+//!   appended to the head and leaves in one `send`; a large one in one `writev`. A file
+//!   body leaves as `send(head, MSG_MORE)` followed by `sendfile(2)` loops straight from
+//!   the page cache (no mmap, no read into user space). A streaming body ([`Body::Stream`])
+//!   mixes memory and file chunks, with `Content-Length`, chunked (HTTP/1.1) or
+//!   close-delimited (HTTP/1.0) framing. `EAGAIN` awaits writability; a peer reset
+//!   (`EPIPE`/`ECONNRESET`, sent with `MSG_NOSIGNAL`) ends the connection cleanly. Note
+//!   `sendfile(2)` and tokio's own writes can raise `SIGPIPE`: the process must ignore
+//!   it (Rust binaries do by default).
+//! * **No silently short bodies.** If a stream errors, ends short of, or overruns its
+//!   declared length, or a file is shorter than its range, the connection is closed
+//!   mid-body.
+//! * **Strict parsing.** Request smuggling shapes are refused with 400 and a close
+//!   (RFC 9112 sections 6.1, 6.3, 3.2): Content-Length together with
+//!   Transfer-Encoding, more than one Content-Length (even equal, and lists such as
+//!   `5, 5`), Content-Length other than `1*DIGIT` or overflowing `u64`,
+//!   Transfer-Encoding not ending in exactly one `chunked` (`chunked, gzip`,
+//!   `xchunked`, `chunked, chunked`), Transfer-Encoding on HTTP/1.0, obs-fold,
+//!   whitespace before the colon, control bytes in names or values, a missing or
+//!   repeated Host on HTTP/1.1, an invalid Host, absolute-form targets other than
+//!   `http`/`https`, fragments in targets. A valid Transfer-Encoding list ending in
+//!   `chunked` but with other codings before it (`gzip, chunked`) gets **501** (RFC 9112
+//!   section 6.1: coding not understood). Bad chunk sizes, oversized chunk lines
+//!   ([`MAX_CHUNK_LINE`]), bare LF or missing CRLF after chunk data give 400.
+//!   Other refusals: request line over `max_request_line` → 414; header section over
+//!   `max_header_bytes` or more than `max_headers` fields → 431; Content-Length over
+//!   `max_body_bytes` → 413; an `Expect` other than `100-continue` → 417; an HTTP
+//!   version other than 1.0/1.1 → 505. Unknown method tokens are accepted and reach the
+//!   handler ([`Response::for_unsupported_method`] builds 405/501).
+//! * **Keep-alive.** HTTP/1.1 keeps the connection unless `Connection: close`;
+//!   HTTP/1.0 only with `Connection: keep-alive` (echoed back). Pipelined requests
+//!   are answered in order. Unread request bodies up to [`DRAIN_LIMIT`] are discarded
+//!   before the response; larger ones close the connection.
+//! * **Timeouts.** `header_timeout` runs from the first byte of a head (slowloris →
+//!   408 + close); `idle_timeout` closes idle keep-alive connections silently and also
+//!   bounds stalled body reads and writes. After an error response the socket is
+//!   half-closed and drained briefly before closing, so the kernel does not reset the
+//!   response away.
+
+#![deny(unsafe_op_in_unsafe_fn)]
+
+mod body;
+mod conn;
+mod date;
+mod io;
+mod limits;
+mod method;
+mod request;
+mod response;
+mod sys;
+
+pub use body::{BodyError, MAX_CHUNK_LINE, RequestBody};
+pub use conn::{CloseReason, ConnOutcome, DRAIN_LIMIT, Handler, serve_connection};
+pub use limits::{Limits, MAX_HEADERS_CAP};
+pub use method::Method;
+pub use request::{BodyFraming, HeadError, HeadStatus, Request, Version};
+pub use response::{
+    Body, BodyStream, Chunk, EncodedHead, FileRange, Framing, HeadContext, HeaderName, Response,
+    encode_head, reason_phrase,
+};

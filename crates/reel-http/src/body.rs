@@ -1,0 +1,285 @@
+//! Request bodies: `Content-Length` and chunked (RFC 9112 sections 6 and 7.1), read on
+//! demand by the handler from the connection's read buffer.
+
+use bytes::{Buf, Bytes};
+
+use crate::io::Io;
+use crate::request::BodyFraming;
+
+/// Longest accepted chunk-size line (size, extensions and CRLF). Longer lines, mostly
+/// oversized chunk extensions, are rejected as malformed.
+pub const MAX_CHUNK_LINE: usize = 4096;
+
+/// Why a request body could not be read. After any error the connection closes; the
+/// connection loop answers [`BodyError::TooLarge`] with 413, [`BodyError::Malformed`]
+/// with 400 and [`BodyError::Timeout`] with 408, replacing the handler's response.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BodyError {
+    /// The body exceeds `Limits::max_body_bytes`.
+    #[error("request body exceeds the configured limit")]
+    TooLarge,
+    /// Invalid chunked framing.
+    #[error("malformed chunked body: {0}")]
+    Malformed(&'static str),
+    /// No body bytes arrived within the idle timeout.
+    #[error("timed out reading the request body")]
+    Timeout,
+    /// The client closed the connection before the body was complete.
+    #[error("connection closed before the request body was complete")]
+    Incomplete,
+    /// Socket error while reading.
+    #[error("I/O error reading the request body: {0:?}")]
+    Io(std::io::ErrorKind),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum State {
+    Done,
+    Failed(BodyError),
+    /// Raw bytes left: of a `Content-Length` body, or of the current chunk's data.
+    Data {
+        remaining: u64,
+        chunked: bool,
+    },
+    ChunkSize,
+    ChunkDataEnd,
+    Trailers {
+        seen: usize,
+    },
+}
+
+/// The body of the request being handled. Read it with [`RequestBody::next_chunk`];
+/// whatever the handler leaves unread is drained (small bodies) or causes the
+/// connection to close (large ones) before the next request.
+pub struct RequestBody<'a> {
+    io: &'a mut Io,
+    state: State,
+    received: u64,
+    max: u64,
+    max_trailers: usize,
+    continue_pending: bool,
+}
+
+impl<'a> RequestBody<'a> {
+    pub(crate) fn new(
+        io: &'a mut Io,
+        framing: BodyFraming,
+        expect_continue: bool,
+        max: u64,
+        max_trailers: usize,
+    ) -> Self {
+        let state = match framing {
+            BodyFraming::None => State::Done,
+            BodyFraming::Length(n) => State::Data { remaining: n, chunked: false },
+            BodyFraming::Chunked => State::ChunkSize,
+        };
+        Self {
+            io,
+            continue_pending: expect_continue && state != State::Done,
+            state,
+            received: 0,
+            max,
+            max_trailers,
+        }
+    }
+
+    /// Whether the whole body has been read (always true for requests without one).
+    pub fn is_complete(&self) -> bool {
+        self.state == State::Done
+    }
+
+    /// Body bytes delivered so far.
+    pub fn received(&self) -> u64 {
+        self.received
+    }
+
+    /// The error the body failed with, if any.
+    pub fn error(&self) -> Option<&BodyError> {
+        match &self.state {
+            State::Failed(e) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// Whether a `100 Continue` is still owed (the client waits for it before sending).
+    pub(crate) fn continue_pending(&self) -> bool {
+        self.continue_pending
+    }
+
+    /// Bytes of a `Content-Length` body not yet read, if that is the framing.
+    pub(crate) fn length_remaining(&self) -> Option<u64> {
+        match self.state {
+            State::Data { remaining, chunked: false } => Some(remaining),
+            _ => None,
+        }
+    }
+
+    /// The next piece of the body, `Ok(None)` at its end. Sends `100 Continue` first if
+    /// the client asked for it (RFC 9110 section 10.1.1).
+    pub async fn next_chunk(&mut self) -> Result<Option<Bytes>, BodyError> {
+        let r = self.next_inner().await;
+        if let Err(e) = &r {
+            self.state = State::Failed(e.clone());
+        }
+        r
+    }
+
+    /// Reads and discards the rest of the body.
+    pub async fn discard(&mut self) -> Result<u64, BodyError> {
+        let mut n = 0;
+        while let Some(c) = self.next_chunk().await? {
+            n += c.len() as u64;
+        }
+        Ok(n)
+    }
+
+    async fn fill(&mut self) -> Result<(), BodyError> {
+        if self.continue_pending {
+            self.continue_pending = false;
+            self.io
+                .write_all(b"HTTP/1.1 100 Continue\r\n\r\n", false)
+                .await
+                .map_err(|e| BodyError::Io(e.kind()))?;
+        }
+        match tokio::time::timeout(self.io.stall, self.io.read_more()).await {
+            Err(_) => Err(BodyError::Timeout),
+            Ok(Ok(0)) => Err(BodyError::Incomplete),
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => Err(BodyError::Io(e.kind())),
+        }
+    }
+
+    async fn next_inner(&mut self) -> Result<Option<Bytes>, BodyError> {
+        loop {
+            match self.state.clone() {
+                State::Done => return Ok(None),
+                State::Failed(e) => return Err(e),
+                State::Data { remaining, chunked } => {
+                    if self.io.rbuf.is_empty() {
+                        self.fill().await?;
+                    }
+                    let n = remaining.min(self.io.rbuf.len() as u64);
+                    let chunk = self.io.rbuf.split_to(n as usize).freeze();
+                    self.received += n;
+                    let left = remaining - n;
+                    self.state = match (left, chunked) {
+                        (0, false) => State::Done,
+                        (0, true) => State::ChunkDataEnd,
+                        (remaining, chunked) => State::Data { remaining, chunked },
+                    };
+                    return Ok(Some(chunk));
+                }
+                State::ChunkSize => {
+                    let Some(line_end) = self.find_line(MAX_CHUNK_LINE).await? else {
+                        continue;
+                    };
+                    let size = parse_chunk_size(&self.io.rbuf[..line_end])?;
+                    self.io.rbuf.advance(line_end + 2);
+                    if size == 0 {
+                        self.state = State::Trailers { seen: 0 };
+                    } else {
+                        if self.received.saturating_add(size) > self.max {
+                            return Err(BodyError::TooLarge);
+                        }
+                        self.state = State::Data { remaining: size, chunked: true };
+                    }
+                }
+                State::ChunkDataEnd => {
+                    if self.io.rbuf.len() < 2 {
+                        self.fill().await?;
+                        continue;
+                    }
+                    if &self.io.rbuf[..2] != b"\r\n" {
+                        return Err(BodyError::Malformed("missing CRLF after chunk data"));
+                    }
+                    self.io.rbuf.advance(2);
+                    self.state = State::ChunkSize;
+                }
+                State::Trailers { seen } => {
+                    let budget = self.max_trailers.saturating_sub(seen);
+                    let Some(line_end) = self.find_line(budget).await? else {
+                        continue;
+                    };
+                    let line = &self.io.rbuf[..line_end];
+                    if line.iter().any(|&b| b == b'\r' || b == 0) {
+                        return Err(BodyError::Malformed("invalid trailer field"));
+                    }
+                    self.io.rbuf.advance(line_end + 2);
+                    if line_end == 0 {
+                        self.state = State::Done;
+                        return Ok(None);
+                    }
+                    // Trailer fields are read and discarded: nothing in this server
+                    // acts on them (RFC 9110 section 6.5.1 allows that).
+                    self.state = State::Trailers { seen: seen + line_end + 2 };
+                }
+            }
+        }
+    }
+
+    /// Position of the CRLF ending the next line in the buffer, reading more if needed
+    /// (`Ok(None)` means "buffer refilled, try again"). Bare LF is rejected.
+    async fn find_line(&mut self, max: usize) -> Result<Option<usize>, BodyError> {
+        match memchr::memchr(b'\n', &self.io.rbuf) {
+            Some(i) if i == 0 || self.io.rbuf[i - 1] != b'\r' => {
+                Err(BodyError::Malformed("bare LF in chunked framing"))
+            }
+            Some(i) if i + 1 > max => Err(BodyError::Malformed("chunk line too long")),
+            Some(i) => Ok(Some(i - 1)),
+            None if self.io.rbuf.len() >= max => Err(BodyError::Malformed("chunk line too long")),
+            None => {
+                self.fill().await?;
+                Ok(None)
+            }
+        }
+    }
+}
+
+/// `chunk-size [ chunk-ext ]` without the CRLF (RFC 9112 section 7.1 and 7.1.1).
+fn parse_chunk_size(line: &[u8]) -> Result<u64, BodyError> {
+    let digits = line.iter().take_while(|b| b.is_ascii_hexdigit()).count();
+    if digits == 0 {
+        return Err(BodyError::Malformed("invalid chunk size"));
+    }
+    let mut size: u64 = 0;
+    for &b in &line[..digits] {
+        let d = match b {
+            b'0'..=b'9' => b - b'0',
+            b'a'..=b'f' => b - b'a' + 10,
+            _ => b - b'A' + 10,
+        };
+        size = size
+            .checked_mul(16)
+            .and_then(|s| s.checked_add(u64::from(d)))
+            .ok_or(BodyError::Malformed("chunk size overflow"))?;
+    }
+    let ext = &line[digits..];
+    // chunk-ext = *( BWS ";" BWS chunk-ext-name [ BWS "=" BWS chunk-ext-val ] )
+    let first = ext.iter().position(|&b| b != b' ' && b != b'\t');
+    match first {
+        None if ext.is_empty() => {}
+        Some(i) if ext[i] == b';' => {
+            if ext.iter().any(|&b| (b < 0x20 && b != b'\t') || b == 0x7f) {
+                return Err(BodyError::Malformed("invalid chunk extension"));
+            }
+        }
+        _ => return Err(BodyError::Malformed("invalid chunk size")),
+    }
+    Ok(size)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunk_size_grammar() {
+        assert_eq!(parse_chunk_size(b"1a").unwrap(), 26);
+        assert_eq!(parse_chunk_size(b"0").unwrap(), 0);
+        assert_eq!(parse_chunk_size(b"5;name=val").unwrap(), 5);
+        assert_eq!(parse_chunk_size(b"5 ; n").unwrap(), 5);
+        for bad in [&b""[..], b"x", b"-1", b"+1", b"5 5", b"0x5", b"5;\x01", b"11111111111111111"] {
+            assert!(parse_chunk_size(bad).is_err(), "{:?}", String::from_utf8_lossy(bad));
+        }
+    }
+}

@@ -1,0 +1,458 @@
+//! The connection loop: reads request heads, runs the handler, writes responses through
+//! the single response path, and decides keep-alive, timeouts and draining.
+
+use std::future::{Future, poll_fn};
+use std::io;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use bytes::Buf;
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+
+use crate::body::{BodyError, RequestBody};
+use crate::io::Io;
+use crate::limits::Limits;
+use crate::method::Method;
+use crate::request::{HeadStatus, Request, Version};
+use crate::response::{Body, Chunk, EncodedHead, Framing, HeadContext, Response, encode_head};
+
+/// Unread `Content-Length` body bytes the loop will read and discard to keep the
+/// connection; more than this and the connection closes instead.
+pub const DRAIN_LIMIT: u64 = 256 * 1024;
+/// In-memory bodies up to this size are copied behind the head and sent with one
+/// `send`; larger ones go out with one `writev`.
+const COALESCE_LIMIT: usize = 16 * 1024;
+/// Longest time spent reading and discarding client bytes before closing after an
+/// error response (so the kernel does not reset the connection under the response).
+const LINGER: Duration = Duration::from_secs(2);
+const LINGER_BYTES: usize = 256 * 1024;
+
+/// Application logic. Runs on the connection's worker thread: neither the handler nor
+/// its futures need to be `Send`.
+pub trait Handler: 'static {
+    /// Answers one request. The body may be read through `body`; whatever is left
+    /// unread is handled by the connection loop. Every syntactically valid request
+    /// reaches this method, whatever its method (see
+    /// [`Response::for_unsupported_method`]).
+    fn handle(&self, req: &Request, body: &mut RequestBody<'_>) -> impl Future<Output = Response>;
+
+    /// Called after each response to a parsed request was written (or failed):
+    /// `status` as sent, `bytes` written for the whole response including head,
+    /// `elapsed` from the complete head to the end of the response. Default: no-op.
+    fn on_response(&self, req: &Request, status: u16, bytes: u64, elapsed: Duration) {
+        let _ = (req, status, bytes, elapsed);
+    }
+
+    /// Called when a request head is refused before reaching [`Handler::handle`] (400,
+    /// 408, 413, 414, 417, 431, 501, 505). Default: no-op.
+    fn on_reject(&self, peer: SocketAddr, status: u16) {
+        let _ = (peer, status);
+    }
+}
+
+/// Why a connection ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CloseReason {
+    /// The client closed the connection between requests.
+    PeerClosed,
+    /// The client closed mid-head.
+    PeerClosedMidRequest,
+    /// The request or response asked for the close (`Connection: close`, HTTP/1.0
+    /// without keep-alive, close-delimited body).
+    NotKeepAlive,
+    /// The keep-alive idle timeout expired.
+    IdleTimeout,
+    /// The head did not arrive within `header_timeout` (408 was sent).
+    HeaderTimeout,
+    /// Drain was requested.
+    Drain,
+    /// The head was refused with this status.
+    Rejected(u16),
+    /// The request body failed (see [`BodyError`]).
+    Body(BodyError),
+    /// The handler left more body unread than [`DRAIN_LIMIT`], or a `100 Continue`
+    /// was never sent.
+    UnreadBody,
+    /// The response body could not be completed (stream error, stream shorter or
+    /// longer than declared, file shorter than its range); the connection was closed
+    /// mid-body so the client sees a truncated message.
+    ResponseAborted,
+    /// Writing failed (peer reset, stalled peer, ...).
+    WriteError(io::ErrorKind),
+    /// Reading failed.
+    ReadError(io::ErrorKind),
+}
+
+/// Statistics of one finished connection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConnOutcome {
+    /// Responses written to parsed requests (not counting rejections).
+    pub requests: u64,
+    /// Bytes read from the socket.
+    pub bytes_read: u64,
+    /// Bytes written to the socket (heads and bodies).
+    pub bytes_written: u64,
+    /// Why the connection ended.
+    pub close: CloseReason,
+}
+
+enum Wait {
+    Data,
+    Closed(CloseReason),
+}
+
+/// Serves HTTP/1.x on `stream` until it closes, returning what happened.
+///
+/// * Keep-alive and pipelining: requests already buffered are answered in order
+///   without another read.
+/// * `drain`: once it reads `true`, an idle connection closes at once; a request in
+///   flight is completed and answered with `Connection: close`. A dropped sender
+///   means "never drain".
+/// * Timeouts from `limits`: idle keep-alive (silent close), head (408 + close),
+///   stalled body reads and writes (close).
+pub async fn serve_connection<H: Handler>(
+    stream: TcpStream,
+    peer: SocketAddr,
+    handler: Rc<H>,
+    limits: Rc<Limits>,
+    mut drain: watch::Receiver<bool>,
+) -> ConnOutcome {
+    let local =
+        stream.local_addr().unwrap_or_else(|_| SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0)));
+    // Responses leave in whole writes (or MSG_MORE + sendfile); Nagle would only delay
+    // the last segment of each.
+    let _ = stream.set_nodelay(true);
+    let mut io = Io::new(stream, limits.idle_timeout);
+    let mut req = Request::new(peer, local);
+    let mut wbuf: Vec<u8> = Vec::with_capacity(1024);
+    let mut requests = 0u64;
+    let mut drain_live = true;
+
+    let close = 'conn: loop {
+        // Wait for the first byte of the next head.
+        if io.rbuf.is_empty() {
+            match wait_request(&mut io, &limits, &mut drain, &mut drain_live).await {
+                Wait::Data => {}
+                Wait::Closed(r) => break 'conn r,
+            }
+        }
+        let deadline = tokio::time::Instant::now() + limits.header_timeout;
+        let head_len = loop {
+            match req.parse_head(&io.rbuf, &limits) {
+                Ok(HeadStatus::Complete(n)) => break n,
+                Ok(HeadStatus::Partial) => {}
+                Err(e) => {
+                    tracing::debug!(%peer, status = e.status, reason = e.reason, "request refused");
+                    handler.on_reject(peer, e.status);
+                    refuse(&mut io, &mut wbuf, e.status).await;
+                    break 'conn CloseReason::Rejected(e.status);
+                }
+            }
+            match tokio::time::timeout_at(deadline, io.read_more()).await {
+                Err(_) => {
+                    handler.on_reject(peer, 408);
+                    refuse(&mut io, &mut wbuf, 408).await;
+                    break 'conn CloseReason::HeaderTimeout;
+                }
+                Ok(Ok(0)) => break 'conn CloseReason::PeerClosedMidRequest,
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => break 'conn CloseReason::ReadError(e.kind()),
+            }
+        };
+        io.rbuf.advance(head_len);
+        let started = Instant::now();
+        let written_before = io.bytes_written;
+
+        let mut body = RequestBody::new(
+            &mut io,
+            req.body_framing(),
+            req.expects_continue(),
+            limits.max_body_bytes,
+            limits.max_header_bytes,
+        );
+        let mut resp = handler.handle(&req, &mut body).await;
+
+        // Decide what happens to the rest of the body before answering, so a client
+        // still sending its body is never blocked against our response.
+        let mut must_close = false;
+        let mut body_failure = None;
+        if let Some(err) = body.error().cloned() {
+            must_close = true;
+            match err {
+                BodyError::TooLarge => resp = Response::error(413),
+                BodyError::Malformed(_) => resp = Response::error(400),
+                BodyError::Timeout => resp = Response::error(408),
+                BodyError::Incomplete | BodyError::Io(_) => {
+                    handler.on_response(&req, 0, 0, started.elapsed());
+                    break 'conn CloseReason::Body(err);
+                }
+            }
+            body_failure = Some(err);
+        } else if !body.is_complete() {
+            let small = body.length_remaining().is_some_and(|n| n <= DRAIN_LIMIT);
+            if body.continue_pending() || !small {
+                // The client may or may not send the rest; only closing is safe.
+                must_close = true;
+                body_failure = Some(BodyError::Incomplete);
+            } else if let Err(e) = body.discard().await {
+                handler.on_response(&req, 0, 0, started.elapsed());
+                break 'conn CloseReason::Body(e);
+            }
+        }
+
+        let draining = drain_live && *drain.borrow();
+        let keep_alive = req.keep_alive() && !must_close && !draining;
+        let ctx = HeadContext {
+            version: req.version(),
+            head_request: *req.method() == Method::Head,
+            keep_alive,
+        };
+        let result = write_response(&mut io, &mut wbuf, resp, &ctx).await;
+        requests += 1;
+        let (status, write_result) = result;
+        handler.on_response(&req, status, io.bytes_written - written_before, started.elapsed());
+        match write_result {
+            Ok(true) => {}
+            Ok(false) => {
+                let reason = match (body_failure, draining) {
+                    (Some(BodyError::Incomplete), _) => CloseReason::UnreadBody,
+                    (Some(e), _) => CloseReason::Body(e),
+                    (None, true) => CloseReason::Drain,
+                    (None, false) => CloseReason::NotKeepAlive,
+                };
+                linger(&mut io).await;
+                break 'conn reason;
+            }
+            Err(WriteFailure::Aborted) => break 'conn CloseReason::ResponseAborted,
+            Err(WriteFailure::Io(kind)) => break 'conn CloseReason::WriteError(kind),
+        }
+    };
+    ConnOutcome { requests, bytes_read: io.bytes_read, bytes_written: io.bytes_written, close }
+}
+
+/// Waits for the first byte of a request on an idle connection.
+async fn wait_request(
+    io: &mut Io,
+    limits: &Limits,
+    drain: &mut watch::Receiver<bool>,
+    drain_live: &mut bool,
+) -> Wait {
+    let idle = tokio::time::sleep(limits.idle_timeout);
+    tokio::pin!(idle);
+    loop {
+        if *drain_live && *drain.borrow_and_update() {
+            return Wait::Closed(CloseReason::Drain);
+        }
+        tokio::select! {
+            r = io.read_more() => return match r {
+                Ok(0) => Wait::Closed(CloseReason::PeerClosed),
+                Ok(_) => Wait::Data,
+                Err(e) => Wait::Closed(CloseReason::ReadError(e.kind())),
+            },
+            () = &mut idle => return Wait::Closed(CloseReason::IdleTimeout),
+            changed = drain.changed(), if *drain_live => {
+                if changed.is_err() {
+                    *drain_live = false;
+                }
+            }
+        }
+    }
+}
+
+/// Answers a refused head with `status` and `Connection: close`, then lingers.
+async fn refuse(io: &mut Io, wbuf: &mut Vec<u8>, status: u16) {
+    let ctx = HeadContext { version: Version::Http11, head_request: false, keep_alive: false };
+    let (_, r) = write_response(io, wbuf, Response::error(status), &ctx).await;
+    if r.is_ok() {
+        linger(io).await;
+    }
+}
+
+/// Half-closes and reads (discarding) until the client closes, for at most [`LINGER`]:
+/// closing a socket with unread input makes the kernel send RST, which can destroy the
+/// response before the client read it.
+async fn linger(io: &mut Io) {
+    use tokio::io::AsyncWriteExt;
+    if io.stream.shutdown().await.is_err() {
+        return;
+    }
+    let _ = tokio::time::timeout(LINGER, async {
+        let mut total = 0usize;
+        loop {
+            io.rbuf.clear();
+            match io.read_more().await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => {
+                    total += n;
+                    if total > LINGER_BYTES {
+                        return;
+                    }
+                }
+            }
+        }
+    })
+    .await;
+}
+
+enum WriteFailure {
+    /// The body could not be completed; the connection must close mid-body.
+    Aborted,
+    /// Socket write failed.
+    Io(io::ErrorKind),
+}
+
+impl From<io::Error> for WriteFailure {
+    fn from(e: io::Error) -> Self {
+        WriteFailure::Io(e.kind())
+    }
+}
+
+/// The single response-writing path. Returns the status sent and whether the
+/// connection may stay open.
+async fn write_response(
+    io: &mut Io,
+    wbuf: &mut Vec<u8>,
+    resp: Response,
+    ctx: &HeadContext,
+) -> (u16, Result<bool, WriteFailure>) {
+    wbuf.clear();
+    let head = encode_head(&resp, ctx, wbuf);
+    let r = write_body(io, wbuf, resp.body, &head).await;
+    if wbuf.capacity() > 64 * 1024 {
+        // Do not let one large coalesced body pin memory for the connection's life.
+        *wbuf = Vec::with_capacity(1024);
+    }
+    (head.status, r.map(|()| !head.close))
+}
+
+async fn write_body(
+    io: &mut Io,
+    wbuf: &mut Vec<u8>,
+    body: Body,
+    head: &EncodedHead,
+) -> Result<(), WriteFailure> {
+    if head.framing == Framing::NoBody {
+        io.write_all(wbuf, false).await?;
+        return Ok(());
+    }
+    match body {
+        Body::Empty => io.write_all(wbuf, false).await?,
+        Body::Bytes(b) if b.len() <= COALESCE_LIMIT => {
+            wbuf.extend_from_slice(&b);
+            io.write_all(wbuf, false).await?;
+        }
+        Body::Bytes(b) => io.write_two(wbuf, &b).await?,
+        Body::File(f) => {
+            io.write_all(wbuf, true).await?;
+            send_file(io, &*f).await?;
+        }
+        Body::Stream(mut s) => {
+            io.write_all(wbuf, false).await?;
+            let mut sent = 0u64;
+            loop {
+                let next = poll_fn(|cx| s.as_mut().poll_next(cx)).await;
+                let chunk = match next {
+                    None => break,
+                    Some(Ok(c)) => c,
+                    Some(Err(e)) => {
+                        tracing::debug!(error = %e, "response stream failed; closing");
+                        return Err(WriteFailure::Aborted);
+                    }
+                };
+                let len = chunk.len();
+                if len == 0 {
+                    continue;
+                }
+                sent += len;
+                match head.framing {
+                    Framing::Length(n) if sent > n => {
+                        tracing::warn!("response stream longer than its Content-Length");
+                        return Err(WriteFailure::Aborted);
+                    }
+                    Framing::Chunked => {
+                        let mut line = [0u8; 20];
+                        let size = hex_line(len, &mut line);
+                        match &chunk {
+                            Chunk::Bytes(b) if b.len() <= COALESCE_LIMIT => {
+                                wbuf.clear();
+                                wbuf.extend_from_slice(size);
+                                wbuf.extend_from_slice(b);
+                                wbuf.extend_from_slice(b"\r\n");
+                                io.write_all(wbuf, false).await?;
+                            }
+                            _ => {
+                                io.write_all(size, true).await?;
+                                write_chunk(io, chunk, true).await?;
+                                io.write_all(b"\r\n", false).await?;
+                            }
+                        }
+                    }
+                    _ => write_chunk(io, chunk, false).await?,
+                }
+            }
+            match head.framing {
+                Framing::Length(n) if sent != n => {
+                    tracing::warn!(sent, declared = n, "response stream ended short");
+                    return Err(WriteFailure::Aborted);
+                }
+                Framing::Chunked => io.write_all(b"0\r\n\r\n", false).await?,
+                _ => {}
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn write_chunk(io: &mut Io, chunk: Chunk, more: bool) -> Result<(), WriteFailure> {
+    match chunk {
+        Chunk::Bytes(b) => io.write_all(&b, more).await?,
+        Chunk::File(f) => send_file(io, &*f).await?,
+    }
+    Ok(())
+}
+
+async fn send_file(io: &mut Io, f: &dyn crate::response::FileRange) -> Result<(), WriteFailure> {
+    match io.send_file(f).await {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
+            tracing::warn!("file body shorter than its range; closing");
+            Err(WriteFailure::Aborted)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// `chunk-size CRLF` in lowercase hex (RFC 9112 section 7.1).
+fn hex_line(n: u64, buf: &mut [u8; 20]) -> &[u8] {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut digits = [0u8; 16];
+    let mut i = digits.len();
+    let mut v = n;
+    loop {
+        i -= 1;
+        digits[i] = HEX[(v & 0xf) as usize];
+        v >>= 4;
+        if v == 0 {
+            break;
+        }
+    }
+    let len = digits.len() - i;
+    buf[..len].copy_from_slice(&digits[i..]);
+    buf[len..len + 2].copy_from_slice(b"\r\n");
+    &buf[..len + 2]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hex_lines() {
+        let mut b = [0u8; 20];
+        assert_eq!(hex_line(0, &mut b), b"0\r\n");
+        assert_eq!(hex_line(0x1a2b, &mut b), b"1a2b\r\n");
+        assert_eq!(hex_line(u64::MAX, &mut b), b"ffffffffffffffff\r\n");
+    }
+}

@@ -1,0 +1,107 @@
+//! Timeouts, draining and clients that vanish mid-response.
+
+use std::io::{Read, Write};
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+use reel_http::{CloseReason, Limits};
+
+use crate::common::{Server, get};
+
+fn short_timeouts() -> Limits {
+    Limits {
+        header_timeout: Duration::from_millis(400),
+        idle_timeout: Duration::from_millis(400),
+        ..Limits::default()
+    }
+}
+
+#[test]
+fn slowloris_head_gets_408_and_close() {
+    let server = Server::with_limits(short_timeouts());
+    let mut c = server.connect();
+    let start = Instant::now();
+    // Keep trickling bytes (each within the idle timeout) but never finish the head.
+    let raw = b"GET /hello HTTP/1.1\r\nHost: t\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+    let mut closed_early = false;
+    for b in raw.iter() {
+        if c.stream.write_all(std::slice::from_ref(b)).is_err() {
+            closed_early = true;
+            break;
+        }
+        sleep(Duration::from_millis(50));
+        if start.elapsed() > Duration::from_secs(3) {
+            break;
+        }
+    }
+    let _ = closed_early;
+    let r = c.response(false);
+    assert_eq!(r.status, 408);
+    assert!(r.closes());
+    c.assert_closed();
+    assert_eq!(server.outcome().close, CloseReason::HeaderTimeout);
+}
+
+#[test]
+fn idle_keep_alive_connection_closes_silently() {
+    let server = Server::with_limits(short_timeouts());
+    let mut c = server.connect();
+    c.send(&get("/hello"));
+    assert_eq!(c.response(false).status, 200);
+    // Nothing more is sent; the server closes without a response.
+    c.assert_closed();
+    let o = server.outcome();
+    assert_eq!((o.requests, o.close), (1, CloseReason::IdleTimeout));
+    // A connection that never sends anything is idle too.
+    let c = server.connect();
+    c.assert_closed();
+    assert_eq!(server.outcome().close, CloseReason::IdleTimeout);
+}
+
+#[test]
+fn drain_closes_idle_connections_and_finishes_in_flight_ones() {
+    let server = Server::start();
+    let mut idle = server.connect();
+    idle.send(&get("/hello"));
+    assert_eq!(idle.response(false).status, 200);
+    let mut busy = server.connect();
+    busy.send(&get("/slow"));
+    // Let /slow start before draining.
+    sleep(Duration::from_millis(100));
+    server.drain();
+    idle.assert_closed();
+    let r = busy.response(false);
+    assert_eq!((r.status, &r.body[..]), (200, &b"slow done"[..]));
+    assert!(r.closes());
+    busy.assert_closed();
+    let mut reasons = vec![server.outcome().close, server.outcome().close];
+    reasons.sort_by_key(|r| format!("{r:?}"));
+    assert_eq!(reasons, vec![CloseReason::Drain, CloseReason::Drain]);
+    // New connections after drain close at once.
+    let late = server.connect();
+    late.assert_closed();
+}
+
+#[test]
+fn client_vanishing_mid_file_body_does_not_hurt_others() {
+    let server = Server::start();
+    for _ in 0..3 {
+        let mut c = server.connect();
+        c.send(&get("/file"));
+        let mut some = [0u8; 4096];
+        let n = c.stream.read(&mut some).unwrap();
+        assert!(n > 0);
+        // Reset (SO_LINGER 0) so the server sees ECONNRESET/EPIPE on its next write.
+        let sock = socket2::SockRef::from(&c.stream);
+        sock.set_linger(Some(Duration::ZERO)).unwrap();
+        drop(c);
+        let o = server.outcome();
+        assert!(matches!(o.close, CloseReason::WriteError(_)), "unexpected close reason {o:?}");
+        assert!(o.bytes_written < crate::common::FILE_LEN);
+    }
+    let mut c = server.connect();
+    c.send(&get("/hello"));
+    assert_eq!(c.response(false).body, b"hello world");
+    c.stream.write_all(&get("/file?off=5&len=5")).unwrap();
+    assert_eq!(c.response(false).body.len(), 5);
+}
