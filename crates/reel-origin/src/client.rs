@@ -399,18 +399,19 @@ impl WorkerClient {
         g: &GroupSpec,
     ) -> Result<(SendRequest<RequestBody>, Duration), OriginError> {
         let started = Instant::now();
-        let stream =
-            match tokio::time::timeout(g.connect_timeout, TcpStream::connect(&host.addr)).await {
-                Err(_) => {
-                    return Err(OriginError::new(ErrorKind::ConnectTimeout, Some(&host.addr), true));
-                }
-                Ok(Err(e)) => {
-                    return Err(
-                        OriginError::new(connect_kind(&e), Some(&host.addr), true).with_source(e)
-                    );
-                }
-                Ok(Ok(s)) => s,
-            };
+        let stream = match tokio::time::timeout(g.connect_timeout, TcpStream::connect(&host.addr))
+            .await
+        {
+            Err(_) => {
+                return Err(OriginError::new(ErrorKind::ConnectTimeout, Some(&host.addr), true));
+            }
+            Ok(Err(e)) => {
+                return Err(
+                    OriginError::new(connect_kind(&e), Some(&host.addr), true).with_source(e)
+                );
+            }
+            Ok(Ok(s)) => s,
+        };
         // Request heads are small writes; Nagle would hold them back behind delayed ACKs.
         let _ = stream.set_nodelay(true);
         let (sender, conn) = hyper::client::conn::http1::Builder::new()

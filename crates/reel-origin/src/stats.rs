@@ -134,6 +134,88 @@ pub struct OriginsSnapshot {
     pub groups: Vec<GroupSnapshot>,
 }
 
+impl OriginsSnapshot {
+    /// Appends the snapshot in the Prometheus text exposition format (version 0.0.4):
+    /// `reel_origin_healthy`, `reel_origin_requests_total`, `reel_origin_responses_total`,
+    /// `reel_origin_errors_total{kind}` and the `reel_origin_first_byte_seconds` histogram, all
+    /// labelled with `group` and `host`.
+    pub fn render_prometheus(&self, out: &mut String) {
+        use std::fmt::Write as _;
+        let hosts = || self.groups.iter().flat_map(|g| g.hosts.iter().map(move |h| (g, h)));
+        let labels = |g: &GroupSnapshot, h: &HostSnapshot| {
+            format!("group=\"{}\",host=\"{}\"", escape_label(&g.name), escape_label(&h.addr))
+        };
+        // Writing to a String cannot fail.
+        let _ = writeln!(out, "# HELP reel_origin_healthy Whether the origin host is healthy.");
+        let _ = writeln!(out, "# TYPE reel_origin_healthy gauge");
+        for (g, h) in hosts() {
+            let _ =
+                writeln!(out, "reel_origin_healthy{{{}}} {}", labels(g, h), u8::from(h.healthy));
+        }
+        let _ =
+            writeln!(out, "# HELP reel_origin_requests_total Attempts sent to the origin host.");
+        let _ = writeln!(out, "# TYPE reel_origin_requests_total counter");
+        for (g, h) in hosts() {
+            let _ = writeln!(out, "reel_origin_requests_total{{{}}} {}", labels(g, h), h.requests);
+        }
+        let _ = writeln!(out, "# HELP reel_origin_responses_total Response heads received.");
+        let _ = writeln!(out, "# TYPE reel_origin_responses_total counter");
+        for (g, h) in hosts() {
+            let _ =
+                writeln!(out, "reel_origin_responses_total{{{}}} {}", labels(g, h), h.responses);
+        }
+        let _ = writeln!(out, "# HELP reel_origin_errors_total Failed exchanges by kind.");
+        let _ = writeln!(out, "# TYPE reel_origin_errors_total counter");
+        for (g, h) in hosts() {
+            for (kind, n) in &h.errors.0 {
+                let _ = writeln!(
+                    out,
+                    "reel_origin_errors_total{{{},kind=\"{}\"}} {n}",
+                    labels(g, h),
+                    kind.as_str()
+                );
+            }
+        }
+        let _ = writeln!(out, "# HELP reel_origin_first_byte_seconds Time to the response head.");
+        let _ = writeln!(out, "# TYPE reel_origin_first_byte_seconds histogram");
+        for (g, h) in hosts() {
+            let l = labels(g, h);
+            let cum = h.latency.cumulative();
+            for (i, bound) in h.latency.bounds_ms.iter().enumerate() {
+                let le = *bound as f64 / 1000.0;
+                let _ = writeln!(
+                    out,
+                    "reel_origin_first_byte_seconds_bucket{{{l},le=\"{le}\"}} {}",
+                    cum[i]
+                );
+            }
+            let total = cum[cum.len() - 1];
+            let _ =
+                writeln!(out, "reel_origin_first_byte_seconds_bucket{{{l},le=\"+Inf\"}} {total}");
+            let _ = writeln!(
+                out,
+                "reel_origin_first_byte_seconds_sum{{{l}}} {}",
+                h.latency.sum_seconds
+            );
+            let _ = writeln!(out, "reel_origin_first_byte_seconds_count{{{l}}} {total}");
+        }
+    }
+}
+
+/// Label value escaping of the Prometheus text format: backslash, double quote, newline.
+fn escape_label(v: &str) -> String {
+    let mut out = String::with_capacity(v.len());
+    for c in v.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -156,5 +238,46 @@ mod tests {
         assert_eq!(lat.cumulative()[LATENCY_BUCKETS_MS.len()], 4);
         assert_eq!(lat.count(), 4);
         assert!(lat.sum_seconds > 60.0);
+    }
+
+    #[test]
+    fn prometheus_text() {
+        let s = HostStats::default();
+        s.request();
+        s.response(Duration::from_millis(20));
+        s.error(ErrorKind::ConnectTimeout);
+        let (requests, responses, errors, latency) = s.snapshot();
+        let snap = OriginsSnapshot {
+            groups: vec![GroupSnapshot {
+                name: "vod\"x".into(),
+                hosts: vec![HostSnapshot {
+                    addr: "127.0.0.1:81".into(),
+                    tier: 0,
+                    healthy: true,
+                    requests,
+                    responses,
+                    errors,
+                    latency,
+                }],
+            }],
+        };
+        let mut out = String::new();
+        snap.render_prometheus(&mut out);
+        let l = r#"group="vod\"x",host="127.0.0.1:81""#;
+        assert!(out.contains(&format!("reel_origin_healthy{{{l}}} 1\n")), "{out}");
+        assert!(out.contains(&format!("reel_origin_requests_total{{{l}}} 1\n")));
+        assert!(
+            out.contains(&format!("reel_origin_errors_total{{{l},kind=\"connect_timeout\"}} 1\n"))
+        );
+        assert!(
+            out.contains(&format!("reel_origin_first_byte_seconds_bucket{{{l},le=\"0.01\"}} 0\n"))
+        );
+        assert!(
+            out.contains(&format!("reel_origin_first_byte_seconds_bucket{{{l},le=\"0.025\"}} 1\n"))
+        );
+        assert!(
+            out.contains(&format!("reel_origin_first_byte_seconds_bucket{{{l},le=\"+Inf\"}} 1\n"))
+        );
+        assert!(out.contains(&format!("reel_origin_first_byte_seconds_count{{{l}}} 1\n")));
     }
 }

@@ -194,7 +194,8 @@ async fn passive_ejection_after_fall_timeouts_and_cooldown_recovery() {
             .await;
     let fast = Server::start(Behavior::default()).await;
     let mut g = group("g", vec![vec![slow.host(), fast.host()]]);
-    g.first_byte_timeout = Duration::from_millis(200);
+    // Generous: the fast host must never hit it, even on a loaded machine.
+    g.first_byte_timeout = Duration::from_secs(1);
     g.retries = 0;
     g.health.fall = 2;
     g.health.interval = Duration::from_millis(300); // cool-down: checks are disabled
@@ -311,7 +312,7 @@ async fn idle_timeout_between_chunks() {
     })
     .await;
     let mut g = group("g", vec![vec![s.host()]]);
-    g.idle_timeout = Duration::from_millis(200);
+    g.idle_timeout = Duration::from_millis(500);
     let origins = Origins::new(vec![g]).unwrap();
     let mut r = origins.worker_client().send("g", get("/x")).await.unwrap();
     assert_eq!(r.body.content_length(), Some(11));
@@ -387,8 +388,7 @@ async fn reset_mid_body_is_an_error() {
     .await;
     let origins = Origins::new(vec![group("g", vec![vec![s.host()]])]).unwrap();
     // The RST may also arrive before the head is read; then it is a reset before headers.
-    let mut g = origins.worker_client();
-    match g.send("g", get("/x")).await {
+    match origins.worker_client().send("g", get("/x")).await {
         Ok(mut r) => {
             let e = read_all(&mut r).await.unwrap_err();
             assert!(matches!(e.kind(), ErrorKind::Reset | ErrorKind::Truncated), "{e}");
@@ -396,8 +396,6 @@ async fn reset_mid_body_is_an_error() {
         }
         Err(e) => assert_eq!(e.kind(), ErrorKind::Reset),
     }
-    g = origins.worker_client();
-    drop(g);
 }
 
 #[tokio::test]
