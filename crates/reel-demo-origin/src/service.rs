@@ -1,0 +1,674 @@
+//! Routing and responses: live HLS, the VOD catalog, fixed benchmark objects, the control
+//! endpoints, and where latency and faults are injected.
+//!
+//! Principal type: [`Shared`], the per-server state every connection's service holds.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use http::header::{self, HeaderName, HeaderValue};
+use http::{HeaderMap, Method, Request, Response, StatusCode};
+use tokio::time::Instant;
+
+use crate::body::{OriginBody, Source};
+use crate::config::{DemoOriginConfig, MAX_OBJECT_SIZE};
+use crate::content::{content_key, etag};
+use crate::latency::{LatencyTable, SplitMix};
+use crate::range::{RangeSpec, parse_range};
+use crate::stats::{OriginStats, PathClass};
+
+/// Header (or query parameter) replacing the sampled latency for one request, in ms.
+pub const DELAY_HEADER: &str = "x-origin-delay-ms";
+/// Header (or query parameter) spreading the body over this many ms.
+pub const STREAM_HEADER: &str = "x-origin-stream-ms";
+/// Header (or query parameter) forcing a fault: `error` (503), `reset` (cut body) or
+/// `none` (neither, whatever the configured rates).
+pub const FAULT_HEADER: &str = "x-origin-fault";
+/// Header on every content response giving the latency that was added, in ms.
+pub const LATENCY_HEADER: &str = "x-origin-latency-ms";
+
+/// Live segments older than this many windows are answered 404 (the DVR depth).
+pub const LIVE_DVR_WINDOWS: u64 = 10;
+/// Size of each peers-harness `/live/part<N>.m4s` object.
+pub const PART_SIZE: u64 = 256 << 10;
+/// Size of `/vod/seg.ts` and each `/vod/cat/seg_<NNN>.ts`.
+pub const FIXED_SEGMENT_SIZE: u64 = 2 << 20;
+/// Size of `/live/playlist.m3u8`.
+pub const FIXED_PLAYLIST_SIZE: usize = 1024;
+/// `Last-Modified` of every VOD and fixed object: 2024-01-01T00:00:00Z, so separate
+/// origin processes agree on validators.
+const VOD_EPOCH: u64 = 1_704_067_200;
+
+const M3U8: &str = "application/vnd.apple.mpegurl";
+const TS: &str = "video/mp2t";
+const LONG_CACHE: &str = "public, max-age=3600";
+
+/// State shared by every connection of one server.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    cfg: DemoOriginConfig,
+    table: LatencyTable,
+    rng: SplitMix,
+    pub(crate) stats: OriginStats,
+    clock: LiveClock,
+    titles: Vec<String>,
+    fixed_playlist: Bytes,
+    vod_index: Bytes,
+}
+
+/// Live time: segment `n` covers wall-clock `[n·d, (n+1)·d)` since the Unix epoch and is
+/// published at its end, so sequence numbers agree across restarts and across several
+/// origin processes. Elapsed time comes from the monotonic clock.
+#[derive(Debug)]
+struct LiveClock {
+    start: Instant,
+    start_unix_ms: u64,
+    seg_ms: u64,
+}
+
+impl LiveClock {
+    fn now_ms(&self) -> u64 {
+        self.start_unix_ms + self.start.elapsed().as_millis() as u64
+    }
+
+    /// The newest published sequence number at `now_ms`.
+    fn latest(&self, now_ms: u64) -> u64 {
+        (now_ms / self.seg_ms).saturating_sub(1)
+    }
+
+    fn published_ms(&self, msn: u64) -> u64 {
+        msn.saturating_add(1).saturating_mul(self.seg_ms)
+    }
+
+    fn instant_of(&self, unix_ms: u64) -> Instant {
+        self.start + Duration::from_millis(unix_ms.saturating_sub(self.start_unix_ms))
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Route {
+    Health,
+    LivePlaylist,
+    LiveSegment(u64),
+    VodIndex,
+    VodPlaylist(usize),
+    VodSegment(usize, u64),
+    Object(u64),
+    FixedPlaylist,
+    FixedGen(u64),
+    NotFound,
+}
+
+impl Route {
+    fn class(&self) -> PathClass {
+        match self {
+            Route::Health => PathClass::Health,
+            Route::LivePlaylist => PathClass::LivePlaylist,
+            Route::LiveSegment(_) => PathClass::LiveSegment,
+            Route::VodIndex => PathClass::VodIndex,
+            Route::VodPlaylist(_) => PathClass::VodPlaylist,
+            Route::VodSegment(..) => PathClass::VodSegment,
+            Route::Object(_) => PathClass::Object,
+            Route::FixedPlaylist | Route::FixedGen(_) => PathClass::Fixed,
+            Route::NotFound => PathClass::Other,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fault {
+    Error,
+    Reset,
+    None,
+}
+
+#[derive(Debug, Default)]
+struct Overrides {
+    delay_ms: Option<u64>,
+    stream_ms: Option<u64>,
+    fault: Option<Fault>,
+}
+
+/// A refusal decided before any representation exists.
+struct Reject(StatusCode, &'static str);
+
+/// A representation ready to send, with its validators.
+struct Entity {
+    source: Source,
+    len: u64,
+    etag: String,
+    last_modified_secs: u64,
+    content_type: &'static str,
+    cache_control: String,
+}
+
+fn seg_number(name: &str, prefix: &str, suffix: &str) -> Option<u64> {
+    let digits = name.strip_prefix(prefix)?.strip_suffix(suffix)?;
+    if digits.is_empty() || digits.len() > 19 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+fn valid_stream(s: &str) -> bool {
+    (1..=64).contains(&s.len())
+        && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+fn query_param<'a>(query: Option<&'a str>, name: &str) -> Option<&'a str> {
+    query?.split('&').find_map(|kv| {
+        let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+        (k == name).then_some(v)
+    })
+}
+
+fn hv(s: impl AsRef<str>) -> HeaderValue {
+    HeaderValue::from_str(s.as_ref()).unwrap_or_else(|_| HeaderValue::from_static("invalid"))
+}
+
+fn simple(status: StatusCode, msg: &str) -> Response<OriginBody> {
+    let mut r = Response::new(OriginBody::bytes(Bytes::from(format!("{msg}\n"))));
+    *r.status_mut() = status;
+    let h = r.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+    // Errors must not be cached: a 404 for a not-yet-published live segment is heuristically
+    // cacheable (RFC 9110 §15.1) and would outlive the segment's publication.
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    r
+}
+
+fn unix_secs(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+/// Weak comparison of an `If-None-Match` list against our tag (RFC 9110 §13.1.2).
+fn none_match(value: &str, tag: &str) -> bool {
+    let tag = tag.trim_start_matches("W/");
+    value.split(',').map(str::trim).any(|v| v == "*" || v.trim_start_matches("W/") == tag)
+}
+
+impl Shared {
+    pub(crate) fn new(cfg: DemoOriginConfig, stats: OriginStats) -> Result<Self, crate::Error> {
+        cfg.validate()?;
+        let table = LatencyTable::new(&cfg.latency_table)?;
+        let seg_ms = (cfg.segment_duration.as_millis() as u64).max(1);
+        let clock = LiveClock {
+            start: Instant::now(),
+            start_unix_ms: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as u64),
+            seg_ms,
+        };
+        let titles: Vec<String> = (0..cfg.vod_titles).map(|i| format!("title_{i:03}")).collect();
+        let vod_index = serde_json::json!({
+            "titles": titles.iter().map(|t| serde_json::json!({
+                "name": t,
+                "playlist": format!("/vod/{t}/index.m3u8"),
+                "segments": cfg.vod_segments,
+                "segment_size": cfg.vod_segment_size,
+                "segment_duration_ms": seg_ms,
+            })).collect::<Vec<_>>(),
+        });
+        let vod_index = Bytes::from(serde_json::to_vec_pretty(&vod_index).unwrap_or_default());
+        Ok(Self {
+            rng: SplitMix::new(cfg.seed),
+            fixed_playlist: fixed_playlist(),
+            table,
+            stats,
+            clock,
+            titles,
+            vod_index,
+            cfg,
+        })
+    }
+
+    fn target_duration_secs(&self) -> u64 {
+        // RFC 8216 §4.3.3.1: every EXTINF, rounded to the nearest integer, must not exceed it.
+        self.cfg.segment_duration.as_secs_f64().ceil().max(1.0) as u64
+    }
+
+    fn route(&self, path: &str) -> Route {
+        let parts: Vec<&str> = path.strip_prefix('/').unwrap_or(path).split('/').collect();
+        match parts.as_slice() {
+            ["healthz"] => Route::Health,
+            ["live", "index.m3u8"] => Route::LivePlaylist,
+            ["live", "playlist.m3u8"] => Route::FixedPlaylist,
+            ["live", f] if seg_number(f, "part", ".m4s").is_some() => Route::FixedGen(PART_SIZE),
+            ["live", f] => seg_number(f, "seg_", ".ts").map_or(Route::NotFound, Route::LiveSegment),
+            ["live", s, "index.m3u8"] if valid_stream(s) => Route::LivePlaylist,
+            ["live", s, f] if valid_stream(s) => {
+                seg_number(f, "seg_", ".ts").map_or(Route::NotFound, Route::LiveSegment)
+            }
+            ["vod"] | ["vod", ""] | ["vod", "index.json"] => Route::VodIndex,
+            ["vod", "seg.ts"] => Route::FixedGen(FIXED_SEGMENT_SIZE),
+            ["vod", "cat", f] if seg_number(f, "seg_", ".ts").is_some() => {
+                Route::FixedGen(FIXED_SEGMENT_SIZE)
+            }
+            ["vod", t, f] => match self.titles.iter().position(|x| x == t) {
+                Some(i) if *f == "index.m3u8" => Route::VodPlaylist(i),
+                Some(i) => match seg_number(f, "seg_", ".ts") {
+                    Some(n) if n < self.cfg.vod_segments => Route::VodSegment(i, n),
+                    _ => Route::NotFound,
+                },
+                None => Route::NotFound,
+            },
+            ["obj", n] => match seg_number(n, "", "") {
+                Some(len) if len <= MAX_OBJECT_SIZE => Route::Object(len),
+                _ => Route::NotFound,
+            },
+            _ => Route::NotFound,
+        }
+    }
+
+    /// Answers one request; never fails (every problem is an HTTP status).
+    pub(crate) async fn handle<B>(
+        self: Arc<Self>,
+        req: Request<B>,
+    ) -> Result<Response<OriginBody>, Infallible> {
+        let path = req.uri().path().to_string();
+        if let Some(ctl) = path.strip_prefix("/__origin/") {
+            return Ok(self.control(ctl, req.method()));
+        }
+        let route = self.route(&path);
+        self.stats.record_request(route.class(), &path);
+        let resp = self.content(route, &path, &req).await;
+        self.stats.record_status(resp.status().as_u16());
+        Ok(resp)
+    }
+
+    fn control(&self, what: &str, method: &Method) -> Response<OriginBody> {
+        match (what, method) {
+            ("stats", &Method::GET) => {
+                let body = serde_json::to_vec_pretty(&self.stats.snapshot()).unwrap_or_default();
+                let mut r = Response::new(OriginBody::bytes(body));
+                r.headers_mut()
+                    .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+                r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+                r
+            }
+            ("reset", &Method::POST) => {
+                self.stats.reset();
+                let mut r = Response::new(OriginBody::empty());
+                *r.status_mut() = StatusCode::NO_CONTENT;
+                r
+            }
+            ("stats", _) | ("reset", _) => simple(StatusCode::METHOD_NOT_ALLOWED, "wrong method"),
+            _ => simple(StatusCode::NOT_FOUND, "no such control endpoint"),
+        }
+    }
+
+    fn overrides(headers: &HeaderMap, query: Option<&str>) -> Result<Overrides, String> {
+        let get = |name: &str| {
+            headers
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .or_else(|| query_param(query, name))
+                .map(str::trim)
+        };
+        let num = |name: &str| -> Result<Option<u64>, String> {
+            match get(name) {
+                None => Ok(None),
+                Some(v) => v.parse().map(Some).map_err(|_| format!("{name}: not a number")),
+            }
+        };
+        let fault = match get(FAULT_HEADER) {
+            None => None,
+            Some("error") => Some(Fault::Error),
+            Some("reset") => Some(Fault::Reset),
+            Some("none") => Some(Fault::None),
+            Some(_) => return Err(format!("{FAULT_HEADER}: expected error, reset or none")),
+        };
+        Ok(Overrides { delay_ms: num(DELAY_HEADER)?, stream_ms: num(STREAM_HEADER)?, fault })
+    }
+
+    async fn content<B>(&self, route: Route, path: &str, req: &Request<B>) -> Response<OriginBody> {
+        let method = req.method();
+        if method != Method::GET && method != Method::HEAD {
+            let mut r = simple(StatusCode::METHOD_NOT_ALLOWED, "only GET and HEAD");
+            r.headers_mut().insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
+            return r;
+        }
+        let query = req.uri().query();
+        let ov = match Self::overrides(req.headers(), query) {
+            Ok(ov) => ov,
+            Err(e) => return simple(StatusCode::BAD_REQUEST, &e),
+        };
+        // Health checks see neither latency nor faults: they answer "is the process up".
+        let faults = route != Route::Health;
+        let mut delay = Duration::ZERO;
+        if faults {
+            delay = ov.delay_ms.map_or_else(
+                || self.table.sample(self.rng.next_f64(), self.cfg.latency_scale),
+                Duration::from_millis,
+            );
+            if !delay.is_zero() {
+                tokio::time::sleep(delay).await;
+            }
+            let error = match ov.fault {
+                Some(f) => f == Fault::Error,
+                None => self.rng.chance(self.cfg.error_rate),
+            };
+            if error {
+                self.stats.record_error();
+                return simple(StatusCode::SERVICE_UNAVAILABLE, "injected error");
+            }
+        }
+        let entity = match route {
+            Route::Health => {
+                Ok(self.static_entity(Bytes::from_static(b"ok\n"), "text/plain", "no-store"))
+            }
+            Route::LivePlaylist => self.live_playlist(path, query).await,
+            Route::LiveSegment(msn) => self.live_segment(path, msn),
+            Route::VodIndex => {
+                Ok(self.static_entity(self.vod_index.clone(), "application/json", LONG_CACHE))
+            }
+            Route::VodPlaylist(i) => Ok(self.vod_playlist(i)),
+            Route::VodSegment(..) => Ok(self.generated(path, self.cfg.vod_segment_size, TS)),
+            Route::Object(len) => Ok(self.generated(path, len, "application/octet-stream")),
+            Route::FixedPlaylist => {
+                Ok(self.static_entity(self.fixed_playlist.clone(), M3U8, LONG_CACHE))
+            }
+            Route::FixedGen(len) => {
+                let ct = if path.ends_with(".m4s") { "video/iso.segment" } else { TS };
+                Ok(self.generated(path, len, ct))
+            }
+            Route::NotFound => Err(Reject(StatusCode::NOT_FOUND, "not found")),
+        };
+        let mut resp = match entity {
+            Ok(e) => {
+                let reset = faults
+                    && match ov.fault {
+                        Some(f) => f == Fault::Reset,
+                        None => self.rng.chance(self.cfg.reset_rate),
+                    };
+                self.send(req, e, ov.stream_ms, reset)
+            }
+            Err(Reject(status, msg)) => simple(status, msg),
+        };
+        if faults {
+            resp.headers_mut().insert(LATENCY_HEADER, hv(delay.as_millis().to_string()));
+        }
+        resp
+    }
+
+    fn static_entity(&self, b: Bytes, content_type: &'static str, cc: &str) -> Entity {
+        let key = content_key(self.cfg.seed, &String::from_utf8_lossy(&b));
+        Entity {
+            len: b.len() as u64,
+            source: Source::Bytes(b),
+            etag: etag(key, 0),
+            last_modified_secs: VOD_EPOCH,
+            content_type,
+            cache_control: cc.to_string(),
+        }
+    }
+
+    fn generated(&self, path: &str, len: u64, content_type: &'static str) -> Entity {
+        let key = content_key(self.cfg.seed, path);
+        Entity {
+            source: Source::Gen(key),
+            len,
+            etag: etag(key, len),
+            last_modified_secs: VOD_EPOCH,
+            content_type,
+            cache_control: LONG_CACHE.to_string(),
+        }
+    }
+
+    fn vod_playlist(&self, _title: usize) -> Entity {
+        let d = self.cfg.segment_duration.as_secs_f64();
+        let mut s = format!(
+            "#EXTM3U\n#EXT-X-VERSION:3\n#EXT-X-PLAYLIST-TYPE:VOD\n#EXT-X-TARGETDURATION:{}\n\
+             #EXT-X-MEDIA-SEQUENCE:0\n",
+            self.target_duration_secs()
+        );
+        for n in 0..self.cfg.vod_segments {
+            s.push_str(&format!("#EXTINF:{d:.3},\nseg_{n}.ts\n"));
+        }
+        s.push_str("#EXT-X-ENDLIST\n");
+        self.static_entity(Bytes::from(s), M3U8, LONG_CACHE)
+    }
+
+    /// Live media playlist, with LL-HLS blocking reload (draft-pantos-hls-rfc8216bis
+    /// §6.2.5.2): `_HLS_msn=N` holds the request until segment N is published.
+    /// `_HLS_part` is accepted and ignored with `_HLS_msn` (no partial segments are
+    /// produced, so the whole segment is awaited); alone it is a 400 (§6.2.5.2).
+    async fn live_playlist(&self, path: &str, query: Option<&str>) -> Result<Entity, Reject> {
+        let target_ms = self.target_duration_secs() * 1000;
+        match (query_param(query, "_HLS_msn"), query_param(query, "_HLS_part")) {
+            (None, Some(_)) => {
+                return Err(Reject(StatusCode::BAD_REQUEST, "_HLS_part without _HLS_msn"));
+            }
+            (Some(v), _) => {
+                let Ok(want) = v.parse::<u64>() else {
+                    return Err(Reject(StatusCode::BAD_REQUEST, "_HLS_msn: not a number"));
+                };
+                let now = self.clock.now_ms();
+                // More than two segments ahead of the live edge is answered 400 at once.
+                if want > self.clock.latest(now).saturating_add(2) {
+                    return Err(Reject(StatusCode::BAD_REQUEST, "_HLS_msn too far ahead"));
+                }
+                let at = self.clock.published_ms(want);
+                if at > now {
+                    if at - now > 3 * target_ms {
+                        return Err(Reject(
+                            StatusCode::BAD_REQUEST,
+                            "_HLS_msn not available within 3 target durations",
+                        ));
+                    }
+                    tokio::time::sleep_until(self.clock.instant_of(at)).await;
+                }
+            }
+            (None, None) => {}
+        }
+        let latest = self.clock.latest(self.clock.now_ms());
+        let first = latest.saturating_sub(self.cfg.live_window - 1);
+        let d = self.cfg.segment_duration.as_secs_f64();
+        let mut s = format!(
+            "#EXTM3U\n#EXT-X-VERSION:6\n#EXT-X-TARGETDURATION:{}\n\
+             #EXT-X-SERVER-CONTROL:CAN-BLOCK-RELOAD=YES\n#EXT-X-MEDIA-SEQUENCE:{first}\n",
+            self.target_duration_secs()
+        );
+        for n in first..=latest {
+            s.push_str(&format!("#EXTINF:{d:.3},\nseg_{n}.ts\n"));
+        }
+        let key = content_key(self.cfg.seed, path) ^ latest;
+        let body = Bytes::from(s);
+        Ok(Entity {
+            len: body.len() as u64,
+            etag: etag(key, body.len() as u64),
+            source: Source::Bytes(body),
+            last_modified_secs: self.clock.published_ms(latest) / 1000,
+            content_type: M3U8,
+            // Half the target duration, at least 1 s: a cache serves a playlist at most
+            // one refresh interval stale (RFC 8216 §6.2.2 reload timing).
+            cache_control: format!("max-age={}", (target_ms / 2000).max(1)),
+        })
+    }
+
+    fn live_segment(&self, path: &str, msn: u64) -> Result<Entity, Reject> {
+        let latest = self.clock.latest(self.clock.now_ms());
+        if msn > latest {
+            return Err(Reject(StatusCode::NOT_FOUND, "segment not yet published"));
+        }
+        if latest - msn >= self.cfg.live_window * LIVE_DVR_WINDOWS {
+            return Err(Reject(StatusCode::NOT_FOUND, "segment left the DVR window"));
+        }
+        let mut e = self.generated(path, self.cfg.live_segment_size, TS);
+        e.last_modified_secs = self.clock.published_ms(msn) / 1000;
+        e.cache_control = "public, max-age=86400".to_string();
+        Ok(e)
+    }
+
+    fn send<B>(
+        &self,
+        req: &Request<B>,
+        e: Entity,
+        stream_ms: Option<u64>,
+        reset: bool,
+    ) -> Response<OriginBody> {
+        let headers = req.headers();
+        let hstr = |name: HeaderName| headers.get(name).and_then(|v| v.to_str().ok());
+        let lm = UNIX_EPOCH + Duration::from_secs(e.last_modified_secs);
+        let mut validators = HeaderMap::new();
+        validators.insert(header::ETAG, hv(&e.etag));
+        validators.insert(header::LAST_MODIFIED, hv(httpdate::fmt_http_date(lm)));
+        validators.insert(header::CACHE_CONTROL, hv(&e.cache_control));
+
+        // RFC 9110 §13.2.2: If-None-Match, when present, decides; If-Modified-Since only
+        // without it.
+        let not_modified = match (hstr(header::IF_NONE_MATCH), hstr(header::IF_MODIFIED_SINCE)) {
+            (Some(inm), _) => none_match(inm, &e.etag),
+            (None, Some(ims)) => {
+                httpdate::parse_http_date(ims).is_ok_and(|t| e.last_modified_secs <= unix_secs(t))
+            }
+            (None, None) => false,
+        };
+        if not_modified {
+            let mut r = Response::new(OriginBody::empty());
+            *r.status_mut() = StatusCode::NOT_MODIFIED;
+            r.headers_mut().extend(validators);
+            return r;
+        }
+
+        let mut spec = RangeSpec::Full;
+        let range = if req.method() == Method::GET { hstr(header::RANGE) } else { None };
+        if let Some(range) = range {
+            // RFC 9110 §13.1.5: a failed If-Range means "send it all".
+            let if_range_ok = match hstr(header::IF_RANGE) {
+                None => true,
+                Some(v) if v.starts_with('"') => v == e.etag,
+                Some(v) => {
+                    httpdate::parse_http_date(v).is_ok_and(|t| unix_secs(t) == e.last_modified_secs)
+                }
+            };
+            if if_range_ok {
+                spec = parse_range(range, e.len);
+            }
+        }
+        let (status, start, end) = match spec {
+            RangeSpec::Full => (StatusCode::OK, 0, e.len),
+            RangeSpec::Partial(a, b) => (StatusCode::PARTIAL_CONTENT, a, b + 1),
+            RangeSpec::Unsatisfiable => {
+                let mut r = simple(StatusCode::RANGE_NOT_SATISFIABLE, "range not satisfiable");
+                r.headers_mut().insert(header::CONTENT_RANGE, hv(format!("bytes */{}", e.len)));
+                return r;
+            }
+        };
+        let len = end - start;
+        let mut body = OriginBody::empty();
+        if req.method() != Method::HEAD {
+            body = OriginBody::new(e.source, start, end);
+            let pace = stream_ms.map(Duration::from_millis).or_else(|| {
+                self.cfg.slow_body_bps.map(|bps| Duration::from_secs_f64(len as f64 / bps as f64))
+            });
+            if let Some(total) = pace {
+                body = body.paced(total);
+            }
+            if reset && len >= 2 {
+                self.stats.record_reset();
+                body = body.cut_after(len / 2);
+            }
+        }
+        let mut r = Response::new(body);
+        *r.status_mut() = status;
+        let h = r.headers_mut();
+        h.extend(validators);
+        h.insert(header::CONTENT_TYPE, HeaderValue::from_static(e.content_type));
+        h.insert(header::CONTENT_LENGTH, hv(len.to_string()));
+        h.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
+        if status == StatusCode::PARTIAL_CONTENT {
+            h.insert(header::CONTENT_RANGE, hv(format!("bytes {start}-{}/{}", end - 1, e.len)));
+        }
+        r
+    }
+}
+
+/// The peers-harness `/live/playlist.m3u8`: a VOD playlist over `/vod/cat/` padded with a
+/// comment to exactly [`FIXED_PLAYLIST_SIZE`] bytes.
+fn fixed_playlist() -> Bytes {
+    let mut s = String::from(
+        "#EXTM3U\n#EXT-X-VERSION:3\n#EXT-X-PLAYLIST-TYPE:VOD\n#EXT-X-TARGETDURATION:2\n\
+         #EXT-X-MEDIA-SEQUENCE:0\n",
+    );
+    let end = "#EXT-X-ENDLIST\n";
+    let mut n = 0;
+    loop {
+        let entry = format!("#EXTINF:2.000,\n/vod/cat/seg_{n:03}.ts\n");
+        // Keep room for the end tag and a minimal "#\n" padding line.
+        if s.len() + entry.len() + end.len() + 2 > FIXED_PLAYLIST_SIZE {
+            break;
+        }
+        s.push_str(&entry);
+        n += 1;
+    }
+    let pad = FIXED_PLAYLIST_SIZE - s.len() - end.len();
+    s.push('#');
+    s.push_str(&"-".repeat(pad - 2));
+    s.push('\n');
+    s.push_str(end);
+    Bytes::from(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shared() -> Shared {
+        Shared::new(DemoOriginConfig::no_latency(), OriginStats::new()).unwrap()
+    }
+
+    #[test]
+    fn routes() {
+        let s = shared();
+        let cases: &[(&str, Route)] = &[
+            ("/healthz", Route::Health),
+            ("/live/index.m3u8", Route::LivePlaylist),
+            ("/live/news/index.m3u8", Route::LivePlaylist),
+            ("/live/seg_12.ts", Route::LiveSegment(12)),
+            ("/live/news/seg_7.ts", Route::LiveSegment(7)),
+            ("/live/playlist.m3u8", Route::FixedPlaylist),
+            ("/live/part0.m4s", Route::FixedGen(PART_SIZE)),
+            ("/vod/seg.ts", Route::FixedGen(FIXED_SEGMENT_SIZE)),
+            ("/vod/cat/seg_199.ts", Route::FixedGen(FIXED_SEGMENT_SIZE)),
+            ("/vod/", Route::VodIndex),
+            ("/vod/index.json", Route::VodIndex),
+            ("/vod/title_001/index.m3u8", Route::VodPlaylist(1)),
+            ("/vod/title_003/seg_29.ts", Route::VodSegment(3, 29)),
+            ("/vod/title_003/seg_30.ts", Route::NotFound),
+            ("/vod/title_004/index.m3u8", Route::NotFound),
+            ("/obj/1024", Route::Object(1024)),
+            ("/obj/", Route::NotFound),
+            ("/obj/-1", Route::NotFound),
+            ("/obj/99999999999999999999999", Route::NotFound),
+            ("/live/seg_.ts", Route::NotFound),
+            ("/live/a b/index.m3u8", Route::NotFound),
+            ("/", Route::NotFound),
+        ];
+        for (p, want) in cases {
+            assert_eq!(s.route(p), *want, "{p}");
+        }
+    }
+
+    #[test]
+    fn fixed_playlist_is_exactly_1024_bytes_and_valid() {
+        let p = fixed_playlist();
+        assert_eq!(p.len(), FIXED_PLAYLIST_SIZE);
+        let text = std::str::from_utf8(&p).unwrap();
+        assert!(text.starts_with("#EXTM3U\n"));
+        assert!(text.ends_with("#EXT-X-ENDLIST\n"));
+        assert!(text.contains("/vod/cat/seg_000.ts"));
+    }
+
+    #[test]
+    fn query_params_and_if_none_match() {
+        assert_eq!(query_param(Some("a=1&_HLS_msn=5"), "_HLS_msn"), Some("5"));
+        assert_eq!(query_param(Some("_HLS_part"), "_HLS_part"), Some(""));
+        assert_eq!(query_param(None, "x"), None);
+        assert!(none_match("\"a\", W/\"b\"", "\"b\""));
+        assert!(none_match("*", "\"b\""));
+        assert!(!none_match("\"a\"", "\"b\""));
+    }
+}

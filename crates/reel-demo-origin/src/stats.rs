@@ -1,0 +1,215 @@
+//! Request counters ([`OriginStats`]): shared across threads as `Arc` atomics because the
+//! test or benchmark that reads them runs on another thread than the server.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use serde::{Deserialize, Serialize};
+
+/// Distinct paths tracked in `by_path`; requests for further new paths only bump
+/// `by_path_overflow`, so a crawler cannot grow the map without bound.
+pub const MAX_TRACKED_PATHS: usize = 10_000;
+
+/// What kind of resource a request asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PathClass {
+    /// `/live/index.m3u8`, `/live/<stream>/index.m3u8`.
+    LivePlaylist,
+    /// `/live/seg_<msn>.ts`, `/live/<stream>/seg_<msn>.ts`.
+    LiveSegment,
+    /// `/vod/`, `/vod/index.json`.
+    VodIndex,
+    /// `/vod/<title>/index.m3u8`.
+    VodPlaylist,
+    /// `/vod/<title>/seg_<n>.ts`.
+    VodSegment,
+    /// `/obj/<bytes>`.
+    Object,
+    /// The peers-harness paths (`/live/playlist.m3u8`, `/live/part<N>.m4s`, `/vod/seg.ts`,
+    /// `/vod/cat/seg_<NNN>.ts`).
+    Fixed,
+    /// `/healthz`.
+    Health,
+    /// Anything else (answered 404 or 405).
+    Other,
+}
+
+impl PathClass {
+    /// Every class, in the order of [`PathClass::name`]'s table.
+    pub const ALL: [PathClass; 9] = [
+        PathClass::LivePlaylist,
+        PathClass::LiveSegment,
+        PathClass::VodIndex,
+        PathClass::VodPlaylist,
+        PathClass::VodSegment,
+        PathClass::Object,
+        PathClass::Fixed,
+        PathClass::Health,
+        PathClass::Other,
+    ];
+
+    /// The key used in the stats JSON (`live_playlist`, `live_segment`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            PathClass::LivePlaylist => "live_playlist",
+            PathClass::LiveSegment => "live_segment",
+            PathClass::VodIndex => "vod_index",
+            PathClass::VodPlaylist => "vod_playlist",
+            PathClass::VodSegment => "vod_segment",
+            PathClass::Object => "object",
+            PathClass::Fixed => "fixed",
+            PathClass::Health => "health",
+            PathClass::Other => "other",
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// A point-in-time copy of the counters; also the body of `GET /__origin/stats`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatsSnapshot {
+    /// Requests received (control paths under `/__origin/` excluded).
+    pub total: u64,
+    /// Requests by [`PathClass::name`]; every class is present.
+    pub by_class: BTreeMap<String, u64>,
+    /// Responses by status code.
+    pub by_status: BTreeMap<u16, u64>,
+    /// Requests by exact path (query excluded), up to [`MAX_TRACKED_PATHS`] paths.
+    pub by_path: BTreeMap<String, u64>,
+    /// Requests for paths beyond the tracked set.
+    pub by_path_overflow: u64,
+    /// `503`s injected by `error_rate` or `x-origin-fault: error`.
+    pub injected_errors: u64,
+    /// Bodies cut by `reset_rate` or `x-origin-fault: reset`.
+    pub injected_resets: u64,
+}
+
+/// Live counters; clones share the same values.
+#[derive(Debug, Clone, Default)]
+pub struct OriginStats {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    total: AtomicU64,
+    classes: [AtomicU64; 9],
+    status: Vec<AtomicU64>,
+    paths: Mutex<HashMap<String, u64>>,
+    path_overflow: AtomicU64,
+    errors: AtomicU64,
+    resets: AtomicU64,
+}
+
+impl Default for Inner {
+    fn default() -> Self {
+        Self {
+            total: AtomicU64::new(0),
+            classes: Default::default(),
+            status: (0..600).map(|_| AtomicU64::new(0)).collect(),
+            paths: Mutex::new(HashMap::new()),
+            path_overflow: AtomicU64::new(0),
+            errors: AtomicU64::new(0),
+            resets: AtomicU64::new(0),
+        }
+    }
+}
+
+impl OriginStats {
+    /// Fresh, zeroed counters.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn paths(&self) -> MutexGuard<'_, HashMap<String, u64>> {
+        // A panic while holding the lock cannot leave the map inconsistent (single insert).
+        self.inner.paths.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn record_request(&self, class: PathClass, path: &str) {
+        self.inner.total.fetch_add(1, Relaxed);
+        self.inner.classes[class.index()].fetch_add(1, Relaxed);
+        let mut paths = self.paths();
+        if let Some(n) = paths.get_mut(path) {
+            *n += 1;
+        } else if paths.len() < MAX_TRACKED_PATHS {
+            paths.insert(path.to_string(), 1);
+        } else {
+            self.inner.path_overflow.fetch_add(1, Relaxed);
+        }
+    }
+
+    pub(crate) fn record_status(&self, status: u16) {
+        if let Some(c) = self.inner.status.get(usize::from(status)) {
+            c.fetch_add(1, Relaxed);
+        }
+    }
+
+    pub(crate) fn record_error(&self) {
+        self.inner.errors.fetch_add(1, Relaxed);
+    }
+
+    pub(crate) fn record_reset(&self) {
+        self.inner.resets.fetch_add(1, Relaxed);
+    }
+
+    /// Requests received so far.
+    pub fn total(&self) -> u64 {
+        self.inner.total.load(Relaxed)
+    }
+
+    /// Requests of one class.
+    pub fn class(&self, class: PathClass) -> u64 {
+        self.inner.classes[class.index()].load(Relaxed)
+    }
+
+    /// Requests for one exact path (0 if untracked).
+    pub fn path(&self, path: &str) -> u64 {
+        self.paths().get(path).copied().unwrap_or(0)
+    }
+
+    /// Responses sent with `status`.
+    pub fn status(&self, status: u16) -> u64 {
+        self.inner.status.get(usize::from(status)).map_or(0, |c| c.load(Relaxed))
+    }
+
+    /// Copies every counter.
+    pub fn snapshot(&self) -> StatsSnapshot {
+        let i = &self.inner;
+        StatsSnapshot {
+            total: i.total.load(Relaxed),
+            by_class: PathClass::ALL
+                .iter()
+                .map(|c| (c.name().to_string(), i.classes[c.index()].load(Relaxed)))
+                .collect(),
+            by_status: i
+                .status
+                .iter()
+                .enumerate()
+                .filter_map(|(code, c)| {
+                    let n = c.load(Relaxed);
+                    (n > 0).then_some((code as u16, n))
+                })
+                .collect(),
+            by_path: self.paths().iter().map(|(k, v)| (k.clone(), *v)).collect(),
+            by_path_overflow: i.path_overflow.load(Relaxed),
+            injected_errors: i.errors.load(Relaxed),
+            injected_resets: i.resets.load(Relaxed),
+        }
+    }
+
+    /// Zeroes every counter.
+    pub fn reset(&self) {
+        let i = &self.inner;
+        i.total.store(0, Relaxed);
+        i.classes.iter().chain(i.status.iter()).for_each(|c| c.store(0, Relaxed));
+        self.paths().clear();
+        i.path_overflow.store(0, Relaxed);
+        i.errors.store(0, Relaxed);
+        i.resets.store(0, Relaxed);
+    }
+}
