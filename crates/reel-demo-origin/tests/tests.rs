@@ -408,3 +408,54 @@ async fn binary_serves_as_a_child_process() {
     assert_eq!(r.body, expected_bytes(0, "/obj/1024", 0, 1024));
     child.kill().await.unwrap();
 }
+
+#[tokio::test]
+async fn many_blocking_reloads_for_one_sequence_all_get_it() {
+    let o = origin(live_cfg());
+    let a = o.local_addr();
+    let (seq, _) = parse_live(&get(a, "/live/index.m3u8").await.text());
+    let want = seq + 7; // up to two segments past the edge
+    let path = format!("/live/index.m3u8?_HLS_msn={want}");
+    let waiters: Vec<_> = (0..50)
+        .map(|_| {
+            let path = path.clone();
+            tokio::spawn(async move { get(a, &path).await })
+        })
+        .collect();
+    for w in waiters {
+        let r = w.await.unwrap();
+        assert_eq!(r.status, 200);
+        assert!(r.text().contains(&format!("\nseg_{want}.ts\n")), "{}", r.text());
+    }
+    assert_eq!(o.stats().path("/live/index.m3u8"), 51);
+}
+
+#[tokio::test]
+async fn keep_alive_serves_several_requests_on_one_connection() {
+    let o = origin(DemoOriginConfig::no_latency());
+    let mut s = TcpStream::connect(o.local_addr()).await.unwrap();
+    let req = "GET /obj/10 HTTP/1.1\r\nHost: o\r\n\r\nGET /obj/20 HTTP/1.1\r\nHost: o\r\nConnection: close\r\n\r\n";
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf).await.unwrap();
+    let text = String::from_utf8_lossy(&buf);
+    assert_eq!(text.matches("HTTP/1.1 200 OK").count(), 2, "{text}");
+    assert_eq!(o.stats().total(), 2);
+}
+
+#[tokio::test]
+async fn shutdown_does_not_wait_for_a_long_delayed_request() {
+    let o = origin(DemoOriginConfig::no_latency());
+    let a = o.local_addr();
+    let pending = tokio::spawn(async move {
+        request(a, "GET", "/obj/1", &[("x-origin-delay-ms", "600000")]).await
+    });
+    // Let the request reach the server before shutting down.
+    while o.stats().total() == 0 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let t0 = Instant::now();
+    tokio::task::spawn_blocking(move || o.shutdown()).await.unwrap().unwrap();
+    assert!(t0.elapsed() < Duration::from_secs(60), "shutdown took {:?}", t0.elapsed());
+    pending.abort();
+}
