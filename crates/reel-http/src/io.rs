@@ -10,7 +10,7 @@ use std::os::fd::AsRawFd;
 use std::time::Duration;
 
 use bytes::BytesMut;
-use tokio::io::{AsyncReadExt, Interest};
+use tokio::io::Interest;
 use tokio::net::TcpStream;
 
 use crate::response::FileRange;
@@ -49,9 +49,29 @@ impl Io {
         if self.rbuf.capacity() - self.rbuf.len() < READ_CHUNK / 4 {
             self.rbuf.reserve(READ_CHUNK);
         }
-        let n = self.stream.read_buf(&mut self.rbuf).await?;
-        self.bytes_read += n as u64;
-        Ok(n)
+        loop {
+            self.stream.readable().await?;
+            let spare = self.rbuf.capacity() - self.rbuf.len();
+            match self.stream.try_read_buf(&mut self.rbuf) {
+                Ok(n) => {
+                    self.bytes_read += n as u64;
+                    if n > 0 && n < spare {
+                        // A short read drained the socket. Forget read readiness now so
+                        // the next wait goes straight to epoll instead of costing a
+                        // read(2) that returns EAGAIN. No wakeup is lost: data arriving
+                        // later raises a fresh edge-triggered event, and tokio ignores
+                        // the clear if the reactor saw an event since our read.
+                        let _ = self.stream.try_io(Interest::READABLE, || {
+                            Err::<(), _>(io::ErrorKind::WouldBlock.into())
+                        });
+                    }
+                    return Ok(n);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
     }
 
     async fn wait_writable(&self) -> io::Result<()> {

@@ -163,7 +163,7 @@ impl Server {
         let (out_tx, outcomes) = mpsc::channel();
         let (drain, drain_rx) = watch::channel(false);
         let (stop, mut stop_rx) = oneshot::channel::<()>();
-        let thread = thread::spawn(move || {
+        let thread = thread::Builder::new().name("reel-srv".into()).spawn(move || {
             let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
             let local = tokio::task::LocalSet::new();
             local.block_on(&rt, async move {
@@ -188,7 +188,7 @@ impl Server {
                     }
                 }
             });
-        });
+        }).unwrap();
         let addr = addr_rx.recv().unwrap();
         Server { addr, drain, outcomes, stop: Some(stop), thread: Some(thread) }
     }

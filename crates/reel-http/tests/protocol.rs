@@ -159,3 +159,18 @@ fn size_limits_414_and_431_then_close() {
     c.send(format!("GET /hello HTTP/1.1\r\nHost: t\r\n{ok}\r\n").as_bytes());
     assert_eq!(c.response(false).status, 200);
 }
+
+#[test]
+fn many_sequential_keep_alive_requests() {
+    let server = Server::start();
+    let mut c = server.connect();
+    for i in 0..50 {
+        c.send(&get("/hello"));
+        assert_eq!(c.response(false).body, b"hello world", "request {i}");
+        c.send(&get("/file?off=100&len=3000"));
+        assert_eq!(c.response(false).body.len(), 3000, "request {i}");
+    }
+    drop(c);
+    let o = server.outcome();
+    assert_eq!((o.requests, o.close), (100, CloseReason::PeerClosed));
+}
