@@ -1,1 +1,16 @@
 //! Load generator and benchmark support for reel.
+//!
+//! This crate owns `reel-load`, a loopback-only HTTP/1.1 load generator for video
+//! caches: a hand-written keep-alive client ([`client`]), latency/throughput
+//! accounting ([`stats`]), an HLS media playlist parser ([`playlist`]), a Zipf
+//! sampler for VOD popularity ([`zipf`]), target validation ([`target`]) and the
+//! scenarios themselves ([`scenario`]). The criterion micro-benchmarks in
+//! `benches/benches/` live beside it but do not use this library.
+#![forbid(unsafe_code)]
+
+pub mod client;
+pub mod playlist;
+pub mod scenario;
+pub mod stats;
+pub mod target;
+pub mod zipf;

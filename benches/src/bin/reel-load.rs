@@ -1,0 +1,212 @@
+//! `reel-load`: the command-line front end of the load generator (scenarios
+//! `fixed`, `open`, `live`, `vod`, `herd`), loopback targets only. It runs on one
+//! current-thread tokio runtime: pin it to its own core with `taskset`.
+
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, Parser, Subcommand};
+use reel_benches::scenario::{
+    Common, FixedConfig, HerdConfig, LiveConfig, OpenConfig, VodConfig, run_fixed, run_herd,
+    run_live, run_open, run_vod,
+};
+use reel_benches::target::Target;
+
+#[derive(Parser)]
+#[command(name = "reel-load", about = "Loopback-only HTTP/1.1 load generator for video caches")]
+struct Cli {
+    #[command(subcommand)]
+    scenario: Scenario,
+}
+
+#[derive(Args, Clone)]
+struct CommonArgs {
+    /// Load duration: `10`, `10s`, `500ms`, `2m`.
+    #[arg(short, long, default_value = "10s", value_parser = parse_duration)]
+    duration: Duration,
+    /// Per-request timeout (connect included).
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    timeout: Duration,
+    /// Extra request header, `name: value` (repeatable).
+    #[arg(short = 'H', long = "header")]
+    headers: Vec<String>,
+    /// Print the report as JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Subcommand)]
+enum Scenario {
+    /// Closed loop at maximum rate over one or more URLs.
+    Fixed {
+        /// Keep-alive connections.
+        #[arg(short, long, default_value_t = 64)]
+        connections: usize,
+        /// URLs (round robin per connection), loopback only.
+        #[arg(required = true)]
+        urls: Vec<String>,
+        #[command(flatten)]
+        common: CommonArgs,
+    },
+    /// Open loop at a fixed total request rate; latency from the intended send time.
+    Open {
+        /// Keep-alive connections sharing the schedule.
+        #[arg(short, long, default_value_t = 64)]
+        connections: usize,
+        /// Requests per second in total.
+        #[arg(short, long)]
+        rate: f64,
+        /// URLs (round robin), loopback only.
+        #[arg(required = true)]
+        urls: Vec<String>,
+        #[command(flatten)]
+        common: CommonArgs,
+    },
+    /// Viewers polling a live HLS playlist every target duration.
+    Live {
+        /// Number of viewers (one connection each).
+        #[arg(short, long, default_value_t = 100)]
+        viewers: usize,
+        /// Spread viewer start times uniformly over this window instead of a synchronized start.
+        #[arg(long, value_parser = parse_duration)]
+        jitter: Option<Duration>,
+        /// Playlist URL, e.g. http://127.0.0.1:8080/live/index.m3u8.
+        url: String,
+        #[command(flatten)]
+        common: CommonArgs,
+    },
+    /// Viewers walking Zipf-popular VOD titles.
+    Vod {
+        /// Number of viewers.
+        #[arg(short, long, default_value_t = 100)]
+        viewers: usize,
+        /// Number of titles in the catalog.
+        #[arg(long, default_value_t = 100)]
+        titles: usize,
+        /// Zipf exponent of title popularity (0 = uniform).
+        #[arg(long, default_value_t = 1.0)]
+        zipf: f64,
+        /// Title playlist path; `{i}` is replaced by the title rank.
+        #[arg(long, default_value = "/vod/title{i}/index.m3u8")]
+        template: String,
+        /// Pace segment fetches at their play duration (default: as fast as possible).
+        #[arg(long)]
+        realtime: bool,
+        /// RNG seed.
+        #[arg(long, default_value_t = 42)]
+        seed: u64,
+        /// Server base URL, e.g. http://127.0.0.1:8080.
+        url: String,
+        #[command(flatten)]
+        common: CommonArgs,
+    },
+    /// Rounds of all viewers requesting the same cold URL at the same instant.
+    Herd {
+        /// Viewers per round.
+        #[arg(short, long, default_value_t = 100)]
+        viewers: usize,
+        /// Time between rounds.
+        #[arg(long, default_value = "1s", value_parser = parse_duration)]
+        interval: Duration,
+        /// URL with `{n}` (replaced by a run-unique token per round).
+        url: String,
+        #[command(flatten)]
+        common: CommonArgs,
+    },
+}
+
+/// Parses `10`, `1.5`, `10s`, `250ms`, `2m` into a duration.
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let (num, scale) = if let Some(n) = s.strip_suffix("ms") {
+        (n, 0.001)
+    } else if let Some(n) = s.strip_suffix('s') {
+        (n, 1.0)
+    } else if let Some(n) = s.strip_suffix('m') {
+        (n, 60.0)
+    } else {
+        (s, 1.0)
+    };
+    let v: f64 = num.trim().parse().map_err(|_| format!("bad duration {s:?}"))?;
+    if !v.is_finite() || v < 0.0 || v * scale > 86_400.0 {
+        return Err(format!("duration out of range: {s:?}"));
+    }
+    Ok(Duration::from_secs_f64(v * scale))
+}
+
+fn targets(urls: &[String]) -> Result<Vec<Target>> {
+    urls.iter().map(|u| Target::parse(u).with_context(|| format!("target {u}"))).collect()
+}
+
+fn common(c: &CommonArgs) -> Common {
+    Common { duration: c.duration, timeout: c.timeout, headers: c.headers.clone() }
+}
+
+fn main() -> Result<()> {
+    let cli = Cli::parse();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("building the tokio runtime")?;
+    let (report, json) = rt.block_on(async {
+        Ok::<_, anyhow::Error>(match &cli.scenario {
+            Scenario::Fixed { connections, urls, common: c } => {
+                let cfg = FixedConfig {
+                    urls: targets(urls)?,
+                    connections: *connections,
+                    common: common(c),
+                };
+                (run_fixed(&cfg).await?, c.json)
+            }
+            Scenario::Open { connections, rate, urls, common: c } => {
+                let cfg = OpenConfig {
+                    urls: targets(urls)?,
+                    connections: *connections,
+                    rate: *rate,
+                    common: common(c),
+                };
+                (run_open(&cfg).await?, c.json)
+            }
+            Scenario::Live { viewers, jitter, url, common: c } => {
+                let cfg = LiveConfig {
+                    playlist: Target::parse(url).with_context(|| format!("target {url}"))?,
+                    viewers: *viewers,
+                    jitter: *jitter,
+                    common: common(c),
+                };
+                (run_live(&cfg).await?, c.json)
+            }
+            Scenario::Vod { viewers, titles, zipf, template, realtime, seed, url, common: c } => {
+                let cfg = VodConfig {
+                    server: Target::parse(url).with_context(|| format!("target {url}"))?,
+                    title_template: template.clone(),
+                    titles: *titles,
+                    zipf_exponent: *zipf,
+                    viewers: *viewers,
+                    realtime: *realtime,
+                    seed: *seed,
+                    common: common(c),
+                };
+                (run_vod(&cfg).await?, c.json)
+            }
+            Scenario::Herd { viewers, interval, url, common: c } => {
+                let cfg = HerdConfig {
+                    target: Target::parse(url).with_context(|| format!("target {url}"))?,
+                    viewers: *viewers,
+                    interval: *interval,
+                    common: common(c),
+                };
+                (run_herd(&cfg).await?, c.json)
+            }
+        })
+    })?;
+    if json {
+        println!("{}", serde_json::to_string(&report)?);
+    } else {
+        print!("{report}");
+    }
+    if report.requests == 0 && report.errors_total > 0 {
+        bail!("no request succeeded");
+    }
+    Ok(())
+}

@@ -1,0 +1,330 @@
+//! A minimal keep-alive HTTP/1.1 client for load generation: writes a
+//! pre-built GET, parses the response head with `httparse`, and consumes a
+//! `Content-Length`, chunked or close-delimited body (RFC 9112 §6.3) through one
+//! reusable buffer per connection, so discarding a 2 MiB body costs only the
+//! socket reads.
+
+use std::io;
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::stats::ErrorKind;
+
+/// Read buffer size: large reads keep the per-byte cost of draining big bodies low.
+const BUF_SIZE: usize = 256 * 1024;
+/// Most response header fields accepted.
+const MAX_HEADERS: usize = 64;
+
+/// Why a request failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RequestError {
+    /// TCP connect failed.
+    #[error("connect: {0}")]
+    Connect(io::Error),
+    /// Connection reset, or closed before the response head was complete.
+    #[error("connection reset or closed before the response head: {0}")]
+    Reset(String),
+    /// Connection ended inside the body.
+    #[error("short body: got {got} bytes, framing wanted more")]
+    ShortBody {
+        /// Body bytes received before the end.
+        got: u64,
+    },
+    /// Malformed head or chunk framing.
+    #[error("protocol: {0}")]
+    Protocol(String),
+}
+
+impl RequestError {
+    /// The report bucket for this failure.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Self::Connect(_) => ErrorKind::Connect,
+            Self::Reset(_) => ErrorKind::Reset,
+            Self::ShortBody { .. } => ErrorKind::ShortBody,
+            Self::Protocol(_) => ErrorKind::Protocol,
+        }
+    }
+}
+
+/// A completed response.
+#[derive(Debug, Clone, Copy)]
+pub struct Response {
+    /// Status code.
+    pub status: u16,
+    /// When the first byte of the response was read.
+    pub first_byte: Instant,
+    /// When the last body byte was read.
+    pub done: Instant,
+    /// Bytes consumed off the connection for this response (head, body, chunk framing).
+    pub wire_bytes: u64,
+    /// Decoded body bytes.
+    pub body_bytes: u64,
+    /// False when the server asked to close (`Connection: close`, HTTP/1.0, or a close-delimited body).
+    pub keep_alive: bool,
+}
+
+/// Where body bytes go.
+pub enum Body<'a> {
+    /// Counted and dropped.
+    Discard,
+    /// Appended to the vector (for playlists).
+    Capture(&'a mut Vec<u8>),
+}
+
+impl Body<'_> {
+    fn take(&mut self, bytes: &[u8]) {
+        if let Body::Capture(v) = self {
+            v.extend_from_slice(bytes);
+        }
+    }
+}
+
+/// Builds `GET path HTTP/1.1` with a Host header and optional extra header lines (`name: value`).
+pub fn build_get(host: &str, path: &str, extra_headers: &[String]) -> Vec<u8> {
+    let mut r = Vec::with_capacity(64 + path.len() + host.len());
+    r.extend_from_slice(b"GET ");
+    r.extend_from_slice(path.as_bytes());
+    r.extend_from_slice(b" HTTP/1.1\r\nHost: ");
+    r.extend_from_slice(host.as_bytes());
+    r.extend_from_slice(b"\r\nUser-Agent: reel-load\r\n");
+    for h in extra_headers {
+        r.extend_from_slice(h.trim().as_bytes());
+        r.extend_from_slice(b"\r\n");
+    }
+    r.extend_from_slice(b"\r\n");
+    r
+}
+
+/// One keep-alive connection.
+pub struct Conn {
+    stream: TcpStream,
+    buf: Box<[u8]>,
+    start: usize,
+    end: usize,
+}
+
+enum Framing {
+    Length(u64),
+    Chunked,
+    Close,
+}
+
+fn io_to_head_err(e: io::Error) -> RequestError {
+    RequestError::Reset(e.to_string())
+}
+
+impl Conn {
+    /// Opens a connection with `TCP_NODELAY` (requests are single small writes).
+    pub async fn connect(addr: SocketAddr) -> Result<Self, RequestError> {
+        let stream = TcpStream::connect(addr).await.map_err(RequestError::Connect)?;
+        stream.set_nodelay(true).map_err(RequestError::Connect)?;
+        Ok(Self { stream, buf: vec![0u8; BUF_SIZE].into_boxed_slice(), start: 0, end: 0 })
+    }
+
+    /// Reads more bytes after the buffered ones; returns how many (0 = EOF).
+    async fn fill(&mut self) -> io::Result<usize> {
+        if self.start == self.end {
+            self.start = 0;
+            self.end = 0;
+        } else if self.end == self.buf.len() {
+            self.buf.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+        }
+        let n = self.stream.read(&mut self.buf[self.end..]).await?;
+        self.end += n;
+        Ok(n)
+    }
+
+    /// Sends `request` (a complete request, e.g. from [`build_get`]) and reads the whole response.
+    pub async fn send(
+        &mut self,
+        request: &[u8],
+        mut body: Body<'_>,
+    ) -> Result<Response, RequestError> {
+        self.stream.write_all(request).await.map_err(io_to_head_err)?;
+        let mut first_byte = if self.end > self.start { Some(Instant::now()) } else { None };
+        let (status, framing, keep_alive, head_len) = loop {
+            if self.end > self.start {
+                let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+                let mut resp = httparse::Response::new(&mut headers);
+                match resp.parse(&self.buf[self.start..self.end]) {
+                    Ok(httparse::Status::Complete(n)) => {
+                        let status = resp.code.unwrap_or(0);
+                        let (framing, keep_alive) = framing_of(&resp, status)?;
+                        self.start += n;
+                        if (100..200).contains(&status) {
+                            // Interim response (RFC 9110 §15.2): the real one follows.
+                            continue;
+                        }
+                        break (status, framing, keep_alive, n as u64);
+                    }
+                    Ok(httparse::Status::Partial) if self.end - self.start == self.buf.len() => {
+                        return Err(RequestError::Protocol(
+                            "response head larger than buffer".into(),
+                        ));
+                    }
+                    Ok(httparse::Status::Partial) => {}
+                    Err(e) => {
+                        return Err(RequestError::Protocol(format!("bad response head: {e}")));
+                    }
+                }
+            }
+            let n = self.fill().await.map_err(io_to_head_err)?;
+            if n == 0 {
+                return Err(RequestError::Reset("closed before the response head".into()));
+            }
+            first_byte.get_or_insert_with(Instant::now);
+        };
+        let first_byte = first_byte.unwrap_or_else(Instant::now);
+        let mut wire = head_len;
+        let mut got = 0u64;
+        let keep_alive = match framing {
+            Framing::Length(len) => {
+                wire += self.data(len, &mut got, &mut body, true).await?;
+                keep_alive
+            }
+            Framing::Close => {
+                wire += self.data(u64::MAX, &mut got, &mut body, false).await?;
+                false
+            }
+            Framing::Chunked => {
+                wire += self.chunked(&mut got, &mut body).await?;
+                keep_alive
+            }
+        };
+        Ok(Response {
+            status,
+            first_byte,
+            done: Instant::now(),
+            wire_bytes: wire,
+            body_bytes: got,
+            keep_alive,
+        })
+    }
+
+    /// Consumes up to `len` body bytes; with `exact`, EOF before `len` is a short body,
+    /// otherwise EOF ends the body. Returns bytes consumed.
+    async fn data(
+        &mut self,
+        len: u64,
+        got: &mut u64,
+        body: &mut Body<'_>,
+        exact: bool,
+    ) -> Result<u64, RequestError> {
+        let mut remaining = len;
+        loop {
+            let avail = (self.end - self.start) as u64;
+            let take = avail.min(remaining) as usize;
+            body.take(&self.buf[self.start..self.start + take]);
+            self.start += take;
+            *got += take as u64;
+            remaining -= take as u64;
+            if remaining == 0 {
+                return Ok(len);
+            }
+            match self.fill().await {
+                Ok(0) if !exact => return Ok(len - remaining),
+                Ok(0) | Err(_) => return Err(RequestError::ShortBody { got: *got }),
+                Ok(_) => {}
+            }
+        }
+    }
+
+    /// Ensures at least one more byte is buffered inside a body; EOF is a short body.
+    async fn more(&mut self, got: u64) -> Result<(), RequestError> {
+        match self.fill().await {
+            Ok(0) | Err(_) => Err(RequestError::ShortBody { got }),
+            Ok(_) => Ok(()),
+        }
+    }
+
+    /// Consumes a chunked body (RFC 9112 §7.1) including trailers. Returns bytes consumed.
+    async fn chunked(&mut self, got: &mut u64, body: &mut Body<'_>) -> Result<u64, RequestError> {
+        let mut wire = 0u64;
+        loop {
+            let size = loop {
+                match httparse::parse_chunk_size(&self.buf[self.start..self.end]) {
+                    Ok(httparse::Status::Complete((used, size))) => {
+                        self.start += used;
+                        wire += used as u64;
+                        break size;
+                    }
+                    Ok(httparse::Status::Partial) => self.more(*got).await?,
+                    Err(_) => return Err(RequestError::Protocol("bad chunk size line".into())),
+                }
+            };
+            if size == 0 {
+                // Trailer section ends with an empty line (RFC 9112 §7.1.2).
+                loop {
+                    let pending = &self.buf[self.start..self.end];
+                    if let Some(i) = memchr::memmem::find(pending, b"\r\n") {
+                        self.start += i + 2;
+                        wire += i as u64 + 2;
+                        if i == 0 {
+                            return Ok(wire);
+                        }
+                    } else {
+                        self.more(*got).await?;
+                    }
+                }
+            }
+            wire += self.data(size, got, body, true).await?;
+            while self.end - self.start < 2 {
+                self.more(*got).await?;
+            }
+            if &self.buf[self.start..self.start + 2] != b"\r\n" {
+                return Err(RequestError::Protocol("chunk not followed by CRLF".into()));
+            }
+            self.start += 2;
+            wire += 2;
+        }
+    }
+}
+
+/// Body framing and persistence from a parsed head (RFC 9112 §6.3, §9.3).
+fn framing_of(
+    resp: &httparse::Response<'_, '_>,
+    status: u16,
+) -> Result<(Framing, bool), RequestError> {
+    let mut length = None;
+    let mut chunked = false;
+    let mut close = resp.version == Some(0);
+    for h in resp.headers.iter() {
+        if h.name.eq_ignore_ascii_case("content-length") {
+            let v = std::str::from_utf8(h.value)
+                .ok()
+                .and_then(|s| s.trim().parse::<u64>().ok())
+                .ok_or_else(|| RequestError::Protocol("bad Content-Length".into()))?;
+            if length.is_some_and(|l| l != v) {
+                return Err(RequestError::Protocol("conflicting Content-Length".into()));
+            }
+            length = Some(v);
+        } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
+            chunked = h
+                .value
+                .rsplit(|&b| b == b',')
+                .next()
+                .is_some_and(|last| last.trim_ascii().eq_ignore_ascii_case(b"chunked"));
+        } else if h.name.eq_ignore_ascii_case("connection") {
+            let v = h.value;
+            if v.split(|&b| b == b',').any(|t| t.trim_ascii().eq_ignore_ascii_case(b"close")) {
+                close = true;
+            }
+        }
+    }
+    let framing = if status == 204 || status == 304 || (100..200).contains(&status) {
+        Framing::Length(0)
+    } else if chunked {
+        Framing::Chunked
+    } else if let Some(l) = length {
+        Framing::Length(l)
+    } else {
+        Framing::Close
+    };
+    Ok((framing, !close))
+}

@@ -1,0 +1,545 @@
+//! The load scenarios. Every one is bounded by its duration (plus at most one
+//! request timeout for requests in flight at the deadline, after which any
+//! straggler is aborted) and every task keeps its own [`Stats`], merged once
+//! at the end, so connections never contend on shared counters.
+//!
+//! - [`run_fixed`]: closed loop at maximum rate (like wrk).
+//! - [`run_open`]: open loop at a fixed rate; latency counts from the intended
+//!   send time, which corrects coordinated omission.
+//! - [`run_live`]: viewers polling a live HLS playlist every target duration.
+//! - [`run_vod`]: viewers walking Zipf-popular VOD titles.
+//! - [`run_herd`]: all viewers requesting the same cold object at the same
+//!   instant, repeatedly: time to first byte of coalesced misses.
+
+use std::net::SocketAddr;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use rand::{Rng, SeedableRng};
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+
+use crate::client::{Body, Conn, Response, build_get};
+use crate::playlist;
+use crate::stats::{ErrorKind, Report, Stats};
+use crate::target::Target;
+use crate::zipf::Zipf;
+
+/// Longest accepted run.
+pub const MAX_DURATION: Duration = Duration::from_secs(24 * 3600);
+/// Pause after a failed connect, so a dead server does not turn into a busy loop.
+const CONNECT_BACKOFF: Duration = Duration::from_millis(10);
+/// Pause after an unusable playlist before trying again.
+const RETRY_PAUSE: Duration = Duration::from_millis(100);
+
+/// A configuration the scenarios refuse to run.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ScenarioError {
+    /// Invalid numeric setting.
+    #[error("invalid setting: {0}")]
+    Invalid(&'static str),
+    /// All URLs of one run must be on the same server.
+    #[error("all URLs must point at the same host:port")]
+    MixedHosts,
+}
+
+/// Settings shared by all scenarios.
+#[derive(Debug, Clone)]
+pub struct Common {
+    /// How long to generate load (1 ms ..= 24 h).
+    pub duration: Duration,
+    /// Per-request timeout (connect included); also the grace period after the deadline.
+    pub timeout: Duration,
+    /// Extra request header lines, `name: value`.
+    pub headers: Vec<String>,
+}
+
+impl Common {
+    fn check(&self) -> Result<(), ScenarioError> {
+        if self.duration.is_zero() || self.duration > MAX_DURATION {
+            return Err(ScenarioError::Invalid("duration must be > 0 and <= 24 h"));
+        }
+        if self.timeout.is_zero() {
+            return Err(ScenarioError::Invalid("timeout must be > 0"));
+        }
+        if self.headers.iter().any(|h| !h.contains(':') || h.contains(['\r', '\n'])) {
+            return Err(ScenarioError::Invalid("headers must be single `name: value` lines"));
+        }
+        Ok(())
+    }
+}
+
+/// `fixed`: closed loop over `urls` (round robin per connection) at maximum rate.
+#[derive(Debug, Clone)]
+pub struct FixedConfig {
+    /// URLs to request; all on one server.
+    pub urls: Vec<Target>,
+    /// Concurrent keep-alive connections.
+    pub connections: usize,
+    /// Duration, timeout, headers.
+    pub common: Common,
+}
+
+/// `open`: `rate` requests/s in total, spread evenly over `connections`.
+#[derive(Debug, Clone)]
+pub struct OpenConfig {
+    /// URLs to request; all on one server.
+    pub urls: Vec<Target>,
+    /// Keep-alive connections sharing the schedule.
+    pub connections: usize,
+    /// Requests per second, all connections together.
+    pub rate: f64,
+    /// Duration, timeout, headers.
+    pub common: Common,
+}
+
+/// `live`: viewers polling a live media playlist.
+#[derive(Debug, Clone)]
+pub struct LiveConfig {
+    /// The playlist URL (e.g. `http://127.0.0.1:8080/live/index.m3u8`).
+    pub playlist: Target,
+    /// Number of viewers, one keep-alive connection each.
+    pub viewers: usize,
+    /// `None`: all viewers start at the same instant (thundering herd);
+    /// `Some(j)`: each starts at a uniformly random offset in `[0, j)`.
+    pub jitter: Option<Duration>,
+    /// Duration, timeout, headers.
+    pub common: Common,
+}
+
+/// `vod`: viewers picking titles by Zipf popularity and fetching their segments in order.
+#[derive(Debug, Clone)]
+pub struct VodConfig {
+    /// Server (its path is ignored).
+    pub server: Target,
+    /// Playlist path with `{i}` replaced by the title rank (0 = most popular),
+    /// e.g. `/vod/title{i}/index.m3u8`.
+    pub title_template: String,
+    /// Number of titles.
+    pub titles: usize,
+    /// Zipf exponent (0 = uniform).
+    pub zipf_exponent: f64,
+    /// Number of viewers.
+    pub viewers: usize,
+    /// Fetch each segment when the previous one would have finished playing
+    /// (true) or back to back (false).
+    pub realtime: bool,
+    /// RNG seed (viewer i uses seed + i).
+    pub seed: u64,
+    /// Duration, timeout, headers.
+    pub common: Common,
+}
+
+/// `herd`: every `interval`, all viewers GET the same new URL at once.
+#[derive(Debug, Clone)]
+pub struct HerdConfig {
+    /// URL whose path contains `{n}`, replaced per round by a run-unique token,
+    /// so every round's object is cold in the cache.
+    pub target: Target,
+    /// Viewers (connections) per round.
+    pub viewers: usize,
+    /// Time between rounds.
+    pub interval: Duration,
+    /// Duration, timeout, headers.
+    pub common: Common,
+}
+
+/// A keep-alive connection that reconnects after failures and enforces the request timeout.
+struct Client {
+    addr: SocketAddr,
+    conn: Option<Conn>,
+    timeout: Duration,
+}
+
+impl Client {
+    fn new(addr: SocketAddr, timeout: Duration) -> Self {
+        Self { addr, conn: None, timeout }
+    }
+
+    async fn connect(&mut self) -> Result<(), ErrorKind> {
+        if self.conn.is_none() {
+            let c = tokio::time::timeout(self.timeout, Conn::connect(self.addr))
+                .await
+                .map_err(|_| ErrorKind::Timeout)?
+                .map_err(|e| e.kind())?;
+            self.conn = Some(c);
+        }
+        Ok(())
+    }
+
+    async fn get(&mut self, request: &[u8], body: Body<'_>) -> Result<Response, ErrorKind> {
+        let addr = self.addr;
+        let slot = &mut self.conn;
+        let res = tokio::time::timeout(self.timeout, async {
+            let c = match slot {
+                Some(c) => c,
+                None => slot.insert(Conn::connect(addr).await?),
+            };
+            c.send(request, body).await
+        })
+        .await;
+        match res {
+            Err(_) => {
+                self.conn = None;
+                Err(ErrorKind::Timeout)
+            }
+            Ok(Err(e)) => {
+                self.conn = None;
+                Err(e.kind())
+            }
+            Ok(Ok(r)) => {
+                if !r.keep_alive {
+                    self.conn = None;
+                }
+                Ok(r)
+            }
+        }
+    }
+}
+
+/// Records a finished request measured from `from`, or its error (with a backoff after connect failures).
+async fn account(stats: &mut Stats, from: Instant, res: &Result<Response, ErrorKind>) {
+    match res {
+        Ok(r) => stats.record(
+            r.status,
+            r.wire_bytes,
+            r.body_bytes,
+            r.done.saturating_duration_since(from.into_std()),
+            r.first_byte.saturating_duration_since(from.into_std()),
+        ),
+        Err(kind) => {
+            stats.error(*kind);
+            if *kind == ErrorKind::Connect {
+                tokio::time::sleep(CONNECT_BACKOFF).await;
+            }
+        }
+    }
+}
+
+fn requests(
+    urls: &[Target],
+    headers: &[String],
+) -> Result<(SocketAddr, Vec<Vec<u8>>), ScenarioError> {
+    let first = urls.first().ok_or(ScenarioError::Invalid("at least one URL"))?;
+    if urls.iter().any(|u| u.addr != first.addr) {
+        return Err(ScenarioError::MixedHosts);
+    }
+    let reqs = urls.iter().map(|u| build_get(&u.host_header, &u.path, headers)).collect();
+    Ok((first.addr, reqs))
+}
+
+fn check_count(n: usize, what: &'static str) -> Result<(), ScenarioError> {
+    if n == 0 || n > 1_000_000 {
+        return Err(ScenarioError::Invalid(what));
+    }
+    Ok(())
+}
+
+/// Waits for every task, aborting stragglers at `hard`, and merges their results.
+async fn collect(mut set: JoinSet<Stats>, hard: Instant) -> Stats {
+    let mut total = Stats::new();
+    loop {
+        match tokio::time::timeout_at(hard, set.join_next()).await {
+            Ok(Some(Ok(s))) => total.merge(&s),
+            Ok(Some(Err(_))) => {}
+            Ok(None) => break,
+            Err(_) => {
+                set.abort_all();
+                break;
+            }
+        }
+    }
+    total
+}
+
+/// Runs the closed-loop scenario.
+pub async fn run_fixed(cfg: &FixedConfig) -> Result<Report, ScenarioError> {
+    cfg.common.check()?;
+    check_count(cfg.connections, "connections must be 1..=1000000")?;
+    let (addr, reqs) = requests(&cfg.urls, &cfg.common.headers)?;
+    let start = Instant::now();
+    let deadline = start + cfg.common.duration;
+    let mut set = JoinSet::new();
+    for c in 0..cfg.connections {
+        let reqs = reqs.clone();
+        let timeout = cfg.common.timeout;
+        set.spawn(async move {
+            let mut stats = Stats::new();
+            let mut client = Client::new(addr, timeout);
+            let mut i = c;
+            while Instant::now() < deadline {
+                let req = &reqs[i % reqs.len()];
+                i += 1;
+                let t = Instant::now();
+                let res = client.get(req, Body::Discard).await;
+                account(&mut stats, t, &res).await;
+            }
+            stats
+        });
+    }
+    let stats = collect(set, deadline + cfg.common.timeout + Duration::from_secs(1)).await;
+    Ok(stats.report("fixed", &cfg.urls[0].url(), cfg.connections, start.elapsed()))
+}
+
+/// Runs the open-loop scenario: request k (over all connections) is due at
+/// `start + k / rate` and goes to connection `k % connections`; a connection
+/// that is still busy sends late, and the wait counts in the latency.
+pub async fn run_open(cfg: &OpenConfig) -> Result<Report, ScenarioError> {
+    cfg.common.check()?;
+    check_count(cfg.connections, "connections must be 1..=1000000")?;
+    if !(cfg.rate.is_finite() && cfg.rate > 0.0 && cfg.rate <= 10_000_000.0) {
+        return Err(ScenarioError::Invalid("rate must be in (0, 1e7] req/s"));
+    }
+    let (addr, reqs) = requests(&cfg.urls, &cfg.common.headers)?;
+    let start = Instant::now();
+    let deadline = start + cfg.common.duration;
+    let hard = deadline + cfg.common.timeout;
+    let conns = cfg.connections;
+    let rate = cfg.rate;
+    let mut set = JoinSet::new();
+    for c in 0..conns {
+        let reqs = reqs.clone();
+        let timeout = cfg.common.timeout;
+        set.spawn(async move {
+            let mut stats = Stats::new();
+            let mut client = Client::new(addr, timeout);
+            // Connect ahead of the schedule so the first request does not pay for it.
+            if let Err(kind) = client.connect().await {
+                stats.error(kind);
+            }
+            let mut k = c as u64;
+            loop {
+                let due = start + Duration::from_secs_f64(k as f64 / rate);
+                if due >= deadline || Instant::now() >= hard {
+                    break;
+                }
+                tokio::time::sleep_until(due).await;
+                let req = &reqs[(k as usize) % reqs.len()];
+                let res = client.get(req, Body::Discard).await;
+                account(&mut stats, due, &res).await;
+                k += conns as u64;
+            }
+            stats
+        });
+    }
+    let stats = collect(set, hard + Duration::from_secs(1)).await;
+    Ok(stats.report("open", &cfg.urls[0].url(), conns, start.elapsed()))
+}
+
+/// Fetches and parses a playlist; failures are counted and yield `None`.
+async fn fetch_playlist(
+    client: &mut Client,
+    stats: &mut Stats,
+    target: &Target,
+    headers: &[String],
+    text: &mut Vec<u8>,
+) -> Option<playlist::MediaPlaylist> {
+    text.clear();
+    let req = build_get(&target.host_header, &target.path, headers);
+    let t = Instant::now();
+    let res = client.get(&req, Body::Capture(text)).await;
+    account(stats, t, &res).await;
+    match res {
+        Ok(r) if r.status == 200 => {}
+        _ => return None,
+    }
+    stats.playlists += 1;
+    let parsed = std::str::from_utf8(text)
+        .ok()
+        .and_then(|s| playlist::parse(s, &target.path, &target.host_header).ok());
+    if parsed.is_none() {
+        stats.error(ErrorKind::Protocol);
+    }
+    parsed
+}
+
+/// Fetches one media segment, counting it (and its time to first byte) when it is a 2xx.
+async fn fetch_segment(
+    client: &mut Client,
+    stats: &mut Stats,
+    target: &Target,
+    path: &str,
+    headers: &[String],
+) {
+    let req = build_get(&target.host_header, path, headers);
+    let t = Instant::now();
+    let res = client.get(&req, Body::Discard).await;
+    account(stats, t, &res).await;
+    if let Ok(r) = &res
+        && (200..300).contains(&r.status)
+    {
+        stats.record_segment(r.first_byte.saturating_duration_since(t.into_std()));
+    }
+}
+
+/// Runs the live scenario. A viewer connects, waits for its start instant, then
+/// every target duration reloads the playlist; on the first load it fetches
+/// the newest segment (joining at the live edge), afterwards every segment
+/// with a higher media sequence number than the last one it fetched.
+pub async fn run_live(cfg: &LiveConfig) -> Result<Report, ScenarioError> {
+    cfg.common.check()?;
+    check_count(cfg.viewers, "viewers must be 1..=1000000")?;
+    let start = Instant::now();
+    let deadline = start + cfg.common.duration;
+    // Give every viewer time to connect first, so a synchronized start is a herd of
+    // requests, not of connects; bounded by the run's own duration.
+    let t0 = start + (cfg.common.duration / 10).min(Duration::from_millis(500));
+    let mut set = JoinSet::new();
+    for _ in 0..cfg.viewers {
+        let target = cfg.playlist.clone();
+        let headers = cfg.common.headers.clone();
+        let timeout = cfg.common.timeout;
+        let offset = match cfg.jitter {
+            Some(j) if !j.is_zero() => {
+                Duration::from_secs_f64(rand::rng().random::<f64>() * j.as_secs_f64())
+            }
+            _ => Duration::ZERO,
+        };
+        set.spawn(async move {
+            let mut stats = Stats::new();
+            let mut client = Client::new(target.addr, timeout);
+            if let Err(kind) = client.connect().await {
+                stats.error(kind);
+            }
+            let mut next = t0 + offset;
+            let mut last: Option<u64> = None;
+            let mut text = Vec::new();
+            while next < deadline {
+                tokio::time::sleep_until(next).await;
+                let poll = Instant::now();
+                let Some(pl) =
+                    fetch_playlist(&mut client, &mut stats, &target, &headers, &mut text).await
+                else {
+                    next = poll + Duration::from_secs(1);
+                    continue;
+                };
+                let fresh: Vec<_> = match last {
+                    None => pl.segments.last().into_iter().collect(),
+                    Some(l) => pl.segments.iter().filter(|s| s.msn > l).collect(),
+                };
+                for seg in fresh {
+                    if Instant::now() >= deadline {
+                        break;
+                    }
+                    fetch_segment(&mut client, &mut stats, &target, &seg.path, &headers).await;
+                    last = Some(seg.msn);
+                }
+                next = poll + Duration::from_secs_f64(pl.target_duration.max(0.1));
+            }
+            stats
+        });
+    }
+    let stats = collect(set, deadline + cfg.common.timeout + Duration::from_secs(1)).await;
+    Ok(stats.report("live", &cfg.playlist.url(), cfg.viewers, start.elapsed()))
+}
+
+/// Runs the VOD scenario.
+pub async fn run_vod(cfg: &VodConfig) -> Result<Report, ScenarioError> {
+    cfg.common.check()?;
+    check_count(cfg.viewers, "viewers must be 1..=1000000")?;
+    check_count(cfg.titles, "titles must be 1..=1000000")?;
+    if !cfg.title_template.starts_with('/') || !cfg.title_template.contains("{i}") {
+        return Err(ScenarioError::Invalid("title template must start with / and contain {i}"));
+    }
+    let zipf = Zipf::new(cfg.titles, cfg.zipf_exponent);
+    let start = Instant::now();
+    let deadline = start + cfg.common.duration;
+    let mut set = JoinSet::new();
+    for v in 0..cfg.viewers {
+        let server = cfg.server.clone();
+        let headers = cfg.common.headers.clone();
+        let timeout = cfg.common.timeout;
+        let template = cfg.title_template.clone();
+        let zipf = zipf.clone();
+        let realtime = cfg.realtime;
+        let seed = cfg.seed.wrapping_add(v as u64);
+        set.spawn(async move {
+            let mut stats = Stats::new();
+            let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+            let mut client = Client::new(server.addr, timeout);
+            let mut text = Vec::new();
+            while Instant::now() < deadline {
+                let title =
+                    server.with_path(template.replace("{i}", &zipf.sample(&mut rng).to_string()));
+                let Some(pl) =
+                    fetch_playlist(&mut client, &mut stats, &title, &headers, &mut text).await
+                else {
+                    tokio::time::sleep(RETRY_PAUSE).await;
+                    continue;
+                };
+                if pl.segments.is_empty() {
+                    tokio::time::sleep(RETRY_PAUSE).await;
+                    continue;
+                }
+                let mut due = Instant::now();
+                for seg in &pl.segments {
+                    if realtime {
+                        if due >= deadline {
+                            break;
+                        }
+                        tokio::time::sleep_until(due).await;
+                        due += Duration::from_secs_f64(seg.duration.max(0.0));
+                    } else if Instant::now() >= deadline {
+                        break;
+                    }
+                    fetch_segment(&mut client, &mut stats, &title, &seg.path, &headers).await;
+                }
+                if realtime {
+                    // The next title starts when this one has finished playing.
+                    tokio::time::sleep_until(due.min(deadline)).await;
+                }
+            }
+            stats
+        });
+    }
+    let stats = collect(set, deadline + cfg.common.timeout + Duration::from_secs(1)).await;
+    let url = cfg.server.with_path(cfg.title_template.clone()).url();
+    Ok(stats.report("vod", &url, cfg.viewers, start.elapsed()))
+}
+
+/// Runs the herd scenario: round n starts at `start + lead + n * interval`; every
+/// viewer requests the round's URL at that instant over its pre-opened connection.
+pub async fn run_herd(cfg: &HerdConfig) -> Result<Report, ScenarioError> {
+    cfg.common.check()?;
+    check_count(cfg.viewers, "viewers must be 1..=1000000")?;
+    if cfg.interval.is_zero() {
+        return Err(ScenarioError::Invalid("interval must be > 0"));
+    }
+    if !cfg.target.path.contains("{n}") {
+        return Err(ScenarioError::Invalid("herd URL must contain {n}"));
+    }
+    // Unique per run, so a cache kept warm from an earlier run still misses.
+    let nonce =
+        SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0)
+            ^ u64::from(std::process::id());
+    let start = Instant::now();
+    let deadline = start + cfg.common.duration;
+    let lead = (cfg.common.duration / 10).min(Duration::from_millis(500));
+    let mut set = JoinSet::new();
+    for _ in 0..cfg.viewers {
+        let target = cfg.target.clone();
+        let headers = cfg.common.headers.clone();
+        let timeout = cfg.common.timeout;
+        let interval = cfg.interval;
+        set.spawn(async move {
+            let mut stats = Stats::new();
+            let mut client = Client::new(target.addr, timeout);
+            if let Err(kind) = client.connect().await {
+                stats.error(kind);
+            }
+            let mut n = 0u32;
+            loop {
+                let due = start + lead + interval * n;
+                if due >= deadline {
+                    break;
+                }
+                tokio::time::sleep_until(due).await;
+                let path = target.path.replace("{n}", &format!("{nonce:x}-{n}"));
+                fetch_segment(&mut client, &mut stats, &target, &path, &headers).await;
+                n += 1;
+            }
+            stats
+        });
+    }
+    let stats = collect(set, deadline + cfg.common.timeout + Duration::from_secs(1)).await;
+    Ok(stats.report("herd", &cfg.target.url(), cfg.viewers, start.elapsed()))
+}
