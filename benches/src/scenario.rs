@@ -112,7 +112,8 @@ pub struct VodConfig {
     /// Server (its path is ignored).
     pub server: Target,
     /// Playlist path with `{i}` replaced by the title rank (0 = most popular),
-    /// e.g. `/vod/title{i}/index.m3u8`.
+    /// or `{i:0N}` by the rank zero-padded to N digits, e.g. `/vod/title_{i:03}/index.m3u8`
+    /// (the demo origin's catalog).
     pub title_template: String,
     /// Number of titles.
     pub titles: usize,
@@ -432,13 +433,28 @@ pub async fn run_live(cfg: &LiveConfig) -> Result<Report, ScenarioError> {
     Ok(stats.report("live", &cfg.playlist.url(), cfg.viewers, start.elapsed()))
 }
 
+/// Expands the first `{i}` or `{i:0N}` of `template` with `rank`; `None` without a placeholder.
+pub fn title_path(template: &str, rank: usize) -> Option<String> {
+    let open = template.find("{i")?;
+    let close = open + template[open..].find('}')?;
+    let spec = &template[open + 2..close];
+    let num = match spec.strip_prefix(":0") {
+        None if spec.is_empty() => rank.to_string(),
+        Some(w) => format!("{rank:0width$}", width = w.parse::<usize>().ok()?.min(20)),
+        None => return None,
+    };
+    Some(format!("{}{}{}", &template[..open], num, &template[close + 1..]))
+}
+
 /// Runs the VOD scenario.
 pub async fn run_vod(cfg: &VodConfig) -> Result<Report, ScenarioError> {
     cfg.common.check()?;
     check_count(cfg.viewers, "viewers must be 1..=1000000")?;
     check_count(cfg.titles, "titles must be 1..=1000000")?;
-    if !cfg.title_template.starts_with('/') || !cfg.title_template.contains("{i}") {
-        return Err(ScenarioError::Invalid("title template must start with / and contain {i}"));
+    if !cfg.title_template.starts_with('/') || title_path(&cfg.title_template, 0).is_none() {
+        return Err(ScenarioError::Invalid(
+            "title template must start with / and contain {i} or {i:0N}",
+        ));
     }
     let zipf = Zipf::new(cfg.titles, cfg.zipf_exponent);
     let start = Instant::now();
@@ -458,8 +474,8 @@ pub async fn run_vod(cfg: &VodConfig) -> Result<Report, ScenarioError> {
             let mut client = Client::new(server.addr, timeout);
             let mut text = Vec::new();
             while Instant::now() < deadline {
-                let title =
-                    server.with_path(template.replace("{i}", &zipf.sample(&mut rng).to_string()));
+                let rank = zipf.sample(&mut rng);
+                let title = server.with_path(title_path(&template, rank).unwrap_or_default());
                 let Some(pl) =
                     fetch_playlist(&mut client, &mut stats, &title, &headers, &mut text).await
                 else {

@@ -294,7 +294,7 @@ async fn vod_viewers_walk_titles() {
     let s = Server::start().await;
     let r = run_vod(&VodConfig {
         server: s.url("/"),
-        title_template: "/vod/title{i}/index.m3u8".into(),
+        title_template: "/vod/title{i:02}/index.m3u8".into(),
         titles: 10,
         zipf_exponent: 1.0,
         viewers: 3,
@@ -309,18 +309,15 @@ async fn vod_viewers_walk_titles() {
     assert_eq!(r.segments, s.count(|p| p.ends_with(".ts")));
     assert!(r.body_bytes > r.segments * 5000);
     for path in s.seen.lock().unwrap().keys() {
-        let title: usize = path
-            .strip_prefix("/vod/title")
-            .and_then(|p| p.split('/').next())
-            .and_then(|n| n.parse().ok())
-            .unwrap();
-        assert!(title < 10);
+        let title = path.strip_prefix("/vod/title").and_then(|p| p.split('/').next()).unwrap();
+        assert_eq!(title.len(), 2, "{path}");
+        assert!(title.parse::<usize>().unwrap() < 10);
     }
 
     // Real-time pacing: 3 segments of 0.1 s per title, so far fewer segments per viewer.
     let paced = run_vod(&VodConfig {
         server: s.url("/"),
-        title_template: "/vod/title{i}/index.m3u8".into(),
+        title_template: "/vod/title{i:02}/index.m3u8".into(),
         titles: 10,
         zipf_exponent: 1.0,
         viewers: 2,
@@ -357,6 +354,15 @@ async fn herd_rounds_hit_one_fresh_url_each() {
     }
     assert_eq!(r.segments, 8 * seen.len() as u64);
     assert_eq!(r.body_bytes, r.segments * 100);
+}
+
+#[test]
+fn title_templates_expand() {
+    use reel_benches::scenario::title_path;
+    assert_eq!(title_path("/vod/title_{i:03}/index.m3u8", 7).unwrap(), "/vod/title_007/index.m3u8");
+    assert_eq!(title_path("/t{i}.m3u8", 12).unwrap(), "/t12.m3u8");
+    assert_eq!(title_path("/t.m3u8", 1), None);
+    assert_eq!(title_path("/t{i:x}.m3u8", 1), None);
 }
 
 #[tokio::test]

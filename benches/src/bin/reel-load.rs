@@ -86,8 +86,8 @@ enum Scenario {
         /// Zipf exponent of title popularity (0 = uniform).
         #[arg(long, default_value_t = 1.0)]
         zipf: f64,
-        /// Title playlist path; `{i}` is replaced by the title rank.
-        #[arg(long, default_value = "/vod/title{i}/index.m3u8")]
+        /// Title playlist path; `{i}` is replaced by the title rank, `{i:03}` zero-padded.
+        #[arg(long, default_value = "/vod/title_{i:03}/index.m3u8")]
         template: String,
         /// Pace segment fetches at their play duration (default: as fast as possible).
         #[arg(long)]
