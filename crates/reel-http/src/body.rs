@@ -196,7 +196,8 @@ impl<'a> RequestBody<'a> {
                     self.state = State::ChunkSize;
                 }
                 State::Trailers { seen } => {
-                    let budget = self.max_trailers.saturating_sub(seen);
+                    // The final empty line is always allowed on top of the trailer budget.
+                    let budget = self.max_trailers.saturating_sub(seen) + 2;
                     let Some(line_end) = self.find_line(budget).await? else {
                         continue;
                     };

@@ -105,3 +105,31 @@ fn client_vanishing_mid_file_body_does_not_hurt_others() {
     c.stream.write_all(&get("/file?off=5&len=5")).unwrap();
     assert_eq!(c.response(false).body.len(), 5);
 }
+
+#[test]
+fn client_that_stops_reading_is_dropped_after_the_stall_timeout() {
+    let server = Server::with_limits(short_timeouts());
+    let mut c = server.connect();
+    // 24 MiB never read: the socket buffers fill and the server's sendfile stalls.
+    c.send(&get("/file"));
+    let o = server.outcome();
+    assert_eq!(o.close, CloseReason::WriteError(std::io::ErrorKind::TimedOut));
+    assert!(o.bytes_written < crate::common::FILE_LEN);
+    // Others are still served.
+    let mut d = server.connect();
+    d.send(&get("/hello"));
+    assert_eq!(d.response(false).status, 200);
+    drop(c);
+}
+
+#[test]
+fn stalled_request_body_gets_408_and_close() {
+    let server = Server::with_limits(short_timeouts());
+    let mut c = server.connect();
+    c.send(b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n\r\nabc");
+    let r = c.response(false);
+    assert_eq!(r.status, 408);
+    assert!(r.closes());
+    c.assert_closed();
+    assert_eq!(server.outcome().close, CloseReason::Body(reel_http::BodyError::Timeout));
+}
