@@ -1,1 +1,146 @@
 //! Persistent log-structured segment store read through the page cache.
+//!
+//! The store owns the bytes of cached objects on disk and an in-memory index over
+//! them; what an object *means* (status, headers, freshness) is an opaque metadata blob
+//! that the cache layer encodes and the store keeps and returns.
+//!
+//! - [`Store`]: opened once per process ([`Store::open`]) and shared by all worker
+//!   threads (`Arc<Store>`, Send + Sync).
+//! - [`Store::lookup`] returns a [`Lookup`]: a complete [`Hit`] or a [`Filling`] handle
+//!   for an object still being written. Both hold a lease on their volume, so the bytes
+//!   behind [`FileRange`] (for sendfile) are never overwritten while the handle lives.
+//! - [`Store::begin_fill`] returns a [`FillWriter`] that streams an origin response in.
+//!
+//! Layout: preallocated volume files, objects appended log-structured with 4 KiB
+//! aligned bodies, whole volumes reclaimed FIFO with a second chance for objects read
+//! since they were written (`docs/store-format.md`, `docs/store.md`).
+//!
+//! I/O: io_uring per worker thread, or an I/O thread pool (module `io`). The async
+//! methods return `!Send` futures (they use the calling thread's ring): run them on the
+//! worker's current_thread runtime / LocalSet.
+
+#![deny(unsafe_code)]
+#![deny(unsafe_op_in_unsafe_fn)]
+
+#[allow(unsafe_code)]
+mod format;
+#[allow(unsafe_code)]
+mod io;
+#[allow(unsafe_code)]
+mod store;
+
+use std::path::PathBuf;
+
+pub use store::{
+    FileRange, FillStatus, FillWriter, Filling, Hit, Lookup, MAX_KEY_LEN, MAX_META_LEN, Store,
+};
+
+/// How the store does file I/O.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum IoMode {
+    /// io_uring if the kernel allows it, otherwise the I/O thread pool.
+    #[default]
+    Auto,
+    /// io_uring; [`Store::open`] fails if it is unavailable.
+    Uring,
+    /// A small pool of I/O threads doing pread/pwrite off the workers.
+    Threads,
+}
+
+/// Store configuration. `REEL_STORE_IO=threads` in the environment overrides `io`.
+#[derive(Clone, Debug)]
+pub struct StoreConfig {
+    /// Directory holding the volume files; created if missing.
+    pub path: PathBuf,
+    /// Total bytes of all volume files; never exceeded. `size / volume_size` volumes
+    /// are created (at least 2).
+    pub size: u64,
+    /// Bytes per volume file, a multiple of 4096, at least 1 MiB. Also the upper bound
+    /// of one object (minus its header). Typical: 256 MiB to 1 GiB.
+    pub volume_size: u64,
+    /// I/O backend.
+    pub io: IoMode,
+}
+
+/// Errors of the store.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The store directory or a volume file cannot be opened or created.
+    #[error("cannot open store at {path}: {source}")]
+    Open {
+        /// The path that failed.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The configuration is unusable.
+    #[error("invalid store configuration: {0}")]
+    Config(String),
+    /// Another fill for this key is in progress; coalesce onto it via [`Store::lookup`].
+    #[error("key is already being filled")]
+    AlreadyFilling,
+    /// The object does not fit: larger than a volume, or a streamed object outgrew the
+    /// space it could reserve contiguously.
+    #[error("object too large for the store ({0} bytes)")]
+    TooLarge(u64),
+    /// No volume is free right now (reclaim pending or volumes leased); not admitted.
+    #[error("no free space in the store")]
+    NoSpace,
+    /// The key or the metadata blob exceeds its limit.
+    #[error("key or metadata too long")]
+    KeyOrMetaTooLong,
+    /// The body written differs from the announced length.
+    #[error("body length mismatch: expected {expected}, got {got}")]
+    LengthMismatch {
+        /// Announced length.
+        expected: u64,
+        /// Bytes written (so far).
+        got: u64,
+    },
+    /// The fill was aborted (by its writer, a purge, or an error).
+    #[error("fill aborted")]
+    Aborted,
+    /// The requested range is outside the object (or not yet written).
+    #[error("range out of bounds")]
+    Range,
+    /// The object's volume was quarantined or reclaimed; treat as a miss.
+    #[error("object no longer available")]
+    Gone,
+    /// An I/O error from the disk. Read errors quarantine the volume; write errors
+    /// refuse the object.
+    #[error("store I/O error: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Counters and gauges of a store.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StoreStats {
+    /// Complete objects in the index.
+    pub objects: u64,
+    /// Disk bytes (spans including headers and padding) of the indexed objects.
+    pub bytes_used: u64,
+    /// Total bytes of the volume files (= volumes × volume_size ≤ `size`).
+    pub capacity: u64,
+    /// Number of volume files.
+    pub volumes: u64,
+    /// Objects dropped by volume reclaim.
+    pub evictions: u64,
+    /// Objects re-appended by the second-chance policy.
+    pub second_chance: u64,
+    /// Volumes reclaimed.
+    pub reclaims: u64,
+    /// Failed writes (object not admitted).
+    pub write_errors: u64,
+    /// Failed reads.
+    pub read_errors: u64,
+    /// Volumes taken out of service after read errors.
+    pub quarantined_volumes: u64,
+    /// Fills refused for lack of a free volume.
+    pub no_space: u64,
+    /// Objects recovered by the last rebuild.
+    pub recovered: u64,
+    /// Records dropped by the last rebuild (bad checksum or no commit marker).
+    pub dropped_on_rebuild: u64,
+    /// Whether io_uring is the I/O backend.
+    pub uring: bool,
+}

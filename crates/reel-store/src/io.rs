@@ -1,0 +1,634 @@
+//! Positional file I/O off the event loop: one io_uring per worker thread, or a small
+//! pool of I/O threads when io_uring is unavailable or `REEL_STORE_IO=threads`.
+//!
+//! The ring is created lazily per thread (thread-local) on first use inside a tokio
+//! runtime. Completions are signalled through an eventfd registered with the ring and
+//! awaited with [`tokio::io::unix::AsyncFd`], so a cold read suspends only the task that
+//! issued it. Buffers move into the operation and come back with the result; if the
+//! future is dropped early the buffer stays parked in the ring until the kernel is done
+//! with it.
+//!
+//! We use the `io-uring` crate directly rather than tokio-uring: tokio-uring owns the
+//! whole runtime (its own `start()`), while reel's workers run a plain tokio
+//! current_thread runtime that also drives sockets; a bare ring plus an eventfd slots
+//! into that runtime without changing it.
+
+use std::cell::{Cell, RefCell};
+use std::fs::File;
+use std::future::poll_fn;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::fs::FileExt;
+use std::rc::Rc;
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::task::{Poll, Waker};
+
+use bytes::Bytes;
+use io_uring::{IoUring, opcode, types};
+use tokio::io::unix::AsyncFd;
+
+use crate::IoMode;
+
+/// Number of I/O threads in the fallback pool.
+const POOL_THREADS: usize = 4;
+/// Submission queue depth of each worker's ring.
+const RING_ENTRIES: u32 = 256;
+
+/// Resolved I/O backend of a store, shared by all workers.
+pub(crate) struct Io {
+    uring: bool,
+    pool: Pool,
+}
+
+impl Io {
+    /// Resolves `mode` (the `REEL_STORE_IO` environment variable wins) and logs the choice.
+    pub fn new(mode: IoMode) -> io::Result<Io> {
+        let env = std::env::var("REEL_STORE_IO").ok();
+        let mode = match env.as_deref() {
+            Some("threads") => IoMode::Threads,
+            Some("uring") => IoMode::Uring,
+            _ => mode,
+        };
+        let uring = match mode {
+            IoMode::Threads => false,
+            IoMode::Uring => {
+                IoUring::new(8)?;
+                true
+            }
+            IoMode::Auto => match IoUring::new(8) {
+                Ok(_) => true,
+                Err(e) => {
+                    tracing::warn!(error = %e, "io_uring unavailable, using I/O thread pool");
+                    false
+                }
+            },
+        };
+        tracing::info!(backend = if uring { "io_uring" } else { "threads" }, "store I/O backend");
+        Ok(Io { uring, pool: Pool::new(POOL_THREADS)? })
+    }
+
+    /// Whether this store uses io_uring (per worker thread) for reads and writes.
+    pub fn is_uring(&self) -> bool {
+        self.uring
+    }
+
+    /// Reads up to `buf.len()` bytes at `off`; returns the count and the buffer.
+    pub async fn read_at(
+        &self,
+        file: &Arc<File>,
+        buf: Vec<u8>,
+        off: u64,
+    ) -> (io::Result<usize>, Vec<u8>) {
+        if self.uring
+            && let Some(ring) = Ring::current()
+        {
+            return ring.read_at(file.clone(), buf, off).await;
+        }
+        let file = file.clone();
+        self.pool
+            .run(move || {
+                let mut buf = buf;
+                let r = file.read_at(&mut buf, off);
+                (r, buf)
+            })
+            .await
+            .unwrap_or_else(|| (Err(pool_gone()), Vec::new()))
+    }
+
+    /// Writes `buf` at `off` (possibly partially); returns the count and the buffer.
+    pub async fn write_at(
+        &self,
+        file: &Arc<File>,
+        buf: Bytes,
+        off: u64,
+    ) -> (io::Result<usize>, Bytes) {
+        if self.uring
+            && let Some(ring) = Ring::current()
+        {
+            return ring.write_at(file.clone(), buf, off).await;
+        }
+        let file = file.clone();
+        self.pool
+            .run(move || {
+                let r = file.write_at(&buf, off);
+                (r, buf)
+            })
+            .await
+            .unwrap_or_else(|| (Err(pool_gone()), Bytes::new()))
+    }
+
+    /// Reads exactly `len` bytes at `off`. Short reads are retried; end of file before
+    /// `len` bytes is reported as `UnexpectedEof`, never returned as data.
+    pub async fn read_exact_at(
+        &self,
+        file: &Arc<File>,
+        len: usize,
+        off: u64,
+    ) -> io::Result<Vec<u8>> {
+        let mut out = vec![0u8; len];
+        let done = nowait_read(file.as_raw_fd(), &mut out, off);
+        let mut done = done;
+        while done < len {
+            let chunk = vec![0u8; len - done];
+            let (r, chunk) = self.read_at(file, chunk, off + done as u64).await;
+            match r {
+                Ok(0) => return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "short read")),
+                Ok(n) => {
+                    out[done..done + n].copy_from_slice(&chunk[..n]);
+                    done += n;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(out)
+    }
+
+    /// Writes all of `buf` at `off`, retrying short writes.
+    pub async fn write_all_at(
+        &self,
+        file: &Arc<File>,
+        mut buf: Bytes,
+        mut off: u64,
+    ) -> io::Result<()> {
+        while !buf.is_empty() {
+            let (r, b) = self.write_at(file, buf, off).await;
+            buf = b;
+            match r {
+                Ok(0) => return Err(io::Error::new(io::ErrorKind::WriteZero, "write returned 0")),
+                Ok(n) if n <= buf.len() => {
+                    let _ = buf.split_to(n);
+                    off += n as u64;
+                }
+                Ok(_) => return Err(io::Error::other("write returned more than requested")),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+}
+
+fn pool_gone() -> io::Error {
+    io::Error::other("store I/O thread pool is gone")
+}
+
+/// Copies what is already in the page cache at `off` into `buf` without blocking
+/// (preadv2 with RWF_NOWAIT). Returns the number of leading bytes copied.
+pub(crate) fn nowait_read(fd: RawFd, buf: &mut [u8], off: u64) -> usize {
+    let mut done = 0usize;
+    while done < buf.len() {
+        let rest = &mut buf[done..];
+        let iov = libc::iovec { iov_base: rest.as_mut_ptr().cast(), iov_len: rest.len() };
+        // SAFETY: `iov` points at `rest`, a live, exclusively borrowed buffer of
+        // `iov_len` bytes; the kernel writes at most that many bytes into it.
+        let n = unsafe {
+            libc::preadv2(fd, &iov, 1, (off + done as u64) as libc::off_t, libc::RWF_NOWAIT)
+        };
+        if n <= 0 {
+            break;
+        }
+        done += n as usize;
+    }
+    done
+}
+
+/// Whether `len` bytes at `off` are all resident in the page cache. The probe reads
+/// the range with RWF_NOWAIT into a small scratch buffer that every iovec aliases, so
+/// it costs one syscall per 4 MiB and never faults in a page (mincore would need mmap).
+pub(crate) fn is_resident(fd: RawFd, off: u64, len: u64) -> bool {
+    const CHUNK: usize = 64 * 1024;
+    const IOVS: usize = 64;
+    thread_local! {
+        static SCRATCH: RefCell<Vec<u8>> = RefCell::new(vec![0u8; CHUNK]);
+    }
+    SCRATCH.with(|s| {
+        let mut s = s.borrow_mut();
+        let base = s.as_mut_ptr();
+        let mut pos = 0u64;
+        while pos < len {
+            let want = (len - pos).min((CHUNK * IOVS) as u64);
+            let n_iov = (want as usize).div_ceil(CHUNK);
+            let mut iovs = [libc::iovec { iov_base: base.cast(), iov_len: CHUNK }; IOVS];
+            let last = want as usize - (n_iov - 1) * CHUNK;
+            iovs[n_iov - 1].iov_len = last;
+            // SAFETY: every iovec points at the same live scratch buffer of CHUNK bytes
+            // and no iovec is longer than that; the kernel only writes into it, and
+            // aliasing iovecs merely overwrite each other's bytes, which we discard.
+            let n = unsafe {
+                libc::preadv2(
+                    fd,
+                    iovs.as_ptr(),
+                    n_iov as libc::c_int,
+                    (off + pos) as libc::off_t,
+                    libc::RWF_NOWAIT,
+                )
+            };
+            if n <= 0 || (n as u64) < want {
+                return false;
+            }
+            pos += want;
+        }
+        true
+    })
+}
+
+// === impl Pool ===
+
+type Job = Box<dyn FnOnce() + Send>;
+
+/// Fallback I/O threads: blocking pread/pwrite off the workers, results back through
+/// oneshot channels.
+struct Pool {
+    tx: Mutex<mpsc::Sender<Job>>,
+}
+
+impl Pool {
+    fn new(n: usize) -> io::Result<Pool> {
+        let (tx, rx) = mpsc::channel::<Job>();
+        let rx = Arc::new(Mutex::new(rx));
+        for i in 0..n {
+            let rx = rx.clone();
+            std::thread::Builder::new().name(format!("reel-store-io-{i}")).spawn(move || {
+                loop {
+                    let job = match rx.lock() {
+                        Ok(rx) => rx.recv(),
+                        Err(_) => return,
+                    };
+                    match job {
+                        Ok(job) => job(),
+                        Err(_) => return,
+                    }
+                }
+            })?;
+        }
+        Ok(Pool { tx: Mutex::new(tx) })
+    }
+
+    async fn run<T: Send + 'static>(&self, f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let job: Job = Box::new(move || {
+            let _ = tx.send(f());
+        });
+        self.tx.lock().ok()?.send(job).ok()?;
+        rx.await.ok()
+    }
+}
+
+// === impl Ring ===
+
+/// What an in-flight operation keeps alive until the kernel completes it.
+#[expect(dead_code, reason = "the Arc<File> is held only to keep the descriptor open")]
+enum Keep {
+    Read(Vec<u8>, Arc<File>),
+    Write(Bytes, Arc<File>),
+}
+
+enum Slot {
+    Free,
+    Pending(Keep, Option<Waker>),
+    Done(i32, Keep),
+    Abandoned(Keep),
+}
+
+/// One worker thread's ring. Per-thread state, so `Rc`/`RefCell`.
+struct Ring {
+    uring: RefCell<IoUring>,
+    slots: RefCell<Vec<Slot>>,
+    free: RefCell<Vec<usize>>,
+    efd: AsyncFd<OwnedFd>,
+    /// The runtime whose reactor the eventfd is registered with.
+    rt: tokio::runtime::Id,
+}
+
+thread_local! {
+    static RING: RefCell<Option<Rc<Ring>>> = const { RefCell::new(None) };
+    static RING_BROKEN: Cell<bool> = const { Cell::new(false) };
+}
+
+impl Ring {
+    /// This thread's ring, created on first use. `None` (use the pool) outside a tokio
+    /// runtime or if the ring cannot be set up on this thread (e.g. RLIMIT_MEMLOCK).
+    fn current() -> Option<Rc<Ring>> {
+        if RING_BROKEN.with(|b| b.get()) {
+            return None;
+        }
+        let rt = tokio::runtime::Handle::try_current().ok()?.id();
+        if let Some(r) = RING.with(|r| r.borrow().clone())
+            && r.rt == rt
+        {
+            return Some(r);
+        }
+        // First use on this thread, or a new runtime on it (tests): a fresh ring
+        // registered with the current reactor.
+        match Ring::new(rt) {
+            Ok(r) => {
+                let r = Rc::new(r);
+                RING.with(|s| *s.borrow_mut() = Some(r.clone()));
+                Some(r)
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot set up io_uring on this thread, using I/O threads");
+                RING_BROKEN.with(|b| b.set(true));
+                None
+            }
+        }
+    }
+
+    fn new(rt: tokio::runtime::Id) -> io::Result<Ring> {
+        let uring = IoUring::new(RING_ENTRIES)?;
+        // SAFETY: eventfd has no memory-safety preconditions; the result is checked.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `fd` is a freshly created descriptor that nothing else owns.
+        let efd = unsafe { OwnedFd::from_raw_fd(fd) };
+        uring.submitter().register_eventfd(efd.as_raw_fd())?;
+        // SAFETY: the AsyncFd takes ownership of the OwnedFd, which keeps the eventfd
+        // open and always reports the same descriptor for the AsyncFd's whole life.
+        let efd = unsafe { AsyncFd::register_with_interest(efd, tokio::io::Interest::READABLE) }?;
+        Ok(Ring {
+            uring: RefCell::new(uring),
+            slots: RefCell::default(),
+            free: RefCell::default(),
+            efd,
+            rt,
+        })
+    }
+
+    async fn read_at(
+        self: Rc<Self>,
+        file: Arc<File>,
+        mut buf: Vec<u8>,
+        off: u64,
+    ) -> (io::Result<usize>, Vec<u8>) {
+        let len = buf.len().min(u32::MAX as usize) as u32;
+        let sqe = opcode::Read::new(types::Fd(file.as_raw_fd()), buf.as_mut_ptr(), len)
+            .offset(off)
+            .build();
+        match self.run(sqe, Keep::Read(buf, file)).await {
+            (r, Some(Keep::Read(b, _))) => (r, b),
+            (r, _) => (r.and(Err(io::Error::other("ring lost buffer"))), Vec::new()),
+        }
+    }
+
+    async fn write_at(
+        self: Rc<Self>,
+        file: Arc<File>,
+        buf: Bytes,
+        off: u64,
+    ) -> (io::Result<usize>, Bytes) {
+        let len = buf.len().min(u32::MAX as usize) as u32;
+        let sqe =
+            opcode::Write::new(types::Fd(file.as_raw_fd()), buf.as_ptr(), len).offset(off).build();
+        match self.run(sqe, Keep::Write(buf, file)).await {
+            (r, Some(Keep::Write(b, _))) => (r, b),
+            (r, _) => (r.and(Err(io::Error::other("ring lost buffer"))), Bytes::new()),
+        }
+    }
+
+    /// Submits `sqe` whose buffers live in `keep` and waits for its completion.
+    async fn run(
+        self: Rc<Self>,
+        sqe: io_uring::squeue::Entry,
+        keep: Keep,
+    ) -> (io::Result<usize>, Option<Keep>) {
+        let idx = {
+            let mut slots = self.slots.borrow_mut();
+            match self.free.borrow_mut().pop() {
+                Some(i) => {
+                    slots[i] = Slot::Pending(keep, None);
+                    i
+                }
+                None => {
+                    slots.push(Slot::Pending(keep, None));
+                    slots.len() - 1
+                }
+            }
+        };
+        let sqe = sqe.user_data(idx as u64);
+        if let Err(e) = self.push(&sqe) {
+            let keep = match std::mem::replace(&mut self.slots.borrow_mut()[idx], Slot::Free) {
+                Slot::Pending(k, _) => Some(k),
+                _ => None,
+            };
+            self.free.borrow_mut().push(idx);
+            return (Err(e), keep);
+        }
+        let mut guard = OpGuard { ring: &self, idx, armed: true };
+        loop {
+            if let Some((res, keep)) = guard.take() {
+                let r = if res < 0 {
+                    Err(io::Error::from_raw_os_error(-res))
+                } else {
+                    Ok(res as usize)
+                };
+                return (r, Some(keep));
+            }
+            // Register our waker so a reap by another task on this thread wakes us.
+            poll_fn(|cx| {
+                if let Slot::Pending(_, w) = &mut self.slots.borrow_mut()[idx] {
+                    *w = Some(cx.waker().clone());
+                }
+                Poll::Ready(())
+            })
+            .await;
+            tokio::select! {
+                biased;
+                r = self.efd.readable() => match r {
+                    Ok(mut g) => {
+                        g.clear_ready();
+                        let mut cnt = [0u8; 8];
+                        // SAFETY: reads at most 8 bytes into the local array `cnt`.
+                        let _ = unsafe { libc::read(self.efd.as_raw_fd(), cnt.as_mut_ptr().cast(), 8) };
+                        self.reap();
+                    }
+                    Err(e) => {
+                        // The runtime that owns the eventfd registration is gone;
+                        // drop the ring from this thread so the next use makes a new one.
+                        RING.with(|s| *s.borrow_mut() = None);
+                        guard.armed = true;
+                        return (Err(e), None);
+                    }
+                },
+                _ = Woken { ring: &self, idx } => {}
+            }
+        }
+    }
+
+    fn push(&self, sqe: &io_uring::squeue::Entry) -> io::Result<()> {
+        let mut uring = self.uring.borrow_mut();
+        loop {
+            // SAFETY: the buffers referenced by `sqe` are owned by the slot named by
+            // its user_data and stay alive (parked as `Abandoned` if the caller goes
+            // away) until its completion is reaped.
+            let pushed = unsafe { uring.submission().push(sqe).is_ok() };
+            if pushed {
+                break;
+            }
+            uring.submit()?;
+        }
+        uring.submit()?;
+        Ok(())
+    }
+
+    fn reap(&self) {
+        let mut uring = self.uring.borrow_mut();
+        let mut slots = self.slots.borrow_mut();
+        for cqe in uring.completion() {
+            let idx = cqe.user_data() as usize;
+            let Some(slot) = slots.get_mut(idx) else { continue };
+            match std::mem::replace(slot, Slot::Free) {
+                Slot::Pending(keep, waker) => {
+                    *slot = Slot::Done(cqe.result(), keep);
+                    if let Some(w) = waker {
+                        w.wake();
+                    }
+                }
+                Slot::Abandoned(_) => self.free.borrow_mut().push(idx),
+                other => *slot = other,
+            }
+        }
+    }
+}
+
+impl Drop for Ring {
+    fn drop(&mut self) {
+        // Operations may still be in flight; the kernel could write into their buffers
+        // after we free them, so leak those buffers instead.
+        for slot in self.slots.get_mut().drain(..) {
+            match slot {
+                Slot::Pending(k, _) | Slot::Abandoned(k) => std::mem::forget(k),
+                Slot::Done(..) | Slot::Free => {}
+            }
+        }
+    }
+}
+
+/// Parks the slot's buffers if the operation future is dropped before completion.
+struct OpGuard<'a> {
+    ring: &'a Ring,
+    idx: usize,
+    armed: bool,
+}
+
+impl OpGuard<'_> {
+    fn take(&mut self) -> Option<(i32, Keep)> {
+        let mut slots = self.ring.slots.borrow_mut();
+        if !matches!(slots[self.idx], Slot::Done(..)) {
+            return None;
+        }
+        match std::mem::replace(&mut slots[self.idx], Slot::Free) {
+            Slot::Done(r, k) => {
+                self.armed = false;
+                self.ring.free.borrow_mut().push(self.idx);
+                Some((r, k))
+            }
+            _ => None,
+        }
+    }
+}
+
+impl Drop for OpGuard<'_> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let mut slots = self.ring.slots.borrow_mut();
+        match std::mem::replace(&mut slots[self.idx], Slot::Free) {
+            Slot::Pending(k, _) => slots[self.idx] = Slot::Abandoned(k),
+            Slot::Done(..) => self.ring.free.borrow_mut().push(self.idx),
+            other => slots[self.idx] = other,
+        }
+    }
+}
+
+/// Resolves once the slot is no longer pending (another task reaped it for us).
+struct Woken<'a> {
+    ring: &'a Ring,
+    idx: usize,
+}
+
+impl std::future::Future for Woken<'_> {
+    type Output = ();
+    fn poll(self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<()> {
+        match &mut self.ring.slots.borrow_mut()[self.idx] {
+            Slot::Pending(_, w) => {
+                *w = Some(cx.waker().clone());
+                Poll::Pending
+            }
+            _ => Poll::Ready(()),
+        }
+    }
+}
+
+/// Whether this thread currently drives an io_uring.
+#[cfg(test)]
+pub(crate) fn thread_has_ring() -> bool {
+    RING.with(|r| r.borrow().is_some())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn round_trip(mode: IoMode) {
+        let dir = tempfile::tempdir().unwrap();
+        let f = Arc::new(
+            std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .open(dir.path().join("f"))
+                .unwrap(),
+        );
+        let io = Io::new(mode).unwrap();
+        io.write_all_at(&f, Bytes::from(vec![7u8; 100_000]), 4096).await.unwrap();
+        let got = io.read_exact_at(&f, 100_000, 4096).await.unwrap();
+        assert!(got.iter().all(|&b| b == 7));
+        // Past the end of file: must be an error, never a short success.
+        let err = io.read_exact_at(&f, 10, 104_090).await.unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::UnexpectedEof);
+        assert!(is_resident(f.as_raw_fd(), 4096, 100_000));
+        if mode == IoMode::Uring {
+            assert!(thread_has_ring());
+        }
+    }
+
+    #[tokio::test]
+    async fn uring_round_trip_and_short_read_is_error() {
+        round_trip(IoMode::Uring).await;
+    }
+
+    #[tokio::test]
+    async fn threads_round_trip_and_short_read_is_error() {
+        round_trip(IoMode::Threads).await;
+    }
+
+    #[tokio::test]
+    async fn dropped_uring_read_parks_buffer_until_completion() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = Arc::new(File::create(dir.path().join("f")).unwrap());
+        let io = Io::new(IoMode::Uring).unwrap();
+        let f2 = Arc::new(File::open(dir.path().join("f")).unwrap());
+        drop(f);
+        {
+            let fut = io.read_at(&f2, vec![0u8; 4096], 0);
+            let mut fut = std::pin::pin!(fut);
+            let _ = futures_poll_once(fut.as_mut()).await;
+        }
+        let (r, _) = io.read_at(&f2, vec![0u8; 16], 0).await;
+        assert_eq!(r.unwrap(), 0);
+    }
+
+    async fn futures_poll_once<F: std::future::Future + Unpin>(mut f: F) -> Option<F::Output> {
+        poll_fn(|cx| match std::pin::Pin::new(&mut f).poll(cx) {
+            Poll::Ready(v) => Poll::Ready(Some(v)),
+            Poll::Pending => Poll::Ready(None),
+        })
+        .await
+    }
+}
