@@ -243,7 +243,15 @@ async fn wait_request(
     tokio::pin!(idle);
     loop {
         if *drain_live && *drain.borrow_and_update() {
-            return Wait::Closed(CloseReason::Drain);
+            // A request the client already sent is answered (with `Connection: close`)
+            // rather than dropped; only a truly idle connection closes at once. The
+            // yield lets the reactor poll epoll so readiness for bytes already in the
+            // kernel is known.
+            tokio::task::yield_now().await;
+            return match io.try_read_now() {
+                Ok(n) if n > 0 => Wait::Data,
+                _ => Wait::Closed(CloseReason::Drain),
+            };
         }
         tokio::select! {
             r = io.read_more() => return match r {

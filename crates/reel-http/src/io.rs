@@ -74,6 +74,17 @@ impl Io {
         }
     }
 
+    /// Reads whatever is already in the socket without waiting; `WouldBlock` when
+    /// nothing is, `Ok(0)` at EOF.
+    pub(crate) fn try_read_now(&mut self) -> io::Result<usize> {
+        if self.rbuf.capacity() - self.rbuf.len() < READ_CHUNK / 4 {
+            self.rbuf.reserve(READ_CHUNK);
+        }
+        let n = self.stream.try_read_buf(&mut self.rbuf)?;
+        self.bytes_read += n as u64;
+        Ok(n)
+    }
+
     async fn wait_writable(&self) -> io::Result<()> {
         tokio::time::timeout(self.stall, self.stream.writable()).await.map_err(|_| timed_out())?
     }

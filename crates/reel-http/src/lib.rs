@@ -43,8 +43,11 @@
 //!   handler ([`Response::for_unsupported_method`] builds 405/501).
 //! * **Keep-alive.** HTTP/1.1 keeps the connection unless `Connection: close`;
 //!   HTTP/1.0 only with `Connection: keep-alive` (echoed back). Pipelined requests
-//!   are answered in order. Unread request bodies up to [`DRAIN_LIMIT`] are discarded
-//!   before the response; larger ones close the connection.
+//!   are answered in order. An unread `Content-Length` body of up to [`DRAIN_LIMIT`]
+//!   bytes is discarded before the response is written; a larger one, an unread
+//!   chunked body, or a body whose `100 Continue` was never sent closes the connection
+//!   after the response (which then carries `Connection: close`). On drain, a request
+//!   already received is still answered (with `Connection: close`).
 //! * **Timeouts.** `header_timeout` runs from the first byte of a head (slowloris →
 //!   408 + close); `idle_timeout` closes idle keep-alive connections silently and also
 //!   bounds stalled body reads and writes. After an error response the socket is
