@@ -41,11 +41,7 @@ fn encode_response_head(c: &mut Criterion) {
         .header("age", "12")
         .header("x-cache", "HIT")
         .bytes(vec![0u8; 1024]);
-    let ctx = HeadContext {
-        version: Version::Http11,
-        head_request: false,
-        keep_alive: true,
-    };
+    let ctx = HeadContext { version: Version::Http11, head_request: false, keep_alive: true };
     let mut out = Vec::with_capacity(1024);
     c.bench_function("http/encode_hit_head", |b| {
         b.iter(|| {
