@@ -1,5 +1,15 @@
 //! The cache path: keys, RFC 9111 policy, coalesced streaming misses, hits.
 #![forbid(unsafe_code)]
 
+//! Two layers: [`key`] and [`policy`] are pure functions of RFC 9111 / 9110; [`path`]
+//! runs them against the store and the origin for each request.
+
 pub mod key;
+pub mod path;
 pub mod policy;
+
+pub use path::inflight::Inflight;
+pub use path::settings::{Settings, Site};
+pub use path::shared::{PurgeError, SharedCache};
+pub use path::tag::Tag;
+pub use path::worker::WorkerCache;

@@ -41,8 +41,10 @@ pub trait Handler: 'static {
     /// Called after each response to a parsed request was written (or failed):
     /// `status` as sent, `bytes` written for the whole response including head,
     /// `elapsed` from the complete head to the end of the response. Default: no-op.
-    fn on_response(&self, req: &Request, status: u16, bytes: u64, elapsed: Duration) {
-        let _ = (req, status, bytes, elapsed);
+    /// `tag` is the [`Response::tag`] the handler set (0 when the connection loop replaced
+    /// the response, e.g. with a 413).
+    fn on_response(&self, req: &Request, status: u16, bytes: u64, elapsed: Duration, tag: u64) {
+        let _ = (req, status, bytes, elapsed, tag);
     }
 
     /// Called when a request head is refused before reaching [`Handler::handle`] (400,
@@ -185,7 +187,7 @@ pub async fn serve_connection<H: Handler>(
                 BodyError::Malformed(_) => resp = Response::error(400),
                 BodyError::Timeout => resp = Response::error(408),
                 BodyError::Incomplete | BodyError::Io(_) => {
-                    handler.on_response(&req, 0, 0, started.elapsed());
+                    handler.on_response(&req, 0, 0, started.elapsed(), resp.tag);
                     break 'conn CloseReason::Body(err);
                 }
             }
@@ -197,7 +199,7 @@ pub async fn serve_connection<H: Handler>(
                 must_close = true;
                 body_failure = Some(BodyError::Incomplete);
             } else if let Err(e) = body.discard().await {
-                handler.on_response(&req, 0, 0, started.elapsed());
+                handler.on_response(&req, 0, 0, started.elapsed(), resp.tag);
                 break 'conn CloseReason::Body(e);
             }
         }
@@ -209,10 +211,17 @@ pub async fn serve_connection<H: Handler>(
             head_request: *req.method() == Method::Head,
             keep_alive,
         };
+        let tag = resp.tag;
         let result = write_response(&mut io, &mut wbuf, resp, &ctx).await;
         requests += 1;
         let (status, write_result) = result;
-        handler.on_response(&req, status, io.bytes_written - written_before, started.elapsed());
+        handler.on_response(
+            &req,
+            status,
+            io.bytes_written - written_before,
+            started.elapsed(),
+            tag,
+        );
         match write_result {
             Ok(true) => {}
             Ok(false) => {

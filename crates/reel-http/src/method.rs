@@ -80,6 +80,13 @@ impl Method {
     pub fn is_known(&self) -> bool {
         !matches!(self, Method::Other(_))
     }
+
+    /// Whether the method is unsafe (RFC 9110 section 9.2.1): a successful response to it
+    /// invalidates stored responses for its target (RFC 9111 section 4.4). Unknown methods
+    /// are treated as unsafe.
+    pub fn is_unsafe(&self) -> bool {
+        !matches!(self, Method::Get | Method::Head | Method::Options | Method::Trace)
+    }
 }
 
 impl fmt::Display for Method {

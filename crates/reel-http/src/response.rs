@@ -139,17 +139,44 @@ pub struct Response {
     /// or 304 (the length a GET would have had, RFC 9110 sections 8.6 and 9.3.2).
     /// Ignored for [`Body::Bytes`] and [`Body::File`], whose length is known.
     pub content_length: Option<u64>,
+    /// Pre-encoded `name: value\r\n` lines written after the generated fields and before
+    /// [`Response::headers`], as they are: for a cache replaying a stored header section
+    /// without copying it field by field. The producer must have validated the lines and
+    /// left out the fields the writer generates.
+    pub raw_headers: Bytes,
+    /// An opaque value handed back to [`Handler::on_response`](crate::Handler::on_response)
+    /// (e.g. how the response was produced, for logs and metrics).
+    pub tag: u64,
 }
 
 impl Response {
     /// A response with `status`, no fields and an empty body.
     pub fn new(status: u16) -> Self {
-        Self { status, headers: Vec::new(), body: Body::Empty, content_length: None }
+        Self {
+            status,
+            headers: Vec::new(),
+            body: Body::Empty,
+            content_length: None,
+            raw_headers: Bytes::new(),
+            tag: 0,
+        }
     }
 
     /// Appends a field.
     pub fn header(mut self, name: impl Into<HeaderName>, value: impl Into<Bytes>) -> Self {
         self.headers.push((name.into(), value.into()));
+        self
+    }
+
+    /// Sets the pre-encoded header block (see [`Response::raw_headers`]).
+    pub fn raw_headers(mut self, block: Bytes) -> Self {
+        self.raw_headers = block;
+        self
+    }
+
+    /// Sets the tag handed back to `on_response`.
+    pub fn tagged(mut self, tag: u64) -> Self {
+        self.tag = tag;
         self
     }
 
@@ -305,6 +332,7 @@ pub fn encode_head(resp: &Response, ctx: &HeadContext, out: &mut Vec<u8>) -> Enc
         // RFC 9112 section 9.3: a 1.0 client only keeps the connection if told so.
         out.extend_from_slice(b"connection: keep-alive\r\n");
     }
+    out.extend_from_slice(&resp.raw_headers);
     for (name, value) in &resp.headers {
         if is_generated(name) || !valid_name(name) || !valid_value(value) {
             tracing::warn!(field = %name, "dropping invalid or framing response field");
@@ -401,6 +429,23 @@ mod tests {
         assert!(s.ends_with("x-a: 1\r\n\r\n"));
         assert!(!s.contains("connection"));
         assert_eq!(e.framing, Framing::Length(5));
+    }
+
+    #[test]
+    fn raw_header_block_goes_between_generated_and_handler_fields() {
+        let r = Response::new(200)
+            .raw_headers(Bytes::from_static(b"etag: \"v1\"\r\ncache-control: max-age=60\r\n"))
+            .header("age", "3")
+            .bytes("x")
+            .tagged(7);
+        let (s, _) = enc(&r, ctx(false, true));
+        assert!(
+            s.ends_with(
+                "content-length: 1\r\netag: \"v1\"\r\ncache-control: max-age=60\r\nage: 3\r\n\r\n"
+            ),
+            "{s}"
+        );
+        assert_eq!(r.tag, 7);
     }
 
     #[test]

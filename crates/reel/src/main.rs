@@ -1,9 +1,74 @@
-//! The `reel` binary: parses the CLI and config, builds the runtime and runs.
-use mimalloc::MiMalloc;
+//! The `reel` binary: parses the CLI and the config, then runs a subcommand.
+//!
+//! - `reel serve --config F [--origin URL]` (the default subcommand) runs the server;
+//! - `reel check --config F` validates a config like `nginx -t` (exit 64 on problems);
+//! - `reel plan --config F [--format text|env]` prints the core plan.
+
+mod admin;
+mod alloc;
+mod check;
+mod live;
+mod logging;
+mod plan;
+mod server;
+mod worker;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
 
 #[global_allocator]
-static GLOBAL: MiMalloc = MiMalloc;
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-fn main() -> anyhow::Result<()> {
-    Ok(())
+/// Exit status for a bad config or bad usage (sysexits.h `EX_USAGE`): systemd's
+/// `RestartPreventExitStatus=64` keeps a broken config from restarting in a loop.
+pub const EX_USAGE: u8 = 64;
+
+const DEFAULT_CONFIG: &str = "config/reel.toml";
+
+#[derive(Parser)]
+#[command(name = "reel", version, about = "Edge CDN cache for HTTP video segments")]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    /// Config file (when no subcommand is given, `serve` runs with it).
+    #[arg(long, short, global = true)]
+    config: Option<PathBuf>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the server (the default).
+    Serve {
+        /// Serve every Host from this one origin (`http://HOST:PORT`), on top of the config.
+        #[arg(long)]
+        origin: Option<String>,
+    },
+    /// Validate the config and exit: 0 if it is valid, 64 with every problem listed.
+    Check,
+    /// Print the core plan: each CPU, its role, and the evidence.
+    Plan {
+        /// `text` (a table) or `env` (shell assignments for reel-irq.sh).
+        #[arg(long, default_value = "text")]
+        format: plan::Format,
+    },
+}
+
+fn main() -> ExitCode {
+    alloc::configure();
+    let cli = Cli::parse();
+    let config = cli.config.unwrap_or_else(|| PathBuf::from(DEFAULT_CONFIG));
+    let result = match cli.command.unwrap_or(Command::Serve { origin: None }) {
+        Command::Check => return check::run(&config),
+        Command::Plan { format } => plan::run(&config, format),
+        Command::Serve { origin } => server::run(server::ServeArgs { config, origin }),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("reel: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
 }

@@ -1,0 +1,223 @@
+//! One origin fetch per key at a time, across every worker.
+//!
+//! The first request for a key that is neither stored nor being fetched becomes the
+//! *leader* and gets a [`Lead`]; every later request for the same key gets a [`Follow`]
+//! and waits on a `watch` channel, woken the moment the leader knows what the origin
+//! said (no polling interval). Once the leader has started writing the object into the
+//! store ([`State::Filling`]), followers read it from there while it is still arriving,
+//! so their first byte comes with the origin's. Dropping a `Lead` without publishing
+//! anything tells followers the fetch failed, so a leader that panics or whose client
+//! vanished before the origin answered never strands them.
+//!
+//! The map is sharded by key hash; a shard's mutex is held only to insert or remove an
+//! entry, never across an await.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::watch;
+
+const SHARDS: usize = 32;
+
+/// What followers learn about the leader's fetch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum State {
+    /// The origin has not answered yet.
+    Waiting,
+    /// The response is being written to the store: look the key up and stream it.
+    Filling,
+    /// The response could not be shared (not storable, or the store refused it):
+    /// followers fetch on their own.
+    NotShared,
+    /// The fetch finished and the store has the result (revalidated or stored): look up again.
+    Done,
+    /// The fetch failed; followers answer with this status (502/504) or stale content.
+    Failed(u16),
+}
+
+type Shard = Mutex<HashMap<Box<[u8]>, Arc<watch::Sender<State>>>>;
+
+/// The cross-worker in-flight map.
+#[derive(Default)]
+pub struct Inflight {
+    shards: Vec<Shard>,
+}
+
+/// The leader's handle. Publishing updates followers; dropping it removes the entry.
+pub struct Lead {
+    map: Arc<Inflight>,
+    key: Box<[u8]>,
+    tx: Arc<watch::Sender<State>>,
+    finished: bool,
+}
+
+/// A follower's handle.
+pub struct Follow {
+    rx: watch::Receiver<State>,
+}
+
+/// Either role.
+pub enum Role {
+    /// Fetch from the origin and publish.
+    Lead(Lead),
+    /// Wait for the leader.
+    Follow(Follow),
+}
+
+impl Inflight {
+    /// An empty map.
+    pub fn new() -> Arc<Inflight> {
+        Arc::new(Inflight { shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect() })
+    }
+
+    fn shard(&self, key: &[u8]) -> &Shard {
+        let h = xxhash_rust::xxh3::xxh3_64(key) as usize;
+        &self.shards[h % self.shards.len()]
+    }
+
+    /// Becomes the leader for `key`, or a follower of the current leader.
+    pub fn join(self: &Arc<Self>, key: &[u8]) -> Role {
+        let Ok(mut shard) = self.shard(key).lock() else {
+            // A poisoned shard only means another thread panicked while holding it; the
+            // map is still consistent (inserts and removes are single operations).
+            return self.lead_unshared(key);
+        };
+        if let Some(tx) = shard.get(key) {
+            return Role::Follow(Follow { rx: tx.subscribe() });
+        }
+        let tx = Arc::new(watch::channel(State::Waiting).0);
+        shard.insert(key.into(), tx.clone());
+        Role::Lead(Lead { map: self.clone(), key: key.into(), tx, finished: false })
+    }
+
+    /// Only becomes the leader if nobody is fetching `key` (background revalidation).
+    pub fn try_lead(self: &Arc<Self>, key: &[u8]) -> Option<Lead> {
+        match self.join(key) {
+            Role::Lead(l) => Some(l),
+            Role::Follow(_) => None,
+        }
+    }
+
+    fn lead_unshared(self: &Arc<Self>, key: &[u8]) -> Role {
+        let tx = Arc::new(watch::channel(State::Waiting).0);
+        Role::Lead(Lead { map: self.clone(), key: key.into(), tx, finished: true })
+    }
+
+    /// Keys being fetched right now.
+    pub fn len(&self) -> usize {
+        self.shards.iter().map(|s| s.lock().map(|m| m.len()).unwrap_or(0)).sum()
+    }
+
+    /// Whether nothing is being fetched.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn remove(&self, key: &[u8], tx: &Arc<watch::Sender<State>>) {
+        if let Ok(mut shard) = self.shard(key).lock() {
+            if shard.get(key).is_some_and(|cur| Arc::ptr_eq(cur, tx)) {
+                shard.remove(key);
+            }
+        }
+    }
+}
+
+impl Lead {
+    /// Tells followers what happened. `Filling` keeps the entry (late arrivals find the
+    /// store's fill directly); any other state also ends the leadership.
+    pub fn publish(&mut self, s: State) {
+        self.tx.send_replace(s);
+        if s != State::Filling && s != State::Waiting {
+            self.finish();
+        }
+    }
+
+    /// Removes the entry: later requests look the store up (or lead a new fetch).
+    pub fn finish(&mut self) {
+        if !self.finished {
+            self.finished = true;
+            self.map.remove(&self.key, &self.tx);
+        }
+    }
+}
+
+impl Drop for Lead {
+    fn drop(&mut self) {
+        if matches!(*self.tx.borrow(), State::Waiting) {
+            self.tx.send_replace(State::Failed(502));
+        }
+        self.finish();
+    }
+}
+
+impl Follow {
+    /// Waits until the leader publishes something other than `Waiting`.
+    pub async fn wait(mut self) -> State {
+        loop {
+            let s = *self.rx.borrow_and_update();
+            if s != State::Waiting {
+                return s;
+            }
+            if self.rx.changed().await.is_err() {
+                // The leader vanished without a word.
+                return match *self.rx.borrow() {
+                    State::Waiting => State::Failed(502),
+                    s => s,
+                };
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn one_leader_and_woken_followers() {
+        let m = Inflight::new();
+        let Role::Lead(mut lead) = m.join(b"k") else { panic!("first is the leader") };
+        let Role::Follow(f1) = m.join(b"k") else { panic!("second follows") };
+        let Role::Follow(f2) = m.join(b"k") else { panic!("third follows") };
+        assert!(m.try_lead(b"k").is_none());
+        let t = tokio::spawn(f1.wait());
+        lead.publish(State::Filling);
+        assert_eq!(t.await.unwrap(), State::Filling);
+        assert_eq!(m.len(), 1, "a filling key stays in the map");
+        lead.publish(State::Done);
+        assert_eq!(f2.wait().await, State::Done, "a late follower sees the latest news");
+        assert!(m.is_empty());
+        assert!(matches!(m.join(b"k"), Role::Lead(_)));
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_dropped_leader_fails_its_followers() {
+        let m = Inflight::new();
+        let Role::Lead(lead) = m.join(b"k") else { panic!() };
+        let Role::Follow(f) = m.join(b"k") else { panic!() };
+        drop(lead);
+        assert_eq!(f.wait().await, State::Failed(502));
+        assert!(m.is_empty());
+    }
+
+    #[test]
+    fn followers_on_other_threads_are_woken() {
+        let m = Inflight::new();
+        let Role::Lead(mut lead) = m.join(b"x") else { panic!() };
+        let handles: Vec<_> = (0..4)
+            .map(|_| {
+                let Role::Follow(f) = m.join(b"x") else { panic!() };
+                std::thread::spawn(move || {
+                    tokio::runtime::Builder::new_current_thread()
+                        .build()
+                        .unwrap()
+                        .block_on(f.wait())
+                })
+            })
+            .collect();
+        lead.publish(State::NotShared);
+        for h in handles {
+            assert_eq!(h.join().unwrap(), State::NotShared);
+        }
+    }
+}

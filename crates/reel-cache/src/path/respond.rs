@@ -1,0 +1,273 @@
+//! Responses built from stored metadata, and bodies streamed out of the store.
+//!
+//! A complete hit whose pages are in the page cache leaves as one `sendfile(2)` from the
+//! store's volume file ([`LeasedRange`] keeps the volume's lease alive until the codec has
+//! sent it). An object still being filled, or a cold one, is streamed by a small task on
+//! the worker: file ranges as bytes become durable, or bytes read through the store's
+//! io_uring when the pages are not resident, so a cold disk read never blocks the worker.
+
+use std::any::Any;
+use std::cell::{Cell, RefCell};
+use std::io;
+use std::os::fd::{AsRawFd, RawFd};
+use std::rc::Rc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use bytes::{BufMut, Bytes, BytesMut};
+use reel_http::{Chunk, FileRange, Request, Response};
+use reel_store::{Filling, Hit};
+use tokio::sync::mpsc;
+
+use crate::policy::HeaderLookup;
+use crate::policy::meta::StoredMeta;
+
+/// Read size for cold objects and the largest file range handed to the codec at once.
+pub const STREAM_CHUNK: u64 = 256 * 1024;
+/// How long a residency probe of an object is trusted before probing again.
+const RESIDENT_TRUST: Duration = Duration::from_secs(1);
+
+/// The request's header section, for the policy functions.
+pub struct ReqHeaders<'a>(pub &'a Request);
+
+impl HeaderLookup for ReqHeaders<'_> {
+    fn get_all<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a [u8]> + 'a {
+        self.0.headers().filter(move |(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v)
+    }
+}
+
+/// Unix seconds now.
+pub fn unix_now() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+}
+
+const VARY_MARKER: &[u8] = b"\xffreel-vary\n";
+
+/// The field names a Vary marker object lists, if `meta` is one.
+///
+/// A response with `Vary` is stored under its variant key (primary key, a separator and
+/// the hash of the request's values for the listed fields); the primary key then holds a
+/// marker naming the fields, so a later request can compute its own variant key.
+pub fn vary_marker(meta: &[u8]) -> Option<Vec<String>> {
+    let rest = meta.strip_prefix(VARY_MARKER)?;
+    let s = std::str::from_utf8(rest).ok()?;
+    Some(s.split(',').filter(|n| !n.is_empty()).map(str::to_string).collect())
+}
+
+/// The metadata blob of a Vary marker.
+pub fn encode_vary_marker(names: &[String]) -> Bytes {
+    let mut b = BytesMut::from(VARY_MARKER);
+    b.put_slice(names.join(",").as_bytes());
+    b.freeze()
+}
+
+/// Stored metadata decoded once per worker and ready to answer with: the stored header
+/// section pre-encoded as one block, so a hit copies no header.
+pub struct Prepared {
+    /// The decoded metadata.
+    pub meta: StoredMeta,
+    /// `name: value\r\n` lines of the stored headers, minus those the codec generates.
+    pub raw: Bytes,
+    /// When this worker last saw the object's pages resident.
+    resident_at: Cell<Option<Instant>>,
+}
+
+/// Header fields never replayed from the store: framing and connection management are the
+/// codec's, `Age` is recomputed.
+fn replayed(name: &[u8]) -> bool {
+    const SKIP: &[&[u8]] =
+        &[b"content-length", b"transfer-encoding", b"connection", b"keep-alive", b"date", b"age"];
+    !SKIP.iter().any(|s| s.eq_ignore_ascii_case(name))
+}
+
+impl Prepared {
+    /// Pre-encodes `meta`'s headers.
+    pub fn new(meta: StoredMeta) -> Rc<Prepared> {
+        let mut raw = BytesMut::with_capacity(256);
+        for (n, v) in meta.headers() {
+            if replayed(n) {
+                raw.put_slice(n);
+                raw.put_slice(b": ");
+                raw.put_slice(v);
+                raw.put_slice(b"\r\n");
+            }
+        }
+        Rc::new(Prepared { meta, raw: raw.freeze(), resident_at: Cell::new(None) })
+    }
+
+    /// A response head for this object: stored status (or `status`), stored headers,
+    /// `Age` and our `Cache-Status`.
+    pub fn head(&self, status: u16, now: u64, cache_status: &'static [u8]) -> Response {
+        let age = self.meta.current_age(now).as_secs();
+        let mut buf = itoa::Buffer::new();
+        let mut r = Response::new(status).raw_headers(self.raw.clone());
+        r = r.header("age", Bytes::copy_from_slice(buf.format(age).as_bytes()));
+        r.header("cache-status", Bytes::from_static(cache_status))
+    }
+
+    /// Whether the range `off..off+len` of `hit` is in the page cache, trusting a recent
+    /// positive probe for [`RESIDENT_TRUST`] (one `preadv2(RWF_NOWAIT)` per object per
+    /// second, not per request).
+    pub fn resident(&self, hit: &Hit, off: u64, len: u64) -> bool {
+        let now = Instant::now();
+        if self.resident_at.get().is_some_and(|t| now.duration_since(t) < RESIDENT_TRUST) {
+            return true;
+        }
+        let r = hit.is_resident(off, len);
+        self.resident_at.set(r.then_some(now));
+        r
+    }
+}
+
+/// A per-worker cache of decoded metadata, keyed by the identity of the store's metadata
+/// blob (the store hands out clones of one `Bytes` per object version).
+#[derive(Default)]
+pub struct MetaCache {
+    // The blob is kept with its entry: the pointer identity is only valid while the blob
+    // lives, so a freed and reused address can never alias another object's metadata.
+    map: std::collections::HashMap<(usize, usize), (Bytes, Rc<Prepared>)>,
+}
+
+const META_CACHE_MAX: usize = 4096;
+
+impl MetaCache {
+    /// The prepared form of `blob`, decoding it on first use.
+    pub fn get(&mut self, blob: &Bytes) -> Option<Rc<Prepared>> {
+        let id = (blob.as_ptr() as usize, blob.len());
+        if let Some((_, p)) = self.map.get(&id) {
+            return Some(p.clone());
+        }
+        let meta = StoredMeta::decode(blob).ok()?;
+        if self.map.len() >= META_CACHE_MAX {
+            // Entries are cheap to rebuild; a full reset keeps the bound without an LRU.
+            self.map.clear();
+        }
+        let p = Prepared::new(meta);
+        self.map.insert(id, (blob.clone(), p.clone()));
+        Some(p)
+    }
+}
+
+/// A region of a volume file handed to the codec for `sendfile`. It keeps the store
+/// handle (and so the volume's lease) alive until the codec drops it.
+pub struct LeasedRange {
+    _keep: Rc<dyn Any>,
+    fd: RawFd,
+    offset: u64,
+    len: u64,
+}
+
+impl FileRange for LeasedRange {
+    fn fd(&self) -> RawFd {
+        self.fd
+    }
+    fn offset(&self) -> u64 {
+        self.offset
+    }
+    fn len(&self) -> u64 {
+        self.len
+    }
+}
+
+impl LeasedRange {
+    /// `len` bytes of `hit`'s body from `off`.
+    pub fn of_hit(hit: Rc<Hit>, off: u64, len: u64) -> Option<LeasedRange> {
+        let r = hit.file_range(off, len).ok()?;
+        let (fd, offset, len) = (r.fd.as_raw_fd(), r.offset, r.len);
+        Some(LeasedRange { _keep: hit, fd, offset, len })
+    }
+
+    /// `len` bytes of a filling object's body from `off` (already written).
+    pub fn of_filling(f: Rc<RefCell<Filling>>, off: u64, len: u64) -> Option<LeasedRange> {
+        let (fd, offset, len) = {
+            let b = f.borrow();
+            let r = b.file_range(off, len).ok()?;
+            (r.fd.as_raw_fd(), r.offset, r.len)
+        };
+        Some(LeasedRange { _keep: f, fd, offset, len })
+    }
+}
+
+fn gone(what: &str) -> io::Error {
+    io::Error::other(format!("stored object {what}"))
+}
+
+/// Streams `start..end` of a cold (not resident) complete object: resident pieces by
+/// sendfile, others read through the store's io_uring (or I/O threads).
+pub fn stream_cold_hit(hit: Rc<Hit>, start: u64, end: u64) -> mpsc::Receiver<io::Result<Chunk>> {
+    let (tx, rx) = mpsc::channel(2);
+    tokio::task::spawn_local(async move {
+        let mut pos = start;
+        while pos < end {
+            let n = (end - pos).min(STREAM_CHUNK);
+            let chunk = if hit.is_resident(pos, n) {
+                LeasedRange::of_hit(hit.clone(), pos, n)
+                    .map(|r| Chunk::File(Box::new(r)))
+                    .ok_or_else(|| gone("vanished"))
+            } else {
+                hit.read(pos, n).await.map(Chunk::Bytes).map_err(|e| gone(&e.to_string()))
+            };
+            let failed = chunk.is_err();
+            if tx.send(chunk).await.is_err() || failed {
+                return;
+            }
+            pos += n;
+        }
+    });
+    rx
+}
+
+/// Streams `start..end` (end `None`: to the end, whenever that is known) of an object
+/// still being filled, waking on each durable write. An aborted fill ends the stream
+/// with an error, so the connection closes instead of a short body.
+pub fn stream_filling(
+    f: Rc<RefCell<Filling>>,
+    start: u64,
+    end: Option<u64>,
+) -> mpsc::Receiver<io::Result<Chunk>> {
+    let (tx, rx) = mpsc::channel(4);
+    // The borrow across `wait_for` is sound: the other holders of `f` (the ranges queued
+    // for the codec) only keep it alive and never borrow it.
+    #[allow(clippy::await_holding_refcell_ref)]
+    tokio::task::spawn_local(async move {
+        let mut pos = start;
+        loop {
+            if end.is_some_and(|e| pos >= e) {
+                return;
+            }
+            // Wait for at least one byte past `pos` (or the end of the fill).
+            let st = {
+                let mut b = f.borrow_mut();
+                b.wait_for(pos + 1).await
+            };
+            let st = match st {
+                Ok(s) => s,
+                Err(e) => {
+                    let _ = tx.send(Err(gone(&e.to_string()))).await;
+                    return;
+                }
+            };
+            let mut avail = st.available;
+            if let Some(e) = end {
+                avail = avail.min(e);
+            }
+            if avail > pos {
+                let n = (avail - pos).min(STREAM_CHUNK * 4);
+                let Some(r) = LeasedRange::of_filling(f.clone(), pos, n) else {
+                    let _ = tx.send(Err(gone("vanished while filling"))).await;
+                    return;
+                };
+                if tx.send(Ok(Chunk::File(Box::new(r)))).await.is_err() {
+                    return;
+                }
+                pos += n;
+                continue;
+            }
+            if let Some(fin) = st.final_len {
+                if pos >= fin {
+                    return;
+                }
+            }
+        }
+    });
+    rx
+}

@@ -1,0 +1,314 @@
+//! The admin listener (default `127.0.0.1:9090`): `/metrics`, `/status`, reload, drain,
+//! resume and purge. It runs on its own thread with its own small runtime, off the
+//! workers, and speaks HTTP through the same codec as the data listeners.
+//!
+//! | method and path | what |
+//! |---|---|
+//! | `GET /metrics` | Prometheus text format |
+//! | `GET /status` | JSON: version, config hash and load time, core plan, workers, origins, store, reloads |
+//! | `POST /admin/reload` | re-read the config (like SIGHUP); 200 with the outcome, 400 with the errors |
+//! | `POST /admin/drain`, `POST /admin/resume` | `/healthz` answers 503 (draining) or resumes |
+//! | `POST /admin/purge?url=URL[&prefix=1][&soft=1]` | purge one URL, or every URL under a prefix |
+//!
+//! With a token configured, every request needs `Authorization: Bearer <token>` (401
+//! otherwise).
+
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::thread::JoinHandle;
+
+use anyhow::Context;
+use bytes::Bytes;
+use reel_http::{Handler, Method, Request, RequestBody, Response};
+use reel_ops::metrics::PromWriter;
+use serde_json::json;
+use tokio::sync::watch;
+use tracing::{info, warn};
+
+use crate::live::Shared;
+
+/// A running admin listener.
+pub struct Admin {
+    addr: SocketAddr,
+    stop: watch::Sender<bool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Admin {
+    /// The bound address.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Stops accepting and waits for the thread.
+    pub fn stop(mut self) {
+        let _ = self.stop.send(true);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Binds the admin address and serves it on a new thread.
+pub fn start(shared: Arc<Shared>) -> anyhow::Result<Admin> {
+    let cfg = &shared.live().cfg;
+    let addr = cfg.admin.address;
+    if !cfg.admin.token_env.is_empty() && cfg.admin.resolved_token().is_none() {
+        anyhow::bail!(
+            "admin.token_env names {:?}, which is not set in the environment",
+            cfg.admin.token_env
+        );
+    }
+    let std_listener =
+        std::net::TcpListener::bind(addr).with_context(|| format!("binding admin {addr}"))?;
+    std_listener.set_nonblocking(true)?;
+    let addr = std_listener.local_addr()?;
+    let (stop, stop_rx) = watch::channel(false);
+    let thread = std::thread::Builder::new().name("reel-admin".into()).spawn(move || {
+        let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+            Ok(rt) => rt,
+            Err(e) => {
+                warn!(error = %e, "admin runtime failed to start");
+                return;
+            }
+        };
+        let local = tokio::task::LocalSet::new();
+        local.block_on(&rt, serve(std_listener, shared, stop_rx));
+    })?;
+    Ok(Admin { addr, stop, thread: Some(thread) })
+}
+
+async fn serve(l: std::net::TcpListener, shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
+    let Ok(listener) = tokio::net::TcpListener::from_std(l) else { return };
+    let handler = Rc::new(AdminHandler { shared });
+    let limits = Rc::new(reel_http::Limits::default());
+    loop {
+        tokio::select! {
+            r = listener.accept() => {
+                let Ok((stream, peer)) = r else { continue };
+                let h = handler.clone();
+                let lim = limits.clone();
+                let d = stop.clone();
+                tokio::task::spawn_local(async move {
+                    reel_http::serve_connection(stream, peer, h, lim, d).await;
+                });
+            }
+            _ = stop.changed() => return,
+        }
+    }
+}
+
+struct AdminHandler {
+    shared: Arc<Shared>,
+}
+
+fn json_response(status: u16, v: serde_json::Value) -> Response {
+    let mut s = serde_json::to_string_pretty(&v).unwrap_or_else(|_| "{}".into());
+    s.push('\n');
+    Response::new(status)
+        .header("content-type", Bytes::from_static(b"application/json"))
+        .header("cache-control", Bytes::from_static(b"no-store"))
+        .bytes(s)
+}
+
+fn query_param<'a>(q: &'a str, name: &str) -> Option<&'a str> {
+    q.split('&').find_map(|kv| {
+        let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+        (k == name).then_some(v)
+    })
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+impl AdminHandler {
+    fn authorized(&self, req: &Request) -> bool {
+        let Some(token) = self.shared.live().cfg.admin.resolved_token() else { return true };
+        let Some(h) = req.header("authorization") else { return false };
+        let Some(given) = h.strip_prefix(b"Bearer ") else { return false };
+        constant_time_eq(given, token.as_bytes())
+    }
+
+    fn metrics(&self) -> Response {
+        let s = &self.shared;
+        let live = s.live_full();
+        let mut p = PromWriter::new();
+        p.workers(&s.metrics);
+        p.family("reel_connections_open", "gauge", "Open client connections, per worker.");
+        for (i, w) in s.worker_stats().iter().enumerate() {
+            let idx = i.to_string();
+            p.sample(
+                "reel_connections_open",
+                &[("worker", &idx)],
+                w.open.load(Ordering::Relaxed) as f64,
+            );
+        }
+        p.family("reel_connections_accepted_total", "counter", "Accepted connections, per worker.");
+        for (i, w) in s.worker_stats().iter().enumerate() {
+            let idx = i.to_string();
+            p.sample(
+                "reel_connections_accepted_total",
+                &[("worker", &idx)],
+                w.accepted.load(Ordering::Relaxed) as f64,
+            );
+        }
+        let st = s.store.stats();
+        for (name, kind, help, v) in [
+            ("reel_store_objects", "gauge", "Objects in the store.", st.objects as f64),
+            ("reel_store_bytes", "gauge", "Bytes used in the store.", st.bytes_used as f64),
+            ("reel_store_capacity_bytes", "gauge", "Store capacity.", st.capacity as f64),
+            ("reel_store_evictions_total", "counter", "Objects evicted.", st.evictions as f64),
+            (
+                "reel_store_write_errors_total",
+                "counter",
+                "Store write errors.",
+                st.write_errors as f64,
+            ),
+            (
+                "reel_store_read_errors_total",
+                "counter",
+                "Store read errors.",
+                st.read_errors as f64,
+            ),
+        ] {
+            p.family(name, kind, help);
+            p.sample(name, &[], v);
+        }
+        let rs = s.reload_status();
+        p.family("reel_reloads_total", "counter", "Configuration reloads attempted.");
+        p.sample("reel_reloads_total", &[], rs.attempts as f64);
+        p.family("reel_reload_failures_total", "counter", "Configuration reloads that failed.");
+        p.sample("reel_reload_failures_total", &[], rs.failures as f64);
+        p.family(
+            "reel_reload_last_success",
+            "gauge",
+            "1 if the last reload succeeded (1 before any).",
+        );
+        p.sample(
+            "reel_reload_last_success",
+            &[],
+            if rs.last_ok == Some(false) { 0.0 } else { 1.0 },
+        );
+        if let Some(l) = &live.access_log {
+            p.family("reel_access_log_dropped_lines_total", "counter", "Access-log lines dropped.");
+            p.sample("reel_access_log_dropped_lines_total", &[], l.dropped_lines() as f64);
+        }
+        p.family("reel_draining", "gauge", "1 while the node is draining.");
+        p.sample(
+            "reel_draining",
+            &[],
+            if s.health().is_some_and(|h| h.draining()) { 1.0 } else { 0.0 },
+        );
+        let mut text = p.finish();
+        live.origins.snapshot().render_prometheus(&mut text);
+        Response::new(200)
+            .header("content-type", Bytes::from_static(b"text/plain; version=0.0.4"))
+            .bytes(text)
+    }
+
+    fn status(&self) -> Response {
+        let s = &self.shared;
+        let live = s.live_full();
+        let loaded =
+            live.loaded_at.duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+        let plan: Vec<_> = s
+            .plan
+            .cpus
+            .iter()
+            .map(|c| json!({"cpu": c.cpu, "role": c.role.to_string(), "evidence": c.evidence}))
+            .collect();
+        let workers: Vec<_> = s
+            .worker_stats()
+            .iter()
+            .enumerate()
+            .map(|(i, w)| {
+                json!({
+                    "index": i,
+                    "cpu": s.plan.workers.get(i),
+                    "open_connections": w.open.load(Ordering::Relaxed),
+                    "accepted": w.accepted.load(Ordering::Relaxed),
+                    "pinned": w.pinned.load(Ordering::Relaxed),
+                })
+            })
+            .collect();
+        let st = s.store.stats();
+        json_response(
+            200,
+            json!({
+                "version": env!("CARGO_PKG_VERSION"),
+                "uptime_secs": s.started.elapsed().map(|d| d.as_secs()).unwrap_or(0),
+                "config": {
+                    "file": s.config_path.display().to_string(),
+                    "hash": live.cfg.hash(),
+                    "generation": live.generation,
+                    "loaded_at": loaded,
+                },
+                "reload": s.reload_status(),
+                "health": s.health().map(|h| h.answer().verdict.clone()),
+                "plan": {"cpus": plan, "workers": s.plan.workers, "irq_cpus": s.plan.irq_cpus, "warnings": s.plan.warnings},
+                "workers": workers,
+                "origins": live.origins.snapshot(),
+                "store": {
+                    "objects": st.objects, "bytes_used": st.bytes_used, "capacity": st.capacity,
+                    "evictions": st.evictions, "write_errors": st.write_errors,
+                    "read_errors": st.read_errors, "volumes": st.volumes,
+                    "quarantined_volumes": st.quarantined_volumes,
+                },
+            }),
+        )
+    }
+
+    async fn purge(&self, req: &Request) -> Response {
+        let q = req.query().unwrap_or("");
+        let Some(url) = query_param(q, "url") else {
+            return json_response(400, json!({"error": "purge needs ?url=http://HOST/PATH"}));
+        };
+        let url = percent_encoding::percent_decode_str(url).decode_utf8_lossy().into_owned();
+        let prefix = query_param(q, "prefix").is_some_and(|v| v == "1" || v == "true");
+        let soft = query_param(q, "soft").is_some_and(|v| v == "1" || v == "true");
+        let live = self.shared.live_full();
+        match self.shared.cache.purge(&live.cache, &url, prefix, soft).await {
+            Ok(n) => {
+                info!(%url, prefix, soft, purged = n, "purge");
+                json_response(200, json!({"purged": n, "url": url, "prefix": prefix, "soft": soft}))
+            }
+            Err(e) => json_response(400, json!({"error": e.to_string()})),
+        }
+    }
+}
+
+impl Handler for AdminHandler {
+    async fn handle(&self, req: &Request, _body: &mut RequestBody<'_>) -> Response {
+        if !self.authorized(req) {
+            return Response::error(401).header("www-authenticate", Bytes::from_static(b"Bearer"));
+        }
+        let post = *req.method() == Method::Post;
+        match (req.path(), post) {
+            ("/metrics", false) => self.metrics(),
+            ("/status", false) => self.status(),
+            ("/admin/reload", true) => match self.shared.request_reload().await {
+                Ok(st) => json_response(200, json!({"reloaded": true, "status": st})),
+                Err(e) => json_response(400, json!({"reloaded": false, "error": e})),
+            },
+            ("/admin/drain", true) | ("/admin/resume", true) => {
+                let on = req.path() == "/admin/drain";
+                if let Some(h) = self.shared.health() {
+                    h.set_draining(on);
+                }
+                info!(draining = on, "drain state changed by the admin API");
+                json_response(200, json!({"draining": on}))
+            }
+            ("/admin/purge", true) => self.purge(req).await,
+            ("/metrics" | "/status", true) => {
+                Response::method_not_allowed(&[Method::Get, Method::Head])
+            }
+            ("/admin/reload" | "/admin/drain" | "/admin/resume" | "/admin/purge", false) => {
+                Response::method_not_allowed(&[Method::Post])
+            }
+            _ => Response::error(404),
+        }
+    }
+}

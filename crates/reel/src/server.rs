@@ -1,0 +1,168 @@
+//! `reel serve`: assembles the process from the config and runs it until a signal stops it.
+//!
+//! Start-up order: config, logging, the demo origin (if enabled), origins, the core plan,
+//! the workers (every listener bound before anything is announced), the health sampler,
+//! the admin listener, then `READY=1`. The main thread then waits for signals:
+//! SIGHUP reloads, SIGUSR1 reopens the access log, SIGTERM/SIGINT drain and exit 0.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use anyhow::Context;
+use reel_config::Config;
+use reel_ops::notify;
+use reel_ops::sampler::{Health, Inputs};
+use tokio::signal::unix::{SignalKind, signal};
+use tracing::{error, info, warn};
+
+use crate::admin;
+use crate::live::Shared;
+use crate::worker::App;
+
+/// Everything `serve` was asked to do on the command line.
+pub struct ServeArgs {
+    /// The config file.
+    pub config: PathBuf,
+    /// `--origin http://HOST:PORT`: serve every Host from this origin.
+    pub origin: Option<String>,
+}
+
+/// Runs the server; returns the process exit code.
+pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
+    let cfg = match load(&args.config) {
+        Ok(c) => c,
+        Err(text) => {
+            eprintln!("{text}");
+            return Ok(ExitCode::from(crate::EX_USAGE));
+        }
+    };
+    crate::logging::init(&cfg.log);
+    let origin_override = match args.origin.as_deref().map(crate::live::parse_origin_flag) {
+        Some(Ok(o)) => Some(o),
+        Some(Err(e)) => {
+            eprintln!("reel: --origin: {e}");
+            return Ok(ExitCode::from(crate::EX_USAGE));
+        }
+        None => None,
+    };
+
+    let _demo = if cfg.demo_origin.enabled {
+        let d = crate::live::start_demo_origin(&cfg).context("starting the demo origin")?;
+        info!(address = %d.local_addr(), "demo origin listening");
+        Some(d)
+    } else {
+        None
+    };
+
+    let spec = crate::plan::core_spec(&cfg);
+    let plan = reel_runtime::plan_system(&spec).context("planning cores")?;
+    for w in &plan.warnings {
+        warn!("core plan: {w}");
+    }
+    info!(workers = ?plan.workers, irq_cpus = ?plan.irq_cpus, "core plan");
+
+    let shared = Shared::new(cfg, args.config.clone(), origin_override, &plan)?;
+    let opts = reel_runtime::RuntimeOptions {
+        max_connections_per_worker: shared.live().cfg.http.max_connections_per_worker as usize,
+        steer: match shared.live().cfg.cores.steer {
+            reel_config::Steer::Hash => reel_runtime::Steer::Hash,
+            reel_config::Steer::Cpu => reel_runtime::Steer::Cpu,
+        },
+        irq_cpus: plan.irq_cpus.clone(),
+        ..Default::default()
+    };
+    let listeners = crate::live::listener_specs(&shared.live().cfg);
+    let factory_shared = shared.clone();
+    let runtime = reel_runtime::start(&plan.workers, listeners, opts, move |ctx| {
+        App::new(ctx, &factory_shared)
+    })
+    .context("starting workers")?;
+    for l in runtime.listeners() {
+        info!(listener = %l.name, address = %l.addr, workers = runtime.n_workers(), "listening");
+    }
+
+    let stats = runtime.stats();
+    let conn_stats = stats.clone();
+    let store_shared = shared.clone();
+    let health = Health::new(
+        Inputs {
+            workers: shared.metrics.clone(),
+            worker_tids: runtime.worker_tids().iter().map(|t| t.2).collect(),
+            connections: Box::new(move || {
+                conn_stats.iter().map(|s| s.open.load(Ordering::Relaxed) as u64).sum()
+            }),
+            store_ok: Box::new(move || store_shared.store_ok()),
+        },
+        crate::live::thresholds(&shared.live().cfg),
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    health.spawn_sampler(stop.clone()).context("starting the health sampler")?;
+    shared.set_health(health.clone(), stats);
+
+    let admin = admin::start(shared.clone()).context("starting the admin listener")?;
+    info!(address = %admin.local_addr(), "admin listening");
+
+    notify::ready();
+    info!(version = env!("CARGO_PKG_VERSION"), "reel is serving");
+
+    let ctl = shared.clone();
+    let control = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("building the control runtime")?;
+    let shutdown = runtime.shutdown_handle();
+    let drain_deadline = shared.live().cfg.server.shutdown_timeout.get();
+    // The control thread only waits for signals and admin requests, so a reload may block
+    // it briefly (binding new listeners waits for every worker to apply the change).
+    let runtime = control.block_on(async move {
+        let (mut hup, mut usr1, mut term, mut int) = match (
+            signal(SignalKind::hangup()),
+            signal(SignalKind::user_defined1()),
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+        ) {
+            (Ok(a), Ok(b), Ok(c), Ok(d)) => (a, b, c, d),
+            _ => {
+                error!("cannot install signal handlers");
+                return runtime;
+            }
+        };
+        let mut reload_requests = ctl.take_reload_requests();
+        loop {
+            tokio::select! {
+                _ = hup.recv() => {
+                    let _ = crate::live::reload(&ctl, &runtime);
+                }
+                Some(reply) = reload_requests.recv() => {
+                    let _ = reply.send(crate::live::reload(&ctl, &runtime));
+                }
+                _ = usr1.recv() => ctl.reopen_access_log(),
+                _ = term.recv() => break,
+                _ = int.recv() => break,
+            }
+        }
+        runtime
+    });
+    notify::stopping();
+    info!(deadline = ?drain_deadline, "shutting down: draining connections");
+    health.set_draining(true);
+    shutdown.shutdown(drain_deadline);
+    let report = runtime.wait();
+    stop.store(true, Ordering::Relaxed);
+    admin.stop();
+    shared.flush_access_logs();
+    if report.dropped_connections > 0 {
+        warn!(
+            dropped = report.dropped_connections,
+            "connections still open at the deadline were closed"
+        );
+    }
+    info!("reel stopped");
+    Ok(ExitCode::SUCCESS)
+}
+
+fn load(path: &Path) -> Result<Config, String> {
+    reel_config::load_and_validate(path).map_err(|e| e.to_string())
+}

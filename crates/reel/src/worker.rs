@@ -1,0 +1,183 @@
+//! What runs on each worker: the [`App`] the runtime creates per worker thread, and the
+//! request [`Handler`] that answers `/healthz`, hands everything else to the cache, and
+//! records metrics and access-log lines.
+//!
+//! Per-worker state is `Rc`/`RefCell`: it never leaves its thread. The reloadable part is
+//! re-derived (origin client pool, access-log buffer, limits) when the shared generation
+//! number changes, which a worker notices on its next request.
+
+use std::cell::RefCell;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use reel_http::{Handler, Method, Request, RequestBody, Response};
+use reel_ops::access_log::{Entry, LogBuffer};
+use reel_ops::metrics::{CacheResult, WorkerMetrics};
+use reel_runtime::{WorkerApp, WorkerCtx};
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+
+use crate::live::{Live, Shared};
+
+/// One worker's application object.
+pub struct App {
+    state: Rc<WorkerState>,
+}
+
+impl App {
+    /// Builds the worker's state on its own thread.
+    pub fn new(ctx: &WorkerCtx, shared: &Arc<Shared>) -> App {
+        let metrics = shared.metrics.get(ctx.index).cloned().unwrap_or_default();
+        let state = Rc::new(WorkerState {
+            shared: shared.clone(),
+            metrics,
+            generation: RefCell::new(Gen::new(&shared.live_full(), &shared.cache)),
+        });
+        App { state }
+    }
+}
+
+impl WorkerApp for App {
+    async fn on_conn(
+        &self,
+        stream: TcpStream,
+        peer: SocketAddr,
+        _listener: &str,
+        drain: watch::Receiver<bool>,
+    ) {
+        let limits = self.state.current().limits.clone();
+        reel_http::serve_connection(stream, peer, self.state.clone(), limits, drain).await;
+    }
+
+    async fn run(&self, _ctx: WorkerCtx, mut drain: watch::Receiver<bool>) {
+        // Hand buffered access-log lines to the writer on a timer, so a quiet worker's
+        // lines are not held back; stop when the worker drains.
+        loop {
+            let every = self.state.shared.live().cfg.access_log.flush_interval.get();
+            tokio::select! {
+                _ = tokio::time::sleep(every.max(Duration::from_millis(10))) => {}
+                _ = drain.changed() => {
+                    self.state.flush_log();
+                    return;
+                }
+            }
+            self.state.flush_log();
+        }
+    }
+}
+
+/// The reloadable part of a worker's state, for one generation.
+struct Gen {
+    generation: u64,
+    live: Arc<Live>,
+    limits: Rc<reel_http::Limits>,
+    cache: Rc<reel_cache::WorkerCache>,
+    log: Option<Rc<LogBuffer>>,
+}
+
+impl Gen {
+    fn new(live: &Arc<Live>, shared_cache: &Arc<reel_cache::SharedCache>) -> Rc<Gen> {
+        let log = live.access_log.as_ref().map(|l| {
+            Rc::new(LogBuffer::new(l.clone(), live.cfg.access_log.buffer.bytes() as usize))
+        });
+        Rc::new(Gen {
+            generation: live.generation,
+            live: live.clone(),
+            limits: Rc::new(live.limits.clone()),
+            cache: Rc::new(reel_cache::WorkerCache::new(
+                shared_cache.clone(),
+                live.cache.clone(),
+                live.origins.worker_client(),
+            )),
+            log,
+        })
+    }
+}
+
+/// The request handler of one worker.
+pub struct WorkerState {
+    shared: Arc<Shared>,
+    metrics: Arc<WorkerMetrics>,
+    generation: RefCell<Rc<Gen>>,
+}
+
+impl WorkerState {
+    /// This worker's view of the current generation, rebuilt if a reload happened.
+    fn current(&self) -> Rc<Gen> {
+        let live = self.shared.live();
+        let cur = self.generation.borrow().clone();
+        if cur.generation == live.generation {
+            return cur;
+        }
+        // Hand over what the old generation's buffer holds before it goes.
+        if let Some(l) = &cur.log {
+            l.flush();
+        }
+        let next = Gen::new(&self.shared.live_full(), &self.shared.cache);
+        *self.generation.borrow_mut() = next.clone();
+        next
+    }
+
+    fn flush_log(&self) {
+        if let Some(l) = &self.generation.borrow().log {
+            l.flush();
+        }
+    }
+
+    fn healthz(&self, req: &Request) -> Response {
+        let resp = match self.shared.health() {
+            Some(h) => {
+                let a = h.answer();
+                Response::new(a.status).bytes(a.body.clone())
+            }
+            None => Response::new(503).bytes(Bytes::from_static(b"{\"status\":\"starting\"}\n")),
+        };
+        let resp = resp
+            .header("content-type", Bytes::from_static(b"application/json"))
+            .header("cache-control", Bytes::from_static(b"no-store"));
+        match req.method() {
+            Method::Get | Method::Head => resp,
+            m => Response::for_unsupported_method(m, &[Method::Get, Method::Head]).unwrap_or(resp),
+        }
+    }
+}
+
+impl Handler for WorkerState {
+    async fn handle(&self, req: &Request, body: &mut RequestBody<'_>) -> Response {
+        let g = self.current();
+        if req.path() == g.live.cfg.health.path {
+            return self.healthz(req).tagged(reel_cache::Tag::local());
+        }
+        g.cache.handle(req, body, &self.metrics).await
+    }
+
+    fn on_response(&self, req: &Request, status: u16, bytes: u64, elapsed: Duration, tag: u64) {
+        let tag = reel_cache::Tag::from_raw(tag);
+        let result = tag.result();
+        self.metrics.record(status, result, bytes, elapsed);
+        let g = self.generation.borrow();
+        if let Some(log) = &g.log {
+            log.log(&Entry {
+                time: SystemTime::now() - elapsed,
+                client: req.peer(),
+                method: req.method().as_str(),
+                host: req.host().unwrap_or("").as_bytes(),
+                target: req.target().as_bytes(),
+                status,
+                bytes,
+                cache: result.as_str(),
+                origin_time: tag.origin_time(),
+                total_time: elapsed,
+                user_agent: req.header("user-agent").unwrap_or(b""),
+            });
+        }
+    }
+
+    fn on_reject(&self, _peer: SocketAddr, status: u16) {
+        self.metrics.record(status, CacheResult::Local, 0, Duration::ZERO);
+        self.metrics.client_errors.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
