@@ -33,6 +33,9 @@ struct CommonArgs {
     /// Print the report as JSON instead of a table.
     #[arg(long)]
     json: bool,
+    /// Print the report as flat `key=value` lines (`latency_us.p99=1234`), for shell scripts.
+    #[arg(long, conflicts_with = "json")]
+    kv: bool,
 }
 
 #[derive(Subcommand)]
@@ -142,13 +145,45 @@ fn common(c: &CommonArgs) -> Common {
     Common { duration: c.duration, timeout: c.timeout, headers: c.headers.clone() }
 }
 
+/// Report format.
+#[derive(Clone, Copy)]
+enum Output {
+    Table,
+    Json,
+    Kv,
+}
+
+fn fmt(c: &CommonArgs) -> Output {
+    if c.json {
+        Output::Json
+    } else if c.kv {
+        Output::Kv
+    } else {
+        Output::Table
+    }
+}
+
+/// Flattens nested JSON objects into `a.b=value` lines.
+fn flatten(prefix: &str, v: &serde_json::Value, out: &mut Vec<String>) {
+    match v {
+        serde_json::Value::Object(m) => {
+            for (k, v) in m {
+                let key = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
+                flatten(&key, v, out);
+            }
+        }
+        serde_json::Value::String(s) => out.push(format!("{prefix}={s}")),
+        other => out.push(format!("{prefix}={other}")),
+    }
+}
+
 fn main() -> Result<()> {
     let cli = Cli::parse();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("building the tokio runtime")?;
-    let (report, json) = rt.block_on(async {
+    let (report, out) = rt.block_on(async {
         Ok::<_, anyhow::Error>(match &cli.scenario {
             Scenario::Fixed { connections, urls, common: c } => {
                 let cfg = FixedConfig {
@@ -156,7 +191,7 @@ fn main() -> Result<()> {
                     connections: *connections,
                     common: common(c),
                 };
-                (run_fixed(&cfg).await?, c.json)
+                (run_fixed(&cfg).await?, fmt(c))
             }
             Scenario::Open { connections, rate, urls, common: c } => {
                 let cfg = OpenConfig {
@@ -165,7 +200,7 @@ fn main() -> Result<()> {
                     rate: *rate,
                     common: common(c),
                 };
-                (run_open(&cfg).await?, c.json)
+                (run_open(&cfg).await?, fmt(c))
             }
             Scenario::Live { viewers, jitter, url, common: c } => {
                 let cfg = LiveConfig {
@@ -174,7 +209,7 @@ fn main() -> Result<()> {
                     jitter: *jitter,
                     common: common(c),
                 };
-                (run_live(&cfg).await?, c.json)
+                (run_live(&cfg).await?, fmt(c))
             }
             Scenario::Vod { viewers, titles, zipf, template, realtime, seed, url, common: c } => {
                 let cfg = VodConfig {
@@ -187,7 +222,7 @@ fn main() -> Result<()> {
                     seed: *seed,
                     common: common(c),
                 };
-                (run_vod(&cfg).await?, c.json)
+                (run_vod(&cfg).await?, fmt(c))
             }
             Scenario::Herd { viewers, interval, url, common: c } => {
                 let cfg = HerdConfig {
@@ -196,14 +231,18 @@ fn main() -> Result<()> {
                     interval: *interval,
                     common: common(c),
                 };
-                (run_herd(&cfg).await?, c.json)
+                (run_herd(&cfg).await?, fmt(c))
             }
         })
     })?;
-    if json {
-        println!("{}", serde_json::to_string(&report)?);
-    } else {
-        print!("{report}");
+    match out {
+        Output::Json => println!("{}", serde_json::to_string(&report)?),
+        Output::Kv => {
+            let mut lines = Vec::new();
+            flatten("", &serde_json::to_value(&report)?, &mut lines);
+            println!("{}", lines.join("\n"));
+        }
+        Output::Table => print!("{report}"),
     }
     if report.requests == 0 && report.errors_total > 0 {
         bail!("no request succeeded");

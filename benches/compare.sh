@@ -1,0 +1,453 @@
+#!/usr/bin/env bash
+# reel against its peers on one server core: nginx proxy_cache, Varnish (malloc) and
+# nginx serving the same files statically (the practical ceiling), all pinned to CPU 0,
+# our load generator (reel-load) pinned to CPU 1. Loopback only.
+#
+# Knobs (environment):
+#   DUR (s per measured run, 3)       ROUNDS (interleaved rounds, median reported, 3)
+#   WARM_DUR (s of warm load per server and object, 1)   CONNS (connections, 64)
+#   OPEN_RATE (req/s of the open-loop run on the 1 KiB object, 2000)
+#   STRACE_DUR (s of load under strace, 3; 0 skips)      LIVE_VIEWERS (1000)  LIVE_DUR (s, 6)
+#   HERD_VIEWERS (100)  HERD_DUR (s, 4)  STREAM_MS (slow-origin body spread, 1000)
+#   SKIP_BUILD (1 = use existing binaries)  CARGO_TARGET_DIR (where binaries are built/found)
+#   PORT_BASE (18180: origin, +1 nginx-cache, +2 varnish, +3 nginx-static, +4 reel, +5 reel admin)
+# Output: the markdown table on stdout and in benches/runs/<date>-<host>/results.md; raw
+# outputs in benches/runs/<date>-<host>/raw/ (gitignored).
+set -euo pipefail
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$HERE/.." && pwd)
+DUR=${DUR:-3}
+ROUNDS=${ROUNDS:-3}
+WARM_DUR=${WARM_DUR:-1}
+CONNS=${CONNS:-64}
+OPEN_RATE=${OPEN_RATE:-2000}
+STRACE_DUR=${STRACE_DUR:-3}
+LIVE_VIEWERS=${LIVE_VIEWERS:-1000}
+LIVE_DUR=${LIVE_DUR:-6}
+HERD_VIEWERS=${HERD_VIEWERS:-100}
+HERD_DUR=${HERD_DUR:-4}
+STREAM_MS=${STREAM_MS:-1000}
+PORT_BASE=${PORT_BASE:-18180}
+TGT=${CARGO_TARGET_DIR:-$ROOT/target}
+SRV_CPU=0
+GEN_CPU=1
+ORIGIN_PORT=$PORT_BASE
+REEL_PORT=$((PORT_BASE + 4))
+REEL_ADMIN_PORT=$((PORT_BASE + 5))
+T_START=$(date +%s)
+RUN_DIR=$HERE/runs/$(date -u +%Y-%m-%d)-$(hostname -s)
+RAW=$RUN_DIR/raw
+CLK_TCK=$(getconf CLK_TCK)
+
+log() { echo "[$(date +%H:%M:%S)] $*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+
+# ---------------------------------------------------------------- installs
+need=()
+for p in nginx varnish strace curl; do dpkg -s "$p" >/dev/null 2>&1 || need+=("$p"); done
+if ((${#need[@]})); then
+    log "installing: ${need[*]}"
+    apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+for port in $(seq "$PORT_BASE" $((PORT_BASE + 5))); do
+    if ss -ltnH "sport = :$port" | grep -q .; then die "port $port already in use"; fi
+done
+
+# ---------------------------------------------------------------- build
+if [[ "${SKIP_BUILD:-0}" != 1 ]]; then
+    log "building (release) into $TGT"
+    if ! (cd "$ROOT" && cargo build -q --release --locked -p reel -p reel-benches -p reel-demo-origin) 2>"$HERE/.build.log"; then
+        log "full build failed (see below); retrying without reel"; tail -n 5 "$HERE/.build.log" >&2
+        (cd "$ROOT" && cargo build -q --release --locked -p reel-benches -p reel-demo-origin) 2>>"$HERE/.build.log" ||
+            (cd "$ROOT" && cargo build -q --release --locked -p reel-benches) || die "reel-load does not build"
+    fi
+    rm -f "$HERE/.build.log"
+fi
+LOAD=$TGT/release/reel-load
+[[ -x "$LOAD" ]] || die "no $LOAD (build it or unset SKIP_BUILD)"
+ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
+
+# ---------------------------------------------------------------- process bookkeeping
+WORK=$(mktemp -d /tmp/reel-compare.XXXXXX)
+chmod 755 "$WORK"            # varnish's child runs as user vcache and must traverse it
+STARTED=()                   # PIDs we started
+declare -A PIDS_OF=()        # server -> PIDs doing the serving (for strace)
+descendants() { local p=$1 c; echo "$p"; for c in $(ps -o pid= --ppid "$p"); do descendants "$c"; done; }
+cleanup() {
+    local rc=$? pid all=() i alive
+    trap - EXIT INT TERM
+    for pid in "${STARTED[@]}"; do all+=($(descendants "$pid")); done
+    for pid in "${STARTED[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+    for i in $(seq 50); do
+        alive=0
+        for pid in "${all[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
+        ((alive)) || break
+        sleep 0.1
+    done
+    for pid in "${all[@]}"; do
+        if kill -0 "$pid" 2>/dev/null; then log "PID $pid still alive, KILL"; kill -KILL "$pid" 2>/dev/null || true; fi
+    done
+    rm -rf "$WORK"
+    exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+http_code() { curl -s -o /dev/null -m "${2:-2}" -w '%{http_code}' "$1" || true; }
+wait_http() {   # url, log file, tries (x0.1 s), optional PID that must stay alive
+    local i
+    for i in $(seq "${3:-100}"); do
+        [[ "$(http_code "$1" 1)" == 200 ]] && return 0
+        [[ -z "${4:-}" ]] || kill -0 "$4" 2>/dev/null || break
+        sleep 0.1
+    done
+    log "no 200 from $1; last log lines:"; tail -n 20 "$2" >&2 || true
+    return 1
+}
+
+OBJECTS=(/live/playlist.m3u8 /live/part0.m4s /vod/seg.ts)
+
+# ---------------------------------------------------------------- origin (the one switch)
+# reel-demo-origin when it is built (counts requests at /__origin/stats, slow-streams on
+# x-origin-stream-ms, serves live HLS), else nginx over a generated corpus with an access
+# log as its counter (no live playlist, no slow streaming: those rows become n/a).
+ORIGIN_KIND=nginx
+[[ -x "$TGT/release/reel-demo-origin" ]] && ORIGIN_KIND=demo
+mkdir -p "$WORK/origin" "$WORK/www"
+nginx_conf() {  # dir, extra http lines, server block
+    local d=$1
+    mkdir -p "$d/tmp"
+    cat > "$d/nginx.conf" <<EOF
+user root;
+worker_processes 1;
+pid $d/nginx.pid;
+error_log $d/error.log warn;
+events { worker_connections 4096; }
+http {
+    include /etc/nginx/mime.types;
+    types { video/iso.segment m4s; }
+    access_log off;
+    sendfile on;
+    tcp_nopush on;
+    keepalive_requests 1000000;
+    open_file_cache max=10000 inactive=60s;
+    client_body_temp_path $d/tmp/body;
+    proxy_temp_path $d/tmp/proxy;
+    fastcgi_temp_path $d/tmp/fastcgi;
+    uwsgi_temp_path $d/tmp/uwsgi;
+    scgi_temp_path $d/tmp/scgi;
+$2
+$3
+}
+EOF
+}
+start_nginx() {  # name, port, cpu
+    local d=$WORK/$1 pid
+    taskset -c "$3" nginx -p "$d/" -e "$d/error.log" -c "$d/nginx.conf" -g 'daemon off;' >"$d/stdout.log" 2>&1 &
+    pid=$!
+    STARTED+=("$pid")
+    wait_http "http://127.0.0.1:$2/live/playlist.m3u8" "$d/error.log" || die "$1 failed to start"
+    PIDS_OF[$1]="$(descendants "$pid" | grep -vx "$pid" | tr '\n' ' ')"
+    log "$1 up on :$2 (master $pid, children ${PIDS_OF[$1]})"
+}
+if [[ $ORIGIN_KIND == demo ]]; then
+    # the origin is idle while hits are measured; keep it off the server core
+    taskset -c "$GEN_CPU" "$TGT/release/reel-demo-origin" --listen "127.0.0.1:$ORIGIN_PORT" --latency-scale 0 \
+        >"$WORK/origin/stdout.log" 2>"$WORK/origin/stderr.log" &
+    STARTED+=("$!")
+    wait_http "http://127.0.0.1:$ORIGIN_PORT/live/playlist.m3u8" "$WORK/origin/stderr.log" || die "origin failed"
+    origin_count() {   # the first "total" of /__origin/stats is the overall request count
+        curl -s -m 5 "http://127.0.0.1:$ORIGIN_PORT/__origin/stats" | grep -o '"total": *[0-9]*' | head -1 | grep -o '[0-9]*$' || echo 0
+    }
+else
+    mkdir -p "$WORK/www/live" "$WORK/www/vod"
+    { printf '#EXTM3U\n#EXT-X-TARGETDURATION:2\n'; printf '#%*s\n' 1000 '' | tr ' ' x; } | head -c 1024 > "$WORK/www/live/playlist.m3u8"
+    head -c 262144 /dev/urandom > "$WORK/www/live/part0.m4s"
+    head -c 2097152 /dev/urandom > "$WORK/www/vod/seg.ts"
+    nginx_conf "$WORK/origin" "    access_log $WORK/origin/access.log;" \
+        "    server { listen 127.0.0.1:$ORIGIN_PORT; root $WORK/www;
+             location / { add_header Cache-Control \"public, max-age=3600\"; } }"
+    start_nginx origin "$ORIGIN_PORT" "$GEN_CPU"
+    origin_count() { cat "$WORK/origin/access.log" 2>/dev/null | wc -l; }
+fi
+log "origin: $ORIGIN_KIND on :$ORIGIN_PORT"
+ORIGIN=http://127.0.0.1:$ORIGIN_PORT
+
+# nginx-static serves the same bytes the origin serves, fetched once
+mkdir -p "$WORK/static"
+for p in "${OBJECTS[@]}"; do
+    mkdir -p "$WORK/static$(dirname "$p")"
+    curl -sf -m 30 -o "$WORK/static$p" "$ORIGIN$p" || die "fetching $p from the origin"
+done
+
+# ---------------------------------------------------------------- servers
+SERVERS=()   # name|base url, in table order
+nginx_conf "$WORK/nginx-cache" \
+    "    proxy_cache_path $WORK/nginx-cache/cache levels=1:2 keys_zone=edge:64m max_size=4g inactive=1h use_temp_path=off;
+    upstream origin { server 127.0.0.1:$ORIGIN_PORT; keepalive 32; }" \
+    "    server { listen 127.0.0.1:$((PORT_BASE + 1));
+        location / {
+            proxy_pass http://origin;
+            proxy_http_version 1.1;
+            proxy_set_header Connection \"\";
+            proxy_cache edge;
+            proxy_cache_lock on;
+            proxy_cache_valid 200 1h;
+            add_header X-Cache \$upstream_cache_status;
+        } }"
+nginx_conf "$WORK/nginx-static" "" "    server { listen 127.0.0.1:$((PORT_BASE + 3)); root $WORK/static; }"
+mkdir -p "$WORK/varnish"
+cat > "$WORK/varnish/default.vcl" <<EOF
+vcl 4.1;
+backend origin { .host = "127.0.0.1"; .port = "$ORIGIN_PORT"; }
+EOF
+
+# reel: n/a when not built or when it does not come up
+REEL_BIN=$TGT/release/reel
+if [[ -x "$REEL_BIN" ]]; then
+    mkdir -p "$WORK/reel/store"
+    cat > "$WORK/reel/reel.toml" <<EOF
+[[listener]]
+name = "http"
+address = "127.0.0.1:$REEL_PORT"
+backlog = 4096
+
+[cores]
+workers = [$SRV_CPU]
+irq = []
+nic = []
+
+[store]
+path = "$WORK/reel/store"
+size = "2GiB"
+volume_size = "64MiB"
+
+[access_log]
+enabled = false
+
+[admin]
+address = "127.0.0.1:$REEL_ADMIN_PORT"
+EOF
+    taskset -c "$SRV_CPU" "$REEL_BIN" serve --config "$WORK/reel/reel.toml" --origin "$ORIGIN" \
+        >"$WORK/reel/stdout.log" 2>"$WORK/reel/stderr.log" &
+    rpid=$!
+    STARTED+=("$rpid")
+    if wait_http "http://127.0.0.1:$REEL_PORT/live/playlist.m3u8" "$WORK/reel/stderr.log" 100 "$rpid"; then
+        PIDS_OF[reel]=$(descendants "$rpid" | tr '\n' ' ')
+        SERVERS+=("reel|http://127.0.0.1:$REEL_PORT")
+        log "reel up on :$REEL_PORT (pid $rpid)"
+    else
+        log "reel did not start: its row is n/a"
+        kill -TERM "$rpid" 2>/dev/null || true
+    fi
+else
+    log "no $REEL_BIN: reel's row is n/a"
+fi
+start_nginx nginx-cache $((PORT_BASE + 1)) "$SRV_CPU"
+SERVERS+=("nginx-cache|http://127.0.0.1:$((PORT_BASE + 1))")
+start_nginx nginx-static $((PORT_BASE + 3)) "$SRV_CPU"
+SERVERS+=("nginx-static|http://127.0.0.1:$((PORT_BASE + 3))")
+taskset -c "$SRV_CPU" varnishd -F -n "$WORK/varnish/n" -a "127.0.0.1:$((PORT_BASE + 2))" \
+    -f "$WORK/varnish/default.vcl" -s malloc,1G >"$WORK/varnish/varnishd.log" 2>&1 &
+VPID=$!
+STARTED+=("$VPID")
+wait_http "http://127.0.0.1:$((PORT_BASE + 2))/live/playlist.m3u8" "$WORK/varnish/varnishd.log" || die "varnish failed"
+PIDS_OF[varnish]=$(descendants "$VPID" | tr '\n' ' ')
+SERVERS+=("varnish|http://127.0.0.1:$((PORT_BASE + 2))")
+log "varnish up (manager $VPID)"
+
+# ---------------------------------------------------------------- helpers
+rm -rf "$RAW"; mkdir -p "$RAW"
+DATA=$RAW/data.psv       # server|metric|round|value
+: > "$DATA"
+put() { echo "$1|$2|$3|$4" >> "$DATA"; }
+cpu0_busy() { awk '$1 == "cpu0" { print $2 + $3 + $4 + $7 + $8 }' /proc/stat; }
+irq_sum() { awk -v k="$1:" '$1 == k { s = $2 + $3 } END { print s + 0 }' /proc/interrupts; }
+kv() { grep -m1 "^$1=" "$2" 2>/dev/null | cut -d= -f2 || true; }
+load() {         # output file, reel-load args... (bounded by its own --duration, plus a guard)
+    local out=$1; shift
+    timeout 600 taskset -c "$GEN_CPU" "$LOAD" "$@" --kv > "$out" 2>"$out.err" || true
+}
+
+# warm: every object twice (miss, then hit), then a short load
+for s in "${SERVERS[@]}"; do
+    IFS='|' read -r name base <<<"$s"
+    for p in "${OBJECTS[@]}"; do
+        for pass in 1 2; do
+            [[ "$(http_code "$base$p" 30)" == 200 ]] || die "warming $name$p: no 200"
+        done
+        load /dev/null fixed -c 8 -d "$WARM_DUR" "$base$p"
+    done
+    log "warmed $name"
+done
+
+# ---------------------------------------------------------------- measured rounds
+# round -> workload -> server, so machine drift hits every server alike
+WORKLOADS=("1k|/live/playlist.m3u8" "256k|/live/part0.m4s" "2m|/vod/seg.ts")
+for round in $(seq "$ROUNDS"); do
+    for w in "${WORKLOADS[@]}" "open|/live/playlist.m3u8"; do
+        IFS='|' read -r wl path <<<"$w"
+        for s in "${SERVERS[@]}"; do
+            IFS='|' read -r name base <<<"$s"
+            out=$RAW/$name-$wl-r$round.kv
+            c0=$(cpu0_busy); t0=$(irq_sum TLB); a0=$(irq_sum CAL); o0=$(origin_count)
+            if [[ $wl == open ]]; then
+                load "$out" open -c 32 -r "$OPEN_RATE" -d "$DUR" "$base$path"
+            else
+                load "$out" fixed -c "$CONNS" -d "$DUR" "$base$path"
+            fi
+            c1=$(cpu0_busy); t1=$(irq_sum TLB); a1=$(irq_sum CAL); o1=$(origin_count)
+            req=$(kv requests "$out"); req=${req:-0}
+            if ((req == 0)); then log "$name $wl r$round: no requests"; cat "$out.err" >&2; continue; fi
+            put "$name" "$wl.rps" "$round" "$(kv requests_per_s "$out")"
+            put "$name" "$wl.mibs" "$round" "$(kv mib_per_s "$out")"
+            put "$name" "$wl.p50" "$round" "$(kv latency_us.p50 "$out")"
+            put "$name" "$wl.p99" "$round" "$(kv latency_us.p99 "$out")"
+            put "$name" "$wl.errors" "$round" "$(kv errors_total "$out")"
+            put "$name" "$wl.origin" "$round" $((o1 - o0))
+            put "$name" "$wl.cpu_us" "$round" "$(awk -v b=$((c1 - c0)) -v t="$CLK_TCK" -v r="$req" 'BEGIN { printf "%.2f", b * 1e6 / t / r }')"
+            put "$name" "tlb" "$round" "$(awk -v d=$((t1 - t0)) -v r="$req" 'BEGIN { printf "%.3f", d * 1000 / r }')"
+            put "$name" "cal" "$round" "$(awk -v d=$((a1 - a0)) -v r="$req" 'BEGIN { printf "%.3f", d * 1000 / r }')"
+            log "r$round $wl $name: $(kv requests_per_s "$out") req/s, p99 $(kv latency_us.p99 "$out") us, errors $(kv errors_total "$out")"
+        done
+    done
+done
+
+# ---------------------------------------------------------------- syscalls per hit (strace)
+if ((STRACE_DUR > 0)); then
+    for w in "1k|/live/playlist.m3u8" "2m|/vod/seg.ts"; do
+        IFS='|' read -r wl path <<<"$w"
+        for s in "${SERVERS[@]}"; do
+            IFS='|' read -r name base <<<"$s"
+            [[ -n "${PIDS_OF[$name]:-}" ]] || continue
+            pargs=(); for p in ${PIDS_OF[$name]}; do [[ -d /proc/$p ]] && pargs+=(-p "$p"); done
+            ((${#pargs[@]})) || continue
+            st=$RAW/strace-$name-$wl.txt
+            timeout -s INT $((STRACE_DUR + 15)) strace -c -f -qq -o "$st" "${pargs[@]}" &
+            spid=$!
+            sleep 1
+            load "$RAW/strace-load-$name-$wl.kv" fixed -c "$CONNS" -d "$STRACE_DUR" "$base$path"
+            kill -INT "$spid" 2>/dev/null || true
+            wait "$spid" 2>/dev/null || true
+            req=$(kv requests "$RAW/strace-load-$name-$wl.kv"); req=${req:-0}
+            [[ $req -gt 0 && -s $st ]] || { log "strace failed for $name $wl"; continue; }
+            read -r tot mad fad < <(awk '$NF != "total" && $NF ~ /^[a-z_0-9]+$/ && $4 ~ /^[0-9]+$/ {
+                    t += $4; if ($NF == "madvise") m += $4; if ($NF == "fadvise64") f += $4 }
+                END { print t + 0, m + 0, f + 0 }' "$st")
+            put "$name" "$wl.sys" 1 "$(awk -v t="$tot" -v r="$req" 'BEGIN { printf "%.2f", t / r }')"
+            put "$name" "$wl.madvise" 1 "$(awk -v t="$mad" -v r="$req" 'BEGIN { printf "%.3f", t * 1000 / r }')"
+            put "$name" "$wl.fadvise" 1 "$(awk -v t="$fad" -v r="$req" 'BEGIN { printf "%.3f", t * 1000 / r }')"
+            log "strace $name $wl: $tot syscalls / $req req, madvise $mad, fadvise64 $fad"
+        done
+    done
+fi
+
+# ---------------------------------------------------------------- live herd and coalesced misses
+if [[ $ORIGIN_KIND == demo ]]; then
+    for s in "${SERVERS[@]}"; do
+        IFS='|' read -r name base <<<"$s"
+        [[ $name == nginx-static ]] && continue      # static files: no live stream, no misses
+        out=$RAW/live-$name.kv
+        o0=$(origin_count)
+        load "$out" live -v "$LIVE_VIEWERS" -d "$LIVE_DUR" "$base/live/index.m3u8"
+        o1=$(origin_count)
+        put "$name" "live.origin" 1 $((o1 - o0))
+        put "$name" "live.segments" 1 "$(kv segments "$out")"
+        put "$name" "live.errors" 1 "$(kv errors_total "$out")"
+        log "live $name: $(kv segments "$out") segments to $LIVE_VIEWERS viewers, $((o1 - o0)) origin requests"
+        out=$RAW/herd-$name.kv
+        o0=$(origin_count)
+        load "$out" herd -v "$HERD_VIEWERS" --interval 1s -d "$HERD_DUR" --timeout 30s \
+            -H "x-origin-stream-ms: $STREAM_MS" "$base/obj/2097152?herd={n}"
+        o1=$(origin_count)
+        put "$name" "herd.ttfb50" 1 "$(kv segment_ttfb_us.p50 "$out")"
+        put "$name" "herd.ttfb99" 1 "$(kv segment_ttfb_us.p99 "$out")"
+        put "$name" "herd.origin" 1 $((o1 - o0))
+        put "$name" "herd.segments" 1 "$(kv segments "$out")"
+        log "herd $name: ttfb p50 $(kv segment_ttfb_us.p50 "$out") us p99 $(kv segment_ttfb_us.p99 "$out") us, $((o1 - o0)) origin requests"
+    done
+fi
+
+# ---------------------------------------------------------------- table
+# errors: summed over every measured run of a server
+awk -F'|' '$2 ~ /\.errors$/ { e[$1] += $4 } END { for (n in e) printf "%s|errors_sum|1|%d\n", n, e[n] }' "$DATA" >> "$DATA"
+# median over rounds per (server, metric); spread = (max - min) / median
+SUMMARY=$RAW/summary.psv
+awk -F'|' '{ k = $1 "|" $2; n[k]++; v[k, n[k]] = $4 }
+    END { for (k in n) { m = n[k]
+            for (i = 1; i <= m; i++) a[i] = v[k, i]
+            for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++) if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
+            med = a[int((m + 1) / 2)]
+            printf "%s|%s|%s\n", k, med, (med + 0 > 0 ? 100 * (a[m] - a[1]) / med : 0) } }' "$DATA" > "$SUMMARY"
+declare -A MED SPREAD
+while IFS='|' read -r srv met med spr; do MED[$srv|$met]=$med; SPREAD[$srv|$met]=$spr; done < "$SUMMARY"
+
+NAMES=(reel nginx-cache nginx-static varnish)
+fmtv() {  # server metric kind -> cell
+    local v=${MED[$1|$2]:-}
+    [[ -n "$v" ]] || { echo "n/a"; return; }
+    case $3 in
+        rps) awk -v v="$v" -v s="${SPREAD[$1|$2]}" 'BEGIN { printf "%.0f (±%.0f%%)", v, s / 2 }' ;;
+        ms) awk -v v="$v" 'BEGIN { printf "%.2f", v / 1000 }' ;;
+        f1) awk -v v="$v" 'BEGIN { printf "%.1f", v }' ;;
+        f2) awk -v v="$v" 'BEGIN { printf "%.2f", v }' ;;
+        *) echo "$v" ;;
+    esac
+}
+ratio() { # metric, other server
+    local a=${MED[reel|$1]:-} b=${MED[$2|$1]:-}
+    [[ -n "$a" && -n "$b" ]] && awk -v a="$a" -v b="$b" 'BEGIN { if (b + 0 == 0) print "-"; else printf "%.2f", a / b }' || echo "n/a"
+}
+row() {  # label metric kind
+    local cells="" n
+    for n in "${NAMES[@]}"; do cells+=" $(fmtv "$n" "$2" "$3") |"; done
+    echo "| $1 |$cells $(ratio "$2" nginx-cache) | $(ratio "$2" nginx-static) | $(ratio "$2" varnish) |"
+}
+mkdir -p "$RUN_DIR"
+RESULTS=$RUN_DIR/results.md
+{
+    echo "# reel vs peers, $(date -u '+%Y-%m-%d %H:%M UTC'), host $(hostname -s)"
+    echo
+    echo "$(nproc) CPUs ($(awk -F': ' '/model name/{print $2; exit}' /proc/cpuinfo)), kernel $(uname -r)," \
+        "$(nginx -v 2>&1 | sed 's/.*: //'), $(varnishd -V 2>&1 | head -1 | sed 's/^varnishd (//; s/ revision.*//'), origin: $ORIGIN_KIND."
+    echo "Servers pinned to CPU $SRV_CPU, reel-load to CPU $GEN_CPU; closed loop \`reel-load fixed -c $CONNS -d ${DUR}s\`," \
+        "open loop \`reel-load open -c 32 -r $OPEN_RATE -d ${DUR}s\`; $ROUNDS interleaved rounds, median shown, ± = half the spread (max - min) / median."
+    echo "CPU µs/req = CPU $SRV_CPU busy time (/proc/stat) / requests. TLB / CAL = /proc/interrupts deltas (all CPUs) per 1000 requests over the measured runs." \
+        "Syscalls: \`strace -c -f\` on the serving processes during ${STRACE_DUR}s of hits (per request; madvise / fadvise64 per 1000 requests)." \
+        "Live herd: $LIVE_VIEWERS synchronized viewers for ${LIVE_DUR}s on /live/index.m3u8, origin requests counted at the origin." \
+        "Coalesced miss: $HERD_VIEWERS viewers at once on a cold 2 MiB object whose origin body streams over ${STREAM_MS} ms (x-origin-stream-ms), one round per second for ${HERD_DUR}s."
+    echo
+    echo "| metric | reel | nginx-cache | nginx-static | varnish | reel/nginx-cache | reel/nginx-static | reel/varnish |"
+    echo "|---|---:|---:|---:|---:|---:|---:|---:|"
+    for w in "1k|1 KiB playlist" "256k|256 KiB part" "2m|2 MiB segment"; do
+        IFS='|' read -r wl label <<<"$w"
+        row "$label: req/s" "$wl.rps" rps
+        row "$label: MiB/s" "$wl.mibs" f1
+        row "$label: p50 ms" "$wl.p50" ms
+        row "$label: p99 ms" "$wl.p99" ms
+        row "$label: CPU µs/req" "$wl.cpu_us" f1
+    done
+    row "open loop $OPEN_RATE req/s, 1 KiB: p50 ms" "open.p50" ms
+    row "open loop $OPEN_RATE req/s, 1 KiB: p99 ms" "open.p99" ms
+    row "syscalls per hit, 1 KiB" "1k.sys" f2
+    row "syscalls per hit, 2 MiB" "2m.sys" f2
+    row "madvise per 1000 req, 1 KiB" "1k.madvise" f2
+    row "madvise per 1000 req, 2 MiB" "2m.madvise" f2
+    row "fadvise64 per 1000 req, 1 KiB" "1k.fadvise" f2
+    row "fadvise64 per 1000 req, 2 MiB" "2m.fadvise" f2
+    row "TLB shootdowns per 1000 req" "tlb" f2
+    row "CAL IPIs per 1000 req" "cal" f2
+    row "live herd, $LIVE_VIEWERS viewers: segments served" "live.segments" raw
+    row "live herd, $LIVE_VIEWERS viewers: origin requests" "live.origin" raw
+    row "coalesced miss TTFB p50 ms" "herd.ttfb50" ms
+    row "coalesced miss TTFB p99 ms" "herd.ttfb99" ms
+    row "coalesced miss: origin requests" "herd.origin" raw
+    row "errors, all measured runs" "errors_sum" raw
+    echo
+    echo "Whole run: $(( $(date +%s) - T_START )) s. Command: \`$(for v in DUR ROUNDS CONNS OPEN_RATE STRACE_DUR LIVE_VIEWERS LIVE_DUR HERD_VIEWERS; do printf '%s=%s ' "$v" "${!v}"; done)benches/compare.sh\`. Raw data: raw/ (not committed)."
+} > "$RESULTS"
+echo
+cat "$RESULTS"
