@@ -197,30 +197,61 @@ pub(crate) fn deserialize_reporting_all<T: DeserializeOwned>(
             // A required key we removed ourselves: a consequence, not a problem of the file.
             let path = format!("{}.{field}", doc.entries[i].path);
             if removed.contains(&path.as_str()) {
-                break;
+                // Drop the whole `[table]` / `[[array]]` block that now misses the key,
+                // so the keys after it are still checked.
+                let Some(range) = table_block(&work, doc.entries[i].value_span.start) else {
+                    break;
+                };
+                let Some(next) = blank(std::mem::take(&mut work), range) else { break };
+                work = next;
+                continue;
             }
         }
         problems.push(problem(file, text, &doc, &err));
         let Some(idx) = at else { break };
         let Some((removed_idx, range)) = doc.removable_range(&work, idx) else { break };
         removed.push(&doc.entries[removed_idx].path);
-        let mut bytes = std::mem::take(&mut work).into_bytes();
-        for b in &mut bytes[range] {
-            if *b != b'\n' && *b != b'\r' {
-                *b = b' ';
-            }
-        }
-        // Only ASCII spaces replaced whole code points, so this cannot fail; stop rather
-        // than report nonsense if it somehow does.
-        let Ok(next) = String::from_utf8(bytes) else { break };
-        if DeTable::parse(&next).is_err() {
-            break;
-        }
+        let Some(next) = blank(std::mem::take(&mut work), range) else { break };
         work = next;
     }
     problems.sort_by_key(|p| (p.line, p.column));
     problems.dedup();
     Err(problems)
+}
+
+/// `text` with `range` replaced by spaces (line breaks kept, so every other position is
+/// unchanged), if the result still parses.
+fn blank(text: String, range: Range<usize>) -> Option<String> {
+    let mut bytes = text.into_bytes();
+    for b in bytes.get_mut(range)? {
+        if *b != b'\n' && *b != b'\r' {
+            *b = b' ';
+        }
+    }
+    // Only ASCII spaces replaced whole code points, so this cannot fail; stop rather than
+    // report nonsense if it somehow does.
+    let next = String::from_utf8(bytes).ok()?;
+    DeTable::parse(&next).ok()?;
+    Some(next)
+}
+
+/// The byte range of the `[table]` or `[[array]]` block whose header starts the line of
+/// `offset`: from that line to the next header line (or the end).
+fn table_block(text: &str, offset: usize) -> Option<Range<usize>> {
+    let start = text.get(..offset)?.rfind('\n').map_or(0, |n| n + 1);
+    if !text[start..].trim_start().starts_with('[') {
+        return None;
+    }
+    let body = text[start..].find('\n').map_or(text.len(), |n| start + n + 1);
+    let mut pos = body;
+    while pos < text.len() {
+        let line_end = text[pos..].find('\n').map_or(text.len(), |n| pos + n + 1);
+        if text[pos..line_end].trim_start().starts_with('[') {
+            break;
+        }
+        pos = line_end;
+    }
+    Some(start..pos)
 }
 
 #[cfg(test)]

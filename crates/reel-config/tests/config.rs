@@ -450,3 +450,12 @@ fn every_key_is_documented_and_present_in_the_default_config() {
         assert!(default_text.contains(leaf), "{path} not written out in config/reel.toml");
     }
 }
+
+#[test]
+fn a_bad_required_value_in_an_array_of_tables_does_not_hide_other_problems() {
+    let text = "[server]\nshutdown_timeout = \"1x\"\n[[listener]]\nname = \"a\"\naddress = \"1.2.3.4\"\n[http]\nmax_headers = \"many\"\n";
+    let ps = problems(text);
+    assert_eq!(find(&ps, "server.shutdown_timeout").line, 2, "{ps:#?}");
+    assert_eq!(find(&ps, "listener[0].address").line, 5, "{ps:#?}");
+    assert_eq!(find(&ps, "http.max_headers").line, 7, "{ps:#?}");
+}
