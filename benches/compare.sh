@@ -59,12 +59,13 @@ done
 # ---------------------------------------------------------------- build
 if [[ "${SKIP_BUILD:-0}" != 1 ]]; then
     log "building (release) into $TGT"
-    if ! (cd "$ROOT" && cargo build -q --release --locked -p reel -p reel-benches -p reel-demo-origin) 2>"$HERE/.build.log"; then
-        log "full build failed (see below); retrying without reel"; tail -n 5 "$HERE/.build.log" >&2
-        (cd "$ROOT" && cargo build -q --release --locked -p reel-benches -p reel-demo-origin) 2>>"$HERE/.build.log" ||
+    BUILD_LOG=$(mktemp /tmp/reel-compare-build.XXXXXX)
+    if ! (cd "$ROOT" && cargo build -q --release --locked -p reel -p reel-benches -p reel-demo-origin) 2>"$BUILD_LOG"; then
+        log "full build failed (see below); retrying without reel"; tail -n 5 "$BUILD_LOG" >&2
+        (cd "$ROOT" && cargo build -q --release --locked -p reel-benches -p reel-demo-origin) 2>>"$BUILD_LOG" ||
             (cd "$ROOT" && cargo build -q --release --locked -p reel-benches) || die "reel-load does not build"
     fi
-    rm -f "$HERE/.build.log"
+    rm -f "$BUILD_LOG"
 fi
 LOAD=$TGT/release/reel-load
 [[ -x "$LOAD" ]] || die "no $LOAD (build it or unset SKIP_BUILD)"
