@@ -38,7 +38,7 @@ const RING_ENTRIES: u32 = 256;
 /// Resolved I/O backend of a store, shared by all workers.
 pub(crate) struct Io {
     uring: bool,
-    pool: Pool,
+    pool: &'static Pool,
 }
 
 impl Io {
@@ -65,7 +65,7 @@ impl Io {
             },
         };
         tracing::info!(backend = if uring { "io_uring" } else { "threads" }, "store I/O backend");
-        Ok(Io { uring, pool: Pool::new(POOL_THREADS)? })
+        Ok(Io { uring, pool: pool()? })
     }
 
     /// Whether this store uses io_uring (per worker thread) for reads and writes.
@@ -238,9 +238,26 @@ pub(crate) fn is_resident(fd: RawFd, off: u64, len: u64) -> bool {
 
 type Job = Box<dyn FnOnce() + Send>;
 
+static POOL: std::sync::OnceLock<Option<Pool>> = std::sync::OnceLock::new();
+
+/// The process-wide I/O thread pool, started on first use. Its threads live as long
+/// as the process: a thread that exits makes glibc madvise(DONTNEED) its stack, and
+/// the store promises no madvise calls.
+pub(crate) fn pool() -> io::Result<&'static Pool> {
+    POOL.get_or_init(|| match Pool::new(POOL_THREADS) {
+        Ok(p) => Some(p),
+        Err(e) => {
+            tracing::error!(error = %e, "cannot start store I/O threads");
+            None
+        }
+    })
+    .as_ref()
+    .ok_or_else(|| io::Error::other("store I/O threads unavailable"))
+}
+
 /// Fallback I/O threads: blocking pread/pwrite off the workers, results back through
-/// oneshot channels.
-struct Pool {
+/// oneshot channels. Also runs the start-up scan.
+pub(crate) struct Pool {
     tx: Mutex<mpsc::Sender<Job>>,
 }
 
@@ -264,6 +281,11 @@ impl Pool {
             })?;
         }
         Ok(Pool { tx: Mutex::new(tx) })
+    }
+
+    /// Runs `f` on a pool thread without waiting for it.
+    pub fn spawn(&self, f: impl FnOnce() + Send + 'static) -> bool {
+        self.tx.lock().ok().is_some_and(|tx| tx.send(Box::new(f)).is_ok())
     }
 
     async fn run<T: Send + 'static>(&self, f: impl FnOnce() -> T + Send + 'static) -> Option<T> {

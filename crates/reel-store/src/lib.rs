@@ -31,6 +31,9 @@ mod store;
 
 use std::path::PathBuf;
 
+/// Re-exported: bodies and metadata blobs are passed as `Bytes`.
+pub use bytes::Bytes;
+
 pub use store::{
     FileRange, FillStatus, FillWriter, Filling, Hit, Lookup, MAX_KEY_LEN, MAX_META_LEN, Store,
 };

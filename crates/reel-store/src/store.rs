@@ -833,24 +833,25 @@ impl Store {
     // --- rebuild ---
 
     fn rebuild(&self) -> std::io::Result<()> {
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 8);
-        let next = AtomicU64::new(0);
-        let results: Mutex<Vec<(u32, u64, ScanResult)>> = Mutex::new(Vec::new());
-        std::thread::scope(|s| {
-            for _ in 0..threads {
-                s.spawn(|| {
-                    loop {
-                        let i = next.fetch_add(1, Ordering::Relaxed) as usize;
-                        let Some(vol) = self.vols.get(i) else { return };
-                        let r = scan_volume(&vol.file, vol.idx, self.volume_size);
-                        if let Ok(mut res) = results.lock() {
-                            res.push(r);
-                        }
-                    }
-                });
+        // Scan volumes in parallel on the I/O pool (its threads never exit).
+        let (tx, rx) = std::sync::mpsc::channel();
+        let vs = self.volume_size;
+        let pool = io::pool().ok();
+        for vol in &self.vols {
+            let (file, idx, tx) = (vol.file.clone(), vol.idx, tx.clone());
+            let job = move || {
+                let _ = tx.send(scan_volume(&file, idx, vs));
+            };
+            match pool {
+                Some(p) if p.spawn(job.clone()) => {}
+                _ => job(),
             }
-        });
-        let mut results = results.into_inner().unwrap_or_else(|p| p.into_inner());
+        }
+        drop(tx);
+        let mut results: Vec<(u32, u64, ScanResult)> = rx.iter().collect();
+        if results.len() != self.vols.len() {
+            return Err(std::io::Error::other("volume scan did not complete"));
+        }
         results.sort_by_key(|r| r.1);
         let mut index: HashMap<u128, Entry> = HashMap::new();
         let mut a = self.lock_alloc();

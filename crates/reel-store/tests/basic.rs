@@ -215,3 +215,27 @@ fn unopenable_directory_is_a_clear_error() {
     assert!(matches!(err, StoreError::Open { .. }), "{err}");
     assert!(err.to_string().contains("not-a-dir"));
 }
+
+fn read_failure_quarantines(io: IoMode) {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path(), 4, io);
+    rt(async {
+        put(&s, b"a", b"m", &body(1, 50_000), true).await;
+        put(&s, b"b", b"m", &body(2, 50_000), true).await;
+        let Some(Lookup::Hit(h)) = s.lookup(b"a") else { panic!() };
+        // A real fault: the file shrinks under the store (e.g. an operator's mistake).
+        for e in std::fs::read_dir(dir.path()).unwrap() {
+            let f = std::fs::OpenOptions::new().write(true).open(e.unwrap().path()).unwrap();
+            f.set_len(4096).unwrap();
+        }
+        assert!(h.read(0, 50_000).await.is_err(), "a short read is never success");
+        let st = s.stats();
+        assert_eq!(st.quarantined_volumes, 1, "{st:?}");
+        assert_eq!(st.read_errors, 1);
+        assert!(s.lookup(b"a").is_none() && s.lookup(b"b").is_none());
+        // Serving goes on: new objects land in another volume.
+        put(&s, b"c", b"m", &body(3, 50_000), true).await;
+        assert_eq!(get(&s, b"c").await.unwrap().1, body(3, 50_000));
+    });
+}
+both!(a_failing_volume_is_quarantined_and_serving_goes_on, read_failure_quarantines);
