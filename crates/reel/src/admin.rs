@@ -126,7 +126,11 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 
 impl AdminHandler {
     fn authorized(&self, req: &Request) -> bool {
-        let Some(token) = self.shared.live().cfg.admin.resolved_token() else { return true };
+        let live = self.shared.live();
+        let Some(token) = live.cfg.admin.resolved_token() else {
+            // A `token_env` whose variable vanished means "a token is wanted": fail closed.
+            return live.cfg.admin.token_env.is_empty();
+        };
         let Some(h) = req.header("authorization") else { return false };
         let Some(given) = h.strip_prefix(b"Bearer ") else { return false };
         constant_time_eq(given, token.as_bytes())
@@ -192,9 +196,31 @@ impl AdminHandler {
             &[],
             if rs.last_ok == Some(false) { 0.0 } else { 1.0 },
         );
+        p.family("reel_reload_last_timestamp_seconds", "gauge", "Unix time of the last reload.");
+        p.sample("reel_reload_last_timestamp_seconds", &[], rs.last_at.unwrap_or(0) as f64);
+        p.family("reel_config_generation", "gauge", "Config generation (1 + successful reloads).");
+        p.sample("reel_config_generation", &[], live.generation as f64);
         if let Some(l) = &live.access_log {
-            p.family("reel_access_log_dropped_lines_total", "counter", "Access-log lines dropped.");
-            p.sample("reel_access_log_dropped_lines_total", &[], l.dropped_lines() as f64);
+            for (name, help, v) in [
+                (
+                    "reel_access_log_dropped_lines_total",
+                    "Access-log lines dropped because the writer fell behind.",
+                    l.dropped_lines(),
+                ),
+                (
+                    "reel_access_log_written_lines_total",
+                    "Access-log lines written.",
+                    l.written_lines(),
+                ),
+                (
+                    "reel_access_log_write_errors_total",
+                    "Failed access-log writes (each loses a batch).",
+                    l.write_errors(),
+                ),
+            ] {
+                p.family(name, "counter", help);
+                p.sample(name, &[], v as f64);
+            }
         }
         p.family("reel_draining", "gauge", "1 while the node is draining.");
         p.sample(
@@ -235,6 +261,18 @@ impl AdminHandler {
             })
             .collect();
         let st = s.store.stats();
+        let a = &live.cfg.access_log;
+        let access_log = live.access_log.as_ref().map(|l| {
+            json!({
+                "path": a.path.display().to_string(),
+                "format": if l.format() == reel_ops::access_log::Format::Json { "json" } else { "combined" },
+                "buffer_bytes": a.buffer.bytes(),
+                "flush_interval_ms": a.flush_interval.get().as_millis() as u64,
+                "written_lines": l.written_lines(),
+                "dropped_lines": l.dropped_lines(),
+                "write_errors": l.write_errors(),
+            })
+        });
         json_response(
             200,
             json!({
@@ -247,10 +285,13 @@ impl AdminHandler {
                     "loaded_at": loaded,
                 },
                 "reload": s.reload_status(),
+                "listeners": s.listeners(),
+                "draining": s.health().is_some_and(|h| h.draining()),
                 "health": s.health().map(|h| h.answer().verdict.clone()),
                 "plan": {"cpus": plan, "workers": s.plan.workers, "irq_cpus": s.plan.irq_cpus, "warnings": s.plan.warnings},
                 "workers": workers,
                 "origins": live.origins.snapshot(),
+                "access_log": access_log,
                 "store": {
                     "objects": st.objects, "bytes_used": st.bytes_used, "capacity": st.capacity,
                     "evictions": st.evictions, "write_errors": st.write_errors,

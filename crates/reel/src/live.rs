@@ -3,6 +3,7 @@
 //! access log, swapped atomically with `arc-swap` so every worker sees the new
 //! generation on its next request without a lock.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -59,6 +60,15 @@ pub struct ReloadStatus {
     pub last_at: Option<u64>,
 }
 
+/// A data listener as bound (the real port when the config says port 0), shown in `/status`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BoundListener {
+    /// The `[[listener]]` name.
+    pub name: String,
+    /// The address every worker's socket is bound to.
+    pub address: SocketAddr,
+}
+
 /// A reload request from the admin listener, answered with the outcome.
 pub type ReloadReply = oneshot::Sender<Result<ReloadStatus, String>>;
 
@@ -82,6 +92,7 @@ pub struct Shared {
     reload_tx: mpsc::Sender<ReloadReply>,
     reload_rx: Mutex<Option<mpsc::Receiver<ReloadReply>>>,
     generation: AtomicU64,
+    listeners: Mutex<Vec<BoundListener>>,
     /// When the process started.
     pub started: SystemTime,
 }
@@ -113,6 +124,7 @@ impl Shared {
             reload_tx,
             reload_rx: Mutex::new(Some(reload_rx)),
             generation: AtomicU64::new(1),
+            listeners: Mutex::new(Vec::new()),
             started: SystemTime::now(),
         }))
     }
@@ -167,6 +179,39 @@ impl Shared {
     /// The last reload's outcome.
     pub fn reload_status(&self) -> ReloadStatus {
         self.reload_status.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+
+    /// The data listeners as bound, sorted by name.
+    pub fn listeners(&self) -> Vec<BoundListener> {
+        self.listeners.lock().map(|l| l.clone()).unwrap_or_default()
+    }
+
+    /// Reads the runtime's listeners after start-up or a listener change, logs each new or
+    /// moved one as `listening` (with the bound address, which is what a caller of a port-0
+    /// config needs) and each removed one as `listener closed`.
+    pub fn record_listeners(&self, runtime: &reel_runtime::Runtime) {
+        let mut now: Vec<BoundListener> = runtime
+            .listeners()
+            .into_iter()
+            .map(|l| {
+                let address =
+                    runtime.local_addrs(&l.name).and_then(|a| a.first().copied()).unwrap_or(l.addr);
+                BoundListener { name: l.name, address }
+            })
+            .collect();
+        now.sort_by(|a, b| a.name.cmp(&b.name));
+        let Ok(mut cur) = self.listeners.lock() else { return };
+        for l in &now {
+            if !cur.contains(l) {
+                info!(listener = %l.name, address = %l.address, workers = runtime.n_workers(), "listening");
+            }
+        }
+        for l in cur.iter() {
+            if !now.iter().any(|n| n.name == l.name) {
+                info!(listener = %l.name, address = %l.address, "listener closed");
+            }
+        }
+        *cur = now;
     }
 
     /// SIGUSR1: the access log writer reopens its file.
@@ -225,6 +270,7 @@ fn try_reload(
     runtime: &reel_runtime::Runtime,
 ) -> Result<Vec<String>, String> {
     let mut new = reel_config::load_and_validate(&shared.config_path).map_err(|e| e.to_string())?;
+    check_environment(&new)?;
     let old = shared.live_full();
     let needs_restart = old.cfg.diff_needs_restart(&new);
     // Keys that cannot change live keep their running values, so what runs stays coherent.
@@ -236,21 +282,39 @@ fn try_reload(
     new.log.format = old.cfg.log.format;
     new.demo_origin = old.cfg.demo_origin.clone();
     let listeners_changed = old.cfg.listener != new.listener;
-    if listeners_changed {
-        runtime.set_listeners(listener_specs(&new)).map_err(|e| format!("listeners: {e}"))?;
-    }
     let needs_restart: Vec<String> = needs_restart
         .into_iter()
         .filter(|k| !(listeners_changed && k.starts_with("listener")))
         .collect();
-    let generation = shared.generation.fetch_add(1, Ordering::SeqCst) + 1;
+    // Everything that can fail without side effects comes first: a failure after the
+    // listeners changed would leave them out of step with the running config.
+    let generation = shared.generation.load(Ordering::SeqCst) + 1;
     let live = build_live(new, generation, shared.origin_flag.as_ref(), Some(&old))
         .map_err(|e| format!("{e:#}"))?;
+    if listeners_changed {
+        let r = runtime.set_listeners(listener_specs(&live.cfg));
+        // Even a partly failed change may have bound or closed sockets: show what is real.
+        shared.record_listeners(runtime);
+        r.map_err(|e| format!("listeners: {e}"))?;
+    }
+    shared.generation.store(generation, Ordering::SeqCst);
     if let Some(h) = shared.health() {
         h.set_thresholds(thresholds(&live.cfg));
     }
     shared.live.store(Arc::new(live));
     Ok(needs_restart)
+}
+
+/// Problems a config file cannot show but its environment can: a `token_env` naming an
+/// unset variable would otherwise leave the admin API without authentication.
+pub fn check_environment(cfg: &Config) -> Result<(), String> {
+    if !cfg.admin.token_env.is_empty() && cfg.admin.resolved_token().is_none() {
+        return Err(format!(
+            "admin.token_env names {:?}, which is not set (or empty) in the environment",
+            cfg.admin.token_env
+        ));
+    }
+    Ok(())
 }
 
 fn build_live(
@@ -269,7 +333,17 @@ fn build_live(
     origins.start_health_checks().context("starting origin health checks")?;
     let access_log = match (&cfg.access_log, old) {
         (a, _) if !a.enabled => None,
-        (a, Some(o)) if o.cfg.access_log == *a && o.access_log.is_some() => o.access_log.clone(),
+        // The writer thread and its file stay across reloads that keep the path and the
+        // format; `buffer` and `flush_interval` are per-worker and apply to the new
+        // generation without reopening anything.
+        (a, Some(o))
+            if o.cfg.access_log.enabled
+                && o.cfg.access_log.path == a.path
+                && o.cfg.access_log.format == a.format
+                && o.access_log.is_some() =>
+        {
+            o.access_log.clone()
+        }
         (a, _) => {
             if let Some(dir) = a.path.parent().filter(|d| !d.as_os_str().is_empty()) {
                 if !a.is_stdout() {

@@ -38,6 +38,10 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(crate::EX_USAGE));
         }
     };
+    if let Err(e) = crate::live::check_environment(&cfg) {
+        eprintln!("{}: {e}", args.config.display());
+        return Ok(ExitCode::from(crate::EX_USAGE));
+    }
     crate::logging::init(&cfg.log);
     let origin_override = match args.origin.as_deref().map(crate::live::parse_origin_flag) {
         Some(Ok(o)) => Some(o),
@@ -79,9 +83,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         App::new(ctx, &factory_shared)
     })
     .context("starting workers")?;
-    for l in runtime.listeners() {
-        info!(listener = %l.name, address = %l.addr, workers = runtime.n_workers(), "listening");
-    }
+    shared.record_listeners(&runtime);
 
     let stats = runtime.stats();
     let conn_stats = stats.clone();

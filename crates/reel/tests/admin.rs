@@ -1,0 +1,204 @@
+//! The admin listener: purge (exact, prefix, soft) seen by every worker, the bearer
+//! token (inline and from the environment), and the metric families.
+
+use crate::common::*;
+
+/// Keep-alive connections until every worker holds at least one of them.
+fn conns_on_every_worker(reel: &Reel) -> Vec<Conn> {
+    let workers = reel.workers();
+    let mut conns = Vec::new();
+    for _ in 0..64 {
+        let mut c = Conn::open(reel.data).unwrap();
+        assert_eq!(c.get("127.0.0.1", "/healthz").unwrap().status, 200);
+        conns.push(c);
+        let st = reel.status();
+        let busy = st["workers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|w| w["open_connections"].as_u64().unwrap_or(0) > 0)
+            .count();
+        if busy == workers && conns.len() >= 2 {
+            return conns;
+        }
+    }
+    panic!("64 connections did not reach all {workers} workers");
+}
+
+fn bodies(conns: &mut [Conn], path: &str) -> Vec<String> {
+    conns
+        .iter_mut()
+        .map(|c| {
+            let r = c.get("127.0.0.1", path).unwrap();
+            assert_eq!(r.status, 200, "{path}");
+            r.text()
+        })
+        .collect()
+}
+
+#[test]
+fn purge_exact_prefix_and_soft_on_every_worker() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = Origin::start("a");
+    for p in ["/p/one.ts", "/p/dir/a.ts", "/p/dir/b.ts"] {
+        o.put(p, Object::ok("v1"));
+    }
+    o.put("/p/soft.ts", Object::ok("v1").header("etag", "\"s1\""));
+    let reel = Reel::start(&Conf::new(dir.path(), &o));
+    let mut conns = conns_on_every_worker(&reel);
+    let n = conns.len();
+    let all = |s: &str| vec![s.to_string(); n];
+    for p in ["/p/one.ts", "/p/dir/a.ts", "/p/dir/b.ts", "/p/soft.ts"] {
+        assert_eq!(bodies(&mut conns, p), all("v1"));
+        assert_eq!(o.hits(p), 1, "{p} is cached after the first request");
+    }
+    for p in ["/p/one.ts", "/p/dir/a.ts", "/p/dir/b.ts"] {
+        o.put(p, Object::ok("v2"));
+    }
+    o.put("/p/soft.ts", Object::ok("v2").header("etag", "\"s2\""));
+
+    // Exact (percent-encoded URL): only that object.
+    let r = reel.admin_req("POST", "/admin/purge?url=http%3A%2F%2F127.0.0.1%2Fp%2Fone.ts");
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(r.json()["purged"].as_u64().unwrap() >= 1, "{}", r.text());
+    assert_eq!(bodies(&mut conns, "/p/one.ts"), all("v2"));
+    assert_eq!(bodies(&mut conns, "/p/dir/a.ts"), all("v1"), "not purged");
+
+    // Prefix: everything under /p/dir/.
+    let r = reel.admin_req("POST", "/admin/purge?url=http://127.0.0.1/p/dir/&prefix=1");
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["purged"].as_u64(), Some(2), "{}", r.text());
+    assert_eq!(bodies(&mut conns, "/p/dir/a.ts"), all("v2"));
+    assert_eq!(bodies(&mut conns, "/p/dir/b.ts"), all("v2"));
+
+    // Soft: the object stays but must be revalidated, which finds the new version.
+    let r = reel.admin_req("POST", "/admin/purge?url=http://127.0.0.1/p/soft.ts&soft=1");
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(bodies(&mut conns, "/p/soft.ts"), all("v2"));
+    assert!(o.conditional_hits("/p/soft.ts") >= 1, "a soft purge revalidates");
+
+    // Bad requests.
+    assert_eq!(reel.admin_req("POST", "/admin/purge").status, 400);
+    assert_eq!(reel.admin_req("POST", "/admin/purge?url=http://unknown.invalid/x").status, 400);
+}
+
+#[test]
+fn admin_token_inline() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = Origin::start("a");
+    let mut conf = Conf::new(dir.path(), &o);
+    conf.admin = "token = \"s3cret\"\n".into();
+    let mut reel = Reel::start(&conf);
+    let r = request(reel.admin, "GET", "127.0.0.1", "/status", &[]);
+    assert_eq!(r.status, 401);
+    assert_eq!(r.header("www-authenticate"), Some("Bearer"));
+    let r = request(reel.admin, "GET", "127.0.0.1", "/metrics", &[("authorization", "Bearer no")]);
+    assert_eq!(r.status, 401);
+    let r = request(reel.admin, "POST", "127.0.0.1", "/admin/drain", &[]);
+    assert_eq!(r.status, 401);
+    assert_eq!(get(reel.data, "/healthz").status, 200, "not drained by the refused request");
+    reel.token = Some("s3cret".into());
+    assert_eq!(reel.admin_req("GET", "/status").status, 200);
+    assert_eq!(reel.admin_req("GET", "/metrics").status, 200);
+    // The data listeners never ask for the token.
+    assert_eq!(get(reel.data, "/healthz").status, 200);
+
+    // A reload changes the token.
+    conf.admin = "token = \"other\"\n".into();
+    reel.rewrite(&conf);
+    assert_eq!(reel.admin_req("POST", "/admin/reload").status, 200);
+    assert_eq!(reel.admin_req("GET", "/status").status, 401);
+    reel.token = Some("other".into());
+    assert_eq!(reel.admin_req("GET", "/status").status, 200);
+}
+
+#[test]
+fn admin_token_from_the_environment() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = Origin::start("a");
+    let mut conf = Conf::new(dir.path(), &o);
+    conf.admin = "token_env = \"REEL_TEST_ADMIN_TOKEN\"\n".into();
+    let mut reel = Reel::start_env(&conf, &[("REEL_TEST_ADMIN_TOKEN", "from-env")]);
+    assert_eq!(request(reel.admin, "GET", "127.0.0.1", "/status", &[]).status, 401);
+    reel.token = Some("from-env".into());
+    assert_eq!(reel.admin_req("GET", "/status").status, 200);
+    drop(reel);
+
+    // Without the variable, reel refuses to start rather than run an open admin API.
+    conf.write();
+    let out = std::process::Command::new(BIN)
+        .arg("serve")
+        .arg("--config")
+        .arg(conf.path())
+        .env_remove("REEL_TEST_ADMIN_TOKEN")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(64));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("REEL_TEST_ADMIN_TOKEN"));
+}
+
+#[test]
+fn metrics_have_every_family() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = Origin::start("a");
+    o.put("/m/seg.ts", Object::ok(vec![b'm'; 4096]));
+    let reel = Reel::start(&Conf::new(dir.path(), &o));
+    assert_eq!(get(reel.data, "/m/seg.ts").status, 200);
+    eventually("a hit", || {
+        get(reel.data, "/m/seg.ts").cache_status().contains("hit").then_some(())
+    });
+    assert_eq!(get(reel.data, "/m/missing.ts").status, 404);
+    assert_eq!(request(reel.data, "GET", "nobody.invalid", "/", &[]).status, 421);
+    let mut held = Conn::open(reel.data).unwrap();
+    assert_eq!(held.get("127.0.0.1", "/healthz").unwrap().status, 200);
+    // Counters are recorded once a response is written, which may be just after the client
+    // read it.
+    let m = eventually("the requests in the counters", || {
+        let m = reel.metrics();
+        let at_least = |k: &str, v: f64| metric(&m, k).is_some_and(|x| x >= v);
+        (at_least("reel_requests_total{status=\"2xx\",cache=\"miss\"}", 1.0)
+            && at_least("reel_requests_total{status=\"2xx\",cache=\"hit\"}", 1.0)
+            && at_least("reel_requests_total{status=\"4xx\",cache=\"local\"}", 1.0)
+            && at_least("reel_requests_total{status=\"4xx\",cache=\"miss\"}", 1.0))
+        .then_some(m)
+    });
+    for family in [
+        "reel_requests_total",
+        "reel_bytes_out_total",
+        "reel_request_duration_seconds",
+        "reel_hit_duration_seconds",
+        "reel_origin_requests_total",
+        "reel_origin_responses_total",
+        "reel_origin_errors_total",
+        "reel_origin_first_byte_seconds",
+        "reel_origin_healthy",
+        "reel_store_bytes",
+        "reel_store_objects",
+        "reel_store_evictions_total",
+        "reel_store_write_errors_total",
+        "reel_connections_open",
+        "reel_connections_accepted_total",
+        "reel_coalesced_waiters",
+        "reel_reloads_total",
+        "reel_reload_failures_total",
+        "reel_reload_last_success",
+        "reel_draining",
+        "reel_access_log_dropped_lines_total",
+    ] {
+        assert!(m.contains(&format!("# TYPE {family} ")), "{family} missing:\n{m}");
+    }
+    assert!(metric(&m, "reel_bytes_out_total").unwrap() >= 8192.0);
+    let origin_label = format!("reel_origin_requests_total{{group=\"o\",host=\"{}\"}}", o.addr);
+    assert!(metric(&m, &origin_label).unwrap() >= 2.0, "{origin_label}\n{m}");
+    assert!(metric(&m, "reel_store_objects").unwrap() >= 1.0);
+    assert!(metric(&m, "reel_store_bytes").unwrap() >= 4096.0);
+    assert_eq!(metric(&m, "reel_store_write_errors_total"), Some(0.0));
+    for w in 0..reel.workers() {
+        assert!(metric(&m, &format!("reel_connections_open{{worker=\"{w}\"}}")).is_some());
+    }
+    let open: f64 = (0..reel.workers())
+        .filter_map(|w| metric(&m, &format!("reel_connections_open{{worker=\"{w}\"}}")))
+        .sum();
+    assert!(open >= 1.0, "the held connection is open");
+    assert_eq!(metric(&m, "reel_reloads_total"), Some(0.0));
+}

@@ -1,0 +1,120 @@
+//! `reel check`, `reel plan` and start-up refusal of a broken config.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use crate::common::*;
+
+fn repo_config_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../config")
+}
+
+#[test]
+fn check_accepts_every_shipped_config() {
+    let mut n = 0;
+    for e in std::fs::read_dir(repo_config_dir()).unwrap().flatten() {
+        let p = e.path();
+        if p.extension().is_none_or(|x| x != "toml") {
+            continue;
+        }
+        let out = Command::new(BIN).arg("check").arg("--config").arg(&p).output().unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}: {}",
+            p.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(String::from_utf8_lossy(&out.stdout).contains("is valid"));
+        n += 1;
+    }
+    assert!(n >= 2, "config/ has reel.toml and production.toml");
+}
+
+/// A config with three independent problems on known lines.
+const BROKEN: &str = r#"[server]
+shutdown_timeout = "10s"
+
+[cores]
+workers = [0, 0]
+
+[health]
+max_cpu_percent = 50
+resume_cpu_percent = 60
+
+[[listener]]
+name = "http"
+address = "127.0.0.1:0"
+
+[store]
+path = "store"
+size = "1MiB"
+volume_size = "1MiB"
+"#;
+
+#[test]
+fn check_lists_every_problem_with_file_line_column_and_exits_64() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("broken.toml");
+    std::fs::write(&p, BROKEN).unwrap();
+    let out = Command::new(BIN).arg("check").arg("--config").arg(&p).output().unwrap();
+    assert_eq!(out.status.code(), Some(64));
+    let err = String::from_utf8_lossy(&out.stderr);
+    let file = p.display().to_string();
+    let located: Vec<&str> = err
+        .lines()
+        .filter(|l| {
+            l.strip_prefix(&file)
+                .and_then(|r| r.strip_prefix(':'))
+                .and_then(|r| r.split_once(':'))
+                .is_some_and(|(line, rest)| {
+                    line.parse::<u32>().is_ok()
+                        && rest.split_once(':').is_some_and(|(c, _)| c.parse::<u32>().is_ok())
+                })
+        })
+        .collect();
+    assert!(located.len() >= 3, "every problem with file:line:column:\n{err}");
+    for (line, key) in [(5, "cores.workers"), (9, "health.resume_cpu_percent"), (17, "store.size")]
+    {
+        assert!(
+            located.iter().any(|l| l.starts_with(&format!("{file}:{line}:")) && l.contains(key)),
+            "{key} at line {line}:\n{err}"
+        );
+    }
+
+    // A value of the wrong type is reported at its position too.
+    std::fs::write(&p, "[http]\nidle_timeout = \"5 fortnights\"\n").unwrap();
+    let out = Command::new(BIN).arg("check").arg("--config").arg(&p).output().unwrap();
+    assert_eq!(out.status.code(), Some(64));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&format!("{file}:2:16: http.idle_timeout: ")), "{err}");
+    std::fs::write(&p, BROKEN).unwrap();
+
+    // `serve` refuses the same file with the same exit code (systemd does not restart it).
+    let out = Command::new(BIN).arg("serve").arg("--config").arg(&p).output().unwrap();
+    assert_eq!(out.status.code(), Some(64));
+    assert!(String::from_utf8_lossy(&out.stderr).contains(&format!("{file}:5:")));
+}
+
+#[test]
+fn plan_prints_a_table_and_shell_assignments() {
+    let cfg = repo_config_dir().join("reel.toml");
+    let out = Command::new(BIN).arg("plan").arg("--config").arg(&cfg).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let rows = text
+        .lines()
+        .filter(|l| l.split_whitespace().next().is_some_and(|w| w.parse::<usize>().is_ok()))
+        .count();
+    assert!(rows >= cpus.min(1), "a row per CPU:\n{text}");
+    assert!(text.contains("worker"), "{text}");
+
+    let out =
+        Command::new(BIN).args(["plan", "--format", "env", "--config"]).arg(&cfg).output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let env = String::from_utf8_lossy(&out.stdout);
+    for var in ["NICS=", "IRQ_CPUS=", "WORKER_CPUS=", "NIC_IRQS="] {
+        assert!(env.lines().any(|l| l.starts_with(var)), "{var} in\n{env}");
+    }
+}

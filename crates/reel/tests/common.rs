@@ -1,0 +1,665 @@
+//! Shared test scaffolding: an in-test origin server, a blocking HTTP/1.1 client, a config
+//! builder and a handle on a running `reel` child process whose JSON log is parsed.
+
+use std::collections::HashMap;
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// The binary under test.
+pub const BIN: &str = env!("CARGO_BIN_EXE_reel");
+
+/// How long anything that should happen "soon" may take on a loaded machine.
+pub const PATIENCE: Duration = Duration::from_secs(30);
+
+/// Polls `f` until it returns `Some`, or panics with `what` after [`PATIENCE`].
+pub fn eventually<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Origin
+
+/// One object the origin serves.
+#[derive(Clone, Debug)]
+pub struct Object {
+    /// Status code.
+    pub status: u16,
+    /// Extra response headers.
+    pub headers: Vec<(String, String)>,
+    /// Body.
+    pub body: Vec<u8>,
+    /// Delay before the response head is sent.
+    pub delay: Duration,
+}
+
+impl Object {
+    /// A 200 with this body and no caching headers.
+    pub fn ok(body: impl Into<Vec<u8>>) -> Object {
+        Object { status: 200, headers: Vec::new(), body: body.into(), delay: Duration::ZERO }
+    }
+
+    /// Adds a response header.
+    pub fn header(mut self, name: &str, value: &str) -> Object {
+        self.headers.push((name.into(), value.into()));
+        self
+    }
+
+    /// Delays the response.
+    pub fn delay(mut self, d: Duration) -> Object {
+        self.delay = d;
+        self
+    }
+
+    fn etag(&self) -> Option<&str> {
+        self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case("etag")).map(|(_, v)| v.as_str())
+    }
+}
+
+#[derive(Default)]
+struct OriginState {
+    objects: HashMap<String, Object>,
+    hits: HashMap<String, u64>,
+    conditional: HashMap<String, u64>,
+}
+
+/// A small HTTP/1.1 origin on 127.0.0.1:0: serves the objects put into it (404 otherwise,
+/// 200 on `/healthz`), answers `If-None-Match` with 304, counts requests per path.
+pub struct Origin {
+    /// Where it listens.
+    pub addr: SocketAddr,
+    state: Arc<Mutex<OriginState>>,
+}
+
+impl Origin {
+    /// Starts an origin whose responses carry `x-origin: NAME`.
+    pub fn start(name: &str) -> Origin {
+        let l = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("bind origin");
+        let addr = l.local_addr().expect("origin addr");
+        let state = Arc::new(Mutex::new(OriginState::default()));
+        let st = state.clone();
+        let n = name.to_string();
+        std::thread::spawn(move || {
+            for s in l.incoming().flatten() {
+                let st = st.clone();
+                let n = n.clone();
+                std::thread::spawn(move || origin_conn(s, &st, &n));
+            }
+        });
+        Origin { addr, state }
+    }
+
+    /// Serves `obj` at `path` from now on.
+    pub fn put(&self, path: &str, obj: Object) {
+        self.state.lock().unwrap().objects.insert(path.into(), obj);
+    }
+
+    /// Requests received for `path` so far.
+    pub fn hits(&self, path: &str) -> u64 {
+        self.state.lock().unwrap().hits.get(path).copied().unwrap_or(0)
+    }
+
+    /// Conditional (`If-None-Match`) requests received for `path` so far.
+    pub fn conditional_hits(&self, path: &str) -> u64 {
+        self.state.lock().unwrap().conditional.get(path).copied().unwrap_or(0)
+    }
+}
+
+fn origin_conn(s: TcpStream, state: &Mutex<OriginState>, name: &str) {
+    let _ = s.set_read_timeout(Some(Duration::from_secs(120)));
+    let Ok(mut w) = s.try_clone() else { return };
+    let mut r = BufReader::new(s);
+    loop {
+        let mut line = String::new();
+        match r.read_line(&mut line) {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+        let mut parts = line.split_whitespace();
+        let method = parts.next().unwrap_or("").to_string();
+        let target = parts.next().unwrap_or("/").to_string();
+        let mut inm = None;
+        let mut body_len = 0usize;
+        loop {
+            let mut h = String::new();
+            if r.read_line(&mut h).unwrap_or(0) == 0 {
+                return;
+            }
+            let h = h.trim_end();
+            if h.is_empty() {
+                break;
+            }
+            if let Some((k, v)) = h.split_once(':') {
+                if k.eq_ignore_ascii_case("if-none-match") {
+                    inm = Some(v.trim().to_string());
+                } else if k.eq_ignore_ascii_case("content-length") {
+                    body_len = v.trim().parse().unwrap_or(0);
+                }
+            }
+        }
+        let mut sink = vec![0; body_len];
+        if r.read_exact(&mut sink).is_err() {
+            return;
+        }
+        let path = target.split('?').next().unwrap_or("/").to_string();
+        let obj = {
+            let mut st = state.lock().unwrap();
+            *st.hits.entry(path.clone()).or_default() += 1;
+            if inm.is_some() {
+                *st.conditional.entry(path.clone()).or_default() += 1;
+            }
+            match st.objects.get(&path) {
+                Some(o) => o.clone(),
+                None if path == "/healthz" => Object::ok("ok"),
+                None => Object { status: 404, ..Object::ok("not found at the origin") },
+            }
+        };
+        if !obj.delay.is_zero() {
+            std::thread::sleep(obj.delay);
+        }
+        let not_modified = obj.status == 200 && inm.is_some() && inm.as_deref() == obj.etag();
+        let status = if not_modified { 304 } else { obj.status };
+        let mut head = format!("HTTP/1.1 {status} X\r\nx-origin: {name}\r\n");
+        for (k, v) in &obj.headers {
+            head.push_str(&format!("{k}: {v}\r\n"));
+        }
+        let send_body = !not_modified && method != "HEAD";
+        if !not_modified {
+            head.push_str(&format!("content-length: {}\r\n", obj.body.len()));
+        }
+        head.push_str("\r\n");
+        let mut out = head.into_bytes();
+        if send_body {
+            out.extend_from_slice(&obj.body);
+        }
+        if w.write_all(&out).is_err() {
+            return;
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Client
+
+/// A parsed response.
+#[derive(Debug)]
+pub struct Resp {
+    /// Status code.
+    pub status: u16,
+    /// Header fields, names lower-cased.
+    pub headers: Vec<(String, String)>,
+    /// Body (chunked transfer coding removed).
+    pub body: Vec<u8>,
+}
+
+impl Resp {
+    /// The first value of a header.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+    }
+
+    /// The body as text.
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
+    /// The body as JSON.
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.text()))
+    }
+
+    /// The `cache-status` header, or "".
+    pub fn cache_status(&self) -> &str {
+        self.header("cache-status").unwrap_or("")
+    }
+}
+
+/// A keep-alive client connection.
+pub struct Conn {
+    w: TcpStream,
+    r: BufReader<TcpStream>,
+}
+
+impl Conn {
+    /// Connects.
+    pub fn open(addr: SocketAddr) -> io::Result<Conn> {
+        let s = TcpStream::connect(addr)?;
+        s.set_read_timeout(Some(PATIENCE))?;
+        s.set_nodelay(true)?;
+        Ok(Conn { w: s.try_clone()?, r: BufReader::new(s) })
+    }
+
+    /// Sends one request and reads its response.
+    pub fn request(
+        &mut self,
+        method: &str,
+        host: &str,
+        target: &str,
+        headers: &[(&str, &str)],
+    ) -> io::Result<Resp> {
+        let mut req = format!("{method} {target} HTTP/1.1\r\nhost: {host}\r\n");
+        for (k, v) in headers {
+            req.push_str(&format!("{k}: {v}\r\n"));
+        }
+        if method == "POST" || method == "PUT" {
+            req.push_str("content-length: 0\r\n");
+        }
+        req.push_str("\r\n");
+        self.w.write_all(req.as_bytes())?;
+        read_response(&mut self.r, method == "HEAD")
+    }
+
+    /// `GET target` with `Host: host`.
+    pub fn get(&mut self, host: &str, target: &str) -> io::Result<Resp> {
+        self.request("GET", host, target, &[])
+    }
+}
+
+fn bad(msg: impl Into<String>) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, msg.into())
+}
+
+fn read_line(r: &mut impl BufRead) -> io::Result<String> {
+    let mut l = String::new();
+    if r.read_line(&mut l)? == 0 {
+        return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "connection closed"));
+    }
+    Ok(l.trim_end_matches(['\r', '\n']).to_string())
+}
+
+fn read_response(r: &mut impl BufRead, head_only: bool) -> io::Result<Resp> {
+    let status_line = read_line(r)?;
+    let status: u16 = status_line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| bad(format!("bad status line {status_line:?}")))?;
+    let mut headers = Vec::new();
+    loop {
+        let l = read_line(r)?;
+        if l.is_empty() {
+            break;
+        }
+        let (k, v) = l.split_once(':').ok_or_else(|| bad(format!("bad header {l:?}")))?;
+        headers.push((k.trim().to_ascii_lowercase(), v.trim().to_string()));
+    }
+    let get = |n: &str| headers.iter().find(|(k, _)| k == n).map(|(_, v)| v.clone());
+    let mut body = Vec::new();
+    if head_only || status / 100 == 1 || status == 204 || status == 304 {
+    } else if get("transfer-encoding").is_some_and(|v| v.eq_ignore_ascii_case("chunked")) {
+        loop {
+            let size = read_line(r)?;
+            let n = usize::from_str_radix(size.split(';').next().unwrap_or("").trim(), 16)
+                .map_err(|_| bad(format!("bad chunk size {size:?}")))?;
+            if n == 0 {
+                while !read_line(r)?.is_empty() {}
+                break;
+            }
+            let start = body.len();
+            body.resize(start + n, 0);
+            r.read_exact(&mut body[start..])?;
+            read_line(r)?;
+        }
+    } else if let Some(n) = get("content-length") {
+        let n: usize = n.parse().map_err(|_| bad("bad content-length"))?;
+        body.resize(n, 0);
+        r.read_exact(&mut body)?;
+    } else {
+        r.read_to_end(&mut body)?;
+    }
+    Ok(Resp { status, headers, body })
+}
+
+/// One request on a new connection.
+pub fn request(
+    addr: SocketAddr,
+    method: &str,
+    host: &str,
+    target: &str,
+    headers: &[(&str, &str)],
+) -> Resp {
+    Conn::open(addr)
+        .and_then(|mut c| c.request(method, host, target, headers))
+        .unwrap_or_else(|e| panic!("{method} {target} on {addr}: {e}"))
+}
+
+/// `GET target` on a new connection with `Host: 127.0.0.1`.
+pub fn get(addr: SocketAddr, target: &str) -> Resp {
+    request(addr, "GET", "127.0.0.1", target, &[])
+}
+
+// ---------------------------------------------------------------------------------------
+// Config
+
+/// A test config: everything small, in a temp dir, on port 0, JSON process log.
+#[derive(Clone)]
+pub struct Conf {
+    /// The temp dir holding the store, the access log and the config file.
+    pub dir: PathBuf,
+    /// The origin hosts of the single origin group.
+    pub origins: Vec<SocketAddr>,
+    /// `[[listener]]`s: (name, address).
+    pub listeners: Vec<(String, String)>,
+    /// `[[cache.rule]]` tables, verbatim.
+    pub rules: String,
+    /// Lines of `[health]`.
+    pub health: String,
+    /// Lines of `[admin]` besides the address.
+    pub admin: String,
+    /// Lines of `[http]`.
+    pub http: String,
+    /// Lines of `[access_log]` besides the path.
+    pub access_log: String,
+    /// `store.size`.
+    pub store_size: String,
+    /// `server.shutdown_timeout`.
+    pub shutdown_timeout: String,
+    /// `cache.negative_ttl`.
+    pub negative_ttl: String,
+}
+
+impl Conf {
+    /// The defaults for a test against `origin`.
+    pub fn new(dir: &Path, origin: &Origin) -> Conf {
+        Conf {
+            dir: dir.to_path_buf(),
+            origins: vec![origin.addr],
+            listeners: vec![("http".into(), "127.0.0.1:0".into())],
+            rules: "[[cache.rule]]\nmatch = \"*.ts\"\nttl = \"1h\"\noverride = true\n".into(),
+            health: String::new(),
+            admin: String::new(),
+            http: String::new(),
+            access_log: "flush_interval = \"100ms\"\n".into(),
+            store_size: "64MiB".into(),
+            shutdown_timeout: "20s".into(),
+            negative_ttl: "0s".into(),
+        }
+    }
+
+    /// The TOML text.
+    pub fn render(&self) -> String {
+        let d = self.dir.display();
+        let mut s = format!(
+            "[server]\nshutdown_timeout = \"{}\"\n\n[log]\nlevel = \"info\"\nformat = \"json\"\n\n",
+            self.shutdown_timeout
+        );
+        for (name, addr) in &self.listeners {
+            s.push_str(&format!("[[listener]]\nname = \"{name}\"\naddress = \"{addr}\"\n\n"));
+        }
+        s.push_str("[cores]\nnic = []\nirq = \"auto\"\nworkers = \"auto\"\nsteer = \"hash\"\n\n");
+        s.push_str(&format!("[http]\n{}\n", self.http));
+        s.push_str(&format!("[health]\n{}\n", self.health));
+        s.push_str(&format!("[admin]\naddress = \"127.0.0.1:0\"\n{}\n", self.admin));
+        s.push_str(&format!(
+            "[access_log]\nenabled = true\npath = \"{d}/access.log\"\nformat = \"json\"\n{}\n",
+            self.access_log
+        ));
+        s.push_str(&format!(
+            "[store]\npath = \"{d}/store\"\nsize = \"{}\"\nvolume_size = \"4MiB\"\nio = \"threads\"\n\n",
+            self.store_size
+        ));
+        s.push_str(&format!(
+            "[cache]\nnegative_ttl = \"{}\"\n\n{}\n",
+            self.negative_ttl, self.rules
+        ));
+        s.push_str(
+            "[[site]]\nhosts = [\"127.0.0.1\", \"localhost\", \"*.example.test\"]\norigin_group = \"o\"\n\n",
+        );
+        let hosts: Vec<String> = self.origins.iter().map(|a| format!("\"{a}\"")).collect();
+        s.push_str(&format!(
+            "[[origin_group]]\nname = \"o\"\nconnect_timeout = \"5s\"\nfirst_byte_timeout = \"20s\"\nretries = 0\n\n  [origin_group.health]\n  enabled = false\n\n  [[origin_group.tier]]\n  hosts = [{}]\n\n",
+            hosts.join(", ")
+        ));
+        s.push_str("[demo_origin]\nenabled = false\n");
+        s
+    }
+
+    /// Where [`Conf::write`] puts the file.
+    pub fn path(&self) -> PathBuf {
+        self.dir.join("reel.toml")
+    }
+
+    /// Writes the config file (atomically, so a reload never reads half a file).
+    pub fn write(&self) {
+        let tmp = self.dir.join("reel.toml.tmp");
+        std::fs::write(&tmp, self.render()).expect("write config");
+        std::fs::rename(&tmp, self.path()).expect("rename config");
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The reel process
+
+/// The parsed JSON lines of a child's stderr.
+#[derive(Default)]
+pub struct Logs {
+    lines: Mutex<Vec<Value>>,
+    raw: Mutex<Vec<String>>,
+    cv: Condvar,
+}
+
+impl Logs {
+    /// Waits for a log line that satisfies `pred`.
+    pub fn wait_for(&self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + PATIENCE;
+        let mut g = self.lines.lock().unwrap();
+        loop {
+            if let Some(v) = g.iter().find(|v| pred(v)) {
+                return v.clone();
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            assert!(!left.is_zero(), "timed out waiting for log line: {what}\n{}", self.dump());
+            g = self.cv.wait_timeout(g, left.min(Duration::from_millis(200))).unwrap().0;
+        }
+    }
+
+    /// Every line logged with this message.
+    pub fn with_message(&self, msg: &str) -> Vec<Value> {
+        self.lines.lock().unwrap().iter().filter(|v| message(v) == msg).cloned().collect()
+    }
+
+    /// Everything logged so far, raw.
+    pub fn dump(&self) -> String {
+        self.raw.lock().map(|r| r.join("\n")).unwrap_or_default()
+    }
+}
+
+/// The `fields.message` of a JSON log line.
+pub fn message(v: &Value) -> &str {
+    v["fields"]["message"].as_str().unwrap_or("")
+}
+
+/// A running `reel serve`, killed when dropped.
+pub struct Reel {
+    child: Option<Child>,
+    /// Its process log.
+    pub logs: Arc<Logs>,
+    /// The bound address of the first listener.
+    pub data: SocketAddr,
+    /// The bound admin address.
+    pub admin: SocketAddr,
+    /// The admin token to send, if any.
+    pub token: Option<String>,
+    /// The config it runs.
+    pub conf: Conf,
+}
+
+impl Reel {
+    /// Writes `conf` and starts `reel serve` on it.
+    pub fn start(conf: &Conf) -> Reel {
+        Reel::start_env(conf, &[])
+    }
+
+    /// Like [`Reel::start`] with extra environment variables.
+    pub fn start_env(conf: &Conf, env: &[(&str, &str)]) -> Reel {
+        conf.write();
+        let mut cmd = Command::new(BIN);
+        cmd.arg("serve")
+            .arg("--config")
+            .arg(conf.path())
+            .current_dir(&conf.dir)
+            .env_remove("RUST_LOG")
+            .env_remove("NOTIFY_SOCKET")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().expect("spawn reel");
+        let logs = Arc::new(Logs::default());
+        let stderr = child.stderr.take().expect("stderr");
+        let l = logs.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                let v = serde_json::from_str::<Value>(&line).ok();
+                l.raw.lock().unwrap().push(line);
+                if let Some(v) = v {
+                    l.lines.lock().unwrap().push(v);
+                }
+                l.cv.notify_all();
+            }
+            l.cv.notify_all();
+        });
+        let mut reel = Reel {
+            child: Some(child),
+            logs,
+            data: SocketAddr::from(([0, 0, 0, 0], 0)),
+            admin: SocketAddr::from(([0, 0, 0, 0], 0)),
+            token: None,
+            conf: conf.clone(),
+        };
+        reel.logs.wait_for("reel is serving", |v| message(v) == "reel is serving");
+        let first = &conf.listeners[0].0;
+        reel.data = reel.listener_addr(first).expect("first listener address");
+        reel.admin = addr_field(
+            &reel.logs.wait_for("admin listening", |v| message(v) == "admin listening"),
+            "address",
+        );
+        reel
+    }
+
+    /// The bound address of listener `name` as last logged.
+    pub fn listener_addr(&self, name: &str) -> Option<SocketAddr> {
+        self.logs
+            .with_message("listening")
+            .iter()
+            .rev()
+            .find(|v| v["fields"]["listener"] == name)
+            .map(|v| addr_field(v, "address"))
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map(|c| c.id()).expect("running")
+    }
+
+    /// Sends a signal.
+    pub fn signal(&self, sig: i32) {
+        // SAFETY: kill(2) on our own child's pid; it has not been reaped yet (we hold the
+        // Child and only wait in `wait_exit` / drop), so the pid cannot have been reused.
+        let r = unsafe { libc::kill(self.pid() as libc::pid_t, sig) };
+        assert_eq!(r, 0, "kill({sig})");
+    }
+
+    /// Waits for the process to exit.
+    pub fn wait_exit(&mut self) -> ExitStatus {
+        let mut child = self.child.take().expect("running");
+        let deadline = Instant::now() + PATIENCE * 2;
+        loop {
+            if let Some(st) = child.try_wait().expect("try_wait") {
+                return st;
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("reel did not exit\n{}", self.logs.dump());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn auth(&self) -> Vec<(&str, String)> {
+        self.token.iter().map(|t| ("authorization", format!("Bearer {t}"))).collect()
+    }
+
+    /// A request to the admin listener (with the token, if set).
+    pub fn admin_req(&self, method: &str, target: &str) -> Resp {
+        let a = self.auth();
+        let h: Vec<(&str, &str)> = a.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        request(self.admin, method, "127.0.0.1", target, &h)
+    }
+
+    /// `GET /status` as JSON.
+    pub fn status(&self) -> Value {
+        let r = self.admin_req("GET", "/status");
+        assert_eq!(r.status, 200, "{}", r.text());
+        r.json()
+    }
+
+    /// `GET /metrics` as text.
+    pub fn metrics(&self) -> String {
+        let r = self.admin_req("GET", "/metrics");
+        assert_eq!(r.status, 200, "{}", r.text());
+        r.text()
+    }
+
+    /// Number of workers (from `/status`).
+    pub fn workers(&self) -> usize {
+        self.status()["plan"]["workers"].as_array().map(|a| a.len()).unwrap_or(0)
+    }
+
+    /// Sends SIGHUP and waits until the reload it triggers was recorded.
+    pub fn sighup_reload(&self) -> Value {
+        let before = self.status()["reload"]["attempts"].as_u64().unwrap_or(0);
+        self.signal(libc::SIGHUP);
+        eventually("the SIGHUP reload", || {
+            let st = self.status();
+            (st["reload"]["attempts"].as_u64().unwrap_or(0) > before).then_some(st)
+        })
+    }
+
+    /// Rewrites the config file from `conf` (and remembers it).
+    pub fn rewrite(&mut self, conf: &Conf) {
+        conf.write();
+        self.conf = conf.clone();
+    }
+}
+
+impl Drop for Reel {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// A socket address in a log line's fields.
+pub fn addr_field(v: &Value, name: &str) -> SocketAddr {
+    v["fields"][name]
+        .as_str()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no address field {name} in {v}"))
+}
+
+/// The value of an unlabelled (or first matching) sample in Prometheus text.
+pub fn metric(text: &str, name_and_labels: &str) -> Option<f64> {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .find_map(|l| l.strip_prefix(name_and_labels)?.strip_prefix(' ')?.trim().parse().ok())
+}

@@ -1,0 +1,12 @@
+//! Behaviour tests of the `reel` binary: each test runs the real executable as a child
+//! process on a generated config (store and logs in a temp dir, every listener on port 0,
+//! JSON process log parsed for the bound addresses) against an in-test origin.
+
+mod access_log;
+mod admin;
+mod cli;
+mod common;
+mod health;
+mod reload;
+mod serve;
+mod systemd;

@@ -1,0 +1,119 @@
+//! Serving: `/healthz`, one socket per worker, worker pinning, routing through the cache,
+//! unknown hosts, and a graceful SIGTERM.
+
+use std::time::Duration;
+
+use crate::common::*;
+
+/// `(local port, state)` of every row of `/proc/net/tcp` and `/proc/net/tcp6`.
+fn proc_net_tcp() -> Vec<(u16, String)> {
+    let mut out = Vec::new();
+    for f in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let Ok(text) = std::fs::read_to_string(f) else { continue };
+        for l in text.lines().skip(1) {
+            let cols: Vec<&str> = l.split_whitespace().collect();
+            let (Some(local), Some(st)) = (cols.get(1), cols.get(3)) else { continue };
+            let Some(port) = local.rsplit(':').next().and_then(|p| u16::from_str_radix(p, 16).ok())
+            else {
+                continue;
+            };
+            out.push((port, st.to_string()));
+        }
+    }
+    out
+}
+
+fn listening_sockets(port: u16) -> usize {
+    // State 0A is TCP_LISTEN.
+    proc_net_tcp().iter().filter(|(p, st)| *p == port && st == "0A").count()
+}
+
+#[test]
+fn healthz_sockets_pinning_and_routing() {
+    let dir = tempfile::tempdir().unwrap();
+    let origin = Origin::start("a");
+    origin.put("/v/seg1.ts", Object::ok("segment one"));
+    let reel = Reel::start(&Conf::new(dir.path(), &origin));
+    let status = reel.status();
+    let plan: Vec<u64> =
+        status["plan"]["workers"].as_array().unwrap().iter().map(|c| c.as_u64().unwrap()).collect();
+    assert!(!plan.is_empty());
+
+    // /healthz: 200 with the JSON a balancer reads.
+    let h = get(reel.data, "/healthz");
+    assert_eq!(h.status, 200, "{}", h.text());
+    assert_eq!(h.header("content-type"), Some("application/json"));
+    let j = h.json();
+    assert_eq!(j["status"], "ok");
+    assert_eq!(j["workers"].as_u64(), Some(plan.len() as u64));
+    assert_eq!(j["version"], env!("CARGO_PKG_VERSION"));
+    assert!(j["load"]["connections"].is_u64(), "{j}");
+
+    // One listening socket per worker, all on the same port (SO_REUSEPORT).
+    assert_eq!(listening_sockets(reel.data.port()), plan.len());
+
+    // Each worker thread reel-w<i> is pinned to its planned CPU.
+    let pid = reel.pid();
+    let mut seen = 0;
+    for t in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap().flatten() {
+        let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+        let Some(index) = comm.trim().strip_prefix("reel-w").and_then(|i| i.parse::<usize>().ok())
+        else {
+            continue;
+        };
+        let st = std::fs::read_to_string(t.path().join("status")).unwrap();
+        let allowed =
+            st.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:")).map(str::trim).unwrap();
+        assert_eq!(allowed, plan[index].to_string(), "worker {index}");
+        seen += 1;
+    }
+    assert_eq!(seen, plan.len(), "one reel-w thread per planned worker");
+
+    // A known object: a miss, then hits (a request that arrives while the fill is still
+    // being committed joins it instead: "collapsed").
+    let r = get(reel.data, "/v/seg1.ts");
+    assert_eq!((r.status, r.text().as_str()), (200, "segment one"));
+    assert!(r.cache_status().contains("fwd=miss"), "{}", r.cache_status());
+    eventually("a hit", || {
+        let r = get(reel.data, "/v/seg1.ts");
+        assert_eq!((r.status, r.text().as_str()), (200, "segment one"));
+        let cs = r.cache_status();
+        assert!(cs.contains("hit") || cs.contains("collapsed"), "{cs}");
+        cs.contains("hit").then_some(())
+    });
+    assert_eq!(origin.hits("/v/seg1.ts"), 1);
+
+    // An unknown path on a site goes through the cache to the origin, which says 404.
+    let r = get(reel.data, "/nope/x.ts");
+    assert_eq!(r.status, 404);
+    assert!(r.cache_status().contains("fwd=miss"), "{}", r.cache_status());
+    assert_eq!(origin.hits("/nope/x.ts"), 1);
+
+    // An unknown Host is not ours: 421, and the origin is not asked.
+    let r = request(reel.data, "GET", "elsewhere.invalid", "/v/seg1.ts", &[]);
+    assert_eq!(r.status, 421);
+    assert_eq!(origin.hits("/v/seg1.ts"), 1);
+}
+
+#[test]
+fn sigterm_lets_the_in_flight_request_finish_and_exits_0() {
+    let dir = tempfile::tempdir().unwrap();
+    let origin = Origin::start("a");
+    let body = vec![b'x'; 256 * 1024];
+    origin.put("/slow.ts", Object::ok(body.clone()).delay(Duration::from_millis(1500)));
+    let mut reel = Reel::start(&Conf::new(dir.path(), &origin));
+    let addr = reel.data;
+    let client = std::thread::spawn(move || {
+        let mut c = Conn::open(addr).unwrap();
+        c.get("127.0.0.1", "/slow.ts")
+    });
+    // The request is in flight once the origin has it.
+    eventually("the slow request at the origin", || (origin.hits("/slow.ts") == 1).then_some(()));
+    reel.signal(libc::SIGTERM);
+    let r = client.join().unwrap().expect("the in-flight request is answered");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body.len(), body.len());
+    let st = reel.wait_exit();
+    assert_eq!(st.code(), Some(0), "{}", reel.logs.dump());
+    assert!(!reel.logs.with_message("reel stopped").is_empty());
+}

@@ -1,0 +1,149 @@
+//! The shipped systemd units and `reel-irq.sh`: `systemd-analyze verify` (when the tool
+//! exists) with the binary paths pointed at this build, and the script's syntax and its
+//! `DRY_RUN=1` output against `reel plan --format env`.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::Command;
+
+use crate::common::*;
+
+fn systemd_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../systemd")
+}
+
+fn irq_script() -> PathBuf {
+    systemd_dir().join("reel-irq.sh")
+}
+
+#[test]
+fn units_pass_systemd_analyze_verify() {
+    if Command::new("systemd-analyze").arg("--version").output().is_err() {
+        eprintln!("systemd-analyze is not installed; skipping");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let script = irq_script().canonicalize().unwrap();
+    let mut units = Vec::new();
+    for name in ["reel.service", "reel-irq.service"] {
+        let text = std::fs::read_to_string(systemd_dir().join(name)).unwrap();
+        assert!(text.contains("/usr/local/"), "{name} names the installed paths");
+        let text = text
+            .replace("/usr/local/lib/reel/reel-irq.sh", &script.display().to_string())
+            .replace("/usr/local/bin/reel", BIN);
+        let p = dir.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        units.push(p);
+    }
+    let out = Command::new("systemd-analyze")
+        .args(["verify", "--man=no"])
+        .args(&units)
+        .env("SYSTEMD_LOG_COLOR", "0")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    let problems: Vec<&str> = err
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        // Only a missing binary is acceptable (none should be, with the paths substituted).
+        .filter(|l| !l.contains("is not executable: No such file or directory"))
+        .collect();
+    assert!(problems.is_empty(), "systemd-analyze verify:\n{err}");
+    assert!(out.status.success() || !err.contains("not executable"), "{err}");
+}
+
+#[test]
+fn irq_script_parses() {
+    let st = Command::new("sh").arg("-n").arg(irq_script()).status().unwrap();
+    assert!(st.success());
+}
+
+fn parse_env(text: &str) -> HashMap<String, String> {
+    text.lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.trim_matches('"').to_string()))
+        .collect()
+}
+
+fn mask(cpus: &[usize]) -> String {
+    let max = cpus.iter().copied().max().unwrap_or(0);
+    let mut groups = Vec::new();
+    for g in (0..=max / 32).rev() {
+        let m: u32 = cpus.iter().filter(|c| *c / 32 == g).fold(0, |m, c| m | 1 << (c % 32));
+        groups.push(if groups.is_empty() { format!("{m:x}") } else { format!("{m:08x}") });
+    }
+    groups.join(",")
+}
+
+#[test]
+fn irq_script_dry_run_follows_the_plan() {
+    let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    if cpus < 2 {
+        eprintln!("one CPU: no room for an IRQ core; skipping");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("reel.toml");
+    // The loopback device has queues but no interrupts: RPS/XPS lines, no IRQ lines.
+    std::fs::write(
+        &cfg,
+        format!(
+            "[cores]\nnic = [\"lo\"]\nirq = [0]\nworkers = [1]\n\n[store]\npath = \"{}/s\"\n\
+             size = \"8MiB\"\nvolume_size = \"1MiB\"\n\n[[listener]]\nname = \"http\"\n\
+             address = \"127.0.0.1:0\"\n",
+            dir.path().display()
+        ),
+    )
+    .unwrap();
+    let plan =
+        Command::new(BIN).args(["plan", "--format", "env", "--config"]).arg(&cfg).output().unwrap();
+    assert!(plan.status.success(), "{}", String::from_utf8_lossy(&plan.stderr));
+    let env = parse_env(&String::from_utf8_lossy(&plan.stdout));
+    let list =
+        |k: &str| -> Vec<usize> { env[k].split_whitespace().map(|c| c.parse().unwrap()).collect() };
+    assert_eq!(list("IRQ_CPUS"), vec![0]);
+    assert_eq!(list("WORKER_CPUS"), vec![1]);
+
+    let out = Command::new("sh")
+        .arg(irq_script())
+        .arg(&cfg)
+        .env("DRY_RUN", "1")
+        .env("REEL", BIN)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+    for irq in env["NIC_IRQS"].split_whitespace() {
+        let line = format!("/proc/irq/{irq}/smp_affinity_list");
+        assert!(text.lines().any(|l| l.ends_with(&line) && l.starts_with("0 ")), "{line}\n{text}");
+    }
+    let rps = format!("{} > /sys/class/net/lo/queues/rx-0/rps_cpus", mask(&list("IRQ_CPUS")));
+    if std::path::Path::new("/sys/class/net/lo/queues/rx-0/rps_cpus").exists() {
+        assert!(text.lines().any(|l| l == rps), "{rps}\n{text}");
+    }
+    let xps = format!("{} > /sys/class/net/lo/queues/tx-0/xps_cpus", mask(&list("WORKER_CPUS")));
+    if std::path::Path::new("/sys/class/net/lo/queues/tx-0/xps_cpus").exists() {
+        assert!(text.lines().any(|l| l == xps), "{xps}\n{text}");
+    }
+    assert!(text.contains("NIC interrupts on CPUs 0; workers on CPUs 1"), "{text}");
+    // Every other line is a dry-run write.
+    for l in text.lines().filter(|l| !l.starts_with("reel-irq:")) {
+        assert!(l.contains(" > /"), "not a dry-run write: {l}");
+    }
+
+    // A failing plan stops the script.
+    let out = Command::new("sh")
+        .arg(irq_script())
+        .arg(dir.path().join("missing.toml"))
+        .env("DRY_RUN", "1")
+        .env("REEL", BIN)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+}
+
+#[test]
+fn mask_groups_32_bit_words() {
+    assert_eq!(mask(&[0]), "1");
+    assert_eq!(mask(&[0, 1, 40]), "100,00000003");
+}
