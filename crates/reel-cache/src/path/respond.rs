@@ -194,12 +194,23 @@ fn gone(what: &str) -> io::Error {
 /// Streams `start..end` of a cold (not resident) complete object: resident pieces by
 /// sendfile, others read through the store's io_uring (or I/O threads).
 pub fn stream_cold_hit(hit: Rc<Hit>, start: u64, end: u64) -> mpsc::Receiver<io::Result<Chunk>> {
+    stream_hit_probed(hit, start, end, Hit::is_resident)
+}
+
+/// [`stream_cold_hit`] with the residency probe as a parameter, so tests can force either
+/// branch on a real store.
+fn stream_hit_probed(
+    hit: Rc<Hit>,
+    start: u64,
+    end: u64,
+    resident: impl Fn(&Hit, u64, u64) -> bool + 'static,
+) -> mpsc::Receiver<io::Result<Chunk>> {
     let (tx, rx) = mpsc::channel(2);
     tokio::task::spawn_local(async move {
         let mut pos = start;
         while pos < end {
             let n = (end - pos).min(STREAM_CHUNK);
-            let chunk = if hit.is_resident(pos, n) {
+            let chunk = if resident(&hit, pos, n) {
                 LeasedRange::of_hit(hit.clone(), pos, n)
                     .map(|r| Chunk::File(Box::new(r)))
                     .ok_or_else(|| gone("vanished"))
@@ -270,4 +281,84 @@ pub fn stream_filling(
         }
     });
     rx
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::FileExt;
+
+    use reel_store::{IoMode, Lookup, Store, StoreConfig};
+
+    use super::*;
+
+    fn body(n: usize) -> Vec<u8> {
+        (0..n).map(|i| (i * 31 % 251) as u8).collect()
+    }
+
+    /// Collects a hit stream: bytes as they are, file ranges read back from the volume.
+    async fn collect(mut rx: mpsc::Receiver<io::Result<Chunk>>) -> (Vec<u8>, usize, usize) {
+        let (mut out, mut files, mut reads) = (Vec::new(), 0, 0);
+        while let Some(c) = rx.recv().await {
+            match c.expect("chunk") {
+                Chunk::Bytes(b) => {
+                    reads += 1;
+                    out.extend_from_slice(&b);
+                }
+                Chunk::File(f) => {
+                    files += 1;
+                    let file = std::fs::File::open(format!("/proc/self/fd/{}", f.fd())).unwrap();
+                    let mut buf = vec![0u8; f.len() as usize];
+                    file.read_exact_at(&mut buf, f.offset()).unwrap();
+                    out.extend_from_slice(&buf);
+                }
+            }
+        }
+        (out, files, reads)
+    }
+
+    #[test]
+    fn cold_hits_stream_the_stored_bytes_by_reads_and_by_file_ranges() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(StoreConfig {
+            path: dir.path().to_path_buf(),
+            size: 8 << 20,
+            volume_size: 4 << 20,
+            io: IoMode::Auto,
+        })
+        .unwrap();
+        let data = body(3 * STREAM_CHUNK as usize + 12_345);
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        tokio::task::LocalSet::new().block_on(&rt, async {
+            let mut w = store
+                .begin_fill(b"k", Bytes::from_static(b"m"), Some(data.len() as u64))
+                .await
+                .unwrap();
+            w.append(Bytes::from(data.clone())).await.unwrap();
+            w.commit().await.unwrap();
+            let Some(Lookup::Hit(hit)) = store.lookup(b"k") else { panic!("stored") };
+            let hit = Rc::new(hit);
+            let len = hit.body_len();
+            // Never resident: every piece is read through the store's I/O.
+            let (out, files, reads) =
+                collect(stream_hit_probed(hit.clone(), 0, len, |_, _, _| false)).await;
+            assert!(out == data);
+            assert_eq!((files, reads), (0, 4));
+            // A sub-range, cold.
+            let (out, _, _) =
+                collect(stream_hit_probed(hit.clone(), 1000, 300_000, |_, _, _| false)).await;
+            assert!(out == data[1000..300_000]);
+            // Alternating residency: both kinds of chunk, in order.
+            let flip = Cell::new(false);
+            let probe = move |_: &Hit, _, _| {
+                flip.set(!flip.get());
+                flip.get()
+            };
+            let (out, files, reads) = collect(stream_hit_probed(hit.clone(), 7, len, probe)).await;
+            assert!(out == data[7..]);
+            assert!(files > 0 && reads > 0);
+            // The public entry point with the real probe.
+            let (out, _, _) = collect(stream_cold_hit(hit, 0, len)).await;
+            assert!(out == data);
+        });
+    }
 }

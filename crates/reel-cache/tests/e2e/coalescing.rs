@@ -1,0 +1,129 @@
+//! One origin fetch per object: concurrent misses collapse onto the leader's fill, and a
+//! follower streams the object while it is still arriving.
+
+use std::sync::mpsc;
+use std::time::Duration;
+
+use crate::client::{Conn, GUARD, body_of};
+use crate::origin::{Gate, Route};
+use crate::server::HOST;
+
+fn get_raw(target: &str) -> Vec<u8> {
+    format!("GET {target} HTTP/1.1\r\nHost: {HOST}\r\nConnection: close\r\n\r\n").into_bytes()
+}
+
+#[test]
+fn hundred_concurrent_misses_reach_the_origin_once_and_get_identical_bodies() {
+    let (o, s) = crate::setup();
+    let body = body_of(300_000, 7);
+    let gate = Gate::new();
+    let mut r = Route::ok(body.clone(), &[("cache-control", "max-age=600"), ("etag", "\"c1\"")]);
+    // A slow origin: the head comes late and the body is held until every client is in.
+    r.delay = Duration::from_millis(300);
+    r.pieces = 2;
+    r.gate = Some(gate.clone());
+    o.route("/c/seg.ts", r);
+
+    let (head_tx, head_rx) = mpsc::channel();
+    let addr = s.addr;
+    let clients: Vec<_> = (0..100)
+        .map(|_| {
+            let head_tx = head_tx.clone();
+            std::thread::spawn(move || {
+                let mut c = Conn::open(addr);
+                c.send(&get_raw("/c/seg.ts"));
+                let (status, headers) = c.read_head();
+                head_tx.send(()).unwrap();
+                let (b, complete) = c.read_body(&headers, false);
+                (status, headers, b, complete)
+            })
+        })
+        .collect();
+    drop(head_tx);
+    for _ in 0..100 {
+        head_rx.recv_timeout(GUARD).expect("every client gets a head while the body is held");
+    }
+    gate.open(1);
+    let mut stored = 0;
+    let mut collapsed = 0;
+    for c in clients {
+        let (status, headers, b, complete) = c.join().unwrap();
+        assert_eq!(status, 200);
+        assert!(complete, "body framed completely");
+        assert!(b == body, "body identical to the origin's");
+        let cs = headers.iter().find(|(n, _)| n == "cache-status").map(|(_, v)| v.clone());
+        let cs = cs.unwrap_or_default();
+        if cs.contains("fwd=miss; stored") {
+            stored += 1;
+        } else if cs.contains("collapsed") {
+            collapsed += 1;
+        } else {
+            panic!("unexpected cache-status {cs:?}");
+        }
+    }
+    assert_eq!(o.count("/c/seg.ts"), 1, "the origin saw exactly one request");
+    assert_eq!((stored, collapsed), (1, 99), "one leader, 99 collapsed followers");
+    let hit = crate::client::get(&s, "/c/seg.ts", &[]);
+    assert!(hit.cache_status().contains("hit"), "{:?}", hit.cache_status());
+    assert_eq!(hit.body, body);
+}
+
+#[test]
+fn a_follower_gets_body_bytes_before_the_origin_sends_its_last_chunk() {
+    let (o, s) = crate::setup();
+    let body = body_of(400_000, 9);
+    let gate = Gate::new();
+    let mut r = Route::ok(body.clone(), &[("cache-control", "max-age=600")]);
+    r.chunked = true;
+    r.pieces = 4;
+    r.gate = Some(gate.clone());
+    o.route("/s/seg.m4s", r);
+
+    let mut leader = Conn::open(s.addr);
+    leader.send(&get_raw("/s/seg.m4s"));
+    let (st, lh) = leader.read_head();
+    assert_eq!(st, 200);
+    // The origin sent its head and first piece; the other three are held.
+    leader.raw_at_least(1);
+    gate.open(1);
+
+    let mut follower = Conn::open(s.addr);
+    follower.send(&get_raw("/s/seg.m4s"));
+    let (st, fh) = follower.read_head();
+    assert_eq!(st, 200);
+    let cs = fh.iter().find(|(n, _)| n == "cache-status").map(|(_, v)| v.as_str());
+    assert!(cs.is_some_and(|v| v.contains("collapsed")), "{cs:?}");
+    let early = follower.raw_at_least(1).len();
+    assert!(early > 0, "the follower got body bytes");
+    assert_eq!(o.finished("/s/seg.m4s"), 0, "... before the origin sent its last chunk");
+
+    gate.open(2);
+    let (lb, lok) = leader.read_body(&lh, false);
+    let (fb, fok) = follower.read_body(&fh, false);
+    assert!(lok && fok);
+    assert!(lb == body && fb == body, "both bodies are the origin's");
+    assert_eq!(o.count("/s/seg.m4s"), 1);
+}
+
+#[test]
+fn an_origin_reset_mid_body_closes_the_client_short_and_nothing_is_stored() {
+    let (o, s) = crate::setup();
+    for (path, chunked) in [("/t/cl.ts", false), ("/t/chunked.ts", true)] {
+        let body = body_of(200_000, 3);
+        let mut r = Route::ok(body.clone(), &[("cache-control", "max-age=600")]);
+        r.chunked = chunked;
+        r.pieces = 4;
+        r.reset_after = Some(120_000);
+        o.route(path, r);
+        let first = crate::client::get(&s, path, &[]);
+        assert_eq!(first.status, 200);
+        assert!(!first.complete, "{path}: a truncated body must not look complete");
+        assert!(first.body.len() < body.len());
+
+        o.route(path, Route::ok(body.clone(), &[("cache-control", "max-age=600")]));
+        let second = crate::client::get(&s, path, &[]);
+        assert_eq!(o.count(path), 2, "{path}: the truncated object was not stored");
+        assert!(second.complete && second.body == body);
+        assert!(second.cache_status().contains("fwd=miss"), "{}", second.cache_status());
+    }
+}

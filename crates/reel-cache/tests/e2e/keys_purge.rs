@@ -1,0 +1,59 @@
+//! Cache keys (dot-segments normalised) and purge (exact, prefix, soft) through
+//! `SharedCache::purge`, seen by every worker.
+
+use crate::client::{body_of, get};
+use crate::origin::Route;
+
+#[test]
+fn dot_segments_resolve_to_the_same_object() {
+    let (o, s) = crate::setup();
+    o.route("/b", Route::ok("b", &[("cache-control", "max-age=600")]));
+    get(&s, "/b", &[]);
+    let r = get(&s, "/a/../b", &[]);
+    assert_eq!(r.body, b"b");
+    assert!(r.cache_status().contains("hit"), "{}", r.cache_status());
+    assert_eq!(o.all_seen().len(), 1);
+}
+
+fn hits_on_many_connections(s: &crate::server::Server, path: &str) {
+    // Several connections, so both workers answer some of them.
+    for _ in 0..8 {
+        let r = get(s, path, &[]);
+        assert!(r.cache_status().contains("hit"), "{path}: {}", r.cache_status());
+    }
+}
+
+#[test]
+fn purge_exact_prefix_and_soft_is_seen_by_every_worker() {
+    let (o, s) = crate::setup();
+    let cc = ("cache-control", "max-age=600");
+    for p in ["/p1", "/pp/a", "/pp/b", "/ps"] {
+        o.route(p, Route::ok(body_of(1000, 1), &[cc, ("etag", "\"p\"")]));
+        get(&s, p, &[]);
+        hits_on_many_connections(&s, p);
+    }
+    let n = s.block_on(s.shared.purge(&s.settings, "http://test.local/p1", false, false)).unwrap();
+    assert_eq!(n, 1);
+    assert!(get(&s, "/p1", &[]).cache_status().contains("fwd=miss"));
+    hits_on_many_connections(&s, "/p1");
+    assert_eq!(o.count("/p1"), 2);
+
+    let n = s.block_on(s.shared.purge(&s.settings, "http://test.local/pp/", true, false)).unwrap();
+    assert_eq!(n, 2);
+    for p in ["/pp/a", "/pp/b"] {
+        assert!(get(&s, p, &[]).cache_status().contains("fwd=miss"));
+        hits_on_many_connections(&s, p);
+        assert_eq!(o.count(p), 2);
+    }
+
+    let n = s.block_on(s.shared.purge(&s.settings, "http://test.local/ps", false, true)).unwrap();
+    assert_eq!(n, 1);
+    let r = get(&s, "/ps", &[]);
+    assert!(r.cache_status().contains("fwd=stale; fwd-status=304"), "{}", r.cache_status());
+    assert_eq!(o.seen("/ps")[1].header("if-none-match"), Some("\"p\""));
+    hits_on_many_connections(&s, "/ps");
+    assert_eq!(o.count("/ps"), 2);
+
+    assert!(s.block_on(s.shared.purge(&s.settings, "http://test.local/pp/", true, true)).is_err());
+    assert!(s.block_on(s.shared.purge(&s.settings, "http://evil/x", false, false)).is_err());
+}

@@ -1,0 +1,186 @@
+//! reel's serving stack in-process: a real store in a tempdir, real origin groups, two
+//! thread-per-core workers running the HTTP codec with a handler that calls
+//! `WorkerCache::handle`, as the `reel` binary assembles them.
+
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use reel_cache::key::KeyConfig;
+use reel_cache::policy::freshness::PolicyConfig;
+use reel_cache::policy::rules::{TtlRule, TtlRules};
+use reel_cache::{Settings, SharedCache, Site, WorkerCache};
+use reel_http::{Handler, Limits, Request, RequestBody, Response};
+use reel_ops::metrics::WorkerMetrics;
+use reel_origin::{GroupSpec, HostSpec, Origins};
+use reel_runtime::{ListenerSpec, Runtime, RuntimeOptions, WorkerApp};
+use reel_store::{IoMode, Store, StoreConfig};
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+
+/// The Host every test site answers for.
+pub const HOST: &str = "test.local";
+
+/// How the server under test is set up.
+pub struct Opts {
+    /// Origin tiers of the site's group (addresses).
+    pub tiers: Vec<Vec<SocketAddr>>,
+    /// Freshness knobs.
+    pub policy: PolicyConfig,
+    /// Path TTL rules.
+    pub rules: Vec<(String, TtlRule)>,
+    /// Default stale-while-revalidate.
+    pub swr_default: Duration,
+    /// Active health checks (interval) for the group; `None` disables them.
+    pub health_interval: Option<Duration>,
+}
+
+impl Opts {
+    /// One origin, defaults everywhere else.
+    pub fn new(origin: SocketAddr) -> Opts {
+        Opts {
+            tiers: vec![vec![origin]],
+            policy: PolicyConfig::default(),
+            rules: Vec::new(),
+            swr_default: Duration::ZERO,
+            health_interval: None,
+        }
+    }
+}
+
+struct CacheHandler {
+    cache: WorkerCache,
+    metrics: WorkerMetrics,
+}
+
+impl Handler for CacheHandler {
+    async fn handle(&self, req: &Request, body: &mut RequestBody<'_>) -> Response {
+        self.cache.handle(req, body, &self.metrics).await
+    }
+}
+
+struct App {
+    handler: Rc<CacheHandler>,
+    limits: Rc<Limits>,
+}
+
+impl WorkerApp for App {
+    async fn on_conn(
+        &self,
+        stream: TcpStream,
+        peer: SocketAddr,
+        _listener: &str,
+        drain: watch::Receiver<bool>,
+    ) {
+        reel_http::serve_connection(stream, peer, self.handler.clone(), self.limits.clone(), drain)
+            .await;
+    }
+}
+
+/// A running server. Dropping it drains and joins the workers.
+pub struct Server {
+    /// Where clients connect.
+    pub addr: SocketAddr,
+    /// The cross-worker cache state (store, in-flight map, purge).
+    pub shared: Arc<SharedCache>,
+    /// The routing and policy settings the workers use.
+    pub settings: Arc<Settings>,
+    runtime: Option<Runtime>,
+    _origins: Arc<Origins>,
+    _dir: tempfile::TempDir,
+}
+
+impl Server {
+    /// Starts two workers over a fresh 64 MiB store of 4 MiB volumes.
+    pub fn start(opts: Opts) -> Server {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(StoreConfig {
+            path: dir.path().join("store"),
+            size: 64 << 20,
+            volume_size: 4 << 20,
+            io: IoMode::Auto,
+        })
+        .expect("open store");
+        let shared = SharedCache::new(store);
+        let tiers = opts
+            .tiers
+            .iter()
+            .map(|t| t.iter().map(|a| HostSpec::new(a.to_string())).collect())
+            .collect();
+        let mut g = GroupSpec::new("g", tiers);
+        g.connect_timeout = Duration::from_secs(5);
+        g.first_byte_timeout = Duration::from_secs(30);
+        g.idle_timeout = Duration::from_secs(30);
+        match opts.health_interval {
+            Some(i) => {
+                g.health.enabled = true;
+                g.health.path = "/healthz".into();
+                g.health.interval = i;
+                g.health.timeout = Duration::from_secs(2);
+                g.health.rise = 1;
+                g.health.fall = 1;
+            }
+            None => g.health.enabled = false,
+        }
+        let origins = Arc::new(Origins::new(vec![g]).expect("origin groups"));
+        if opts.health_interval.is_some() {
+            origins.start_health_checks().expect("health checks");
+        }
+        let settings = Arc::new(Settings {
+            sites: vec![Site {
+                hosts: vec![HOST.to_string()],
+                group: "g".into(),
+                key: KeyConfig::default(),
+                pass_methods: true,
+            }],
+            fallback: None,
+            policy: opts.policy,
+            rules: TtlRules::new(opts.rules),
+            swr_default: opts.swr_default,
+        });
+        let (sh, st, or) = (shared.clone(), settings.clone(), origins.clone());
+        let listeners = vec![ListenerSpec {
+            name: "http".into(),
+            addr: "127.0.0.1:0".parse().expect("addr"),
+            backlog: 1024,
+        }];
+        let ropts = RuntimeOptions { pin: false, ..Default::default() };
+        let runtime = reel_runtime::start(&[0, 1], listeners, ropts, move |_ctx| App {
+            handler: Rc::new(CacheHandler {
+                cache: WorkerCache::new(sh.clone(), st.clone(), or.worker_client()),
+                metrics: WorkerMetrics::default(),
+            }),
+            limits: Rc::new(Limits { idle_timeout: Duration::from_secs(30), ..Limits::default() }),
+        })
+        .expect("start workers");
+        let addr = runtime.local_addrs("http").expect("listener")[0];
+        Server { addr, shared, settings, runtime: Some(runtime), _origins: origins, _dir: dir }
+    }
+
+    /// Waits until no origin fetch is in flight (fills committed, refreshes done).
+    pub fn settle(&self) {
+        let deadline = std::time::Instant::now() + crate::client::GUARD;
+        while !self.shared.inflight.is_empty() {
+            assert!(std::time::Instant::now() < deadline, "an origin fetch never finished");
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    /// Runs `f` (a future using the store) to completion on a throwaway runtime.
+    pub fn block_on<F: std::future::Future>(&self, f: F) -> F::Output {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime")
+            .block_on(f)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown(Duration::from_secs(5));
+        }
+    }
+}
