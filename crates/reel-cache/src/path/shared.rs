@@ -49,7 +49,8 @@ impl SharedCache {
 
     /// Purges `url` (or, with `prefix`, every URL starting with it) on every worker at
     /// once: the store's index is shared. A soft purge marks the object stale instead, so
-    /// it is revalidated before use and can still be served by `stale-if-error`.
+    /// it is revalidated before use and can still be served by `stale-if-error`; the
+    /// variants of a URL with `Vary` cannot be enumerated, so a soft purge removes them.
     /// Returns how many objects were affected.
     pub async fn purge(
         &self,
@@ -81,34 +82,23 @@ impl SharedCache {
         let mut variants = key.as_bytes().to_vec();
         variants.push(VARIANT_SEP);
         if soft {
-            let mut n = 0;
-            for k in self.keys_of(&key) {
-                if let Some(reel_store::Lookup::Hit(hit)) = self.store.lookup(&k) {
-                    if let Ok(mut meta) = StoredMeta::decode(hit.meta()) {
-                        meta.set_invalidated(true);
-                        if self.store.update_meta(&k, meta.encode().into()).await? {
-                            n += 1;
-                        }
-                    }
-                }
+            let Some(reel_store::Lookup::Hit(hit)) = self.store.lookup(key.as_bytes()) else {
+                return Ok(0);
+            };
+            if super::respond::vary_marker(hit.meta()).is_some() {
+                // The variants of a varying URL cannot be enumerated (the store offers
+                // removal by prefix, not listing), so they cannot each be marked stale:
+                // they are removed instead, which is what a soft purge must at least
+                // achieve (no variant served without asking the origin).
+                return Ok(self.store.remove_prefix(&variants).await?);
             }
-            return Ok(n);
+            let Ok(mut meta) = StoredMeta::decode(hit.meta()) else { return Ok(0) };
+            meta.set_invalidated(true);
+            let n = self.store.update_meta(key.as_bytes(), meta.encode().into()).await?;
+            return Ok(u64::from(n));
         }
         let mut n = u64::from(self.store.remove(key.as_bytes()).await?);
         n += self.store.remove_prefix(&variants).await?;
         Ok(n)
-    }
-
-    /// The store keys holding `key`'s representations: itself, or its stored variants.
-    fn keys_of(&self, key: &CacheKey) -> Vec<Vec<u8>> {
-        match self.store.lookup(key.as_bytes()) {
-            Some(reel_store::Lookup::Hit(h)) => match super::respond::vary_marker(h.meta()) {
-                // Variants are not enumerable by prefix lookup; the marker's known variants
-                // are those in the index. Soft purge the marker's own entry only.
-                Some(_) => vec![key.as_bytes().to_vec()],
-                None => vec![key.as_bytes().to_vec()],
-            },
-            _ => Vec::new(),
-        }
     }
 }

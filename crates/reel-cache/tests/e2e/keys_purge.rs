@@ -57,3 +57,22 @@ fn purge_exact_prefix_and_soft_is_seen_by_every_worker() {
     assert!(s.block_on(s.shared.purge(&s.settings, "http://test.local/pp/", true, true)).is_err());
     assert!(s.block_on(s.shared.purge(&s.settings, "http://evil/x", false, false)).is_err());
 }
+
+#[test]
+fn soft_purge_of_a_varying_url_reaches_its_variants() {
+    let (o, s) = crate::setup();
+    o.route(
+        "/sv",
+        Route::ok(
+            "v",
+            &[("cache-control", "max-age=600"), ("vary", "Accept-Encoding"), ("etag", "\"sv\"")],
+        ),
+    );
+    get(&s, "/sv", &[("Accept-Encoding", "gzip")]);
+    assert!(get(&s, "/sv", &[("Accept-Encoding", "gzip")]).cache_status().contains("hit"));
+    let n = s.block_on(s.shared.purge(&s.settings, "http://test.local/sv", false, true)).unwrap();
+    assert!(n >= 1, "the variant was purged");
+    let r = get(&s, "/sv", &[("Accept-Encoding", "gzip")]);
+    assert!(!r.cache_status().contains("reel; hit"), "{}", r.cache_status());
+    assert_eq!(o.count("/sv"), 2);
+}

@@ -9,6 +9,7 @@ mod server;
 mod coalescing;
 mod conditional;
 mod failover;
+mod freshness;
 mod keys_purge;
 mod llhls;
 mod pass;
