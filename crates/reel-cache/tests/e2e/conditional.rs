@@ -112,3 +112,19 @@ fn request_no_cache_forces_a_revalidation_of_a_fresh_object() {
     let r = get(&s, "/nc", &[("Pragma", "no-cache")]);
     assert_eq!(r.body, body);
 }
+
+#[test]
+fn response_no_cache_is_stored_but_revalidated_before_each_use() {
+    let (o, s) = crate::setup();
+    let body = body_of(4000, 5);
+    o.route(
+        "/rnc",
+        Route::ok(body.clone(), &[("cache-control", "no-cache, max-age=600"), ("etag", "\"q\"")]),
+    );
+    get(&s, "/rnc", &[]);
+    let r = get(&s, "/rnc", &[]);
+    assert_eq!(r.body, body);
+    assert!(r.cache_status().contains("fwd=stale; fwd-status=304"), "{}", r.cache_status());
+    assert_eq!(o.count("/rnc"), 2);
+    assert_eq!(o.seen("/rnc")[1].header("if-none-match"), Some("\"q\""));
+}
