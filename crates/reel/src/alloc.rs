@@ -2,10 +2,10 @@
 //!
 //! reel links mimalloc through the `mimalloc` crate 0.1.52 and `libmimalloc-sys` 0.1.49,
 //! which build mimalloc **v3** (3.3.2) unless the `v2` feature is set. Their defaults
-//! differ: v2 purges freed pages after 10 ms, v3 after 1000 ms (arenas 10x later); both
-//! purge with `MADV_DONTNEED` (`purge_decommits = 1`). Each such call on a multi-threaded
-//! process is a TLB shootdown IPI to every core that ran the process, so a server in steady
-//! state must not keep handing pages back:
+//! differ: v2 purges freed pages after 10 ms (arena memory 10x later), v3 after 1000 ms
+//! (`arena_purge_mult` 1); both purge with `MADV_DONTNEED` (`purge_decommits = 1`). Each
+//! such call on a multi-threaded process is a TLB shootdown IPI to every core that ran the
+//! process, so a server in steady state must not keep handing pages back:
 //!
 //! - `purge_delay = -1`: never purge on the allocation path;
 //! - `purge_decommits = 0`: if a purge is ever asked for (for example by

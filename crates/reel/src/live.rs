@@ -298,6 +298,11 @@ fn try_reload(
         r.map_err(|e| format!("listeners: {e}"))?;
     }
     shared.generation.store(generation, Ordering::SeqCst);
+    if live.cfg.log.level != old.cfg.log.level {
+        if let Err(e) = crate::logging::set_level(&live.cfg.log.level) {
+            warn!("keeping the previous log filter: {e}");
+        }
+    }
     if let Some(h) = shared.health() {
         h.set_thresholds(thresholds(&live.cfg));
     }

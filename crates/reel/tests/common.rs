@@ -369,6 +369,8 @@ pub struct Conf {
     pub shutdown_timeout: String,
     /// `cache.negative_ttl`.
     pub negative_ttl: String,
+    /// `log.level`.
+    pub log_level: String,
 }
 
 impl Conf {
@@ -386,6 +388,7 @@ impl Conf {
             store_size: "64MiB".into(),
             shutdown_timeout: "20s".into(),
             negative_ttl: "0s".into(),
+            log_level: "info".into(),
         }
     }
 
@@ -393,8 +396,8 @@ impl Conf {
     pub fn render(&self) -> String {
         let d = self.dir.display();
         let mut s = format!(
-            "[server]\nshutdown_timeout = \"{}\"\n\n[log]\nlevel = \"info\"\nformat = \"json\"\n\n",
-            self.shutdown_timeout
+            "[server]\nshutdown_timeout = \"{}\"\n\n[log]\nlevel = \"{}\"\nformat = \"json\"\n\n",
+            self.shutdown_timeout, self.log_level
         );
         for (name, addr) in &self.listeners {
             s.push_str(&format!("[[listener]]\nname = \"{name}\"\naddress = \"{addr}\"\n\n"));

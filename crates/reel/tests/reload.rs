@@ -256,3 +256,32 @@ fn fifty_reloads_under_keep_alive_load_fail_no_request() {
     assert_eq!(st["reload"]["attempts"], 50);
     assert_eq!(st["reload"]["failures"], 0);
 }
+
+#[test]
+fn log_level_changes_with_a_reload() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = Origin::start("a");
+    let mut conf = Conf::new(dir.path(), &a);
+    let mut reel = Reel::start(&conf);
+    let drained =
+        |reel: &Reel| reel.logs.with_message("drain state changed by the admin API").len();
+
+    conf.log_level = "warn".into();
+    reel.rewrite(&conf);
+    assert_eq!(reel.admin_req("POST", "/admin/reload").status, 200);
+    assert_eq!(reel.admin_req("POST", "/admin/drain").status, 200);
+    // A warning after the drain marks the point up to which the log has been read.
+    conf.store_size = "96MiB".into();
+    reel.rewrite(&conf);
+    assert_eq!(reel.admin_req("POST", "/admin/reload").status, 200);
+    reel.logs.wait_for("the restart-key warning", |v| {
+        v["fields"]["key"] == "store.size" && v["level"] == "WARN"
+    });
+    assert_eq!(drained(&reel), 0, "info lines are filtered out at warn");
+
+    conf.log_level = "info".into();
+    reel.rewrite(&conf);
+    assert_eq!(reel.admin_req("POST", "/admin/reload").status, 200);
+    assert_eq!(reel.admin_req("POST", "/admin/resume").status, 200);
+    eventually("info lines again", || (drained(&reel) == 1).then_some(()));
+}
