@@ -218,7 +218,7 @@ backlog = 4096
 
 [cores]
 workers = [$SRV_CPU]
-irq = []
+irq = "auto"
 nic = []
 
 [store]

@@ -334,8 +334,16 @@ fn build_live(
         g.health.enabled = false;
         groups.push(g);
     }
-    let origins = Arc::new(Origins::new(groups).context("origin groups")?);
-    origins.start_health_checks().context("starting origin health checks")?;
+    // Unchanged origin groups keep their `Origins`: health state, connection pools and
+    // counters survive a reload that did not touch them.
+    let origins = match old {
+        Some(o) if o.cfg.origin_group == cfg.origin_group => o.origins.clone(),
+        _ => {
+            let origins = Arc::new(Origins::new(groups).context("origin groups")?);
+            origins.start_health_checks().context("starting origin health checks")?;
+            origins
+        }
+    };
     let access_log = match (&cfg.access_log, old) {
         (a, _) if !a.enabled => None,
         // The writer thread and its file stay across reloads that keep the path and the
