@@ -58,7 +58,7 @@ pub enum KeyError {
 /// A normalised cache key.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct CacheKey {
-    bytes: Box<[u8]>,
+    bytes: Vec<u8>,
     host_len: usize,
 }
 
@@ -172,8 +172,8 @@ fn remove_dot_segments(path: &[u8]) -> Vec<u8> {
     out
 }
 
-/// Validates and normalises a host (RFC 3986 3.2.2, 6.2.2.1, 6.2.3).
-fn normalize_host(host: &[u8]) -> Result<Vec<u8>, KeyError> {
+/// Validates and normalises a host (RFC 3986 3.2.2, 6.2.2.1, 6.2.3), appending it to `out`.
+fn push_host(host: &[u8], out: &mut Vec<u8>) -> Result<(), KeyError> {
     let host = super::policy::headers::trim_ows(host);
     let ok = |b: u8| {
         b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~' | b':' | b'[' | b']')
@@ -181,7 +181,9 @@ fn normalize_host(host: &[u8]) -> Result<Vec<u8>, KeyError> {
     if host.is_empty() || !host.iter().all(|&b| ok(b)) {
         return Err(KeyError::BadHost);
     }
-    let mut h = host.to_ascii_lowercase();
+    let start = out.len();
+    out.extend(host.iter().map(u8::to_ascii_lowercase));
+    let h = &out[start..];
     // The port is after the last ':' unless that ':' is inside an IPv6 literal.
     if let Some(colon) = h.iter().rposition(|&b| b == b':') {
         if !h[colon..].contains(&b']') {
@@ -199,14 +201,22 @@ fn normalize_host(host: &[u8]) -> Result<Vec<u8>, KeyError> {
                 p
             };
             if port.is_empty() || trimmed == b"80" {
-                h.truncate(colon);
+                out.truncate(start + colon);
             }
         }
     }
-    if h.is_empty() || h[0] == b':' {
+    if out.len() == start || out[start] == b':' {
         return Err(KeyError::BadHost);
     }
-    Ok(h)
+    Ok(())
+}
+
+/// Whether an origin-form path is already normal: only bytes that stay raw (so no `%`
+/// escapes to normalise, no control bytes) and no `.` or `..` segment. The common case,
+/// which then needs no copy beyond the key itself.
+fn path_is_normal(path: &[u8]) -> bool {
+    path.iter().all(|&b| is_raw_ok(b) && b != b'?')
+        && !path.split(|&b| b == b'/').any(|seg| seg == b"." || seg == b"..")
 }
 
 /// Normalises an origin-form path (no query) into `out`.
@@ -231,12 +241,14 @@ impl CacheKey {
             Some(i) => (&target[..i], Some(&target[i + 1..])),
             None => (target, None),
         };
-        let host = normalize_host(host)?;
-        let path = normalize_path(path)?;
-        let mut bytes =
-            Vec::with_capacity(host.len() + path.len() + query.map_or(0, <[u8]>::len) + 1);
-        bytes.extend_from_slice(&host);
-        bytes.extend_from_slice(&path);
+        let mut bytes = Vec::with_capacity(host.len() + target.len() + 1);
+        push_host(host, &mut bytes)?;
+        let host_len = bytes.len();
+        if path.first() == Some(&b'/') && path_is_normal(path) {
+            bytes.extend_from_slice(path);
+        } else {
+            bytes.extend_from_slice(&normalize_path(path)?);
+        }
         if let Some(q) = query {
             let mut first = true;
             let mut param = Vec::new();
@@ -261,7 +273,7 @@ impl CacheKey {
                 bytes.extend_from_slice(&param);
             }
         }
-        Ok(Self { bytes: bytes.into_boxed_slice(), host_len: host.len() })
+        Ok(Self { bytes, host_len })
     }
 
     /// The key bytes for the store: host followed by path and query.
@@ -320,7 +332,8 @@ pub fn prefix_for_purge(host: &[u8], path_prefix: &[u8]) -> Result<KeyPrefix, Ke
     if path_prefix.contains(&b'?') || path_prefix.contains(&b'#') {
         return Err(KeyError::NotOriginForm);
     }
-    let mut bytes = normalize_host(host)?;
+    let mut bytes = Vec::with_capacity(host.len() + path_prefix.len());
+    push_host(host, &mut bytes)?;
     bytes.extend_from_slice(&normalize_path(path_prefix)?);
     Ok(KeyPrefix { bytes })
 }
@@ -328,6 +341,30 @@ pub fn prefix_for_purge(host: &[u8], path_prefix: &[u8]) -> Result<KeyPrefix, Ke
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    proptest::proptest! {
+        /// The fast path (a path already normal is copied as is) agrees with the full
+        /// normalisation on every path it accepts.
+        #[test]
+        fn fast_path_agrees_with_full_normalisation(
+            segs in proptest::collection::vec("[a-zA-Z0-9._~%:@!$&'()*+,;=-]{0,6}", 1..6)
+        ) {
+            let path = format!("/{}", segs.join("/"));
+            if path_is_normal(path.as_bytes()) {
+                proptest::prop_assert_eq!(normalize_path(path.as_bytes()).ok(), Some(path.into_bytes()));
+            }
+        }
+    }
+
+    #[test]
+    fn fast_path_refuses_what_needs_normalising() {
+        for p in ["/a/./b", "/a/../b", "/a/.", "/..", "/%41", "/a b", "/a\x01"] {
+            assert!(!path_is_normal(p.as_bytes()), "{p}");
+        }
+        for p in ["/", "/live/seg_1.ts", "/a//b", "/a/.b/..c", "/x;y=1"] {
+            assert!(path_is_normal(p.as_bytes()), "{p}");
+        }
+    }
 
     fn key(host: &str, target: &str) -> Result<String, KeyError> {
         key_cfg(host, target, &KeyConfig::default())

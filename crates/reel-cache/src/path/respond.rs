@@ -69,6 +69,8 @@ pub struct Prepared {
     pub raw: Bytes,
     /// When this worker last saw the object's pages resident.
     resident_at: Cell<Option<Instant>>,
+    /// A copy of a small body, sent together with the head.
+    small: std::cell::OnceCell<Bytes>,
 }
 
 /// Header fields never replayed from the store: framing and connection management are the
@@ -91,7 +93,22 @@ impl Prepared {
                 raw.put_slice(b"\r\n");
             }
         }
-        Rc::new(Prepared { meta, raw: raw.freeze(), resident_at: Cell::new(None) })
+        Rc::new(Prepared {
+            meta,
+            raw: raw.freeze(),
+            resident_at: Cell::new(None),
+            small: std::cell::OnceCell::new(),
+        })
+    }
+
+    /// The in-memory copy of the body, if this worker made one.
+    pub fn small_body(&self) -> Option<Bytes> {
+        self.small.get().cloned()
+    }
+
+    /// Keeps a copy of the (small) body; the caller accounted for it in its [`MetaCache`].
+    pub fn set_small_body(&self, b: Bytes) {
+        let _ = self.small.set(b);
     }
 
     /// A response head for this object: stored status (or `status`), stored headers,
@@ -125,7 +142,12 @@ pub struct MetaCache {
     // The blob is kept with its entry: the pointer identity is only valid while the blob
     // lives, so a freed and reused address can never alias another object's metadata.
     map: std::collections::HashMap<(usize, usize), (Bytes, Rc<Prepared>)>,
+    /// Bytes of small bodies copied into entries (bounded by [`SMALL_BUDGET`]).
+    small_bytes: u64,
 }
+
+/// Per-worker budget for in-memory copies of small bodies.
+const SMALL_BUDGET: u64 = 16 << 20;
 
 const META_CACHE_MAX: usize = 4096;
 
@@ -140,10 +162,23 @@ impl MetaCache {
         if self.map.len() >= META_CACHE_MAX {
             // Entries are cheap to rebuild; a full reset keeps the bound without an LRU.
             self.map.clear();
+            self.small_bytes = 0;
         }
         let p = Prepared::new(meta);
         self.map.insert(id, (blob.clone(), p.clone()));
         Some(p)
+    }
+}
+
+impl MetaCache {
+    /// Accounts `n` bytes of a small-body copy; false when the worker's budget is spent
+    /// (the body is then sent from the store as usual).
+    pub fn admit_small(&mut self, n: u64) -> bool {
+        if self.small_bytes + n > SMALL_BUDGET {
+            return false;
+        }
+        self.small_bytes += n;
+        true
     }
 }
 
