@@ -2,6 +2,7 @@
 
 mod basic;
 mod crash;
+mod faults;
 mod model;
 
 use std::path::Path;

@@ -1,0 +1,277 @@
+//! Write faults caused for real: the store lives on a small tmpfs whose preallocated
+//! volume pages are punched out and whose free space is taken by another file, so the
+//! store's writes fail with a genuine ENOSPC from the kernel. Fills must fail without
+//! admitting anything, the errors must be counted and their log rate-limited, objects
+//! already stored must keep being served byte-exact, and writes must work again once
+//! space is freed.
+//!
+//! Needs `mount` (the tests run as root); where mounting is not permitted the test says
+//! why and returns early.
+
+use std::fmt::Debug;
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+use bytes::Bytes;
+use reel_store::{IoMode, Lookup, Store, StoreError};
+
+use crate::{VOL, body, both, get, open, put, rt};
+
+const PAGE: u64 = 4096;
+/// Bytes past the last stored object left allocated in its volume, so the first fill
+/// after the fault writes its header and first chunk and then fails mid-stream.
+const SLACK: u64 = 64 * 1024;
+/// The commit trailer after a body (`docs/store-format.md`).
+const TRAILER_LEN: u64 = 40;
+/// Message of the store's rate-limited write-error log line.
+const WRITE_ERROR_MSG: &str = "store write failed";
+/// The store logs write errors at most once per this many seconds.
+const LOG_INTERVAL_SECS: u64 = 10;
+
+/// A tmpfs mounted on a directory; lazily unmounted on drop (also when a test panics),
+/// so open volume files cannot keep it busy.
+struct Tmpfs(PathBuf);
+
+impl Tmpfs {
+    /// Mounts a 16 MiB tmpfs on `dir`, or says why it cannot and returns None.
+    fn mount(dir: &Path) -> Option<Tmpfs> {
+        match Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=16m", "tmpfs"])
+            .arg(dir)
+            .output()
+        {
+            Ok(o) if o.status.success() => Some(Tmpfs(dir.to_owned())),
+            Ok(o) => {
+                eprintln!(
+                    "skipping write-fault test: cannot mount a tmpfs ({}): {}",
+                    o.status,
+                    String::from_utf8_lossy(&o.stderr).trim()
+                );
+                None
+            }
+            Err(e) => {
+                eprintln!("skipping write-fault test: cannot run mount: {e}");
+                None
+            }
+        }
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+/// Gives `off..off + len` of `f` back to the file system: writes there need new pages.
+fn punch_hole(f: &File, off: u64, len: u64) {
+    // SAFETY: fallocate on a descriptor owned by `f` for the duration of the call; no
+    // memory is passed to the kernel.
+    let r = unsafe {
+        libc::fallocate(
+            f.as_raw_fd(),
+            libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+            off as libc::off_t,
+            len as libc::off_t,
+        )
+    };
+    assert_eq!(r, 0, "punch hole: {}", std::io::Error::last_os_error());
+}
+
+/// Writes `path` until the file system is full (ENOSPC). Returns the bytes written.
+fn fill_until_enospc(path: &Path) -> u64 {
+    let mut f = File::create(path).expect("create filler");
+    let buf = vec![0xa5u8; 64 * 1024];
+    let mut total = 0u64;
+    loop {
+        match f.write(&buf) {
+            Ok(0) => panic!("write returned 0 before ENOSPC"),
+            Ok(n) => total += n as u64,
+            Err(e) if e.raw_os_error() == Some(libc::ENOSPC) => return total,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => panic!("filler write failed with {e}, expected ENOSPC"),
+        }
+    }
+}
+
+/// The volume file of `dir` whose inode is `ino`.
+fn volume_with_inode(dir: &Path, ino: u64) -> PathBuf {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| std::fs::metadata(p).is_ok_and(|m| m.ino() == ino))
+        .expect("volume file of the stored objects")
+}
+
+/// Counts the store's write-error log lines (events whose message starts with
+/// [`WRITE_ERROR_MSG`]) emitted on the thread where it is the default subscriber.
+struct CountWriteErrorLogs(Arc<AtomicUsize>);
+
+struct Message(String);
+
+impl tracing::field::Visit for Message {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn Debug) {
+        if field.name() == "message" {
+            self.0 = format!("{value:?}");
+        }
+    }
+}
+
+impl tracing::Subscriber for CountWriteErrorLogs {
+    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+        true
+    }
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, event: &tracing::Event<'_>) {
+        let mut m = Message(String::new());
+        event.record(&mut m);
+        if m.0.starts_with(WRITE_ERROR_MSG) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
+fn write_faults(io: IoMode) {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(_tmpfs) = Tmpfs::mount(dir.path()) else { return };
+    let logs = Arc::new(AtomicUsize::new(0));
+    let _log_guard = tracing::subscriber::set_default(CountWriteErrorLogs(logs.clone()));
+    let started = Instant::now();
+    let filler = dir.path().join("filler");
+    let s = open(dir.path(), 4, io);
+    let (a, b) = (body(1, 100_000), body(2, 150_000));
+    rt(async {
+        put(&s, b"a", b"meta-a", &a, true).await;
+        put(&s, b"b", b"meta-b", &b, false).await;
+
+        // Punch out every preallocated page the next writes would use: all of every
+        // volume except its header page, and in the volume holding "a" and "b" all but
+        // those objects plus SLACK bytes. Then take the freed space with another file.
+        let ino_of = |k: &[u8]| {
+            let Some(Lookup::Hit(h)) = s.lookup(k) else { panic!("stored") };
+            let r = h.file_range(0, h.body_len()).unwrap();
+            let ino = File::from(r.fd.try_clone_to_owned().unwrap()).metadata().unwrap().ino();
+            (ino, (r.offset + r.len + TRAILER_LEN).div_ceil(PAGE) * PAGE)
+        };
+        let (ino, record_end) = ino_of(b"b");
+        assert_eq!(ino_of(b"a").0, ino, "a and b share the first volume");
+        let used_vol = volume_with_inode(dir.path(), ino);
+        let vols: Vec<PathBuf> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x == "dat"))
+            .collect();
+        assert_eq!(vols.len(), 4);
+        for v in &vols {
+            let f = OpenOptions::new().write(true).open(v).unwrap();
+            let keep = if *v == used_vol { record_end + SLACK } else { PAGE };
+            punch_hole(&f, keep, VOL - keep);
+        }
+        assert!(fill_until_enospc(&filler) > 0);
+        let before = s.stats();
+        let mut failed = 0;
+
+        // 1. A fill that fails mid-stream: the header and first chunk land in the slack,
+        // the next chunk hits ENOSPC. A reader following it sees the abort.
+        let mut w = s.begin_fill(b"mid", Bytes::from_static(b"m"), Some(300_000)).await.unwrap();
+        w.append(Bytes::from(body(3, 50_000))).await.expect("first chunk fits the slack");
+        let Some(Lookup::Filling(mut f)) = s.lookup(b"mid") else { panic!("mid is filling") };
+        let mut err = None;
+        for c in body(3, 300_000)[50_000..].chunks(50_000) {
+            if let Err(e) = w.append(Bytes::copy_from_slice(c)).await {
+                err = Some(e);
+                break;
+            }
+        }
+        let err = err.expect("a write past the slack fails");
+        assert!(
+            matches!(&err, StoreError::Io(e) if e.raw_os_error() == Some(libc::ENOSPC)),
+            "{err}"
+        );
+        failed += 1;
+        assert!(matches!(f.wait_for(300_000).await, Err(StoreError::Aborted)));
+        assert!(w.commit().await.is_err(), "a failed fill cannot be committed");
+        assert!(s.lookup(b"mid").is_none(), "no partial object");
+        drop(f);
+
+        // 2. A fill whose very first write (its header) fails.
+        let mut w = s.begin_fill(b"new", Bytes::from_static(b"m"), Some(20_000)).await.unwrap();
+        assert!(matches!(w.append(Bytes::from(body(4, 20_000))).await, Err(StoreError::Io(_))));
+        failed += 1;
+        assert!(s.lookup(b"new").is_none());
+
+        // 3. Of unknown length (a fresh reservation, possibly in the next volume).
+        let mut w = s.begin_fill(b"chunked", Bytes::from_static(b"m"), None).await.unwrap();
+        assert!(w.append(Bytes::from(body(5, 30_000))).await.is_err());
+        failed += 1;
+        assert!(s.lookup(b"chunked").is_none());
+
+        // 4. An empty body: the only write is at commit.
+        let w = s.begin_fill(b"empty", Bytes::from_static(b"m"), Some(0)).await.unwrap();
+        assert!(matches!(w.commit().await, Err(StoreError::Io(_))));
+        failed += 1;
+        assert!(s.lookup(b"empty").is_none());
+
+        // 5. A fill replacing a stored object: the old object comes back.
+        let mut w = s.begin_fill(b"a", Bytes::from_static(b"meta-a2"), Some(10_000)).await.unwrap();
+        assert!(s.lookup(b"a").is_some_and(|l| matches!(l, Lookup::Filling(_))));
+        assert!(w.append(Bytes::from(body(6, 10_000))).await.is_err());
+        failed += 1;
+
+        let st = s.stats();
+        assert_eq!(st.write_errors, before.write_errors + failed, "{st:?}");
+        assert_eq!(st.objects, 2, "nothing admitted, nothing lost: {st:?}");
+        assert_eq!(st.quarantined_volumes, 0, "{st:?}");
+
+        // Serving goes on, byte-exact, through the store and through the sendfile range.
+        assert_eq!(get(&s, b"a").await, Some((b"meta-a".to_vec(), a.clone())));
+        assert_eq!(get(&s, b"b").await, Some((b"meta-b".to_vec(), b.clone())));
+        let Some(Lookup::Hit(ha)) = s.lookup(b"a") else { panic!("a is served") };
+        let r = ha.file_range(0, ha.body_len()).unwrap();
+        let mut buf = vec![0u8; r.len as usize];
+        File::from(r.fd.try_clone_to_owned().unwrap()).read_exact_at(&mut buf, r.offset).unwrap();
+        assert_eq!(buf, a);
+        drop(ha);
+
+        // Space is back: fills succeed again, including the keys that failed.
+        std::fs::remove_file(&filler).unwrap();
+        put(&s, b"c", b"meta-c", &body(7, 200_000), true).await;
+        put(&s, b"mid", b"m", &body(3, 300_000), true).await;
+        assert_eq!(get(&s, b"c").await, Some((b"meta-c".to_vec(), body(7, 200_000))));
+        assert_eq!(get(&s, b"mid").await.unwrap().1, body(3, 300_000));
+        assert_eq!(s.stats().write_errors, before.write_errors + failed);
+    });
+
+    // Logged at most once per interval, and at least once.
+    let n = logs.load(Ordering::SeqCst) as u64;
+    let intervals = started.elapsed().as_secs() / LOG_INTERVAL_SECS;
+    assert!(n >= 1 && n <= 1 + intervals, "{n} write-error log lines in {intervals} intervals");
+
+    // The failed fills left nothing a restart could resurrect.
+    drop(s);
+    let s: Arc<Store> = open(dir.path(), 4, io);
+    rt(async {
+        assert_eq!(get(&s, b"a").await, Some((b"meta-a".to_vec(), a)));
+        assert_eq!(get(&s, b"b").await, Some((b"meta-b".to_vec(), b)));
+        assert_eq!(get(&s, b"c").await.unwrap().1, body(7, 200_000));
+        assert_eq!(get(&s, b"mid").await.unwrap().1, body(3, 300_000));
+        for k in [&b"new"[..], b"chunked", b"empty"] {
+            assert!(s.lookup(k).is_none(), "{}", String::from_utf8_lossy(k));
+        }
+        assert_eq!(s.stats().objects, 4, "{:?}", s.stats());
+    });
+}
+both!(write_errors_refuse_the_object_and_serving_goes_on, write_faults);
