@@ -106,7 +106,9 @@ pub enum StoreError {
     /// The requested range is outside the object (or not yet written).
     #[error("range out of bounds")]
     Range,
-    /// The object's volume was quarantined or reclaimed; treat as a miss.
+    /// The object's volume was quarantined or reclaimed; treat as a miss. From a fill
+    /// or a metadata/tombstone/purge write: the volume it was writing into was
+    /// quarantined (e.g. its header could not be written), nothing was admitted.
     #[error("object no longer available")]
     Gone,
     /// An I/O error from the disk. Read errors quarantine the volume; write errors

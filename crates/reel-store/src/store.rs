@@ -669,11 +669,26 @@ impl Store {
         };
         let header_len = (RECORD_FIXED_LEN + key.len() + meta.len()) as u64;
         let span = format::span_for(kind, header_len, body.len() as u64);
-        let (v, seq, off) = {
-            let mut a = self.lock_alloc();
-            self.allocate(span, 0, &mut a)?
+        // A record in a volume whose header could not be written would be lost on
+        // restart (a lost tombstone resurrects a removed object): each failed header
+        // quarantines its volume, so retry in the next one, at most once per volume.
+        let mut tries = 0;
+        let (v, seq, off) = loop {
+            let (v, seq, off) = {
+                let mut a = self.lock_alloc();
+                self.allocate(span, 0, &mut a)?
+            };
+            self.write_pending_headers().await;
+            let vol = &self.vols[v as usize];
+            if !vol.quarantined.load(Ordering::SeqCst) {
+                break (v, seq, off);
+            }
+            vol.writers.fetch_sub(1, Ordering::SeqCst);
+            tries += 1;
+            if tries >= self.vols.len() {
+                return Err(StoreError::Gone);
+            }
         };
-        self.write_pending_headers().await;
         let vol = self.vols[v as usize].clone();
         let (mut rec, hcrc) =
             format::encode_record_header(kind, seq, key, meta, body.len() as u64, span, now_secs());
@@ -1265,6 +1280,13 @@ impl FillWriter {
         shard.insert(self.hash, Slot::Ready(entry));
         drop(shard);
         self.shared.vol.objects.lock().unwrap_or_else(|p| p.into_inner()).push(self.hash);
+        if self.shared.vol.quarantined.load(Ordering::SeqCst) {
+            // Quarantined since `finish`: if the quarantine took the volume's object
+            // list before our push, it missed this entry; drop it here instead.
+            store.drop_volume_entries(&self.shared.vol, self.shared.seq);
+            self.shared.progress.send_modify(|p| p.state = FillState::Aborted);
+            return Err(StoreError::Gone);
+        }
         self.shared.progress.send_modify(|p| p.state = FillState::Committed);
         Ok(())
     }
@@ -1324,6 +1346,12 @@ impl FillWriter {
     }
 
     async fn write(&self, data: Bytes, off: u64) -> Result<(), StoreError> {
+        // A quarantined volume (its header could not be written, or a read failed) is
+        // out of service: nothing in it is served, and without its header a restart
+        // would not find the record either. Fail the fill instead of admitting it.
+        if self.shared.vol.quarantined.load(Ordering::SeqCst) {
+            return Err(StoreError::Gone);
+        }
         self.store.io.write_all_at(&self.shared.vol.file, data, off).await.map_err(|e| {
             self.store.write_error(&e);
             StoreError::Io(e)
@@ -1420,6 +1448,9 @@ impl FillWriter {
         }
         let t = format::encode_trailer(self.shared.seq, self.written, self.crc, self.header_crc);
         self.write(Bytes::copy_from_slice(&t), self.shared.body_off + self.written).await?;
+        if self.shared.vol.quarantined.load(Ordering::SeqCst) {
+            return Err(StoreError::Gone);
+        }
         self.done = true;
         self.shared.vol.writers.fetch_sub(1, Ordering::SeqCst);
         Ok(Arc::new(Entry {

@@ -85,9 +85,9 @@ fn punch_hole(f: &File, off: u64, len: u64) {
     assert_eq!(r, 0, "punch hole: {}", std::io::Error::last_os_error());
 }
 
-/// Writes `path` until the file system is full (ENOSPC). Returns the bytes written.
+/// Appends to `path` until the file system is full (ENOSPC). Returns the bytes written.
 fn fill_until_enospc(path: &Path) -> u64 {
-    let mut f = File::create(path).expect("create filler");
+    let mut f = OpenOptions::new().create(true).append(true).open(path).expect("open filler");
     let buf = vec![0xa5u8; 64 * 1024];
     let mut total = 0u64;
     loop {
@@ -108,6 +108,21 @@ fn volume_with_inode(dir: &Path, ino: u64) -> PathBuf {
         .map(|e| e.unwrap().path())
         .find(|p| std::fs::metadata(p).is_ok_and(|m| m.ino() == ino))
         .expect("volume file of the stored objects")
+}
+
+/// Asserts that `key` is served with exactly `meta` and `data` (without printing bodies).
+async fn expect_object(s: &Arc<Store>, key: &[u8], meta: &[u8], data: &[u8]) {
+    let key_s = String::from_utf8_lossy(key);
+    let (m, b) = get(s, key).await.unwrap_or_else(|| panic!("{key_s} is not served"));
+    assert_eq!(String::from_utf8_lossy(&m), String::from_utf8_lossy(meta), "metadata of {key_s}");
+    assert!(b == data, "body of {key_s} differs ({} bytes, expected {})", b.len(), data.len());
+}
+
+/// Asserts that `key` is served with exactly the body `data`.
+async fn expect_body(s: &Arc<Store>, key: &[u8], data: &[u8]) {
+    let key_s = String::from_utf8_lossy(key);
+    let (_, b) = get(s, key).await.unwrap_or_else(|| panic!("{key_s} is not served"));
+    assert!(b == data, "body of {key_s} differs ({} bytes, expected {})", b.len(), data.len());
 }
 
 /// Counts the store's write-error log lines (events whose message starts with
@@ -237,8 +252,8 @@ fn write_faults(io: IoMode) {
         assert_eq!(st.quarantined_volumes, 0, "{st:?}");
 
         // Serving goes on, byte-exact, through the store and through the sendfile range.
-        assert_eq!(get(&s, b"a").await, Some((b"meta-a".to_vec(), a.clone())));
-        assert_eq!(get(&s, b"b").await, Some((b"meta-b".to_vec(), b.clone())));
+        expect_object(&s, b"a", b"meta-a", &a).await;
+        expect_object(&s, b"b", b"meta-b", &b).await;
         let Some(Lookup::Hit(ha)) = s.lookup(b"a") else { panic!("a is served") };
         let r = ha.file_range(0, ha.body_len()).unwrap();
         let mut buf = vec![0u8; r.len as usize];
@@ -250,8 +265,8 @@ fn write_faults(io: IoMode) {
         std::fs::remove_file(&filler).unwrap();
         put(&s, b"c", b"meta-c", &body(7, 200_000), true).await;
         put(&s, b"mid", b"m", &body(3, 300_000), true).await;
-        assert_eq!(get(&s, b"c").await, Some((b"meta-c".to_vec(), body(7, 200_000))));
-        assert_eq!(get(&s, b"mid").await.unwrap().1, body(3, 300_000));
+        expect_object(&s, b"c", b"meta-c", &body(7, 200_000)).await;
+        expect_body(&s, b"mid", &body(3, 300_000)).await;
         assert_eq!(s.stats().write_errors, before.write_errors + failed);
     });
 
@@ -264,10 +279,10 @@ fn write_faults(io: IoMode) {
     drop(s);
     let s: Arc<Store> = open(dir.path(), 4, io);
     rt(async {
-        assert_eq!(get(&s, b"a").await, Some((b"meta-a".to_vec(), a)));
-        assert_eq!(get(&s, b"b").await, Some((b"meta-b".to_vec(), b)));
-        assert_eq!(get(&s, b"c").await.unwrap().1, body(7, 200_000));
-        assert_eq!(get(&s, b"mid").await.unwrap().1, body(3, 300_000));
+        expect_object(&s, b"a", b"meta-a", &a).await;
+        expect_object(&s, b"b", b"meta-b", &b).await;
+        expect_body(&s, b"c", &body(7, 200_000)).await;
+        expect_body(&s, b"mid", &body(3, 300_000)).await;
         for k in [&b"new"[..], b"chunked", b"empty"] {
             assert!(s.lookup(k).is_none(), "{}", String::from_utf8_lossy(k));
         }
@@ -275,3 +290,92 @@ fn write_faults(io: IoMode) {
     });
 }
 both!(write_errors_refuse_the_object_and_serving_goes_on, write_faults);
+
+/// The volume file a fill that has not written yet will write into.
+fn volume_of_fill(s: &Arc<Store>, dir: &Path, key: &[u8]) -> PathBuf {
+    let Some(Lookup::Filling(f)) = s.lookup(key) else { panic!("filling") };
+    let r = f.file_range(0, 0).unwrap();
+    let ino = File::from(r.fd.try_clone_to_owned().unwrap()).metadata().unwrap().ino();
+    volume_with_inode(dir, ino)
+}
+
+fn header_faults(io: IoMode) {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(_tmpfs) = Tmpfs::mount(dir.path()) else { return };
+    let filler = dir.path().join("filler");
+    // Five volumes: with two quarantined, one is still free after the next one
+    // starts, so no reclaim evicts "b" during the test.
+    let s = open(dir.path(), 5, io);
+    // "b" is sized to end exactly at the end of the first volume (each record here is
+    // a 4 KiB header page, the body and the trailer, 4 KiB aligned), so every later
+    // record starts a new volume and first writes that volume's header.
+    let b_len = VOL - PAGE - (PAGE + 102_400) - PAGE - TRAILER_LEN;
+    let (a, b) = (body(1, 100_000), body(2, b_len as usize));
+    rt(async {
+        put(&s, b"a", b"meta-a", &a, true).await;
+        put(&s, b"b", b"meta-b", &b, true).await;
+        let Some(Lookup::Hit(hb)) = s.lookup(b"b") else { panic!("b is stored") };
+        let r = hb.file_range(0, hb.body_len()).unwrap();
+        assert_eq!(r.offset + r.len + TRAILER_LEN, VOL, "b fills its volume");
+        drop(hb);
+
+        // The next volume loses its header page (only that: the pages its records
+        // would use stay allocated) and the disk is full: its header write fails, the
+        // volume is quarantined, and the fill in it fails although the writes of its
+        // own record would succeed. Nothing is admitted.
+        let mut w = s.begin_fill(b"big", Bytes::new(), Some(500_000)).await.unwrap();
+        let p = volume_of_fill(&s, dir.path(), b"big");
+        punch_hole(&OpenOptions::new().write(true).open(&p).unwrap(), 0, PAGE);
+        fill_until_enospc(&filler);
+        let mut failed = None;
+        for c in body(3, 500_000).chunks(100_000) {
+            if let Err(e) = w.append(Bytes::copy_from_slice(c)).await {
+                failed = Some(e);
+                break;
+            }
+        }
+        let failed = match failed {
+            Some(e) => Err(e),
+            None => w.commit().await,
+        };
+        assert!(failed.is_err(), "a fill in a volume without a header is not admitted");
+        assert!(s.lookup(b"big").is_none());
+        let st = s.stats();
+        assert_eq!((st.objects, st.write_errors, st.quarantined_volumes), (2, 1, 1), "{st:?}");
+
+        // A metadata update (which, unlike a fill or a removal, does not run the
+        // store's pending work first) goes to the active volume, whose header is still
+        // pending and fails too; its record must land where a restart finds it, so it
+        // moves on to an intact volume. The fill that opened the failed volume fails.
+        let mut w = s.begin_fill(b"probe", Bytes::new(), Some(100_000)).await.unwrap();
+        let q = volume_of_fill(&s, dir.path(), b"probe");
+        assert_ne!(p, q);
+        punch_hole(&OpenOptions::new().write(true).open(&q).unwrap(), 0, PAGE);
+        fill_until_enospc(&filler);
+        assert!(s.update_meta(b"b", Bytes::from_static(b"meta-b2")).await.expect("meta written"));
+        let st = s.stats();
+        assert_eq!((st.objects, st.write_errors, st.quarantined_volumes), (2, 2, 2), "{st:?}");
+        assert!(matches!(w.append(Bytes::from(body(5, 100_000))).await, Err(StoreError::Gone)));
+        assert!(s.lookup(b"probe").is_none());
+        assert!(s.remove(b"a").await.expect("the tombstone is written"));
+        assert_eq!(s.stats().objects, 1);
+
+        // Serving goes on, and once space is back fills succeed in the intact volume.
+        expect_object(&s, b"b", b"meta-b2", &b).await;
+        std::fs::remove_file(&filler).unwrap();
+        put(&s, b"c", b"meta-c", &body(4, 300_000), true).await;
+        expect_body(&s, b"c", &body(4, 300_000)).await;
+        assert_eq!(s.stats().objects, 2);
+    });
+    drop(s);
+    let s = open(dir.path(), 5, io);
+    rt(async {
+        assert!(s.lookup(b"a").is_none(), "a removed object stays removed after a restart");
+        assert!(s.lookup(b"big").is_none() && s.lookup(b"probe").is_none());
+        // The metadata update was persisted.
+        expect_object(&s, b"b", b"meta-b2", &b).await;
+        expect_body(&s, b"c", &body(4, 300_000)).await;
+        assert_eq!(s.stats().objects, 2, "{:?}", s.stats());
+    });
+}
+both!(a_volume_header_that_cannot_be_written_admits_nothing, header_faults);
