@@ -182,7 +182,6 @@ impl WorkerCache {
         if req_cc.no_store {
             return self.fetch_pass(req, site, CS_FWD_REQUEST, CacheResult::Pass).await;
         }
-        let mut collapsed = false;
         let mut origin_failed: Option<u16> = None;
         for _ in 0..MAX_ROUNDS {
             match self.find(&key, &hdrs) {
@@ -257,7 +256,6 @@ impl WorkerCache {
                                     .await;
                             }
                             Role::Follow(f) => {
-                                collapsed = true;
                                 if let State::Failed(st) = self.follow(f, m).await {
                                     origin_failed = Some(st);
                                 }
@@ -266,7 +264,6 @@ impl WorkerCache {
                     }
                 }
                 Found::Filling { fill, prep } => {
-                    let _ = collapsed;
                     return self
                         .serve_filling(
                             req,
@@ -293,7 +290,6 @@ impl WorkerCache {
                             return self.fetch(req, site, &key, lead, None, &req_cc).await;
                         }
                         Role::Follow(f) => {
-                            collapsed = true;
                             match self.follow(f, m).await {
                                 State::NotShared => {
                                     return self
