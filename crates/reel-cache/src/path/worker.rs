@@ -289,22 +289,15 @@ impl WorkerCache {
                         Role::Lead(lead) => {
                             return self.fetch(req, site, &key, lead, None, &req_cc).await;
                         }
-                        Role::Follow(f) => {
-                            match self.follow(f, m).await {
-                                State::NotShared => {
-                                    return self
-                                        .fetch_pass(
-                                            req,
-                                            site,
-                                            CS_MISS_NOT_STORED,
-                                            CacheResult::Pass,
-                                        )
-                                        .await;
-                                }
-                                State::Failed(st) => origin_failed = Some(st),
-                                _ => {}
+                        Role::Follow(f) => match self.follow(f, m).await {
+                            State::NotShared => {
+                                return self
+                                    .fetch_pass(req, site, CS_MISS_NOT_STORED, CacheResult::Pass)
+                                    .await;
                             }
-                        }
+                            State::Failed(st) => origin_failed = Some(st),
+                            _ => {}
+                        },
                     }
                 }
             }
