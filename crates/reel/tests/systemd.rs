@@ -147,3 +147,40 @@ fn mask_groups_32_bit_words() {
     assert_eq!(mask(&[0]), "1");
     assert_eq!(mask(&[0, 1, 40]), "100,00000003");
 }
+
+/// `Type=notify`: the binary tells systemd READY=1 once it serves, RELOADING=1 with
+/// MONOTONIC_USEC then READY=1 around a SIGHUP reload, and STOPPING=1 on SIGTERM.
+#[test]
+fn the_binary_speaks_the_sd_notify_protocol() {
+    use std::os::unix::net::UnixDatagram;
+
+    let origin = Origin::start("notify");
+    let dir = tempfile::tempdir().unwrap();
+    let sock_path = dir.path().join("notify.sock");
+    let sock = UnixDatagram::bind(&sock_path).unwrap();
+    sock.set_read_timeout(Some(std::time::Duration::from_secs(30))).unwrap();
+    let recv = || {
+        let mut buf = [0u8; 512];
+        let n = sock.recv(&mut buf).expect("a notification within 30 s");
+        String::from_utf8_lossy(&buf[..n]).into_owned()
+    };
+    let conf = Conf::new(dir.path(), &origin);
+    let mut reel = Reel::start_env(&conf, &[("NOTIFY_SOCKET", sock_path.to_str().unwrap())]);
+    assert!(recv().starts_with("READY=1"), "READY=1 after start-up");
+
+    reel.signal(libc::SIGHUP);
+    let reloading = recv();
+    let mut lines = reloading.lines();
+    assert_eq!(lines.next(), Some("RELOADING=1"), "{reloading}");
+    let usec: u64 = lines
+        .next()
+        .and_then(|l| l.strip_prefix("MONOTONIC_USEC="))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("MONOTONIC_USEC in {reloading:?}"));
+    assert!(usec > 0);
+    assert!(recv().starts_with("READY=1"), "READY=1 after the reload");
+
+    reel.signal(libc::SIGTERM);
+    assert_eq!(recv(), "STOPPING=1");
+    assert!(reel.wait_exit().success());
+}
