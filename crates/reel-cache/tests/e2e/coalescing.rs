@@ -127,3 +127,42 @@ fn an_origin_reset_mid_body_closes_the_client_short_and_nothing_is_stored() {
         assert!(second.cache_status().contains("fwd=miss"), "{}", second.cache_status());
     }
 }
+
+#[test]
+fn followers_of_a_fill_the_origin_cuts_short_are_closed_short_too() {
+    let (o, s) = crate::setup();
+    let body = body_of(400_000, 11);
+    let gate = Gate::new();
+    let mut r = Route::ok(body.clone(), &[("cache-control", "max-age=600")]);
+    r.pieces = 4;
+    r.gate = Some(gate.clone());
+    // Content-Length promised, then the origin resets in the middle of the third piece.
+    r.reset_after = Some(250_000);
+    o.route("/x/seg.ts", r);
+
+    let mut leader = Conn::open(s.addr);
+    leader.send(&get_raw("/x/seg.ts"));
+    let (st, lh) = leader.read_head();
+    assert_eq!(st, 200);
+    leader.raw_at_least(1);
+
+    let mut follower = Conn::open(s.addr);
+    follower.send(&get_raw("/x/seg.ts"));
+    let (st, fh) = follower.read_head();
+    assert_eq!(st, 200);
+    let cs = fh.iter().find(|(n, _)| n == "cache-status").map(|(_, v)| v.as_str());
+    assert!(cs.is_some_and(|v| v.contains("collapsed")), "{cs:?}");
+    assert!(fh.iter().any(|(n, _)| n == "content-length"), "the follower was told a length");
+
+    gate.open(3);
+    let (lb, lok) = leader.read_body(&lh, false);
+    let (fb, fok) = follower.read_body(&fh, false);
+    assert!(!lok && lb.len() < body.len(), "the leader's connection closed short");
+    assert!(!fok && fb.len() < body.len(), "the follower's connection closed short");
+    assert!(body.starts_with(&lb) && body.starts_with(&fb), "what was sent is the origin's");
+
+    o.route("/x/seg.ts", Route::ok(body.clone(), &[("cache-control", "max-age=600")]));
+    let again = crate::client::get(&s, "/x/seg.ts", &[]);
+    assert!(again.complete && again.body == body);
+    assert_eq!(o.count("/x/seg.ts"), 2, "the cut object was never stored");
+}
