@@ -110,6 +110,10 @@ struct State {
     seen: Mutex<Vec<Seen>>,
     finished: Mutex<HashMap<String, usize>>,
     connections: AtomicUsize,
+    /// Connections being served right now.
+    live: AtomicUsize,
+    /// Whether the listener is bound.
+    listening: std::sync::atomic::AtomicBool,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -185,11 +189,25 @@ impl Origin {
     /// Closes the listener and every connection: the host refuses connections.
     pub fn down(&self) {
         self.mode.send_replace(Mode::Down);
+        // The origin thread closes its listener and connections asynchronously: wait until
+        // it has, so the next request really finds the host down.
+        self.settle("the origin to go down", |st| {
+            !st.listening.load(Ordering::SeqCst) && st.live.load(Ordering::SeqCst) == 0
+        });
+    }
+
+    fn settle(&self, what: &str, done: impl Fn(&State) -> bool) {
+        let deadline = std::time::Instant::now() + crate::client::GUARD;
+        while !done(&self.state) {
+            assert!(std::time::Instant::now() < deadline, "timed out waiting for {what}");
+            std::thread::sleep(Duration::from_millis(2));
+        }
     }
 
     /// Listens again on the same address.
     pub fn up(&self) {
         self.mode.send_replace(Mode::Up);
+        self.settle("the origin to listen again", |st| st.listening.load(Ordering::SeqCst));
     }
 }
 
@@ -231,11 +249,13 @@ async fn run(
                 bound.expect("rebind origin port")
             }
         };
+        state.listening.store(true, Ordering::SeqCst);
         loop {
             tokio::select! {
                 a = l.accept() => {
                     if let Ok((s, _)) = a {
                         state.connections.fetch_add(1, Ordering::SeqCst);
+                        state.live.fetch_add(1, Ordering::SeqCst);
                         tokio::spawn(conn(s, state.clone(), conn_mode.clone()));
                     }
                 }
@@ -243,6 +263,7 @@ async fn run(
             }
         }
         drop(l);
+        state.listening.store(false, Ordering::SeqCst);
         let next = match mode.wait_for(|m| *m != Mode::Down).await {
             Ok(m) => *m,
             Err(_) => Mode::Exit,
@@ -258,6 +279,8 @@ async fn conn(mut s: TcpStream, state: Arc<State>, mut mode: watch::Receiver<Mod
         _ = serve(&mut s, &state) => {}
         _ = mode.wait_for(|m| *m != Mode::Up) => {}
     }
+    drop(s);
+    state.live.fetch_sub(1, Ordering::SeqCst);
 }
 
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
