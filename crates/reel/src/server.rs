@@ -15,7 +15,7 @@ use reel_config::Config;
 use reel_ops::notify;
 use reel_ops::sampler::{Health, Inputs};
 use tokio::signal::unix::{SignalKind, signal};
-use tracing::{error, info, warn};
+use tracing::{info, warn};
 
 use crate::admin;
 use crate::live::Shared;
@@ -75,6 +75,8 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
             reel_config::Steer::Cpu => reel_runtime::Steer::Cpu,
         },
         irq_cpus: plan.irq_cpus.clone(),
+        // reel-http's connection loop sets TCP_NODELAY itself; once per connection is enough.
+        nodelay: false,
         ..Default::default()
     };
     let listeners = crate::live::listener_specs(&shared.live().cfg);
@@ -106,31 +108,35 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let admin = admin::start(shared.clone()).context("starting the admin listener")?;
     info!(address = %admin.local_addr(), "admin listening");
 
-    notify::ready();
-    info!(version = env!("CARGO_PKG_VERSION"), "reel is serving");
-
     let ctl = shared.clone();
     let control = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("building the control runtime")?;
+    // Signal handlers go in before READY=1: systemd (or an operator) may send SIGHUP the
+    // moment reel says it is ready, and SIGHUP's default action would kill the process.
+    let signals = {
+        let _in_runtime = control.enter();
+        (
+            signal(SignalKind::hangup()),
+            signal(SignalKind::user_defined1()),
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+        )
+    };
+    let (mut hup, mut usr1, mut term, mut int) = match signals {
+        (Ok(a), Ok(b), Ok(c), Ok(d)) => (a, b, c, d),
+        _ => anyhow::bail!("cannot install signal handlers"),
+    };
+
+    notify::ready();
+    info!(version = env!("CARGO_PKG_VERSION"), "reel is serving");
+
     let shutdown = runtime.shutdown_handle();
     let drain_deadline = shared.live().cfg.server.shutdown_timeout.get();
     // The control thread only waits for signals and admin requests, so a reload may block
     // it briefly (binding new listeners waits for every worker to apply the change).
     let runtime = control.block_on(async move {
-        let (mut hup, mut usr1, mut term, mut int) = match (
-            signal(SignalKind::hangup()),
-            signal(SignalKind::user_defined1()),
-            signal(SignalKind::terminate()),
-            signal(SignalKind::interrupt()),
-        ) {
-            (Ok(a), Ok(b), Ok(c), Ok(d)) => (a, b, c, d),
-            _ => {
-                error!("cannot install signal handlers");
-                return runtime;
-            }
-        };
         let mut reload_requests = ctl.take_reload_requests();
         loop {
             tokio::select! {
