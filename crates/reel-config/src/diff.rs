@@ -50,12 +50,26 @@ fn diff(path: &str, a: Option<&Value>, b: Option<&Value>, out: &mut Vec<String>)
     }
 }
 
+/// Keys of a `[[listener]]` that reload live although the listener section is
+/// restart-only: the TLS settings are looked up per connection, so certificates can rotate.
+pub const LIVE_LISTENER_KEYS: &[&str] = &["tls_cert", "tls_key", "sni_strict", "http2"];
+
 pub(crate) fn needs_restart(old: &Config, new: &Config) -> Vec<String> {
-    let (Some(Value::Table(a)), Some(Value::Table(b))) = (to_value(old), to_value(new)) else {
+    let (Some(Value::Table(mut a)), Some(Value::Table(mut b))) = (to_value(old), to_value(new))
+    else {
         // Config always serializes to a table; if it somehow does not, the safe answer is
         // that everything may have changed.
         return vec!["*".to_owned()];
     };
+    for t in [&mut a, &mut b] {
+        if let Some(Value::Array(listeners)) = t.get_mut("listener") {
+            for l in listeners.iter_mut().filter_map(Value::as_table_mut) {
+                for k in LIVE_LISTENER_KEYS {
+                    l.remove(*k);
+                }
+            }
+        }
+    }
     let mut out = Vec::new();
     for key in RESTART_KEYS {
         let (section, field) = key.split_once('.').map_or((*key, None), |(s, f)| (s, Some(f)));
@@ -84,5 +98,10 @@ mod tests {
         b.listener.push(crate::ListenerConfig { name: "two".into(), ..Default::default() });
         assert_eq!(needs_restart(&a, &b), vec!["listener[0].address", "listener[1]"]);
         assert!(needs_restart(&a, &a.clone()).is_empty());
+        // TLS settings reload live.
+        let mut c = a.clone();
+        c.listener[0].tls_cert = Some(crate::TlsCert::SelfSigned);
+        c.listener[0].sni_strict = true;
+        assert!(needs_restart(&a, &c).is_empty());
     }
 }

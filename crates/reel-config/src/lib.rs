@@ -31,13 +31,14 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-pub use diff::RESTART_KEYS;
+pub use diff::{LIVE_LISTENER_KEYS, RESTART_KEYS};
 pub use error::{ConfigErrors, ConfigProblem};
 pub use schema::{
-    AccessLogConfig, AccessLogFormat, AdminConfig, CacheConfig, CacheRule, CoresConfig, CpuSet,
-    DemoOriginConfig, HealthConfig, HostPort, HttpConfig, ListenerConfig, LogConfig, LogFormat,
-    MethodsPolicy, OriginGroupConfig, OriginHealthConfig, PathGlob, ServerConfig, SiteConfig,
-    Steer, StoreConfig, StoreIo, TierConfig, host_pattern_matches, strip_port,
+    AccessLogConfig, AccessLogFormat, AdminConfig, CacheConfig, CacheRule, CertificateConfig,
+    CoresConfig, CpuSet, DemoOriginConfig, HealthConfig, HostPort, HttpConfig, ListenerConfig,
+    LogConfig, LogFormat, MethodsPolicy, OriginGroupConfig, OriginHealthConfig, PathGlob,
+    ServerConfig, SiteConfig, Steer, StoreConfig, StoreIo, TierConfig, TlsCert,
+    host_pattern_matches, strip_port,
 };
 pub use units::{ByteSize, Duration, UnitError};
 
@@ -80,6 +81,9 @@ pub struct Config {
     pub origin_group: Vec<OriginGroupConfig>,
     /// `[demo_origin]`.
     pub demo_origin: DemoOriginConfig,
+    /// `[[certificate]]`: certificates chosen by SNI on the TLS listeners.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub certificate: Vec<CertificateConfig>,
     #[serde(skip)]
     source: Arc<Source>,
 }
@@ -188,6 +192,20 @@ impl Config {
             .filter(|(_, _, p)| p.starts_with("*.") && host_pattern_matches(p, name))
             .max_by_key(|(i, _, p)| (p.len(), std::cmp::Reverse(*i)))
             .map(|(i, s, _)| (i, s))
+    }
+
+    /// A problem about `key` (a key path such as `listener[1].tls_key`) found outside this
+    /// crate, e.g. by loading the files a key names; it points at the key like
+    /// [`Config::validate`]'s problems do.
+    pub fn problem(&self, key: &str, message: impl Into<String>) -> ConfigProblem {
+        let (line, column) = self.locate(key);
+        ConfigProblem {
+            file: self.source.file.clone(),
+            line,
+            column,
+            key: key.to_owned(),
+            message: message.into(),
+        }
     }
 
     /// Position of `key`, else of its nearest ancestor present in the file, else 1:1.
