@@ -19,9 +19,10 @@ use crate::date::append_date;
 use crate::method::Method;
 use crate::request::{Version, is_tchar};
 
-/// A region of an open file to be sent with `sendfile(2)`. The implementor keeps the
-/// file descriptor open until it is dropped (e.g. a store lease); the connection drops
-/// it as soon as the region has been sent or the connection failed.
+/// A region of an open file to be sent with `sendfile(2)` (plain TCP), or read into
+/// pooled buffers (TLS, HTTP/2). The implementor keeps the file descriptor open until it
+/// is dropped (e.g. a store lease); the connection drops it as soon as the region has
+/// been sent or the connection failed.
 pub trait FileRange {
     /// The open file descriptor to read from.
     fn fd(&self) -> RawFd;
@@ -33,6 +34,34 @@ pub trait FileRange {
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
+    /// Reads up to `len` bytes at file offset `offset` (inside the region) that are not
+    /// in the page cache, without blocking the worker; used after a
+    /// `preadv2(RWF_NOWAIT)` found them cold. An empty result means end of file.
+    ///
+    /// The default is a blocking `pread(2)`: right for files that live in memory (tmpfs,
+    /// tests). A store on disk overrides it with its asynchronous read path.
+    fn read_cold(&self, offset: u64, len: usize) -> ColdRead<'_> {
+        let fd = self.fd();
+        Box::pin(std::future::ready(blocking_read(fd, offset, len)))
+    }
+}
+
+/// The future of [`FileRange::read_cold`].
+pub type ColdRead<'a> = Pin<Box<dyn std::future::Future<Output = io::Result<Bytes>> + 'a>>;
+
+fn blocking_read(fd: RawFd, offset: u64, len: usize) -> io::Result<Bytes> {
+    let mut buf = vec![0u8; len];
+    let mut done = 0;
+    while done < len {
+        match crate::sys::pread(fd, &mut buf[done..], offset + done as u64) {
+            Ok(0) => break,
+            Ok(n) => done += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    buf.truncate(done);
+    Ok(Bytes::from(buf))
 }
 
 /// One piece of a streaming body: memory or a file region.

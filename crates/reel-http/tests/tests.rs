@@ -5,3 +5,4 @@ mod common;
 mod lifecycle;
 mod protocol;
 mod smuggling;
+mod tls;
