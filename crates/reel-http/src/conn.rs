@@ -85,6 +85,11 @@ pub enum CloseReason {
     WriteError(io::ErrorKind),
     /// Reading failed.
     ReadError(io::ErrorKind),
+    /// HTTP/2: the connection was closed with GOAWAY `ENHANCE_YOUR_CALM` for abuse (rapid
+    /// reset, floods); the text says which.
+    Abuse(&'static str),
+    /// HTTP/2: the client broke the protocol (connection error).
+    Protocol(String),
 }
 
 /// Statistics of one finished connection.

@@ -64,6 +64,7 @@ mod body;
 mod conn;
 mod date;
 mod fileread;
+mod http2;
 mod io;
 mod limits;
 mod method;
@@ -74,6 +75,7 @@ mod sys;
 
 pub use body::{BodyError, MAX_CHUNK_LINE, RequestBody};
 pub use conn::{CloseReason, ConnOutcome, DRAIN_LIMIT, Handler, serve_connection, serve_stream};
+pub use http2::{H2Settings, serve_h2};
 pub use io::ByteStream;
 pub use limits::{Limits, MAX_HEADERS_CAP};
 pub use method::Method;

@@ -331,7 +331,7 @@ pub fn encode_head(resp: &Response, ctx: &HeadContext, out: &mut Vec<u8>) -> Enc
         match (&resp.body, known_len) {
             (Body::Empty, _) => (Framing::NoBody, Some(0)),
             (_, Some(n)) => (Framing::Length(n), Some(n)),
-            (_, None) if ctx.version == Version::Http11 => (Framing::Chunked, None),
+            (_, None) if ctx.version != Version::Http10 => (Framing::Chunked, None),
             (_, None) => {
                 close = true;
                 (Framing::CloseDelimited, None)
@@ -376,18 +376,18 @@ pub fn encode_head(resp: &Response, ctx: &HeadContext, out: &mut Vec<u8>) -> Enc
     EncodedHead { framing, close, status }
 }
 
-fn is_generated(name: &str) -> bool {
+pub(crate) fn is_generated(name: &str) -> bool {
     ["content-length", "transfer-encoding", "connection", "keep-alive", "date"]
         .iter()
         .any(|g| name.eq_ignore_ascii_case(g))
 }
 
-fn valid_name(name: &str) -> bool {
+pub(crate) fn valid_name(name: &str) -> bool {
     !name.is_empty() && name.bytes().all(is_tchar)
 }
 
 /// RFC 9110 section 5.5: field-value is VCHAR / obs-text / SP / HTAB.
-fn valid_value(v: &[u8]) -> bool {
+pub(crate) fn valid_value(v: &[u8]) -> bool {
     v.iter().all(|&b| b == b'\t' || (b >= 0x20 && b != 0x7f))
 }
 

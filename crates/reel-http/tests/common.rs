@@ -16,8 +16,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use reel_http::{
-    BodyStream, Chunk, ColdRead, ConnOutcome, FileRange, Handler, Limits, Method, Request,
-    RequestBody, Response, Version, serve_connection, serve_stream,
+    BodyStream, Chunk, ColdRead, ConnOutcome, FileRange, H2Settings, Handler, Limits, Method,
+    Request, RequestBody, Response, Version, serve_connection, serve_h2, serve_stream,
 };
 use reel_tls::testing::TestCa;
 use tokio::sync::{oneshot, watch};
@@ -119,7 +119,11 @@ impl Handler for TestHandler {
                 Response::new(200).header("content-type", "text/plain").bytes("hello world")
             }
             "/info" => {
-                let v = if req.version() == Version::Http10 { "1.0" } else { "1.1" };
+                let v = match req.version() {
+                    Version::Http10 => "1.0",
+                    Version::Http11 => "1.1",
+                    Version::Http2 => "2",
+                };
                 let text = format!(
                     "{} {} q={} host={} v={} ka={}",
                     req.method(),
@@ -164,6 +168,7 @@ impl Handler for TestHandler {
                 Response::new(if r == 0 { 200 } else { 500 })
             }
             "/cold-reads" => Response::new(200).bytes(self.cold_reads.get().to_string()),
+            "/pool" => Response::new(200).bytes(reel_http::PoolBuf::in_use().to_string()),
             "/stream" => {
                 let fail = query_num(req, "fail").is_some();
                 let declared = query_num(req, "len");
@@ -210,19 +215,26 @@ impl Server {
     }
 
     pub fn with_limits(limits: Limits) -> Server {
-        Server::spawn(limits, false)
+        Server::spawn(limits, false, None)
     }
 
     /// A server speaking HTTPS/1.1 (TLS 1.3, certificate for `test.example`).
     pub fn start_tls() -> Server {
-        Server::spawn(Limits::default(), true)
+        Server::spawn(Limits::default(), true, None)
     }
 
     pub fn with_limits_tls(limits: Limits) -> Server {
-        Server::spawn(limits, true)
+        Server::spawn(limits, true, None)
     }
 
-    fn spawn(limits: Limits, tls: bool) -> Server {
+    /// A TLS server offering `h2` then `http/1.1` by ALPN.
+    pub fn start_h2(limits: Limits, h2: H2Settings) -> Server {
+        Server::spawn(limits, true, Some(h2))
+    }
+
+    fn spawn(limits: Limits, tls: bool, h2: Option<H2Settings>) -> Server {
+        let http2 = h2.is_some();
+        let h2 = h2.unwrap_or_default();
         let ca = tls.then(|| Arc::new(TestCa::new()));
         let tls = ca.as_ref().map(|ca| {
             let dir = tempfile::tempdir().unwrap();
@@ -235,7 +247,7 @@ impl Server {
             };
             let cert = Arc::new(reel_tls::cert::load(&spec).unwrap());
             let tickets = reel_tls::Tickets::new().unwrap();
-            Arc::new(reel_tls::server_config("l", cert, &[], false, false, &tickets).unwrap())
+            Arc::new(reel_tls::server_config("l", cert, &[], false, http2, &tickets).unwrap())
         });
         let mut tmp = tempfile::tempfile().unwrap();
         tmp.write_all(file_data()).unwrap();
@@ -249,6 +261,7 @@ impl Server {
             local.block_on(&rt, async move {
                 let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
                 addr_tx.send(listener.local_addr().unwrap()).unwrap();
+                let h2 = Rc::new(h2);
                 let handler = Rc::new(TestHandler {
                     file: Rc::new(tmp),
                     file_len: FILE_LEN,
@@ -261,17 +274,21 @@ impl Server {
                         accepted = listener.accept() => {
                             let Ok((stream, peer)) = accepted else { continue };
                             let (h, l, d, tx) = (handler.clone(), limits.clone(), drain_rx.clone(), out_tx.clone());
-                            let tls = tls.clone();
+                            let (tls, h2) = (tls.clone(), h2.clone());
                             tokio::task::spawn_local(async move {
                                 let outcome = match tls {
                                     None => serve_connection(stream, peer, h, l, d).await,
                                     Some(tls) => {
                                         let local = stream.local_addr().unwrap();
                                         let timeout = l.header_timeout;
-                                        let Ok((s, _)) = reel_tls::accept(&tls, stream, timeout).await else {
+                                        let Ok((s, info)) = reel_tls::accept(&tls, stream, timeout).await else {
                                             return;
                                         };
-                                        serve_stream(s, peer, local, h, l, d).await
+                                        if info.alpn == reel_tls::Alpn::H2 {
+                                            serve_h2(s, peer, local, h, l, h2, d).await
+                                        } else {
+                                            serve_stream(s, peer, local, h, l, d).await
+                                        }
                                     }
                                 };
                                 let _ = tx.send(outcome);

@@ -106,13 +106,16 @@ impl HandshakeError {
     }
 }
 
-/// Runs the server handshake on `tcp` with `tls`, within `timeout`.
+/// Runs the server handshake on `tcp` with `tls`, within `timeout`. Sets `TCP_NODELAY`.
 pub async fn accept(
     tls: &ListenerTls,
     tcp: TcpStream,
     timeout: Duration,
 ) -> Result<(TlsStream, HandshakeInfo), HandshakeError> {
     let deadline = tokio::time::Instant::now() + timeout;
+    // Handshake flights and responses leave in whole writes; Nagle would only hold back
+    // the last segment of each (and meet the client's delayed ACK).
+    let _ = tcp.set_nodelay(true);
     let lazy = LazyConfigAcceptor::new(rustls::server::Acceptor::default(), tcp);
     let start = match tokio::time::timeout_at(deadline, lazy).await {
         Err(_) => return Err(HandshakeError::Timeout),

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
+use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
 use rustls::pki_types::CertificateDer;
 
 /// A certificate authority living in memory.
@@ -24,6 +24,7 @@ impl TestCa {
     pub fn new() -> TestCa {
         let mut params = CertificateParams::new(Vec::<String>::new()).expect("CA params");
         params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.distinguished_name.push(DnType::CommonName, "reel test CA");
         let key = KeyPair::generate().expect("CA key");
         TestCa { issuer: CertifiedIssuer::self_signed(params, key).expect("CA certificate") }
     }
