@@ -83,5 +83,5 @@ pub use pool::{BUF_SIZE, POOL_BUFFERS, PoolBuf};
 pub use request::{BodyFraming, HeadError, HeadStatus, Request, Version};
 pub use response::{
     Body, BodyStream, Chunk, ColdRead, EncodedHead, FileRange, Framing, HeadContext, HeaderName,
-    Response, encode_head, reason_phrase,
+    Response, encode_head, pread_bytes, reason_phrase,
 };

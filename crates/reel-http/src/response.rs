@@ -42,14 +42,16 @@ pub trait FileRange {
     /// tests). A store on disk overrides it with its asynchronous read path.
     fn read_cold(&self, offset: u64, len: usize) -> ColdRead<'_> {
         let fd = self.fd();
-        Box::pin(std::future::ready(blocking_read(fd, offset, len)))
+        Box::pin(std::future::ready(pread_bytes(fd, offset, len)))
     }
 }
 
 /// The future of [`FileRange::read_cold`].
 pub type ColdRead<'a> = Pin<Box<dyn std::future::Future<Output = io::Result<Bytes>> + 'a>>;
 
-fn blocking_read(fd: RawFd, offset: u64, len: usize) -> io::Result<Bytes> {
+/// Reads up to `len` bytes of `fd` at `offset` with blocking `pread(2)` calls (short only
+/// at end of file): [`FileRange::read_cold`]'s default.
+pub fn pread_bytes(fd: RawFd, offset: u64, len: usize) -> io::Result<Bytes> {
     let mut buf = vec![0u8; len];
     let mut done = 0;
     while done < len {
