@@ -25,9 +25,7 @@ use std::time::Duration;
 
 use super::cache_control::ResponseCacheControl;
 use super::freshness::{PolicyConfig, current_age, freshness_lifetime};
-use super::headers::{
-    HeaderLookup, format_http_date, is_token, parse_delta_seconds, parse_http_date,
-};
+use super::headers::{HeaderLookup, format_http_date, is_token, parse_age, parse_http_date};
 use super::rules::TtlRule;
 use super::vary::VaryKey;
 
@@ -148,7 +146,7 @@ impl StoredMeta {
             }
             kept.push((n, v.to_vec()));
         }
-        let age_value = headers.get_first("age").and_then(parse_delta_seconds).unwrap_or(0);
+        let age_value = parse_age(headers).unwrap_or(0);
         let mut meta = Self {
             status,
             headers: kept,
@@ -216,7 +214,7 @@ impl StoredMeta {
         }
         self.request_time = times.request_time;
         self.response_time = times.response_time;
-        self.age_value = resp.get_first("age").and_then(parse_delta_seconds).unwrap_or(0);
+        self.age_value = parse_age(resp).unwrap_or(0);
         if !resp.has("date") {
             // The stored Date describes the original fetch; keeping it would count the whole
             // time since then as age of the freshened response.
