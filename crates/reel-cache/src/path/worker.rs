@@ -398,17 +398,8 @@ impl WorkerCache {
         }
 
         let hdrs = ReqHeaders(req);
-        let resp_cc = ResponseCacheControl::parse(&resp.headers);
-        let ok = storable(
-            b"GET",
-            status,
-            req_cc,
-            &hdrs,
-            &resp_cc,
-            &resp.headers,
-            &self.settings.policy,
-            rule,
-        );
+        let ok =
+            storable(b"GET", status, req_cc, &hdrs, &resp.headers, &self.settings.policy, rule);
         if !ok.is_store() {
             lead.publish(State::NotShared);
             return self.stream_origin(
@@ -464,7 +455,8 @@ impl WorkerCache {
         let len = resp.body.content_length();
         let mut h = header_pairs(&resp.headers);
         let swr = self.settings.swr_default.as_secs();
-        if swr > 0 && ResponseCacheControl::parse(&resp.headers).stale_while_revalidate.is_none() {
+        let cc = ResponseCacheControl::for_cache(&resp.headers, &self.settings.policy.targeted);
+        if swr > 0 && cc.stale_while_revalidate.is_none() {
             // The configured default window, stored as a field so it survives restarts and
             // reaches the clients like the origin's own would.
             h.push((
@@ -528,14 +520,12 @@ impl WorkerCache {
                     lead.publish(State::Done);
                 }
                 200 => {
-                    let rcc = ResponseCacheControl::parse(&resp.headers);
                     let none: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
                     let ok = storable(
                         b"GET",
                         200,
                         &RequestCacheControl::default(),
                         &none,
-                        &rcc,
                         &resp.headers,
                         &settings.policy,
                         rule,

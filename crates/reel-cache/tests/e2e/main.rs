@@ -17,6 +17,7 @@ mod ranges;
 mod routing;
 mod stale;
 mod storing;
+mod targeted;
 mod vary;
 
 use origin::Origin;

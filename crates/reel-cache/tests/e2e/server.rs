@@ -133,6 +133,8 @@ impl Server {
                 group: "g".into(),
                 key: KeyConfig::default(),
                 pass_methods: true,
+                policy: opts.policy.clone(),
+                honor_client_cache_control: true,
             }],
             fallback: None,
             policy: opts.policy,
