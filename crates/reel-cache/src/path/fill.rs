@@ -2,18 +2,17 @@
 //! the stored metadata, and the detached task that appends the body and commits it (or
 //! aborts it, so nothing is ever stored truncated).
 
-use std::rc::Rc;
-
 use bytes::Bytes;
 use http::HeaderMap;
 use reel_origin::OriginResponse;
 use reel_store::{Lookup, StoreError};
 
+use super::fetch::Fetcher;
 use super::inflight::{Lead, State};
 use super::lookup::variant_key;
-use super::respond::{Prepared, ReqHeaders, encode_vary_marker};
-use super::worker::WorkerCache;
+use super::respond::encode_vary_marker;
 use crate::key::CacheKey;
+use crate::policy::HeaderLookup;
 use crate::policy::cache_control::ResponseCacheControl;
 use crate::policy::meta::{ResponseTimes, StoredMeta};
 use crate::policy::rules::TtlRule;
@@ -24,21 +23,21 @@ pub(super) fn header_pairs(h: &HeaderMap) -> Vec<(Vec<u8>, Vec<u8>)> {
     h.iter().map(|(n, v)| (n.as_str().as_bytes().to_vec(), v.as_bytes().to_vec())).collect()
 }
 
-impl WorkerCache {
-    /// Starts writing a response into the store: its variant key (and the key's Vary
-    /// marker) when it varies, its metadata, and a reader for this client.
-    pub(super) async fn begin_fill(
+impl Fetcher<'_> {
+    /// Starts writing a response into the store: under its variant key (after the key's
+    /// Vary marker) when it varies, with its metadata. Returns the writer and a reader.
+    pub(super) async fn begin_fill<H: HeaderLookup + ?Sized>(
         &self,
         key: &CacheKey,
-        hdrs: &ReqHeaders<'_>,
+        vary: &Vary,
+        hdrs: &H,
         resp: &OriginResponse,
         times: ResponseTimes,
         rule: Option<&TtlRule>,
-    ) -> Result<(reel_store::FillWriter, reel_store::Filling, Rc<Prepared>), StoreError> {
+    ) -> Result<(reel_store::FillWriter, reel_store::Filling), StoreError> {
         let store = &self.shared.store;
-        let vary = Vary::parse(&resp.headers);
-        let vk = VaryKey::from_request(&vary, hdrs);
-        let store_key = match &vary {
+        let vk = VaryKey::from_request(vary, hdrs);
+        let store_key = match vary {
             Vary::Fields(names) => {
                 let mut marker =
                     store.begin_fill(key.as_bytes(), encode_vary_marker(names), Some(0)).await?;
@@ -68,14 +67,11 @@ impl WorkerCache {
             &self.settings.policy,
             rule,
         );
-        let blob: Bytes = meta.encode().into();
-        let writer = store.begin_fill(&store_key, blob.clone(), len).await?;
-        let fill = match store.lookup(&store_key) {
-            Some(Lookup::Filling(f)) => f,
-            _ => return Err(StoreError::Gone),
-        };
-        let prep = self.prepared(fill.meta()).ok_or(StoreError::Gone)?;
-        Ok((writer, fill, prep))
+        let writer = store.begin_fill(&store_key, meta.encode().into(), len).await?;
+        match store.lookup(&store_key) {
+            Some(Lookup::Filling(f)) => Ok((writer, f)),
+            _ => Err(StoreError::Gone),
+        }
     }
 }
 

@@ -114,7 +114,7 @@ impl WorkerCache {
                         Decision::Fresh => Answer::HIT,
                         Decision::StaleServable => Answer::HIT_STALE,
                         Decision::StaleWhileRevalidate => {
-                            self.refresh_in_background(req, site, &key, &stored);
+                            self.refresh_in_background(req, site, &key, &stored, &req_cc);
                             Answer::HIT_SWR
                         }
                         Decision::GatewayTimeout => {
