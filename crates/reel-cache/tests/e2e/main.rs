@@ -10,6 +10,7 @@ mod coalescing;
 mod conditional;
 mod failover;
 mod freshness;
+mod hostile;
 mod keys_purge;
 mod llhls;
 mod pass;
