@@ -35,9 +35,9 @@ pub use diff::{LIVE_LISTENER_KEYS, RESTART_KEYS};
 pub use error::{ConfigErrors, ConfigProblem};
 pub use schema::{
     AccessLogConfig, AccessLogFormat, AdminConfig, CacheConfig, CacheRule, CertificateConfig,
-    CoresConfig, CpuSet, DemoOriginConfig, HealthConfig, HostPort, HttpConfig, ListenerConfig,
-    LogConfig, LogFormat, MethodsPolicy, OriginGroupConfig, OriginHealthConfig, PathGlob,
-    ServerConfig, SiteConfig, Steer, StoreConfig, StoreIo, TierConfig, TlsCert,
+    ClientCacheControl, CoresConfig, CpuSet, DemoOriginConfig, HealthConfig, HostPort, HttpConfig,
+    ListenerConfig, LogConfig, LogFormat, MethodsPolicy, OriginGroupConfig, OriginHealthConfig,
+    PathGlob, ServerConfig, SiteConfig, Steer, StoreConfig, StoreIo, TierConfig, TlsCert,
     host_pattern_matches, strip_port,
 };
 pub use units::{ByteSize, Duration, UnitError};

@@ -2,6 +2,7 @@
 
 mod bodies;
 mod common;
+mod fuzz;
 mod h2;
 mod lifecycle;
 mod protocol;
