@@ -11,7 +11,6 @@
 //! - [`run_herd`]: all viewers requesting the same cold object at the same
 //!   instant, repeatedly: time to first byte of coalesced misses.
 
-use std::net::SocketAddr;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rand::{Rng, SeedableRng};
@@ -21,7 +20,7 @@ use tokio::time::Instant;
 use crate::client::{Body, Conn, Response, build_get};
 use crate::playlist;
 use crate::stats::{ErrorKind, Report, Stats};
-use crate::target::Target;
+use crate::target::{Endpoint, Target};
 use crate::zipf::Zipf;
 
 /// Longest accepted run.
@@ -146,13 +145,13 @@ pub struct HerdConfig {
 
 /// A keep-alive connection that reconnects after failures and enforces the request timeout.
 struct Client {
-    addr: SocketAddr,
+    addr: Endpoint,
     conn: Option<Conn>,
     timeout: Duration,
 }
 
 impl Client {
-    fn new(addr: SocketAddr, timeout: Duration) -> Self {
+    fn new(addr: Endpoint, timeout: Duration) -> Self {
         Self { addr, conn: None, timeout }
     }
 
@@ -219,13 +218,13 @@ async fn account(stats: &mut Stats, from: Instant, res: &Result<Response, ErrorK
 fn requests(
     urls: &[Target],
     headers: &[String],
-) -> Result<(SocketAddr, Vec<Vec<u8>>), ScenarioError> {
+) -> Result<(Endpoint, Vec<Vec<u8>>), ScenarioError> {
     let first = urls.first().ok_or(ScenarioError::Invalid("at least one URL"))?;
-    if urls.iter().any(|u| u.addr != first.addr) {
+    if urls.iter().any(|u| u.endpoint() != first.endpoint()) {
         return Err(ScenarioError::MixedHosts);
     }
     let reqs = urls.iter().map(|u| build_get(&u.host_header, &u.path, headers)).collect();
-    Ok((first.addr, reqs))
+    Ok((first.endpoint(), reqs))
 }
 
 fn check_count(n: usize, what: &'static str) -> Result<(), ScenarioError> {
@@ -397,7 +396,7 @@ pub async fn run_live(cfg: &LiveConfig) -> Result<Report, ScenarioError> {
         };
         set.spawn(async move {
             let mut stats = Stats::new();
-            let mut client = Client::new(target.addr, timeout);
+            let mut client = Client::new(target.endpoint(), timeout);
             if let Err(kind) = client.connect().await {
                 stats.error(kind);
             }
@@ -471,7 +470,7 @@ pub async fn run_vod(cfg: &VodConfig) -> Result<Report, ScenarioError> {
         set.spawn(async move {
             let mut stats = Stats::new();
             let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-            let mut client = Client::new(server.addr, timeout);
+            let mut client = Client::new(server.endpoint(), timeout);
             let mut text = Vec::new();
             while Instant::now() < deadline {
                 let rank = zipf.sample(&mut rng);
@@ -538,7 +537,7 @@ pub async fn run_herd(cfg: &HerdConfig) -> Result<Report, ScenarioError> {
         let interval = cfg.interval;
         set.spawn(async move {
             let mut stats = Stats::new();
-            let mut client = Client::new(target.addr, timeout);
+            let mut client = Client::new(target.endpoint(), timeout);
             if let Err(kind) = client.connect().await {
                 stats.error(kind);
             }

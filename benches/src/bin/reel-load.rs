@@ -45,7 +45,7 @@ enum Scenario {
         /// Keep-alive connections.
         #[arg(short, long, default_value_t = 64)]
         connections: usize,
-        /// URLs (round robin per connection), loopback only.
+        /// URLs (round robin per connection), `http://` or `https://`, loopback only.
         #[arg(required = true)]
         urls: Vec<String>,
         #[command(flatten)]
@@ -59,7 +59,7 @@ enum Scenario {
         /// Requests per second in total.
         #[arg(short, long)]
         rate: f64,
-        /// URLs (round robin), loopback only.
+        /// URLs (round robin), `http://` or `https://`, loopback only.
         #[arg(required = true)]
         urls: Vec<String>,
         #[command(flatten)]
