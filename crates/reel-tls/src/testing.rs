@@ -49,6 +49,21 @@ impl TestCa {
         (cert.pem(), key.serialize_pem())
     }
 
+    /// A leaf for `names` that expired in 2001: `(certificate PEM, key PEM)`.
+    pub fn expired_leaf(&self, names: &[&str]) -> (String, String) {
+        let mut params =
+            CertificateParams::new(names.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+                .expect("leaf params");
+        params
+            .distinguished_name
+            .push(DnType::CommonName, names.first().copied().unwrap_or("leaf"));
+        params.not_before = rcgen::date_time_ymd(2000, 1, 1);
+        params.not_after = rcgen::date_time_ymd(2001, 1, 1);
+        let key = KeyPair::generate().expect("leaf key");
+        let cert = params.signed_by(&key, &self.issuer).expect("leaf certificate");
+        (cert.pem(), key.serialize_pem())
+    }
+
     /// Writes a leaf for `names` as `<stem>.pem` and `<stem>.key` in `dir`.
     pub fn write_leaf(&self, dir: &Path, stem: &str, names: &[&str]) -> (PathBuf, PathBuf) {
         let (cert, key) = self.leaf(names);

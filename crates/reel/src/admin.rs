@@ -230,6 +230,7 @@ impl AdminHandler {
         );
         let mut text = p.finish();
         live.origins.snapshot().render_prometheus(&mut text);
+        live.tls.render_prometheus(&s.tls_counters, &mut text);
         Response::new(200)
             .header("content-type", Bytes::from_static(b"text/plain; version=0.0.4"))
             .bytes(text)
@@ -291,6 +292,7 @@ impl AdminHandler {
                 "plan": {"cpus": plan, "workers": s.plan.workers, "irq_cpus": s.plan.irq_cpus, "warnings": s.plan.warnings},
                 "workers": workers,
                 "origins": live.origins.snapshot(),
+                "tls": live.tls.status(),
                 "access_log": access_log,
                 "store": {
                     "objects": st.objects, "bytes_used": st.bytes_used, "capacity": st.capacity,

@@ -39,6 +39,8 @@ pub struct Live {
     pub cache: Arc<reel_cache::Settings>,
     /// The access log, if enabled.
     pub access_log: Option<Arc<AccessLog>>,
+    /// The TLS listeners' certificates and configurations.
+    pub tls: Arc<crate::tls::TlsState>,
     /// When it was loaded.
     pub loaded_at: SystemTime,
 }
@@ -95,19 +97,26 @@ pub struct Shared {
     listeners: Mutex<Vec<BoundListener>>,
     /// When the process started.
     pub started: SystemTime,
+    /// Session-ticket keys shared by every worker and every generation.
+    pub tickets: reel_tls::Tickets,
+    /// Per-worker TLS handshake counters, in worker order.
+    pub tls_counters: Vec<Arc<reel_tls::HandshakeCounters>>,
 }
 
 impl Shared {
-    /// Builds generation 1 and the store.
+    /// Builds generation 1 (with the TLS state built from `cfg` with `tickets`) and the
+    /// store.
     pub fn new(
         cfg: Config,
         config_path: PathBuf,
         origin_flag: Option<HostPort>,
         plan: &CorePlan,
+        tls: crate::tls::TlsState,
+        tickets: reel_tls::Tickets,
     ) -> anyhow::Result<Arc<Shared>> {
         let store = reel_store::Store::open(store_config(&cfg))
             .with_context(|| format!("opening the store at {}", cfg.store.path.display()))?;
-        let live = build_live(cfg, 1, origin_flag.as_ref(), None)?;
+        let live = build_live(cfg, 1, origin_flag.as_ref(), None, tls)?;
         let (reload_tx, reload_rx) = mpsc::channel(4);
         let n = plan.workers.len();
         Ok(Arc::new(Shared {
@@ -126,6 +135,8 @@ impl Shared {
             generation: AtomicU64::new(1),
             listeners: Mutex::new(Vec::new()),
             started: SystemTime::now(),
+            tickets,
+            tls_counters: (0..n).map(|_| Arc::default()).collect(),
         }))
     }
 
@@ -271,6 +282,13 @@ fn try_reload(
 ) -> Result<Vec<String>, String> {
     let mut new = reel_config::load_and_validate(&shared.config_path).map_err(|e| e.to_string())?;
     check_environment(&new)?;
+    // Certificates are loaded and checked before anything changes: a bad one fails the
+    // reload and the running certificates keep serving.
+    let tls = crate::tls::TlsState::build(&new, &shared.tickets)
+        .map_err(|p| crate::tls::report(&new, &p))?;
+    for w in tls.warnings(SystemTime::now()) {
+        warn!("{}", new.problem(&w.key, w.message));
+    }
     let old = shared.live_full();
     let needs_restart = old.cfg.diff_needs_restart(&new);
     // Keys that cannot change live keep their running values, so what runs stays coherent.
@@ -289,7 +307,7 @@ fn try_reload(
     // Everything that can fail without side effects comes first: a failure after the
     // listeners changed would leave them out of step with the running config.
     let generation = shared.generation.load(Ordering::SeqCst) + 1;
-    let live = build_live(new, generation, shared.origin_flag.as_ref(), Some(&old))
+    let live = build_live(new, generation, shared.origin_flag.as_ref(), Some(&old), tls)
         .map_err(|e| format!("{e:#}"))?;
     if listeners_changed {
         let r = runtime.set_listeners(listener_specs(&live.cfg));
@@ -327,6 +345,7 @@ fn build_live(
     generation: u64,
     origin_flag: Option<&HostPort>,
     old: Option<&Live>,
+    tls: crate::tls::TlsState,
 ) -> anyhow::Result<Live> {
     let mut groups: Vec<GroupSpec> = cfg.origin_group.iter().map(group_spec).collect();
     if let Some(o) = origin_flag {
@@ -380,7 +399,16 @@ fn build_live(
         idle_timeout: cfg.http.idle_timeout.get(),
     };
     let cache = Arc::new(reel_cache::Settings::from_config(&cfg, origin_flag.map(|_| FLAG_GROUP)));
-    Ok(Live { generation, cfg, limits, origins, cache, access_log, loaded_at: SystemTime::now() })
+    Ok(Live {
+        generation,
+        cfg,
+        limits,
+        origins,
+        cache,
+        access_log,
+        tls: Arc::new(tls),
+        loaded_at: SystemTime::now(),
+    })
 }
 
 fn host_port(h: &HostPort) -> String {

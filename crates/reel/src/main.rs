@@ -11,6 +11,7 @@ mod live;
 mod logging;
 mod plan;
 mod server;
+mod tls;
 mod worker;
 
 use std::path::PathBuf;

@@ -31,9 +31,12 @@ impl App {
     /// Builds the worker's state on its own thread.
     pub fn new(ctx: &WorkerCtx, shared: &Arc<Shared>) -> App {
         let metrics = shared.metrics.get(ctx.index).cloned().unwrap_or_default();
+        let tls_counters = shared.tls_counters.get(ctx.index).cloned().unwrap_or_default();
         let state = Rc::new(WorkerState {
             shared: shared.clone(),
             metrics,
+            tls_counters,
+            h2: Rc::new(reel_http::H2Settings::default()),
             generation: RefCell::new(Gen::new(&shared.live_full(), &shared.cache)),
         });
         App { state }
@@ -45,11 +48,32 @@ impl WorkerApp for App {
         &self,
         stream: TcpStream,
         peer: SocketAddr,
-        _listener: &str,
+        listener: &str,
         drain: watch::Receiver<bool>,
     ) {
-        let limits = self.state.current().limits.clone();
-        reel_http::serve_connection(stream, peer, self.state.clone(), limits, drain).await;
+        let g = self.state.current();
+        let limits = g.limits.clone();
+        match g.live.tls.listener(listener).cloned() {
+            None => {
+                reel_http::serve_connection(stream, peer, self.state.clone(), limits, drain).await;
+            }
+            Some(tls) => {
+                let h2 = self.state.h2.clone();
+                let counters = &self.state.tls_counters;
+                drop(g);
+                crate::tls::serve(
+                    tls,
+                    stream,
+                    peer,
+                    self.state.clone(),
+                    limits,
+                    h2,
+                    drain,
+                    counters,
+                )
+                .await;
+            }
+        }
     }
 
     async fn run(&self, _ctx: WorkerCtx, mut drain: watch::Receiver<bool>) {
@@ -101,6 +125,8 @@ impl Gen {
 pub struct WorkerState {
     shared: Arc<Shared>,
     metrics: Arc<WorkerMetrics>,
+    tls_counters: Arc<reel_tls::HandshakeCounters>,
+    h2: Rc<reel_http::H2Settings>,
     generation: RefCell<Rc<Gen>>,
 }
 

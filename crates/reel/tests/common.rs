@@ -371,6 +371,10 @@ pub struct Conf {
     pub negative_ttl: String,
     /// `log.level`.
     pub log_level: String,
+    /// Extra lines per listener name (e.g. its TLS keys).
+    pub listener_lines: HashMap<String, String>,
+    /// Top-level tables appended verbatim (e.g. `[[certificate]]`).
+    pub extra: String,
 }
 
 impl Conf {
@@ -389,6 +393,8 @@ impl Conf {
             shutdown_timeout: "20s".into(),
             negative_ttl: "0s".into(),
             log_level: "info".into(),
+            listener_lines: HashMap::new(),
+            extra: String::new(),
         }
     }
 
@@ -400,7 +406,10 @@ impl Conf {
             self.shutdown_timeout, self.log_level
         );
         for (name, addr) in &self.listeners {
-            s.push_str(&format!("[[listener]]\nname = \"{name}\"\naddress = \"{addr}\"\n\n"));
+            let more = self.listener_lines.get(name).map(String::as_str).unwrap_or("");
+            s.push_str(&format!(
+                "[[listener]]\nname = \"{name}\"\naddress = \"{addr}\"\n{more}\n\n"
+            ));
         }
         s.push_str("[cores]\nnic = []\nirq = \"auto\"\nworkers = \"auto\"\nsteer = \"hash\"\n\n");
         s.push_str(&format!("[http]\n{}\n", self.http));
@@ -427,6 +436,7 @@ impl Conf {
             hosts.join(", ")
         ));
         s.push_str("[demo_origin]\nenabled = false\n");
+        s.push_str(&self.extra);
         s
     }
 
