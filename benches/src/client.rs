@@ -154,23 +154,28 @@ impl ServerCertVerifier for AnyCertificate {
     }
 }
 
-/// The process's TLS client configuration: ALPN `http/1.1`, tickets kept for resumption.
-fn tls_config() -> Result<Arc<rustls::ClientConfig>, RequestError> {
-    static CONFIG: OnceLock<Option<Arc<rustls::ClientConfig>>> = OnceLock::new();
-    CONFIG
-        .get_or_init(|| {
-            let provider = Arc::new(rustls::crypto::ring::default_provider());
-            let mut c = rustls::ClientConfig::builder_with_provider(provider.clone())
-                .with_safe_default_protocol_versions()
-                .ok()?
-                .dangerous()
-                .with_custom_certificate_verifier(Arc::new(AnyCertificate(provider)))
-                .with_no_client_auth();
-            c.alpn_protocols = vec![b"http/1.1".to_vec()];
-            Some(Arc::new(c))
-        })
-        .clone()
-        .ok_or_else(|| RequestError::Protocol("cannot build the TLS client configuration".into()))
+/// The process's TLS client configuration: ALPN `http/1.1`; with `resume`, tickets are
+/// kept and used (resumed handshakes), without, every handshake is a full one.
+fn tls_config(resume: bool) -> Result<Arc<rustls::ClientConfig>, RequestError> {
+    static RESUMING: OnceLock<Option<Arc<rustls::ClientConfig>>> = OnceLock::new();
+    static FULL: OnceLock<Option<Arc<rustls::ClientConfig>>> = OnceLock::new();
+    let cell = if resume { &RESUMING } else { &FULL };
+    cell.get_or_init(|| {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut c = rustls::ClientConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()
+            .ok()?
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(AnyCertificate(provider)))
+            .with_no_client_auth();
+        c.alpn_protocols = vec![b"http/1.1".to_vec()];
+        if !resume {
+            c.resumption = rustls::client::Resumption::disabled();
+        }
+        Some(Arc::new(c))
+    })
+    .clone()
+    .ok_or_else(|| RequestError::Protocol("cannot build the TLS client configuration".into()))
 }
 
 /// A connection's byte stream.
@@ -233,13 +238,18 @@ fn io_to_head_err(e: io::Error) -> RequestError {
 
 impl Conn {
     /// Opens a connection with `TCP_NODELAY` (requests are single small writes), and the
-    /// TLS handshake for an `https://` endpoint.
+    /// TLS handshake for an `https://` endpoint (resuming a session when it can).
     pub async fn connect(to: Endpoint) -> Result<Self, RequestError> {
+        Self::connect_with(to, true).await
+    }
+
+    /// [`Conn::connect`], choosing whether TLS sessions are resumed.
+    pub async fn connect_with(to: Endpoint, resume: bool) -> Result<Self, RequestError> {
         let tcp = TcpStream::connect(to.addr).await.map_err(RequestError::Connect)?;
         tcp.set_nodelay(true).map_err(RequestError::Connect)?;
         let stream = if to.tls {
             let name = ServerName::IpAddress(to.addr.ip().into());
-            let tls = tokio_rustls::TlsConnector::from(tls_config()?)
+            let tls = tokio_rustls::TlsConnector::from(tls_config(resume)?)
                 .connect(name, tcp)
                 .await
                 .map_err(RequestError::Connect)?;

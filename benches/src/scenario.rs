@@ -78,6 +78,20 @@ pub struct FixedConfig {
     pub common: Common,
 }
 
+/// `connect`: like `fixed`, but every request on a new connection (`Connection: close`):
+/// measures connection set-up, with TLS a handshake per request, full or resumed.
+#[derive(Debug, Clone)]
+pub struct ConnectConfig {
+    /// URLs to request; all on one server.
+    pub urls: Vec<Target>,
+    /// Concurrent connections.
+    pub connections: usize,
+    /// TLS: resume sessions from tickets (`false`: every handshake is a full one).
+    pub resume: bool,
+    /// Duration, timeout, headers.
+    pub common: Common,
+}
+
 /// `open`: `rate` requests/s in total, spread evenly over `connections`.
 #[derive(Debug, Clone)]
 pub struct OpenConfig {
@@ -148,16 +162,18 @@ struct Client {
     addr: Endpoint,
     conn: Option<Conn>,
     timeout: Duration,
+    /// TLS session resumption.
+    resume: bool,
 }
 
 impl Client {
     fn new(addr: Endpoint, timeout: Duration) -> Self {
-        Self { addr, conn: None, timeout }
+        Self { addr, conn: None, timeout, resume: true }
     }
 
     async fn connect(&mut self) -> Result<(), ErrorKind> {
         if self.conn.is_none() {
-            let c = tokio::time::timeout(self.timeout, Conn::connect(self.addr))
+            let c = tokio::time::timeout(self.timeout, Conn::connect_with(self.addr, self.resume))
                 .await
                 .map_err(|_| ErrorKind::Timeout)?
                 .map_err(|e| e.kind())?;
@@ -167,12 +183,12 @@ impl Client {
     }
 
     async fn get(&mut self, request: &[u8], body: Body<'_>) -> Result<Response, ErrorKind> {
-        let addr = self.addr;
+        let (addr, resume) = (self.addr, self.resume);
         let slot = &mut self.conn;
         let res = tokio::time::timeout(self.timeout, async {
             let c = match slot {
                 Some(c) => c,
-                None => slot.insert(Conn::connect(addr).await?),
+                None => slot.insert(Conn::connect_with(addr, resume).await?),
             };
             c.send(request, body).await
         })
@@ -278,6 +294,41 @@ pub async fn run_fixed(cfg: &FixedConfig) -> Result<Report, ScenarioError> {
     }
     let stats = collect(set, deadline + cfg.common.timeout + Duration::from_secs(1)).await;
     Ok(stats.report("fixed", &cfg.urls[0].url(), cfg.connections, start.elapsed()))
+}
+
+/// Runs the `connect` scenario (see [`ConnectConfig`]).
+pub async fn run_connect(cfg: &ConnectConfig) -> Result<Report, ScenarioError> {
+    cfg.common.check()?;
+    check_count(cfg.connections, "connections must be 1..=1000000")?;
+    let mut headers = cfg.common.headers.clone();
+    headers.push("Connection: close".into());
+    let (addr, reqs) = requests(&cfg.urls, &headers)?;
+    let start = Instant::now();
+    let deadline = start + cfg.common.duration;
+    let mut set = JoinSet::new();
+    for c in 0..cfg.connections {
+        let reqs = reqs.clone();
+        let timeout = cfg.common.timeout;
+        let resume = cfg.resume;
+        set.spawn(async move {
+            let mut stats = Stats::new();
+            let mut client = Client::new(addr, timeout);
+            client.resume = resume;
+            let mut i = c;
+            while Instant::now() < deadline {
+                let req = &reqs[i % reqs.len()];
+                i += 1;
+                let t = Instant::now();
+                let res = client.get(req, Body::Discard).await;
+                // The server closes after the response; never reuse the connection.
+                client.conn = None;
+                account(&mut stats, t, &res).await;
+            }
+            stats
+        });
+    }
+    let stats = collect(set, deadline + cfg.common.timeout + Duration::from_secs(1)).await;
+    Ok(stats.report("connect", &cfg.urls[0].url(), cfg.connections, start.elapsed()))
 }
 
 /// Runs the open-loop scenario: request k (over all connections) is due at

@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use reel_benches::scenario::{
-    Common, FixedConfig, HerdConfig, LiveConfig, OpenConfig, VodConfig, run_fixed, run_herd,
-    run_live, run_open, run_vod,
+    Common, ConnectConfig, FixedConfig, HerdConfig, LiveConfig, OpenConfig, VodConfig, run_connect,
+    run_fixed, run_herd, run_live, run_open, run_vod,
 };
 use reel_benches::target::Target;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -201,6 +201,32 @@ async fn fixed_over_https_counts_requests_and_bytes() {
     assert_eq!(r.errors_total, 0, "{r}");
     assert_eq!(r.body_bytes, r.requests * 300_000);
     assert_eq!(s.count(|p| p == "/ok/300000"), r.requests);
+}
+
+#[tokio::test]
+async fn connect_makes_a_connection_and_a_handshake_per_request() {
+    let s = Server::start_tls().await;
+    for resume in [false, true] {
+        let cfg = ConnectConfig {
+            urls: vec![s.url("/ok/1000")],
+            connections: 2,
+            resume,
+            common: common(500),
+        };
+        let r = run_connect(&cfg).await.unwrap();
+        assert!(r.requests > 0);
+        assert_eq!(r.errors_total, 0, "{r}");
+        assert_eq!(r.body_bytes, r.requests * 1000);
+    }
+    let plain = Server::start().await;
+    let cfg = ConnectConfig {
+        urls: vec![plain.url("/ok/10")],
+        connections: 1,
+        resume: true,
+        common: common(300),
+    };
+    let r = run_connect(&cfg).await.unwrap();
+    assert!(r.requests > 0 && r.errors_total == 0, "{r}");
 }
 
 #[tokio::test]
