@@ -6,7 +6,9 @@
 //! (it fell behind the live edge), it fetches them before going on.
 //!
 //! It measures the latency the path to the viewer adds: arrival minus the origin's
-//! `x-origin-release-ms`, for whole playlists and for the first body bytes of parts. After
+//! `x-origin-release-ms`, for whole playlists and for the first body bytes of parts, over
+//! the responses the viewer was already waiting for when they were released (a viewer
+//! joining mid-part asks after the release; that wait is its own, not the path's). After
 //! the run it reads the origin's `requests_by_target` (`/__origin/stats`) for the parts and
 //! playlist versions the viewers asked for: an edge that coalesces sends one request each.
 
@@ -127,6 +129,8 @@ pub struct LlhlsFigures {
     pub part_first_byte_latency_us: Tail,
     /// Responses without a usable `x-origin-release-ms` (not counted in the tails).
     pub without_release: u64,
+    /// Responses asked for after their release, e.g. on joining (not counted in the tails).
+    pub asked_after_release: u64,
     /// Viewers that at least once found parts listed they had not fetched.
     pub viewers_fell_behind: u64,
     /// Parts fetched to catch up.
@@ -161,16 +165,43 @@ impl UnixClock {
         Self { at: std::time::Instant::now(), unix_us }
     }
 
-    /// µs from `release_ms` to `arrival`; `None` without a release time. An arrival that
-    /// reads before the release (the origin's ms are truncated) counts as 0.
-    fn after_release(&self, arrival: std::time::Instant, release_ms: Option<u64>) -> Option<u64> {
-        let arrival_us = if arrival >= self.at {
-            self.unix_us + arrival.duration_since(self.at).as_micros() as u64
+    /// Unix µs of `t`.
+    fn unix_us(&self, t: std::time::Instant) -> u64 {
+        if t >= self.at {
+            self.unix_us + t.duration_since(self.at).as_micros() as u64
         } else {
-            self.unix_us.saturating_sub(self.at.duration_since(arrival).as_micros() as u64)
-        };
-        Some(arrival_us.saturating_sub(release_ms?.saturating_mul(1000)).max(1))
+            self.unix_us.saturating_sub(self.at.duration_since(t).as_micros() as u64)
+        }
     }
+
+    /// Where a response sent at `sent`, arrived at `arrival` and released at `release_ms`
+    /// goes.
+    fn sample(
+        &self,
+        sent: Instant,
+        arrival: std::time::Instant,
+        release_ms: Option<u64>,
+    ) -> Sample {
+        let Some(release_us) = release_ms.map(|ms| ms.saturating_mul(1000)) else {
+            return Sample::NoRelease;
+        };
+        // The origin's ms are truncated: a request within the release's ms was waiting.
+        if self.unix_us(sent.into_std()) > release_us + 1000 {
+            return Sample::Late;
+        }
+        Sample::Latency(self.unix_us(arrival).saturating_sub(release_us).max(1))
+    }
+}
+
+/// Where one response's latency goes.
+enum Sample {
+    /// µs from release to arrival (at least 1: an arrival that reads before the release,
+    /// whose ms the origin truncated, was immediate).
+    Latency(u64),
+    /// Asked for after its release.
+    Late,
+    /// No release time.
+    NoRelease,
 }
 
 /// One viewer's results.
@@ -182,6 +213,7 @@ struct Viewer {
     blocking: u64,
     delta: u64,
     without_release: u64,
+    late: u64,
     fell_behind: bool,
     caught_up: u64,
     part_paths: HashSet<String>,
@@ -198,6 +230,7 @@ impl Viewer {
             blocking: 0,
             delta: 0,
             without_release: 0,
+            late: 0,
             fell_behind: false,
             caught_up: 0,
             part_paths: HashSet::new(),
@@ -205,11 +238,19 @@ impl Viewer {
         }
     }
 
-    fn sample(&mut self, clock: &UnixClock, arrival: std::time::Instant, r: &Response, part: bool) {
-        match clock.after_release(arrival, r.release_ms) {
-            Some(us) if part => put(&mut self.part_latency, us),
-            Some(us) => put(&mut self.playlist_latency, us),
-            None => self.without_release += 1,
+    fn sample(
+        &mut self,
+        clock: &UnixClock,
+        sent: Instant,
+        arrival: std::time::Instant,
+        r: &Response,
+        part: bool,
+    ) {
+        match clock.sample(sent, arrival, r.release_ms) {
+            Sample::Latency(us) if part => put(&mut self.part_latency, us),
+            Sample::Latency(us) => put(&mut self.playlist_latency, us),
+            Sample::Late => self.late += 1,
+            Sample::NoRelease => self.without_release += 1,
         }
     }
 }
@@ -305,7 +346,7 @@ async fn view(
             && (200..300).contains(&r.status)
         {
             v.parts += 1;
-            v.sample(&clock, r.first_body.unwrap_or(r.first_byte), r, true);
+            v.sample(&clock, t, r.first_body.unwrap_or(r.first_byte), r, true);
             have = Some(key(&hint));
         }
         let Ok(r) = &list_res else { continue };
@@ -316,7 +357,7 @@ async fn view(
             Some(pl) if pl.parts.iter().any(|p| key(p) == key(&hint)) => {
                 v.blocking += 1;
                 v.delta += u64::from(pl.skipped > 0);
-                v.sample(&clock, r.done, r, false);
+                v.sample(&clock, t, r.done, r, false);
                 current = Some(pl);
             }
             // A blocking reload must return a playlist holding the part it asked for.
@@ -378,6 +419,7 @@ pub async fn run_llhls(cfg: &LlhlsConfig) -> Result<LlhlsReport, ScenarioError> 
         playlist_latency_us: Tail::default(),
         part_first_byte_latency_us: Tail::default(),
         without_release: 0,
+        asked_after_release: 0,
         viewers_fell_behind: 0,
         parts_caught_up: 0,
         origin: None,
@@ -395,6 +437,7 @@ pub async fn run_llhls(cfg: &LlhlsConfig) -> Result<LlhlsReport, ScenarioError> 
                 fig.playlists_blocking += v.blocking;
                 fig.playlists_delta += v.delta;
                 fig.without_release += v.without_release;
+                fig.asked_after_release += v.late;
                 fig.viewers_fell_behind += u64::from(v.fell_behind);
                 fig.parts_caught_up += v.caught_up;
                 part_paths.extend(v.part_paths);
@@ -450,13 +493,11 @@ impl fmt::Display for LlhlsReport {
             l.parts,
             tail(&l.part_first_byte_latency_us)
         )?;
-        if l.without_release > 0 {
-            writeln!(
-                f,
-                "no release    {} responses without x-origin-release-ms",
-                l.without_release
-            )?;
-        }
+        writeln!(
+            f,
+            "not sampled   {} asked for after their release, {} without x-origin-release-ms",
+            l.asked_after_release, l.without_release
+        )?;
         match (&l.origin, &l.origin_error) {
             (Some(o), _) => {
                 let per = |p: &PerTarget| {
