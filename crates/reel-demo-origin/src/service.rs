@@ -469,7 +469,7 @@ impl Shared {
             counter: "SEG",
             n,
             start_ms: n * self.live.seg_ms,
-            background: title as u64,
+            background: title as u64 % 6 + self.cfg.seed % 6,
         };
         let seg = self
             .media
@@ -487,7 +487,8 @@ impl Shared {
             counter: "SEQ",
             n: msn,
             start_ms: msn.saturating_mul(self.live.seg_ms),
-            background: content_key(self.cfg.seed, stream),
+            // Six colours: each stream has its own, and the seed shifts them all.
+            background: content_key(0, stream) % 6 + self.cfg.seed % 6,
         };
         self.media
             .get(Key::Live(stream.to_string(), msn), || media::build(&self.live_layout, &spec))

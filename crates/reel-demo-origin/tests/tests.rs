@@ -168,6 +168,29 @@ async fn live_playlist_advances_and_its_segments_are_deterministic() {
 }
 
 #[tokio::test]
+async fn media_bytes_depend_only_on_config_path_and_seed() {
+    let o1 = origin(live_cfg());
+    let o2 = origin(live_cfg());
+    let o3 = origin(DemoOriginConfig { seed: 1, ..live_cfg() });
+    let (seq, _) = parse_live(&get(o1.local_addr(), "/live/index.m3u8").await.text());
+    for path in [
+        format!("/live/seg_{seq}.ts"),
+        format!("/live/seg_{seq}.part1.ts"),
+        "/vod/title_003/seg_5.ts".to_string(),
+    ] {
+        let a = get(o1.local_addr(), &path).await;
+        let b = get(o2.local_addr(), &path).await;
+        assert_eq!(a.status, 200, "{path}");
+        assert_ts(&a.body);
+        assert!(a.body == b.body, "{path} differs between origins");
+        assert_eq!(a.header("etag"), b.header("etag"), "{path}");
+        // The seed shifts the background colour.
+        let c = get(o3.local_addr(), &path).await;
+        assert!(c.body.len() == a.body.len() && c.body != a.body, "{path}: seed ignored");
+    }
+}
+
+#[tokio::test]
 async fn future_and_expired_live_segments_are_404_and_not_cacheable() {
     let o = origin(live_cfg());
     let a = o.local_addr();
