@@ -103,7 +103,8 @@ async fn parts_tile_their_segment_and_unhinted_parts_are_404() {
     let a = o.local_addr();
     let (msn, p) = hint(&get(a, "/live/index.m3u8").await.text());
     // Parts after the hinted one have not been announced (three parts on: 400 ms margin).
-    let (nm, np) = ((msn * 4 + p + 3) / 4, (p + 3) % 4);
+    let later = msn * 4 + p + 3;
+    let (nm, np) = (later / 4, later % 4);
     let early = get(a, &format!("/live/seg_{nm}.part{np}.ts")).await;
     assert_eq!(early.status, 404);
     assert_eq!(early.header("cache-control"), Some("no-store"));
