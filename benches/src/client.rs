@@ -25,6 +25,9 @@ use crate::target::Endpoint;
 const BUF_SIZE: usize = 256 * 1024;
 /// Most response header fields accepted.
 const MAX_HEADERS: usize = 64;
+/// The demo origin's release time of a playlist version or part (Unix ms), which caches pass
+/// on: arrival minus it is the latency added on the way.
+pub const RELEASE_HEADER: &str = "x-origin-release-ms";
 
 /// Why a request failed.
 #[derive(Debug, thiserror::Error)]
@@ -67,6 +70,10 @@ pub struct Response {
     pub first_byte: Instant,
     /// When the last body byte was read.
     pub done: Instant,
+    /// When the read that brought the first body byte completed (`None`: empty body).
+    pub first_body: Option<Instant>,
+    /// [`RELEASE_HEADER`], when present and numeric.
+    pub release_ms: Option<u64>,
     /// Bytes consumed off the connection for this response (head, body, chunk framing).
     pub wire_bytes: u64,
     /// Decoded body bytes.
@@ -224,6 +231,10 @@ pub struct Conn {
     buf: Box<[u8]>,
     start: usize,
     end: usize,
+    /// When the last read returned bytes.
+    last_read: Instant,
+    /// When the first body byte of the current response was read.
+    first_body: Option<Instant>,
 }
 
 enum Framing {
@@ -257,7 +268,14 @@ impl Conn {
         } else {
             Stream::Tcp(tcp)
         };
-        Ok(Self { stream, buf: vec![0u8; BUF_SIZE].into_boxed_slice(), start: 0, end: 0 })
+        Ok(Self {
+            stream,
+            buf: vec![0u8; BUF_SIZE].into_boxed_slice(),
+            start: 0,
+            end: 0,
+            last_read: Instant::now(),
+            first_body: None,
+        })
     }
 
     /// Reads more bytes after the buffered ones; returns how many (0 = EOF).
@@ -272,6 +290,9 @@ impl Conn {
         }
         let n = self.stream.read(&mut self.buf[self.end..]).await?;
         self.end += n;
+        if n > 0 {
+            self.last_read = Instant::now();
+        }
         Ok(n)
     }
 
@@ -282,8 +303,9 @@ impl Conn {
         mut body: Body<'_>,
     ) -> Result<Response, RequestError> {
         self.stream.write_all(request).await.map_err(io_to_head_err)?;
+        self.first_body = None;
         let mut first_byte = if self.end > self.start { Some(Instant::now()) } else { None };
-        let (status, framing, keep_alive, head_len) = loop {
+        let (status, framing, keep_alive, head_len, release_ms) = loop {
             if self.end > self.start {
                 let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
                 let mut resp = httparse::Response::new(&mut headers);
@@ -291,12 +313,17 @@ impl Conn {
                     Ok(httparse::Status::Complete(n)) => {
                         let status = resp.code.unwrap_or(0);
                         let (framing, keep_alive) = framing_of(&resp, status)?;
+                        let release_ms = resp
+                            .headers
+                            .iter()
+                            .find(|h| h.name.eq_ignore_ascii_case(RELEASE_HEADER))
+                            .and_then(|h| std::str::from_utf8(h.value).ok()?.trim().parse().ok());
                         self.start += n;
                         if (100..200).contains(&status) {
                             // Interim response (RFC 9110 §15.2): the real one follows.
                             continue;
                         }
-                        break (status, framing, keep_alive, n as u64);
+                        break (status, framing, keep_alive, n as u64, release_ms);
                     }
                     Ok(httparse::Status::Partial) if self.end - self.start == self.buf.len() => {
                         return Err(RequestError::Protocol(
@@ -336,6 +363,8 @@ impl Conn {
             status,
             first_byte,
             done: Instant::now(),
+            first_body: self.first_body,
+            release_ms,
             wire_bytes: wire,
             body_bytes: got,
             keep_alive,
@@ -355,6 +384,9 @@ impl Conn {
         loop {
             let avail = (self.end - self.start) as u64;
             let take = avail.min(remaining) as usize;
+            if take > 0 && self.first_body.is_none() {
+                self.first_body = Some(self.last_read);
+            }
             body.take(&self.buf[self.start..self.start + take]);
             self.start += take;
             *got += take as u64;

@@ -4,11 +4,12 @@
 //! caches: a hand-written keep-alive client ([`client`]), latency/throughput
 //! accounting ([`stats`]), an HLS media playlist parser ([`playlist`]), a Zipf
 //! sampler for VOD popularity ([`zipf`]), target validation ([`target`]) and the
-//! scenarios themselves ([`scenario`]). The criterion micro-benchmarks in
+//! scenarios themselves ([`scenario`], and [`llhls`] for Low-Latency HLS viewers). The criterion micro-benchmarks in
 //! `benches/benches/` live beside it but do not use this library.
 #![forbid(unsafe_code)]
 
 pub mod client;
+pub mod llhls;
 pub mod playlist;
 pub mod scenario;
 pub mod stats;

@@ -28,7 +28,7 @@ pub const MAX_DURATION: Duration = Duration::from_secs(24 * 3600);
 /// Pause after a failed connect, so a dead server does not turn into a busy loop.
 const CONNECT_BACKOFF: Duration = Duration::from_millis(10);
 /// Pause after an unusable playlist before trying again.
-const RETRY_PAUSE: Duration = Duration::from_millis(100);
+pub(crate) const RETRY_PAUSE: Duration = Duration::from_millis(100);
 
 /// A configuration the scenarios refuse to run.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -53,7 +53,7 @@ pub struct Common {
 }
 
 impl Common {
-    fn check(&self) -> Result<(), ScenarioError> {
+    pub(crate) fn check(&self) -> Result<(), ScenarioError> {
         if self.duration.is_zero() || self.duration > MAX_DURATION {
             return Err(ScenarioError::Invalid("duration must be > 0 and <= 24 h"));
         }
@@ -158,7 +158,7 @@ pub struct HerdConfig {
 }
 
 /// A keep-alive connection that reconnects after failures and enforces the request timeout.
-struct Client {
+pub(crate) struct Client {
     addr: Endpoint,
     conn: Option<Conn>,
     timeout: Duration,
@@ -167,11 +167,11 @@ struct Client {
 }
 
 impl Client {
-    fn new(addr: Endpoint, timeout: Duration) -> Self {
+    pub(crate) fn new(addr: Endpoint, timeout: Duration) -> Self {
         Self { addr, conn: None, timeout, resume: true }
     }
 
-    async fn connect(&mut self) -> Result<(), ErrorKind> {
+    pub(crate) async fn connect(&mut self) -> Result<(), ErrorKind> {
         if self.conn.is_none() {
             let c = tokio::time::timeout(self.timeout, Conn::connect_with(self.addr, self.resume))
                 .await
@@ -182,7 +182,11 @@ impl Client {
         Ok(())
     }
 
-    async fn get(&mut self, request: &[u8], body: Body<'_>) -> Result<Response, ErrorKind> {
+    pub(crate) async fn get(
+        &mut self,
+        request: &[u8],
+        body: Body<'_>,
+    ) -> Result<Response, ErrorKind> {
         let (addr, resume) = (self.addr, self.resume);
         let slot = &mut self.conn;
         let res = tokio::time::timeout(self.timeout, async {
@@ -213,7 +217,7 @@ impl Client {
 }
 
 /// Records a finished request measured from `from`, or its error (with a backoff after connect failures).
-async fn account(stats: &mut Stats, from: Instant, res: &Result<Response, ErrorKind>) {
+pub(crate) async fn account(stats: &mut Stats, from: Instant, res: &Result<Response, ErrorKind>) {
     match res {
         Ok(r) => stats.record(
             r.status,
@@ -243,7 +247,7 @@ fn requests(
     Ok((first.endpoint(), reqs))
 }
 
-fn check_count(n: usize, what: &'static str) -> Result<(), ScenarioError> {
+pub(crate) fn check_count(n: usize, what: &'static str) -> Result<(), ScenarioError> {
     if n == 0 || n > 1_000_000 {
         return Err(ScenarioError::Invalid(what));
     }

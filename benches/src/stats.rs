@@ -111,7 +111,7 @@ impl Default for Stats {
     }
 }
 
-fn hist() -> Histogram<u64> {
+pub(crate) fn hist() -> Histogram<u64> {
     // 3 significant digits, auto-resizing: values are µs and can reach minutes.
     // `new` only fails for more than 5 significant figures: a constant here.
     let mut h = Histogram::new(3).expect("3 significant figures is valid");
@@ -120,7 +120,7 @@ fn hist() -> Histogram<u64> {
 }
 
 /// Records with auto-resize (`saturating_record` would clamp to the current range instead).
-fn put(h: &mut Histogram<u64>, v: u64) {
+pub(crate) fn put(h: &mut Histogram<u64>, v: u64) {
     if h.record(v).is_err() {
         h.saturating_record(v);
     }

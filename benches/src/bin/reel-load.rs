@@ -1,15 +1,17 @@
 //! `reel-load`: the command-line front end of the load generator (scenarios
-//! `fixed`, `open`, `live`, `vod`, `herd`), loopback targets only. It runs on one
+//! `fixed`, `open`, `live`, `llhls`, `vod`, `herd`), loopback targets only. It runs on one
 //! current-thread tokio runtime: pin it to its own core with `taskset`.
 
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand};
+use reel_benches::llhls::{LlhlsConfig, LlhlsReport, run_llhls};
 use reel_benches::scenario::{
     Common, ConnectConfig, FixedConfig, HerdConfig, LiveConfig, OpenConfig, VodConfig, run_connect,
     run_fixed, run_herd, run_live, run_open, run_vod,
 };
+use reel_benches::stats::Report;
 use reel_benches::target::Target;
 
 #[derive(Parser)]
@@ -91,6 +93,21 @@ enum Scenario {
         /// Spread viewer start times uniformly over this window instead of a synchronized start.
         #[arg(long, value_parser = parse_duration)]
         jitter: Option<Duration>,
+        /// Playlist URL, e.g. http://127.0.0.1:8080/live/index.m3u8.
+        url: String,
+        #[command(flatten)]
+        common: CommonArgs,
+    },
+    /// Viewers following a Low-Latency HLS playlist like players: blocking reloads for the
+    /// next part, hinted parts fetched ahead, delta updates when offered.
+    Llhls {
+        /// Number of viewers (two connections each).
+        #[arg(short, long, default_value_t = 100)]
+        viewers: usize,
+        /// The origin whose /__origin/stats counts requests per target (a reel demo origin),
+        /// e.g. http://127.0.0.1:8081; default: the playlist's own server.
+        #[arg(long)]
+        origin: Option<String>,
         /// Playlist URL, e.g. http://127.0.0.1:8080/live/index.m3u8.
         url: String,
         #[command(flatten)]
@@ -195,6 +212,36 @@ fn flatten(prefix: &str, v: &serde_json::Value, out: &mut Vec<String>) {
     }
 }
 
+/// A scenario's report (one per run).
+#[allow(clippy::large_enum_variant)]
+enum Any {
+    Plain(Report),
+    Llhls(LlhlsReport),
+}
+
+impl Any {
+    fn base(&self) -> &Report {
+        match self {
+            Any::Plain(r) => r,
+            Any::Llhls(r) => &r.base,
+        }
+    }
+
+    fn json(&self) -> Result<serde_json::Value> {
+        Ok(match self {
+            Any::Plain(r) => serde_json::to_value(r)?,
+            Any::Llhls(r) => serde_json::to_value(r)?,
+        })
+    }
+
+    fn table(&self) -> String {
+        match self {
+            Any::Plain(r) => r.to_string(),
+            Any::Llhls(r) => r.to_string(),
+        }
+    }
+}
+
 fn main() -> Result<()> {
     let cli = Cli::parse();
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -209,7 +256,7 @@ fn main() -> Result<()> {
                     connections: *connections,
                     common: common(c),
                 };
-                (run_fixed(&cfg).await?, fmt(c))
+                (Any::Plain(run_fixed(&cfg).await?), fmt(c))
             }
             Scenario::Connect { connections, full, urls, common: c } => {
                 let cfg = ConnectConfig {
@@ -218,7 +265,7 @@ fn main() -> Result<()> {
                     resume: !*full,
                     common: common(c),
                 };
-                (run_connect(&cfg).await?, fmt(c))
+                (Any::Plain(run_connect(&cfg).await?), fmt(c))
             }
             Scenario::Open { connections, rate, urls, common: c } => {
                 let cfg = OpenConfig {
@@ -227,7 +274,7 @@ fn main() -> Result<()> {
                     rate: *rate,
                     common: common(c),
                 };
-                (run_open(&cfg).await?, fmt(c))
+                (Any::Plain(run_open(&cfg).await?), fmt(c))
             }
             Scenario::Live { viewers, jitter, url, common: c } => {
                 let cfg = LiveConfig {
@@ -236,7 +283,21 @@ fn main() -> Result<()> {
                     jitter: *jitter,
                     common: common(c),
                 };
-                (run_live(&cfg).await?, fmt(c))
+                (Any::Plain(run_live(&cfg).await?), fmt(c))
+            }
+            Scenario::Llhls { viewers, origin, url, common: c } => {
+                let playlist = Target::parse(url).with_context(|| format!("target {url}"))?;
+                let origin = match origin {
+                    Some(o) => Target::parse(o).with_context(|| format!("origin {o}"))?,
+                    None => playlist.clone(),
+                };
+                let cfg = LlhlsConfig {
+                    playlist,
+                    viewers: *viewers,
+                    origin: Some(origin),
+                    common: common(c),
+                };
+                (Any::Llhls(run_llhls(&cfg).await?), fmt(c))
             }
             Scenario::Vod { viewers, titles, zipf, template, realtime, seed, url, common: c } => {
                 let cfg = VodConfig {
@@ -249,7 +310,7 @@ fn main() -> Result<()> {
                     seed: *seed,
                     common: common(c),
                 };
-                (run_vod(&cfg).await?, fmt(c))
+                (Any::Plain(run_vod(&cfg).await?), fmt(c))
             }
             Scenario::Herd { viewers, interval, url, common: c } => {
                 let cfg = HerdConfig {
@@ -258,20 +319,21 @@ fn main() -> Result<()> {
                     interval: *interval,
                     common: common(c),
                 };
-                (run_herd(&cfg).await?, fmt(c))
+                (Any::Plain(run_herd(&cfg).await?), fmt(c))
             }
         })
     })?;
     match out {
-        Output::Json => println!("{}", serde_json::to_string(&report)?),
+        Output::Json => println!("{}", report.json()?),
         Output::Kv => {
             let mut lines = Vec::new();
-            flatten("", &serde_json::to_value(&report)?, &mut lines);
+            flatten("", &report.json()?, &mut lines);
             println!("{}", lines.join("\n"));
         }
-        Output::Table => print!("{report}"),
+        Output::Table => print!("{}", report.table()),
     }
-    if report.requests == 0 && report.errors_total > 0 {
+    let base = report.base();
+    if base.requests == 0 && base.errors_total > 0 {
         bail!("no request succeeded");
     }
     Ok(())

@@ -1,6 +1,9 @@
 //! The response body ([`OriginBody`]): static bytes or generated content, optionally paced
-//! (slow streaming) and optionally cut midway (a reset after a partial body).
+//! (slow streaming), optionally released on a schedule (a live part sent as it is produced,
+//! with no known length, so hyper frames it chunked) and optionally cut midway (a reset after
+//! a partial body).
 
+use std::collections::VecDeque;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
@@ -44,6 +47,8 @@ pub struct OriginBody {
     started: Option<Instant>,
     sleep: Option<Pin<Box<Sleep>>>,
     cutting: bool,
+    /// `(when, up to)`: bytes below `up to` may not leave before `when`.
+    schedule: VecDeque<(Instant, u64)>,
 }
 
 impl OriginBody {
@@ -72,7 +77,15 @@ impl OriginBody {
             started: None,
             sleep: None,
             cutting: false,
+            schedule: VecDeque::new(),
         }
+    }
+
+    /// Releases the body in steps: the bytes before each `up to` offset (relative to the
+    /// body start, increasing) leave at their instant, and the length is not announced.
+    pub(crate) fn scheduled(mut self, steps: impl IntoIterator<Item = (Instant, u64)>) -> Self {
+        self.schedule = steps.into_iter().map(|(at, upto)| (at, self.first + upto)).collect();
+        self
     }
 
     /// Spreads the body over `total` from the first poll (the first chunk goes at once).
@@ -129,6 +142,25 @@ impl http_body::Body for OriginBody {
                 continue;
             }
             let now = Instant::now();
+            // The next scheduled step, once the bytes before it are out, is not a limit.
+            while this.schedule.front().is_some_and(|&(_, upto)| this.pos >= upto) {
+                this.schedule.pop_front();
+            }
+            let mut limit = this.end;
+            if let Some(&(at, upto)) = this.schedule.front() {
+                if at > now {
+                    this.sleep = Some(Box::pin(tokio::time::sleep_until(at)));
+                    continue;
+                }
+                // Everything due by now may go, up to the first step still in the future.
+                limit = this
+                    .schedule
+                    .iter()
+                    .take_while(|&&(at, _)| at <= now)
+                    .last()
+                    .map_or(upto, |&(_, u)| u)
+                    .min(this.end);
+            }
             let started = *this.started.get_or_insert(now);
             if let Some(total) = this.pace {
                 let done = (this.pos - this.first) as f64 / (this.end - this.first) as f64;
@@ -138,7 +170,7 @@ impl http_body::Body for OriginBody {
                     continue;
                 }
             }
-            let mut n = this.chunk.min(this.end - this.pos);
+            let mut n = this.chunk.min(limit - this.pos);
             if let Some(c) = this.cut_at {
                 n = n.min(c - this.pos);
             }
@@ -153,6 +185,10 @@ impl http_body::Body for OriginBody {
     }
 
     fn size_hint(&self) -> SizeHint {
-        SizeHint::with_exact(self.end.saturating_sub(self.pos))
+        if self.schedule.is_empty() {
+            SizeHint::with_exact(self.end.saturating_sub(self.pos))
+        } else {
+            SizeHint::default()
+        }
     }
 }

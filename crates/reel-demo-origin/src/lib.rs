@@ -6,16 +6,21 @@
 //!
 //! What it serves (all `GET`/`HEAD`; other methods get 405):
 //!
-//! - **Live HLS**: `/live/index.m3u8` and `/live/<stream>/index.m3u8` (stream names
-//!   `[A-Za-z0-9_-]{1,64}`), a sliding window of `live_window` segments whose media sequence
-//!   advances with wall-clock time (segment `n` is published at `(n+1)·segment_duration`
-//!   after the Unix epoch, so separate processes agree). Segment URIs are relative,
-//!   `seg_<msn>.ts`. A segment not yet published is 404; one more than
-//!   [`LIVE_DVR_WINDOWS`]` × live_window` segments behind the live edge is 404 too.
-//!   Playlists carry `Cache-Control: max-age=<max(1, target/2)>`, segments
-//!   `public, max-age=86400`, both ETag and Last-Modified. LL-HLS blocking reload with
-//!   `?_HLS_msn=N[&_HLS_part=M]` holds the request until `N` is published; `N` more than two
-//!   ahead of the live edge, or not reachable within three target durations, is a 400.
+//! - **Live HLS** with Low-Latency HLS: `/live/index.m3u8` and `/live/<stream>/index.m3u8`
+//!   (stream names `[A-Za-z0-9_-]{1,64}`), a sliding window of `live_window` segments whose
+//!   media sequence advances with wall-clock time (segment `n` covers `[n·d, (n+1)·d)` after
+//!   the Unix epoch and is published at its end, so separate processes agree). Each segment
+//!   `seg_<msn>.ts` is cut into `parts_per_segment` parts `seg_<msn>.part<p>.ts`, listed with
+//!   `EXT-X-PART` near the live edge; the part in production is announced by
+//!   `EXT-X-PRELOAD-HINT`, and a request for it is held, then streamed (chunked) as its
+//!   pictures are produced. `EXT-X-SERVER-CONTROL` offers blocking reload
+//!   (`_HLS_msn`/`_HLS_part`, held until that part or segment exists; too far ahead is a 400)
+//!   and delta updates (`_HLS_skip=YES`, `EXT-X-SKIP`); see the `live` module. A segment or
+//!   part not yet published is 404; one more than [`LIVE_DVR_WINDOWS`]` × live_window`
+//!   segments behind the live edge is 404 too. Playlists carry
+//!   `Cache-Control: max-age=<max(1, target/2)>`, segments and parts
+//!   `public, max-age=86400`, all of them ETag, Last-Modified and [`RELEASE_HEADER`].
+//!   Classic players ignore the part tags and play the segments.
 //! - **VOD catalog**: `/vod/`, `/vod/index.json` (JSON list of titles), per title
 //!   `/vod/title_<NNN>/index.m3u8` (`#EXT-X-PLAYLIST-TYPE:VOD`, `#EXT-X-ENDLIST`) and
 //!   `/vod/title_<NNN>/seg_<n>.ts`.
@@ -23,12 +28,16 @@
 //!   paths `/live/playlist.m3u8` (1024 bytes), `/live/part<N>.m4s` (256 KiB), `/vod/seg.ts` and
 //!   `/vod/cat/seg_<NNN>.ts` (2 MiB). `Cache-Control: public, max-age=3600`.
 //! - `/healthz`: 200 `ok`, never delayed or faulted.
-//! - Control (not counted): `GET /__origin/stats` ([`StatsSnapshot`] as JSON),
+//! - Control (not counted): `GET /__origin/stats` ([`StatsSnapshot`] as JSON, with request
+//!   counts by class, status, path and request target),
 //!   `POST /__origin/reset` (204, zeroes the counters).
 //!
-//! Generated bodies are a pure function of `(seed, path, offset)`
-//! ([`content::expected_bytes`]); every object supports single ranges (206/416) and
-//! conditional requests (304 on `If-None-Match` / `If-Modified-Since`).
+//! Live and VOD segments and parts are playable media ([`media`]): MPEG-TS with H.264
+//! pictures of a clock and the sequence numbers, a pure function of the configuration, the
+//! path and (for the background colour) the seed. The other generated bodies are a pure
+//! function of `(seed, path, offset)` ([`content::expected_bytes`]). Every complete object
+//! supports single ranges (206/416) and conditional requests (304 on `If-None-Match` /
+//! `If-Modified-Since`).
 //!
 //! Latency, drawn per request from [`DemoOriginConfig::latency_table`] and scaled by
 //! `latency_scale`, delays the response head. Per request, header or query parameter
@@ -43,6 +52,8 @@ mod body;
 mod config;
 pub mod content;
 mod latency;
+mod live;
+pub mod media;
 mod range;
 mod service;
 mod stats;
@@ -62,11 +73,11 @@ use tokio::sync::{oneshot, watch};
 use tokio::task::JoinSet;
 
 pub use body::{BodyCut, OriginBody};
-pub use config::{ConfigError, DemoOriginConfig, MAX_OBJECT_SIZE};
+pub use config::{ConfigError, DemoOriginConfig, MAX_MEDIA_SEGMENT, MAX_OBJECT_SIZE, MAX_PARTS};
 pub use latency::{DEFAULT_LATENCY_TABLE, LatencyTable, SplitMix, mix64};
 pub use service::{
     DELAY_HEADER, FAULT_HEADER, FIXED_PLAYLIST_SIZE, FIXED_SEGMENT_SIZE, LATENCY_HEADER,
-    LIVE_DVR_WINDOWS, PART_SIZE, STREAM_HEADER,
+    LIVE_DVR_WINDOWS, PART_SIZE, RELEASE_HEADER, STREAM_HEADER,
 };
 pub use stats::{MAX_TRACKED_PATHS, OriginStats, PathClass, StatsSnapshot};
 

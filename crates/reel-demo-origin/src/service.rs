@@ -1,5 +1,6 @@
-//! Routing and responses: live HLS, the VOD catalog, fixed benchmark objects, the control
-//! endpoints, and where latency and faults are injected.
+//! Routing and responses: live HLS (with LL-HLS parts, blocking reload and delta updates),
+//! the VOD catalog, fixed benchmark objects, the control endpoints, and where latency and
+//! faults are injected.
 //!
 //! Principal type: [`Shared`], the per-server state every connection's service holds.
 
@@ -16,6 +17,8 @@ use crate::body::{OriginBody, Source};
 use crate::config::{DemoOriginConfig, MAX_OBJECT_SIZE};
 use crate::content::{content_key, etag};
 use crate::latency::{LatencyTable, SplitMix};
+use crate::live::{Directives, Refusal, Timeline};
+use crate::media::{self, Key, Layout, MediaCache, MediaError, Spec};
 use crate::range::{RangeSpec, parse_range};
 use crate::stats::{OriginStats, PathClass};
 
@@ -28,6 +31,10 @@ pub const STREAM_HEADER: &str = "x-origin-stream-ms";
 pub const FAULT_HEADER: &str = "x-origin-fault";
 /// Header on every content response giving the latency that was added, in ms.
 pub const LATENCY_HEADER: &str = "x-origin-latency-ms";
+/// Header on live playlists, segments and parts: the Unix time in ms when the origin released
+/// that playlist version (its newest part completed) or the first bytes of that part or
+/// segment. Arrival minus this is the latency added on the way to a viewer.
+pub const RELEASE_HEADER: &str = "x-origin-release-ms";
 
 /// Live segments older than this many windows are answered 404 (the DVR depth).
 pub const LIVE_DVR_WINDOWS: u64 = 10;
@@ -52,34 +59,28 @@ pub(crate) struct Shared {
     table: LatencyTable,
     rng: SplitMix,
     pub(crate) stats: OriginStats,
-    clock: LiveClock,
+    clock: Clock,
+    live: Timeline,
+    live_layout: Layout,
+    vod_layout: Layout,
+    media: MediaCache,
     titles: Vec<String>,
     fixed_playlist: Bytes,
     vod_index: Bytes,
 }
 
-/// Live time: segment `n` covers wall-clock `[n·d, (n+1)·d)` since the Unix epoch and is
-/// published at its end, so sequence numbers agree across restarts and across several
-/// origin processes. Elapsed time comes from the monotonic clock.
+/// Unix time from the monotonic clock: sequence numbers are derived from Unix time (see
+/// [`Timeline`]), so they agree across restarts and across several origin processes, and
+/// elapsed time never goes backwards.
 #[derive(Debug)]
-struct LiveClock {
+struct Clock {
     start: Instant,
     start_unix_ms: u64,
-    seg_ms: u64,
 }
 
-impl LiveClock {
+impl Clock {
     fn now_ms(&self) -> u64 {
         self.start_unix_ms + self.start.elapsed().as_millis() as u64
-    }
-
-    /// The newest published sequence number at `now_ms`.
-    fn latest(&self, now_ms: u64) -> u64 {
-        (now_ms / self.seg_ms).saturating_sub(1)
-    }
-
-    fn published_ms(&self, msn: u64) -> u64 {
-        msn.saturating_add(1).saturating_mul(self.seg_ms)
     }
 
     fn instant_of(&self, unix_ms: u64) -> Instant {
@@ -92,6 +93,7 @@ enum Route {
     Health,
     LivePlaylist,
     LiveSegment(u64),
+    LivePart(u64, u64),
     VodIndex,
     VodPlaylist(usize),
     VodSegment(usize, u64),
@@ -107,6 +109,7 @@ impl Route {
             Route::Health => PathClass::Health,
             Route::LivePlaylist => PathClass::LivePlaylist,
             Route::LiveSegment(_) => PathClass::LiveSegment,
+            Route::LivePart(..) => PathClass::LivePart,
             Route::VodIndex => PathClass::VodIndex,
             Route::VodPlaylist(_) => PathClass::VodPlaylist,
             Route::VodSegment(..) => PathClass::VodSegment,
@@ -142,6 +145,11 @@ struct Entity {
     last_modified_secs: u64,
     content_type: &'static str,
     cache_control: String,
+    /// Value of [`RELEASE_HEADER`].
+    release_ms: Option<u64>,
+    /// `(Unix ms, end offset)`: the body is still being produced and leaves in these steps,
+    /// chunked; the response head waits for the first step.
+    schedule: Option<Vec<(u64, u64)>>,
 }
 
 fn seg_number(name: &str, prefix: &str, suffix: &str) -> Option<u64> {
@@ -150,6 +158,21 @@ fn seg_number(name: &str, prefix: &str, suffix: &str) -> Option<u64> {
         return None;
     }
     digits.parse().ok()
+}
+
+/// `seg_<msn>.part<p>.ts`.
+fn part_name(name: &str) -> Option<(u64, u64)> {
+    let (msn, p) = name.strip_prefix("seg_")?.strip_suffix(".ts")?.split_once(".part")?;
+    Some((seg_number(msn, "", "")?, seg_number(p, "", "")?))
+}
+
+/// The stream name of a live path: `news` for `/live/news/...`, empty for `/live/...`.
+fn live_stream(path: &str) -> &str {
+    let mut it = path.trim_start_matches('/').split('/');
+    match (it.next(), it.next(), it.next()) {
+        (Some("live"), Some(s), Some(_)) => s,
+        _ => "",
+    }
 }
 
 fn valid_stream(s: &str) -> bool {
@@ -194,39 +217,43 @@ impl Shared {
         cfg.validate()?;
         let table = LatencyTable::new(&cfg.latency_table)?;
         let seg_ms = (cfg.segment_duration.as_millis() as u64).max(1);
-        let clock = LiveClock {
+        let clock = Clock {
             start: Instant::now(),
             start_unix_ms: SystemTime::now()
                 .duration_since(UNIX_EPOCH)
                 .map_or(0, |d| d.as_millis() as u64),
-            seg_ms,
         };
+        let live = Timeline { seg_ms, parts: cfg.parts_per_segment, window: cfg.live_window };
+        let media_err = |e: MediaError| crate::Error::Io(std::io::Error::other(e));
+        let live_layout =
+            Layout::new(seg_ms, cfg.parts_per_segment, cfg.live_segment_size).map_err(media_err)?;
+        let vod_layout = Layout::new(seg_ms, 1, cfg.vod_segment_size).map_err(media_err)?;
         let titles: Vec<String> = (0..cfg.vod_titles).map(|i| format!("title_{i:03}")).collect();
         let vod_index = serde_json::json!({
             "titles": titles.iter().map(|t| serde_json::json!({
                 "name": t,
                 "playlist": format!("/vod/{t}/index.m3u8"),
                 "segments": cfg.vod_segments,
-                "segment_size": cfg.vod_segment_size,
+                "segment_size": vod_layout.segment_len(),
                 "segment_duration_ms": seg_ms,
             })).collect::<Vec<_>>(),
         });
         let vod_index = Bytes::from(serde_json::to_vec_pretty(&vod_index).unwrap_or_default());
+        let media = MediaCache::new(live_layout.segment_len().max(vod_layout.segment_len()));
         Ok(Self {
             rng: SplitMix::new(cfg.seed),
             fixed_playlist: fixed_playlist(),
             table,
             stats,
             clock,
+            live,
+            live_layout,
+            vod_layout,
+            media,
             titles,
             vod_index,
             cfg,
         })
-    }
-
-    fn target_duration_secs(&self) -> u64 {
-        // RFC 8216 §4.3.3.1: every EXTINF, rounded to the nearest integer, must not exceed it.
-        self.cfg.segment_duration.as_secs_f64().ceil().max(1.0) as u64
     }
 
     fn route(&self, path: &str) -> Route {
@@ -236,11 +263,9 @@ impl Shared {
             ["live", "index.m3u8"] => Route::LivePlaylist,
             ["live", "playlist.m3u8"] => Route::FixedPlaylist,
             ["live", f] if seg_number(f, "part", ".m4s").is_some() => Route::FixedGen(PART_SIZE),
-            ["live", f] => seg_number(f, "seg_", ".ts").map_or(Route::NotFound, Route::LiveSegment),
+            ["live", f] => live_file(f),
             ["live", s, "index.m3u8"] if valid_stream(s) => Route::LivePlaylist,
-            ["live", s, f] if valid_stream(s) => {
-                seg_number(f, "seg_", ".ts").map_or(Route::NotFound, Route::LiveSegment)
-            }
+            ["live", s, f] if valid_stream(s) => live_file(f),
             ["vod"] | ["vod", ""] | ["vod", "index.json"] => Route::VodIndex,
             ["vod", "seg.ts"] => Route::FixedGen(FIXED_SEGMENT_SIZE),
             ["vod", "cat", f] if seg_number(f, "seg_", ".ts").is_some() => {
@@ -272,7 +297,7 @@ impl Shared {
             return Ok(self.control(ctl, req.method()));
         }
         let route = self.route(&path);
-        self.stats.record_request(route.class(), &path);
+        self.stats.record_request(route.class(), &path, req.uri().query());
         let resp = self.content(route, &path, &req).await;
         self.stats.record_status(resp.status().as_u16());
         Ok(resp)
@@ -359,13 +384,14 @@ impl Shared {
             Route::Health => {
                 Ok(self.static_entity(Bytes::from_static(b"ok\n"), "text/plain", "no-store"))
             }
-            Route::LivePlaylist => self.live_playlist(path, query).await,
+            Route::LivePlaylist => self.live_playlist(query).await,
             Route::LiveSegment(msn) => self.live_segment(path, msn),
+            Route::LivePart(msn, p) => self.live_part(path, msn, p),
             Route::VodIndex => {
                 Ok(self.static_entity(self.vod_index.clone(), "application/json", LONG_CACHE))
             }
             Route::VodPlaylist(i) => Ok(self.vod_playlist(i)),
-            Route::VodSegment(..) => Ok(self.generated(path, self.cfg.vod_segment_size, TS)),
+            Route::VodSegment(t, n) => self.vod_segment(path, t, n),
             Route::Object(len) => Ok(self.generated(path, len, "application/octet-stream")),
             Route::FixedPlaylist => {
                 Ok(self.static_entity(self.fixed_playlist.clone(), M3U8, LONG_CACHE))
@@ -383,7 +409,7 @@ impl Shared {
                         Some(f) => f == Fault::Reset,
                         None => self.rng.chance(self.cfg.reset_rate),
                     };
-                self.send(req, e, ov.stream_ms, reset)
+                self.send(req, e, ov.stream_ms, reset).await
             }
             Err(Reject(status, msg)) => simple(status, msg),
         };
@@ -402,6 +428,8 @@ impl Shared {
             last_modified_secs: VOD_EPOCH,
             content_type,
             cache_control: cc.to_string(),
+            release_ms: None,
+            schedule: None,
         }
     }
 
@@ -414,7 +442,57 @@ impl Shared {
             last_modified_secs: VOD_EPOCH,
             content_type,
             cache_control: LONG_CACHE.to_string(),
+            release_ms: None,
+            schedule: None,
         }
+    }
+
+    /// A media entity: `bytes` of the segment or part at `path` built with `layout`.
+    fn media_entity(&self, path: &str, bytes: Bytes, layout: &Layout) -> Entity {
+        let key = content_key(self.cfg.seed, path) ^ layout.fingerprint();
+        Entity {
+            len: bytes.len() as u64,
+            etag: etag(key, bytes.len() as u64),
+            source: Source::Bytes(bytes),
+            last_modified_secs: VOD_EPOCH,
+            content_type: TS,
+            cache_control: LONG_CACHE.to_string(),
+            release_ms: None,
+            schedule: None,
+        }
+    }
+
+    fn vod_segment(&self, path: &str, title: usize, n: u64) -> Result<Entity, Reject> {
+        let label = format!("VOD {}", self.titles.get(title).map_or("", String::as_str));
+        let spec = Spec {
+            label: &label,
+            counter: "SEG",
+            n,
+            start_ms: n * self.live.seg_ms,
+            background: title as u64 % 6 + self.cfg.seed % 6,
+        };
+        let seg = self
+            .media
+            .get(Key::Vod(title, n), || media::build(&self.vod_layout, &spec))
+            .map_err(media_failed)?;
+        Ok(self.media_entity(path, seg.bytes.clone(), &self.vod_layout))
+    }
+
+    /// Segment `msn` of the live stream named in `path`, built or from the cache.
+    fn live_media(&self, path: &str, msn: u64) -> Result<Arc<media::Segment>, Reject> {
+        let stream = live_stream(path);
+        let label = if stream.is_empty() { "LIVE".to_string() } else { format!("LIVE {stream}") };
+        let spec = Spec {
+            label: &label,
+            counter: "SEQ",
+            n: msn,
+            start_ms: msn.saturating_mul(self.live.seg_ms),
+            // Six colours: each stream has its own, and the seed shifts them all.
+            background: content_key(0, stream) % 6 + self.cfg.seed % 6,
+        };
+        self.media
+            .get(Key::Live(stream.to_string(), msn), || media::build(&self.live_layout, &spec))
+            .map_err(media_failed)
     }
 
     fn vod_playlist(&self, _title: usize) -> Entity {
@@ -422,7 +500,7 @@ impl Shared {
         let mut s = format!(
             "#EXTM3U\n#EXT-X-VERSION:3\n#EXT-X-PLAYLIST-TYPE:VOD\n#EXT-X-TARGETDURATION:{}\n\
              #EXT-X-MEDIA-SEQUENCE:0\n",
-            self.target_duration_secs()
+            self.live.target_secs()
         );
         for n in 0..self.cfg.vod_segments {
             s.push_str(&format!("#EXTINF:{d:.3},\nseg_{n}.ts\n"));
@@ -431,78 +509,99 @@ impl Shared {
         self.static_entity(Bytes::from(s), M3U8, LONG_CACHE)
     }
 
-    /// Live media playlist, with LL-HLS blocking reload (draft-pantos-hls-rfc8216bis
-    /// §6.2.5.2): `_HLS_msn=N` holds the request until segment N is published.
-    /// `_HLS_part` is accepted and ignored with `_HLS_msn` (no partial segments are
-    /// produced, so the whole segment is awaited); alone it is a 400 (§6.2.5.2).
-    async fn live_playlist(&self, path: &str, query: Option<&str>) -> Result<Entity, Reject> {
-        let target_ms = self.target_duration_secs() * 1000;
-        match (query_param(query, "_HLS_msn"), query_param(query, "_HLS_part")) {
-            (None, Some(_)) => {
-                return Err(Reject(StatusCode::BAD_REQUEST, "_HLS_part without _HLS_msn"));
-            }
-            (Some(v), _) => {
-                let Ok(want) = v.parse::<u64>() else {
-                    return Err(Reject(StatusCode::BAD_REQUEST, "_HLS_msn: not a number"));
-                };
-                let now = self.clock.now_ms();
-                // More than two segments ahead of the live edge is answered 400 at once.
-                if want > self.clock.latest(now).saturating_add(2) {
-                    return Err(Reject(StatusCode::BAD_REQUEST, "_HLS_msn too far ahead"));
-                }
-                let at = self.clock.published_ms(want);
-                if at > now {
-                    if at - now > 3 * target_ms {
-                        return Err(Reject(
-                            StatusCode::BAD_REQUEST,
-                            "_HLS_msn not available within 3 target durations",
-                        ));
-                    }
-                    tokio::time::sleep_until(self.clock.instant_of(at)).await;
-                }
-            }
-            (None, None) => {}
+    /// Live media playlist (see [`Timeline`]): a blocking reload is held until the version it
+    /// asks for exists (draft-pantos-hls-rfc8216bis §6.2.5.2), `_HLS_skip` gets a delta
+    /// update (§6.2.5.1).
+    async fn live_playlist(&self, query: Option<&str>) -> Result<Entity, Reject> {
+        let refused = |Refusal(code, why)| {
+            Reject(StatusCode::from_u16(code).unwrap_or(StatusCode::BAD_REQUEST), why)
+        };
+        let d = Directives::parse(query).map_err(refused)?;
+        if let Some(at) = self.live.block(&d, self.clock.now_ms()).map_err(refused)? {
+            tokio::time::sleep_until(self.clock.instant_of(at)).await;
         }
-        let latest = self.clock.latest(self.clock.now_ms());
-        let first = latest.saturating_sub(self.cfg.live_window - 1);
-        let d = self.cfg.segment_duration.as_secs_f64();
-        let mut s = format!(
-            "#EXTM3U\n#EXT-X-VERSION:6\n#EXT-X-TARGETDURATION:{}\n\
-             #EXT-X-SERVER-CONTROL:CAN-BLOCK-RELOAD=YES\n#EXT-X-MEDIA-SEQUENCE:{first}\n",
-            self.target_duration_secs()
-        );
-        for n in first..=latest {
-            s.push_str(&format!("#EXTINF:{d:.3},\nseg_{n}.ts\n"));
-        }
-        let key = content_key(self.cfg.seed, path) ^ latest;
-        let body = Bytes::from(s);
+        let pl = self.live.render(self.live.version(self.clock.now_ms()), d.skip);
+        let body = Bytes::from(pl.text);
         Ok(Entity {
             len: body.len() as u64,
-            etag: etag(key, body.len() as u64),
+            etag: etag(content_key(self.cfg.seed, &String::from_utf8_lossy(&body)), 0),
             source: Source::Bytes(body),
-            last_modified_secs: self.clock.published_ms(latest) / 1000,
+            last_modified_secs: pl.release_ms / 1000,
             content_type: M3U8,
             // Half the target duration, at least 1 s: a cache serves a playlist at most
             // one refresh interval stale (RFC 8216 §6.2.2 reload timing).
-            cache_control: format!("max-age={}", (target_ms / 2000).max(1)),
+            cache_control: format!("max-age={}", (self.live.target_secs() / 2).max(1)),
+            release_ms: Some(pl.release_ms),
+            schedule: None,
         })
     }
 
-    fn live_segment(&self, path: &str, msn: u64) -> Result<Entity, Reject> {
-        let latest = self.clock.latest(self.clock.now_ms());
-        if msn > latest {
+    /// Refuses live segment `msn` unless it is published and inside the DVR window.
+    fn check_published(&self, msn: u64, complete: u64) -> Result<(), Reject> {
+        if msn > complete {
             return Err(Reject(StatusCode::NOT_FOUND, "segment not yet published"));
         }
-        if latest - msn >= self.cfg.live_window * LIVE_DVR_WINDOWS {
+        if complete - msn >= self.cfg.live_window * LIVE_DVR_WINDOWS {
             return Err(Reject(StatusCode::NOT_FOUND, "segment left the DVR window"));
         }
-        let mut e = self.generated(path, self.cfg.live_segment_size, TS);
-        e.last_modified_secs = self.clock.published_ms(msn) / 1000;
+        Ok(())
+    }
+
+    fn live_segment(&self, path: &str, msn: u64) -> Result<Entity, Reject> {
+        let latest = self.live.last_segment(self.live.version(self.clock.now_ms()));
+        self.check_published(msn, latest)?;
+        let seg = self.live_media(path, msn)?;
+        let mut e = self.media_entity(path, seg.bytes.clone(), &self.live_layout);
+        let published = self.live.part_end_ms(self.live.part_index(msn + 1, 0) - 1);
+        e.last_modified_secs = published / 1000;
         e.cache_control = "public, max-age=86400".to_string();
+        e.release_ms = Some(published);
         Ok(e)
     }
 
-    fn send<B>(
+    /// Part `p` of live segment `msn`: complete parts are ordinary objects; the part in
+    /// production (the preload hint) is released as it is produced (see
+    /// [`DemoOriginConfig::stream_parts`]); later parts are 404, as §6.2.6 asks for resources
+    /// no hint announced.
+    fn live_part(&self, path: &str, msn: u64, p: u64) -> Result<Entity, Reject> {
+        let layout = &self.live_layout;
+        if !self.live.low_latency() || p >= u64::from(layout.units()) {
+            return Err(Reject(StatusCode::NOT_FOUND, "no such part"));
+        }
+        let now = self.clock.now_ms();
+        let g = self.live.part_index(msn, p);
+        let current = self.live.current_part(now);
+        if g > current {
+            return Err(Reject(StatusCode::NOT_FOUND, "part not yet hinted"));
+        }
+        // The DVR window of segments, counted from the segment in production.
+        self.check_published(msn, self.live.split(current).0)?;
+        let seg = self.live_media(path, msn)?;
+        let unit = &seg.units[p as usize];
+        let start = self.live.part_start_ms(g);
+        let steps: Vec<(u64, u64)> = if self.cfg.stream_parts {
+            let u = p as u32;
+            let seg_start = msn.saturating_mul(self.live.seg_ms);
+            (0..layout.frames())
+                .map(|k| {
+                    let end = unit.frame_ends[k as usize] - unit.start;
+                    (seg_start + layout.frame_ready_ms(u, k), end as u64)
+                })
+                .collect()
+        } else {
+            vec![(self.live.part_end_ms(g), (unit.end - unit.start) as u64)]
+        };
+        let mut e = self.media_entity(path, seg.bytes.slice(unit.start..unit.end), layout);
+        e.cache_control = "public, max-age=86400".to_string();
+        e.last_modified_secs = start / 1000;
+        e.release_ms = steps.first().map(|s| s.0);
+        if g == current {
+            e.schedule = Some(steps);
+        }
+        Ok(e)
+    }
+
+    async fn send<B>(
         &self,
         req: &Request<B>,
         e: Entity,
@@ -516,6 +615,9 @@ impl Shared {
         validators.insert(header::ETAG, hv(&e.etag));
         validators.insert(header::LAST_MODIFIED, hv(httpdate::fmt_http_date(lm)));
         validators.insert(header::CACHE_CONTROL, hv(&e.cache_control));
+        if let Some(ms) = e.release_ms {
+            validators.insert(RELEASE_HEADER, hv(ms.to_string()));
+        }
 
         // RFC 9110 §13.2.2: If-None-Match, when present, decides; If-Modified-Since only
         // without it.
@@ -531,6 +633,12 @@ impl Shared {
             *r.status_mut() = StatusCode::NOT_MODIFIED;
             r.headers_mut().extend(validators);
             return r;
+        }
+
+        if let Some(steps) = e.schedule {
+            return self
+                .send_producing(req, e.source, e.len, e.content_type, validators, steps, reset)
+                .await;
         }
 
         let mut spec = RangeSpec::Full;
@@ -586,6 +694,54 @@ impl Shared {
     }
 }
 
+impl Shared {
+    /// A body still being produced: holds the response until the first step, then sends the
+    /// rest as each step comes due, without a length (chunked). Ranges are ignored (RFC 9110
+    /// §14.2 allows it).
+    #[allow(clippy::too_many_arguments)]
+    async fn send_producing<B>(
+        &self,
+        req: &Request<B>,
+        source: Source,
+        len: u64,
+        content_type: &'static str,
+        validators: HeaderMap,
+        steps: Vec<(u64, u64)>,
+        reset: bool,
+    ) -> Response<OriginBody> {
+        if let Some(&(first, _)) = steps.first() {
+            tokio::time::sleep_until(self.clock.instant_of(first)).await;
+        }
+        let mut body = OriginBody::empty();
+        if req.method() != Method::HEAD {
+            let steps = steps.into_iter().map(|(ms, upto)| (self.clock.instant_of(ms), upto));
+            body = OriginBody::new(source, 0, len).scheduled(steps);
+            if reset && len >= 2 {
+                self.stats.record_reset();
+                body = body.cut_after(len / 2);
+            }
+        }
+        let mut r = Response::new(body);
+        let h = r.headers_mut();
+        h.extend(validators);
+        h.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+        r
+    }
+}
+
+fn media_failed(e: MediaError) -> Reject {
+    tracing::error!(error = %e, "media generation failed");
+    Reject(StatusCode::INTERNAL_SERVER_ERROR, "media generation failed")
+}
+
+/// A file under `/live/`: a segment or a part.
+fn live_file(f: &str) -> Route {
+    if let Some((msn, p)) = part_name(f) {
+        return Route::LivePart(msn, p);
+    }
+    seg_number(f, "seg_", ".ts").map_or(Route::NotFound, Route::LiveSegment)
+}
+
 /// The peers-harness `/live/playlist.m3u8`: a VOD playlist over `/vod/cat/` padded with a
 /// comment to exactly [`FIXED_PLAYLIST_SIZE`] bytes.
 fn fixed_playlist() -> Bytes {
@@ -629,6 +785,10 @@ mod tests {
             ("/live/news/index.m3u8", Route::LivePlaylist),
             ("/live/seg_12.ts", Route::LiveSegment(12)),
             ("/live/news/seg_7.ts", Route::LiveSegment(7)),
+            ("/live/seg_12.part3.ts", Route::LivePart(12, 3)),
+            ("/live/news/seg_7.part0.ts", Route::LivePart(7, 0)),
+            ("/live/seg_12.part.ts", Route::NotFound),
+            ("/live/seg_.part1.ts", Route::NotFound),
             ("/live/playlist.m3u8", Route::FixedPlaylist),
             ("/live/part0.m4s", Route::FixedGen(PART_SIZE)),
             ("/vod/seg.ts", Route::FixedGen(FIXED_SEGMENT_SIZE)),
@@ -660,6 +820,13 @@ mod tests {
         assert!(text.starts_with("#EXTM3U\n"));
         assert!(text.ends_with("#EXT-X-ENDLIST\n"));
         assert!(text.contains("/vod/cat/seg_000.ts"));
+    }
+
+    #[test]
+    fn live_stream_names() {
+        assert_eq!(live_stream("/live/seg_1.ts"), "");
+        assert_eq!(live_stream("/live/news/seg_1.ts"), "news");
+        assert_eq!(live_stream("/live/news/index.m3u8"), "news");
     }
 
     #[test]

@@ -7,8 +7,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde::{Deserialize, Serialize};
 
-/// Distinct paths tracked in `by_path`; requests for further new paths only bump
-/// `by_path_overflow`, so a crawler cannot grow the map without bound.
+/// Distinct paths tracked in `by_path` (and targets in `requests_by_target`); requests for
+/// further new ones only bump the overflow counter, so a crawler cannot grow the maps without
+/// bound.
 pub const MAX_TRACKED_PATHS: usize = 10_000;
 
 /// What kind of resource a request asked for.
@@ -18,6 +19,8 @@ pub enum PathClass {
     LivePlaylist,
     /// `/live/seg_<msn>.ts`, `/live/<stream>/seg_<msn>.ts`.
     LiveSegment,
+    /// `/live/seg_<msn>.part<p>.ts`, `/live/<stream>/seg_<msn>.part<p>.ts`.
+    LivePart,
     /// `/vod/`, `/vod/index.json`.
     VodIndex,
     /// `/vod/<title>/index.m3u8`.
@@ -37,9 +40,10 @@ pub enum PathClass {
 
 impl PathClass {
     /// Every class, in the order of [`PathClass::name`]'s table.
-    pub const ALL: [PathClass; 9] = [
+    pub const ALL: [PathClass; 10] = [
         PathClass::LivePlaylist,
         PathClass::LiveSegment,
+        PathClass::LivePart,
         PathClass::VodIndex,
         PathClass::VodPlaylist,
         PathClass::VodSegment,
@@ -54,6 +58,7 @@ impl PathClass {
         match self {
             PathClass::LivePlaylist => "live_playlist",
             PathClass::LiveSegment => "live_segment",
+            PathClass::LivePart => "live_part",
             PathClass::VodIndex => "vod_index",
             PathClass::VodPlaylist => "vod_playlist",
             PathClass::VodSegment => "vod_segment",
@@ -82,6 +87,14 @@ pub struct StatsSnapshot {
     pub by_path: BTreeMap<String, u64>,
     /// Requests for paths beyond the tracked set.
     pub by_path_overflow: u64,
+    /// Requests by request target, path and query (`/live/index.m3u8?_HLS_msn=7&_HLS_part=1`),
+    /// up to [`MAX_TRACKED_PATHS`] targets: how many times the origin was asked for each
+    /// LL-HLS playlist version and part.
+    #[serde(default)]
+    pub requests_by_target: BTreeMap<String, u64>,
+    /// Requests for targets beyond the tracked set.
+    #[serde(default)]
+    pub requests_by_target_overflow: u64,
     /// `503`s injected by `error_rate` or `x-origin-fault: error`.
     pub injected_errors: u64,
     /// Bodies cut by `reset_rate` or `x-origin-fault: reset`.
@@ -97,10 +110,12 @@ pub struct OriginStats {
 #[derive(Debug)]
 struct Inner {
     total: AtomicU64,
-    classes: [AtomicU64; 9],
+    classes: [AtomicU64; PathClass::ALL.len()],
     status: Vec<AtomicU64>,
     paths: Mutex<HashMap<String, u64>>,
     path_overflow: AtomicU64,
+    targets: Mutex<HashMap<String, u64>>,
+    target_overflow: AtomicU64,
     errors: AtomicU64,
     resets: AtomicU64,
 }
@@ -113,9 +128,27 @@ impl Default for Inner {
             status: (0..600).map(|_| AtomicU64::new(0)).collect(),
             paths: Mutex::new(HashMap::new()),
             path_overflow: AtomicU64::new(0),
+            targets: Mutex::new(HashMap::new()),
+            target_overflow: AtomicU64::new(0),
             errors: AtomicU64::new(0),
             resets: AtomicU64::new(0),
         }
+    }
+}
+
+/// Adds one to `key` in `map`, or to `overflow` when the map is full.
+fn bump(
+    map: &mut HashMap<String, u64>,
+    key: &str,
+    owned: impl FnOnce() -> String,
+    overflow: &AtomicU64,
+) {
+    if let Some(n) = map.get_mut(key) {
+        *n += 1;
+    } else if map.len() < MAX_TRACKED_PATHS {
+        map.insert(owned(), 1);
+    } else {
+        overflow.fetch_add(1, Relaxed);
     }
 }
 
@@ -130,16 +163,23 @@ impl OriginStats {
         self.inner.paths.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    pub(crate) fn record_request(&self, class: PathClass, path: &str) {
+    fn targets(&self) -> MutexGuard<'_, HashMap<String, u64>> {
+        self.inner.targets.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Counts one request for `path` with `query` (the request target's parts).
+    pub(crate) fn record_request(&self, class: PathClass, path: &str, query: Option<&str>) {
         self.inner.total.fetch_add(1, Relaxed);
         self.inner.classes[class.index()].fetch_add(1, Relaxed);
-        let mut paths = self.paths();
-        if let Some(n) = paths.get_mut(path) {
-            *n += 1;
-        } else if paths.len() < MAX_TRACKED_PATHS {
-            paths.insert(path.to_string(), 1);
-        } else {
-            self.inner.path_overflow.fetch_add(1, Relaxed);
+        bump(&mut self.paths(), path, || path.to_string(), &self.inner.path_overflow);
+        let mut targets = self.targets();
+        let overflow = &self.inner.target_overflow;
+        match query {
+            None => bump(&mut targets, path, || path.to_string(), overflow),
+            Some(q) => {
+                let key = format!("{path}?{q}");
+                bump(&mut targets, &key, || key.clone(), overflow);
+            }
         }
     }
 
@@ -172,6 +212,11 @@ impl OriginStats {
         self.paths().get(path).copied().unwrap_or(0)
     }
 
+    /// Requests for one exact target, `path` or `path?query` (0 if untracked).
+    pub fn target(&self, target: &str) -> u64 {
+        self.targets().get(target).copied().unwrap_or(0)
+    }
+
     /// Responses sent with `status`.
     pub fn status(&self, status: u16) -> u64 {
         self.inner.status.get(usize::from(status)).map_or(0, |c| c.load(Relaxed))
@@ -197,6 +242,8 @@ impl OriginStats {
                 .collect(),
             by_path: self.paths().iter().map(|(k, v)| (k.clone(), *v)).collect(),
             by_path_overflow: i.path_overflow.load(Relaxed),
+            requests_by_target: self.targets().iter().map(|(k, v)| (k.clone(), *v)).collect(),
+            requests_by_target_overflow: i.target_overflow.load(Relaxed),
             injected_errors: i.errors.load(Relaxed),
             injected_resets: i.resets.load(Relaxed),
         }
@@ -209,6 +256,8 @@ impl OriginStats {
         i.classes.iter().chain(i.status.iter()).for_each(|c| c.store(0, Relaxed));
         self.paths().clear();
         i.path_overflow.store(0, Relaxed);
+        self.targets().clear();
+        i.target_overflow.store(0, Relaxed);
         i.errors.store(0, Relaxed);
         i.resets.store(0, Relaxed);
     }

@@ -32,19 +32,26 @@ struct Args {
     /// Live segment duration in milliseconds.
     #[arg(long, default_value_t = 2000)]
     segment_duration_ms: u64,
-    /// Bytes per live segment.
+    /// Byte budget per live segment (media plus TS null-packet filler).
     #[arg(long, default_value_t = 1 << 20)]
     live_segment_size: u64,
     /// Segments in the live playlist window.
-    #[arg(long, default_value_t = 6)]
+    #[arg(long, default_value_t = 10)]
     live_window: u64,
+    /// LL-HLS parts per live segment; 0 serves classic playlists.
+    #[arg(long, default_value_t = 4)]
+    parts_per_segment: u32,
+    /// Hold a request for the part in production until the whole part exists, instead of
+    /// sending it picture by picture as it is produced.
+    #[arg(long)]
+    whole_parts: bool,
     /// Number of VOD titles.
     #[arg(long, default_value_t = 4)]
     vod_titles: usize,
     /// Segments per VOD title.
     #[arg(long, default_value_t = 30)]
     vod_segments: u64,
-    /// Bytes per VOD segment.
+    /// Byte budget per VOD segment.
     #[arg(long, default_value_t = 2 << 20)]
     vod_segment_size: u64,
     /// Pace every body at this many bytes per second.
@@ -89,6 +96,8 @@ fn main() -> anyhow::Result<()> {
         segment_duration: Duration::from_millis(args.segment_duration_ms),
         live_segment_size: args.live_segment_size,
         live_window: args.live_window,
+        parts_per_segment: args.parts_per_segment,
+        stream_parts: !args.whole_parts,
         vod_titles: args.vod_titles,
         vod_segments: args.vod_segments,
         vod_segment_size: args.vod_segment_size,
