@@ -364,7 +364,9 @@ async fn stream_task<H: Handler>(
     drop(scratch);
     let mut body = RequestBody::h2(&mut recv, limits.max_body_bytes, limits.idle_timeout);
     let handled = {
-        let work = handler.handle(&req, &mut body);
+        // Boxed: a handler's future can be large, and the stream's task is allocated
+        // cache-aligned (zeroed fresh pages per stream); a plain heap block is reused.
+        let work = Box::pin(handler.handle(&req, &mut body));
         let reset = poll_fn(|cx| respond.poll_reset(cx));
         tokio::select! {
             resp = work => Some(resp),
