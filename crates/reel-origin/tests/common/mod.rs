@@ -2,6 +2,8 @@
 
 #![allow(dead_code)]
 
+pub mod tls;
+
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -18,6 +20,8 @@ pub enum Fault {
     None,
     /// RST instead of a response.
     ResetBeforeHeaders,
+    /// Close (FIN) instead of a response.
+    CloseBeforeHeaders,
     /// Write the head and chunks, then close (FIN) without finishing the body.
     CloseAfterChunks,
     /// Write the head and chunks, then RST.
@@ -246,6 +250,9 @@ async fn serve(mut s: TcpStream, st: Arc<State>) {
         st.seen.lock().unwrap().push(seen);
         if b.fault == Fault::ResetBeforeHeaders {
             reset(s);
+            return;
+        }
+        if b.fault == Fault::CloseBeforeHeaders {
             return;
         }
         tokio::time::sleep(b.head_delay).await;
