@@ -117,6 +117,9 @@ impl Server {
             let mut conns = tokio::task::JoinSet::new();
             while let Ok((s, _)) = listener.accept().await {
                 st.connections.fetch_add(1, Ordering::SeqCst);
+                // The head and the body are separate writes: Nagle would hold the body back
+                // behind a delayed ACK.
+                let _ = s.set_nodelay(true);
                 conns.spawn(serve(s, st.clone()));
             }
         });
