@@ -131,8 +131,13 @@ pub(crate) async fn open(host: &HostState, budget: Duration) -> Result<Sender, O
         {
             Err(_) => return Err(OriginError::new(ErrorKind::ConnectTimeout, Some(addr), true)),
             Ok(Err(e)) => {
-                return Err(OriginError::new(ErrorKind::Tls, Some(addr), true)
-                    .with_source(TlsHandshakeError(e)));
+                let e = OriginError::new(ErrorKind::Tls, Some(addr), true)
+                    .with_source(TlsHandshakeError(e));
+                // Once per host going down, not once per request while it is down.
+                if host.is_healthy() {
+                    tracing::warn!(group = %host.group, error = %e, "origin TLS handshake failed");
+                }
+                return Err(e);
             }
             Ok(Ok(s)) => s,
         };
