@@ -22,6 +22,12 @@
 //!
 //! The key bytes are `host` immediately followed by the path (which starts with `/`), so
 //! they are unambiguous: a host cannot contain `/`.
+//!
+//! The origin is asked for exactly the resource the key names: [`origin_target`] normalises
+//! a target the same way (dot-segments, escapes, empty parameters) but keeps every query
+//! parameter, so `/lit/upload/../victim.txt` is fetched as `/lit/victim.txt`, never as the
+//! literal path under the key of another. Building the key from the origin target gives
+//! the same key (a property test holds this).
 
 use xxhash_rust::xxh3::xxh3_128;
 
@@ -304,6 +310,41 @@ impl CacheKey {
     pub fn hash128(&self) -> u128 {
         xxh3_128(&self.bytes)
     }
+}
+
+/// The origin-form target sent to the origin for a request whose target is `target`
+/// (`/path?query`): the path normalised exactly as [`CacheKey::build`] does (so no `..`
+/// ever reaches the origin), and every non-empty query parameter percent-normalised and
+/// kept in order, including those the key ignores.
+pub fn origin_target(target: &[u8]) -> Result<String, KeyError> {
+    if target.contains(&b'#') {
+        return Err(KeyError::NotOriginForm);
+    }
+    let (path, query) = match target.iter().position(|&b| b == b'?') {
+        Some(i) => (&target[..i], Some(&target[i + 1..])),
+        None => (target, None),
+    };
+    let mut out = if path.first() == Some(&b'/') && path_is_normal(path) {
+        path.to_vec()
+    } else {
+        normalize_path(path)?
+    };
+    if let Some(q) = query {
+        let mut first = true;
+        let mut param = Vec::new();
+        for p in q.split(|&b| b == b'&') {
+            param.clear();
+            normalize_pct(p, &mut param)?;
+            if param.is_empty() {
+                continue;
+            }
+            out.push(if first { b'?' } else { b'&' });
+            first = false;
+            out.extend_from_slice(&param);
+        }
+    }
+    // Normalised output is ASCII: raw bytes are unreserved, sub-delims or escapes.
+    String::from_utf8(out).map_err(|_| KeyError::NotOriginForm)
 }
 
 /// A normalised key prefix for purges: every key of `host` whose path starts with the

@@ -33,16 +33,7 @@ fn store_check(
     resp: &Hdrs,
     cfg: &PolicyConfig,
 ) -> Storability {
-    storable(
-        method.as_bytes(),
-        status,
-        &RequestCacheControl::parse(req),
-        req,
-        &ResponseCacheControl::parse(resp),
-        resp,
-        cfg,
-        None,
-    )
+    storable(method.as_bytes(), status, &RequestCacheControl::parse(req), req, resp, cfg, None)
 }
 
 #[test]
@@ -115,16 +106,8 @@ fn storability_table() {
     // A path TTL rule counts as configured freshness.
     let rule = TtlRule { ttl: Duration::from_secs(2), override_origin: false };
     let empty = h(&[]);
-    let got = storable(
-        b"GET",
-        200,
-        &RequestCacheControl::default(),
-        &empty,
-        &ResponseCacheControl::default(),
-        &empty,
-        &cfg,
-        Some(&rule),
-    );
+    let got =
+        storable(b"GET", 200, &RequestCacheControl::default(), &empty, &empty, &cfg, Some(&rule));
     assert!(got.is_store());
 }
 
@@ -472,4 +455,43 @@ fn ttl_rules_feed_lifetime() {
     assert_eq!(l("/live/a.m3u8"), Duration::from_secs(1));
     assert_eq!(l("/live/a.ts"), Duration::from_secs(600));
     assert_eq!(l("/vod/a.ts"), Duration::from_secs(600));
+}
+
+#[test]
+fn targeted_directives_survive_encoding_and_304_updates() {
+    let cfg = PolicyConfig::default();
+    let now = 1_700_000_000;
+    let d = date(now);
+    let m = meta_with(
+        &[
+            ("date", &d),
+            ("cache-control", "no-cache, max-age=1"),
+            ("cdn-cache-control", "max-age=600"),
+            ("etag", "\"v1\""),
+        ],
+        &cfg,
+    );
+    assert_eq!(m.targeted_field(), Some("cdn-cache-control"));
+    assert_eq!(m.lifetime(), Duration::from_secs(600));
+    assert!(!m.cache_control().no_cache.is_all(), "Cache-Control's no-cache is not ours");
+    let back = StoredMeta::decode(&m.encode()).unwrap();
+    assert_eq!(back, m);
+    assert_eq!(back.cache_control().max_age, Some(600));
+    assert!(back.is_fresh(now + 10));
+
+    // A 304 that drops the targeted field hands control back to Cache-Control.
+    let mut m2 = back.clone();
+    let times = ResponseTimes { request_time: now + 20, response_time: now + 20 };
+    m2.update_from_304(
+        &h(&[("cdn-cache-control", ""), ("cache-control", "max-age=5")]),
+        times,
+        &cfg,
+        None,
+    );
+    assert_eq!(m2.targeted_field(), None);
+    assert_eq!(m2.lifetime(), Duration::from_secs(5));
+
+    // Set-Cookie is never part of what is stored.
+    let m3 = meta_with(&[("set-cookie", "a=b"), ("cache-control", "max-age=60")], &cfg);
+    assert!(!m3.headers().iter().any(|(n, _)| n == b"set-cookie"));
 }

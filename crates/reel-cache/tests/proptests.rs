@@ -69,10 +69,31 @@ proptest! {
         }
     }
 
+    /// The origin is asked for exactly what the key names: a key built from the origin
+    /// target equals the request's key, and no dot-segment ever reaches the origin.
+    #[test]
+    fn the_origin_request_normalises_to_the_same_key(t in target(), cfg in key_config()) {
+        let key = CacheKey::build(b"example.com", t.as_bytes(), &cfg);
+        let sent = reel_cache::key::origin_target(t.as_bytes());
+        match (key, sent) {
+            (Ok(k), Ok(o)) => {
+                let again = CacheKey::build(b"example.com", o.as_bytes(), &cfg).unwrap();
+                prop_assert_eq!(&again, &k, "origin target {:?}", o);
+                let path = o.split('?').next().unwrap_or("");
+                prop_assert!(path.split('/').all(|s| s != ".." && s != "."), "{}", o);
+                // Idempotent: normalising what is sent sends the same thing.
+                prop_assert_eq!(reel_cache::key::origin_target(o.as_bytes()).unwrap(), o);
+            }
+            (Err(a), Err(b)) => prop_assert_eq!(a, b),
+            (k, o) => prop_assert!(false, "key {:?} and origin target {:?} disagree", k, o),
+        }
+    }
+
     #[test]
     fn key_build_never_panics(host in prop::collection::vec(any::<u8>(), 0..20), t in prop::collection::vec(any::<u8>(), 0..60)) {
         let _ = CacheKey::build(&host, &t, &KeyConfig::default());
         let _ = reel_cache::key::prefix_for_purge(&host, &t);
+        let _ = reel_cache::key::origin_target(&t);
     }
 
     #[test]

@@ -34,10 +34,11 @@ use serde::{Deserialize, Serialize};
 pub use diff::RESTART_KEYS;
 pub use error::{ConfigErrors, ConfigProblem};
 pub use schema::{
-    AccessLogConfig, AccessLogFormat, AdminConfig, CacheConfig, CacheRule, CoresConfig, CpuSet,
-    DemoOriginConfig, HealthConfig, HostPort, HttpConfig, ListenerConfig, LogConfig, LogFormat,
-    MethodsPolicy, OriginBalance, OriginGroupConfig, OriginHealthConfig, PathGlob, ServerConfig,
-    SiteConfig, Steer, StoreConfig, StoreIo, TierConfig, host_pattern_matches, strip_port,
+    AccessLogConfig, AccessLogFormat, AdminConfig, CacheConfig, CacheRule, ClientCacheControl,
+    CoresConfig, CpuSet, DemoOriginConfig, HealthConfig, HostPort, HttpConfig, ListenerConfig,
+    LogConfig, LogFormat, MethodsPolicy, OriginBalance, OriginGroupConfig, OriginHealthConfig,
+    PathGlob, ServerConfig, SiteConfig, Steer, StoreConfig, StoreIo, TierConfig,
+    host_pattern_matches, strip_port,
 };
 pub use units::{ByteSize, Duration, UnitError};
 

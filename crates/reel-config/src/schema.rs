@@ -446,8 +446,9 @@ pub struct CacheRule {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct CacheConfig {
-    /// Use RFC 9111 §4.2.2 heuristic freshness (10% of the time since Last-Modified) for
-    /// responses with no explicit freshness. Default `false`.
+    /// Use RFC 9111 §4.2.2 heuristic freshness (10% of the time since Last-Modified,
+    /// capped by `heuristic_max`) for heuristically cacheable responses with no explicit
+    /// freshness, as Squid and Traffic Server do. A site can switch it off. Default `true`.
     pub heuristic_freshness: bool,
     /// Upper bound of a heuristic freshness lifetime. Duration; default `"1h"`.
     pub heuristic_max: Duration,
@@ -460,6 +461,11 @@ pub struct CacheConfig {
     /// Stale-while-revalidate window (RFC 5861 §3) applied when the origin sends none;
     /// `"0s"` = none. Duration; default `"0s"`.
     pub stale_while_revalidate_default: Duration,
+    /// RFC 9213 targeted cache-control fields obeyed instead of `Cache-Control` and
+    /// `Expires`, highest precedence first: the first one present with a valid value wins.
+    /// Field names; default `["Reel-Cache-Control", "CDN-Cache-Control"]`; `[]` = obey
+    /// `Cache-Control` only.
+    pub targeted_cache_control: Vec<String>,
     /// Per-path overrides, tried in order. Default: none.
     pub rule: Vec<CacheRule>,
 }
@@ -467,11 +473,15 @@ pub struct CacheConfig {
 impl Default for CacheConfig {
     fn default() -> Self {
         CacheConfig {
-            heuristic_freshness: false,
+            heuristic_freshness: true,
             heuristic_max: Duration::from_secs(3600),
             negative_ttl: Duration::from_secs(10),
             store_without_validators: false,
             stale_while_revalidate_default: Duration::ZERO,
+            targeted_cache_control: vec![
+                "Reel-Cache-Control".to_string(),
+                "CDN-Cache-Control".to_string(),
+            ],
             rule: Vec::new(),
         }
     }
@@ -517,6 +527,30 @@ pub struct SiteConfig {
     /// `pass` or `refuse`. Default `pass`.
     #[serde(default)]
     pub methods: MethodsPolicy,
+    /// Heuristic freshness for this site; unset = `[cache] heuristic_freshness`.
+    #[serde(default)]
+    pub heuristic_freshness: Option<bool>,
+    /// Store responses that carry `Set-Cookie`. The `Set-Cookie` field itself is never
+    /// stored, so no viewer ever receives another's cookie (not even the viewer whose
+    /// request filled the cache). Default `false`: such responses pass uncached.
+    #[serde(default)]
+    pub store_set_cookie: bool,
+    /// `honor`: request `Cache-Control` / `Pragma` (`no-cache`, `no-store`, `max-age`...)
+    /// act as RFC 9111 §5.2.1 describes. `ignore`: they are ignored, as CDNs do for
+    /// segments, so viewers cannot force origin fetches. Default `honor`.
+    #[serde(default)]
+    pub client_cache_control: ClientCacheControl,
+}
+
+/// How a site treats the cache directives of viewers' requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ClientCacheControl {
+    /// RFC 9111 §5.2.1 request directives apply.
+    #[default]
+    Honor,
+    /// Request directives are ignored.
+    Ignore,
 }
 
 impl SiteConfig {

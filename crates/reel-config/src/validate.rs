@@ -407,8 +407,25 @@ pub(crate) fn check(cfg: &Config, found: &mut Found) {
 
     // Cache.
     let c = &cfg.cache;
-    if c.heuristic_freshness {
+    if c.heuristic_freshness || cfg.site.iter().any(|s| s.heuristic_freshness == Some(true)) {
         positive_duration(found, "cache.heuristic_max".into(), c.heuristic_max);
+    }
+    for (i, name) in c.targeted_cache_control.iter().enumerate() {
+        let token = !name.is_empty()
+            && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+        if !token {
+            bad(
+                found,
+                format!("cache.targeted_cache_control[{i}]"),
+                format!("{name:?} is not a header field name"),
+            );
+        } else if name.eq_ignore_ascii_case("cache-control") {
+            bad(
+                found,
+                format!("cache.targeted_cache_control[{i}]"),
+                "Cache-Control is what targeted fields override; list only targeted fields",
+            );
+        }
     }
     for (i, r) in c.rule.iter().enumerate() {
         let p = r.pattern.as_str();

@@ -2,6 +2,7 @@
 
 mod bodies;
 mod common;
+mod fuzz;
 mod lifecycle;
 mod protocol;
 mod smuggling;

@@ -38,9 +38,14 @@ pub enum State {
 type Shard = Mutex<HashMap<Box<[u8]>, Arc<watch::Sender<State>>>>;
 
 /// The cross-worker in-flight map.
-#[derive(Default)]
 pub struct Inflight {
     shards: Vec<Shard>,
+}
+
+impl Default for Inflight {
+    fn default() -> Self {
+        Inflight { shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect() }
+    }
 }
 
 /// The leader's handle. Publishing updates followers; dropping it removes the entry.
@@ -67,7 +72,7 @@ pub enum Role {
 impl Inflight {
     /// An empty map.
     pub fn new() -> Arc<Inflight> {
-        Arc::new(Inflight { shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect() })
+        Arc::new(Inflight::default())
     }
 
     fn shard(&self, key: &[u8]) -> &Shard {
@@ -197,6 +202,16 @@ mod tests {
         let Role::Follow(f) = m.join(b"k") else { panic!() };
         drop(lead);
         assert_eq!(f.wait().await, State::Failed(502));
+        assert!(m.is_empty());
+    }
+
+    #[test]
+    fn a_default_map_has_shards() {
+        let m = Arc::new(Inflight::default());
+        let Role::Lead(mut lead) = m.join(b"k") else { panic!("first is the leader") };
+        assert!(matches!(m.join(b"k"), Role::Follow(_)));
+        assert_eq!(m.len(), 1);
+        lead.publish(State::Done);
         assert!(m.is_empty());
     }
 

@@ -5,13 +5,30 @@
 //! - [`inflight`]: one origin fetch per key at a time (the coalescing map);
 //! - [`shared`]: the cross-worker state ([`SharedCache`]: the store and the in-flight map)
 //!   and purge;
-//! - [`worker`]: the per-worker [`WorkerCache`] that answers requests: hits, coalesced
-//!   streaming misses, revalidation, stale serving, pass-through;
+//! - [`worker`]: the per-worker [`WorkerCache`] that routes a request and decides which
+//!   of the following answers it;
+//! - `lookup`: the stored representation (or Vary variant) a request selects;
+//! - `serve`: answers from a stored object, a fill in progress or an unstored origin
+//!   response: conditionals, ranges, HEAD;
+//! - `fetch`: the leader's origin fetch, revalidation and the background refresh, all
+//!   through one fetch-and-store step, and the origin requests they send;
+//! - `fill`: writing an origin response into the store;
+//! - `forward`: what is not cached (pass-through) and the invalidation it causes;
+//! - `answer`: a response's cache result, `Cache-Status` and origin time as one value;
 //! - [`respond`]: responses built from stored metadata, bodies streamed from the store;
 //! - [`tag`]: the per-response tag the access log and metrics read back.
+//!
+//! [`SharedCache`]: shared::SharedCache
+//! [`WorkerCache`]: worker::WorkerCache
 
+mod answer;
+mod fetch;
+mod fill;
+mod forward;
 pub mod inflight;
+mod lookup;
 pub mod respond;
+mod serve;
 pub mod settings;
 pub mod shared;
 pub mod tag;

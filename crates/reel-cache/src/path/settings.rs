@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use reel_config::{Config, MethodsPolicy};
+use reel_config::{ClientCacheControl, Config, MethodsPolicy};
 
 use crate::key::KeyConfig;
 use crate::policy::freshness::PolicyConfig;
@@ -23,6 +23,11 @@ pub struct Site {
     pub key: KeyConfig,
     /// Whether methods other than GET/HEAD pass through to the origin (else 405).
     pub pass_methods: bool,
+    /// Freshness and storability knobs of this site (the `[cache]` ones with the site's
+    /// overrides).
+    pub policy: PolicyConfig,
+    /// Whether viewers' request cache directives apply (`client_cache_control = "honor"`).
+    pub honor_client_cache_control: bool,
 }
 
 /// Everything the cache path reads from the config.
@@ -43,6 +48,15 @@ pub struct Settings {
 impl Settings {
     /// Builds the settings of a config; `flag_group` is the group `--origin` created.
     pub fn from_config(cfg: &Config, flag_group: Option<&str>) -> Settings {
+        let c = &cfg.cache;
+        let policy = PolicyConfig {
+            heuristic: c.heuristic_freshness,
+            heuristic_max: c.heuristic_max.get(),
+            store_without_validators: c.store_without_validators,
+            negative_ttl: (!c.negative_ttl.get().is_zero()).then(|| c.negative_ttl.get()),
+            targeted: c.targeted_cache_control.iter().map(|n| n.to_ascii_lowercase()).collect(),
+            store_set_cookie: false,
+        };
         let sites = cfg
             .site
             .iter()
@@ -51,6 +65,12 @@ impl Settings {
                 group: s.origin_group.clone(),
                 key: KeyConfig { ignore_query: s.ignore_query.clone(), drop_query: s.drop_query },
                 pass_methods: s.methods == MethodsPolicy::Pass,
+                policy: PolicyConfig {
+                    heuristic: s.heuristic_freshness.unwrap_or(policy.heuristic),
+                    store_set_cookie: s.store_set_cookie,
+                    ..policy.clone()
+                },
+                honor_client_cache_control: s.client_cache_control == ClientCacheControl::Honor,
             })
             .collect();
         let fallback = flag_group.map(|g| Site {
@@ -58,8 +78,9 @@ impl Settings {
             group: g.to_string(),
             key: KeyConfig::default(),
             pass_methods: true,
+            policy: policy.clone(),
+            honor_client_cache_control: true,
         });
-        let c = &cfg.cache;
         let rules = TtlRules::new(c.rule.iter().map(|r| {
             (
                 r.pattern.as_str().to_string(),
@@ -69,12 +90,7 @@ impl Settings {
         Settings {
             sites,
             fallback,
-            policy: PolicyConfig {
-                heuristic: c.heuristic_freshness,
-                heuristic_max: c.heuristic_max.get(),
-                store_without_validators: c.store_without_validators,
-                negative_ttl: (!c.negative_ttl.get().is_zero()).then(|| c.negative_ttl.get()),
-            },
+            policy,
             rules,
             swr_default: c.stale_while_revalidate_default.get(),
         }

@@ -1,6 +1,7 @@
 //! `Cache-Control` parsing (RFC 9111 5.2) for responses and requests, the RFC 5861
-//! extensions `stale-while-revalidate` / `stale-if-error`, and `Pragma: no-cache` on requests
-//! (RFC 9111 5.4).
+//! extensions `stale-while-revalidate` / `stale-if-error`, `Pragma: no-cache` on requests
+//! (RFC 9111 5.4), and targeted cache control for responses (RFC 9213: `CDN-Cache-Control`
+//! and our own field, which override `Cache-Control` and `Expires` for this cache only).
 //!
 //! Directive names compare case-insensitively; all field lines are combined as one list
 //! (RFC 9110 5.3); arguments are accepted in token and quoted-string form (RFC 9111 5.2).
@@ -221,6 +222,75 @@ impl ResponseCacheControl {
     }
 }
 
+/// RFC 9213 2.1: the first field of `targets` (lowercase names, in precedence order) whose
+/// value is a valid, non-empty Structured Fields Dictionary (RFC 9213 2.2, RFC 9651 3.2),
+/// with the directives it carries. `None` when no targeted field applies, and then
+/// `Cache-Control` and `Expires` govern as usual.
+///
+/// Members map to the `Cache-Control` directives of the same name (RFC 9213 2.1: same
+/// semantics and precedence): `?1` / bare keys are directives without argument, non-negative
+/// Integers are delta-seconds, Strings are field-name lists (`private="set-cookie"`);
+/// `?0`, other value types and parameters are ignored, as unrecognised directives are.
+pub fn targeted<'t, H: HeaderLookup + ?Sized>(
+    headers: &H,
+    targets: &'t [String],
+) -> Option<(&'t str, ResponseCacheControl)> {
+    targets.iter().find_map(|t| Some((t.as_str(), parse_targeted(headers, t)?)))
+}
+
+/// One targeted field's directives, `None` if absent, empty or not a valid Dictionary.
+fn parse_targeted<H: HeaderLookup + ?Sized>(
+    headers: &H,
+    name: &str,
+) -> Option<ResponseCacheControl> {
+    // Field lines combine with commas before parsing (RFC 9651 4.2).
+    let mut joined: Vec<u8> = Vec::new();
+    for v in headers.get_all(name) {
+        if !joined.is_empty() {
+            joined.extend_from_slice(b", ");
+        }
+        joined.extend_from_slice(v);
+    }
+    if trim_ows(&joined).is_empty() {
+        return None;
+    }
+    let dict: sfv::Dictionary = sfv::Parser::new(&joined).parse().ok()?;
+    if dict.is_empty() {
+        return None;
+    }
+    let mut members: Vec<Vec<u8>> = Vec::with_capacity(dict.len());
+    for (key, entry) in &dict {
+        let sfv::ListEntry::Item(item) = entry else { continue };
+        let k = key.as_str();
+        match &item.bare_item {
+            sfv::BareItem::Boolean(true) => members.push(k.as_bytes().to_vec()),
+            sfv::BareItem::Integer(n) => {
+                let n = i64::from(*n);
+                if n >= 0 {
+                    members.push(format!("{k}={n}").into_bytes());
+                }
+            }
+            sfv::BareItem::String(v) => {
+                let escaped = v.as_str().replace('\\', "\\\\").replace('"', "\\\"");
+                members.push(format!("{k}=\"{escaped}\"").into_bytes());
+            }
+            _ => {}
+        }
+    }
+    Some(ResponseCacheControl::parse_values(members.iter().map(Vec::as_slice)))
+}
+
+impl ResponseCacheControl {
+    /// The directives that govern this (shared, CDN) cache: the first applicable targeted
+    /// field of `targets` (RFC 9213), else `Cache-Control`.
+    pub fn for_cache<H: HeaderLookup + ?Sized>(headers: &H, targets: &[String]) -> Self {
+        match targeted(headers, targets) {
+            Some((_, cc)) => cc,
+            None => Self::parse(headers),
+        }
+    }
+}
+
 impl RequestCacheControl {
     /// Parses a request's `Cache-Control`, falling back to `Pragma: no-cache` when no
     /// Cache-Control field is present (RFC 9111 5.4).
@@ -412,6 +482,65 @@ mod tests {
         for (input, want) in cases {
             assert_eq!(req(input), want, "input {input:?}");
         }
+    }
+
+    fn targets() -> Vec<String> {
+        vec!["reel-cache-control".to_string(), "cdn-cache-control".to_string()]
+    }
+
+    fn h(pairs: &[(&str, &str)]) -> Vec<(Vec<u8>, Vec<u8>)> {
+        pairs.iter().map(|(n, v)| (n.as_bytes().to_vec(), v.as_bytes().to_vec())).collect()
+    }
+
+    #[test]
+    fn targeted_field_overrides_cache_control() {
+        let t = targets();
+        let r = h(&[("cache-control", "no-store"), ("cdn-cache-control", "max-age=600")]);
+        let (name, cc) = targeted(&r, &t).unwrap();
+        assert_eq!(name, "cdn-cache-control");
+        assert_eq!(cc.max_age, Some(600));
+        assert!(!cc.no_store);
+        assert_eq!(ResponseCacheControl::for_cache(&r, &t), cc);
+
+        let r = h(&[("cache-control", "max-age=600"), ("CDN-Cache-Control", "no-store")]);
+        let cc = ResponseCacheControl::for_cache(&r, &t);
+        assert!(cc.no_store && cc.max_age.is_none());
+
+        let r = h(&[("cache-control", "max-age=600"), ("cdn-cache-control", "private")]);
+        assert!(ResponseCacheControl::for_cache(&r, &t).private.is_all());
+        let r = h(&[("cdn-cache-control", r#"no-cache="set-cookie", max-age=5"#)]);
+        let cc = ResponseCacheControl::for_cache(&r, &t);
+        assert_eq!(cc.no_cache, FieldDirective::Fields(vec!["set-cookie".into()]));
+        assert_eq!(cc.max_age, Some(5));
+    }
+
+    #[test]
+    fn our_own_field_takes_precedence_over_cdn_cache_control() {
+        let r = h(&[("cdn-cache-control", "max-age=10"), ("reel-cache-control", "max-age=99")]);
+        let t = targets();
+        let (name, cc) = targeted(&r, &t).unwrap();
+        assert_eq!((name, cc.max_age), ("reel-cache-control", Some(99)));
+    }
+
+    #[test]
+    fn invalid_or_empty_targeted_fields_fall_back_to_cache_control() {
+        let t = targets();
+        for bad in ["", "  ", "max-age=1.5.5", "Max-Age=60", "max-age=60,", "max-age=\"60"] {
+            let r = h(&[("cache-control", "max-age=7"), ("cdn-cache-control", bad)]);
+            assert!(targeted(&r, &t).is_none(), "{bad:?} must be ignored");
+            assert_eq!(ResponseCacheControl::for_cache(&r, &t).max_age, Some(7), "{bad:?}");
+        }
+        // Wrong value types drop just that directive (RFC 9213 2.2).
+        let r = h(&[("cdn-cache-control", "max-age=1.5, no-store=?0, s-maxage=-1, public")]);
+        let cc = ResponseCacheControl::for_cache(&r, &t);
+        assert_eq!((cc.max_age, cc.s_maxage, cc.no_store, cc.public), (None, None, false, true));
+        // Two field lines combine.
+        let r = h(&[("cdn-cache-control", "max-age=60"), ("cdn-cache-control", "must-revalidate")]);
+        let cc = ResponseCacheControl::for_cache(&r, &t);
+        assert!(cc.max_age == Some(60) && cc.must_revalidate);
+        // Fields not on the target list change nothing.
+        let r = h(&[("cache-control", "max-age=7"), ("other-cdn-cache-control", "no-store")]);
+        assert_eq!(ResponseCacheControl::for_cache(&r, &t).max_age, Some(7));
     }
 
     #[test]

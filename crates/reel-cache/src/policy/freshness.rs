@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use super::cache_control::{MaxStale, RequestCacheControl, ResponseCacheControl};
+use super::cache_control::{MaxStale, RequestCacheControl, ResponseCacheControl, targeted};
 use super::headers::{HeaderLookup, parse_http_date};
 use super::meta::StoredMeta;
 use super::rules::TtlRule;
@@ -25,6 +25,12 @@ pub struct PolicyConfig {
     /// Lifetime for 404 and 410 responses that carry no explicit freshness (negative
     /// caching). `None` leaves them to the heuristic / path rules.
     pub negative_ttl: Option<Duration>,
+    /// RFC 9213 targeted cache-control fields this cache obeys, lowercase, highest
+    /// precedence first (our own field, then `cdn-cache-control`).
+    pub targeted: Vec<String>,
+    /// Store responses that carry `Set-Cookie` (the field itself is never stored or
+    /// replayed, see `meta`). Off by default: such responses are usually personal.
+    pub store_set_cookie: bool,
 }
 
 impl Default for PolicyConfig {
@@ -34,6 +40,8 @@ impl Default for PolicyConfig {
             heuristic_max: Duration::from_secs(86_400),
             store_without_validators: false,
             negative_ttl: None,
+            targeted: vec!["reel-cache-control".to_string(), "cdn-cache-control".to_string()],
+            store_set_cookie: false,
         }
     }
 }
@@ -60,6 +68,8 @@ pub enum NotStorable {
     VaryStar,
     /// No explicit freshness and no validator, and `store_without_validators` is off.
     NoFreshnessOrValidator,
+    /// The response sets a cookie and `store_set_cookie` is off.
+    SetCookie,
 }
 
 /// The result of [`storable`].
@@ -101,21 +111,25 @@ fn is_negative(status: u16) -> bool {
 /// Whether a shared cache may store this response (RFC 9111 3, 3.5), plus our configured
 /// requirement of explicit freshness or a validator.
 ///
+/// The response's directives are those of its targeted field when one applies (RFC 9213:
+/// then `Cache-Control` and `Expires` are ignored), else of `Cache-Control`.
 /// `rule` is the per-path [`TtlRule`] the cache path matched for this request, if any: a
 /// TTL rule counts as freshness information for this requirement.
-#[allow(clippy::too_many_arguments)]
 pub fn storable<Q: HeaderLookup + ?Sized, R: HeaderLookup + ?Sized>(
     method: &[u8],
     status: u16,
     req_cc: &RequestCacheControl,
     req: &Q,
-    resp_cc: &ResponseCacheControl,
     resp: &R,
     cfg: &PolicyConfig,
     rule: Option<&TtlRule>,
 ) -> Storability {
     use NotStorable as N;
     let no = Storability::NotStorable;
+    let (resp_cc, expires_counts) = match targeted(resp, &cfg.targeted) {
+        Some((_, cc)) => (cc, false),
+        None => (ResponseCacheControl::parse(resp), true),
+    };
     if method != b"GET" {
         return no(N::Method);
     }
@@ -139,7 +153,10 @@ pub fn storable<Q: HeaderLookup + ?Sized, R: HeaderLookup + ?Sized>(
     if Vary::parse(resp) == Vary::Star {
         return no(N::VaryStar);
     }
-    let explicit = resp_cc.has_explicit_lifetime() || has_expires(resp);
+    if !cfg.store_set_cookie && resp.has("set-cookie") {
+        return no(N::SetCookie);
+    }
+    let explicit = resp_cc.has_explicit_lifetime() || (expires_counts && has_expires(resp));
     // RFC 9111 3: storable only with explicit freshness, `public`, or a heuristically
     // cacheable status.
     if !explicit && !resp_cc.public && !heuristically_cacheable(status) {
@@ -158,7 +175,7 @@ pub fn storable<Q: HeaderLookup + ?Sized, R: HeaderLookup + ?Sized>(
 ///    must not pin a 404);
 /// 2. `s-maxage`, then `max-age` (invalid values were parsed as 0: stale);
 /// 3. `Expires - Date` (invalid Expires: 0, RFC 9111 5.3); Date defaults to
-///    `response_time` (RFC 9110 6.6.1);
+///    `response_time` (RFC 9110 6.6.1); not when a targeted field applies (RFC 9213 2.1);
 /// 4. for 404/410, `negative_ttl` if configured;
 /// 5. a matching path rule's TTL;
 /// 6. heuristic (4.2.2), if enabled and the response allows it: 10% of
@@ -182,7 +199,8 @@ pub fn freshness_lifetime<H: HeaderLookup + ?Sized>(
         return Duration::from_secs(s);
     }
     let date = resp.get_first("date").and_then(parse_http_date).unwrap_or(response_time);
-    if let Some(expires) = resp.get_first("expires") {
+    let expires = resp.get_first("expires").filter(|_| targeted(resp, &cfg.targeted).is_none());
+    if let Some(expires) = expires {
         let secs = parse_http_date(expires).map_or(0, |e| e.saturating_sub(date));
         return Duration::from_secs(secs);
     }

@@ -153,12 +153,163 @@ pub fn parse_delta_seconds(s: &[u8]) -> Option<u64> {
     Some(v)
 }
 
-/// Parses an HTTP-date (RFC 9110 5.6.7, all three accepted formats) into unix seconds.
-/// Dates before the epoch and garbage yield `None`.
+/// Parses an HTTP-date (RFC 9110 5.6.7) into unix seconds: IMF-fixdate
+/// (`Sun, 06 Nov 1994 08:49:37 GMT`), the obsolete RFC 850 form
+/// (`Sunday, 06-Nov-94 08:49:37 GMT`) and asctime (`Sun Nov  6 08:49:37 1994`). Day and
+/// month names and `GMT` compare case-insensitively (5.6.7: "HTTP-date is case
+/// sensitive" applies to senders; recipients are asked to be robust, and origins in the wild
+/// send `gmt` and `NOV`). A two-digit RFC 850 year that would lie more than 50 years in the
+/// future is read as the most recent past year with those digits, as 5.6.7 requires.
+/// Dates before the epoch, impossible dates and garbage yield `None`.
 pub fn parse_http_date(s: &[u8]) -> Option<u64> {
-    let s = std::str::from_utf8(trim_ows(s)).ok()?;
-    let t = httpdate::parse_http_date(s).ok()?;
-    t.duration_since(UNIX_EPOCH).ok().map(|d| d.as_secs())
+    parse_http_date_at(s, now_unix())
+}
+
+fn now_unix() -> u64 {
+    std::time::SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+/// [`parse_http_date`] with the clock given, for the RFC 850 century rule.
+pub(crate) fn parse_http_date_at(s: &[u8], now: u64) -> Option<u64> {
+    const DAYS_SHORT: [&[u8]; 7] = [b"mon", b"tue", b"wed", b"thu", b"fri", b"sat", b"sun"];
+    const DAYS_LONG: [&[u8]; 7] =
+        [b"monday", b"tuesday", b"wednesday", b"thursday", b"friday", b"saturday", b"sunday"];
+    let s = trim_ows(s);
+    let comma = s.iter().position(|&b| b == b',');
+    let is_day =
+        |name: &[u8], table: &[&[u8]; 7]| table.iter().any(|d| d.eq_ignore_ascii_case(name));
+    let (day, month, year, time) = match comma {
+        Some(c) if is_day(&s[..c], &DAYS_SHORT) => {
+            // IMF-fixdate: ", " 2DIGIT SP month SP 4DIGIT SP time-of-day SP "GMT"
+            let rest = s[c + 1..].strip_prefix(b" ")?;
+            let mut it = rest.split(|&b| b == b' ');
+            let day = digits(it.next()?, 2)?;
+            let month = month_index(it.next()?)?;
+            let year = digits(it.next()?, 4)?;
+            let time = it.next()?;
+            if !it.next()?.eq_ignore_ascii_case(b"gmt") || it.next().is_some() {
+                return None;
+            }
+            (day, month, year, time)
+        }
+        Some(c) if is_day(&s[..c], &DAYS_LONG) => {
+            // rfc850-date: ", " 2DIGIT "-" month "-" 2DIGIT SP time-of-day SP "GMT"
+            let rest = s[c + 1..].strip_prefix(b" ")?;
+            let mut it = rest.split(|&b| b == b' ');
+            let date = it.next()?;
+            let time = it.next()?;
+            if !it.next()?.eq_ignore_ascii_case(b"gmt") || it.next().is_some() {
+                return None;
+            }
+            let mut d = date.split(|&b| b == b'-');
+            let day = digits(d.next()?, 2)?;
+            let month = month_index(d.next()?)?;
+            let yy = digits(d.next()?, 2)?;
+            if d.next().is_some() {
+                return None;
+            }
+            (day, month, rfc850_year(yy, now), time)
+        }
+        Some(_) => return None,
+        None => {
+            // asctime-date: day-name SP month SP ( 2DIGIT / ( SP DIGIT ) ) SP time SP 4DIGIT
+            if s.len() != 24 || !is_day(&s[..3], &DAYS_SHORT) || s[3] != b' ' || s[7] != b' ' {
+                return None;
+            }
+            let month = month_index(&s[4..7])?;
+            let day = match s[8] {
+                b' ' => digits(&s[9..10], 1)?,
+                _ => digits(&s[8..10], 2)?,
+            };
+            if s[10] != b' ' || s[19] != b' ' {
+                return None;
+            }
+            (day, month, digits(&s[20..24], 4)?, &s[11..19])
+        }
+    };
+    let (hh, mm, ss) = time_of_day(time)?;
+    unix_seconds(year, month, day, hh, mm, ss)
+}
+
+/// `n` ASCII digits exactly.
+fn digits(s: &[u8], n: usize) -> Option<u64> {
+    if s.len() != n || !s.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    Some(s.iter().fold(0, |v, &d| v * 10 + u64::from(d - b'0')))
+}
+
+/// 1..=12 for a case-insensitive three-letter month name.
+fn month_index(s: &[u8]) -> Option<u64> {
+    const MONTHS: [&[u8]; 12] = [
+        b"jan", b"feb", b"mar", b"apr", b"may", b"jun", b"jul", b"aug", b"sep", b"oct", b"nov",
+        b"dec",
+    ];
+    MONTHS.iter().position(|m| m.eq_ignore_ascii_case(s)).map(|i| i as u64 + 1)
+}
+
+/// `HH:MM:SS`; a leap second (60) is accepted as RFC 9110 5.6.7 allows.
+fn time_of_day(s: &[u8]) -> Option<(u64, u64, u64)> {
+    if s.len() != 8 || s[2] != b':' || s[5] != b':' {
+        return None;
+    }
+    let (h, m, sec) = (digits(&s[0..2], 2)?, digits(&s[3..5], 2)?, digits(&s[6..8], 2)?);
+    (h < 24 && m < 60 && sec <= 60).then_some((h, m, sec))
+}
+
+/// The full year of a two-digit RFC 850 year: the century that puts it at most 50 years
+/// after `now` (RFC 9110 5.6.7).
+fn rfc850_year(yy: u64, now: u64) -> u64 {
+    let this_year = civil_year(now);
+    let mut year = this_year / 100 * 100 + yy;
+    if year > this_year + 50 {
+        year -= 100;
+    }
+    year
+}
+
+/// The Gregorian year of a unix time.
+fn civil_year(unix: u64) -> u64 {
+    let mut year = 1970;
+    let mut days = unix / 86_400;
+    loop {
+        let len = if is_leap(year) { 366 } else { 365 };
+        if days < len {
+            return year;
+        }
+        days -= len;
+        year += 1;
+    }
+}
+
+fn is_leap(y: u64) -> bool {
+    (y % 4 == 0 && y % 100 != 0) || y % 400 == 0
+}
+
+/// Unix seconds of a UTC civil time; `None` for impossible dates or years before 1970.
+fn unix_seconds(year: u64, month: u64, day: u64, h: u64, m: u64, s: u64) -> Option<u64> {
+    const DAYS_IN: [u64; 12] = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
+    if !(1970..=9999).contains(&year) || day == 0 {
+        return None;
+    }
+    let month_len = DAYS_IN[(month - 1) as usize] + u64::from(month == 2 && is_leap(year));
+    if day > month_len {
+        return None;
+    }
+    let mut days: u64 = (1970..year).map(|y| if is_leap(y) { 366 } else { 365 }).sum();
+    days += DAYS_IN[..(month - 1) as usize].iter().sum::<u64>();
+    days += u64::from(month > 2 && is_leap(year));
+    days += day - 1;
+    Some(days * 86_400 + h * 3600 + m * 60 + s)
+}
+
+/// The `Age` of a response (RFC 9111 5.1): the first member of the first field line; a list
+/// (`Age: 5, 10`) or repeated lines keep only the first; an invalid first member (negative,
+/// fractional, empty) means the field is ignored (`None`).
+pub fn parse_age<H: HeaderLookup + ?Sized>(headers: &H) -> Option<u64> {
+    let first = headers.get_first("age")?;
+    let member = split_list(first).next()?;
+    parse_delta_seconds(member)
 }
 
 /// Formats unix seconds as an IMF-fixdate (RFC 9110 5.6.7).
@@ -221,6 +372,66 @@ mod tests {
         assert_eq!(parse_http_date(b"\xff\xfe"), None);
         assert_eq!(parse_http_date(b""), None);
         assert_eq!(format_http_date(t), "Sun, 06 Nov 1994 08:49:37 GMT");
+    }
+
+    #[test]
+    fn http_dates_are_case_insensitive_in_all_three_formats() {
+        let t = 784111777;
+        assert_eq!(parse_http_date(b"sun, 06 nov 1994 08:49:37 gmt"), Some(t));
+        assert_eq!(parse_http_date(b"SUN, 06 NOV 1994 08:49:37 GMT"), Some(t));
+        assert_eq!(parse_http_date(b"SUNDAY, 06-nov-94 08:49:37 Gmt"), Some(t));
+        assert_eq!(parse_http_date(b"sun nov  6 08:49:37 1994"), Some(t));
+        assert_eq!(parse_http_date(b"Thu, 01 Jan 1970 00:00:00 GMT"), Some(0));
+        assert_eq!(parse_http_date(b"Tue, 29 Feb 2000 12:00:00 GMT"), Some(951_825_600));
+        assert_eq!(parse_http_date(b"Fri, 31 Dec 9999 23:59:59 GMT"), Some(253_402_300_799));
+    }
+
+    #[test]
+    fn malformed_http_dates_are_refused() {
+        for bad in [
+            &b"Sun, 6 Nov 1994 08:49:37 GMT"[..],
+            b"Sun, 06 Nov 1994 08:49:37 UTC",
+            b"Sun, 06 Nov 1994 08:49:37",
+            b"Sun, 06 Nov 1994 8:49:37 GMT",
+            b"Sun, 06 Foo 1994 08:49:37 GMT",
+            b"Sun, 31 Feb 1994 08:49:37 GMT",
+            b"Mon, 29 Feb 2100 00:00:00 GMT",
+            b"Sun, 06 Nov 1994 24:00:00 GMT",
+            b"Sun, 06 Nov 1969 08:49:37 GMT",
+            b"Sunday, 06 Nov 1994 08:49:37 GMT",
+            b"Sun, 06-Nov-94 08:49:37 GMT",
+            b"Sun Nov 6 08:49:37 1994",
+            b"Sun, 06 Nov 1994 08:49:37 GMT extra",
+            b"Xyz, 06 Nov 1994 08:49:37 GMT",
+        ] {
+            assert_eq!(parse_http_date(bad), None, "{:?}", String::from_utf8_lossy(bad));
+        }
+    }
+
+    #[test]
+    fn rfc850_two_digit_years_pick_the_century_within_fifty_years() {
+        // Now: 2026-11-23. "94" is 1994; "70" would be 2070 (44 years ahead: allowed);
+        // "80" would be 2080 (54 ahead): 1980 instead.
+        let now = 1_795_392_000;
+        assert_eq!(parse_http_date_at(b"Sunday, 06-Nov-94 08:49:37 GMT", now), Some(784_111_777));
+        let y2070 = parse_http_date_at(b"Tuesday, 01-Jan-70 00:00:00 GMT", now).unwrap();
+        assert_eq!(civil_year(y2070), 2070);
+        let y1980 = parse_http_date_at(b"Tuesday, 01-Jan-80 00:00:00 GMT", now).unwrap();
+        assert_eq!(civil_year(y1980), 1980);
+    }
+
+    #[test]
+    fn age_takes_the_first_member_and_ignores_invalid_values() {
+        let h = |v: &[&str]| -> Vec<(Vec<u8>, Vec<u8>)> {
+            v.iter().map(|v| (b"age".to_vec(), v.as_bytes().to_vec())).collect()
+        };
+        assert_eq!(parse_age(&h(&["5"])), Some(5));
+        assert_eq!(parse_age(&h(&["5, 10"])), Some(5));
+        assert_eq!(parse_age(&h(&["7", "10"])), Some(7));
+        assert_eq!(parse_age(&h(&["-1"])), None);
+        assert_eq!(parse_age(&h(&["1.5"])), None);
+        assert_eq!(parse_age(&h(&["abc, 5"])), None);
+        assert_eq!(parse_age(&h(&[])), None);
     }
 
     #[test]

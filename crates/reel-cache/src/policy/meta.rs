@@ -1,7 +1,11 @@
 //! [`StoredMeta`]: what the cache keeps next to a stored body, and its compact, versioned
 //! binary encoding for the store's opaque metadata blob.
 //!
-//! Stored headers exclude hop-by-hop fields (RFC 9110 7.6.1: `Connection`, the fields it
+//! The targeted field (RFC 9213) whose directives governed the response, if any, is recorded
+//! by name so that the directives decoded later are the ones the response was stored under.
+//!
+//! Stored headers exclude `Set-Cookie` (a stored response is shared: one viewer's cookie
+//! must never reach another), hop-by-hop fields (RFC 9110 7.6.1: `Connection`, the fields it
 //! names, `Keep-Alive`, `Proxy-*`, `TE`, `Trailer`, `Transfer-Encoding`, `Upgrade`; RFC 9111
 //! 3.1), `Age` (recomputed on every hit, RFC 9111 4.2.3 / 5.1; its received value is kept
 //! separately for the age calculation), and fields named by a qualified `no-cache` or
@@ -11,9 +15,9 @@
 //! Encoding (version 1, little-endian):
 //!
 //! ```text
-//! "RM" u8:version u8:flags(1=invalidated 2=has_body_len 4=vary_star)
+//! "RM" u8:version u8:flags(1=invalidated 2=has_body_len 4=vary_star 8=targeted)
 //! u16:status u64:request_time u64:response_time u64:lifetime_secs u64:age_value
-//! [u64:body_len]
+//! [u64:body_len] [u16:name_len name]
 //! u32:n_headers { u16:name_len name u32:value_len value }*
 //! u16:n_vary    { u16:name_len name u8:present [u32:value_len value] }*
 //! ```
@@ -23,11 +27,9 @@
 
 use std::time::Duration;
 
-use super::cache_control::ResponseCacheControl;
+use super::cache_control::{ResponseCacheControl, targeted};
 use super::freshness::{PolicyConfig, current_age, freshness_lifetime};
-use super::headers::{
-    HeaderLookup, format_http_date, is_token, parse_delta_seconds, parse_http_date,
-};
+use super::headers::{HeaderLookup, format_http_date, is_token, parse_age, parse_http_date};
 use super::rules::TtlRule;
 use super::vary::VaryKey;
 
@@ -36,6 +38,7 @@ const VERSION: u8 = 1;
 const F_INVALIDATED: u8 = 1;
 const F_BODY_LEN: u8 = 2;
 const F_VARY_STAR: u8 = 4;
+const F_TARGETED: u8 = 8;
 
 /// Why a metadata blob could not be decoded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -79,6 +82,8 @@ pub struct StoredMeta {
     body_len: Option<u64>,
     invalidated: bool,
     vary: VaryKey,
+    /// The RFC 9213 field whose directives apply instead of `Cache-Control`.
+    targeted: Option<String>,
     // Derived from `headers` / times; not encoded.
     cc: ResponseCacheControl,
     date: u64,
@@ -95,6 +100,7 @@ fn is_excluded(name: &[u8]) -> bool {
         b"transfer-encoding",
         b"upgrade",
         b"age",
+        b"set-cookie",
     ];
     NAMES.iter().any(|n| n.eq_ignore_ascii_case(name))
         || (name.len() >= 6 && name[..6].eq_ignore_ascii_case(b"proxy-"))
@@ -132,7 +138,10 @@ impl StoredMeta {
         cfg: &PolicyConfig,
         rule: Option<&TtlRule>,
     ) -> Self {
-        let cc = ResponseCacheControl::parse(headers);
+        let (field, cc) = match targeted(headers, &cfg.targeted) {
+            Some((name, cc)) => (Some(name.to_string()), cc),
+            None => (None, ResponseCacheControl::parse(headers)),
+        };
         let mut drop = connection_listed(headers);
         drop.extend(cc.no_cache.fields().iter().map(|f| f.as_bytes().to_vec()));
         drop.extend(cc.private.fields().iter().map(|f| f.as_bytes().to_vec()));
@@ -148,7 +157,7 @@ impl StoredMeta {
             }
             kept.push((n, v.to_vec()));
         }
-        let age_value = headers.get_first("age").and_then(parse_delta_seconds).unwrap_or(0);
+        let age_value = parse_age(headers).unwrap_or(0);
         let mut meta = Self {
             status,
             headers: kept,
@@ -159,6 +168,7 @@ impl StoredMeta {
             body_len,
             invalidated: false,
             vary,
+            targeted: field,
             cc,
             date: 0,
         };
@@ -180,7 +190,8 @@ impl StoredMeta {
 
     /// Recomputes the fields derived from headers.
     fn derive(&mut self) {
-        self.cc = ResponseCacheControl::parse(&self.headers);
+        let names = self.targeted.as_slice();
+        self.cc = ResponseCacheControl::for_cache(&self.headers, names);
         self.date =
             self.headers.get_first("date").and_then(parse_http_date).unwrap_or(self.response_time);
     }
@@ -216,13 +227,14 @@ impl StoredMeta {
         }
         self.request_time = times.request_time;
         self.response_time = times.response_time;
-        self.age_value = resp.get_first("age").and_then(parse_delta_seconds).unwrap_or(0);
+        self.age_value = parse_age(resp).unwrap_or(0);
         if !resp.has("date") {
             // The stored Date describes the original fetch; keeping it would count the whole
             // time since then as age of the freshened response.
             self.headers.retain(|(n, _)| n != b"date");
         }
         self.ensure_date();
+        self.targeted = targeted(&self.headers, &cfg.targeted).map(|(n, _)| n.to_string());
         self.derive();
         // Qualified no-cache / private fields from the 304 must not be stored either.
         let mut drop: Vec<&[u8]> = Vec::new();
@@ -324,7 +336,13 @@ impl StoredMeta {
         &self.vary
     }
 
-    /// The parsed `Cache-Control` of the stored response.
+    /// The targeted field (RFC 9213) whose directives govern this response, if any.
+    pub fn targeted_field(&self) -> Option<&str> {
+        self.targeted.as_deref()
+    }
+
+    /// The directives of the stored response for this cache: its targeted field's
+    /// (RFC 9213) when one applied, else its `Cache-Control`.
     pub fn cache_control(&self) -> &ResponseCacheControl {
         &self.cc
     }
@@ -370,6 +388,10 @@ impl StoredMeta {
         if self.vary.is_star() {
             flags |= F_VARY_STAR;
         }
+        let field = self.targeted.as_deref().filter(|n| n.len() <= usize::from(u16::MAX));
+        if field.is_some() {
+            flags |= F_TARGETED;
+        }
         out.push(flags);
         out.extend_from_slice(&self.status.to_le_bytes());
         for v in [self.request_time, self.response_time, self.lifetime, self.age_value] {
@@ -377,6 +399,10 @@ impl StoredMeta {
         }
         if let Some(len) = self.body_len {
             out.extend_from_slice(&len.to_le_bytes());
+        }
+        if let Some(name) = field {
+            out.extend_from_slice(&(name.len() as u16).to_le_bytes());
+            out.extend_from_slice(name.as_bytes());
         }
         // Entries too large for the length prefixes cannot come from a real response;
         // skipping them keeps encode infallible.
@@ -429,7 +455,7 @@ impl StoredMeta {
             return Err(MetaError::UnsupportedVersion(version));
         }
         let flags = r.u8()?;
-        if flags & !(F_INVALIDATED | F_BODY_LEN | F_VARY_STAR) != 0 {
+        if flags & !(F_INVALIDATED | F_BODY_LEN | F_VARY_STAR | F_TARGETED) != 0 {
             return Err(MetaError::Invalid("unknown flags"));
         }
         let status = u16::from_le_bytes(r.array()?);
@@ -441,6 +467,16 @@ impl StoredMeta {
         let lifetime = r.u64()?;
         let age_value = r.u64()?;
         let body_len = if flags & F_BODY_LEN != 0 { Some(r.u64()?) } else { None };
+        let field = if flags & F_TARGETED != 0 {
+            let nl = usize::from(u16::from_le_bytes(r.array()?));
+            let n = r.take(nl)?;
+            if !is_token(n) || n.iter().any(u8::is_ascii_uppercase) {
+                return Err(MetaError::Invalid("targeted field name"));
+            }
+            Some(String::from_utf8(n.to_vec()).map_err(|_| MetaError::Invalid("targeted"))?)
+        } else {
+            None
+        };
         let n_headers = r.u32()? as usize;
         // Each header needs at least 6 bytes: bound the allocation by the input size.
         let mut headers = Vec::with_capacity(n_headers.min(r.buf.len() / 6));
@@ -490,6 +526,7 @@ impl StoredMeta {
             body_len,
             invalidated: flags & F_INVALIDATED != 0,
             vary: VaryKey::from_parts(flags & F_VARY_STAR != 0, entries),
+            targeted: field,
             cc: ResponseCacheControl::default(),
             date: 0,
         };

@@ -10,6 +10,7 @@ mod coalescing;
 mod conditional;
 mod failover;
 mod freshness;
+mod hostile;
 mod keys_purge;
 mod llhls;
 mod pass;
@@ -17,6 +18,7 @@ mod ranges;
 mod routing;
 mod stale;
 mod storing;
+mod targeted;
 mod vary;
 
 use origin::Origin;

@@ -34,6 +34,8 @@ pub struct Opts {
     pub swr_default: Duration,
     /// Active health checks (interval) for the group; `None` disables them.
     pub health_interval: Option<Duration>,
+    /// `client_cache_control = "honor"` (else `ignore`).
+    pub honor_client_cache_control: bool,
 }
 
 impl Opts {
@@ -45,6 +47,7 @@ impl Opts {
             rules: Vec::new(),
             swr_default: Duration::ZERO,
             health_interval: None,
+            honor_client_cache_control: true,
         }
     }
 }
@@ -133,6 +136,8 @@ impl Server {
                 group: "g".into(),
                 key: KeyConfig::default(),
                 pass_methods: true,
+                policy: opts.policy.clone(),
+                honor_client_cache_control: opts.honor_client_cache_control,
             }],
             fallback: None,
             policy: opts.policy,

@@ -1,0 +1,103 @@
+//! Writing an origin response into the store: the variant key and the key's Vary marker,
+//! the stored metadata, and the detached task that appends the body and commits it (or
+//! aborts it, so nothing is ever stored truncated).
+
+use bytes::Bytes;
+use http::HeaderMap;
+use reel_origin::OriginResponse;
+use reel_store::{Lookup, StoreError};
+
+use super::fetch::Fetcher;
+use super::inflight::{Lead, State};
+use super::lookup::variant_key;
+use super::respond::encode_vary_marker;
+use crate::key::CacheKey;
+use crate::policy::HeaderLookup;
+use crate::policy::cache_control::ResponseCacheControl;
+use crate::policy::meta::{ResponseTimes, StoredMeta};
+use crate::policy::rules::TtlRule;
+use crate::policy::vary::{Vary, VaryKey};
+
+/// A response's header fields as name/value pairs, for the policy functions.
+pub(super) fn header_pairs(h: &HeaderMap) -> Vec<(Vec<u8>, Vec<u8>)> {
+    h.iter().map(|(n, v)| (n.as_str().as_bytes().to_vec(), v.as_bytes().to_vec())).collect()
+}
+
+impl Fetcher<'_> {
+    /// Starts writing a response into the store: under its variant key (after the key's
+    /// Vary marker) when it varies, with its metadata. Returns the writer and a reader.
+    pub(super) async fn begin_fill<H: HeaderLookup + ?Sized>(
+        &self,
+        key: &CacheKey,
+        vary: &Vary,
+        hdrs: &H,
+        resp: &OriginResponse,
+        times: ResponseTimes,
+        rule: Option<&TtlRule>,
+    ) -> Result<(reel_store::FillWriter, reel_store::Filling), StoreError> {
+        let store = &self.shared.store;
+        let vk = VaryKey::from_request(vary, hdrs);
+        let store_key = match vary {
+            Vary::Fields(names) => {
+                let mut marker =
+                    store.begin_fill(key.as_bytes(), encode_vary_marker(names), Some(0)).await?;
+                marker.append(Bytes::new()).await?;
+                marker.commit().await?;
+                variant_key(key, &vk)
+            }
+            _ => key.as_bytes().to_vec(),
+        };
+        let len = resp.body.content_length();
+        let mut h = header_pairs(&resp.headers);
+        let swr = self.settings.swr_default.as_secs();
+        let cc = ResponseCacheControl::for_cache(&resp.headers, &self.policy.targeted);
+        if swr > 0 && cc.stale_while_revalidate.is_none() {
+            // The configured default window, stored as a field so it survives restarts and
+            // reaches the clients like the origin's own would.
+            h.push((
+                b"cache-control".to_vec(),
+                format!("stale-while-revalidate={swr}").into_bytes(),
+            ));
+        }
+        let meta =
+            StoredMeta::from_response(resp.status.as_u16(), &h, vk, times, len, self.policy, rule);
+        let writer = store.begin_fill(&store_key, meta.encode().into(), len).await?;
+        match store.lookup(&store_key) {
+            Some(Lookup::Filling(f)) => Ok((writer, f)),
+            _ => Err(StoreError::Gone),
+        }
+    }
+}
+
+/// Writes the origin body into the store. Runs detached from the client that started it,
+/// so the followers keep getting bytes if that client goes away.
+pub(super) async fn fill_task(
+    mut writer: reel_store::FillWriter,
+    mut resp: OriginResponse,
+    mut lead: Lead,
+) {
+    loop {
+        match resp.next_chunk().await {
+            Ok(Some(c)) => {
+                if writer.append(c).await.is_err() {
+                    writer.abort();
+                    lead.publish(State::Failed(502));
+                    return;
+                }
+            }
+            Ok(None) => {
+                let ok = writer.commit().await.is_ok();
+                lead.publish(if ok { State::Done } else { State::Failed(502) });
+                return;
+            }
+            Err(e) => {
+                // Never cached truncated: readers of this fill see it aborted and their
+                // connections close instead of ending short.
+                tracing::debug!(error = %e, "origin body failed mid-transfer; fill discarded");
+                writer.abort();
+                lead.publish(State::Failed(e.client_status()));
+                return;
+            }
+        }
+    }
+}

@@ -1,0 +1,146 @@
+//! What is not cached: GET/HEAD forwarded without storing, other methods passed through
+//! with their body streamed, and the invalidation a successful unsafe request causes
+//! (RFC 9111 4.4).
+
+use http::{HeaderMap, Method as HttpMethod};
+use reel_http::{BodyFraming, Method, Request, RequestBody, Response};
+use reel_origin::OriginRequest;
+use std::time::Instant;
+
+use super::answer::Answer;
+use super::fetch::{Forward, forward_headers, origin_form, origin_path};
+use super::serve::stream_origin;
+use super::settings::Site;
+use super::shared::VARIANT_SEP;
+use super::worker::{WorkerCache, local};
+use crate::key::CacheKey;
+
+impl WorkerCache {
+    /// GET/HEAD forwarded without storing (request `no-store`, or a response the leader
+    /// could not share): the client's own conditionals and Range go along.
+    pub(super) async fn fetch_pass(&self, req: &Request, site: &Site, ans: Answer) -> Response {
+        let Some(pq) = origin_path(req) else { return local(400) };
+        let mut o = OriginRequest::get(pq, req.host().unwrap_or(""));
+        if *req.method() == Method::Head {
+            o.method = HttpMethod::HEAD;
+        }
+        o.headers = forward_headers(req, Forward::Pass);
+        let t0 = Instant::now();
+        match self.client.send(&site.group, o).await {
+            Ok(resp) => stream_origin(req, resp, ans.after(Some(t0.elapsed()))),
+            Err(e) => Answer::ORIGIN_ERROR
+                .counted_as(ans.result)
+                .after(Some(t0.elapsed()))
+                .on(Response::error(e.client_status())),
+        }
+    }
+
+    /// Other methods: forwarded uncached with the body streamed; a successful unsafe
+    /// request invalidates what we store for its URL (RFC 9111 4.4).
+    pub(super) async fn pass(
+        &self,
+        req: &Request,
+        body: &mut RequestBody<'_>,
+        site: &Site,
+    ) -> Response {
+        let Some(pq) = origin_path(req) else { return local(400) };
+        let Ok(method) = HttpMethod::from_bytes(req.method().as_str().as_bytes()) else {
+            return local(501);
+        };
+        let has_body = !matches!(req.body_framing(), BodyFraming::None);
+        let (sender, rbody) = if has_body {
+            let (s, b) = reel_origin::RequestBody::channel(4);
+            (Some(s), b)
+        } else {
+            (None, reel_origin::RequestBody::Empty)
+        };
+        let o = OriginRequest {
+            method,
+            path_and_query: pq,
+            headers: forward_headers(req, Forward::Pass),
+            host: req.host().unwrap_or("").to_string(),
+            body: rbody,
+            idempotent: false,
+        };
+        let t0 = Instant::now();
+        let pump = async {
+            let Some(s) = sender else { return };
+            loop {
+                match body.next_chunk().await {
+                    Ok(Some(c)) => {
+                        if s.send(c).await.is_err() {
+                            return;
+                        }
+                    }
+                    Ok(None) => {
+                        s.finish();
+                        return;
+                    }
+                    // Dropping the sender aborts the upload: the origin never sees a
+                    // truncated body as complete.
+                    Err(_) => return,
+                }
+            }
+        };
+        let (res, ()) = tokio::join!(self.client.send(&site.group, o), pump);
+        let ans = Answer::FWD_METHOD.after(Some(t0.elapsed()));
+        match res {
+            Ok(resp) => {
+                let status = resp.status.as_u16();
+                if (200..400).contains(&status) && req.method().is_unsafe() {
+                    self.invalidate(req, site, &resp.headers).await;
+                }
+                stream_origin(req, resp, ans)
+            }
+            Err(e) => ans.on(Response::error(e.client_status())),
+        }
+    }
+
+    /// RFC 9111 4.4: the target URI, and Location / Content-Location on the same host.
+    async fn invalidate(&self, req: &Request, site: &Site, resp: &HeaderMap) {
+        let host = req.host().unwrap_or("");
+        let mut targets = vec![origin_form(req).to_string()];
+        for name in ["location", "content-location"] {
+            if let Some(v) = resp.get(name).and_then(|v| v.to_str().ok()) {
+                if let Some(path) = same_host_path(v, host) {
+                    targets.push(path);
+                }
+            }
+        }
+        for t in targets {
+            if let Ok(k) = CacheKey::build(host.as_bytes(), t.as_bytes(), &site.key) {
+                let _ = self.shared.store.remove(k.as_bytes()).await;
+                let mut variants = k.as_bytes().to_vec();
+                variants.push(VARIANT_SEP);
+                let _ = self.shared.store.remove_prefix(&variants).await;
+            }
+        }
+    }
+}
+
+/// The path of `url` if it is relative, or absolute on `host`.
+fn same_host_path(url: &str, host: &str) -> Option<String> {
+    if url.starts_with('/') {
+        return Some(url.to_string());
+    }
+    let rest = url.strip_prefix("http://").or_else(|| url.strip_prefix("https://"))?;
+    let (auth, path) = match rest.find('/') {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, "/"),
+    };
+    let bare = |h: &str| reel_config::strip_port(h).to_ascii_lowercase();
+    (bare(auth) == bare(host)).then(|| path.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn same_host_paths() {
+        assert_eq!(same_host_path("/a/b", "h"), Some("/a/b".into()));
+        assert_eq!(same_host_path("http://H:80/x", "h:8080"), Some("/x".into()));
+        assert_eq!(same_host_path("http://other/x", "h"), None);
+        assert_eq!(same_host_path("ftp://h/x", "h"), None);
+    }
+}

@@ -1,0 +1,91 @@
+//! Finding what the store holds for a request: the cache key, the representation under it
+//! or, when the stored response varies (RFC 9111 4.1), the variant this request selects,
+//! with its metadata decoded once per worker.
+
+use std::rc::Rc;
+
+use bytes::Bytes;
+use reel_http::Request;
+use reel_store::{Hit, Lookup};
+
+use super::fetch::origin_form;
+use super::respond::{Prepared, ReqHeaders, vary_marker};
+use super::settings::Site;
+use super::shared::VARIANT_SEP;
+use super::worker::WorkerCache;
+use crate::key::CacheKey;
+use crate::policy::vary::{Vary, VaryKey};
+
+/// A complete stored representation.
+pub(super) struct Stored {
+    /// Its key in the store (the cache key, or a variant key).
+    pub store_key: Vec<u8>,
+    /// The store's handle.
+    pub hit: Rc<Hit>,
+    /// Its decoded metadata.
+    pub prep: Rc<Prepared>,
+}
+
+/// What the store has for a request.
+pub(super) enum Found {
+    /// A complete representation.
+    Hit(Stored),
+    /// A representation being written.
+    Filling { fill: reel_store::Filling, prep: Rc<Prepared> },
+    /// Nothing usable.
+    None,
+}
+
+/// The store key of the variant `vk` of `key`.
+pub(super) fn variant_key(key: &CacheKey, vk: &VaryKey) -> Vec<u8> {
+    let mut k = key.as_bytes().to_vec();
+    k.push(VARIANT_SEP);
+    k.extend_from_slice(format!("{:016x}", vk.hash64()).as_bytes());
+    k
+}
+
+impl WorkerCache {
+    /// The cache key of a request to `site`, if its target can be keyed.
+    pub(super) fn key(&self, req: &Request, site: &Site) -> Option<CacheKey> {
+        let host = req.host().unwrap_or("");
+        CacheKey::build(host.as_bytes(), origin_form(req).as_bytes(), &site.key).ok()
+    }
+
+    /// The decoded form of a stored metadata blob, from this worker's cache.
+    pub(super) fn prepared(&self, blob: &Bytes) -> Option<Rc<Prepared>> {
+        self.metas.borrow_mut().get(blob)
+    }
+
+    /// Finds the representation for this request: the key itself, or its variant.
+    pub(super) fn find(&self, key: &CacheKey, req: &ReqHeaders<'_>) -> Found {
+        let store = &self.shared.store;
+        let Some(l) = store.lookup(key.as_bytes()) else { return Found::None };
+        let (store_key, l) = match &l {
+            Lookup::Hit(h) => match vary_marker(h.meta()) {
+                Some(names) => {
+                    let vk = VaryKey::from_request(&Vary::Fields(names), req);
+                    let sk = variant_key(key, &vk);
+                    match store.lookup(&sk) {
+                        Some(l) => (sk, l),
+                        None => return Found::None,
+                    }
+                }
+                None => (key.as_bytes().to_vec(), l),
+            },
+            Lookup::Filling(_) => (key.as_bytes().to_vec(), l),
+        };
+        match l {
+            Lookup::Hit(hit) => {
+                let Some(prep) = self.prepared(hit.meta()) else { return Found::None };
+                if !prep.meta.vary().matches(req) {
+                    return Found::None;
+                }
+                Found::Hit(Stored { store_key, hit: Rc::new(hit), prep })
+            }
+            Lookup::Filling(fill) => match self.prepared(fill.meta()) {
+                Some(prep) => Found::Filling { fill, prep },
+                None => Found::None,
+            },
+        }
+    }
+}
