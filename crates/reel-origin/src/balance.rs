@@ -17,7 +17,11 @@ use xxhash_rust::xxh3::xxh3_64;
 /// object always goes to the same parent.
 ///
 /// Build it with [`Affinity::of`] over the normalised cache key bytes on every node (the
-/// ranking must agree across nodes). Requests sent without one hash their path and query.
+/// ranking must agree across nodes) and pass it to [`crate::WorkerClient::send_keyed`]; the
+/// cache's fill path must do so for a shield tier to own each object exactly once. Requests
+/// sent without one ([`crate::WorkerClient::send`]) hash their path and query, which agrees
+/// with the key as long as the origin target is the normalised one and one site uses the
+/// group.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Affinity(u64);
 
