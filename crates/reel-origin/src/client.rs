@@ -240,9 +240,10 @@ impl Pool {
         None
     }
 
-    /// A new connection: HTTP/2 ones join the pool at once, for concurrent requests.
-    fn opened(&mut self, key: &PoolKey, sender: &Sender) {
-        if let Some(shared) = sender.share() {
+    /// A new connection: HTTP/2 ones join the pool at once, for concurrent requests, unless
+    /// pooling is off (`cap` 0).
+    fn opened(&mut self, key: &PoolKey, sender: &Sender, cap: usize) {
+        if let Some(shared) = sender.share().filter(|_| cap > 0) {
             self.h2.insert(key.clone(), shared);
         }
     }
@@ -448,7 +449,7 @@ impl WorkerClient {
     ) -> Result<(Sender, Duration), OriginError> {
         let started = Instant::now();
         let sender = crate::conn::open(host, g.connect_timeout).await?;
-        self.local.pool.borrow_mut().opened(&host.pool_key, &sender);
+        self.local.pool.borrow_mut().opened(&host.pool_key, &sender, g.max_idle_per_host);
         Ok((sender, started.elapsed()))
     }
 

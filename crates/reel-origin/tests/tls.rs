@@ -143,6 +143,23 @@ async fn keep_alive_reuses_one_tls_connection() {
 }
 
 #[tokio::test]
+async fn new_connections_resume_the_session_across_workers() {
+    let ca = TestCa::new("reel test CA");
+    let s = TlsServer::start(&ca, false).await;
+    let mut g = tls_group(&s.host(), Some(&ca), Some("origin.test"));
+    g.max_idle_per_host = 0; // every request opens a connection
+    let origins = Origins::new(vec![g]).unwrap();
+    // Two clients with their own pools, as two workers have.
+    for client in [origins.worker_client(), origins.worker_client(), origins.worker_client()] {
+        let mut r = client.send("g", get("/x")).await.unwrap();
+        read_all(&mut r).await;
+    }
+    assert_eq!(s.handshakes(), 3);
+    let resumed = s.state.resumed.lock().unwrap().clone();
+    assert_eq!(resumed, [false, true, true], "a full handshake, then resumptions");
+}
+
+#[tokio::test]
 async fn tls_and_plain_pools_are_apart() {
     // The same address in a TLS group and a plain group: a TLS connection must never carry a
     // plain-HTTP request or the other way round.

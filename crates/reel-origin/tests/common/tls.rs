@@ -72,6 +72,8 @@ pub struct TlsState {
     pub health_requests: AtomicUsize,
     pub health_status: AtomicU16,
     pub sni: Mutex<Vec<Option<String>>>,
+    /// Whether each completed handshake resumed an earlier session.
+    pub resumed: Mutex<Vec<bool>>,
     pub seen: Mutex<Vec<TlsSeen>>,
     /// Requests to `/gate` wait here until this many are in flight at once.
     pub gate: Mutex<Option<Arc<tokio::sync::Barrier>>>,
@@ -123,6 +125,8 @@ impl TlsServer {
                     st.handshakes.fetch_add(1, Ordering::SeqCst);
                     let conn = tls.get_ref().1;
                     st.sni.lock().unwrap().push(conn.server_name().map(str::to_owned));
+                    let resumed = conn.handshake_kind() == Some(rustls::HandshakeKind::Resumed);
+                    st.resumed.lock().unwrap().push(resumed);
                     let is_h2 = conn.alpn_protocol() == Some(b"h2");
                     let st2 = st.clone();
                     let svc = hyper::service::service_fn(move |req| handle(req, st2.clone()));
