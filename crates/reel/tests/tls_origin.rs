@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
 use rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
 
-use crate::common::{Conf, Origin, Reel, get, metric, request};
+use crate::common::{Conf, Origin, Reel, get, message, metric, request};
 
 /// A keep-alive HTTPS/1.1 origin answering every path with `secure <path>`.
 struct TlsOrigin {
@@ -141,8 +141,10 @@ fn unverifiable_https_origin_is_a_counted_502() {
     let m = reel.metrics();
     let key = format!("reel_origin_errors_total{{group=\"o\",host=\"{}\",kind=\"tls\"}}", o.addr);
     assert_eq!(metric(&m, &key), Some(1.0), "{m}");
-    let warned = reel.logs.with_message("origin TLS handshake failed");
-    assert!(warned.iter().any(|v| v.to_string().contains("UnknownIssuer")), "{}", reel.logs.dump());
+    // The log is read from the child's stderr by another thread: wait for the line.
+    let warned =
+        reel.logs.wait_for("the TLS warning", |v| message(v) == "origin TLS handshake failed");
+    assert!(warned.to_string().contains("UnknownIssuer"), "{warned}");
 }
 
 #[test]
@@ -156,7 +158,7 @@ fn insecure_skip_verify_is_shown_on_status() {
     assert_eq!(get(reel.data, "/v/x.ts").text(), "secure /v/x.ts");
     let w = reel.status()["origin_warnings"].clone();
     assert!(w[0].as_str().is_some_and(|s| s.contains("insecure_skip_verify")), "{w}");
-    assert!(reel.logs.dump().contains("NOT verified"), "{}", reel.logs.dump());
+    reel.logs.wait_for("the insecure warning", |v| message(v).contains("NOT verified"));
 }
 
 #[test]
