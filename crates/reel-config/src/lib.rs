@@ -36,9 +36,9 @@ pub use error::{ConfigErrors, ConfigProblem};
 pub use schema::{
     AccessLogConfig, AccessLogFormat, AdminConfig, CacheConfig, CacheRule, ClientCacheControl,
     CoresConfig, CpuSet, DemoOriginConfig, HealthConfig, HostPort, HttpConfig, ListenerConfig,
-    LogConfig, LogFormat, MethodsPolicy, OriginGroupConfig, OriginHealthConfig, PathGlob,
-    ServerConfig, SiteConfig, Steer, StoreConfig, StoreIo, TierConfig, host_pattern_matches,
-    strip_port,
+    LogConfig, LogFormat, MethodsPolicy, OriginBalance, OriginGroupConfig, OriginHealthConfig,
+    PathGlob, ServerConfig, SiteConfig, Steer, StoreConfig, StoreIo, TierConfig,
+    host_pattern_matches, strip_port,
 };
 pub use units::{ByteSize, Duration, UnitError};
 

@@ -709,9 +709,27 @@ impl Default for OriginHealthConfig {
 pub struct TierConfig {
     /// Origin hosts as `host:port` (see [`HostPort`]). Required, non-empty.
     pub hosts: Vec<HostPort>,
-    /// Host header sent to these origins; empty = the client's Host. Default `""`.
+    /// Host header sent to these origins; empty = the client's Host. Over TLS it is also the
+    /// SNI name and the name the certificate must carry. Default `""`.
     #[serde(default)]
     pub host_header: String,
+    /// Speak HTTPS to these hosts. Default `false`.
+    #[serde(default)]
+    pub tls: bool,
+    /// Rendezvous weight of each host, in `hosts` order; empty = all 1. Default `[]`.
+    #[serde(default)]
+    pub weights: Vec<u32>,
+}
+
+/// `[[origin_group]].balance`: how a request picks a host inside a tier.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OriginBalance {
+    /// Each worker takes the tier's healthy hosts in turn.
+    #[default]
+    RoundRobin,
+    /// Rendezvous hashing of the cache key: one host owns each key.
+    Rendezvous,
 }
 
 fn default_connect_timeout() -> Duration {
@@ -753,6 +771,20 @@ pub struct OriginGroupConfig {
     /// byte. Count; default 1.
     #[serde(default = "default_retries")]
     pub retries: u32,
+    /// `round_robin` or `rendezvous`. Default `round_robin`.
+    #[serde(default)]
+    pub balance: OriginBalance,
+    /// PEM bundle of the certificate authorities trusted for the group's TLS tiers; empty =
+    /// the system roots. Default `""`.
+    #[serde(default)]
+    pub ca_file: PathBuf,
+    /// Accept any certificate from the group's TLS tiers (warned about in the log and on
+    /// /status). Default `false`.
+    #[serde(default)]
+    pub insecure_skip_verify: bool,
+    /// Offer HTTP/2 by ALPN to the group's TLS tiers. Default `false`.
+    #[serde(default)]
+    pub http2: bool,
     /// Active health checks.
     #[serde(default)]
     pub health: OriginHealthConfig,
@@ -771,6 +803,10 @@ impl Default for OriginGroupConfig {
             idle_timeout: default_origin_idle_timeout(),
             max_idle_per_host: default_max_idle_per_host(),
             retries: default_retries(),
+            balance: OriginBalance::default(),
+            ca_file: PathBuf::new(),
+            insecure_skip_verify: false,
+            http2: false,
             health: OriginHealthConfig::default(),
             tier: Vec::new(),
         }

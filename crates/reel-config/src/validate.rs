@@ -6,7 +6,9 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 
 use crate::Config;
-use crate::schema::{CpuSet, OriginHealthConfig, is_dns_name};
+use crate::schema::{
+    CpuSet, OriginBalance, OriginGroupConfig, OriginHealthConfig, TierConfig, is_dns_name,
+};
 use crate::units::ByteSize;
 
 type Found = Vec<(String, String)>;
@@ -118,6 +120,100 @@ fn check_origin_health(found: &mut Found, key: &str, h: &OriginHealthConfig) {
     }
     if h.fall == 0 {
         bad(found, format!("{key}.fall"), "must be at least 1");
+    }
+}
+
+fn check_tier_balance(found: &mut Found, key: &str, tier: &TierConfig, balance: OriginBalance) {
+    if tier.weights.is_empty() {
+        return;
+    }
+    if balance != OriginBalance::Rendezvous {
+        bad(found, format!("{key}.weights"), "weights need balance = \"rendezvous\" on the group");
+    }
+    if tier.weights.len() != tier.hosts.len() {
+        bad(
+            found,
+            format!("{key}.weights"),
+            format!(
+                "{} weights for {} hosts; give one per host, in hosts order",
+                tier.weights.len(),
+                tier.hosts.len()
+            ),
+        );
+    }
+    for (w, weight) in tier.weights.iter().enumerate() {
+        if !(1..=MAX_WEIGHT).contains(weight) {
+            bad(found, format!("{key}.weights[{w}]"), format!("must be 1-{MAX_WEIGHT}"));
+        }
+    }
+}
+
+/// Largest `weights` entry: enough for any real capacity ratio, small enough that no host can
+/// be configured into owning every key by accident.
+const MAX_WEIGHT: u32 = 1000;
+
+/// TLS keys of a group: they need a TLS tier, exclude each other, and `ca_file` must be a
+/// readable PEM file with a certificate in it (the full parse happens when the groups are
+/// built).
+fn check_origin_tls(found: &mut Found, key: &str, g: &OriginGroupConfig) {
+    for (t, tier) in g.tier.iter().enumerate() {
+        if !tier.tls || tier.host_header.is_empty() {
+            continue;
+        }
+        let name = crate::schema::strip_port(&tier.host_header);
+        let ip = name
+            .strip_prefix('[')
+            .and_then(|n| n.strip_suffix(']'))
+            .unwrap_or(name)
+            .parse::<std::net::IpAddr>()
+            .is_ok();
+        if !ip && !is_dns_name(name) {
+            bad(
+                found,
+                format!("{key}.tier[{t}].host_header"),
+                format!(
+                    "{name:?} is the TLS name of this tier and must be a DNS name or IP address"
+                ),
+            );
+        }
+    }
+    let has_tls = g.tier.iter().any(|t| t.tls);
+    let ca = !g.ca_file.as_os_str().is_empty();
+    for (set, name) in
+        [(ca, "ca_file"), (g.insecure_skip_verify, "insecure_skip_verify"), (g.http2, "http2")]
+    {
+        if set && !has_tls {
+            bad(
+                found,
+                format!("{key}.{name}"),
+                "has no effect: no [[origin_group.tier]] of this group has tls = true",
+            );
+        }
+    }
+    if ca && g.insecure_skip_verify {
+        bad(
+            found,
+            format!("{key}.insecure_skip_verify"),
+            "contradicts ca_file: either verify against ca_file or skip verification",
+        );
+    }
+    if ca {
+        match std::fs::read(&g.ca_file) {
+            Err(e) => bad(
+                found,
+                format!("{key}.ca_file"),
+                format!("cannot read {}: {e}", g.ca_file.display()),
+            ),
+            Ok(pem) if !pem.windows(27).any(|w| w == b"-----BEGIN CERTIFICATE-----") => bad(
+                found,
+                format!("{key}.ca_file"),
+                format!(
+                    "{} holds no PEM certificate (-----BEGIN CERTIFICATE-----)",
+                    g.ca_file.display()
+                ),
+            ),
+            Ok(_) => {}
+        }
     }
 }
 
@@ -439,7 +535,9 @@ pub(crate) fn check(cfg: &Config, found: &mut Found) {
                     format!("{:?} is not a valid Host value", tier.host_header),
                 );
             }
+            check_tier_balance(found, &format!("{key}.tier[{t}]"), tier, g.balance);
         }
+        check_origin_tls(found, &key, g);
     }
 
     // Demo origin.

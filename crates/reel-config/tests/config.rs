@@ -459,3 +459,101 @@ fn a_bad_required_value_in_an_array_of_tables_does_not_hide_other_problems() {
     assert_eq!(find(&ps, "listener[0].address").line, 5, "{ps:#?}");
     assert_eq!(find(&ps, "http.max_headers").line, 7, "{ps:#?}");
 }
+
+#[test]
+fn origin_tls_and_rendezvous_keys() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ca = dir.path().join("ca.pem");
+    std::fs::write(&ca, "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n")
+        .expect("write");
+    let text = format!(
+        r#"{BASE}
+[[origin_group]]
+name = "shield"
+balance = "rendezvous"
+ca_file = "{}"
+http2 = true
+  [[origin_group.tier]]
+  hosts = ["10.0.0.1:443", "10.0.0.2:443", "10.0.0.3:443"]
+  host_header = "shield.example.com"
+  tls = true
+  weights = [1, 2, 1]
+  [[origin_group.tier]]
+  hosts = ["origin.example.com:80"]
+"#,
+        ca.display()
+    );
+    let cfg = Config::parse_and_validate(&text, "t.toml").expect("valid");
+    let g = &cfg.origin_group[1];
+    assert_eq!(g.balance, reel_config::OriginBalance::Rendezvous);
+    assert_eq!(g.ca_file, ca);
+    assert!(g.http2 && !g.insecure_skip_verify);
+    assert!(g.tier[0].tls && !g.tier[1].tls);
+    assert_eq!(g.tier[0].weights, [1, 2, 1]);
+    // Defaults.
+    let main = &cfg.origin_group[0];
+    assert_eq!(main.balance, reel_config::OriginBalance::RoundRobin);
+    assert!(main.ca_file.as_os_str().is_empty() && !main.http2 && !main.insecure_skip_verify);
+    assert!(!main.tier[0].tls && main.tier[0].weights.is_empty());
+}
+
+#[test]
+fn origin_tls_and_rendezvous_problems() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let not_pem = dir.path().join("ca.der");
+    std::fs::write(&not_pem, [0x30, 0x82, 0x01]).expect("write");
+    let text = format!(
+        r#"{BASE}
+[[origin_group]]
+name = "a"
+http2 = true
+  [[origin_group.tier]]
+  hosts = ["10.0.0.1:80", "10.0.0.2:80"]
+  weights = [1, 2]
+
+[[origin_group]]
+name = "b"
+balance = "rendezvous"
+ca_file = "{}"
+insecure_skip_verify = true
+  [[origin_group.tier]]
+  hosts = ["10.0.0.1:443", "10.0.0.2:443"]
+  tls = true
+  host_header = "under_score.example"
+  weights = [0, 1, 1]
+
+[[origin_group]]
+name = "c"
+ca_file = "{}"
+  [[origin_group.tier]]
+  hosts = ["10.0.0.1:443"]
+  tls = true
+"#,
+        not_pem.display(),
+        dir.path().join("missing.pem").display()
+    );
+    let ps = problems(&text);
+    let expect: &[(&str, &str, &str)] = &[
+        ("origin_group[1].http2", "http2 = true", "no [[origin_group.tier]]"),
+        ("origin_group[1].tier[0].weights", "weights = [1, 2]", "balance = \"rendezvous\""),
+        ("origin_group[2].ca_file", "ca_file = \"", "no PEM certificate"),
+        ("origin_group[2].insecure_skip_verify", "insecure_skip_verify", "contradicts ca_file"),
+        ("origin_group[2].tier[0].host_header", "host_header = \"under", "DNS name or IP"),
+        ("origin_group[2].tier[0].weights", "weights = [0", "3 weights for 2 hosts"),
+        ("origin_group[2].tier[0].weights[0]", "weights = [0", "must be 1-1000"),
+        ("origin_group[3].ca_file", "missing.pem", "cannot read"),
+    ];
+    for (key, needle, msg) in expect {
+        let p = find(&ps, key);
+        assert_eq!(p.line, line_of(&text, needle), "{p}");
+        assert!(p.message.contains(msg), "{p}");
+    }
+    assert_eq!(ps.len(), expect.len(), "unexpected extra problems: {ps:#?}");
+    let shown = find(&ps, "origin_group[2].tier[0].weights[0]").to_string();
+    assert!(shown.starts_with(&format!("t.toml:{}:", line_of(&text, "weights = [0"))), "{shown}");
+
+    let text = BASE.replace("name = \"main\"", "name = \"main\"\nbalance = \"least_conn\"");
+    let ps = Config::parse(&text, "t.toml").expect_err("unknown variant").problems;
+    assert_eq!(ps[0].key, "origin_group[0].balance");
+    assert!(ps[0].message.contains("rendezvous"), "{}", ps[0].message);
+}

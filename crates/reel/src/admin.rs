@@ -291,6 +291,7 @@ impl AdminHandler {
                 "plan": {"cpus": plan, "workers": s.plan.workers, "irq_cpus": s.plan.irq_cpus, "warnings": s.plan.warnings},
                 "workers": workers,
                 "origins": live.origins.snapshot(),
+                "origin_warnings": live.origins.warnings(),
                 "access_log": access_log,
                 "store": {
                     "objects": st.objects, "bytes_used": st.bytes_used, "capacity": st.capacity,

@@ -16,7 +16,7 @@ use reel_ops::access_log::{AccessLog, Format};
 use reel_ops::health::Thresholds;
 use reel_ops::metrics::WorkerMetrics;
 use reel_ops::sampler::Health;
-use reel_origin::{GroupSpec, HealthSpec, HostSpec, Origins};
+use reel_origin::{Balance, GroupSpec, HealthSpec, HostSpec, Origins, TlsSpec};
 use reel_runtime::{CorePlan, ListenerSpec, WorkerStats};
 use serde::Serialize;
 use tokio::sync::{mpsc, oneshot};
@@ -77,7 +77,7 @@ pub struct Shared {
     live: ArcSwap<Live>,
     /// The config file (reloads re-read it).
     pub config_path: PathBuf,
-    origin_flag: Option<HostPort>,
+    origin_flag: Option<OriginFlag>,
     /// Per-worker counters, in worker order.
     pub metrics: Vec<Arc<WorkerMetrics>>,
     /// The segment store (shared by every worker).
@@ -102,7 +102,7 @@ impl Shared {
     pub fn new(
         cfg: Config,
         config_path: PathBuf,
-        origin_flag: Option<HostPort>,
+        origin_flag: Option<OriginFlag>,
         plan: &CorePlan,
     ) -> anyhow::Result<Arc<Shared>> {
         let store = reel_store::Store::open(store_config(&cfg))
@@ -325,12 +325,14 @@ pub fn check_environment(cfg: &Config) -> Result<(), String> {
 fn build_live(
     cfg: Config,
     generation: u64,
-    origin_flag: Option<&HostPort>,
+    origin_flag: Option<&OriginFlag>,
     old: Option<&Live>,
 ) -> anyhow::Result<Live> {
     let mut groups: Vec<GroupSpec> = cfg.origin_group.iter().map(group_spec).collect();
     if let Some(o) = origin_flag {
-        let mut g = GroupSpec::new(FLAG_GROUP, vec![vec![HostSpec::new(host_port(o))]]);
+        let mut host = HostSpec::new(host_port(&o.addr));
+        host.tls = o.tls;
+        let mut g = GroupSpec::new(FLAG_GROUP, vec![vec![host]]);
         g.health.enabled = false;
         groups.push(g);
     }
@@ -398,11 +400,14 @@ fn group_spec(g: &reel_config::OriginGroupConfig) -> GroupSpec {
         .map(|t| {
             t.hosts
                 .iter()
-                .map(|h| {
+                .enumerate()
+                .map(|(i, h)| {
                     let mut s = HostSpec::new(host_port(h));
                     if !t.host_header.is_empty() {
                         s.host_header = Some(t.host_header.clone());
                     }
+                    s.tls = t.tls;
+                    s.weight = t.weights.get(i).copied().unwrap_or(1);
                     s
                 })
                 .collect()
@@ -414,6 +419,15 @@ fn group_spec(g: &reel_config::OriginGroupConfig) -> GroupSpec {
     s.idle_timeout = g.idle_timeout.get();
     s.max_idle_per_host = g.max_idle_per_host as usize;
     s.retries = g.retries;
+    s.balance = match g.balance {
+        reel_config::OriginBalance::RoundRobin => Balance::RoundRobin,
+        reel_config::OriginBalance::Rendezvous => Balance::Rendezvous,
+    };
+    s.tls = TlsSpec {
+        ca_file: Some(g.ca_file.clone()).filter(|p| !p.as_os_str().is_empty()),
+        insecure_skip_verify: g.insecure_skip_verify,
+        http2: g.http2,
+    };
     s.health = HealthSpec {
         enabled: g.health.enabled,
         path: g.health.path.clone(),
@@ -426,13 +440,26 @@ fn group_spec(g: &reel_config::OriginGroupConfig) -> GroupSpec {
     s
 }
 
-/// `--origin http://HOST:PORT` as a host and port (only plain-HTTP origins).
-pub fn parse_origin_flag(url: &str) -> Result<HostPort, String> {
-    let rest =
-        url.strip_prefix("http://").ok_or_else(|| format!("{url:?}: expected http://HOST:PORT"))?;
+/// The origin given by `--origin`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OriginFlag {
+    /// Where to connect.
+    pub addr: HostPort,
+    /// `https://`: TLS verified against the system roots, SNI the host name.
+    pub tls: bool,
+}
+
+/// `--origin http://HOST[:PORT]` or `https://HOST[:PORT]` (ports 80 and 443 by default).
+pub fn parse_origin_flag(url: &str) -> Result<OriginFlag, String> {
+    let (rest, tls, default_port) =
+        match (url.strip_prefix("http://"), url.strip_prefix("https://")) {
+            (Some(rest), _) => (rest, false, 80),
+            (_, Some(rest)) => (rest, true, 443),
+            _ => return Err(format!("{url:?}: expected http://HOST:PORT or https://HOST:PORT")),
+        };
     let authority = rest.trim_end_matches('/');
     if authority.contains('/') || authority.contains('@') {
-        return Err(format!("{url:?}: expected http://HOST:PORT without a path"));
+        return Err(format!("{url:?}: expected http(s)://HOST:PORT without a path"));
     }
     let with_port =
         if authority.rsplit_once(':').is_some_and(|(_, p)| p.bytes().all(|b| b.is_ascii_digit()))
@@ -440,9 +467,9 @@ pub fn parse_origin_flag(url: &str) -> Result<HostPort, String> {
         {
             authority.to_string()
         } else {
-            format!("{authority}:80")
+            format!("{authority}:{default_port}")
         };
-    with_port.parse::<HostPort>()
+    Ok(OriginFlag { addr: with_port.parse::<HostPort>()?, tls })
 }
 
 /// The runtime's listener specs for the config's `[[listener]]`s.

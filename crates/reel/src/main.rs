@@ -41,7 +41,8 @@ struct Cli {
 enum Command {
     /// Run the server (the default).
     Serve {
-        /// Serve every Host from this one origin (`http://HOST:PORT`), on top of the config.
+        /// Serve every Host from this one origin (`http://HOST:PORT` or `https://HOST:PORT`), on
+        /// top of the config.
         #[arg(long)]
         origin: Option<String>,
     },

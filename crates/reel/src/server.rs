@@ -25,7 +25,7 @@ use crate::worker::App;
 pub struct ServeArgs {
     /// The config file.
     pub config: PathBuf,
-    /// `--origin http://HOST:PORT`: serve every Host from this origin.
+    /// `--origin http(s)://HOST:PORT`: serve every Host from this origin.
     pub origin: Option<String>,
 }
 

@@ -371,6 +371,12 @@ pub struct Conf {
     pub negative_ttl: String,
     /// `log.level`.
     pub log_level: String,
+    /// Extra lines of the `[[origin_group]]` table.
+    pub origin_group: String,
+    /// Extra lines of its `[[origin_group.tier]]` table.
+    pub tier: String,
+    /// Extra arguments of `reel serve`.
+    pub serve_args: Vec<String>,
 }
 
 impl Conf {
@@ -389,6 +395,9 @@ impl Conf {
             shutdown_timeout: "20s".into(),
             negative_ttl: "0s".into(),
             log_level: "info".into(),
+            origin_group: String::new(),
+            tier: String::new(),
+            serve_args: Vec::new(),
         }
     }
 
@@ -423,8 +432,10 @@ impl Conf {
         );
         let hosts: Vec<String> = self.origins.iter().map(|a| format!("\"{a}\"")).collect();
         s.push_str(&format!(
-            "[[origin_group]]\nname = \"o\"\nconnect_timeout = \"5s\"\nfirst_byte_timeout = \"20s\"\nretries = 0\n\n  [origin_group.health]\n  enabled = false\n\n  [[origin_group.tier]]\n  hosts = [{}]\n\n",
-            hosts.join(", ")
+            "[[origin_group]]\nname = \"o\"\nconnect_timeout = \"5s\"\nfirst_byte_timeout = \"20s\"\nretries = 0\n{}\n  [origin_group.health]\n  enabled = false\n\n  [[origin_group.tier]]\n  hosts = [{}]\n{}\n",
+            self.origin_group,
+            hosts.join(", "),
+            self.tier
         ));
         s.push_str("[demo_origin]\nenabled = false\n");
         s
@@ -513,6 +524,7 @@ impl Reel {
         cmd.arg("serve")
             .arg("--config")
             .arg(conf.path())
+            .args(&conf.serve_args)
             .current_dir(&conf.dir)
             .env_remove("RUST_LOG")
             .env_remove("NOTIFY_SOCKET")

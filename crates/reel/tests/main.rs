@@ -10,3 +10,4 @@ mod health;
 mod reload;
 mod serve;
 mod systemd;
+mod tls_origin;
