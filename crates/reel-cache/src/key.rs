@@ -191,24 +191,24 @@ fn push_host(host: &[u8], out: &mut Vec<u8>) -> Result<(), KeyError> {
     out.extend(host.iter().map(u8::to_ascii_lowercase));
     let h = &out[start..];
     // The port is after the last ':' unless that ':' is inside an IPv6 literal.
-    if let Some(colon) = h.iter().rposition(|&b| b == b':') {
-        if !h[colon..].contains(&b']') {
-            let port = &h[colon + 1..];
-            if !port.iter().all(u8::is_ascii_digit) {
-                return Err(KeyError::BadHost);
+    if let Some(colon) = h.iter().rposition(|&b| b == b':')
+        && !h[colon..].contains(&b']')
+    {
+        let port = &h[colon + 1..];
+        if !port.iter().all(u8::is_ascii_digit) {
+            return Err(KeyError::BadHost);
+        }
+        // ":" with an empty port and ":80" (leading zeros allowed) are the default
+        // port (RFC 3986 6.2.3).
+        let trimmed: &[u8] = {
+            let mut p = port;
+            while p.len() > 1 && p[0] == b'0' {
+                p = &p[1..];
             }
-            // ":" with an empty port and ":80" (leading zeros allowed) are the default
-            // port (RFC 3986 6.2.3).
-            let trimmed: &[u8] = {
-                let mut p = port;
-                while p.len() > 1 && p[0] == b'0' {
-                    p = &p[1..];
-                }
-                p
-            };
-            if port.is_empty() || trimmed == b"80" {
-                out.truncate(start + colon);
-            }
+            p
+        };
+        if port.is_empty() || trimmed == b"80" {
+            out.truncate(start + colon);
         }
     }
     if out.len() == start || out[start] == b':' {

@@ -7,9 +7,11 @@
 pub mod key;
 pub mod path;
 pub mod policy;
+pub mod result;
 
 pub use path::inflight::Inflight;
 pub use path::settings::{Settings, Site};
 pub use path::shared::{PurgeError, SharedCache};
 pub use path::tag::Tag;
 pub use path::worker::WorkerCache;
+pub use result::{CacheResult, OUTCOMES};

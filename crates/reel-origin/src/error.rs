@@ -197,7 +197,8 @@ pub(crate) fn head_kind(e: &hyper::Error) -> ErrorKind {
         }
         cur = err.source();
     }
-    if e.is_parse() || e.is_parse_status() || e.is_parse_too_large() || e.is_user() {
+    // `is_parse` covers every parse error (a bad status, a head too large, ...).
+    if e.is_parse() || e.is_user() {
         ErrorKind::Protocol
     } else {
         // Closed, canceled, incomplete message, I/O errors: the connection went away before a

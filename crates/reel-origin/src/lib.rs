@@ -40,9 +40,7 @@ pub use client::{OriginBody, OriginRequest, OriginResponse, OriginTiming, Worker
 pub use error::{ErrorKind, OriginError};
 pub use headers::strip_hop_by_hop;
 pub use spec::{Balance, GroupSpec, HealthSpec, HostSpec, SpecError, TlsSpec};
-pub use stats::{
-    ErrorCounts, GroupSnapshot, HostSnapshot, LATENCY_BUCKETS_MS, LatencySnapshot, OriginsSnapshot,
-};
+pub use stats::{ErrorCounts, GroupSnapshot, HostSnapshot, OriginsSnapshot};
 
 use health::{Checker, HostState};
 

@@ -87,8 +87,9 @@ async fn unknown_authority_fails_clearly_and_is_counted() {
     assert_eq!(s.handshakes(), 0);
     let snap = origins.snapshot();
     assert_eq!(snap.groups[0].hosts[0].errors.get(ErrorKind::Tls), 1);
-    let mut metrics = String::new();
-    snap.render_prometheus(&mut metrics);
+    let mut w = reel_metrics::PromWriter::new();
+    snap.render_prometheus(&mut w);
+    let metrics = w.finish();
     assert!(metrics.contains("kind=\"tls\"} 1\n"), "{metrics}");
 
     // Another authority's bundle does not help either.

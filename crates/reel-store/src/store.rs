@@ -257,7 +257,7 @@ impl Store {
     /// scanning the volumes. Blocking; call at start-up before serving.
     pub fn open(cfg: StoreConfig) -> Result<Arc<Store>, StoreError> {
         let vs = cfg.volume_size;
-        if vs < (1 << 20) || vs % ALIGN != 0 {
+        if vs < (1 << 20) || !vs.is_multiple_of(ALIGN) {
             return Err(StoreError::Config(format!(
                 "volume_size must be a multiple of 4096 and at least 1 MiB, got {vs}"
             )));

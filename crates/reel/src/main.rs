@@ -7,10 +7,16 @@
 mod admin;
 mod alloc;
 mod check;
-mod live;
+#[cfg(feature = "demo")]
+mod demo;
+mod generation;
 mod logging;
+mod options;
 mod plan;
+mod preflight;
+mod reload;
 mod server;
+mod shared;
 mod worker;
 
 use std::path::PathBuf;

@@ -4,9 +4,9 @@
 
 use std::time::Duration;
 
+use crate::result::CacheResult;
 use bytes::Bytes;
 use reel_http::Response;
-use reel_ops::metrics::CacheResult;
 
 use super::tag::Tag;
 

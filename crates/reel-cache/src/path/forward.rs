@@ -101,10 +101,10 @@ impl WorkerCache {
         let host = req.host().unwrap_or("");
         let mut targets = vec![origin_form(req).to_string()];
         for name in ["location", "content-location"] {
-            if let Some(v) = resp.get(name).and_then(|v| v.to_str().ok()) {
-                if let Some(path) = same_host_path(v, host) {
-                    targets.push(path);
-                }
+            if let Some(v) = resp.get(name).and_then(|v| v.to_str().ok())
+                && let Some(path) = same_host_path(v, host)
+            {
+                targets.push(path);
             }
         }
         for t in targets {

@@ -119,10 +119,10 @@ impl Inflight {
     }
 
     fn remove(&self, key: &[u8], tx: &Arc<watch::Sender<State>>) {
-        if let Ok(mut shard) = self.shard(key).lock() {
-            if shard.get(key).is_some_and(|cur| Arc::ptr_eq(cur, tx)) {
-                shard.remove(key);
-            }
+        if let Ok(mut shard) = self.shard(key).lock()
+            && shard.get(key).is_some_and(|cur| Arc::ptr_eq(cur, tx))
+        {
+            shard.remove(key);
         }
     }
 }

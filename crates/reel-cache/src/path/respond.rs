@@ -308,10 +308,10 @@ pub fn stream_filling(
                 pos += n;
                 continue;
             }
-            if let Some(fin) = st.final_len {
-                if pos >= fin {
-                    return;
-                }
+            if let Some(fin) = st.final_len
+                && pos >= fin
+            {
+                return;
             }
         }
     });

@@ -74,17 +74,17 @@ impl WorkerCache {
             if let Some(b) = prep.small_body() {
                 return r.bytes(b).tagged(t);
             }
-            if self.metas.borrow_mut().admit_small(n) {
-                if let Ok(b) = hit.read(0, n).await {
-                    prep.set_small_body(b.clone());
-                    return r.bytes(b).tagged(t);
-                }
+            if self.metas.borrow_mut().admit_small(n)
+                && let Ok(b) = hit.read(0, n).await
+            {
+                prep.set_small_body(b.clone());
+                return r.bytes(b).tagged(t);
             }
         }
-        if prep.resident(&hit, start, n) {
-            if let Some(fr) = LeasedRange::of_hit(hit.clone(), start, n) {
-                return r.file(fr).tagged(t);
-            }
+        if prep.resident(&hit, start, n)
+            && let Some(fr) = LeasedRange::of_hit(hit.clone(), start, n)
+        {
+            return r.file(fr).tagged(t);
         }
         r.stream(stream_cold_hit(hit, start, start + n), Some(n)).tagged(t)
     }
@@ -203,10 +203,8 @@ fn not_modified(prep: &Prepared, now: u64, cs: &'static [u8]) -> Response {
         ]
         .iter()
         .any(|k| k.eq_ignore_ascii_case(n));
-        if keep {
-            if let Ok(name) = std::str::from_utf8(n) {
-                r = r.header(name.to_string(), Bytes::copy_from_slice(v));
-            }
+        if keep && let Ok(name) = std::str::from_utf8(n) {
+            r = r.header(name.to_string(), Bytes::copy_from_slice(v));
         }
     }
     let age = prep.meta.current_age(now).as_secs();

@@ -18,6 +18,7 @@
 //! not cached.
 
 use std::cell::RefCell;
+use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -44,7 +45,9 @@ pub struct WorkerCache {
     pub(super) shared: Arc<SharedCache>,
     pub(super) settings: Arc<Settings>,
     pub(super) client: WorkerClient,
-    pub(super) metas: RefCell<MetaCache>,
+    /// Shared with the worker's caches of later config generations (it depends on stored
+    /// objects only).
+    pub(super) metas: Rc<RefCell<MetaCache>>,
 }
 
 /// A response reel produced itself.
@@ -55,7 +58,13 @@ pub(super) fn local(status: u16) -> Response {
 impl WorkerCache {
     /// A worker's cache over the shared state, for one config generation.
     pub fn new(shared: Arc<SharedCache>, settings: Arc<Settings>, client: WorkerClient) -> Self {
-        WorkerCache { shared, settings, client, metas: RefCell::new(MetaCache::default()) }
+        WorkerCache { shared, settings, client, metas: Rc::default() }
+    }
+
+    /// This worker's cache for the next config generation: new settings and client (pass a
+    /// clone of the current one to keep its pool), the same decoded-metadata cache.
+    pub fn next_generation(&self, settings: Arc<Settings>, client: WorkerClient) -> Self {
+        WorkerCache { shared: self.shared.clone(), settings, client, metas: self.metas.clone() }
     }
 
     /// Answers one request. The response's tag carries the cache result and origin time.
@@ -183,5 +192,42 @@ impl WorkerCache {
         let s = f.wait().await;
         m.coalesced_waiters.fetch_sub(1, Relaxed);
         s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn the_next_generation_keeps_the_metadata_cache() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = reel_store::Store::open(reel_store::StoreConfig {
+            path: dir.path().join("store"),
+            size: 8 << 20,
+            volume_size: 4 << 20,
+            io: reel_store::IoMode::Threads,
+        })
+        .unwrap();
+        let spec = reel_origin::GroupSpec::new(
+            "g",
+            vec![vec![reel_origin::HostSpec::new("127.0.0.1:1".to_string())]],
+        );
+        let origins = reel_origin::Origins::new(vec![spec]).unwrap();
+        let settings = Arc::new(Settings {
+            sites: Vec::new(),
+            fallback: None,
+            policy: Default::default(),
+            rules: Default::default(),
+            swr_default: Duration::ZERO,
+        });
+        let a =
+            WorkerCache::new(SharedCache::new(store), settings.clone(), origins.worker_client());
+        let b = a.next_generation(settings, a.client.clone());
+        assert!(Rc::ptr_eq(&a.metas, &b.metas));
+        let other = WorkerCache::new(a.shared.clone(), b.settings.clone(), origins.worker_client());
+        assert!(!Rc::ptr_eq(&a.metas, &other.metas));
     }
 }

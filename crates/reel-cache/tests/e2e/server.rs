@@ -154,12 +154,12 @@ impl Server {
         let runtime = reel_runtime::start(&[0, 1], listeners, ropts, move |_ctx| App {
             handler: Rc::new(CacheHandler {
                 cache: WorkerCache::new(sh.clone(), st.clone(), or.worker_client()),
-                metrics: WorkerMetrics::default(),
+                metrics: WorkerMetrics::new(&reel_cache::OUTCOMES),
             }),
             limits: Rc::new(Limits { idle_timeout: Duration::from_secs(30), ..Limits::default() }),
         })
         .expect("start workers");
-        let addr = runtime.local_addrs("http").expect("listener")[0];
+        let addr = runtime.local_addr("http").expect("listener");
         Server { addr, shared, settings, runtime: Some(runtime), _origins: origins, _dir: dir }
     }
 
