@@ -9,6 +9,7 @@ mod server;
 mod coalescing;
 mod conditional;
 mod failover;
+mod framing;
 mod freshness;
 mod hostile;
 mod keys_purge;
