@@ -498,7 +498,8 @@ impl CacheConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum MethodsPolicy {
-    /// Forward them to the origin uncached.
+    /// Forward them to the origin uncached, extension methods included; TRACE and CONNECT
+    /// are never forwarded.
     #[default]
     Pass,
     /// Answer 405 Method Not Allowed.

@@ -65,16 +65,20 @@ pub fn encode_vary_marker(names: &[String]) -> Bytes {
 pub struct Prepared {
     /// The decoded metadata.
     pub meta: StoredMeta,
-    /// `name: value\r\n` lines of the stored headers, minus those the codec generates.
+    /// `name: value\r\n` lines of the stored headers, minus those the codec generates
+    /// and `Date`.
     pub raw: Bytes,
+    /// The stored `Date`, sent as it is (only `Age` is added, RFC 9111 4).
+    date: Option<Bytes>,
     /// When this worker last saw the object's pages resident.
     resident_at: Cell<Option<Instant>>,
     /// A copy of a small body, sent together with the head.
     small: std::cell::OnceCell<Bytes>,
 }
 
-/// Header fields never replayed from the store: framing and connection management are the
-/// codec's, `Age` is recomputed.
+/// Header fields never replayed from the store as they are: framing and connection
+/// management are the codec's, `Age` is recomputed, `Date` goes to the codec separately
+/// (it writes its own only when the response carries none).
 fn replayed(name: &[u8]) -> bool {
     const SKIP: &[&[u8]] =
         &[b"content-length", b"transfer-encoding", b"connection", b"keep-alive", b"date", b"age"];
@@ -85,7 +89,11 @@ impl Prepared {
     /// Pre-encodes `meta`'s headers.
     pub fn new(meta: StoredMeta) -> Rc<Prepared> {
         let mut raw = BytesMut::with_capacity(256);
+        let mut date = None;
         for (n, v) in meta.headers() {
+            if date.is_none() && n.eq_ignore_ascii_case(b"date") {
+                date = Some(Bytes::copy_from_slice(v));
+            }
             if replayed(n) {
                 raw.put_slice(n);
                 raw.put_slice(b": ");
@@ -96,6 +104,7 @@ impl Prepared {
         Rc::new(Prepared {
             meta,
             raw: raw.freeze(),
+            date,
             resident_at: Cell::new(None),
             small: std::cell::OnceCell::new(),
         })
@@ -111,14 +120,22 @@ impl Prepared {
         let _ = self.small.set(b);
     }
 
-    /// A response head for this object: stored status (or `status`), stored headers,
-    /// `Age` and our `Cache-Status`.
+    /// A response head for this object: stored status (or `status`), stored headers
+    /// with the stored `Date`, `Age` and our `Cache-Status`.
     pub fn head(&self, status: u16, now: u64, cache_status: &'static [u8]) -> Response {
         let age = self.meta.current_age(now).as_secs();
         let mut buf = itoa::Buffer::new();
-        let mut r = Response::new(status).raw_headers(self.raw.clone());
+        let mut r = self.with_date(Response::new(status).raw_headers(self.raw.clone()));
         r = r.header("age", Bytes::copy_from_slice(buf.format(age).as_bytes()));
         r.header("cache-status", Bytes::from_static(cache_status))
+    }
+
+    /// `r` with the stored `Date`, if there is one.
+    pub fn with_date(&self, r: Response) -> Response {
+        match &self.date {
+            Some(d) => r.header("date", d.clone()),
+            None => r,
+        }
     }
 
     /// Whether the range `off..off+len` of `hit` is in the page cache, trusting a recent

@@ -189,9 +189,10 @@ fn range_of(req: &Request, meta: &StoredMeta, status: u16, len: u64, head: bool)
     }
 }
 
-/// A 304 from a stored response: the fields RFC 9110 15.4.5 asks for.
+/// A 304 from a stored response: the fields RFC 9110 15.4.5 asks for, `Date` the
+/// stored one.
 fn not_modified(prep: &Prepared, now: u64, cs: &'static [u8]) -> Response {
-    let mut r = Response::new(304);
+    let mut r = prep.with_date(Response::new(304));
     for (n, v) in prep.meta.headers() {
         let keep = [
             &b"cache-control"[..],
@@ -217,7 +218,8 @@ fn not_modified(prep: &Prepared, now: u64, cs: &'static [u8]) -> Response {
 pub(super) fn stream_origin(req: &Request, mut resp: OriginResponse, ans: Answer) -> Response {
     let mut r = Response::new(resp.status.as_u16());
     for (n, v) in resp.headers.iter() {
-        if n == http::header::CONTENT_LENGTH || n == http::header::DATE {
+        // The origin's Date goes along (RFC 9110 6.6.1); the codec frames the body.
+        if n == http::header::CONTENT_LENGTH {
             continue;
         }
         r = r.header(n.as_str().to_string(), Bytes::copy_from_slice(v.as_bytes()));

@@ -11,6 +11,7 @@
 //!                                                        │                    └ no ─ pass the body through
 //!                                                        └─ follower ─ woken by the leader ─ look up again
 //! other methods ─ pass through (body streamed) ─ 2xx/3xx: invalidate URL, Location, Content-Location
+//! (extension methods too; TRACE and CONNECT never)
 //! ```
 //!
 //! `lookup` finds the stored representation, `serve` answers from it, `fetch` makes the
@@ -72,7 +73,14 @@ impl WorkerCache {
         };
         match req.method() {
             Method::Get | Method::Head => self.get(req, site, m).await,
-            Method::Post | Method::Put | Method::Delete | Method::Options | Method::Patch
+            // Extension methods too (RFC 9110 9.1, 16.1): the origin knows what they mean.
+            // TRACE and CONNECT never: one reflects the request, the other tunnels.
+            Method::Post
+            | Method::Put
+            | Method::Delete
+            | Method::Options
+            | Method::Patch
+            | Method::Other(_)
                 if site.pass_methods =>
             {
                 self.pass(req, body, site).await

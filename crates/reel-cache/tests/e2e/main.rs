@@ -11,6 +11,7 @@ mod conditional;
 mod failover;
 mod framing;
 mod freshness;
+mod headers;
 mod hostile;
 mod keys_purge;
 mod llhls;

@@ -68,3 +68,29 @@ fn successful_unsafe_methods_invalidate_the_url_and_same_host_locations() {
     get(&s, "/item", &[]);
     assert_eq!(o.seen("/item").iter().filter(|s| s.method == "GET").count(), 4);
 }
+
+/// Extension methods (RFC 9110 9.1: any token) pass through on `methods = "pass"` sites,
+/// with their bodies; they got 501. A successful one invalidates like any unsafe method.
+#[test]
+fn extension_methods_pass_through_to_the_origin() {
+    let (o, s) = crate::setup();
+    o.route("/dav", Route::status(207, "multi", &[("content-type", "application/xml")]));
+    let r = request_body(s.addr, "PROPFIND", "/dav", &[("Depth", "1")], Some(b"<propfind/>"));
+    assert_eq!(r.status, 207);
+    assert_eq!(r.body, b"multi");
+    assert!(r.cache_status().contains("fwd=method"), "{}", r.cache_status());
+    let seen = o.seen("/dav");
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0].method, "PROPFIND");
+    assert_eq!(seen[0].body, b"<propfind/>");
+    assert_eq!(seen[0].header("depth"), Some("1"));
+
+    let cc = ("cache-control", "max-age=600");
+    o.route("/res", Route::ok("v1", &[cc]));
+    get(&s, "/res", &[]);
+    o.route("/res", Route::status(200, "purged", &[]));
+    let r = request(s.addr, "PURGEX", "/res", &[]);
+    assert_eq!((r.status, r.body.as_slice()), (200, &b"purged"[..]));
+    o.route("/res", Route::ok("v2", &[cc]));
+    assert_eq!(get(&s, "/res", &[]).body, b"v2", "the extension method invalidated /res");
+}
