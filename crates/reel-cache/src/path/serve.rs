@@ -43,7 +43,7 @@ impl WorkerCache {
         match conditional::evaluate(req.method().as_str().as_bytes(), status, &hdrs, &v, now) {
             Outcome::Proceed => {}
             Outcome::NotModified => return not_modified(prep, now, cs).tagged(t),
-            Outcome::PreconditionFailed => return local(412),
+            Outcome::PreconditionFailed => return precondition_failed(cs).tagged(t),
         }
         let head = *req.method() == Method::Head;
         let (code, start, n, content_range) = match range_of(req, &prep.meta, status, len, head) {
@@ -108,7 +108,7 @@ impl WorkerCache {
         match conditional::evaluate(req.method().as_str().as_bytes(), status, &hdrs, &v, now) {
             Outcome::Proceed => {}
             Outcome::NotModified => return not_modified(&prep, now, cs).tagged(t),
-            Outcome::PreconditionFailed => return local(412),
+            Outcome::PreconditionFailed => return precondition_failed(cs).tagged(t),
         }
         let fill = Rc::new(RefCell::new(fill));
         let total = fill.borrow().expected_len();
@@ -187,6 +187,12 @@ fn range_of(req: &Request, meta: &StoredMeta, status: u16, len: u64, head: bool)
         Some(set) => set.resolve(Available::Complete(len)),
         None => RangeOutcome::Full,
     }
+}
+
+/// A 412 computed from a stored response (RFC 9110 13.1.1, 13.1.4), with the
+/// `Cache-Status` of the cached answer it replaces.
+fn precondition_failed(cs: &'static [u8]) -> Response {
+    Response::error(412).header("cache-status", Bytes::from_static(cs))
 }
 
 /// A 304 from a stored response: the fields RFC 9110 15.4.5 asks for, `Date` the
