@@ -466,9 +466,37 @@ pub struct CacheConfig {
     /// Field names; default `["Reel-Cache-Control", "CDN-Cache-Control"]`; `[]` = obey
     /// `Cache-Control` only.
     pub targeted_cache_control: Vec<String>,
+    /// Request header fields never sent to the origin on fills (fetches whose response may
+    /// be stored and served to everyone): fields that make origins or their frameworks
+    /// answer for another host, path, scheme or method, so one viewer could poison the
+    /// shared copy. Requests passed through uncached keep them. Field names,
+    /// case-insensitive; default [`DEFAULT_FILL_DROP_HEADERS`]; `[]` = forward everything.
+    pub fill_drop_headers: Vec<String>,
     /// Per-path overrides, tried in order. Default: none.
     pub rule: Vec<CacheRule>,
 }
+
+/// The default of `[cache] fill_drop_headers`: host, path, scheme and method override
+/// fields known to be honoured by origin servers and web frameworks.
+pub const DEFAULT_FILL_DROP_HEADERS: [&str; 17] = [
+    "Forwarded",
+    "X-Forwarded-Host",
+    "X-Forwarded-Server",
+    "X-Forwarded-Proto",
+    "X-Forwarded-Scheme",
+    "X-Forwarded-Port",
+    "X-Forwarded-Prefix",
+    "X-Forwarded-Uri",
+    "X-Original-URL",
+    "X-Original-URI",
+    "X-Original-Host",
+    "X-Rewrite-URL",
+    "X-Host",
+    "X-HTTP-Method-Override",
+    "X-HTTP-Method",
+    "X-Method-Override",
+    "X-Envoy-Original-Path",
+];
 
 impl Default for CacheConfig {
     fn default() -> Self {
@@ -482,6 +510,7 @@ impl Default for CacheConfig {
                 "Reel-Cache-Control".to_string(),
                 "CDN-Cache-Control".to_string(),
             ],
+            fill_drop_headers: DEFAULT_FILL_DROP_HEADERS.iter().map(|s| s.to_string()).collect(),
             rule: Vec::new(),
         }
     }
@@ -710,7 +739,8 @@ impl Default for OriginHealthConfig {
 pub struct TierConfig {
     /// Origin hosts as `host:port` (see [`HostPort`]). Required, non-empty.
     pub hosts: Vec<HostPort>,
-    /// Host header sent to these origins; empty = the client's Host. Default `""`.
+    /// Host header sent to these origins; empty = the request's Host, normalised as the
+    /// cache key's (lowercase, default port removed). Default `""`.
     #[serde(default)]
     pub host_header: String,
 }

@@ -331,6 +331,23 @@ pub(crate) fn check(cfg: &Config, found: &mut Found) {
             );
         }
     }
+    for (i, name) in c.fill_drop_headers.iter().enumerate() {
+        let token = !name.is_empty()
+            && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+        if !token {
+            bad(
+                found,
+                format!("cache.fill_drop_headers[{i}]"),
+                format!("{name:?} is not a header field name"),
+            );
+        } else if name.eq_ignore_ascii_case("host") {
+            bad(
+                found,
+                format!("cache.fill_drop_headers[{i}]"),
+                "Host is always sent (the one the cache key names); it cannot be dropped",
+            );
+        }
+    }
     for (i, r) in c.rule.iter().enumerate() {
         let p = r.pattern.as_str();
         if p.is_empty() {

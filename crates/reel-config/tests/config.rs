@@ -459,3 +459,14 @@ fn a_bad_required_value_in_an_array_of_tables_does_not_hide_other_problems() {
     assert_eq!(find(&ps, "listener[0].address").line, 5, "{ps:#?}");
     assert_eq!(find(&ps, "http.max_headers").line, 7, "{ps:#?}");
 }
+
+#[test]
+fn fill_drop_headers_are_field_names_and_never_host() {
+    let cfg = Config::parse_and_validate(BASE, "t.toml").expect("valid");
+    assert!(cfg.cache.fill_drop_headers.iter().any(|h| h == "X-Forwarded-Host"));
+    let text = format!("{BASE}\n[cache]\nfill_drop_headers = [\"X-Ok\", \"bad name\", \"HOST\"]\n");
+    let ps = problems(&text);
+    assert!(find(&ps, "cache.fill_drop_headers[1]").message.contains("not a header field name"));
+    assert!(find(&ps, "cache.fill_drop_headers[2]").message.contains("Host is always sent"));
+    assert!(ps.iter().all(|p| p.key != "cache.fill_drop_headers[0]"), "{ps:#?}");
+}

@@ -19,12 +19,14 @@ impl WorkerCache {
     /// GET/HEAD forwarded without storing (request `no-store`, or a response the leader
     /// could not share): the client's own conditionals and Range go along.
     pub(super) async fn fetch_pass(&self, req: &Request, site: &Site, ans: Answer) -> Response {
-        let Some(pq) = origin_path(req) else { return local(400) };
-        let mut o = OriginRequest::get(pq, req.host().unwrap_or(""));
+        let (Some(pq), Some(host)) = (origin_path(req), origin_host(req)) else {
+            return local(400);
+        };
+        let mut o = OriginRequest::get(pq, host);
         if *req.method() == Method::Head {
             o.method = HttpMethod::HEAD;
         }
-        o.headers = forward_headers(req, Forward::Pass);
+        o.headers = forward_headers(req, Forward::Pass, &[]);
         let t0 = Instant::now();
         match self.client.send(&site.group, o).await {
             Ok(resp) => stream_origin(req, resp, ans.after(Some(t0.elapsed()))),
@@ -43,7 +45,9 @@ impl WorkerCache {
         body: &mut RequestBody<'_>,
         site: &Site,
     ) -> Response {
-        let Some(pq) = origin_path(req) else { return local(400) };
+        let (Some(pq), Some(host)) = (origin_path(req), origin_host(req)) else {
+            return local(400);
+        };
         let Ok(method) = HttpMethod::from_bytes(req.method().as_str().as_bytes()) else {
             return local(501);
         };
@@ -57,8 +61,8 @@ impl WorkerCache {
         let o = OriginRequest {
             method,
             path_and_query: pq,
-            headers: forward_headers(req, Forward::Pass),
-            host: req.host().unwrap_or("").to_string(),
+            headers: forward_headers(req, Forward::Pass, &[]),
+            host,
             body: rbody,
             idempotent: false,
         };
@@ -116,6 +120,12 @@ impl WorkerCache {
             }
         }
     }
+}
+
+/// The Host a passed-through request is sent with: normalised like a key's, so the
+/// origin sees one spelling of each site whatever the request's path.
+fn origin_host(req: &Request) -> Option<String> {
+    crate::key::normalize_host(req.host().unwrap_or("").as_bytes()).ok()
 }
 
 /// The path of `url` if it is relative, or absolute on `host`.

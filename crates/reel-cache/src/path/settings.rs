@@ -43,6 +43,8 @@ pub struct Settings {
     pub rules: TtlRules,
     /// `stale-while-revalidate` assumed when the origin gives none (zero: none).
     pub swr_default: Duration,
+    /// Request fields never sent on fills (`[cache] fill_drop_headers`), lowercase.
+    pub fill_drop_headers: Vec<String>,
 }
 
 impl Settings {
@@ -93,7 +95,13 @@ impl Settings {
             policy,
             rules,
             swr_default: c.stale_while_revalidate_default.get(),
+            fill_drop_headers: lowercase(&c.fill_drop_headers),
         }
+    }
+
+    /// The default of `[cache] fill_drop_headers`, lowercase.
+    pub fn default_fill_drop_headers() -> Vec<String> {
+        lowercase(&reel_config::DEFAULT_FILL_DROP_HEADERS)
     }
 
     /// The site serving `host` (port ignored; exact names win over wildcards).
@@ -122,6 +130,10 @@ impl Settings {
         };
         exact.or_else(wildcard).or(self.fallback.as_ref())
     }
+}
+
+fn lowercase<S: AsRef<str>>(names: &[S]) -> Vec<String> {
+    names.iter().map(|n| n.as_ref().to_ascii_lowercase()).collect()
 }
 
 #[cfg(test)]

@@ -36,6 +36,8 @@ pub struct Opts {
     pub health_interval: Option<Duration>,
     /// `client_cache_control = "honor"` (else `ignore`).
     pub honor_client_cache_control: bool,
+    /// Request fields never sent on fills (lowercase).
+    pub fill_drop_headers: Vec<String>,
 }
 
 impl Opts {
@@ -48,6 +50,7 @@ impl Opts {
             swr_default: Duration::ZERO,
             health_interval: None,
             honor_client_cache_control: true,
+            fill_drop_headers: Settings::default_fill_drop_headers(),
         }
     }
 }
@@ -143,6 +146,7 @@ impl Server {
             policy: opts.policy,
             rules: TtlRules::new(opts.rules),
             swr_default: opts.swr_default,
+            fill_drop_headers: opts.fill_drop_headers,
         });
         let (sh, st, or) = (shared.clone(), settings.clone(), origins.clone());
         let listeners = vec![ListenerSpec {
