@@ -11,7 +11,6 @@ use super::answer::Answer;
 use super::fetch::{Forward, forward_headers, origin_form, origin_path};
 use super::serve::stream_origin;
 use super::settings::Site;
-use super::shared::VARIANT_SEP;
 use super::worker::{WorkerCache, local};
 use crate::key::CacheKey;
 
@@ -100,7 +99,8 @@ impl WorkerCache {
         }
     }
 
-    /// RFC 9111 4.4: the target URI, and Location / Content-Location on the same host.
+    /// RFC 9111 4.4: the target URI, and Location / Content-Location on the same host;
+    /// each a lookup of its key (and of the variants its Vary marker lists).
     async fn invalidate(&self, req: &Request, site: &Site, resp: &HeaderMap) {
         let host = req.host().unwrap_or("");
         let mut targets = vec![origin_form(req).to_string()];
@@ -113,10 +113,8 @@ impl WorkerCache {
         }
         for t in targets {
             if let Ok(k) = CacheKey::build(host.as_bytes(), t.as_bytes(), &site.key) {
-                let _ = self.shared.store.remove(k.as_bytes()).await;
-                let mut variants = k.as_bytes().to_vec();
-                variants.push(VARIANT_SEP);
-                let _ = self.shared.store.remove_prefix(&variants).await;
+                // Only what is stored is removed: nothing stored, nothing written.
+                let _ = self.shared.remove_url(k.as_bytes()).await;
             }
         }
     }

@@ -8,6 +8,8 @@
 //! - [`worker`]: the per-worker [`WorkerCache`] that routes a request and decides which
 //!   of the following answers it;
 //! - `lookup`: the stored representation (or Vary variant) a request selects;
+//! - `variants`: a varying URL's marker, which lists its variants (invalidation and purge
+//!   are lookups, the variants per URL are capped);
 //! - `serve`: answers from a stored object, a fill in progress or an unstored origin
 //!   response: conditionals, ranges, HEAD;
 //! - `fetch`: the leader's origin fetch, revalidation and the background refresh, all
@@ -32,4 +34,5 @@ mod serve;
 pub mod settings;
 pub mod shared;
 pub mod tag;
+mod variants;
 pub mod worker;

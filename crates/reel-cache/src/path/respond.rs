@@ -40,26 +40,6 @@ pub fn unix_now() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
 }
 
-const VARY_MARKER: &[u8] = b"\xffreel-vary\n";
-
-/// The field names a Vary marker object lists, if `meta` is one.
-///
-/// A response with `Vary` is stored under its variant key (primary key, a separator and
-/// the hash of the request's values for the listed fields); the primary key then holds a
-/// marker naming the fields, so a later request can compute its own variant key.
-pub fn vary_marker(meta: &[u8]) -> Option<Vec<String>> {
-    let rest = meta.strip_prefix(VARY_MARKER)?;
-    let s = std::str::from_utf8(rest).ok()?;
-    Some(s.split(',').filter(|n| !n.is_empty()).map(str::to_string).collect())
-}
-
-/// The metadata blob of a Vary marker.
-pub fn encode_vary_marker(names: &[String]) -> Bytes {
-    let mut b = BytesMut::from(VARY_MARKER);
-    b.put_slice(names.join(",").as_bytes());
-    b.freeze()
-}
-
 /// Stored metadata decoded once per worker and ready to answer with: the stored header
 /// section pre-encoded as one block, so a hit copies no header.
 pub struct Prepared {

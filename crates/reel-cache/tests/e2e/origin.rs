@@ -254,6 +254,10 @@ async fn run(
             tokio::select! {
                 a = l.accept() => {
                     if let Ok((s, _)) = a {
+                        // A head and its body leave in two writes: without this, Nagle
+                        // holds the body for the client's delayed ACK on a reused
+                        // connection.
+                        let _ = s.set_nodelay(true);
                         state.connections.fetch_add(1, Ordering::SeqCst);
                         state.live.fetch_add(1, Ordering::SeqCst);
                         tokio::spawn(conn(s, state.clone(), conn_mode.clone()));

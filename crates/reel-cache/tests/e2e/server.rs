@@ -38,6 +38,8 @@ pub struct Opts {
     pub honor_client_cache_control: bool,
     /// Request fields never sent on fills (lowercase).
     pub fill_drop_headers: Vec<String>,
+    /// Store size and volume size, bytes.
+    pub store: (u64, u64),
 }
 
 impl Opts {
@@ -51,6 +53,7 @@ impl Opts {
             health_interval: None,
             honor_client_cache_control: true,
             fill_drop_headers: Settings::default_fill_drop_headers(),
+            store: (64 << 20, 4 << 20),
         }
     }
 }
@@ -98,13 +101,13 @@ pub struct Server {
 }
 
 impl Server {
-    /// Starts two workers over a fresh 64 MiB store of 4 MiB volumes.
+    /// Starts two workers over a fresh store (by default 64 MiB of 4 MiB volumes).
     pub fn start(opts: Opts) -> Server {
         let dir = tempfile::tempdir().expect("tempdir");
         let store = Store::open(StoreConfig {
             path: dir.path().join("store"),
-            size: 64 << 20,
-            volume_size: 4 << 20,
+            size: opts.store.0,
+            volume_size: opts.store.1,
             io: IoMode::Auto,
         })
         .expect("open store");

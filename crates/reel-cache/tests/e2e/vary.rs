@@ -38,3 +38,28 @@ fn vary_star_is_never_served_from_the_cache() {
         assert_eq!(o.count("/vs"), i);
     }
 }
+
+/// When a URL's responses change the fields they vary on, or stop varying, the variants
+/// its old marker listed leave the store with it.
+#[test]
+fn variants_of_an_old_vary_leave_the_store_with_their_marker() {
+    let (o, s) = crate::setup();
+    let cc = ("cache-control", "max-age=0");
+    let et = ("etag", "\"1\"");
+    o.route("/vc", Route::ok("ae", &[cc, et, ("vary", "Accept-Encoding")]));
+    for e in ["gzip", "br", "identity"] {
+        get(&s, "/vc", &[("Accept-Encoding", e)]);
+    }
+    assert_eq!(s.shared.store.stats().objects, 4, "a marker and three variants");
+    let mut r = Route::ok("al", &[cc, ("etag", "\"2\""), ("vary", "Accept-Language")]);
+    r.honour_inm = false;
+    o.route("/vc", r);
+    assert_eq!(get(&s, "/vc", &[("Accept-Encoding", "gzip")]).body, b"al");
+    assert_eq!(s.shared.store.stats().objects, 2, "a new marker and its one variant");
+    let mut r = Route::ok("none", &[cc, ("etag", "\"3\"")]);
+    r.honour_inm = false;
+    o.route("/vc", r);
+    assert_eq!(get(&s, "/vc", &[]).body, b"none");
+    assert_eq!(s.shared.store.stats().objects, 1, "the object alone");
+    assert_eq!(get(&s, "/vc", &[("Accept-Language", "fr")]).body, b"none");
+}
