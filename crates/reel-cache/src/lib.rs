@@ -9,6 +9,7 @@ pub mod path;
 pub mod policy;
 
 pub use path::inflight::Inflight;
+pub use path::pass_stream::{PASS_BUFFER, PassBuffered};
 pub use path::settings::{Settings, Site};
 pub use path::shared::{PurgeError, SharedCache};
 pub use path::tag::Tag;

@@ -466,6 +466,9 @@ pub struct CacheConfig {
     /// Field names; default `["Reel-Cache-Control", "CDN-Cache-Control"]`; `[]` = obey
     /// `Cache-Control` only.
     pub targeted_cache_control: Vec<String>,
+    /// Most `Vary` variants stored per URL. A response for a further variant is stored in
+    /// place of the URL's oldest variant. Count, 1-1024; default 32.
+    pub max_variants: u32,
     /// Request header fields never sent to the origin on fills (fetches whose response may
     /// be stored and served to everyone): fields that make origins or their frameworks
     /// answer for another host, path, scheme or method, so one viewer could poison the
@@ -510,6 +513,7 @@ impl Default for CacheConfig {
                 "Reel-Cache-Control".to_string(),
                 "CDN-Cache-Control".to_string(),
             ],
+            max_variants: 32,
             fill_drop_headers: DEFAULT_FILL_DROP_HEADERS.iter().map(|s| s.to_string()).collect(),
             rule: Vec::new(),
         }

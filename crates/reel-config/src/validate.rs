@@ -331,6 +331,9 @@ pub(crate) fn check(cfg: &Config, found: &mut Found) {
             );
         }
     }
+    if !(1..=1024).contains(&c.max_variants) {
+        bad(found, "cache.max_variants", "must be between 1 and 1024");
+    }
     for (i, name) in c.fill_drop_headers.iter().enumerate() {
         let token = !name.is_empty()
             && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));

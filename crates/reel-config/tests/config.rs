@@ -470,3 +470,13 @@ fn fill_drop_headers_are_field_names_and_never_host() {
     assert!(find(&ps, "cache.fill_drop_headers[2]").message.contains("Host is always sent"));
     assert!(ps.iter().all(|p| p.key != "cache.fill_drop_headers[0]"), "{ps:#?}");
 }
+
+#[test]
+fn max_variants_is_between_1_and_1024() {
+    let cfg = Config::parse_and_validate(BASE, "t.toml").expect("valid");
+    assert_eq!(cfg.cache.max_variants, 32);
+    for (v, ok) in [(0, false), (1, true), (1024, true), (1025, false)] {
+        let ps = problems(&format!("{BASE}\n[cache]\nmax_variants = {v}\n"));
+        assert_eq!(ps.iter().any(|p| p.key == "cache.max_variants"), !ok, "{v}: {ps:#?}");
+    }
+}

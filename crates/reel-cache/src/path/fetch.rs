@@ -327,9 +327,12 @@ impl WorkerCache {
                 let ans = if stale.is_some() { Answer::REFRESHED } else { Answer::MISS_STORED };
                 self.serve_filling(req, fill, prep, ans.after(origin_time)).await
             }
-            (Fetched::NotStored(resp), _) => {
-                stream_origin(req, resp, Answer::MISS_NOT_STORED.after(origin_time))
-            }
+            (Fetched::NotStored(resp), _) => stream_origin(
+                req,
+                resp,
+                Answer::MISS_NOT_STORED.after(origin_time),
+                &self.shared.pass_buffered,
+            ),
             // Only a revalidation is freshened or covered by stale-if-error.
             (Fetched::Freshened(_) | Fetched::StaleIfError, None) => local(502),
         }

@@ -92,7 +92,8 @@ impl Fetcher<'_> {
     ///
     /// A marker for other fields (or from before generations) is replaced by a new one
     /// with a new generation and its variants removed. Listed variants the store no
-    /// longer has are dropped from the list.
+    /// longer has are dropped from the list; beyond `max_variants`, the oldest listed
+    /// variants are removed to make room.
     async fn list_variant(
         &self,
         key: &CacheKey,
@@ -115,6 +116,16 @@ impl Fetcher<'_> {
         marker.variants.retain(|&h| h == hash || store.contains(&variant_key(kb, generation, h)));
         changed |= marker.variants.len() != listed;
         if !marker.variants.contains(&hash) {
+            // Beyond `[cache] max_variants` the oldest variants make room: a bound on what
+            // one URL holds (an attacker cycling `Accept-Encoding` values), and a new
+            // variant is always stored, so filling the list cannot keep viewers' own
+            // variants out of the cache.
+            let max = self.settings.max_variants.max(1);
+            if marker.variants.len() >= max {
+                let evicted: Vec<u64> =
+                    marker.variants.drain(..=marker.variants.len() - max).collect();
+                self.remove_variants(key, &marker, &evicted).await;
+            }
             marker.variants.push(hash);
             changed = true;
         }

@@ -28,7 +28,9 @@ impl WorkerCache {
         o.headers = forward_headers(req, Forward::Pass, &[]);
         let t0 = Instant::now();
         match self.client.send(&site.group, o).await {
-            Ok(resp) => stream_origin(req, resp, ans.after(Some(t0.elapsed()))),
+            Ok(resp) => {
+                stream_origin(req, resp, ans.after(Some(t0.elapsed())), &self.shared.pass_buffered)
+            }
             Err(e) => Answer::ORIGIN_ERROR
                 .counted_as(ans.result)
                 .after(Some(t0.elapsed()))
@@ -93,7 +95,7 @@ impl WorkerCache {
                 if (200..400).contains(&status) && req.method().is_unsafe() {
                     self.invalidate(req, site, &resp.headers).await;
                 }
-                stream_origin(req, resp, ans)
+                stream_origin(req, resp, ans, &self.shared.pass_buffered)
             }
             Err(e) => ans.on(Response::error(e.client_status())),
         }

@@ -90,6 +90,13 @@ impl Prepared {
         })
     }
 
+    /// Bytes of memory this entry holds besides its blob and a small-body copy: the
+    /// decoded headers and the pre-encoded block, with a fixed allowance for the rest.
+    pub fn footprint(&self) -> usize {
+        let headers: usize = self.meta.headers().iter().map(|(n, v)| n.len() + v.len() + 48).sum();
+        256 + headers + self.raw.len() + self.date.as_ref().map_or(0, Bytes::len)
+    }
+
     /// The in-memory copy of the body, if this worker made one.
     pub fn small_body(&self) -> Option<Bytes> {
         self.small.get().cloned()
@@ -133,7 +140,9 @@ impl Prepared {
 }
 
 /// A per-worker cache of decoded metadata, keyed by the identity of the store's metadata
-/// blob (the store hands out clones of one `Bytes` per object version).
+/// blob (the store hands out clones of one `Bytes` per object version). Bounded by entries
+/// ([`META_CACHE_MAX`]) and by bytes ([`META_CACHE_BYTES`]), small-body copies by their own
+/// budget.
 #[derive(Default)]
 pub struct MetaCache {
     // The blob is kept with its entry: the pointer identity is only valid while the blob
@@ -141,12 +150,17 @@ pub struct MetaCache {
     map: std::collections::HashMap<(usize, usize), (Bytes, Rc<Prepared>)>,
     /// Bytes of small bodies copied into entries (bounded by [`SMALL_BUDGET`]).
     small_bytes: u64,
+    /// What the entries hold besides small bodies (bounded by [`META_CACHE_BYTES`]).
+    meta_bytes: usize,
 }
 
 /// Per-worker budget for in-memory copies of small bodies.
 const SMALL_BUDGET: u64 = 16 << 20;
 
 const META_CACHE_MAX: usize = 4096;
+
+/// Per-worker bound of the bytes the decoded-metadata cache holds ([`MetaCache::bytes`]).
+pub const META_CACHE_BYTES: usize = 16 << 20;
 
 impl MetaCache {
     /// The prepared form of `blob`, decoding it on first use.
@@ -156,18 +170,27 @@ impl MetaCache {
             return Some(p.clone());
         }
         let meta = StoredMeta::decode(blob).ok()?;
-        if self.map.len() >= META_CACHE_MAX {
-            // Entries are cheap to rebuild; a full reset keeps the bound without an LRU.
+        let p = Prepared::new(meta);
+        let cost = blob.len() + p.footprint();
+        if self.map.len() >= META_CACHE_MAX || self.meta_bytes + cost > META_CACHE_BYTES {
+            // Entries are cheap to rebuild; a full reset keeps both bounds without an LRU.
             self.map.clear();
             self.small_bytes = 0;
+            self.meta_bytes = 0;
         }
-        let p = Prepared::new(meta);
+        self.meta_bytes += cost;
         self.map.insert(id, (blob.clone(), p.clone()));
         Some(p)
     }
 }
 
 impl MetaCache {
+    /// Bytes of memory the cached metadata holds (blobs, decoded metadata, pre-encoded
+    /// headers), at most [`META_CACHE_BYTES`]. Small-body copies have their own budget.
+    pub fn bytes(&self) -> usize {
+        self.meta_bytes
+    }
+
     /// Accounts `n` bytes of a small-body copy; false when the worker's budget is spent
     /// (the body is then sent from the store as usual).
     pub fn admit_small(&mut self, n: u64) -> bool {
@@ -346,6 +369,38 @@ mod tests {
             }
         }
         (out, files, reads)
+    }
+
+    /// Entries were bounded by count only: 4,096 objects with large header sections held
+    /// hundreds of megabytes per worker.
+    #[test]
+    fn the_metadata_cache_is_bounded_by_bytes() {
+        use crate::policy::freshness::PolicyConfig;
+        use crate::policy::meta::ResponseTimes;
+        use crate::policy::vary::VaryKey;
+        let mut cache = MetaCache::default();
+        let big = "x".repeat(30_000);
+        let times = ResponseTimes { request_time: 1, response_time: 1 };
+        let mut blobs = Vec::new();
+        for i in 0..600 {
+            let h = [("x-big", big.as_str()), ("etag", &format!("\"{i}\""))];
+            let meta = StoredMeta::from_response(
+                200,
+                &h,
+                VaryKey::default(),
+                times,
+                Some(1),
+                &PolicyConfig::default(),
+                None,
+            );
+            let blob = Bytes::from(meta.encode());
+            let p = cache.get(&blob).expect("decodes");
+            assert_eq!(p.meta.headers().len(), 3, "x-big, etag and the added date");
+            assert!(cache.bytes() <= META_CACHE_BYTES, "{} bytes after {i}", cache.bytes());
+            // The entry just decoded is served from the cache the next time.
+            assert!(Rc::ptr_eq(&p, &cache.get(&blob).expect("cached")));
+            blobs.push(blob);
+        }
     }
 
     #[test]

@@ -4,6 +4,7 @@
 
 use std::cell::RefCell;
 use std::rc::Rc;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use reel_http::{Method, Request, Response};
@@ -11,6 +12,7 @@ use reel_origin::OriginResponse;
 use reel_store::Hit;
 
 use super::answer::Answer;
+use super::pass_stream::{PassBuffered, stream_body};
 use super::respond::{
     LeasedRange, Prepared, ReqHeaders, stream_cold_hit, stream_filling, unix_now,
 };
@@ -221,7 +223,12 @@ fn not_modified(prep: &Prepared, now: u64, cs: &'static [u8]) -> Response {
 }
 
 /// Streams an origin response to the client as it arrives.
-pub(super) fn stream_origin(req: &Request, mut resp: OriginResponse, ans: Answer) -> Response {
+pub(super) fn stream_origin(
+    req: &Request,
+    resp: OriginResponse,
+    ans: Answer,
+    gauge: &Arc<PassBuffered>,
+) -> Response {
     let mut r = Response::new(resp.status.as_u16());
     for (n, v) in resp.headers.iter() {
         // The origin's Date goes along (RFC 9110 6.6.1); the codec frames the body.
@@ -239,22 +246,5 @@ pub(super) fn stream_origin(req: &Request, mut resp: OriginResponse, ans: Answer
         }
         return r;
     }
-    let (tx, rx) = tokio::sync::mpsc::channel(4);
-    tokio::task::spawn_local(async move {
-        loop {
-            match resp.next_chunk().await {
-                Ok(Some(c)) => {
-                    if tx.send(Ok(reel_http::Chunk::Bytes(c))).await.is_err() {
-                        return;
-                    }
-                }
-                Ok(None) => return,
-                Err(e) => {
-                    let _ = tx.send(Err(std::io::Error::other(e.to_string()))).await;
-                    return;
-                }
-            }
-        }
-    });
-    r.stream(rx, len)
+    r.stream(stream_body(resp, gauge.clone()), len)
 }

@@ -45,6 +45,8 @@ pub struct Settings {
     pub swr_default: Duration,
     /// Request fields never sent on fills (`[cache] fill_drop_headers`), lowercase.
     pub fill_drop_headers: Vec<String>,
+    /// Most Vary variants stored per URL (`[cache] max_variants`).
+    pub max_variants: usize,
 }
 
 impl Settings {
@@ -96,6 +98,7 @@ impl Settings {
             rules,
             swr_default: c.stale_while_revalidate_default.get(),
             fill_drop_headers: lowercase(&c.fill_drop_headers),
+            max_variants: c.max_variants as usize,
         }
     }
 

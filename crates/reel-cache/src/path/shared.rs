@@ -5,6 +5,7 @@ use std::sync::Arc;
 use reel_store::{Lookup, Store, StoreError};
 
 use super::inflight::Inflight;
+use super::pass_stream::PassBuffered;
 use super::settings::Settings;
 use super::variants::Marker;
 use crate::key::{CacheKey, prefix_for_purge};
@@ -20,6 +21,8 @@ pub struct SharedCache {
     pub store: Arc<Store>,
     /// Origin fetches in flight.
     pub inflight: Arc<Inflight>,
+    /// Bytes of pass-through bodies held between origins and clients.
+    pub pass_buffered: Arc<PassBuffered>,
 }
 
 /// Why a purge request was refused.
@@ -45,7 +48,7 @@ pub enum PurgeError {
 impl SharedCache {
     /// Wraps the store.
     pub fn new(store: Arc<Store>) -> Arc<SharedCache> {
-        Arc::new(SharedCache { store, inflight: Inflight::new() })
+        Arc::new(SharedCache { store, inflight: Inflight::new(), pass_buffered: Arc::default() })
     }
 
     /// Removes what the store holds for the primary key `key`: its object, or its Vary

@@ -15,6 +15,7 @@ mod headers;
 mod hostile;
 mod keys_purge;
 mod llhls;
+mod memory;
 mod pass;
 mod ranges;
 mod routing;

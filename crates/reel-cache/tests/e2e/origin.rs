@@ -39,8 +39,8 @@ pub struct Route {
     pub status: u16,
     /// Header fields (besides Date and the framing, which the origin adds).
     pub headers: Vec<(String, String)>,
-    /// The body.
-    pub body: Vec<u8>,
+    /// The body (shared: requests do not copy it).
+    pub body: Arc<[u8]>,
     /// Wait before the response head.
     pub delay: Duration,
     /// Chunked framing instead of Content-Length.
@@ -63,7 +63,7 @@ impl Route {
         Route {
             status: 200,
             headers: headers.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect(),
-            body: body.into(),
+            body: body.into().into(),
             delay: Duration::ZERO,
             chunked: false,
             pieces: 1,

@@ -40,6 +40,8 @@ pub struct Opts {
     pub fill_drop_headers: Vec<String>,
     /// Store size and volume size, bytes.
     pub store: (u64, u64),
+    /// Most Vary variants per URL.
+    pub max_variants: usize,
 }
 
 impl Opts {
@@ -54,6 +56,7 @@ impl Opts {
             honor_client_cache_control: true,
             fill_drop_headers: Settings::default_fill_drop_headers(),
             store: (64 << 20, 4 << 20),
+            max_variants: 32,
         }
     }
 }
@@ -150,6 +153,7 @@ impl Server {
             rules: TtlRules::new(opts.rules),
             swr_default: opts.swr_default,
             fill_drop_headers: opts.fill_drop_headers,
+            max_variants: opts.max_variants,
         });
         let (sh, st, or) = (shared.clone(), settings.clone(), origins.clone());
         let listeners = vec![ListenerSpec {
