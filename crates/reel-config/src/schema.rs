@@ -466,6 +466,10 @@ pub struct CacheConfig {
     /// Field names; default `["Reel-Cache-Control", "CDN-Cache-Control"]`; `[]` = obey
     /// `Cache-Control` only.
     pub targeted_cache_control: Vec<String>,
+    /// How long a request waits for another request's origin fetch of the same object to
+    /// get its response (coalescing) before it fetches on its own, uncached. Duration;
+    /// default `"10s"` (the default `first_byte_timeout`); greater than 0.
+    pub lock_timeout: Duration,
     /// Most `Vary` variants stored per URL. A response for a further variant is stored in
     /// place of the URL's oldest variant. Count, 1-1024; default 32.
     pub max_variants: u32,
@@ -513,6 +517,7 @@ impl Default for CacheConfig {
                 "Reel-Cache-Control".to_string(),
                 "CDN-Cache-Control".to_string(),
             ],
+            lock_timeout: Duration::from_secs(10),
             max_variants: 32,
             fill_drop_headers: DEFAULT_FILL_DROP_HEADERS.iter().map(|s| s.to_string()).collect(),
             rule: Vec::new(),
@@ -555,7 +560,9 @@ pub struct SiteConfig {
     #[serde(default)]
     pub ignore_query: Vec<String>,
     /// Remove the whole query string from the cache key (tokenised segment URLs). Default
-    /// `false`.
+    /// `false`. Whenever the key leaves out parameters the origin is sent (this, or
+    /// `ignore_query`), error answers (400 and above) are not stored: negative caching is
+    /// off for such requests.
     #[serde(default)]
     pub drop_query: bool,
     /// `pass` or `refuse`. Default `pass`.

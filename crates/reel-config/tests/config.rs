@@ -480,3 +480,11 @@ fn max_variants_is_between_1_and_1024() {
         assert_eq!(ps.iter().any(|p| p.key == "cache.max_variants"), !ok, "{v}: {ps:#?}");
     }
 }
+
+#[test]
+fn lock_timeout_defaults_to_ten_seconds_and_must_be_positive() {
+    let cfg = Config::parse_and_validate(BASE, "t.toml").expect("valid");
+    assert_eq!(cfg.cache.lock_timeout, Duration::from_secs(10));
+    let ps = problems(&format!("{BASE}\n[cache]\nlock_timeout = \"0s\"\n"));
+    assert!(find(&ps, "cache.lock_timeout").message.contains("greater than 0"), "{ps:#?}");
+}

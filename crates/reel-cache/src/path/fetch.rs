@@ -21,7 +21,7 @@ use super::serve::stream_origin;
 use super::settings::{Settings, Site};
 use super::shared::SharedCache;
 use super::worker::{WorkerCache, local};
-use crate::key::CacheKey;
+use crate::key::{CacheKey, KeyConfig};
 use crate::policy::HeaderLookup;
 use crate::policy::cache_control::RequestCacheControl;
 use crate::policy::conditional;
@@ -156,6 +156,17 @@ pub(super) struct Viewer<'a, H: ?Sized> {
     /// Fields the origin request left out. A response that varies on one the viewer did
     /// send was not chosen for this viewer, so it is not stored as the viewer's variant.
     pub withheld: Withheld<'a>,
+    /// Whether the key leaves out query parameters the origin was sent
+    /// ([`key_omits_query`]): then an error answer is not stored.
+    pub partial_key: bool,
+}
+
+/// Whether `key` leaves out query parameters the origin is sent for `req` (`drop_query`,
+/// `ignore_query`). The origin then answers for a query that other viewers of the key do
+/// not send: a 404 to one viewer's junk token says nothing about another's valid one.
+pub(super) fn key_omits_query(req: &Request, key: &CacheKey) -> bool {
+    let full = CacheKey::build(key.host(), origin_form(req).as_bytes(), &KeyConfig::default());
+    full.map_or(true, |f| f != *key)
 }
 
 /// The viewer's fields a fill does not send: the configured drops, and for a shared
@@ -256,7 +267,10 @@ impl Fetcher<'_> {
             Vary::Fields(names) => viewer.selects_withheld(names.iter().map(String::as_str)),
             _ => false,
         };
-        if !ok.is_store() || not_for_viewer {
+        // Negative caching (and any error answer) only where the key names everything the
+        // origin was sent: on drop_query / ignore_query requests an error is the viewer's.
+        let error_for_partial_key = viewer.partial_key && status >= 400;
+        if !ok.is_store() || not_for_viewer || error_for_partial_key {
             lead.publish(State::NotShared);
             return (Fetched::NotStored(resp), origin_time);
         }
@@ -304,7 +318,8 @@ impl WorkerCache {
         };
         let hdrs = ReqHeaders(req);
         let withheld = Withheld { dropped, per_viewer: false };
-        let viewer = Viewer { headers: &hdrs, cc: req_cc, withheld };
+        let partial_key = key_omits_query(req, key);
+        let viewer = Viewer { headers: &hdrs, cc: req_cc, withheld, partial_key };
         let revalidating =
             stale.as_ref().map(|s| Revalidating { store_key: &s.store_key, meta: &s.prep.meta });
         let (fetched, origin_time) =
@@ -354,7 +369,8 @@ impl WorkerCache {
         let hdrs = ReqHeaders(req);
         let dropped = &self.settings.fill_drop_headers;
         let withheld = Withheld { dropped, per_viewer: true };
-        let viewer = Viewer { headers: &hdrs, cc: req_cc, withheld };
+        let partial_key = key_omits_query(req, key);
+        let viewer = Viewer { headers: &hdrs, cc: req_cc, withheld, partial_key };
         let entries = stored.prep.meta.vary().entries();
         if viewer.selects_withheld(entries.iter().map(|(n, _)| n.as_str())) {
             // This viewer's variant depends on its credentials or cookies, which a shared
@@ -387,7 +403,7 @@ impl WorkerCache {
             };
             let dropped = &settings.fill_drop_headers;
             let withheld = Withheld { dropped, per_viewer: true };
-            let viewer = Viewer { headers: &headers, cc: &cc, withheld };
+            let viewer = Viewer { headers: &headers, cc: &cc, withheld, partial_key };
             let stale = Revalidating { store_key: &store_key, meta: &prep.meta };
             // No client waits for it: a response that was not stored is dropped.
             let _ = fx.fetch_and_store(&key, oreq, viewer, Some(stale), lead).await;

@@ -47,6 +47,8 @@ pub struct Settings {
     pub fill_drop_headers: Vec<String>,
     /// Most Vary variants stored per URL (`[cache] max_variants`).
     pub max_variants: usize,
+    /// How long a follower waits for its leader's origin response (`[cache] lock_timeout`).
+    pub lock_timeout: Duration,
 }
 
 impl Settings {
@@ -99,6 +101,7 @@ impl Settings {
             swr_default: c.stale_while_revalidate_default.get(),
             fill_drop_headers: lowercase(&c.fill_drop_headers),
             max_variants: c.max_variants as usize,
+            lock_timeout: c.lock_timeout.get(),
         }
     }
 

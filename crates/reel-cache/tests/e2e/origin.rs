@@ -32,6 +32,15 @@ impl Gate {
     }
 }
 
+/// What the origin does with a request that carries a given header field.
+#[derive(Clone)]
+pub enum OnHeader {
+    /// Wait for one permit of the gate before the response head.
+    Hold(Arc<Gate>),
+    /// Wait for one permit of the gate, then close the connection without an answer.
+    HoldThenClose(Arc<Gate>),
+}
+
 /// What the origin answers for one path.
 #[derive(Clone)]
 pub struct Route {
@@ -55,6 +64,8 @@ pub struct Route {
     pub reset_after: Option<usize>,
     /// Answer 304 when the request's If-None-Match names this route's ETag.
     pub honour_inm: bool,
+    /// Requests carrying this field (lowercase name) get this treatment.
+    pub on_header: Option<(String, OnHeader)>,
 }
 
 impl Route {
@@ -71,6 +82,7 @@ impl Route {
             gate: None,
             reset_after: None,
             honour_inm: true,
+            on_header: None,
         }
     }
 
@@ -388,6 +400,18 @@ async fn serve(s: &mut TcpStream, state: &State) {
             None if path_of(&target) == "/healthz" => Route::ok("ok", &[]),
             None => Route::status(404, "no such route", &[]),
         };
+        if let Some((name, action)) = &route.on_header {
+            if headers.iter().any(|(n, _)| n == name) {
+                let (OnHeader::Hold(g) | OnHeader::HoldThenClose(g)) = action;
+                match g.sem.acquire().await {
+                    Ok(p) => p.forget(),
+                    Err(_) => return,
+                }
+                if matches!(action, OnHeader::HoldThenClose(_)) {
+                    return;
+                }
+            }
+        }
         if !route.delay.is_zero() {
             tokio::time::sleep(route.delay).await;
         }

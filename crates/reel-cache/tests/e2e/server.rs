@@ -42,6 +42,10 @@ pub struct Opts {
     pub store: (u64, u64),
     /// Most Vary variants per URL.
     pub max_variants: usize,
+    /// How long a follower waits for its leader's origin response.
+    pub lock_timeout: Duration,
+    /// The site's cache-key options.
+    pub key: KeyConfig,
 }
 
 impl Opts {
@@ -57,6 +61,8 @@ impl Opts {
             fill_drop_headers: Settings::default_fill_drop_headers(),
             store: (64 << 20, 4 << 20),
             max_variants: 32,
+            lock_timeout: Duration::from_secs(30),
+            key: KeyConfig::default(),
         }
     }
 }
@@ -143,7 +149,7 @@ impl Server {
             sites: vec![Site {
                 hosts: vec![HOST.to_string()],
                 group: "g".into(),
-                key: KeyConfig::default(),
+                key: opts.key.clone(),
                 pass_methods: true,
                 policy: opts.policy.clone(),
                 honor_client_cache_control: opts.honor_client_cache_control,
@@ -154,6 +160,7 @@ impl Server {
             swr_default: opts.swr_default,
             fill_drop_headers: opts.fill_drop_headers,
             max_variants: opts.max_variants,
+            lock_timeout: opts.lock_timeout,
         });
         let (sh, st, or) = (shared.clone(), settings.clone(), origins.clone());
         let listeners = vec![ListenerSpec {
