@@ -312,6 +312,15 @@ impl CacheKey {
     }
 }
 
+/// A Host value normalised as the key's host is (lowercase, default port removed), for
+/// the origin request: the origin is asked with the Host the key names.
+pub fn normalize_host(host: &[u8]) -> Result<String, KeyError> {
+    let mut out = Vec::with_capacity(host.len());
+    push_host(host, &mut out)?;
+    // push_host admits ASCII only.
+    String::from_utf8(out).map_err(|_| KeyError::BadHost)
+}
+
 /// The origin-form target sent to the origin for a request whose target is `target`
 /// (`/path?query`): the path normalised exactly as [`CacheKey::build`] does (so no `..`
 /// ever reaches the origin), and every non-empty query parameter percent-normalised and
@@ -437,6 +446,9 @@ mod tests {
         for (host, want) in cases {
             let got = key(host, "/").map(|k| k.trim_end_matches('/').to_string());
             assert_eq!(got, want.clone().map(str::to_string), "{host:?}");
+            // The origin request's Host is the key's.
+            let origin = normalize_host(host.as_bytes());
+            assert_eq!(origin, want.clone().map(str::to_string), "{host:?}");
         }
     }
 

@@ -10,6 +10,7 @@ pub mod policy;
 pub mod result;
 
 pub use path::inflight::Inflight;
+pub use path::pass_stream::{PASS_BUFFER, PassBuffered};
 pub use path::settings::{Settings, Site};
 pub use path::shared::{PurgeError, SharedCache};
 pub use path::tag::Tag;

@@ -35,10 +35,10 @@ pub use error::{ConfigErrors, ConfigProblem};
 pub use reload::{RELOAD_KEYS, Reload, ReloadKey, reload_of};
 pub use schema::{
     AccessLogConfig, AccessLogFormat, AdminConfig, CacheConfig, CacheRule, ClientCacheControl,
-    CoresConfig, CpuSet, DemoOriginConfig, HealthConfig, HostPort, HttpConfig, ListenerConfig,
-    LogConfig, LogFormat, MethodsPolicy, OriginBalance, OriginGroupConfig, OriginHealthConfig,
-    PathGlob, ServerConfig, SiteConfig, Steer, StoreConfig, StoreIo, TierConfig,
-    host_pattern_matches, strip_port,
+    CoresConfig, CpuSet, DEFAULT_FILL_DROP_HEADERS, DemoOriginConfig, HealthConfig, HostPort,
+    HttpConfig, ListenerConfig, LogConfig, LogFormat, MethodsPolicy, OriginBalance,
+    OriginGroupConfig, OriginHealthConfig, PathGlob, ServerConfig, SiteConfig, Steer, StoreConfig,
+    StoreIo, TierConfig, host_pattern_matches, strip_port,
 };
 pub use units::{ByteSize, Duration, UnitError};
 

@@ -427,6 +427,27 @@ pub(crate) fn check(cfg: &Config, found: &mut Found) {
             );
         }
     }
+    positive_duration(found, "cache.lock_timeout".into(), c.lock_timeout);
+    if !(1..=1024).contains(&c.max_variants) {
+        bad(found, "cache.max_variants", "must be between 1 and 1024");
+    }
+    for (i, name) in c.fill_drop_headers.iter().enumerate() {
+        let token = !name.is_empty()
+            && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+        if !token {
+            bad(
+                found,
+                format!("cache.fill_drop_headers[{i}]"),
+                format!("{name:?} is not a header field name"),
+            );
+        } else if name.eq_ignore_ascii_case("host") {
+            bad(
+                found,
+                format!("cache.fill_drop_headers[{i}]"),
+                "Host is always sent (the one the cache key names); it cannot be dropped",
+            );
+        }
+    }
     for (i, r) in c.rule.iter().enumerate() {
         let p = r.pattern.as_str();
         if p.is_empty() {

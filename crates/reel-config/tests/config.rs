@@ -681,3 +681,32 @@ fn the_operations_docs_list_the_restart_keys() {
         .unwrap_or_else(|| panic!("docs/operations.md has no {start} ... {end} list"));
     assert_eq!(listed, expected, "docs/operations.md restart list; expected:\n{expected}");
 }
+
+#[test]
+fn fill_drop_headers_are_field_names_and_never_host() {
+    let cfg = Config::parse_and_validate(BASE, "t.toml").expect("valid");
+    assert!(cfg.cache.fill_drop_headers.iter().any(|h| h == "X-Forwarded-Host"));
+    let text = format!("{BASE}\n[cache]\nfill_drop_headers = [\"X-Ok\", \"bad name\", \"HOST\"]\n");
+    let ps = problems(&text);
+    assert!(find(&ps, "cache.fill_drop_headers[1]").message.contains("not a header field name"));
+    assert!(find(&ps, "cache.fill_drop_headers[2]").message.contains("Host is always sent"));
+    assert!(ps.iter().all(|p| p.key != "cache.fill_drop_headers[0]"), "{ps:#?}");
+}
+
+#[test]
+fn max_variants_is_between_1_and_1024() {
+    let cfg = Config::parse_and_validate(BASE, "t.toml").expect("valid");
+    assert_eq!(cfg.cache.max_variants, 32);
+    for (v, ok) in [(0, false), (1, true), (1024, true), (1025, false)] {
+        let ps = problems(&format!("{BASE}\n[cache]\nmax_variants = {v}\n"));
+        assert_eq!(ps.iter().any(|p| p.key == "cache.max_variants"), !ok, "{v}: {ps:#?}");
+    }
+}
+
+#[test]
+fn lock_timeout_defaults_to_ten_seconds_and_must_be_positive() {
+    let cfg = Config::parse_and_validate(BASE, "t.toml").expect("valid");
+    assert_eq!(cfg.cache.lock_timeout, Duration::from_secs(10));
+    let ps = problems(&format!("{BASE}\n[cache]\nlock_timeout = \"0s\"\n"));
+    assert!(find(&ps, "cache.lock_timeout").message.contains("greater than 0"), "{ps:#?}");
+}

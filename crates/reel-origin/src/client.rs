@@ -545,6 +545,12 @@ impl WorkerClient {
     ) -> OriginResponse {
         let (parts, incoming) = resp.into_parts();
         let mut headers = parts.headers;
+        if headers.contains_key(header::TRANSFER_ENCODING) {
+            // RFC 9112 section 6.3: Transfer-Encoding overrides Content-Length (hyper
+            // decodes the body that way) and a forwarding intermediary removes the
+            // Content-Length, so the length it announced is never trusted downstream.
+            headers.remove(header::CONTENT_LENGTH);
+        }
         strip_hop_by_hop(&mut headers);
         let status = parts.status;
         // RFC 9112 section 6.3: HEAD, 1xx, 204 and 304 responses have no body whatever their

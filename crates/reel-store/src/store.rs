@@ -309,6 +309,18 @@ impl Store {
         Ok(Arc::new(store))
     }
 
+    /// Whether `key` is stored or being filled. Unlike [`Store::lookup`] it takes no
+    /// lease and does not count as a read (no second chance at reclaim).
+    pub fn contains(&self, key: &[u8]) -> bool {
+        let h = format::key_hash(key);
+        let Ok(shard) = self.shard(h).read() else { return false };
+        match shard.get(&h) {
+            Some(Slot::Ready(e)) => &*e.key == key,
+            Some(Slot::Filling(f)) => &*f.key == key,
+            None => false,
+        }
+    }
+
     /// Looks up `key`. `None` is a miss.
     pub fn lookup(self: &Arc<Self>, key: &[u8]) -> Option<Lookup> {
         let h = format::key_hash(key);

@@ -211,6 +211,9 @@ pub fn cache_settings(cfg: &Config, origin_flag: bool) -> reel_cache::Settings {
         policy,
         rules,
         swr_default: c.stale_while_revalidate_default.get(),
+        fill_drop_headers: c.fill_drop_headers.iter().map(|h| h.to_ascii_lowercase()).collect(),
+        max_variants: c.max_variants as usize,
+        lock_timeout: c.lock_timeout.get(),
     }
 }
 

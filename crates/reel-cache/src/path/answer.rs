@@ -46,6 +46,10 @@ impl Answer {
     /// Fetched on its own because the leader's response could not be shared.
     pub const PASS_NOT_STORED: Answer =
         answer(CacheResult::Pass, b"reel; fwd=miss; detail=not-storable");
+    /// Fetched on its own, uncached, after waiting `lock_timeout` for another request's
+    /// fetch of the same object.
+    pub const LOCK_TIMEOUT: Answer =
+        answer(CacheResult::Pass, b"reel; fwd=miss; detail=lock-timeout");
     /// The origin failed this request's fetch.
     pub const ORIGIN_ERROR: Answer =
         answer(CacheResult::Miss, b"reel; fwd=miss; detail=origin-error");

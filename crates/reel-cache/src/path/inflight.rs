@@ -131,10 +131,12 @@ impl Lead {
     /// Tells followers what happened. `Filling` keeps the entry (late arrivals find the
     /// store's fill directly); any other state also ends the leadership.
     pub fn publish(&mut self, s: State) {
-        self.tx.send_replace(s);
         if s != State::Filling && s != State::Waiting {
+            // Out of the map before anyone is woken: a follower that goes round again must
+            // lead (or follow) a new fetch, never join this finished one.
             self.finish();
         }
+        self.tx.send_replace(s);
     }
 
     /// Removes the entry: later requests look the store up (or lead a new fetch).
@@ -148,10 +150,10 @@ impl Lead {
 
 impl Drop for Lead {
     fn drop(&mut self) {
+        self.finish();
         if matches!(*self.tx.borrow(), State::Waiting) {
             self.tx.send_replace(State::Failed(502));
         }
-        self.finish();
     }
 }
 

@@ -42,9 +42,20 @@ pub struct Settings {
     pub rules: TtlRules,
     /// `stale-while-revalidate` assumed when the origin gives none (zero: none).
     pub swr_default: Duration,
+    /// Request fields never sent on fills (`[cache] fill_drop_headers`), lowercase.
+    pub fill_drop_headers: Vec<String>,
+    /// Most Vary variants stored per URL (`[cache] max_variants`).
+    pub max_variants: usize,
+    /// How long a follower waits for its leader's origin response (`[cache] lock_timeout`).
+    pub lock_timeout: Duration,
 }
 
 impl Settings {
+    /// The default of `[cache] fill_drop_headers`, lowercase.
+    pub fn default_fill_drop_headers() -> Vec<String> {
+        lowercase(&reel_config::DEFAULT_FILL_DROP_HEADERS)
+    }
+
     /// The site serving `host` (port ignored; exact names win over wildcards).
     pub fn site_for(&self, host: &str) -> Option<&Site> {
         let name = reel_config::strip_port(host);
@@ -73,6 +84,10 @@ impl Settings {
     }
 }
 
+fn lowercase<S: AsRef<str>>(names: &[S]) -> Vec<String> {
+    names.iter().map(|n| n.as_ref().to_ascii_lowercase()).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -99,6 +114,9 @@ mod tests {
             policy: PolicyConfig::default(),
             rules: TtlRules::default(),
             swr_default: Duration::ZERO,
+            fill_drop_headers: Settings::default_fill_drop_headers(),
+            max_variants: 32,
+            lock_timeout: Duration::from_secs(10),
         };
         assert_eq!(s.site_for("live.example.com:8080").unwrap().group, "a");
         assert_eq!(s.site_for("x.example.com").unwrap().group, "a");
