@@ -191,24 +191,24 @@ fn push_host(host: &[u8], out: &mut Vec<u8>) -> Result<(), KeyError> {
     out.extend(host.iter().map(u8::to_ascii_lowercase));
     let h = &out[start..];
     // The port is after the last ':' unless that ':' is inside an IPv6 literal.
-    if let Some(colon) = h.iter().rposition(|&b| b == b':') {
-        if !h[colon..].contains(&b']') {
-            let port = &h[colon + 1..];
-            if !port.iter().all(u8::is_ascii_digit) {
-                return Err(KeyError::BadHost);
+    if let Some(colon) = h.iter().rposition(|&b| b == b':')
+        && !h[colon..].contains(&b']')
+    {
+        let port = &h[colon + 1..];
+        if !port.iter().all(u8::is_ascii_digit) {
+            return Err(KeyError::BadHost);
+        }
+        // ":" with an empty port and ":80" (leading zeros allowed) are the default
+        // port (RFC 3986 6.2.3).
+        let trimmed: &[u8] = {
+            let mut p = port;
+            while p.len() > 1 && p[0] == b'0' {
+                p = &p[1..];
             }
-            // ":" with an empty port and ":80" (leading zeros allowed) are the default
-            // port (RFC 3986 6.2.3).
-            let trimmed: &[u8] = {
-                let mut p = port;
-                while p.len() > 1 && p[0] == b'0' {
-                    p = &p[1..];
-                }
-                p
-            };
-            if port.is_empty() || trimmed == b"80" {
-                out.truncate(start + colon);
-            }
+            p
+        };
+        if port.is_empty() || trimmed == b"80" {
+            out.truncate(start + colon);
         }
     }
     if out.len() == start || out[start] == b':' {
@@ -310,6 +310,15 @@ impl CacheKey {
     pub fn hash128(&self) -> u128 {
         xxh3_128(&self.bytes)
     }
+}
+
+/// A Host value normalised as the key's host is (lowercase, default port removed), for
+/// the origin request: the origin is asked with the Host the key names.
+pub fn normalize_host(host: &[u8]) -> Result<String, KeyError> {
+    let mut out = Vec::with_capacity(host.len());
+    push_host(host, &mut out)?;
+    // push_host admits ASCII only.
+    String::from_utf8(out).map_err(|_| KeyError::BadHost)
 }
 
 /// The origin-form target sent to the origin for a request whose target is `target`
@@ -437,6 +446,9 @@ mod tests {
         for (host, want) in cases {
             let got = key(host, "/").map(|k| k.trim_end_matches('/').to_string());
             assert_eq!(got, want.clone().map(str::to_string), "{host:?}");
+            // The origin request's Host is the key's.
+            let origin = normalize_host(host.as_bytes());
+            assert_eq!(origin, want.clone().map(str::to_string), "{host:?}");
         }
     }
 

@@ -7,9 +7,12 @@
 pub mod key;
 pub mod path;
 pub mod policy;
+pub mod result;
 
 pub use path::inflight::Inflight;
+pub use path::pass_stream::{PASS_BUFFER, PassBuffered};
 pub use path::settings::{Settings, Site};
 pub use path::shared::{PurgeError, SharedCache};
 pub use path::tag::Tag;
 pub use path::worker::WorkerCache;
+pub use result::{CacheResult, OUTCOMES};

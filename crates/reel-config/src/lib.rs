@@ -4,8 +4,8 @@
 //! `*Config` types), the unit newtypes ([`Duration`], [`ByteSize`]), parsing with exact
 //! `file:line:column: key: message` reports ([`ConfigProblem`]), semantic validation that
 //! reports every problem at once ([`Config::validate`]), the content hash shown on /status
-//! ([`Config::hash`]) and which changes a live reload cannot apply
-//! ([`Config::diff_needs_restart`]). It depends on no other reel crate: the binary converts
+//! ([`Config::hash`]) and which keys a live reload applies ([`RELOAD_KEYS`],
+//! [`Config::diff_needs_restart`]). It depends on no other reel crate: the binary converts
 //! these types into each crate's own options.
 //!
 //! ```
@@ -18,8 +18,8 @@
 //! ```
 #![forbid(unsafe_code)]
 
-mod diff;
 mod error;
+mod reload;
 mod schema;
 mod spans;
 mod units;
@@ -31,14 +31,14 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-pub use diff::{LIVE_LISTENER_KEYS, RESTART_KEYS};
 pub use error::{ConfigErrors, ConfigProblem};
+pub use reload::{RELOAD_KEYS, Reload, ReloadKey, reload_of};
 pub use schema::{
     AccessLogConfig, AccessLogFormat, AdminConfig, CacheConfig, CacheRule, CertificateConfig,
-    ClientCacheControl, CoresConfig, CpuSet, DemoOriginConfig, HealthConfig, HostPort, HttpConfig,
-    ListenerConfig, LogConfig, LogFormat, MethodsPolicy, OriginGroupConfig, OriginHealthConfig,
-    PathGlob, ServerConfig, SiteConfig, Steer, StoreConfig, StoreIo, TierConfig, TlsCert,
-    host_pattern_matches, strip_port,
+    ClientCacheControl, CoresConfig, CpuSet, DEFAULT_FILL_DROP_HEADERS, DemoOriginConfig,
+    HealthConfig, HostPort, HttpConfig, ListenerConfig, LogConfig, LogFormat, MethodsPolicy,
+    OriginBalance, OriginGroupConfig, OriginHealthConfig, PathGlob, ServerConfig, SiteConfig,
+    Steer, StoreConfig, StoreIo, TierConfig, TlsCert, host_pattern_matches, strip_port,
 };
 pub use units::{ByteSize, Duration, UnitError};
 
@@ -166,11 +166,31 @@ impl Config {
     }
 
     /// Keys whose values differ between `self` (running) and `new` (reloaded) but can only
-    /// take effect after a restart, as key paths (`store.size`, `listener[0].address`,
-    /// `listener[1]` for an added or removed listener). Empty = the reload applies fully.
-    /// See [`RESTART_KEYS`].
+    /// take effect after a restart ([`Reload::Restart`] in [`RELOAD_KEYS`]), as key paths
+    /// (`store.size`, `cores.workers`). Empty = the reload applies fully.
     pub fn diff_needs_restart(&self, new: &Config) -> Vec<String> {
-        diff::needs_restart(self, new)
+        reload::needs_restart(self, new)
+    }
+
+    /// `self` (a reloaded file) with the restart keys of [`RELOAD_KEYS`] set back to their
+    /// values in `running`, so what runs stays coherent until the next start. Its
+    /// [`Config::hash`] and key positions stay those of `self`.
+    pub fn keeping_restart_keys(&self, running: &Config) -> Config {
+        reload::keeping_restart_keys(self, running)
+    }
+
+    /// A problem about `key` (a key path such as `demo_origin.enabled`) located in the file
+    /// like those of [`Config::validate`]: for checks the binary makes beyond the file's
+    /// own rules.
+    pub fn problem(&self, key: &str, message: impl Into<String>) -> ConfigProblem {
+        let (line, column) = self.locate(key);
+        ConfigProblem {
+            file: self.source.file.clone(),
+            line,
+            column,
+            key: key.to_owned(),
+            message: message.into(),
+        }
     }
 
     /// The site serving request Host `host` (with or without `:port`): an exact entry of any
@@ -192,20 +212,6 @@ impl Config {
             .filter(|(_, _, p)| p.starts_with("*.") && host_pattern_matches(p, name))
             .max_by_key(|(i, _, p)| (p.len(), std::cmp::Reverse(*i)))
             .map(|(i, s, _)| (i, s))
-    }
-
-    /// A problem about `key` (a key path such as `listener[1].tls_key`) found outside this
-    /// crate, e.g. by loading the files a key names; it points at the key like
-    /// [`Config::validate`]'s problems do.
-    pub fn problem(&self, key: &str, message: impl Into<String>) -> ConfigProblem {
-        let (line, column) = self.locate(key);
-        ConfigProblem {
-            file: self.source.file.clone(),
-            line,
-            column,
-            key: key.to_owned(),
-            message: message.into(),
-        }
     }
 
     /// Position of `key`, else of its nearest ancestor present in the file, else 1:1.

@@ -539,9 +539,44 @@ pub struct CacheConfig {
     /// Field names; default `["Reel-Cache-Control", "CDN-Cache-Control"]`; `[]` = obey
     /// `Cache-Control` only.
     pub targeted_cache_control: Vec<String>,
+    /// How long a request waits for another request's origin fetch of the same object to
+    /// get its response (coalescing) before it fetches on its own, uncached. Duration;
+    /// default `"10s"` (the default `first_byte_timeout`); greater than 0.
+    pub lock_timeout: Duration,
+    /// Most `Vary` variants stored per URL. A response for a further variant is stored in
+    /// place of the URL's oldest variant. Count, 1-1024; default 32.
+    pub max_variants: u32,
+    /// Request header fields never sent to the origin on fills (fetches whose response may
+    /// be stored and served to everyone): fields that make origins or their frameworks
+    /// answer for another host, path, scheme or method, so one viewer could poison the
+    /// shared copy. Requests passed through uncached keep them. Field names,
+    /// case-insensitive; default [`DEFAULT_FILL_DROP_HEADERS`]; `[]` = forward everything.
+    pub fill_drop_headers: Vec<String>,
     /// Per-path overrides, tried in order. Default: none.
     pub rule: Vec<CacheRule>,
 }
+
+/// The default of `[cache] fill_drop_headers`: host, path, scheme and method override
+/// fields known to be honoured by origin servers and web frameworks.
+pub const DEFAULT_FILL_DROP_HEADERS: [&str; 17] = [
+    "Forwarded",
+    "X-Forwarded-Host",
+    "X-Forwarded-Server",
+    "X-Forwarded-Proto",
+    "X-Forwarded-Scheme",
+    "X-Forwarded-Port",
+    "X-Forwarded-Prefix",
+    "X-Forwarded-Uri",
+    "X-Original-URL",
+    "X-Original-URI",
+    "X-Original-Host",
+    "X-Rewrite-URL",
+    "X-Host",
+    "X-HTTP-Method-Override",
+    "X-HTTP-Method",
+    "X-Method-Override",
+    "X-Envoy-Original-Path",
+];
 
 impl Default for CacheConfig {
     fn default() -> Self {
@@ -555,6 +590,9 @@ impl Default for CacheConfig {
                 "Reel-Cache-Control".to_string(),
                 "CDN-Cache-Control".to_string(),
             ],
+            lock_timeout: Duration::from_secs(10),
+            max_variants: 32,
+            fill_drop_headers: DEFAULT_FILL_DROP_HEADERS.iter().map(|s| s.to_string()).collect(),
             rule: Vec::new(),
         }
     }
@@ -571,7 +609,8 @@ impl CacheConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum MethodsPolicy {
-    /// Forward them to the origin uncached.
+    /// Forward them to the origin uncached, extension methods included; TRACE and CONNECT
+    /// are never forwarded.
     #[default]
     Pass,
     /// Answer 405 Method Not Allowed.
@@ -594,7 +633,9 @@ pub struct SiteConfig {
     #[serde(default)]
     pub ignore_query: Vec<String>,
     /// Remove the whole query string from the cache key (tokenised segment URLs). Default
-    /// `false`.
+    /// `false`. Whenever the key leaves out parameters the origin is sent (this, or
+    /// `ignore_query`), error answers (400 and above) are not stored: negative caching is
+    /// off for such requests.
     #[serde(default)]
     pub drop_query: bool,
     /// `pass` or `refuse`. Default `pass`.
@@ -782,9 +823,28 @@ impl Default for OriginHealthConfig {
 pub struct TierConfig {
     /// Origin hosts as `host:port` (see [`HostPort`]). Required, non-empty.
     pub hosts: Vec<HostPort>,
-    /// Host header sent to these origins; empty = the client's Host. Default `""`.
+    /// Host header sent to these origins; empty = the request's Host, normalised as the
+    /// cache key's (lowercase, default port removed). Over TLS it is also the SNI name and
+    /// the name the certificate must carry. Default `""`.
     #[serde(default)]
     pub host_header: String,
+    /// Speak HTTPS to these hosts. Default `false`.
+    #[serde(default)]
+    pub tls: bool,
+    /// Rendezvous weight of each host, in `hosts` order; empty = all 1. Default `[]`.
+    #[serde(default)]
+    pub weights: Vec<u32>,
+}
+
+/// `[[origin_group]].balance`: how a request picks a host inside a tier.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OriginBalance {
+    /// Each worker takes the tier's healthy hosts in turn.
+    #[default]
+    RoundRobin,
+    /// Rendezvous hashing of the cache key: one host owns each key.
+    Rendezvous,
 }
 
 fn default_connect_timeout() -> Duration {
@@ -826,6 +886,20 @@ pub struct OriginGroupConfig {
     /// byte. Count; default 1.
     #[serde(default = "default_retries")]
     pub retries: u32,
+    /// `round_robin` or `rendezvous`. Default `round_robin`.
+    #[serde(default)]
+    pub balance: OriginBalance,
+    /// PEM bundle of the certificate authorities trusted for the group's TLS tiers; empty =
+    /// the system roots. Default `""`.
+    #[serde(default)]
+    pub ca_file: PathBuf,
+    /// Accept any certificate from the group's TLS tiers (warned about in the log and on
+    /// /status). Default `false`.
+    #[serde(default)]
+    pub insecure_skip_verify: bool,
+    /// Offer HTTP/2 by ALPN to the group's TLS tiers. Default `false`.
+    #[serde(default)]
+    pub http2: bool,
     /// Active health checks.
     #[serde(default)]
     pub health: OriginHealthConfig,
@@ -844,6 +918,10 @@ impl Default for OriginGroupConfig {
             idle_timeout: default_origin_idle_timeout(),
             max_idle_per_host: default_max_idle_per_host(),
             retries: default_retries(),
+            balance: OriginBalance::default(),
+            ca_file: PathBuf::new(),
+            insecure_skip_verify: false,
+            http2: false,
             health: OriginHealthConfig::default(),
             tier: Vec::new(),
         }

@@ -136,7 +136,7 @@ impl fmt::Display for Duration {
             (1, "ns"),
         ];
         for (per, unit) in UNITS {
-            if nanos % per == 0 {
+            if nanos.is_multiple_of(per) {
                 return write!(f, "{}{unit}", nanos / per);
             }
         }
@@ -259,7 +259,7 @@ impl fmt::Display for ByteSize {
         for (per, unit) in
             [(Self::TIB, "TiB"), (Self::GIB, "GiB"), (Self::MIB, "MiB"), (Self::KIB, "KiB")]
         {
-            if n % per == 0 {
+            if n.is_multiple_of(per) {
                 return write!(f, "{}{unit}", n / per);
             }
         }

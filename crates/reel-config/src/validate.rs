@@ -6,7 +6,10 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 
 use crate::Config;
-use crate::schema::{CpuSet, ListenerConfig, OriginHealthConfig, TlsCert, is_dns_name};
+use crate::schema::{
+    CpuSet, ListenerConfig, OriginBalance, OriginGroupConfig, OriginHealthConfig, TierConfig,
+    TlsCert, is_dns_name,
+};
 use crate::units::ByteSize;
 
 type Found = Vec<(String, String)>;
@@ -203,6 +206,100 @@ fn check_certificates(found: &mut Found, cfg: &Config) {
             "certificate",
             "[[certificate]] is only used by TLS listeners, and no [[listener]] sets tls_cert",
         );
+    }
+}
+
+fn check_tier_balance(found: &mut Found, key: &str, tier: &TierConfig, balance: OriginBalance) {
+    if tier.weights.is_empty() {
+        return;
+    }
+    if balance != OriginBalance::Rendezvous {
+        bad(found, format!("{key}.weights"), "weights need balance = \"rendezvous\" on the group");
+    }
+    if tier.weights.len() != tier.hosts.len() {
+        bad(
+            found,
+            format!("{key}.weights"),
+            format!(
+                "{} weights for {} hosts; give one per host, in hosts order",
+                tier.weights.len(),
+                tier.hosts.len()
+            ),
+        );
+    }
+    for (w, weight) in tier.weights.iter().enumerate() {
+        if !(1..=MAX_WEIGHT).contains(weight) {
+            bad(found, format!("{key}.weights[{w}]"), format!("must be 1-{MAX_WEIGHT}"));
+        }
+    }
+}
+
+/// Largest `weights` entry: enough for any real capacity ratio, small enough that no host can
+/// be configured into owning every key by accident.
+const MAX_WEIGHT: u32 = 1000;
+
+/// TLS keys of a group: they need a TLS tier, exclude each other, and `ca_file` must be a
+/// readable PEM file with a certificate in it (the full parse happens when the groups are
+/// built).
+fn check_origin_tls(found: &mut Found, key: &str, g: &OriginGroupConfig) {
+    for (t, tier) in g.tier.iter().enumerate() {
+        if !tier.tls || tier.host_header.is_empty() {
+            continue;
+        }
+        let name = crate::schema::strip_port(&tier.host_header);
+        let ip = name
+            .strip_prefix('[')
+            .and_then(|n| n.strip_suffix(']'))
+            .unwrap_or(name)
+            .parse::<std::net::IpAddr>()
+            .is_ok();
+        if !ip && !is_dns_name(name) {
+            bad(
+                found,
+                format!("{key}.tier[{t}].host_header"),
+                format!(
+                    "{name:?} is the TLS name of this tier and must be a DNS name or IP address"
+                ),
+            );
+        }
+    }
+    let has_tls = g.tier.iter().any(|t| t.tls);
+    let ca = !g.ca_file.as_os_str().is_empty();
+    for (set, name) in
+        [(ca, "ca_file"), (g.insecure_skip_verify, "insecure_skip_verify"), (g.http2, "http2")]
+    {
+        if set && !has_tls {
+            bad(
+                found,
+                format!("{key}.{name}"),
+                "has no effect: no [[origin_group.tier]] of this group has tls = true",
+            );
+        }
+    }
+    if ca && g.insecure_skip_verify {
+        bad(
+            found,
+            format!("{key}.insecure_skip_verify"),
+            "contradicts ca_file: either verify against ca_file or skip verification",
+        );
+    }
+    if ca {
+        match std::fs::read(&g.ca_file) {
+            Err(e) => bad(
+                found,
+                format!("{key}.ca_file"),
+                format!("cannot read {}: {e}", g.ca_file.display()),
+            ),
+            Ok(pem) if !pem.windows(27).any(|w| w == b"-----BEGIN CERTIFICATE-----") => bad(
+                found,
+                format!("{key}.ca_file"),
+                format!(
+                    "{} holds no PEM certificate (-----BEGIN CERTIFICATE-----)",
+                    g.ca_file.display()
+                ),
+            ),
+            Ok(_) => {}
+        }
     }
 }
 
@@ -418,6 +515,27 @@ pub(crate) fn check(cfg: &Config, found: &mut Found) {
             );
         }
     }
+    positive_duration(found, "cache.lock_timeout".into(), c.lock_timeout);
+    if !(1..=1024).contains(&c.max_variants) {
+        bad(found, "cache.max_variants", "must be between 1 and 1024");
+    }
+    for (i, name) in c.fill_drop_headers.iter().enumerate() {
+        let token = !name.is_empty()
+            && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+        if !token {
+            bad(
+                found,
+                format!("cache.fill_drop_headers[{i}]"),
+                format!("{name:?} is not a header field name"),
+            );
+        } else if name.eq_ignore_ascii_case("host") {
+            bad(
+                found,
+                format!("cache.fill_drop_headers[{i}]"),
+                "Host is always sent (the one the cache key names); it cannot be dropped",
+            );
+        }
+    }
     for (i, r) in c.rule.iter().enumerate() {
         let p = r.pattern.as_str();
         if p.is_empty() {
@@ -526,7 +644,9 @@ pub(crate) fn check(cfg: &Config, found: &mut Found) {
                     format!("{:?} is not a valid Host value", tier.host_header),
                 );
             }
+            check_tier_balance(found, &format!("{key}.tier[{t}]"), tier, g.balance);
         }
+        check_origin_tls(found, &key, g);
     }
 
     // Demo origin.

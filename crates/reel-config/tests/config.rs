@@ -3,9 +3,11 @@
 
 use std::path::PathBuf;
 
+use std::collections::BTreeMap;
+
 use reel_config::{
-    ByteSize, Config, ConfigProblem, CpuSet, Duration, LogFormat, MethodsPolicy, TlsCert,
-    content_hash, load_and_validate,
+    ByteSize, Config, ConfigProblem, CpuSet, Duration, LogFormat, MethodsPolicy, RELOAD_KEYS,
+    Reload, TlsCert, content_hash, load_and_validate,
 };
 
 fn config_dir() -> PathBuf {
@@ -334,9 +336,10 @@ fn diff_needs_restart_lists_only_restart_keys() {
     let text = BASE.replace("127.0.0.1:8080", "127.0.0.1:8181")
         + "\n[store]\nsize = \"20GiB\"\nio = \"threads\"\n\n[cores]\nworkers = [1, 2]\n\n[log]\nlevel = \"debug\"\nformat = \"json\"\n\n[cache]\nnegative_ttl = \"1s\"\n\n[admin]\ntoken = \"t\"\n";
     let new = Config::parse_and_validate(&text, "t.toml").expect("valid");
+    // The listener's address is applied live (its sockets are rebound).
     assert_eq!(
         old.diff_needs_restart(&new),
-        ["log.format", "listener[0].address", "cores.workers", "store.size", "store.io"]
+        ["log.format", "cores.workers", "store.size", "store.io"]
     );
     assert!(old.diff_needs_restart(&old.clone()).is_empty());
     // Live-only changes need no restart.
@@ -561,6 +564,263 @@ fn certificates_without_a_tls_listener_are_refused_and_tls_keys_reload_live() {
     new.listener[0].tls_cert = Some(TlsCert::File("x.pem".into()));
     new.listener[0].tls_key = Some("x.key".into());
     assert!(old.diff_needs_restart(&new).is_empty());
-    new.listener[0].backlog = 7;
-    assert_eq!(old.diff_needs_restart(&new), vec!["listener[0].backlog"]);
+    new.certificate.push(reel_config::CertificateConfig {
+        names: vec!["a.example".into()],
+        cert: "a.pem".into(),
+        key: "a.key".into(),
+    });
+    assert!(old.diff_needs_restart(&new).is_empty());
+    new.store.size = ByteSize::gib(1);
+    assert_eq!(old.diff_needs_restart(&new), vec!["store.size"]);
+}
+
+#[test]
+fn origin_tls_and_rendezvous_keys() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ca = dir.path().join("ca.pem");
+    std::fs::write(&ca, "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n")
+        .expect("write");
+    let text = format!(
+        r#"{BASE}
+[[origin_group]]
+name = "shield"
+balance = "rendezvous"
+ca_file = "{}"
+http2 = true
+  [[origin_group.tier]]
+  hosts = ["10.0.0.1:443", "10.0.0.2:443", "10.0.0.3:443"]
+  host_header = "shield.example.com"
+  tls = true
+  weights = [1, 2, 1]
+  [[origin_group.tier]]
+  hosts = ["origin.example.com:80"]
+"#,
+        ca.display()
+    );
+    let cfg = Config::parse_and_validate(&text, "t.toml").expect("valid");
+    let g = &cfg.origin_group[1];
+    assert_eq!(g.balance, reel_config::OriginBalance::Rendezvous);
+    assert_eq!(g.ca_file, ca);
+    assert!(g.http2 && !g.insecure_skip_verify);
+    assert!(g.tier[0].tls && !g.tier[1].tls);
+    assert_eq!(g.tier[0].weights, [1, 2, 1]);
+    // Defaults.
+    let main = &cfg.origin_group[0];
+    assert_eq!(main.balance, reel_config::OriginBalance::RoundRobin);
+    assert!(main.ca_file.as_os_str().is_empty() && !main.http2 && !main.insecure_skip_verify);
+    assert!(!main.tier[0].tls && main.tier[0].weights.is_empty());
+}
+
+#[test]
+fn origin_tls_and_rendezvous_problems() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let not_pem = dir.path().join("ca.der");
+    std::fs::write(&not_pem, [0x30, 0x82, 0x01]).expect("write");
+    let text = format!(
+        r#"{BASE}
+[[origin_group]]
+name = "a"
+http2 = true
+  [[origin_group.tier]]
+  hosts = ["10.0.0.1:80", "10.0.0.2:80"]
+  weights = [1, 2]
+
+[[origin_group]]
+name = "b"
+balance = "rendezvous"
+ca_file = "{}"
+insecure_skip_verify = true
+  [[origin_group.tier]]
+  hosts = ["10.0.0.1:443", "10.0.0.2:443"]
+  tls = true
+  host_header = "under_score.example"
+  weights = [0, 1, 1]
+
+[[origin_group]]
+name = "c"
+ca_file = "{}"
+  [[origin_group.tier]]
+  hosts = ["10.0.0.1:443"]
+  tls = true
+"#,
+        not_pem.display(),
+        dir.path().join("missing.pem").display()
+    );
+    let ps = problems(&text);
+    let expect: &[(&str, &str, &str)] = &[
+        ("origin_group[1].http2", "http2 = true", "no [[origin_group.tier]]"),
+        ("origin_group[1].tier[0].weights", "weights = [1, 2]", "balance = \"rendezvous\""),
+        ("origin_group[2].ca_file", "ca_file = \"", "no PEM certificate"),
+        ("origin_group[2].insecure_skip_verify", "insecure_skip_verify", "contradicts ca_file"),
+        ("origin_group[2].tier[0].host_header", "host_header = \"under", "DNS name or IP"),
+        ("origin_group[2].tier[0].weights", "weights = [0", "3 weights for 2 hosts"),
+        ("origin_group[2].tier[0].weights[0]", "weights = [0", "must be 1-1000"),
+        ("origin_group[3].ca_file", "missing.pem", "cannot read"),
+    ];
+    for (key, needle, msg) in expect {
+        let p = find(&ps, key);
+        assert_eq!(p.line, line_of(&text, needle), "{p}");
+        assert!(p.message.contains(msg), "{p}");
+    }
+    assert_eq!(ps.len(), expect.len(), "unexpected extra problems: {ps:#?}");
+    let shown = find(&ps, "origin_group[2].tier[0].weights[0]").to_string();
+    assert!(shown.starts_with(&format!("t.toml:{}:", line_of(&text, "weights = [0"))), "{shown}");
+
+    let text = BASE.replace("name = \"main\"", "name = \"main\"\nbalance = \"least_conn\"");
+    let ps = Config::parse(&text, "t.toml").expect_err("unknown variant").problems;
+    assert_eq!(ps[0].key, "origin_group[0].balance");
+    assert!(ps[0].message.contains("rendezvous"), "{}", ps[0].message);
+}
+
+/// Every key path of a config (arrays of tables as `name[]`), leaves only.
+fn leaf_keys(prefix: &str, v: &toml::Value, out: &mut Vec<String>) {
+    match v {
+        toml::Value::Table(t) => {
+            for (k, v) in t {
+                let path = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
+                leaf_keys(&path, v, out);
+            }
+        }
+        toml::Value::Array(items) if !items.is_empty() && items.iter().all(|i| i.is_table()) => {
+            for item in items {
+                leaf_keys(&format!("{prefix}[]"), item, out);
+            }
+        }
+        _ => out.push(prefix.to_owned()),
+    }
+}
+
+/// A config with every array of tables populated, so every key of the schema appears.
+fn every_key() -> Config {
+    let text = BASE
+        .replace("origin_group = \"main\"", "origin_group = \"main\"\nheuristic_freshness = true")
+        + "\n[[cache.rule]]\nmatch = \"*.ts\"\nttl = \"1h\"\n\n[origin_group.health]\npath = \"/h\"\n"
+        + "\n[[listener]]\nname = \"https\"\naddress = \"127.0.0.1:8443\"\ntls_cert = \"c.pem\"\n"
+        + "tls_key = \"c.key\"\nsni_strict = true\nhttp2 = false\n"
+        + "\n[[certificate]]\nnames = [\"a.example\"]\ncert = \"a.pem\"\nkey = \"a.key\"\n";
+    Config::parse_and_validate(&text, "t.toml").expect("valid")
+}
+
+#[test]
+fn every_key_has_a_reload_class_and_every_class_a_key() {
+    let mut keys = Vec::new();
+    leaf_keys("", &toml::Value::try_from(every_key()).expect("serialize"), &mut keys);
+    keys.sort();
+    keys.dedup();
+    let mut table: Vec<String> = RELOAD_KEYS.iter().map(|k| k.key.to_owned()).collect();
+    table.sort();
+    let unclassified: Vec<&String> = keys.iter().filter(|k| !table.contains(k)).collect();
+    let unknown: Vec<&String> = table.iter().filter(|k| !keys.contains(k)).collect();
+    assert!(unclassified.is_empty(), "keys missing from RELOAD_KEYS: {unclassified:?}");
+    assert!(unknown.is_empty(), "RELOAD_KEYS entries that are not keys: {unknown:?}");
+    assert_eq!(table.len(), RELOAD_KEYS.len(), "a key is listed twice");
+    for k in RELOAD_KEYS.iter().filter(|k| k.reload == Reload::Restart) {
+        assert!(!k.key.contains("[]"), "{}: restart keys cannot be inside arrays", k.key);
+    }
+}
+
+/// Splits a Markdown table row into trimmed cells (`\|` inside a cell is not a separator).
+fn cells(row: &str) -> Vec<String> {
+    let row = row.trim().trim_start_matches('|').trim_end_matches('|');
+    row.replace("\\|", "\u{0}")
+        .split('|')
+        .map(|c| c.replace('\u{0}', "|").trim().to_owned())
+        .collect()
+}
+
+#[test]
+fn the_configuration_docs_show_each_keys_reload_class() {
+    let docs =
+        std::fs::read_to_string(config_dir().join("../docs/configuration.md")).expect("docs");
+    let mut documented = BTreeMap::new();
+    let mut section = String::new();
+    let mut reload_col = None;
+    for line in docs.lines() {
+        if let Some(h) = line.strip_prefix("## ").or_else(|| line.strip_prefix("### ")) {
+            section = h.trim_matches(|c| c == '`' || c == '[' || c == ']').to_owned();
+            reload_col = None;
+            continue;
+        }
+        if !line.starts_with('|') {
+            continue;
+        }
+        let row = cells(line);
+        if row.first().is_some_and(|c| c == "key") {
+            reload_col = row.iter().position(|c| c == "reload");
+            continue;
+        }
+        let (Some(col), Some(key)) = (reload_col, row.first()) else { continue };
+        let Some(key) = key.strip_prefix('`').and_then(|k| k.strip_suffix('`')) else { continue };
+        documented.insert(format!("{section}.{key}"), row.get(col).cloned().unwrap_or_default());
+    }
+    let table: BTreeMap<String, String> = RELOAD_KEYS
+        .iter()
+        .map(|k| (k.key.replace("[]", ""), k.reload.as_str().to_owned()))
+        .collect();
+    let keys: std::collections::BTreeSet<&String> = table.keys().chain(documented.keys()).collect();
+    let differ: Vec<String> = keys
+        .into_iter()
+        .filter(|k| table.get(*k) != documented.get(*k))
+        .map(|k| format!("{k}: table {:?}, docs {:?}", table.get(k), documented.get(k)))
+        .collect();
+    assert!(
+        differ.is_empty(),
+        "docs/configuration.md disagrees with RELOAD_KEYS:\n{}",
+        differ.join("\n")
+    );
+}
+
+#[test]
+fn the_operations_docs_list_the_restart_keys() {
+    let docs = std::fs::read_to_string(config_dir().join("../docs/operations.md")).expect("docs");
+    // Sections whose every key needs a restart are named as the section.
+    let mut expected: Vec<String> = Vec::new();
+    for k in RELOAD_KEYS.iter().filter(|k| k.reload == Reload::Restart) {
+        let section = k.key.split('.').next().unwrap_or(k.key);
+        let whole = RELOAD_KEYS
+            .iter()
+            .filter(|o| o.key.split('.').next() == Some(section))
+            .all(|o| o.reload == Reload::Restart);
+        let name = if whole { format!("`[{section}]`") } else { format!("`{}`", k.key) };
+        if !expected.contains(&name) {
+            expected.push(name);
+        }
+    }
+    let expected = expected.join(", ");
+    let (start, end) = ("<!-- restart-keys -->", "<!-- /restart-keys -->");
+    let listed = docs
+        .split_once(start)
+        .and_then(|(_, rest)| rest.split_once(end))
+        .map(|(list, _)| list.split_whitespace().collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|| panic!("docs/operations.md has no {start} ... {end} list"));
+    assert_eq!(listed, expected, "docs/operations.md restart list; expected:\n{expected}");
+}
+
+#[test]
+fn fill_drop_headers_are_field_names_and_never_host() {
+    let cfg = Config::parse_and_validate(BASE, "t.toml").expect("valid");
+    assert!(cfg.cache.fill_drop_headers.iter().any(|h| h == "X-Forwarded-Host"));
+    let text = format!("{BASE}\n[cache]\nfill_drop_headers = [\"X-Ok\", \"bad name\", \"HOST\"]\n");
+    let ps = problems(&text);
+    assert!(find(&ps, "cache.fill_drop_headers[1]").message.contains("not a header field name"));
+    assert!(find(&ps, "cache.fill_drop_headers[2]").message.contains("Host is always sent"));
+    assert!(ps.iter().all(|p| p.key != "cache.fill_drop_headers[0]"), "{ps:#?}");
+}
+
+#[test]
+fn max_variants_is_between_1_and_1024() {
+    let cfg = Config::parse_and_validate(BASE, "t.toml").expect("valid");
+    assert_eq!(cfg.cache.max_variants, 32);
+    for (v, ok) in [(0, false), (1, true), (1024, true), (1025, false)] {
+        let ps = problems(&format!("{BASE}\n[cache]\nmax_variants = {v}\n"));
+        assert_eq!(ps.iter().any(|p| p.key == "cache.max_variants"), !ok, "{v}: {ps:#?}");
+    }
+}
+
+#[test]
+fn lock_timeout_defaults_to_ten_seconds_and_must_be_positive() {
+    let cfg = Config::parse_and_validate(BASE, "t.toml").expect("valid");
+    assert_eq!(cfg.cache.lock_timeout, Duration::from_secs(10));
+    let ps = problems(&format!("{BASE}\n[cache]\nlock_timeout = \"0s\"\n"));
+    assert!(find(&ps, "cache.lock_timeout").message.contains("greater than 0"), "{ps:#?}");
 }

@@ -102,7 +102,7 @@ fn live_cfg() -> DemoOriginConfig {
 
 /// A whole number of TS packets, each starting with the sync byte.
 fn assert_ts(body: &[u8]) {
-    assert!(!body.is_empty() && body.len() % 188 == 0, "{} bytes", body.len());
+    assert!(!body.is_empty() && body.len().is_multiple_of(188), "{} bytes", body.len());
     assert!(body.chunks(188).all(|p| p[0] == 0x47), "lost TS sync");
 }
 

@@ -2,8 +2,10 @@
 //! RFC 9110 section 6.4.1 and 8.6).
 //!
 //! The writer owns message framing: handler-supplied `Content-Length`,
-//! `Transfer-Encoding`, `Connection`, `Keep-Alive` and `Date` fields are dropped and
-//! the correct ones are generated. Fields whose name is not a token or whose value
+//! `Transfer-Encoding`, `Connection` and `Keep-Alive` fields are dropped and the correct
+//! ones are generated. `Date` is generated unless the handler supplies one (a cache
+//! replaying a stored response keeps the origin's, RFC 9110 6.6.1); a response never
+//! carries two. Fields whose name is not a token or whose value
 //! contains CR, LF, NUL or another control byte (other than HTAB) are dropped too, so a
 //! handler can never split a response.
 
@@ -173,7 +175,8 @@ pub struct Response {
     /// Pre-encoded `name: value\r\n` lines written after the generated fields and before
     /// [`Response::headers`], as they are: for a cache replaying a stored header section
     /// without copying it field by field. The producer must have validated the lines and
-    /// left out the fields the writer generates.
+    /// left out the fields the writer generates, `Date` included (a `Date` to keep goes in
+    /// [`Response::headers`]).
     pub raw_headers: Bytes,
     /// An opaque value handed back to [`Handler::on_response`](crate::Handler::on_response)
     /// (e.g. how the response was produced, for logs and metrics).
@@ -310,7 +313,7 @@ pub struct EncodedHead {
 }
 
 /// Serializes the status line and fields of `resp` into `out` (appending), generating
-/// `Date`, the framing fields and `Connection`.
+/// the framing fields, `Connection` and, unless `resp` carries a valid one, `Date`.
 ///
 /// The status line is always `HTTP/1.1` (RFC 9110 section 6.2). `Content-Length` is
 /// sent on every response except 1xx/204 (forbidden, RFC 9110 section 8.6), chunked
@@ -347,7 +350,12 @@ pub fn encode_head(resp: &Response, ctx: &HeadContext, out: &mut Vec<u8>) -> Enc
     out.push(b' ');
     out.extend_from_slice(reason_phrase(status).as_bytes());
     out.extend_from_slice(b"\r\ndate: ");
-    append_date(out);
+    // The first valid Date the handler supplies (an intermediary forwards the origin's,
+    // RFC 9110 6.6.1); any other Date field is dropped below.
+    match resp.headers.iter().find(|(n, v)| is_date(n) && !v.is_empty() && valid_value(v)) {
+        Some((_, v)) => out.extend_from_slice(v),
+        None => append_date(out),
+    }
     out.extend_from_slice(b"\r\n");
     if let Some(n) = cl_field {
         out.extend_from_slice(b"content-length: ");
@@ -365,6 +373,9 @@ pub fn encode_head(resp: &Response, ctx: &HeadContext, out: &mut Vec<u8>) -> Enc
     }
     out.extend_from_slice(&resp.raw_headers);
     for (name, value) in &resp.headers {
+        if is_date(name) {
+            continue;
+        }
         if is_generated(name) || !valid_name(name) || !valid_value(value) {
             tracing::warn!(field = %name, "dropping invalid or framing response field");
             continue;
@@ -379,9 +390,13 @@ pub fn encode_head(resp: &Response, ctx: &HeadContext, out: &mut Vec<u8>) -> Enc
 }
 
 pub(crate) fn is_generated(name: &str) -> bool {
-    ["content-length", "transfer-encoding", "connection", "keep-alive", "date"]
+    ["content-length", "transfer-encoding", "connection", "keep-alive"]
         .iter()
         .any(|g| name.eq_ignore_ascii_case(g))
+}
+
+pub(crate) fn is_date(name: &str) -> bool {
+    name.eq_ignore_ascii_case("date")
 }
 
 pub(crate) fn valid_name(name: &str) -> bool {
@@ -509,6 +524,22 @@ mod tests {
         let (s, _) = enc(&r, ctx(false, false));
         assert!(!s.contains("99") && !s.contains("evil") && !s.contains("bad name"));
         assert!(!s.contains("chunked") && s.contains("connection: close"));
+    }
+
+    #[test]
+    fn a_supplied_date_replaces_the_generated_one_and_is_never_doubled() {
+        let d = "Sun, 06 Nov 1994 08:49:37 GMT";
+        let r =
+            Response::new(200).header("Date", d).header("date", "Mon, 07 Nov 1994 08:49:37 GMT");
+        let (s, _) = enc(&r, ctx(false, true));
+        assert_eq!(s.matches("date: ").count() + s.matches("Date: ").count(), 1, "{s}");
+        assert!(s.starts_with(&format!("HTTP/1.1 200 OK\r\ndate: {d}\r\n")), "{s}");
+        // An empty or invalid Date is not used: the writer's own goes out instead.
+        for bad in ["", "a\r\nx-evil: 1"] {
+            let (s, _) = enc(&Response::new(200).header("date", bad), ctx(false, true));
+            assert_eq!(s.matches("date: ").count(), 1, "{s}");
+            assert!(s.contains(" GMT\r\n") && !s.contains("evil"), "{s}");
+        }
     }
 
     #[test]

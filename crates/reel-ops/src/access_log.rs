@@ -5,7 +5,11 @@
 //! channel; when the disk is slow and the channel is full, the batch is dropped and its
 //! lines are counted (`reel_access_log_dropped_lines_total`) rather than stalling requests.
 //! SIGUSR1 (logrotate's convention) sets a flag that makes the writer reopen the file
-//! before its next write.
+//! before its next write. At shutdown, [`AccessLog::close`] lets the writer finish every
+//! batch handed over and joins it; a worker's buffer is handed over when it is dropped.
+//!
+//! JSON lines are escaped by `serde_json`; request bytes that are not UTF-8 are written as
+//! `\xNN` text (the combined format's convention), so a line is always valid JSON.
 
 use std::cell::RefCell;
 use std::fmt::Write as _;
@@ -16,7 +20,8 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError, sync_channel};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// Batches the writer may hold before workers start dropping lines.
 const QUEUE_BATCHES: usize = 64;
@@ -72,12 +77,24 @@ pub struct Entry<'a> {
 
 /// The process-wide access log: the writer thread's mailbox and counters.
 pub struct AccessLog {
-    tx: SyncSender<Batch>,
+    tx: SyncSender<Msg>,
     format: Format,
     reopen: Arc<AtomicBool>,
     dropped_lines: AtomicU64,
     written_lines: Arc<AtomicU64>,
     write_errors: Arc<AtomicU64>,
+    /// The writer thread, until [`AccessLog::close`] joins it.
+    writer: Mutex<Option<JoinHandle<()>>>,
+}
+
+/// What the writer thread receives, in order.
+enum Msg {
+    /// Lines to append.
+    Lines(Batch),
+    /// Wakes an idle writer (so a reopen happens promptly).
+    Wake,
+    /// Everything before it is written: exit.
+    Close,
 }
 
 struct Batch {
@@ -102,7 +119,7 @@ impl AccessLog {
             written: written.clone(),
             errors: errors.clone(),
         };
-        std::thread::Builder::new()
+        let writer = std::thread::Builder::new()
             .name("reel-accesslog".into())
             .spawn(move || w.run())
             .map_err(|source| AccessLogError::Open { path: PathBuf::from("<thread>"), source })?;
@@ -113,14 +130,45 @@ impl AccessLog {
             dropped_lines: AtomicU64::new(0),
             written_lines: written,
             write_errors: errors,
+            writer: Mutex::new(Some(writer)),
         }))
     }
 
     /// Asks the writer to reopen the file before its next write (SIGUSR1).
     pub fn reopen(&self) {
         self.reopen.store(true, Relaxed);
-        // Wake the writer so an idle log reopens promptly.
-        let _ = self.tx.try_send(Batch { bytes: Vec::new(), lines: 0 });
+        let _ = self.tx.try_send(Msg::Wake);
+    }
+
+    /// Lets the writer write every batch handed over so far, then stops and joins it.
+    /// Returns `false` if it had not finished within `within` (a stalled disk or pipe); the
+    /// thread is then left behind and what it still holds may be lost at exit. Batches
+    /// handed over after this are dropped and counted.
+    pub fn close(&self, within: Duration) -> bool {
+        let Some(writer) = self.writer.lock().ok().and_then(|mut w| w.take()) else {
+            return true;
+        };
+        let deadline = Instant::now() + within;
+        // The queue is bounded; a full one means the writer is busy, so wait for room
+        // rather than block without a bound.
+        let mut msg = Msg::Close;
+        loop {
+            match self.tx.try_send(msg) {
+                Ok(()) | Err(TrySendError::Disconnected(_)) => break,
+                Err(TrySendError::Full(m)) if Instant::now() < deadline => {
+                    msg = m;
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                Err(TrySendError::Full(_)) => return false,
+            }
+        }
+        while !writer.is_finished() {
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        writer.join().is_ok()
     }
 
     /// Lines dropped because the writer fell behind.
@@ -144,22 +192,25 @@ impl AccessLog {
     }
 
     fn submit(&self, batch: Batch) {
-        match self.tx.try_send(batch) {
+        match self.tx.try_send(Msg::Lines(batch)) {
             Ok(()) => {}
-            Err(TrySendError::Full(b)) | Err(TrySendError::Disconnected(b)) => {
-                self.dropped_lines.fetch_add(b.lines, Relaxed);
+            Err(TrySendError::Full(m)) | Err(TrySendError::Disconnected(m)) => {
+                if let Msg::Lines(b) = m {
+                    self.dropped_lines.fetch_add(b.lines, Relaxed);
+                }
             }
         }
     }
 }
 
-/// A worker's buffer. Not shared: each worker thread owns one.
+/// A worker's buffer. Not shared: each worker thread owns one. Dropping it hands over
+/// what it holds.
 pub struct LogBuffer {
     log: Arc<AccessLog>,
     buf: RefCell<Vec<u8>>,
     lines: std::cell::Cell<u64>,
     limit: usize,
-    scratch: RefCell<String>,
+    scratch: RefCell<Vec<u8>>,
 }
 
 impl LogBuffer {
@@ -171,7 +222,7 @@ impl LogBuffer {
             buf: RefCell::new(Vec::with_capacity(limit + 1024)),
             lines: 0.into(),
             limit,
-            scratch: RefCell::new(String::with_capacity(512)),
+            scratch: RefCell::new(Vec::with_capacity(512)),
         }
     }
 
@@ -185,7 +236,7 @@ impl LogBuffer {
                 Format::Combined => combined_line(&mut s, e),
             }
             let mut b = self.buf.borrow_mut();
-            b.extend_from_slice(s.as_bytes());
+            b.extend_from_slice(&s);
             self.lines.set(self.lines.get() + 1);
             b.len() >= self.limit
         };
@@ -203,6 +254,13 @@ impl LogBuffer {
         let bytes = std::mem::replace(&mut *b, Vec::with_capacity(self.limit + 1024));
         let lines = self.lines.replace(0);
         self.log.submit(Batch { bytes, lines });
+    }
+}
+
+impl Drop for LogBuffer {
+    fn drop(&mut self) {
+        // Requests that finish while a worker drains log after its last timer flush.
+        self.flush();
     }
 }
 
@@ -228,7 +286,7 @@ impl Sink {
 }
 
 struct Writer {
-    rx: Receiver<Batch>,
+    rx: Receiver<Msg>,
     sink: Sink,
     path: PathBuf,
     reopen: Arc<AtomicBool>,
@@ -240,8 +298,8 @@ impl Writer {
     fn run(mut self) {
         let last_err = Mutex::new(None::<std::time::Instant>);
         loop {
-            let batch = match self.rx.recv_timeout(Duration::from_millis(500)) {
-                Ok(b) => Some(b),
+            let msg = match self.rx.recv_timeout(Duration::from_millis(500)) {
+                Ok(m) => Some(m),
                 Err(RecvTimeoutError::Timeout) => None,
                 Err(RecvTimeoutError::Disconnected) => return,
             };
@@ -253,10 +311,11 @@ impl Writer {
                     }
                 }
             }
-            let Some(b) = batch else { continue };
-            if b.bytes.is_empty() {
-                continue;
-            }
+            let b = match msg {
+                Some(Msg::Lines(b)) if !b.bytes.is_empty() => b,
+                Some(Msg::Close) => return,
+                _ => continue,
+            };
             match self.sink.write_all(&b.bytes) {
                 Ok(()) => {
                     self.written.fetch_add(b.lines, Relaxed);
@@ -276,49 +335,55 @@ impl Writer {
     }
 }
 
-fn json_str(s: &mut String, b: &[u8]) {
-    s.push('"');
-    for &c in b {
-        match c {
-            b'"' => s.push_str("\\\""),
-            b'\\' => s.push_str("\\\\"),
-            0x20..=0x7e => s.push(c as char),
-            _ => {
-                let _ = write!(s, "\\u{:04x}", c);
+/// Appends `b` as a JSON string: UTF-8 as is (escaped by serde_json), each byte that is
+/// not part of valid UTF-8 as the text `\xNN`.
+fn json_str(s: &mut Vec<u8>, b: &[u8]) {
+    let text: std::borrow::Cow<'_, str> = match std::str::from_utf8(b) {
+        Ok(t) => t.into(),
+        Err(_) => {
+            let mut t = String::with_capacity(b.len() + 8);
+            for chunk in b.utf8_chunks() {
+                t.push_str(chunk.valid());
+                for byte in chunk.invalid() {
+                    let _ = write!(t, "\\x{byte:02x}");
+                }
             }
+            t.into()
         }
-    }
-    s.push('"');
+    };
+    // Serializing a str into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut *s, text.as_ref());
 }
 
-fn json_line(s: &mut String, e: &Entry<'_>) {
-    s.push_str("{\"time\":\"");
+fn json_line(s: &mut Vec<u8>, e: &Entry<'_>) {
+    s.extend_from_slice(b"{\"time\":\"");
     rfc3339(s, e.time);
     let _ = write!(s, "\",\"client\":\"{}\",\"method\":", e.client.ip());
     json_str(s, e.method.as_bytes());
-    s.push_str(",\"host\":");
+    s.extend_from_slice(b",\"host\":");
     json_str(s, e.host);
-    s.push_str(",\"path\":");
+    s.extend_from_slice(b",\"path\":");
     json_str(s, e.target);
-    let _ = write!(s, ",\"status\":{},\"bytes\":{},\"cache\":\"{}\"", e.status, e.bytes, e.cache);
+    let _ = write!(s, ",\"status\":{},\"bytes\":{},\"cache\":", e.status, e.bytes);
+    json_str(s, e.cache.as_bytes());
     match e.origin_time {
         Some(d) => {
             let _ = write!(s, ",\"origin_ms\":{:.3}", d.as_secs_f64() * 1000.0);
         }
-        None => s.push_str(",\"origin_ms\":null"),
+        None => s.extend_from_slice(b",\"origin_ms\":null"),
     }
     let _ = write!(s, ",\"total_ms\":{:.3},\"ua\":", e.total_time.as_secs_f64() * 1000.0);
     json_str(s, e.user_agent);
-    s.push_str("}\n");
+    s.extend_from_slice(b"}\n");
 }
 
-fn quoted(s: &mut String, b: &[u8]) {
+fn quoted(s: &mut Vec<u8>, b: &[u8]) {
     for &c in b {
         match c {
             b'"' | b'\\' => {
                 let _ = write!(s, "\\x{:02x}", c);
             }
-            0x20..=0x7e => s.push(c as char),
+            0x20..=0x7e => s.push(c),
             _ => {
                 let _ = write!(s, "\\x{:02x}", c);
             }
@@ -326,21 +391,21 @@ fn quoted(s: &mut String, b: &[u8]) {
     }
 }
 
-fn combined_line(s: &mut String, e: &Entry<'_>) {
+fn combined_line(s: &mut Vec<u8>, e: &Entry<'_>) {
     let _ = write!(s, "{} - - [", e.client.ip());
     clf_time(s, e.time);
     let _ = write!(s, "] \"{} ", e.method);
     quoted(s, e.target);
     let _ = write!(s, " HTTP/1.1\" {} {} \"-\" \"", e.status, e.bytes);
     quoted(s, e.user_agent);
-    s.push_str("\" host=\"");
+    s.extend_from_slice(b"\" host=\"");
     quoted(s, e.host);
     let _ = write!(s, "\" cache={}", e.cache);
     match e.origin_time {
         Some(d) => {
             let _ = write!(s, " origin_ms={:.3}", d.as_secs_f64() * 1000.0);
         }
-        None => s.push_str(" origin_ms=-"),
+        None => s.extend_from_slice(b" origin_ms=-"),
     }
     let _ = writeln!(s, " total_ms={:.3}", e.total_time.as_secs_f64() * 1000.0);
 }
@@ -364,12 +429,12 @@ fn civil(t: SystemTime) -> (i64, u32, u32, u32, u32, u32, u32) {
     (year, month, day, sod / 3600, sod / 60 % 60, sod % 60, d.subsec_millis())
 }
 
-fn rfc3339(s: &mut String, t: SystemTime) {
+fn rfc3339(s: &mut Vec<u8>, t: SystemTime) {
     let (y, mo, d, h, mi, se, ms) = civil(t);
     let _ = write!(s, "{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{se:02}.{ms:03}Z");
 }
 
-fn clf_time(s: &mut String, t: SystemTime) {
+fn clf_time(s: &mut Vec<u8>, t: SystemTime) {
     const M: [&str; 12] =
         ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
     let (y, mo, d, h, mi, se, _) = civil(t);
@@ -407,36 +472,103 @@ mod tests {
         std::fs::read_to_string(p).unwrap_or_default()
     }
 
+    fn text(b: Vec<u8>) -> String {
+        String::from_utf8(b).unwrap()
+    }
+
+    fn json_of(path: &[u8]) -> serde_json::Value {
+        let mut s = Vec::new();
+        json_line(&mut s, &entry(path));
+        assert_eq!(s.last(), Some(&b'\n'));
+        serde_json::from_slice(&s)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&s)))
+    }
+
     #[test]
     fn dates_format_in_utc() {
-        let mut s = String::new();
+        let mut s = Vec::new();
         rfc3339(&mut s, UNIX_EPOCH + Duration::from_millis(951_782_400_500));
-        assert_eq!(s, "2000-02-29T00:00:00.500Z");
-        s.clear();
+        assert_eq!(text(s), "2000-02-29T00:00:00.500Z");
+        let mut s = Vec::new();
         clf_time(&mut s, UNIX_EPOCH + Duration::from_secs(1_795_000_000));
-        assert_eq!(s, "18/Nov/2026:11:06:40 +0000");
+        assert_eq!(text(s), "18/Nov/2026:11:06:40 +0000");
     }
 
     #[test]
     fn json_lines_are_valid_json_even_with_hostile_bytes() {
-        let mut s = String::new();
-        json_line(&mut s, &entry(b"/a\"b\\c\x01\xff"));
-        let v: serde_json::Value = serde_json::from_str(s.trim_end()).unwrap();
-        assert_eq!(v["path"], "/a\"b\\c\u{1}\u{ff}");
+        let v = json_of(b"/a\"b\\c\x01\x7f");
+        assert_eq!(v["path"], "/a\"b\\c\u{1}\u{7f}");
         assert_eq!(v["status"], 200);
         assert_eq!(v["cache"], "hit");
         assert_eq!(v["time"], "2026-11-18T11:06:40.123Z");
+        assert_eq!(v["origin_ms"], serde_json::Value::Null);
+        assert_eq!(v["total_ms"], 1.5);
+    }
+
+    #[test]
+    fn json_keeps_non_ascii_utf8() {
+        let path = "/видео/épisode 1/セグメント.ts";
+        assert_eq!(json_of(path.as_bytes())["path"], path);
+    }
+
+    #[test]
+    fn json_writes_invalid_utf8_bytes_as_hex_text() {
+        // A lone byte, a truncated sequence after valid text, and a valid sequence between.
+        let v = json_of(b"/a\xffb/\xc3\xa9\xe2\x82");
+        assert_eq!(v["path"], "/a\\xffb/\u{e9}\\xe2\\x82");
     }
 
     #[test]
     fn combined_line_shape() {
-        let mut s = String::new();
+        let mut s = Vec::new();
         combined_line(&mut s, &entry(b"/seg_1.ts"));
         assert_eq!(
-            s,
+            text(s),
             "127.0.0.1 - - [18/Nov/2026:11:06:40 +0000] \"GET /seg_1.ts HTTP/1.1\" 200 1234 \"-\" \
              \"player/1.0\" host=\"live.example.com\" cache=hit origin_ms=- total_ms=1.500\n"
         );
+    }
+
+    #[test]
+    fn close_returns_once_every_handed_over_line_is_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("access.log");
+        let log = AccessLog::open(p.clone(), Format::Json).unwrap();
+        let a = LogBuffer::new(log.clone(), 1024);
+        let b = LogBuffer::new(log.clone(), 64 * 1024);
+        for i in 0..1000 {
+            a.log(&entry(format!("/a/{i}").as_bytes()));
+            b.log(&entry(format!("/b/{i}").as_bytes()));
+        }
+        // `b` never filled: its lines reach the writer because it is dropped.
+        drop((a, b));
+        assert!(log.close(Duration::from_secs(30)));
+        let t = std::fs::read_to_string(&p).unwrap();
+        assert_eq!(t.lines().count(), 2000);
+        assert_eq!(log.written_lines(), 2000);
+        assert_eq!(log.dropped_lines(), 0);
+        assert!(log.close(Duration::ZERO), "a second close is a no-op");
+    }
+
+    #[test]
+    fn close_gives_up_on_a_stalled_writer() {
+        use std::os::unix::fs::OpenOptionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("fifo");
+        let c = std::ffi::CString::new(p.to_str().unwrap()).unwrap();
+        // SAFETY: c is a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        // A reader that never reads: once the pipe buffer is full, the writer blocks.
+        let _reader =
+            OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(&p).unwrap();
+        let log = AccessLog::open(p, Format::Json).unwrap();
+        let buf = LogBuffer::new(log.clone(), 64 * 1024);
+        let long = vec![b'a'; 900];
+        for _ in 0..1_000 {
+            buf.log(&entry(&long));
+        }
+        buf.flush();
+        assert!(!log.close(Duration::from_millis(200)));
     }
 
     #[test]

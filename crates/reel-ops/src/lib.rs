@@ -1,6 +1,7 @@
 //! Operations: the pieces ops rely on to run reel for months.
 //!
-//! - [`metrics`]: per-worker counters and latency histograms, Prometheus rendering;
+//! - [`metrics`]: per-worker request counters and latency histograms, rendered through the
+//!   shared Prometheus writer of `reel-metrics`;
 //! - [`health`] and [`sampler`]: load figures, overload hysteresis, the `/healthz` answer;
 //! - [`access_log`]: per-worker buffered access log with a non-blocking writer thread;
 //! - [`notify`]: systemd readiness notifications.

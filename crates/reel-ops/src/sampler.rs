@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use arc_swap::ArcSwap;
 
 use crate::health::{LoadFigures, Overload, Thresholds, Verdict, verdict};
-use crate::metrics::{CacheResult, HistogramSnapshot, WorkerMetrics};
+use crate::metrics::{HistogramSnapshot, WorkerMetrics};
 
 /// Length of the sliding window the load figures cover.
 pub const WINDOW: Duration = Duration::from_secs(10);
@@ -152,7 +152,7 @@ impl Health {
         };
         for w in &self.inputs.workers {
             s.requests += w.requests_total();
-            s.cached += w.requests_with(CacheResult::Hit) + w.requests_with(CacheResult::Stale);
+            s.cached += w.requests_from_cache();
             s.latency.add(&w.latency.snapshot());
             s.hit_latency.add(&w.hit_latency.snapshot());
         }
@@ -217,7 +217,12 @@ pub fn thread_cpu_ticks(tid: i32) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::metrics::Outcomes;
     use std::sync::atomic::AtomicU64;
+
+    const HIT: usize = 0;
+    const MISS: usize = 1;
+    static OUTCOMES: Outcomes = Outcomes { labels: &["hit", "miss"], hit: HIT, from_cache: &[HIT] };
 
     fn inputs(w: Vec<Arc<WorkerMetrics>>, conns: Arc<AtomicU64>) -> Inputs {
         Inputs {
@@ -230,7 +235,7 @@ mod tests {
 
     #[test]
     fn answer_reflects_drain_and_overload_with_hysteresis() {
-        let w = Arc::new(WorkerMetrics::default());
+        let w = Arc::new(WorkerMetrics::new(&OUTCOMES));
         let conns = Arc::new(AtomicU64::new(5));
         let t = Thresholds { max_connections: 100, resume_connections: 50, ..Default::default() };
         let h = Health::new(inputs(vec![w.clone()], conns.clone()), t);
@@ -253,15 +258,15 @@ mod tests {
 
     #[test]
     fn figures_count_requests_and_hit_ratio_over_the_window() {
-        let w = Arc::new(WorkerMetrics::default());
+        let w = Arc::new(WorkerMetrics::new(&OUTCOMES));
         let h = Health::new(
             inputs(vec![w.clone()], Arc::new(AtomicU64::new(0))),
             Thresholds::default(),
         );
         for _ in 0..3 {
-            w.record(200, CacheResult::Hit, 10, Duration::from_millis(1));
+            w.record(200, HIT, 10, Duration::from_millis(1));
         }
-        w.record(200, CacheResult::Miss, 10, Duration::from_millis(40));
+        w.record(200, MISS, 10, Duration::from_millis(40));
         std::thread::sleep(Duration::from_millis(20));
         h.tick();
         let l = &h.answer().verdict.load;

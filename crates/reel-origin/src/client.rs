@@ -1,11 +1,13 @@
 //! The per-worker origin client: host selection, retries, and a keep-alive pool.
 //!
-//! A [`WorkerClient`] belongs to one worker thread. Its pool holds hyper HTTP/1.1 connections
-//! (`hyper::client::conn::http1` over a `TcpStream` with `TCP_NODELAY`) keyed by host address,
-//! reused last-in first-out so the warmest connection serves and surplus ones age out. Nothing
-//! in it is shared with other cores; connection tasks are spawned on the current runtime,
-//! which for a worker is its own current_thread runtime. Health and statistics are shared
-//! (see [`crate::health`]).
+//! A [`WorkerClient`] belongs to one worker thread. Its pool holds hyper connections (see
+//! [`crate::conn`]: HTTP/1.1 over TCP or TLS, HTTP/2 over TLS when ALPN chose it) keyed by
+//! host address (and, for TLS, group and verified name). Idle HTTP/1.1 connections are reused
+//! last-in first-out so the warmest one serves and surplus ones age out; an HTTP/2 connection
+//! stays in the pool while open and carries every concurrent request of the worker to that
+//! host. Nothing in it is shared with other cores; connection tasks are spawned on the current
+//! runtime, which for a worker is its own current_thread runtime. Health and statistics are
+//! shared (see [`crate::health`]).
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -16,20 +18,19 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderValue};
 use http::uri::PathAndQuery;
-use http::{Method, Request, StatusCode, Uri};
+use http::{Method, StatusCode};
 use http_body::Body as _;
 use http_body_util::BodyExt as _;
 use hyper::body::Incoming;
-use hyper::client::conn::http1::SendRequest;
-use hyper_util::rt::TokioIo;
-use tokio::net::TcpStream;
 
 use crate::Inner;
+use crate::balance::{self, Affinity};
 use crate::body::RequestBody;
-use crate::error::{ErrorKind, OriginError, body_kind, connect_kind, head_kind};
+use crate::conn::Sender;
+use crate::error::{ErrorKind, OriginError, body_kind, head_kind};
 use crate::headers::strip_hop_by_hop;
-use crate::health::HostState;
-use crate::spec::GroupSpec;
+use crate::health::{HostState, PoolKey};
+use crate::spec::{Balance, GroupSpec};
 
 /// A request to send to an origin group.
 #[derive(Debug)]
@@ -103,7 +104,8 @@ impl OriginResponse {
 /// The body of an [`OriginResponse`]: a stream of chunks with the idle timeout applied to each.
 ///
 /// When the body has been read to its end the connection goes back to the worker's pool.
-/// Dropping the body earlier closes the connection (HTTP/1.1 cannot skip the rest of a body).
+/// Dropping the body earlier closes an HTTP/1.1 connection (it cannot skip the rest of a
+/// body) and resets only the stream of an HTTP/2 one.
 pub struct OriginBody {
     incoming: Option<Incoming>,
     idle_timeout: Duration,
@@ -127,7 +129,7 @@ impl std::fmt::Debug for OriginBody {
 
 /// A connection to return to the pool once its response is complete.
 struct PooledConn {
-    sender: SendRequest<RequestBody>,
+    sender: Sender,
     pool: Rc<RefCell<Pool>>,
     cap: usize,
     idle_timeout: Duration,
@@ -184,7 +186,7 @@ impl OriginBody {
         }
         self.incoming = None;
         if let Some(c) = self.conn.take() {
-            c.pool.borrow_mut().checkin(&self.host.addr, c.sender, c.cap, c.idle_timeout);
+            c.pool.borrow_mut().checkin(&self.host.pool_key, c.sender, c.cap, c.idle_timeout);
         }
         Ok(())
     }
@@ -204,24 +206,32 @@ impl OriginBody {
 }
 
 struct Idle {
-    sender: SendRequest<RequestBody>,
+    sender: Sender,
     since: Instant,
     ttl: Duration,
 }
 
-/// Idle keep-alive connections of one worker, by host address.
+/// Keep-alive connections of one worker: idle HTTP/1.1 ones and open HTTP/2 ones, by host.
 #[derive(Default)]
 pub(crate) struct Pool {
-    idle: HashMap<String, Vec<Idle>>,
+    idle: HashMap<PoolKey, Vec<Idle>>,
+    /// One multiplexed connection per host; requests share it, so it is never checked out.
+    h2: HashMap<PoolKey, Sender>,
     last_sweep: Option<Instant>,
 }
 
 const SWEEP_EVERY: Duration = Duration::from_secs(1);
 
 impl Pool {
-    /// The most recently used live connection to `addr`.
-    fn checkout(&mut self, addr: &str) -> Option<SendRequest<RequestBody>> {
-        let list = self.idle.get_mut(addr)?;
+    /// The open HTTP/2 connection to `key`, else the most recently used idle HTTP/1.1 one.
+    fn checkout(&mut self, key: &PoolKey) -> Option<Sender> {
+        if let Some(s) = self.h2.get(key) {
+            if let Some(shared) = s.share().filter(|s| !s.is_closed()) {
+                return Some(shared);
+            }
+            self.h2.remove(key);
+        }
+        let list = self.idle.get_mut(key)?;
         while let Some(idle) = list.pop() {
             if !idle.sender.is_closed() && idle.since.elapsed() < idle.ttl {
                 return Some(idle.sender);
@@ -230,7 +240,15 @@ impl Pool {
         None
     }
 
-    fn checkin(&mut self, addr: &str, sender: SendRequest<RequestBody>, cap: usize, ttl: Duration) {
+    /// A new connection: HTTP/2 ones join the pool at once, for concurrent requests, unless
+    /// pooling is off (`cap` 0).
+    fn opened(&mut self, key: &PoolKey, sender: &Sender, cap: usize) {
+        if let Some(shared) = sender.share().filter(|_| cap > 0) {
+            self.h2.insert(key.clone(), shared);
+        }
+    }
+
+    fn checkin(&mut self, key: &PoolKey, sender: Sender, cap: usize, ttl: Duration) {
         let now = Instant::now();
         if self.last_sweep.is_none_or(|t| now.duration_since(t) >= SWEEP_EVERY) {
             self.last_sweep = Some(now);
@@ -239,11 +257,13 @@ impl Pool {
                 list.retain(|i| !i.sender.is_closed() && now.duration_since(i.since) < i.ttl);
             }
             self.idle.retain(|_, l| !l.is_empty());
+            self.h2.retain(|_, s| !s.is_closed());
         }
-        if cap == 0 || sender.is_closed() {
+        if cap == 0 || sender.is_closed() || sender.is_h2() {
+            // A closed connection is useless; an HTTP/2 one is already in `h2`.
             return;
         }
-        let list = self.idle.entry(addr.to_owned()).or_default();
+        let list = self.idle.entry(key.clone()).or_default();
         if list.len() >= cap {
             // The oldest goes: LIFO reuse would leave it unused longest anyway.
             list.remove(0);
@@ -252,7 +272,10 @@ impl Pool {
     }
 
     fn idle_count(&self, addr: &str) -> usize {
-        self.idle.get(addr).map_or(0, Vec::len)
+        let idle: usize =
+            self.idle.iter().filter(|(k, _)| k.addr == addr).map(|(_, l)| l.len()).sum();
+        let h2 = self.h2.iter().filter(|(k, s)| k.addr == addr && !s.is_closed()).count();
+        idle + h2
     }
 }
 
@@ -278,7 +301,7 @@ impl std::fmt::Debug for WorkerClient {
 /// The request head, prepared once and reused for every attempt.
 struct Head {
     method: Method,
-    uri: Uri,
+    pq: PathAndQuery,
     headers: HeaderMap,
     host: Option<HeaderValue>,
     idempotent: bool,
@@ -291,12 +314,24 @@ impl WorkerClient {
         Self { inner, local: Rc::new(Local { pool: Rc::default(), rr }) }
     }
 
+    /// Sends `req` to group `group` and returns the response head; the same as
+    /// [`send_keyed`](Self::send_keyed) with the affinity of the request's path and query.
+    pub async fn send(
+        &self,
+        group: &str,
+        req: OriginRequest,
+    ) -> Result<OriginResponse, OriginError> {
+        self.send_keyed(group, req, None).await
+    }
+
     /// Sends `req` to group `group` and returns the response head.
     ///
-    /// Hosts are chosen round-robin among the available hosts of the best tier; the other
-    /// available hosts of that tier and then of the following tiers are the retry order. When
-    /// no host of any tier is available the group's `fail_open` decides: tier 0 anyway, or
-    /// [`ErrorKind::NoHealthyHost`].
+    /// With round robin, hosts are chosen in turn among the available hosts of the best tier.
+    /// With rendezvous, each tier's hosts are ranked for `affinity` (the caller's cache key,
+    /// see [`Affinity`]; `None` hashes the path and query) and the best-ranked available host
+    /// serves. Either way the other available hosts of that tier, then those of the following
+    /// tiers, are the retry order. When no host of any tier is available the group's
+    /// `fail_open` decides: tier 0 anyway, or [`ErrorKind::NoHealthyHost`].
     ///
     /// Idempotent requests are retried on the next host, up to `retries` times, when the
     /// failure happened before any response byte ([`OriginError::is_retryable`]); a streamed
@@ -306,10 +341,11 @@ impl WorkerClient {
     /// Independently of `retries`, a request that fails on a reused keep-alive connection
     /// because the origin closed it is sent once more on a fresh connection to the same host,
     /// if it is idempotent or hyper reports it was never written.
-    pub async fn send(
+    pub async fn send_keyed(
         &self,
         group: &str,
         req: OriginRequest,
+        affinity: Option<Affinity>,
     ) -> Result<OriginResponse, OriginError> {
         let Some(&gi) = self.inner.by_name.get(group) else {
             return Err(OriginError::new(ErrorKind::UnknownGroup, None, true));
@@ -322,14 +358,16 @@ impl WorkerClient {
         if !req.body.is_stream() {
             headers.remove(header::CONTENT_LENGTH);
         }
+        let affinity =
+            affinity.unwrap_or_else(|| Affinity::of(req.path_and_query.as_str().as_bytes()));
         let head = Head {
             method: req.method,
-            uri: Uri::from(req.path_and_query),
+            pq: req.path_and_query,
             headers,
             host: HeaderValue::from_str(&req.host).ok().filter(|v| !v.is_empty()),
             idempotent,
         };
-        let plan = self.plan(gi);
+        let plan = self.plan(gi, affinity);
         if plan.is_empty() {
             return Err(OriginError::new(ErrorKind::NoHealthyHost, None, true));
         }
@@ -356,33 +394,44 @@ impl WorkerClient {
     }
 
     /// Hosts to try, in order.
-    fn plan(&self, gi: usize) -> Vec<Arc<HostState>> {
+    fn plan(&self, gi: usize, affinity: Affinity) -> Vec<Arc<HostState>> {
         let g = &self.inner.groups[gi];
         let rr = &self.local.rr[gi];
+        // One tier's hosts in this request's order, starting from the first.
+        let order = |ti: usize, hosts: Vec<&Arc<HostState>>, advance: bool| match g.spec.balance {
+            Balance::RoundRobin => {
+                let start = rr[ti].get();
+                if advance {
+                    rr[ti].set(start.wrapping_add(1));
+                }
+                (0..hosts.len()).map(|k| hosts[(start + k) % hosts.len()].clone()).collect()
+            }
+            // Ranking only the available hosts skips the unavailable ones in rank order.
+            Balance::Rendezvous => {
+                balance::rank(affinity, hosts.iter().map(|h| (h.rank_id, h.weight)))
+                    .into_iter()
+                    .map(|i| hosts[i].clone())
+                    .collect::<Vec<_>>()
+            }
+        };
         let mut out = Vec::new();
         for (ti, tier) in g.tiers.iter().enumerate() {
             let avail: Vec<&Arc<HostState>> = tier.iter().filter(|h| h.is_available()).collect();
             if avail.is_empty() {
                 continue;
             }
-            let start = rr[ti].get();
-            if out.is_empty() {
-                rr[ti].set(start.wrapping_add(1));
-            }
-            out.extend((0..avail.len()).map(|k| avail[(start + k) % avail.len()].clone()));
+            let first = out.is_empty();
+            out.extend(order(ti, avail, first));
         }
         if out.is_empty() && g.spec.fail_open {
-            let tier = &g.tiers[0];
-            let start = rr[0].get();
-            rr[0].set(start.wrapping_add(1));
-            out.extend((0..tier.len()).map(|k| tier[(start + k) % tier.len()].clone()));
+            out = order(0, g.tiers[0].iter().collect(), true);
         }
         out
     }
 
-    async fn checkout(&self, host: &HostState, g: &GroupSpec) -> Option<SendRequest<RequestBody>> {
+    async fn checkout(&self, host: &HostState, g: &GroupSpec) -> Option<Sender> {
         loop {
-            let mut sender = self.local.pool.borrow_mut().checkout(&host.addr)?;
+            let mut sender = self.local.pool.borrow_mut().checkout(&host.pool_key)?;
             if sender.is_ready() {
                 return Some(sender);
             }
@@ -397,35 +446,10 @@ impl WorkerClient {
         &self,
         host: &HostState,
         g: &GroupSpec,
-    ) -> Result<(SendRequest<RequestBody>, Duration), OriginError> {
+    ) -> Result<(Sender, Duration), OriginError> {
         let started = Instant::now();
-        let stream = match tokio::time::timeout(g.connect_timeout, TcpStream::connect(&host.addr))
-            .await
-        {
-            Err(_) => {
-                return Err(OriginError::new(ErrorKind::ConnectTimeout, Some(&host.addr), true));
-            }
-            Ok(Err(e)) => {
-                return Err(
-                    OriginError::new(connect_kind(&e), Some(&host.addr), true).with_source(e)
-                );
-            }
-            Ok(Ok(s)) => s,
-        };
-        // Request heads are small writes; Nagle would hold them back behind delayed ACKs.
-        let _ = stream.set_nodelay(true);
-        let (sender, conn) = hyper::client::conn::http1::Builder::new()
-            .handshake(TokioIo::new(stream))
-            .await
-            .map_err(|e| {
-                OriginError::new(ErrorKind::ConnectFailed, Some(&host.addr), true).with_source(e)
-            })?;
-        let addr = host.addr.clone();
-        tokio::spawn(async move {
-            if let Err(e) = conn.await {
-                tracing::debug!(host = %addr, error = %e, "origin connection ended");
-            }
-        });
+        let sender = crate::conn::open(host, g.connect_timeout).await?;
+        self.local.pool.borrow_mut().opened(&host.pool_key, &sender, g.max_idle_per_host);
         Ok((sender, started.elapsed()))
     }
 
@@ -455,21 +479,22 @@ impl WorkerClient {
             else {
                 return Err(OriginError::new(ErrorKind::Reset, Some(&host.addr), true));
             };
-            let mut req = Request::new(this_body);
-            *req.method_mut() = head.method.clone();
-            *req.uri_mut() = head.uri.clone();
-            *req.headers_mut() = head.headers.clone();
             let host_value = host
                 .host_header
                 .clone()
                 .or_else(|| head.host.clone())
-                .or_else(|| HeaderValue::from_str(&host.addr).ok());
-            if let Some(v) = host_value {
-                req.headers_mut().insert(header::HOST, v);
-            }
+                .or_else(|| HeaderValue::from_str(&host.addr).ok())
+                .unwrap_or_else(|| HeaderValue::from_static("localhost"));
+            let req = sender.request(
+                head.method.clone(),
+                head.pq.clone(),
+                head.headers.clone(),
+                host_value,
+                &host.addr,
+                this_body,
+            );
             let started = Instant::now();
-            let result =
-                tokio::time::timeout(g.first_byte_timeout, sender.try_send_request(req)).await;
+            let result = tokio::time::timeout(g.first_byte_timeout, sender.send(req)).await;
             let first_byte = started.elapsed();
             let mut err = match result {
                 Ok(Ok(resp)) => {
@@ -514,12 +539,18 @@ impl WorkerClient {
         host: &Arc<HostState>,
         head: &Head,
         resp: http::Response<Incoming>,
-        sender: SendRequest<RequestBody>,
+        sender: Sender,
         connect: Option<Duration>,
         first_byte: Duration,
     ) -> OriginResponse {
         let (parts, incoming) = resp.into_parts();
         let mut headers = parts.headers;
+        if headers.contains_key(header::TRANSFER_ENCODING) {
+            // RFC 9112 section 6.3: Transfer-Encoding overrides Content-Length (hyper
+            // decodes the body that way) and a forwarding intermediary removes the
+            // Content-Length, so the length it announced is never trusted downstream.
+            headers.remove(header::CONTENT_LENGTH);
+        }
         strip_hop_by_hop(&mut headers);
         let status = parts.status;
         // RFC 9112 section 6.3: HEAD, 1xx, 204 and 304 responses have no body whatever their

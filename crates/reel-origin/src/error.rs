@@ -14,8 +14,11 @@ pub enum ErrorKind {
     ConnectRefused,
     /// Any other connect failure: unreachable network, DNS failure, ...
     ConnectFailed,
-    /// The TCP connection was not established within `connect_timeout`.
+    /// The TCP connection and TLS handshake were not done within `connect_timeout`.
     ConnectTimeout,
+    /// The TLS handshake failed: the certificate did not verify (unknown issuer, wrong name,
+    /// expired), no common protocol version or cipher, or the peer does not speak TLS.
+    Tls,
     /// No response head within `first_byte_timeout` of sending the request.
     FirstByteTimeout,
     /// No body chunk within `idle_timeout` of the previous one.
@@ -24,7 +27,7 @@ pub enum ErrorKind {
     Reset,
     /// The body ended before its declared length (Content-Length or the last chunk).
     Truncated,
-    /// The origin spoke something that is not valid HTTP/1.1.
+    /// The origin spoke something that is not valid HTTP/1.1 (or HTTP/2).
     Protocol,
     /// The caller abandoned the streamed request body ([`crate::BodySender`] dropped without
     /// `finish`); not held against the host.
@@ -37,10 +40,11 @@ pub enum ErrorKind {
 
 impl ErrorKind {
     /// Every kind, in a stable order (the index order of per-kind counters).
-    pub const ALL: [ErrorKind; 11] = [
+    pub const ALL: [ErrorKind; 12] = [
         ErrorKind::ConnectRefused,
         ErrorKind::ConnectFailed,
         ErrorKind::ConnectTimeout,
+        ErrorKind::Tls,
         ErrorKind::FirstByteTimeout,
         ErrorKind::IdleTimeout,
         ErrorKind::Reset,
@@ -57,6 +61,7 @@ impl ErrorKind {
             ErrorKind::ConnectRefused => "connect_refused",
             ErrorKind::ConnectFailed => "connect_failed",
             ErrorKind::ConnectTimeout => "connect_timeout",
+            ErrorKind::Tls => "tls",
             ErrorKind::FirstByteTimeout => "first_byte_timeout",
             ErrorKind::IdleTimeout => "idle_timeout",
             ErrorKind::Reset => "reset",
@@ -122,7 +127,7 @@ impl OriginError {
     }
 
     /// Whether an idempotent request may be sent again to another host: true for connect
-    /// failures, first-byte timeouts and resets before the response head. Whether a request
+    /// and TLS handshake failures, first-byte timeouts and resets before the response head. Whether a request
     /// is idempotent is the caller's knowledge ([`crate::OriginRequest::idempotent`]).
     pub fn is_retryable(&self) -> bool {
         self.before_response
@@ -131,6 +136,7 @@ impl OriginError {
                 ErrorKind::ConnectRefused
                     | ErrorKind::ConnectFailed
                     | ErrorKind::ConnectTimeout
+                    | ErrorKind::Tls
                     | ErrorKind::FirstByteTimeout
                     | ErrorKind::Reset
             )
@@ -191,7 +197,8 @@ pub(crate) fn head_kind(e: &hyper::Error) -> ErrorKind {
         }
         cur = err.source();
     }
-    if e.is_parse() || e.is_parse_status() || e.is_parse_too_large() || e.is_user() {
+    // `is_parse` covers every parse error (a bad status, a head too large, ...).
+    if e.is_parse() || e.is_user() {
         ErrorKind::Protocol
     } else {
         // Closed, canceled, incomplete message, I/O errors: the connection went away before a

@@ -25,16 +25,23 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::time::Instant;
 
-use bytes::Bytes;
-use http::{HeaderValue, Request, header};
-use http_body_util::Empty;
-use hyper_util::rt::TokioIo;
-use tokio::net::TcpStream;
+use http::uri::PathAndQuery;
+use http::{HeaderMap, HeaderValue, Method, header};
 use tokio::sync::watch;
 
+use crate::body::RequestBody;
 use crate::error::ErrorKind;
-use crate::spec::HealthSpec;
+use crate::spec::{HealthSpec, HostSpec};
 use crate::stats::HostStats;
+use crate::tls::TlsTarget;
+
+/// Which idle connections a host may reuse: plain ones by address (shared by every group
+/// listing it), TLS ones by address, group and verified name.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct PoolKey {
+    pub(crate) addr: String,
+    pub(crate) tls: Option<(usize, String)>,
+}
 
 /// Shared state of one host of one group.
 #[derive(Debug)]
@@ -44,6 +51,12 @@ pub(crate) struct HostState {
     pub(crate) tier: usize,
     /// `Host` override from the spec, validated at build time.
     pub(crate) host_header: Option<HeaderValue>,
+    /// TLS connector and name, for an HTTPS host.
+    pub(crate) tls: Option<TlsTarget>,
+    pub(crate) pool_key: PoolKey,
+    /// Rendezvous weight and identity (a hash of `addr`, the same on every node).
+    pub(crate) weight: u32,
+    pub(crate) rank_id: u64,
     pub(crate) health: HealthSpec,
     pub(crate) stats: HostStats,
     healthy: AtomicBool,
@@ -58,19 +71,30 @@ pub(crate) struct HostState {
 }
 
 impl HostState {
+    /// `gi` is the group's index, which keeps TLS pools of different groups apart.
     pub(crate) fn new(
-        group: &str,
-        addr: &str,
+        (group, gi): (&str, usize),
+        spec: &HostSpec,
         tier: usize,
-        host_header: Option<HeaderValue>,
+        tls: Option<TlsTarget>,
         health: HealthSpec,
         base: Instant,
     ) -> Self {
+        // Validated with the spec; an invalid value is dropped rather than trusted.
+        let host_header = spec.host_header.as_deref().and_then(|v| HeaderValue::from_str(v).ok());
+        let pool_key = PoolKey {
+            addr: spec.addr.clone(),
+            tls: tls.as_ref().map(|_| (gi, spec.tls_name().to_owned())),
+        };
         Self {
             group: group.to_owned(),
-            addr: addr.to_owned(),
+            addr: spec.addr.clone(),
             tier,
             host_header,
+            tls,
+            pool_key,
+            weight: spec.weight.max(1),
+            rank_id: crate::balance::host_id(&spec.addr),
             health,
             stats: HostStats::default(),
             // Hosts start healthy so traffic flows before the first probe; a dead host is
@@ -174,27 +198,28 @@ impl HostState {
     }
 }
 
-/// One probe: connect, `GET path`, compare the status. The whole exchange is bounded by the
-/// probe timeout; the body is not read and the connection is closed afterwards.
+/// One probe: connect (over TLS for an HTTPS host, with the same verification as requests),
+/// `GET path`, compare the status. The whole exchange is bounded by the probe timeout; the
+/// body is not read and the connection is closed afterwards.
 async fn probe(host: &HostState) -> Result<(), String> {
     let h = &host.health;
     let exchange = async {
-        let stream = TcpStream::connect(&host.addr).await.map_err(|e| format!("connect: {e}"))?;
-        let _ = stream.set_nodelay(true);
-        let (mut send, conn) =
-            hyper::client::conn::http1::handshake::<_, Empty<Bytes>>(TokioIo::new(stream))
-                .await
-                .map_err(|e| format!("handshake: {e}"))?;
-        tokio::spawn(async move {
-            let _ = conn.await;
-        });
-        let req = Request::get(h.path.as_str())
-            .header(header::HOST, host.probe_host_header())
-            .header(header::CONNECTION, "close")
-            .header(header::USER_AGENT, "reel-health-check")
-            .body(Empty::new())
-            .map_err(|e| format!("request: {e}"))?;
-        let resp = send.send_request(req).await.map_err(|e| format!("request: {e}"))?;
+        let mut send = crate::conn::open(host, h.timeout).await.map_err(|e| e.to_string())?;
+        let pq = PathAndQuery::try_from(h.path.as_str()).map_err(|e| format!("path: {e}"))?;
+        let mut headers = HeaderMap::new();
+        if !send.is_h2() {
+            headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
+        }
+        headers.insert(header::USER_AGENT, HeaderValue::from_static("reel-health-check"));
+        let req = send.request(
+            Method::GET,
+            pq,
+            headers,
+            host.probe_host_header(),
+            &host.addr,
+            RequestBody::Empty,
+        );
+        let resp = send.send(req).await.map_err(|e| format!("request: {}", e.error()))?;
         if resp.status().as_u16() == h.expect_status {
             Ok(())
         } else {
@@ -286,7 +311,7 @@ mod tests {
             interval: Duration::from_millis(interval_ms),
             ..HealthSpec::default()
         };
-        HostState::new("g", "127.0.0.1:1", 0, None, health, Instant::now())
+        HostState::new(("g", 0), &HostSpec::new("127.0.0.1:1"), 0, None, health, Instant::now())
     }
 
     #[test]

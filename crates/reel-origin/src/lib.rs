@@ -1,13 +1,16 @@
 //! Origin client for the edge cache: ordered origin groups, health checks, per-worker
-//! HTTP/1.1 connection pools.
+//! connection pools (HTTP/1.1, and HTTP/2 by ALPN, over TCP or TLS).
 //!
 //! * [`Origins`] is built once from every [`GroupSpec`] and shared by all workers (it is
 //!   `Send + Sync`). It owns the health state and statistics of every host, runs the active
 //!   health checker on its own thread ([`Origins::start_health_checks`]) and exports
 //!   [`Origins::snapshot`] for `/status` and `/metrics`.
 //! * [`WorkerClient`] ([`Origins::worker_client`]) is created on each worker thread. It owns
-//!   that worker's keep-alive pool, picks hosts (round-robin inside the best healthy tier) and
-//!   retries idempotent requests on the next host when nothing came back yet.
+//!   that worker's keep-alive pool, picks hosts inside the best healthy tier (round robin, or
+//!   rendezvous hashing of the request's [`Affinity`], see [`Balance`]) and retries idempotent
+//!   requests on the next host when nothing came back yet.
+//! * HTTPS hosts ([`HostSpec::tls`]) are verified against the system roots or the group's
+//!   `ca_file` ([`TlsSpec`]); health checks and pooled connections use TLS the same way.
 //!
 //! Destinations come only from the specs: a request's own `Host` never chooses where it goes.
 //! One host listed in two groups has independent health and statistics per group (the groups
@@ -15,29 +18,29 @@
 
 #![forbid(unsafe_code)]
 
+mod balance;
 mod body;
 mod client;
+mod conn;
 mod error;
 mod headers;
 mod health;
 mod spec;
 mod stats;
+mod tls;
 
 use std::collections::HashMap;
 use std::io;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
-use http::HeaderValue;
-
+pub use balance::Affinity;
 pub use body::{BodyAborted, BodyClosed, BodySender, RequestBody, StreamBody};
 pub use client::{OriginBody, OriginRequest, OriginResponse, OriginTiming, WorkerClient};
 pub use error::{ErrorKind, OriginError};
 pub use headers::strip_hop_by_hop;
-pub use spec::{GroupSpec, HealthSpec, HostSpec, SpecError};
-pub use stats::{
-    ErrorCounts, GroupSnapshot, HostSnapshot, LATENCY_BUCKETS_MS, LatencySnapshot, OriginsSnapshot,
-};
+pub use spec::{Balance, GroupSpec, HealthSpec, HostSpec, SpecError, TlsSpec};
+pub use stats::{ErrorCounts, GroupSnapshot, HostSnapshot, OriginsSnapshot};
 
 use health::{Checker, HostState};
 
@@ -75,7 +78,8 @@ impl std::fmt::Debug for Origins {
 }
 
 impl Origins {
-    /// Validates the groups and sets every host healthy.
+    /// Validates the groups, loads their TLS trust anchors (`ca_file` or the system roots)
+    /// and sets every host healthy.
     pub fn new(groups: Vec<GroupSpec>) -> Result<Self, SpecError> {
         let base = Instant::now();
         let mut by_name = HashMap::new();
@@ -85,32 +89,28 @@ impl Origins {
             if by_name.insert(spec.name.clone(), out.len()).is_some() {
                 return Err(SpecError::DuplicateGroup(spec.name));
             }
-            let tiers = spec
-                .tiers
-                .iter()
-                .enumerate()
-                .map(|(ti, hosts)| {
-                    hosts
-                        .iter()
-                        .map(|h| {
-                            // Validated above; a failure here cannot happen, and dropping the
-                            // override would still be safe.
-                            let hh = h
-                                .host_header
-                                .as_deref()
-                                .and_then(|v| HeaderValue::from_str(v).ok());
-                            Arc::new(HostState::new(
-                                &spec.name,
-                                &h.addr,
-                                ti,
-                                hh,
-                                spec.health.clone(),
-                                base,
-                            ))
-                        })
-                        .collect()
-                })
-                .collect();
+            let gi = out.len();
+            let tls = if spec.tiers.iter().flatten().any(|h| h.tls) {
+                Some(tls::client_config(&spec.name, &spec.tls)?)
+            } else {
+                None
+            };
+            let mut tiers = Vec::with_capacity(spec.tiers.len());
+            for (ti, hosts) in spec.tiers.iter().enumerate() {
+                let mut tier = Vec::with_capacity(hosts.len());
+                for h in hosts {
+                    let target = match (&tls, h.tls) {
+                        (Some(cfg), true) => {
+                            Some(tls::TlsTarget::new(&spec.name, cfg, h.tls_name())?)
+                        }
+                        _ => None,
+                    };
+                    let health = spec.health.clone();
+                    let state = HostState::new((&spec.name, gi), h, ti, target, health, base);
+                    tier.push(Arc::new(state));
+                }
+                tiers.push(tier);
+            }
             out.push(Group { spec, tiers });
         }
         Ok(Self { inner: Arc::new(Inner { groups: out, by_name }), checker: Mutex::new(None) })
@@ -162,6 +162,37 @@ impl Origins {
     pub fn is_healthy(&self, group: &str, addr: &str) -> Option<bool> {
         let g = &self.inner.groups[*self.inner.by_name.get(group)?];
         g.tiers.iter().flatten().find(|h| h.addr == addr).map(|h| h.is_healthy())
+    }
+
+    /// Configuration an operator must be warned about, one sentence each, for the log and
+    /// `/status`: today, groups whose TLS hosts are not verified (`insecure_skip_verify`).
+    pub fn warnings(&self) -> Vec<String> {
+        self.inner
+            .groups
+            .iter()
+            .filter(|g| g.spec.tls.insecure_skip_verify && g.tiers.iter().flatten().any(|h| h.tls.is_some()))
+            .map(|g| {
+                format!(
+                    "origin group {:?}: insecure_skip_verify = true, origin TLS certificates are not verified",
+                    g.spec.name
+                )
+            })
+            .collect()
+    }
+
+    /// The hosts of `group`'s tier `tier` in the order a request with `affinity` tries them
+    /// under rendezvous balancing, healthy or not (the ranking every node computes the same
+    /// way). `None` if there is no such group or tier.
+    pub fn rendezvous_order(
+        &self,
+        group: &str,
+        tier: usize,
+        affinity: Affinity,
+    ) -> Option<Vec<String>> {
+        let g = &self.inner.groups[*self.inner.by_name.get(group)?];
+        let hosts = g.tiers.get(tier)?;
+        let order = balance::rank(affinity, hosts.iter().map(|h| (h.rank_id, h.weight)));
+        Some(order.into_iter().map(|i| hosts[i].addr.clone()).collect())
     }
 
     /// Health and counters of every host, for `/status` and `/metrics`.

@@ -4,24 +4,78 @@
 //! destination. A request can only ever reach an address listed in a [`HostSpec`], whatever its
 //! own `Host` header says, so the edge can never be used as an open proxy.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
-/// One origin server reachable over plain HTTP/1.1.
+/// One origin server, reached over plain HTTP/1.1 or over TLS.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HostSpec {
     /// `host:port` to connect to (an IP literal such as `127.0.0.1:8081` or `[::1]:80`, or a
     /// DNS name resolved at connect time).
     pub addr: String,
     /// `Host` header to send to this server instead of the one in the request. Origins behind
-    /// virtual hosting usually need their own name here.
+    /// virtual hosting usually need their own name here. Over TLS it is also the SNI name and
+    /// the name the certificate must carry.
     pub host_header: Option<String>,
+    /// Speak HTTPS: TLS (1.3 or 1.2) with the group's [`GroupSpec::tls`] verification, SNI from
+    /// `host_header` or else the host part of `addr`.
+    pub tls: bool,
+    /// Relative share of keys under [`Balance::Rendezvous`]; at least 1. Ignored by round robin.
+    pub weight: u32,
 }
 
 impl HostSpec {
-    /// A host reached at `addr` without a `Host` override.
+    /// A plain-HTTP host reached at `addr` without a `Host` override, weight 1.
     pub fn new(addr: impl Into<String>) -> Self {
-        Self { addr: addr.into(), host_header: None }
+        Self { addr: addr.into(), host_header: None, tls: false, weight: 1 }
     }
+
+    /// The name TLS verifies: `host_header` (without a port) or the host part of `addr`
+    /// (without brackets).
+    pub fn tls_name(&self) -> &str {
+        let name = match &self.host_header {
+            Some(h) => strip_port(h),
+            None => strip_port(&self.addr),
+        };
+        name.strip_prefix('[').and_then(|n| n.strip_suffix(']')).unwrap_or(name)
+    }
+}
+
+/// `host`, `host:port`, `[v6]` or `[v6]:port` without the port.
+fn strip_port(hp: &str) -> &str {
+    if hp.starts_with('[') {
+        return hp.find(']').map_or(hp, |i| &hp[..=i]);
+    }
+    match hp.rsplit_once(':') {
+        Some((h, p)) if !h.contains(':') && p.bytes().all(|b| b.is_ascii_digit()) => h,
+        _ => hp,
+    }
+}
+
+/// How a request picks a host inside a tier.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Balance {
+    /// Each worker rotates over the tier's available hosts.
+    #[default]
+    RoundRobin,
+    /// Rendezvous (highest random weight) hashing of the request's [`crate::Affinity`]: every
+    /// node ranks the hosts of a tier the same way for a key, the best available one serves
+    /// and the next ones are the retry order. Losing one of N hosts moves only its share of
+    /// keys.
+    Rendezvous,
+}
+
+/// How the certificates of a group's TLS hosts are checked.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TlsSpec {
+    /// PEM bundle of the certificate authorities to trust instead of the system roots.
+    pub ca_file: Option<PathBuf>,
+    /// Accept any certificate. Only for tests and emergencies: it is logged as a warning at
+    /// start and reported by [`crate::Origins::warnings`].
+    pub insecure_skip_verify: bool,
+    /// Offer HTTP/2 by ALPN (`h2`, then `http/1.1`); the origin chooses. Plain-HTTP hosts
+    /// always speak HTTP/1.1.
+    pub http2: bool,
 }
 
 /// Active health checking of every host of a group.
@@ -65,6 +119,10 @@ pub struct GroupSpec {
     pub name: String,
     /// Hosts by preference: tier 0 serves while any of its hosts is healthy, then tier 1, ...
     pub tiers: Vec<Vec<HostSpec>>,
+    /// Host choice inside a tier.
+    pub balance: Balance,
+    /// Certificate verification and ALPN for the hosts with [`HostSpec::tls`].
+    pub tls: TlsSpec,
     /// Budget for establishing the TCP connection.
     pub connect_timeout: Duration,
     /// Budget from sending the request head until the response head has arrived.
@@ -92,6 +150,8 @@ impl GroupSpec {
         Self {
             name: name.into(),
             tiers,
+            balance: Balance::RoundRobin,
+            tls: TlsSpec::default(),
             connect_timeout: Duration::from_secs(2),
             first_byte_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(10),
@@ -145,6 +205,30 @@ pub enum SpecError {
         /// What is wrong.
         reason: &'static str,
     },
+    /// A host weight of zero.
+    #[error("origin group {group:?}: host {addr:?} has weight 0 (at least 1)")]
+    ZeroWeight {
+        /// Group name.
+        group: String,
+        /// Offending host.
+        addr: String,
+    },
+    /// A TLS host whose name cannot be used for SNI and certificate checks.
+    #[error("origin group {group:?}: {name:?} is not a DNS name or IP address usable for TLS")]
+    BadTlsName {
+        /// Group name.
+        group: String,
+        /// Offending name.
+        name: String,
+    },
+    /// TLS settings that cannot be used: an unreadable or empty `ca_file`, contradicting keys.
+    #[error("origin group {group:?}: {reason}")]
+    Tls {
+        /// Group name.
+        group: String,
+        /// What is wrong.
+        reason: String,
+    },
     /// A timeout of zero would fail every request.
     #[error("origin group {group:?}: {field} must be greater than zero")]
     ZeroTimeout {
@@ -188,6 +272,15 @@ impl GroupSpec {
                 {
                     return Err(SpecError::BadHostHeader { group: group(), value: v.clone() });
                 }
+                if h.weight == 0 {
+                    return Err(SpecError::ZeroWeight { group: group(), addr: h.addr.clone() });
+                }
+                if h.tls && rustls::pki_types::ServerName::try_from(h.tls_name()).is_err() {
+                    return Err(SpecError::BadTlsName {
+                        group: group(),
+                        name: h.tls_name().into(),
+                    });
+                }
             }
         }
         for (field, d) in [
@@ -198,6 +291,12 @@ impl GroupSpec {
             if d.is_zero() {
                 return Err(SpecError::ZeroTimeout { group: group(), field });
             }
+        }
+        if self.tls.insecure_skip_verify && self.tls.ca_file.is_some() {
+            return Err(SpecError::Tls {
+                group: group(),
+                reason: "ca_file and insecure_skip_verify exclude each other".into(),
+            });
         }
         let h = &self.health;
         let bad = |reason| Err(SpecError::BadHealth { group: group(), reason });
@@ -237,6 +336,20 @@ mod tests {
     }
 
     #[test]
+    fn tls_names() {
+        let mut h = HostSpec::new("origin.example:443");
+        assert_eq!(h.tls_name(), "origin.example");
+        h.addr = "[::1]:443".into();
+        assert_eq!(h.tls_name(), "::1");
+        h.addr = "127.0.0.1:443".into();
+        assert_eq!(h.tls_name(), "127.0.0.1");
+        h.host_header = Some("cdn.example.com".into());
+        assert_eq!(h.tls_name(), "cdn.example.com");
+        h.host_header = Some("cdn.example.com:8443".into());
+        assert_eq!(h.tls_name(), "cdn.example.com");
+    }
+
+    #[test]
     fn validation() {
         let mut g = GroupSpec::new("g", vec![vec![HostSpec::new("127.0.0.1:1")]]);
         assert_eq!(g.validate(), Ok(()));
@@ -249,8 +362,25 @@ mod tests {
         assert_eq!(g.validate(), Ok(()));
         g.tiers.push(vec![]);
         assert!(matches!(g.validate(), Err(SpecError::EmptyTier { tier: 1, .. })));
-        g.tiers = vec![vec![HostSpec { addr: "h:1".into(), host_header: Some("a\nb".into()) }]];
+        let mut h = HostSpec::new("h:1");
+        h.host_header = Some("a\nb".into());
+        g.tiers = vec![vec![h.clone()]];
         assert!(matches!(g.validate(), Err(SpecError::BadHostHeader { .. })));
+        h.host_header = None;
+        h.weight = 0;
+        g.tiers = vec![vec![h.clone()]];
+        assert!(matches!(g.validate(), Err(SpecError::ZeroWeight { .. })));
+        h.weight = 1;
+        h.tls = true;
+        h.host_header = Some("bad name!".into());
+        g.tiers = vec![vec![h.clone()]];
+        assert!(matches!(g.validate(), Err(SpecError::BadTlsName { .. })));
+        h.host_header = Some("origin.example:443".into());
+        g.tiers = vec![vec![h]];
+        assert_eq!(g.validate(), Ok(()));
+        g.tls.insecure_skip_verify = true;
+        g.tls.ca_file = Some("ca.pem".into());
+        assert!(matches!(g.validate(), Err(SpecError::Tls { .. })));
         g.tiers.clear();
         assert!(matches!(g.validate(), Err(SpecError::EmptyGroup(_))));
     }

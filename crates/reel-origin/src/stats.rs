@@ -1,4 +1,5 @@
-//! Per-host counters shared by all workers, and the plain-data snapshots exported from them.
+//! Per-host counters shared by all workers, the plain-data snapshots exported from them, and
+//! their Prometheus families (written through `reel-metrics`).
 //!
 //! Everything is a relaxed atomic: counters are monotonic and read only for reporting, so no
 //! ordering with other memory is needed.
@@ -6,11 +7,9 @@
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
-use crate::error::ErrorKind;
+use reel_metrics::{Histogram, HistogramSnapshot, Kind, PromWriter};
 
-/// Upper bounds (milliseconds, inclusive) of the latency histogram buckets; an implicit
-/// `+Inf` bucket follows. Chosen to match Prometheus conventions for HTTP latencies.
-pub const LATENCY_BUCKETS_MS: [u64; 11] = [5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000];
+use crate::error::ErrorKind;
 
 /// Live counters of one host.
 #[derive(Debug, Default)]
@@ -18,9 +17,7 @@ pub(crate) struct HostStats {
     requests: AtomicU64,
     responses: AtomicU64,
     errors: [AtomicU64; ErrorKind::ALL.len()],
-    // One slot per bound plus the +Inf bucket; non-cumulative.
-    buckets: [AtomicU64; LATENCY_BUCKETS_MS.len() + 1],
-    latency_sum_us: AtomicU64,
+    first_byte: Histogram,
 }
 
 impl HostStats {
@@ -35,24 +32,17 @@ impl HostStats {
     /// Records a response head and its time to first byte.
     pub(crate) fn response(&self, first_byte: Duration) {
         self.responses.fetch_add(1, Relaxed);
-        let ms = first_byte.as_millis();
-        let slot = LATENCY_BUCKETS_MS
-            .iter()
-            .position(|&b| ms <= u128::from(b))
-            .unwrap_or(LATENCY_BUCKETS_MS.len());
-        self.buckets[slot].fetch_add(1, Relaxed);
-        let us = u64::try_from(first_byte.as_micros()).unwrap_or(u64::MAX);
-        self.latency_sum_us.fetch_add(us, Relaxed);
+        self.first_byte.record(first_byte);
     }
 
-    pub(crate) fn snapshot(&self) -> (u64, u64, ErrorCounts, LatencySnapshot) {
+    pub(crate) fn snapshot(&self) -> (u64, u64, ErrorCounts, HistogramSnapshot) {
         let errors = ErrorCounts(ErrorKind::ALL.map(|k| (k, self.errors[k.index()].load(Relaxed))));
-        let latency = LatencySnapshot {
-            bounds_ms: LATENCY_BUCKETS_MS,
-            counts: std::array::from_fn(|i| self.buckets[i].load(Relaxed)),
-            sum_seconds: self.latency_sum_us.load(Relaxed) as f64 / 1e6,
-        };
-        (self.requests.load(Relaxed), self.responses.load(Relaxed), errors, latency)
+        (
+            self.requests.load(Relaxed),
+            self.responses.load(Relaxed),
+            errors,
+            self.first_byte.snapshot(),
+        )
     }
 }
 
@@ -72,33 +62,6 @@ impl ErrorCounts {
     }
 }
 
-/// Time-to-first-byte histogram of one host.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct LatencySnapshot {
-    /// Upper bounds in milliseconds ([`LATENCY_BUCKETS_MS`]).
-    pub bounds_ms: [u64; LATENCY_BUCKETS_MS.len()],
-    /// Non-cumulative counts: `counts[i]` for `bounds_ms[i]`, the last one for `+Inf`.
-    pub counts: [u64; LATENCY_BUCKETS_MS.len() + 1],
-    /// Sum of all observations in seconds (Prometheus `_sum`).
-    pub sum_seconds: f64,
-}
-
-impl LatencySnapshot {
-    /// Cumulative counts as Prometheus `le` buckets expect; the last one is `+Inf` (`_count`).
-    pub fn cumulative(&self) -> [u64; LATENCY_BUCKETS_MS.len() + 1] {
-        let mut acc = 0;
-        self.counts.map(|c| {
-            acc += c;
-            acc
-        })
-    }
-
-    /// Number of observations.
-    pub fn count(&self) -> u64 {
-        self.counts.iter().sum()
-    }
-}
-
 /// State and counters of one host of one group.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct HostSnapshot {
@@ -114,8 +77,8 @@ pub struct HostSnapshot {
     pub responses: u64,
     /// Failures by kind.
     pub errors: ErrorCounts,
-    /// Time to first byte.
-    pub latency: LatencySnapshot,
+    /// Time to first byte (the shared latency buckets of `reel-metrics`).
+    pub latency: HistogramSnapshot,
 }
 
 /// State of one group.
@@ -135,109 +98,62 @@ pub struct OriginsSnapshot {
 }
 
 impl OriginsSnapshot {
-    /// Appends the snapshot in the Prometheus text exposition format (version 0.0.4):
-    /// `reel_origin_healthy`, `reel_origin_requests_total`, `reel_origin_responses_total`,
-    /// `reel_origin_errors_total{kind}` and the `reel_origin_first_byte_seconds` histogram, all
-    /// labelled with `group` and `host`.
-    pub fn render_prometheus(&self, out: &mut String) {
-        use std::fmt::Write as _;
-        let hosts = || self.groups.iter().flat_map(|g| g.hosts.iter().map(move |h| (g, h)));
-        let labels = |g: &GroupSnapshot, h: &HostSnapshot| {
-            format!("group=\"{}\",host=\"{}\"", escape_label(&g.name), escape_label(&h.addr))
-        };
-        // Writing to a String cannot fail.
-        let _ = writeln!(out, "# HELP reel_origin_healthy Whether the origin host is healthy.");
-        let _ = writeln!(out, "# TYPE reel_origin_healthy gauge");
+    /// Renders the snapshot: `reel_origin_healthy`, `reel_origin_requests_total`,
+    /// `reel_origin_responses_total`, `reel_origin_errors_total{kind}` and the
+    /// `reel_origin_first_byte_seconds` histogram, all labelled with `group` and `host`.
+    pub fn render_prometheus(&self, p: &mut PromWriter) {
+        let hosts =
+            || self.groups.iter().flat_map(|g| g.hosts.iter().map(move |h| (g.name.as_str(), h)));
+        p.family("reel_origin_healthy", Kind::Gauge, "Whether the origin host is healthy.");
         for (g, h) in hosts() {
-            let _ =
-                writeln!(out, "reel_origin_healthy{{{}}} {}", labels(g, h), u8::from(h.healthy));
+            p.sample("reel_origin_healthy", &[("group", g), ("host", &h.addr)], h.healthy);
         }
-        let _ =
-            writeln!(out, "# HELP reel_origin_requests_total Attempts sent to the origin host.");
-        let _ = writeln!(out, "# TYPE reel_origin_requests_total counter");
+        p.family("reel_origin_requests_total", Kind::Counter, "Attempts sent to the origin host.");
         for (g, h) in hosts() {
-            let _ = writeln!(out, "reel_origin_requests_total{{{}}} {}", labels(g, h), h.requests);
+            p.sample("reel_origin_requests_total", &[("group", g), ("host", &h.addr)], h.requests);
         }
-        let _ = writeln!(out, "# HELP reel_origin_responses_total Response heads received.");
-        let _ = writeln!(out, "# TYPE reel_origin_responses_total counter");
+        p.family("reel_origin_responses_total", Kind::Counter, "Response heads received.");
         for (g, h) in hosts() {
-            let _ =
-                writeln!(out, "reel_origin_responses_total{{{}}} {}", labels(g, h), h.responses);
+            let labels = [("group", g), ("host", h.addr.as_str())];
+            p.sample("reel_origin_responses_total", &labels, h.responses);
         }
-        let _ = writeln!(out, "# HELP reel_origin_errors_total Failed exchanges by kind.");
-        let _ = writeln!(out, "# TYPE reel_origin_errors_total counter");
+        p.family("reel_origin_errors_total", Kind::Counter, "Failed exchanges by kind.");
         for (g, h) in hosts() {
             for (kind, n) in &h.errors.0 {
-                let _ = writeln!(
-                    out,
-                    "reel_origin_errors_total{{{},kind=\"{}\"}} {n}",
-                    labels(g, h),
-                    kind.as_str()
-                );
+                let labels = [("group", g), ("host", h.addr.as_str()), ("kind", kind.as_str())];
+                p.sample("reel_origin_errors_total", &labels, *n);
             }
         }
-        let _ = writeln!(out, "# HELP reel_origin_first_byte_seconds Time to the response head.");
-        let _ = writeln!(out, "# TYPE reel_origin_first_byte_seconds histogram");
+        p.family("reel_origin_first_byte_seconds", Kind::Histogram, "Time to the response head.");
         for (g, h) in hosts() {
-            let l = labels(g, h);
-            let cum = h.latency.cumulative();
-            for (i, bound) in h.latency.bounds_ms.iter().enumerate() {
-                let le = *bound as f64 / 1000.0;
-                let _ = writeln!(
-                    out,
-                    "reel_origin_first_byte_seconds_bucket{{{l},le=\"{le}\"}} {}",
-                    cum[i]
-                );
-            }
-            let total = cum[cum.len() - 1];
-            let _ =
-                writeln!(out, "reel_origin_first_byte_seconds_bucket{{{l},le=\"+Inf\"}} {total}");
-            let _ = writeln!(
-                out,
-                "reel_origin_first_byte_seconds_sum{{{l}}} {}",
-                h.latency.sum_seconds
-            );
-            let _ = writeln!(out, "reel_origin_first_byte_seconds_count{{{l}}} {total}");
+            let labels = [("group", g), ("host", h.addr.as_str())];
+            p.histogram("reel_origin_first_byte_seconds", &labels, &h.latency);
         }
     }
-}
-
-/// Label value escaping of the Prometheus text format: backslash, double quote, newline.
-fn escape_label(v: &str) -> String {
-    let mut out = String::with_capacity(v.len());
-    for c in v.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '"' => out.push_str("\\\""),
-            '\n' => out.push_str("\\n"),
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use reel_metrics::N_BUCKETS;
 
     #[test]
-    fn buckets() {
+    fn counts_and_buckets() {
         let s = HostStats::default();
         s.response(Duration::from_millis(3));
         s.response(Duration::from_millis(5));
-        s.response(Duration::from_millis(7));
+        s.response(Duration::from_micros(5_500));
         s.response(Duration::from_secs(60));
         s.error(ErrorKind::Reset);
         let (_, responses, errors, lat) = s.snapshot();
         assert_eq!(responses, 4);
         assert_eq!(errors.get(ErrorKind::Reset), 1);
         assert_eq!(errors.total(), 1);
-        assert_eq!(lat.counts[0], 2);
-        assert_eq!(lat.counts[1], 1);
-        assert_eq!(lat.counts[LATENCY_BUCKETS_MS.len()], 1);
-        assert_eq!(lat.cumulative()[LATENCY_BUCKETS_MS.len()], 4);
-        assert_eq!(lat.count(), 4);
-        assert!(lat.sum_seconds > 60.0);
+        assert_eq!(lat.counts[3], 2, "3 ms and 5 ms are in le=5ms");
+        assert_eq!(lat.counts[4], 1, "5.5 ms is in le=10ms, not truncated to 5 ms");
+        assert_eq!(lat.counts[N_BUCKETS - 1], 1);
+        assert_eq!(lat.cumulative()[N_BUCKETS - 1], 4);
+        assert!(lat.sum_seconds() > 60.0);
     }
 
     #[test]
@@ -261,9 +177,11 @@ mod tests {
                 }],
             }],
         };
-        let mut out = String::new();
-        snap.render_prometheus(&mut out);
+        let mut p = PromWriter::new();
+        snap.render_prometheus(&mut p);
+        let out = p.finish();
         let l = r#"group="vod\"x",host="127.0.0.1:81""#;
+        assert!(out.contains("# TYPE reel_origin_first_byte_seconds histogram\n"), "{out}");
         assert!(out.contains(&format!("reel_origin_healthy{{{l}}} 1\n")), "{out}");
         assert!(out.contains(&format!("reel_origin_requests_total{{{l}}} 1\n")));
         assert!(

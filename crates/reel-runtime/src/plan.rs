@@ -287,22 +287,21 @@ pub fn name_matches(name: &str, nic: &NicIdent) -> bool {
     }
     // mlx5/mlx4 style names the PCI function: mlx5_comp3@pci:0000:3b:00.0, mlx4-1@0000:04:00.0.
     // Control vectors (mlx5_async, ena-mgmnt) carry no packet traffic.
-    if let Some(pci) = &nic.pci {
-        if let Some((prefix, addr)) = name.rsplit_once('@') {
-            let addr = addr.strip_prefix("pci:").unwrap_or(addr);
-            let control =
-                ["async", "mgmnt", "mgmt", "ctrl", "cmd"].iter().any(|c| prefix.contains(c));
-            if addr == pci && !control {
-                return true;
-            }
+    if let Some(pci) = &nic.pci
+        && let Some((prefix, addr)) = name.rsplit_once('@')
+    {
+        let addr = addr.strip_prefix("pci:").unwrap_or(addr);
+        let control = ["async", "mgmnt", "mgmt", "ctrl", "cmd"].iter().any(|c| prefix.contains(c));
+        if addr == pci && !control {
+            return true;
         }
     }
     // virtio-net: virtio2-input.0 / virtio2-output.0, some hosts virtio3-rx / virtio3-tx, or a
     // single shared vector virtio0-virtqueues without per-queue MSI-X.
-    if let Some(v) = &nic.virtio {
-        if let Some(q) = name.strip_prefix(v.as_str()).and_then(|s| s.strip_prefix('-')) {
-            return ["input", "output", "rx", "tx", "virtqueues"].iter().any(|p| q.starts_with(p));
-        }
+    if let Some(v) = &nic.virtio
+        && let Some(q) = name.strip_prefix(v.as_str()).and_then(|s| s.strip_prefix('-'))
+    {
+        return ["input", "output", "rx", "tx", "virtqueues"].iter().any(|p| q.starts_with(p));
     }
     false
 }

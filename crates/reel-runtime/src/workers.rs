@@ -29,7 +29,7 @@ use crate::steer;
 /// One listening address; every worker binds its own socket for it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ListenerSpec {
-    /// Name handed to [`WorkerApp::on_conn`] and used by [`Runtime::local_addrs`].
+    /// Name handed to [`WorkerApp::on_conn`] and used by [`Runtime::local_addr`].
     pub name: String,
     /// Address to bind. Port 0 picks one free port shared by all workers.
     pub addr: SocketAddr,
@@ -60,8 +60,6 @@ pub struct RuntimeOptions {
     pub irq_cpus: Vec<usize>,
     /// Pin each worker thread to its CPU. Failures to pin are logged, never fatal.
     pub pin: bool,
-    /// Set `TCP_NODELAY` on accepted connections.
-    pub nodelay: bool,
 }
 
 impl Default for RuntimeOptions {
@@ -71,7 +69,6 @@ impl Default for RuntimeOptions {
             steer: Steer::Hash,
             irq_cpus: Vec::new(),
             pin: true,
-            nodelay: true,
         }
     }
 }
@@ -241,6 +238,10 @@ enum Command {
         remove: Vec<String>,
         done: std_mpsc::Sender<Result<(), String>>,
     },
+    SetCap {
+        cap: usize,
+        done: std_mpsc::Sender<Result<(), String>>,
+    },
 }
 
 struct WorkerHandle {
@@ -387,7 +388,6 @@ where
         let cfg = WorkerCfg {
             ctx,
             pin: opts.pin,
-            nodelay: opts.nodelay,
             cap: opts.max_connections_per_worker,
             shared: shared.clone(),
         };
@@ -409,14 +409,20 @@ where
         }
     }
     drop(ready_tx);
+    let mut reported = vec![false; n];
     for _ in 0..n {
-        // A worker that dies before reporting drops its sender; once all are gone recv fails.
+        // A worker that dies before reporting drops its sender; once all are gone recv fails,
+        // and the dead one is a worker that never reported.
         let Ok((index, res)) = ready_rx.recv() else {
+            let index = reported.iter().position(|r| !r).unwrap_or(0);
             return Err(RuntimeError::Worker {
-                index: 0,
+                index,
                 message: "worker exited during startup".into(),
             });
         };
+        if let Some(r) = reported.get_mut(index) {
+            *r = true;
+        }
         match res {
             Ok(tid) => rt.workers[index].tid = tid,
             Err(message) => return Err(RuntimeError::Worker { index, message }),
@@ -441,12 +447,11 @@ impl Runtime {
         self.workers.len()
     }
 
-    /// The address of every worker's socket for listener `name` (all share one port), in
-    /// worker order; `None` if there is no such listener.
-    pub fn local_addrs(&self, name: &str) -> Option<Vec<SocketAddr>> {
+    /// The address listener `name` is bound to (every worker's socket shares it; with port 0
+    /// in the spec, the port the kernel chose); `None` if there is no such listener.
+    pub fn local_addr(&self, name: &str) -> Option<SocketAddr> {
         let l = self.listeners.lock().ok()?;
-        let info = l.get(name)?;
-        Some(vec![info.addr; self.workers.len()])
+        Some(l.get(name)?.addr)
     }
 
     /// The specs of the current listeners, by name.
@@ -560,6 +565,36 @@ impl Runtime {
         first_err.map_or(Ok(()), Err)
     }
 
+    /// Changes every worker's connection cap. A worker paused at its old cap resumes
+    /// accepting at once when the cap rises; when it falls, connections above it stay open
+    /// and the worker accepts again once it is below. Blocks until every worker applied it.
+    pub fn set_max_connections_per_worker(&self, cap: usize) -> Result<(), RuntimeError> {
+        if cap == 0 {
+            return Err(RuntimeError::InvalidOptions(
+                "max_connections_per_worker must be at least 1".into(),
+            ));
+        }
+        if *self.shared.drain.borrow() {
+            return Err(RuntimeError::ShuttingDown);
+        }
+        let mut waits = Vec::with_capacity(self.workers.len());
+        for w in &self.workers {
+            let (done, rx) = std_mpsc::channel();
+            w.cmd
+                .send(Command::SetCap { cap, done })
+                .map_err(|_| RuntimeError::WorkerGone(w.index))?;
+            waits.push((w.index, rx));
+        }
+        for (index, rx) in waits {
+            match rx.recv() {
+                Ok(Ok(())) => {}
+                Ok(Err(message)) => return Err(RuntimeError::Worker { index, message }),
+                Err(_) => return Err(RuntimeError::WorkerGone(index)),
+            }
+        }
+        Ok(())
+    }
+
     /// Triggers shutdown (see [`ShutdownHandle::shutdown`]) and waits for it.
     pub fn shutdown(mut self, deadline: Duration) -> ShutdownReport {
         self.shared.trigger(deadline);
@@ -595,7 +630,6 @@ impl Drop for Runtime {
 struct WorkerCfg {
     ctx: WorkerCtx,
     pin: bool,
-    nodelay: bool,
     cap: usize,
     shared: Arc<Shared>,
 }
@@ -604,9 +638,8 @@ struct WorkerCfg {
 struct Local {
     stats: Arc<WorkerStats>,
     open: Cell<usize>,
-    cap: usize,
-    nodelay: bool,
-    /// Woken whenever a connection closes.
+    cap: Cell<usize>,
+    /// Woken whenever a connection closes or the cap changes.
     closed: Notify,
     /// Woken whenever a listener is added, so the acceptor polls it.
     listeners_changed: Notify,
@@ -659,15 +692,26 @@ fn worker_thread<A: WorkerApp>(
     let state = Rc::new(Local {
         stats: cfg.ctx.stats.clone(),
         open: Cell::new(0),
-        cap: cfg.cap,
-        nodelay: cfg.nodelay,
+        cap: Cell::new(cfg.cap),
         closed: Notify::new(),
         listeners_changed: Notify::new(),
         drain: cfg.shared.drain.subscribe(),
         listeners: RefCell::new(Vec::new()),
         next: Cell::new(0),
     });
-    let app = Rc::new(factory(&cfg.ctx));
+    // A factory that panics is reported as this worker's startup failure, with its message.
+    let app = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| factory(&cfg.ctx))) {
+        Ok(app) => Rc::new(app),
+        Err(payload) => {
+            let why = payload
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a non-string payload".into());
+            let _ = ready.send((index, Err(format!("panicked during startup: {why}"))));
+            return 0;
+        }
+    };
     // Registering with the reactor needs the runtime context.
     let setup = {
         let _guard = rt.enter();
@@ -753,6 +797,12 @@ async fn command_loop(state: Rc<Local>, mut rx: mpsc::UnboundedReceiver<Command>
                 }
                 let _ = done.send(result);
             }
+            Command::SetCap { cap, done } => {
+                state.cap.set(cap);
+                // A paused acceptor re-checks the cap when woken.
+                state.closed.notify_waiters();
+                let _ = done.send(Ok(()));
+            }
         }
     }
 }
@@ -798,9 +848,9 @@ struct ErrorLog {
 async fn accept_loop<A: WorkerApp>(state: Rc<Local>, app: Rc<A>) {
     let mut log = ErrorLog { last: None, suppressed: 0 };
     loop {
-        if state.open.get() >= state.cap {
+        if state.open.get() >= state.cap.get() {
             state.stats.cap_pauses.fetch_add(1, Ordering::Relaxed);
-            while state.open.get() >= state.cap {
+            while state.open.get() >= state.cap.get() {
                 state.closed.notified().await;
             }
         }
@@ -811,9 +861,6 @@ async fn accept_loop<A: WorkerApp>(state: Rc<Local>, app: Rc<A>) {
         };
         match res {
             Ok((stream, peer)) => {
-                if state.nodelay {
-                    let _ = stream.set_nodelay(true);
-                }
                 state.open.set(state.open.get() + 1);
                 state.stats.open.fetch_add(1, Ordering::Relaxed);
                 state.stats.accepted.fetch_add(1, Ordering::Relaxed);

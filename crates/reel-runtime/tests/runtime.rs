@@ -72,6 +72,15 @@ fn roundtrip(s: &mut StdStream, msg: &str) -> String {
     line
 }
 
+/// Reports a test that cannot run on this machine as `SKIPPED <test>: <why>` straight to
+/// standard error: the harness captures `eprintln!` of passing tests, this line it does not,
+/// and `.ci/run` counts them.
+fn skip(why: &str) {
+    use std::io::Write as _;
+    let test = std::thread::current().name().unwrap_or("?").to_owned();
+    let _ = std::io::stderr().write_all(format!("SKIPPED {test}: {why}\n").as_bytes());
+}
+
 fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
     let end = Instant::now() + IO_TIMEOUT;
     while !cond() {
@@ -114,11 +123,10 @@ fn two_pinned_workers_share_one_port_and_serve_many_connections() {
     let rt =
         start(&cpus, vec![spec("http", "127.0.0.1:0")], RuntimeOptions::default(), echo_factory)
             .unwrap();
-    let addrs = rt.local_addrs("http").unwrap();
-    assert_eq!(addrs.len(), 2);
-    assert_ne!(addrs[0].port(), 0);
-    assert_eq!(addrs[0], addrs[1]);
-    assert_eq!(listening_sockets(addrs[0].port()), 2);
+    let addr = rt.local_addr("http").unwrap();
+    assert_ne!(addr.port(), 0);
+    // One address, and behind it one socket per worker.
+    assert_eq!(listening_sockets(addr.port()), 2);
 
     let tids = rt.worker_tids();
     assert_eq!(tids.len(), 2);
@@ -136,7 +144,6 @@ fn two_pinned_workers_share_one_port_and_serve_many_connections() {
         }
     }
 
-    let addr = addrs[0];
     let clients: Vec<_> = (0..4)
         .map(|t| {
             std::thread::spawn(move || {
@@ -208,7 +215,7 @@ fn connection_cap_pauses_accepting_until_one_closes() {
         |_: &WorkerCtx| Hold,
     )
     .unwrap();
-    let addr = rt.local_addrs("http").unwrap()[0];
+    let addr = rt.local_addr("http").unwrap();
     let mut conns: Vec<StdStream> = (0..2).map(|_| connect(addr)).collect();
     for c in &mut conns {
         assert!(greeted(c, IO_TIMEOUT));
@@ -246,8 +253,8 @@ fn connection_cap_holds_across_listeners() {
         |_: &WorkerCtx| Hold,
     )
     .unwrap();
-    let a = rt.local_addrs("a").unwrap()[0];
-    let b = rt.local_addrs("b").unwrap()[0];
+    let a = rt.local_addr("a").unwrap();
+    let b = rt.local_addr("b").unwrap();
     let mut first = connect(a);
     assert!(greeted(&mut first, IO_TIMEOUT));
     let mut on_b = connect(b);
@@ -275,17 +282,101 @@ fn connection_cap_holds_across_listeners() {
 }
 
 #[test]
+fn the_connection_cap_changes_live() {
+    let cpu = worker_cpus()[0];
+    let rt = start(
+        &[cpu],
+        vec![spec("http", "127.0.0.1:0")],
+        RuntimeOptions { max_connections_per_worker: 1, ..Default::default() },
+        |_: &WorkerCtx| Hold,
+    )
+    .unwrap();
+    let addr = rt.local_addr("http").unwrap();
+    let mut first = connect(addr);
+    assert!(greeted(&mut first, IO_TIMEOUT));
+    let mut second = connect(addr);
+    assert!(!greeted(&mut second, Duration::from_millis(300)), "paused at the cap of 1");
+
+    // Raising the cap wakes the paused worker without any connection closing.
+    rt.set_max_connections_per_worker(2).unwrap();
+    assert!(greeted(&mut second, IO_TIMEOUT));
+    let mut third = connect(addr);
+    assert!(!greeted(&mut third, Duration::from_millis(300)), "paused at the cap of 2");
+
+    // Lowering it keeps the open connections; the worker accepts again once below it.
+    rt.set_max_connections_per_worker(1).unwrap();
+    drop(first);
+    assert!(!greeted(&mut third, Duration::from_millis(300)), "one open, cap 1");
+    drop(second);
+    assert!(greeted(&mut third, IO_TIMEOUT));
+
+    assert!(matches!(rt.set_max_connections_per_worker(0), Err(RuntimeError::InvalidOptions(_))));
+    drop(third);
+    assert_eq!(rt.shutdown(Duration::from_secs(10)).dropped_connections, 0);
+}
+
+#[test]
+fn a_worker_that_dies_at_startup_is_named() {
+    let cpus = worker_cpus();
+    let err = start(&cpus, vec![spec("http", "127.0.0.1:0")], RuntimeOptions::default(), |ctx| {
+        assert!(ctx.index != 1, "worker 1 cannot start");
+        Echo { index: ctx.index }
+    })
+    .unwrap_err();
+    match err {
+        RuntimeError::Worker { index, ref message } => {
+            assert_eq!(index, 1, "{err}");
+            assert!(message.contains("worker 1 cannot start"), "{err}");
+        }
+        e => panic!("unexpected error: {e}"),
+    }
+}
+
+/// Panics when the worker drops it, after serving: a worker thread that dies at exit.
+struct PanicsOnDrop;
+
+impl WorkerApp for PanicsOnDrop {
+    async fn on_conn(
+        &self,
+        _stream: TcpStream,
+        _peer: SocketAddr,
+        _listener: &str,
+        _drain: watch::Receiver<bool>,
+    ) {
+    }
+}
+
+impl Drop for PanicsOnDrop {
+    fn drop(&mut self) {
+        panic!("worker state dropped with a broken invariant");
+    }
+}
+
+#[test]
+fn a_panicked_worker_is_counted_in_the_shutdown_report() {
+    let rt = start(
+        &worker_cpus(),
+        vec![spec("http", "127.0.0.1:0")],
+        RuntimeOptions::default(),
+        |_: &WorkerCtx| PanicsOnDrop,
+    )
+    .unwrap();
+    let report = rt.shutdown(Duration::from_secs(5));
+    assert_eq!(report.panicked_workers, 2, "{report:?}");
+}
+
+#[test]
 fn set_listeners_adds_changes_and_removes() {
     let cpus = worker_cpus();
     let rt = start(&cpus, vec![spec("a", "127.0.0.1:0")], RuntimeOptions::default(), echo_factory)
         .unwrap();
-    let a = rt.local_addrs("a").unwrap()[0];
+    let a = rt.local_addr("a").unwrap();
     let mut on_a = connect(a);
     assert!(roundtrip(&mut on_a, "1").ends_with(":a:1\n"));
 
     rt.set_listeners(vec![spec("a", "127.0.0.1:0"), spec("b", "127.0.0.1:0")]).unwrap();
-    assert_eq!(rt.local_addrs("a").unwrap()[0], a, "unchanged listener kept");
-    let b = rt.local_addrs("b").unwrap()[0];
+    assert_eq!(rt.local_addr("a").unwrap(), a, "unchanged listener kept");
+    let b = rt.local_addr("b").unwrap();
     assert_ne!(a.port(), b.port());
     assert_eq!(listening_sockets(b.port()), 2);
     let mut on_b = connect(b);
@@ -307,8 +398,8 @@ fn set_listeners_adds_changes_and_removes() {
     let mut b_spec = spec("b", "127.0.0.1:0");
     b_spec.backlog = 64;
     rt.set_listeners(vec![b_spec]).unwrap();
-    assert_eq!(rt.local_addrs("b").unwrap()[0], b);
-    assert!(rt.local_addrs("a").is_none());
+    assert_eq!(rt.local_addr("b").unwrap(), b);
+    assert!(rt.local_addr("a").is_none());
     assert_eq!(rt.listeners()[0].backlog, 64);
     assert_eq!(listening_sockets(a.port()), 0);
     assert_eq!(StdStream::connect(a).unwrap_err().kind(), ErrorKind::ConnectionRefused);
@@ -393,7 +484,7 @@ fn graceful_shutdown_waits_for_in_flight_request() {
         |_: &WorkerCtx| Slow { delay: Some(Duration::from_millis(800)) },
     )
     .unwrap();
-    let addr = rt.local_addrs("http").unwrap()[0];
+    let addr = rt.local_addr("http").unwrap();
     let mut drain = rt.drain_receiver();
     let mut s = connect(addr);
     s.write_all(b"req\n").unwrap();
@@ -420,7 +511,7 @@ fn shutdown_deadline_drops_stuck_connection() {
         |_: &WorkerCtx| Slow { delay: None },
     )
     .unwrap();
-    let addr = rt.local_addrs("http").unwrap()[0];
+    let addr = rt.local_addr("http").unwrap();
     let mut s = connect(addr);
     s.write_all(b"req\n").unwrap();
     wait_until("request accepted", || total_accepted(&rt) == 1);
@@ -487,18 +578,18 @@ fn cpu_steering_attached_and_accepting() {
         Err(e) => panic!("{e}"),
     };
     for name in ["http", "v6"] {
-        let Some(addrs) = rt.local_addrs(name) else {
+        let Some(addr) = rt.local_addr(name) else {
             continue;
         };
         for i in 0..20 {
-            let mut s = connect(addrs[0]);
+            let mut s = connect(addr);
             let line = roundtrip(&mut s, &format!("m{i}"));
             assert!(line.ends_with(&format!(":{name}:m{i}\n")), "{line}");
         }
     }
     // Listeners added later get the program too.
     rt.set_listeners(vec![spec("http", "127.0.0.1:0"), spec("late", "127.0.0.1:0")]).unwrap();
-    let late = rt.local_addrs("late").unwrap()[0];
+    let late = rt.local_addr("late").unwrap();
     assert!(roundtrip(&mut connect(late), "x").ends_with(":late:x\n"));
     drop(rt);
     assert_eq!(listening_sockets(late.port()), 0);
@@ -508,8 +599,7 @@ fn cpu_steering_attached_and_accepting() {
 fn cpu_steering_picks_the_worker_of_the_processing_cpu() {
     let allowed = reel_runtime::plan::allowed_cpus().unwrap();
     if allowed.len() < 2 {
-        eprintln!("skipped: needs two allowed cpus");
-        return;
+        return skip("needs two allowed CPUs");
     }
     let cpus = allowed[..2].to_vec();
     let rt = start(
@@ -519,7 +609,7 @@ fn cpu_steering_picks_the_worker_of_the_processing_cpu() {
         echo_factory,
     )
     .unwrap();
-    let addr = rt.local_addrs("http").unwrap()[0];
+    let addr = rt.local_addr("http").unwrap();
     for (index, &cpu) in cpus.iter().enumerate() {
         // On loopback the SYN is processed by the connecting thread's CPU.
         let pinned = std::thread::spawn(move || {
@@ -535,8 +625,7 @@ fn cpu_steering_picks_the_worker_of_the_processing_cpu() {
         .join()
         .unwrap();
         let Some(lines) = pinned else {
-            eprintln!("skipped cpu {cpu}: cannot pin the client thread");
-            continue;
+            return skip(&format!("cannot pin a client thread to cpu {cpu}"));
         };
         for line in lines {
             assert!(line.starts_with(&format!("{index}:http:")), "cpu {cpu}: {line}");

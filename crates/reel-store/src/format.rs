@@ -196,7 +196,7 @@ pub(crate) fn decode_record_fixed(b: &[u8], vol_seq: u64) -> Option<RecordHeader
         || h.key_len as usize > MAX_KEY_LEN
         || h.meta_len as usize > MAX_META_LEN
         || h.span == 0
-        || h.span % ALIGN != 0
+        || !h.span.is_multiple_of(ALIGN)
     {
         return None;
     }

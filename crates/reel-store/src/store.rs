@@ -257,7 +257,7 @@ impl Store {
     /// scanning the volumes. Blocking; call at start-up before serving.
     pub fn open(cfg: StoreConfig) -> Result<Arc<Store>, StoreError> {
         let vs = cfg.volume_size;
-        if vs < (1 << 20) || vs % ALIGN != 0 {
+        if vs < (1 << 20) || !vs.is_multiple_of(ALIGN) {
             return Err(StoreError::Config(format!(
                 "volume_size must be a multiple of 4096 and at least 1 MiB, got {vs}"
             )));
@@ -307,6 +307,18 @@ impl Store {
         };
         store.rebuild().map_err(|e| open_err(&cfg.path, e))?;
         Ok(Arc::new(store))
+    }
+
+    /// Whether `key` is stored or being filled. Unlike [`Store::lookup`] it takes no
+    /// lease and does not count as a read (no second chance at reclaim).
+    pub fn contains(&self, key: &[u8]) -> bool {
+        let h = format::key_hash(key);
+        let Ok(shard) = self.shard(h).read() else { return false };
+        match shard.get(&h) {
+            Some(Slot::Ready(e)) => &*e.key == key,
+            Some(Slot::Filling(f)) => &*f.key == key,
+            None => false,
+        }
     }
 
     /// Looks up `key`. `None` is a miss.

@@ -239,3 +239,27 @@ fn read_failure_quarantines(io: IoMode) {
     });
 }
 both!(a_failing_volume_is_quarantined_and_serving_goes_on, read_failure_quarantines);
+
+fn contains_probe(io: IoMode) {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path(), 4, io);
+    rt(async {
+        put(&s, b"probed", b"m", &body(1, 100_000), true).await;
+        assert!(s.contains(b"probed"));
+        assert!(!s.contains(b"probe") && !s.contains(b"probed2"));
+        let w = s.begin_fill(b"filling", Bytes::new(), None).await.unwrap();
+        assert!(s.contains(b"filling"), "a fill in progress counts");
+        drop(w);
+        assert!(!s.contains(b"filling"), "an aborted fill is gone");
+        // Probing is not reading: the object earns no second chance and is evicted.
+        for i in 0..60u64 {
+            assert!(i > 0 || s.contains(b"probed"));
+            put(&s, format!("k{i}").as_bytes(), b"m", &body(i, 100_000), true).await;
+        }
+        let st = s.stats();
+        assert!(st.evictions > 0, "{st:?}");
+        assert_eq!(st.second_chance, 0, "{st:?}");
+        assert!(!s.contains(b"probed"));
+    });
+}
+both!(contains_takes_no_lease_and_earns_no_second_chance, contains_probe);

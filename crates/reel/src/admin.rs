@@ -22,12 +22,12 @@ use std::thread::JoinHandle;
 use anyhow::Context;
 use bytes::Bytes;
 use reel_http::{Handler, Method, Request, RequestBody, Response};
-use reel_ops::metrics::PromWriter;
+use reel_ops::metrics::{Kind, PromWriter, render_workers};
 use serde_json::json;
 use tokio::sync::watch;
 use tracing::{info, warn};
 
-use crate::live::Shared;
+use crate::shared::Shared;
 
 /// A running admin listener.
 pub struct Admin {
@@ -55,12 +55,7 @@ impl Admin {
 pub fn start(shared: Arc<Shared>) -> anyhow::Result<Admin> {
     let cfg = &shared.live().cfg;
     let addr = cfg.admin.address;
-    if !cfg.admin.token_env.is_empty() && cfg.admin.resolved_token().is_none() {
-        anyhow::bail!(
-            "admin.token_env names {:?}, which is not set in the environment",
-            cfg.admin.token_env
-        );
-    }
+    crate::preflight::check_environment(cfg)?;
     let std_listener =
         std::net::TcpListener::bind(addr).with_context(|| format!("binding admin {addr}"))?;
     std_listener.set_nonblocking(true)?;
@@ -140,100 +135,104 @@ impl AdminHandler {
         let s = &self.shared;
         let live = s.live_full();
         let mut p = PromWriter::new();
-        p.workers(&s.metrics);
-        p.family("reel_connections_open", "gauge", "Open client connections, per worker.");
+        render_workers(&mut p, &s.metrics);
+        p.family("reel_connections_open", Kind::Gauge, "Open client connections, per worker.");
         for (i, w) in s.worker_stats().iter().enumerate() {
             let idx = i.to_string();
-            p.sample(
-                "reel_connections_open",
-                &[("worker", &idx)],
-                w.open.load(Ordering::Relaxed) as f64,
-            );
+            p.sample("reel_connections_open", &[("worker", &idx)], w.open.load(Ordering::Relaxed));
         }
-        p.family("reel_connections_accepted_total", "counter", "Accepted connections, per worker.");
+        p.family(
+            "reel_connections_accepted_total",
+            Kind::Counter,
+            "Accepted connections, per worker.",
+        );
         for (i, w) in s.worker_stats().iter().enumerate() {
             let idx = i.to_string();
             p.sample(
                 "reel_connections_accepted_total",
                 &[("worker", &idx)],
-                w.accepted.load(Ordering::Relaxed) as f64,
+                w.accepted.load(Ordering::Relaxed),
             );
         }
         let st = s.store.stats();
-        for (name, kind, help, v) in [
-            ("reel_store_objects", "gauge", "Objects in the store.", st.objects as f64),
-            ("reel_store_bytes", "gauge", "Bytes used in the store.", st.bytes_used as f64),
-            ("reel_store_capacity_bytes", "gauge", "Store capacity.", st.capacity as f64),
-            ("reel_store_evictions_total", "counter", "Objects evicted.", st.evictions as f64),
-            (
-                "reel_store_write_errors_total",
-                "counter",
-                "Store write errors.",
-                st.write_errors as f64,
-            ),
-            (
-                "reel_store_read_errors_total",
-                "counter",
-                "Store read errors.",
-                st.read_errors as f64,
-            ),
-        ] {
-            p.family(name, kind, help);
-            p.sample(name, &[], v);
-        }
+        p.single("reel_store_objects", Kind::Gauge, "Objects in the store.", st.objects);
+        p.single("reel_store_bytes", Kind::Gauge, "Bytes used in the store.", st.bytes_used);
+        p.single("reel_store_capacity_bytes", Kind::Gauge, "Store capacity.", st.capacity);
+        p.single("reel_store_evictions_total", Kind::Counter, "Objects evicted.", st.evictions);
+        p.single(
+            "reel_store_write_errors_total",
+            Kind::Counter,
+            "Store write errors.",
+            st.write_errors,
+        );
+        p.single(
+            "reel_store_read_errors_total",
+            Kind::Counter,
+            "Store read errors.",
+            st.read_errors,
+        );
         let rs = s.reload_status();
-        p.family("reel_reloads_total", "counter", "Configuration reloads attempted.");
-        p.sample("reel_reloads_total", &[], rs.attempts as f64);
-        p.family("reel_reload_failures_total", "counter", "Configuration reloads that failed.");
-        p.sample("reel_reload_failures_total", &[], rs.failures as f64);
-        p.family(
+        p.single(
+            "reel_reloads_total",
+            Kind::Counter,
+            "Configuration reloads attempted.",
+            rs.attempts,
+        );
+        p.single(
+            "reel_reload_failures_total",
+            Kind::Counter,
+            "Configuration reloads that failed.",
+            rs.failures,
+        );
+        p.single(
             "reel_reload_last_success",
-            "gauge",
+            Kind::Gauge,
             "1 if the last reload succeeded (1 before any).",
+            rs.last_ok != Some(false),
         );
-        p.sample(
-            "reel_reload_last_success",
-            &[],
-            if rs.last_ok == Some(false) { 0.0 } else { 1.0 },
+        p.single(
+            "reel_reload_last_timestamp_seconds",
+            Kind::Gauge,
+            "Unix time of the last reload.",
+            rs.last_at.unwrap_or(0),
         );
-        p.family("reel_reload_last_timestamp_seconds", "gauge", "Unix time of the last reload.");
-        p.sample("reel_reload_last_timestamp_seconds", &[], rs.last_at.unwrap_or(0) as f64);
-        p.family("reel_config_generation", "gauge", "Config generation (1 + successful reloads).");
-        p.sample("reel_config_generation", &[], live.generation as f64);
+        p.single(
+            "reel_config_generation",
+            Kind::Gauge,
+            "Config generation (1 + successful reloads).",
+            live.generation,
+        );
         if let Some(l) = &live.access_log {
-            for (name, help, v) in [
-                (
-                    "reel_access_log_dropped_lines_total",
-                    "Access-log lines dropped because the writer fell behind.",
-                    l.dropped_lines(),
-                ),
-                (
-                    "reel_access_log_written_lines_total",
-                    "Access-log lines written.",
-                    l.written_lines(),
-                ),
-                (
-                    "reel_access_log_write_errors_total",
-                    "Failed access-log writes (each loses a batch).",
-                    l.write_errors(),
-                ),
-            ] {
-                p.family(name, "counter", help);
-                p.sample(name, &[], v as f64);
-            }
+            p.single(
+                "reel_access_log_dropped_lines_total",
+                Kind::Counter,
+                "Access-log lines dropped because the writer fell behind.",
+                l.dropped_lines(),
+            );
+            p.single(
+                "reel_access_log_written_lines_total",
+                Kind::Counter,
+                "Access-log lines written.",
+                l.written_lines(),
+            );
+            p.single(
+                "reel_access_log_write_errors_total",
+                Kind::Counter,
+                "Failed access-log writes (each loses a batch).",
+                l.write_errors(),
+            );
         }
-        p.family("reel_draining", "gauge", "1 while the node is draining.");
-        p.sample(
+        p.single(
             "reel_draining",
-            &[],
-            if s.health().is_some_and(|h| h.draining()) { 1.0 } else { 0.0 },
+            Kind::Gauge,
+            "1 while the node is draining.",
+            s.health().is_some_and(|h| h.draining()),
         );
-        let mut text = p.finish();
-        live.origins.snapshot().render_prometheus(&mut text);
-        live.tls.render_prometheus(&s.tls_counters, &mut text);
+        live.origins.snapshot().render_prometheus(&mut p);
+        live.tls.render_prometheus(&s.tls_counters, &mut p);
         Response::new(200)
             .header("content-type", Bytes::from_static(b"text/plain; version=0.0.4"))
-            .bytes(text)
+            .bytes(p.finish())
     }
 
     fn status(&self) -> Response {
@@ -293,6 +292,7 @@ impl AdminHandler {
                 "workers": workers,
                 "origins": live.origins.snapshot(),
                 "tls": live.tls.status(),
+                "origin_warnings": live.origins.warnings(),
                 "access_log": access_log,
                 "store": {
                     "objects": st.objects, "bytes_used": st.bytes_used, "capacity": st.capacity,
@@ -334,7 +334,7 @@ impl Handler for AdminHandler {
             ("/status", false) => self.status(),
             ("/admin/reload", true) => match self.shared.request_reload().await {
                 Ok(st) => json_response(200, json!({"reloaded": true, "status": st})),
-                Err(e) => json_response(400, json!({"reloaded": false, "error": e})),
+                Err(e) => json_response(400, json!({"reloaded": false, "error": e.to_string()})),
             },
             ("/admin/drain", true) | ("/admin/resume", true) => {
                 let on = req.path() == "/admin/drain";

@@ -8,9 +8,8 @@
 //! process, so a server in steady state must not keep handing pages back:
 //!
 //! - `purge_delay = -1`: never purge on the allocation path;
-//! - `purge_decommits = 0`: if a purge is ever asked for (for example by
-//!   [`collect_from_housekeeping`]), use `MADV_FREE`, which the kernel reclaims lazily
-//!   without an IPI, instead of `MADV_DONTNEED`.
+//! - `purge_decommits = 0`: if a purge is ever asked for, use `MADV_FREE`, which the kernel
+//!   reclaims lazily without an IPI, instead of `MADV_DONTNEED`.
 //!
 //! `MIMALLOC_*` environment variables still override these (an operator can set
 //! `MIMALLOC_PURGE_DELAY=10` to trade IPIs for a smaller resident set).
@@ -40,14 +39,6 @@ fn set_unless_env(var: &str, option: mi_option_t, value: c_long) {
     unsafe { mi_option_set(option, value) };
 }
 
-/// Returns freed memory to the kernel deliberately. Call only from a housekeeping thread,
-/// never from a worker: it walks the heap and may issue `madvise` calls.
-#[allow(dead_code)]
-pub fn collect_from_housekeeping() {
-    // SAFETY: mi_collect is thread-safe; `false` asks for a normal (not forced) collection.
-    unsafe { libmimalloc_sys::mi_collect(false) };
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -56,14 +47,19 @@ mod tests {
     #[test]
     fn options_are_applied() {
         configure();
-        if std::env::var_os("MIMALLOC_PURGE_DELAY").is_none() {
+        for (var, option, want) in [
+            ("MIMALLOC_PURGE_DELAY", MI_OPTION_PURGE_DELAY, -1),
+            ("MIMALLOC_PURGE_DECOMMITS", MI_OPTION_PURGE_DECOMMITS, 0),
+        ] {
+            if std::env::var_os(var).is_some() {
+                // The environment wins by design; say so where the harness cannot hide it.
+                use std::io::Write as _;
+                let line = format!("SKIPPED options_are_applied ({var}): set in the environment\n");
+                let _ = std::io::stderr().write_all(line.as_bytes());
+                continue;
+            }
             // SAFETY: reading an option has no preconditions.
-            assert_eq!(unsafe { mi_option_get(MI_OPTION_PURGE_DELAY) }, -1);
+            assert_eq!(unsafe { mi_option_get(option) }, want, "{var}");
         }
-        if std::env::var_os("MIMALLOC_PURGE_DECOMMITS").is_none() {
-            // SAFETY: as above.
-            assert_eq!(unsafe { mi_option_get(MI_OPTION_PURGE_DECOMMITS) }, 0);
-        }
-        collect_from_housekeeping();
     }
 }

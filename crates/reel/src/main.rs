@@ -7,10 +7,16 @@
 mod admin;
 mod alloc;
 mod check;
-mod live;
+#[cfg(feature = "demo")]
+mod demo;
+mod generation;
 mod logging;
+mod options;
 mod plan;
+mod preflight;
+mod reload;
 mod server;
+mod shared;
 mod tls;
 mod worker;
 
@@ -42,7 +48,8 @@ struct Cli {
 enum Command {
     /// Run the server (the default).
     Serve {
-        /// Serve every Host from this one origin (`http://HOST:PORT`), on top of the config.
+        /// Serve every Host from this one origin (`http://HOST:PORT` or `https://HOST:PORT`), on
+        /// top of the config.
         #[arg(long)]
         origin: Option<String>,
     },

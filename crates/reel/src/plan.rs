@@ -4,8 +4,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use reel_config::{Config, CpuSet};
-use reel_runtime::plan::{CoreSpec, CpuSelect, RealSysFs, detect_nic_irqs, plan};
+use reel_runtime::plan::{RealSysFs, detect_nic_irqs, plan};
 
 /// Output format of `reel plan`.
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -14,19 +13,6 @@ pub enum Format {
     Text,
     /// Shell assignments (`NICS`, `IRQ_CPUS`, `WORKER_CPUS`, `NIC_IRQS`) for reel-irq.sh.
     Env,
-}
-
-/// The runtime's spec for the config's `[cores]` section.
-pub fn core_spec(cfg: &Config) -> CoreSpec {
-    let sel = |s: &CpuSet| match s {
-        CpuSet::Auto => CpuSelect::Auto,
-        CpuSet::List(v) => CpuSelect::List(v.clone()),
-    };
-    CoreSpec {
-        nic: cfg.cores.nic.clone(),
-        irq: sel(&cfg.cores.irq),
-        workers: sel(&cfg.cores.workers),
-    }
 }
 
 /// Runs `reel plan`.
@@ -38,7 +24,7 @@ pub fn run(path: &Path, format: Format) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(crate::EX_USAGE));
         }
     };
-    let spec = core_spec(&cfg);
+    let spec = crate::options::core_spec(&cfg);
     let sys = RealSysFs;
     let p = plan(&spec, &sys).context("planning cores")?;
     match format {

@@ -3,7 +3,8 @@
 //! Start-up order: config, logging, the demo origin (if enabled), origins, the core plan,
 //! the workers (every listener bound before anything is announced), the health sampler,
 //! the admin listener, then `READY=1`. The main thread then waits for signals:
-//! SIGHUP reloads, SIGUSR1 reopens the access log, SIGTERM/SIGINT drain and exit 0.
+//! SIGHUP reloads, SIGUSR1 reopens the access log, SIGTERM/SIGINT drain, write out the
+//! access log and exit 0 (1 if a worker thread panicked).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -14,18 +15,21 @@ use anyhow::Context;
 use reel_config::Config;
 use reel_ops::notify;
 use reel_ops::sampler::{Health, Inputs};
+use reel_runtime::ShutdownReport;
 use tokio::signal::unix::{SignalKind, signal};
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 
 use crate::admin;
-use crate::live::Shared;
+use crate::options;
+use crate::preflight;
+use crate::shared::Shared;
 use crate::worker::App;
 
 /// Everything `serve` was asked to do on the command line.
 pub struct ServeArgs {
     /// The config file.
     pub config: PathBuf,
-    /// `--origin http://HOST:PORT`: serve every Host from this origin.
+    /// `--origin http(s)://HOST:PORT`: serve every Host from this origin.
     pub origin: Option<String>,
 }
 
@@ -38,7 +42,11 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(crate::EX_USAGE));
         }
     };
-    if let Err(e) = crate::live::check_environment(&cfg) {
+    if let Err(e) = preflight::check_build(&cfg) {
+        eprintln!("{e}");
+        return Ok(ExitCode::from(crate::EX_USAGE));
+    }
+    if let Err(e) = preflight::check_environment(&cfg) {
         eprintln!("{}: {e}", args.config.display());
         return Ok(ExitCode::from(crate::EX_USAGE));
     }
@@ -54,7 +62,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     for w in tls.warnings(std::time::SystemTime::now()) {
         warn!("{}", cfg.problem(&w.key, w.message));
     }
-    let origin_override = match args.origin.as_deref().map(crate::live::parse_origin_flag) {
+    let origin_override = match args.origin.as_deref().map(options::parse_origin_flag) {
         Some(Ok(o)) => Some(o),
         Some(Err(e)) => {
             eprintln!("reel: --origin: {e}");
@@ -63,15 +71,10 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         None => None,
     };
 
-    let _demo = if cfg.demo_origin.enabled {
-        let d = crate::live::start_demo_origin(&cfg).context("starting the demo origin")?;
-        info!(address = %d.local_addr(), "demo origin listening");
-        Some(d)
-    } else {
-        None
-    };
+    #[cfg(feature = "demo")]
+    let _demo = crate::demo::start(&cfg).context("starting the demo origin")?;
 
-    let spec = crate::plan::core_spec(&cfg);
+    let spec = options::core_spec(&cfg);
     let plan = reel_runtime::plan_system(&spec).context("planning cores")?;
     for w in &plan.warnings {
         warn!("core plan: {w}");
@@ -79,18 +82,8 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     info!(workers = ?plan.workers, irq_cpus = ?plan.irq_cpus, "core plan");
 
     let shared = Shared::new(cfg, args.config.clone(), origin_override, &plan, tls, tickets)?;
-    let opts = reel_runtime::RuntimeOptions {
-        max_connections_per_worker: shared.live().cfg.http.max_connections_per_worker as usize,
-        steer: match shared.live().cfg.cores.steer {
-            reel_config::Steer::Hash => reel_runtime::Steer::Hash,
-            reel_config::Steer::Cpu => reel_runtime::Steer::Cpu,
-        },
-        irq_cpus: plan.irq_cpus.clone(),
-        // reel-http's connection loop sets TCP_NODELAY itself; once per connection is enough.
-        nodelay: false,
-        ..Default::default()
-    };
-    let listeners = crate::live::listener_specs(&shared.live().cfg);
+    let opts = options::runtime(&shared.live().cfg, &plan);
+    let listeners = options::listeners(&shared.live().cfg);
     let factory_shared = shared.clone();
     let runtime = reel_runtime::start(&plan.workers, listeners, opts, move |ctx| {
         App::new(ctx, &factory_shared)
@@ -110,7 +103,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
             }),
             store_ok: Box::new(move || store_shared.store_ok()),
         },
-        crate::live::thresholds(&shared.live().cfg),
+        options::thresholds(&shared.live().cfg),
     );
     let stop = Arc::new(AtomicBool::new(false));
     health.spawn_sampler(stop.clone()).context("starting the health sampler")?;
@@ -152,10 +145,10 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         loop {
             tokio::select! {
                 _ = hup.recv() => {
-                    let _ = crate::live::reload(&ctl, &runtime);
+                    let _ = crate::reload::reload(&ctl, &runtime);
                 }
                 Some(reply) = reload_requests.recv() => {
-                    let _ = reply.send(crate::live::reload(&ctl, &runtime));
+                    let _ = reply.send(crate::reload::reload(&ctl, &runtime));
                 }
                 _ = usr1.recv() => ctl.reopen_access_log(),
                 _ = term.recv() => break,
@@ -171,17 +164,41 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let report = runtime.wait();
     stop.store(true, Ordering::Relaxed);
     admin.stop();
-    shared.flush_access_logs();
+    // The workers are gone and have handed over their buffers: write them out.
+    shared.close_access_log();
     if report.dropped_connections > 0 {
         warn!(
             dropped = report.dropped_connections,
             "connections still open at the deadline were closed"
         );
     }
+    Ok(exit_code(&report))
+}
+
+/// The exit status after a shutdown: a worker thread that panicked means the process did
+/// not stop cleanly, whatever else went well.
+fn exit_code(report: &ShutdownReport) -> ExitCode {
+    if report.panicked_workers > 0 {
+        error!(panicked = report.panicked_workers, "worker threads panicked; exiting with failure");
+        return ExitCode::FAILURE;
+    }
     info!("reel stopped");
-    Ok(ExitCode::SUCCESS)
+    ExitCode::SUCCESS
 }
 
 fn load(path: &Path) -> Result<Config, String> {
     reel_config::load_and_validate(path).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panicked_worker_fails_the_exit_status() {
+        let clean = ShutdownReport { dropped_connections: 3, panicked_workers: 0 };
+        assert_eq!(exit_code(&clean), ExitCode::SUCCESS);
+        let panicked = ShutdownReport { dropped_connections: 0, panicked_workers: 1 };
+        assert_eq!(exit_code(&panicked), ExitCode::FAILURE);
+    }
 }

@@ -10,7 +10,6 @@
 //! old certificates keep serving.
 
 use std::collections::HashMap;
-use std::fmt::Write as _;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::rc::Rc;
 use std::sync::Arc;
@@ -18,6 +17,7 @@ use std::time::SystemTime;
 
 use reel_config::{Config, TlsCert};
 use reel_http::{H2Settings, Handler, Limits};
+use reel_ops::metrics::{Kind, PromWriter};
 use reel_tls::{
     Alpn, CertSource, CertSpec, HandshakeCounters, HandshakeSnapshot, ListenerTls, LoadedCert,
     Tickets,
@@ -196,10 +196,12 @@ impl TlsState {
         json!({"certificates": certs, "listeners": listeners})
     }
 
-    /// Prometheus text: certificate expiry per name, and handshake counts.
-    pub fn render_prometheus(&self, counters: &[Arc<HandshakeCounters>], out: &mut String) {
-        out.push_str(
-            "# HELP reel_tls_cert_expiry_timestamp_seconds Unix time a TLS certificate expires (notAfter), per server name.\n# TYPE reel_tls_cert_expiry_timestamp_seconds gauge\n",
+    /// Prometheus families: certificate expiry per server name, and handshake counts.
+    pub fn render_prometheus(&self, counters: &[Arc<HandshakeCounters>], p: &mut PromWriter) {
+        p.family(
+            "reel_tls_cert_expiry_timestamp_seconds",
+            Kind::Gauge,
+            "Unix time a TLS certificate expires (notAfter), per server name.",
         );
         for c in &self.certs {
             let names: Vec<&str> = if c.names.is_empty() {
@@ -208,12 +210,11 @@ impl TlsState {
                 c.names.iter().map(String::as_str).collect()
             };
             for n in names {
-                let _ = writeln!(
-                    out,
-                    "reel_tls_cert_expiry_timestamp_seconds{{name=\"{}\",key=\"{}\"}} {}",
-                    escape(n),
-                    escape(&c.config_key),
-                    c.not_after_unix()
+                let at = c.not_after_unix().max(0) as u64;
+                p.sample(
+                    "reel_tls_cert_expiry_timestamp_seconds",
+                    &[("name", n), ("key", &c.config_key)],
+                    at,
                 );
             }
         }
@@ -221,20 +222,20 @@ impl TlsState {
         for c in counters {
             total.add(c);
         }
-        out.push_str(
-            "# HELP reel_tls_handshakes_total TLS handshakes by result, version and resumption.\n# TYPE reel_tls_handshakes_total counter\n",
+        p.family(
+            "reel_tls_handshakes_total",
+            Kind::Counter,
+            "TLS handshakes by result, version and resumption.",
         );
         for (result, version, resumed, n) in total.rows() {
-            let _ = writeln!(
-                out,
-                "reel_tls_handshakes_total{{result=\"{result}\",version=\"{version}\",resumed=\"{resumed}\"}} {n}"
+            let resumed = if resumed { "true" } else { "false" };
+            p.sample(
+                "reel_tls_handshakes_total",
+                &[("result", result), ("version", version), ("resumed", resumed)],
+                n,
             );
         }
     }
-}
-
-fn escape(s: &str) -> String {
-    s.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
 }
 
 /// `file:line:column: key: message` lines for `problems` found in `cfg`.

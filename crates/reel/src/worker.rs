@@ -3,8 +3,9 @@
 //! records metrics and access-log lines.
 //!
 //! Per-worker state is `Rc`/`RefCell`: it never leaves its thread. The reloadable part is
-//! re-derived (origin client pool, access-log buffer, limits) when the shared generation
-//! number changes, which a worker notices on its next request.
+//! re-derived (cache settings, access-log buffer, limits) when the shared generation number
+//! changes, which a worker notices on its next request; the origin connection pool carries
+//! over when the origin groups did not change, the decoded-metadata cache always does.
 
 use std::cell::RefCell;
 use std::net::SocketAddr;
@@ -13,14 +14,16 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
+use reel_cache::CacheResult;
 use reel_http::{Handler, Method, Request, RequestBody, Response};
 use reel_ops::access_log::{Entry, LogBuffer};
-use reel_ops::metrics::{CacheResult, WorkerMetrics};
+use reel_ops::metrics::WorkerMetrics;
 use reel_runtime::{WorkerApp, WorkerCtx};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 
-use crate::live::{Live, Shared};
+use crate::generation::Live;
+use crate::shared::Shared;
 
 /// One worker's application object.
 pub struct App {
@@ -30,14 +33,18 @@ pub struct App {
 impl App {
     /// Builds the worker's state on its own thread.
     pub fn new(ctx: &WorkerCtx, shared: &Arc<Shared>) -> App {
-        let metrics = shared.metrics.get(ctx.index).cloned().unwrap_or_default();
+        let metrics = shared
+            .metrics
+            .get(ctx.index)
+            .cloned()
+            .unwrap_or_else(|| Arc::new(WorkerMetrics::new(&reel_cache::OUTCOMES)));
         let tls_counters = shared.tls_counters.get(ctx.index).cloned().unwrap_or_default();
         let state = Rc::new(WorkerState {
             shared: shared.clone(),
             metrics,
             tls_counters,
             h2: Rc::new(reel_http::H2Settings::default()),
-            generation: RefCell::new(Gen::new(&shared.live_full(), &shared.cache)),
+            generation: RefCell::new(Gen::first(&shared.live_full(), &shared.cache)),
         });
         App { state }
     }
@@ -55,21 +62,21 @@ impl WorkerApp for App {
         let limits = g.limits.clone();
         match g.live.tls.listener(listener).cloned() {
             None => {
+                drop(g);
                 reel_http::serve_connection(stream, peer, self.state.clone(), limits, drain).await;
             }
             Some(tls) => {
-                let h2 = self.state.h2.clone();
-                let counters = &self.state.tls_counters;
                 drop(g);
+                let s = &self.state;
                 crate::tls::serve(
                     tls,
                     stream,
                     peer,
-                    self.state.clone(),
+                    s.clone(),
                     limits,
-                    h2,
+                    s.h2.clone(),
                     drain,
-                    counters,
+                    &s.tls_counters,
                 )
                 .await;
             }
@@ -98,12 +105,37 @@ struct Gen {
     generation: u64,
     live: Arc<Live>,
     limits: Rc<reel_http::Limits>,
+    /// This worker's origin client (its keep-alive pool), for `live.origins`.
+    client: reel_origin::WorkerClient,
     cache: Rc<reel_cache::WorkerCache>,
     log: Option<Rc<LogBuffer>>,
 }
 
 impl Gen {
-    fn new(live: &Arc<Live>, shared_cache: &Arc<reel_cache::SharedCache>) -> Rc<Gen> {
+    fn first(live: &Arc<Live>, shared_cache: &Arc<reel_cache::SharedCache>) -> Rc<Gen> {
+        let client = live.origins.worker_client();
+        let cache =
+            reel_cache::WorkerCache::new(shared_cache.clone(), live.cache.clone(), client.clone());
+        Gen::with(live, client, cache)
+    }
+
+    /// The next generation: the origin client (and its pooled connections) is kept when the
+    /// origin groups are the same, the decoded-metadata cache always.
+    fn next(&self, live: &Arc<Live>) -> Rc<Gen> {
+        let client = if Arc::ptr_eq(&self.live.origins, &live.origins) {
+            self.client.clone()
+        } else {
+            live.origins.worker_client()
+        };
+        let cache = self.cache.next_generation(live.cache.clone(), client.clone());
+        Gen::with(live, client, cache)
+    }
+
+    fn with(
+        live: &Arc<Live>,
+        client: reel_origin::WorkerClient,
+        cache: reel_cache::WorkerCache,
+    ) -> Rc<Gen> {
         let log = live.access_log.as_ref().map(|l| {
             Rc::new(LogBuffer::new(l.clone(), live.cfg.access_log.buffer.bytes() as usize))
         });
@@ -111,11 +143,8 @@ impl Gen {
             generation: live.generation,
             live: live.clone(),
             limits: Rc::new(live.limits.clone()),
-            cache: Rc::new(reel_cache::WorkerCache::new(
-                shared_cache.clone(),
-                live.cache.clone(),
-                live.origins.worker_client(),
-            )),
+            client,
+            cache: Rc::new(cache),
             log,
         })
     }
@@ -142,7 +171,7 @@ impl WorkerState {
         if let Some(l) = &cur.log {
             l.flush();
         }
-        let next = Gen::new(&self.shared.live_full(), &self.shared.cache);
+        let next = cur.next(&self.shared.live_full());
         *self.generation.borrow_mut() = next.clone();
         next
     }
@@ -183,7 +212,7 @@ impl Handler for WorkerState {
     fn on_response(&self, req: &Request, status: u16, bytes: u64, elapsed: Duration, tag: u64) {
         let tag = reel_cache::Tag::from_raw(tag);
         let result = tag.result();
-        self.metrics.record(status, result, bytes, elapsed);
+        self.metrics.record(status, result.index(), bytes, elapsed);
         let g = self.generation.borrow();
         if let Some(log) = &g.log {
             log.log(&Entry {
@@ -203,7 +232,7 @@ impl Handler for WorkerState {
     }
 
     fn on_reject(&self, _peer: SocketAddr, status: u16) {
-        self.metrics.record(status, CacheResult::Local, 0, Duration::ZERO);
+        self.metrics.record(status, CacheResult::Local.index(), 0, Duration::ZERO);
         self.metrics.client_errors.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
 }

@@ -1,5 +1,5 @@
-//! The access log: JSON lines with the documented fields, and reopening after a rename
-//! on SIGUSR1 (logrotate's `postrotate`).
+//! The access log: JSON lines with the documented fields, reopening after a rename on
+//! SIGUSR1 (logrotate's `postrotate`), and every line written before exit on SIGTERM.
 
 use serde_json::Value;
 
@@ -46,4 +46,57 @@ fn json_lines_and_reopen_on_sigusr1() {
         lines(&log).into_iter().find(|v| v["path"] == "/al/seg.ts" && v["cache"] == "hit")
     });
     assert!(lines(&rotated).iter().any(|v| v["path"] == "/al/seg.ts?x=1"));
+}
+
+#[test]
+fn sigterm_waits_until_every_line_is_written() {
+    use std::io::{ErrorKind, Read};
+    use std::os::unix::fs::OpenOptionsExt;
+
+    let dir = tempfile::tempdir().unwrap();
+    let o = Origin::start("a");
+    // The access log is a pipe that the test reads only after SIGTERM: the writer is still
+    // blocked on it when the workers have stopped, as it would be on a slow disk.
+    let log = dir.path().join("access.log");
+    let c = std::ffi::CString::new(log.to_str().unwrap()).unwrap();
+    // SAFETY: `c` is a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let mut reader =
+        std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(&log).unwrap();
+    let mut conf = Conf::new(dir.path(), &o);
+    conf.access_log = "flush_interval = \"1s\"\nbuffer = \"256KiB\"\n".into();
+    let mut reel = Reel::start(&conf);
+
+    // Far more than a pipe holds (64 KiB), far fewer batches than the writer's queue.
+    let target = format!("/healthz?pad={}", "p".repeat(1000));
+    let n = 400;
+    let mut client = Conn::open(reel.data).unwrap();
+    for _ in 0..n {
+        assert_eq!(client.get("127.0.0.1", &target).unwrap().status, 200);
+    }
+    drop(client);
+    reel.signal(libc::SIGTERM);
+    // Longer than any fixed grace period a shutdown might sleep instead of waiting.
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    let mut text = Vec::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    let deadline = std::time::Instant::now() + PATIENCE;
+    loop {
+        match reader.read(&mut buf) {
+            Ok(0) => break, // every writer closed: the process is gone
+            Ok(k) => text.extend_from_slice(&buf[..k]),
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                assert!(std::time::Instant::now() < deadline, "the log never ended");
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert!(reel.wait_exit().success());
+    let text = String::from_utf8(text).unwrap();
+    // A line cut off by an early exit does not parse and does not count.
+    let lines: Vec<Value> = text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+    let logged = lines.iter().filter(|v| v["path"].as_str() == Some(target.as_str())).count();
+    assert_eq!(logged, n, "every request of the session is in the log");
+    assert_eq!(lines.len(), text.lines().count(), "every line is whole");
 }

@@ -9,6 +9,8 @@ fn repo_config_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../config")
 }
 
+/// `reel check` accepts every shipped config; a build without the `demo` feature rejects
+/// (with the key's position) those that enable the demo origin, and `serve` refuses them.
 #[test]
 fn check_accepts_every_shipped_config() {
     let mut n = 0;
@@ -17,15 +19,25 @@ fn check_accepts_every_shipped_config() {
         if p.extension().is_none_or(|x| x != "toml") {
             continue;
         }
+        let wants_demo = reel_config::Config::load(&p).unwrap().demo_origin.enabled;
         let out = Command::new(BIN).arg("check").arg("--config").arg(&p).output().unwrap();
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "{}: {}",
-            p.display(),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert!(String::from_utf8_lossy(&out.stdout).contains("is valid"));
+        let err = String::from_utf8_lossy(&out.stderr);
+        if wants_demo && !cfg!(feature = "demo") {
+            assert_eq!(out.status.code(), Some(64), "{}: {err}", p.display());
+            let at = format!("{}:", p.display());
+            assert!(
+                err.lines().any(|l| l.starts_with(&at)
+                    && l.contains("demo_origin.enabled")
+                    && l.contains("feature `demo`")),
+                "{err}"
+            );
+            let out = Command::new(BIN).arg("serve").arg("--config").arg(&p).output().unwrap();
+            assert_eq!(out.status.code(), Some(64));
+            assert!(String::from_utf8_lossy(&out.stderr).contains("feature `demo`"));
+        } else {
+            assert_eq!(out.status.code(), Some(0), "{}: {err}", p.display());
+            assert!(String::from_utf8_lossy(&out.stdout).contains("is valid"));
+        }
         n += 1;
     }
     assert!(n >= 2, "config/ has reel.toml and production.toml");

@@ -6,6 +6,7 @@ use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -16,6 +17,15 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_reel");
 
 /// How long anything that should happen "soon" may take on a loaded machine.
 pub const PATIENCE: Duration = Duration::from_secs(30);
+
+/// Reports a test that cannot run on this machine as `SKIPPED <test>: <why>` straight to
+/// standard error: the harness captures `eprintln!` of passing tests, this line it does not,
+/// and `.ci/run` counts them.
+pub fn skip(why: &str) {
+    use std::io::Write as _;
+    let test = std::thread::current().name().unwrap_or("?").to_owned();
+    let _ = std::io::stderr().write_all(format!("SKIPPED {test}: {why}\n").as_bytes());
+}
 
 /// Polls `f` until it returns `Some`, or panics with `what` after [`PATIENCE`].
 pub fn eventually<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
@@ -76,11 +86,13 @@ struct OriginState {
 }
 
 /// A small HTTP/1.1 origin on 127.0.0.1:0: serves the objects put into it (404 otherwise,
-/// 200 on `/healthz`), answers `If-None-Match` with 304, counts requests per path.
+/// 200 on `/healthz`), answers `If-None-Match` with 304, counts requests per path and
+/// accepted connections.
 pub struct Origin {
     /// Where it listens.
     pub addr: SocketAddr,
     state: Arc<Mutex<OriginState>>,
+    accepted: Arc<AtomicU64>,
 }
 
 impl Origin {
@@ -91,14 +103,22 @@ impl Origin {
         let state = Arc::new(Mutex::new(OriginState::default()));
         let st = state.clone();
         let n = name.to_string();
+        let accepted = Arc::new(AtomicU64::new(0));
+        let count = accepted.clone();
         std::thread::spawn(move || {
             for s in l.incoming().flatten() {
+                count.fetch_add(1, Ordering::SeqCst);
                 let st = st.clone();
                 let n = n.clone();
                 std::thread::spawn(move || origin_conn(s, &st, &n));
             }
         });
-        Origin { addr, state }
+        Origin { addr, state, accepted }
+    }
+
+    /// Connections accepted so far.
+    pub fn connections(&self) -> u64 {
+        self.accepted.load(Ordering::SeqCst)
     }
 
     /// Serves `obj` at `path` from now on.
@@ -371,10 +391,16 @@ pub struct Conf {
     pub negative_ttl: String,
     /// `log.level`.
     pub log_level: String,
+    /// Extra lines of the `[[origin_group]]` table.
+    pub origin_group: String,
+    /// Extra lines of its `[[origin_group.tier]]` table.
+    pub tier: String,
     /// Extra lines per listener name (e.g. its TLS keys).
     pub listener_lines: HashMap<String, String>,
     /// Top-level tables appended verbatim (e.g. `[[certificate]]`).
     pub extra: String,
+    /// Extra arguments of `reel serve`.
+    pub serve_args: Vec<String>,
 }
 
 impl Conf {
@@ -393,8 +419,11 @@ impl Conf {
             shutdown_timeout: "20s".into(),
             negative_ttl: "0s".into(),
             log_level: "info".into(),
+            origin_group: String::new(),
+            tier: String::new(),
             listener_lines: HashMap::new(),
             extra: String::new(),
+            serve_args: Vec::new(),
         }
     }
 
@@ -432,8 +461,10 @@ impl Conf {
         );
         let hosts: Vec<String> = self.origins.iter().map(|a| format!("\"{a}\"")).collect();
         s.push_str(&format!(
-            "[[origin_group]]\nname = \"o\"\nconnect_timeout = \"5s\"\nfirst_byte_timeout = \"20s\"\nretries = 0\n\n  [origin_group.health]\n  enabled = false\n\n  [[origin_group.tier]]\n  hosts = [{}]\n\n",
-            hosts.join(", ")
+            "[[origin_group]]\nname = \"o\"\nconnect_timeout = \"5s\"\nfirst_byte_timeout = \"20s\"\nretries = 0\n{}\n  [origin_group.health]\n  enabled = false\n\n  [[origin_group.tier]]\n  hosts = [{}]\n{}\n",
+            self.origin_group,
+            hosts.join(", "),
+            self.tier
         ));
         s.push_str("[demo_origin]\nenabled = false\n");
         s.push_str(&self.extra);
@@ -523,6 +554,7 @@ impl Reel {
         cmd.arg("serve")
             .arg("--config")
             .arg(conf.path())
+            .args(&conf.serve_args)
             .current_dir(&conf.dir)
             .env_remove("RUST_LOG")
             .env_remove("NOTIFY_SOCKET")

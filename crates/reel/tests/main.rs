@@ -11,3 +11,4 @@ mod reload;
 mod serve;
 mod systemd;
 mod tls;
+mod tls_origin;

@@ -1,5 +1,6 @@
 //! Live reload by SIGHUP and `POST /admin/reload`: valid, invalid, listener changes,
-//! "needs restart" keys, HTTP limits, and many reloads under keep-alive load.
+//! "needs restart" keys, HTTP limits, the connection cap, origin pools kept across reloads,
+//! and many reloads under keep-alive load.
 
 use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
@@ -284,4 +285,85 @@ fn log_level_changes_with_a_reload() {
     assert_eq!(reel.admin_req("POST", "/admin/reload").status, 200);
     assert_eq!(reel.admin_req("POST", "/admin/resume").status, 200);
     eventually("info lines again", || (drained(&reel) == 1).then_some(()));
+}
+
+#[test]
+fn origin_connections_survive_a_reload_that_leaves_the_origins_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = Origin::start("a");
+    // Not storable: every request goes to the origin.
+    a.put("/p/obj", Object::ok("x").header("cache-control", "no-store"));
+    let mut conf = Conf::new(dir.path(), &a);
+    let mut reel = Reel::start(&conf);
+    // One keep-alive client connection stays on one worker, which pools one origin connection.
+    let mut client = Conn::open(reel.data).unwrap();
+    let mut fetch = |n: usize| {
+        for _ in 0..n {
+            let r = client.get("127.0.0.1", "/p/obj").unwrap();
+            assert_eq!((r.status, r.text().as_str()), (200, "x"));
+        }
+    };
+    fetch(5);
+    let before = a.connections();
+    assert_eq!(before, 1, "the worker reuses its origin connection");
+
+    // A reload that changes only the log level keeps the worker's pool.
+    conf.log_level = "warn".into();
+    reel.rewrite(&conf);
+    let st = reel.sighup_reload();
+    assert_eq!(st["reload"]["last_ok"], true, "{st}");
+    fetch(5);
+    assert_eq!(a.connections(), before, "no new origin connection after the reload");
+
+    // Changing the origin group gives the worker a new pool (and so a new connection).
+    let text = conf.render().replace("connect_timeout = \"5s\"", "connect_timeout = \"6s\"");
+    std::fs::write(conf.path(), text).unwrap();
+    let st = reel.sighup_reload();
+    assert_eq!(st["reload"]["last_ok"], true, "{st}");
+    fetch(5);
+    assert_eq!(a.connections(), before + 1, "a changed origin group starts a new pool");
+}
+
+#[test]
+fn the_connection_cap_changes_with_a_reload() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = Origin::start("a");
+    let mut conf = Conf::new(dir.path(), &a);
+    conf.http = "max_connections_per_worker = 1\n".into();
+    let mut reel = Reel::start(&conf);
+    let workers = reel.workers();
+    let addr = reel.data;
+    // One more held connection than workers: at a cap of 1, at least one waits unaccepted.
+    let served = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let clients: Vec<_> = (0..=workers)
+        .map(|_| {
+            let (served, stop) = (served.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut c = Conn::open(addr).expect("connect");
+                let r = c.get("127.0.0.1", "/healthz").expect("answer");
+                assert_eq!(r.status, 200);
+                served.fetch_add(1, Ordering::SeqCst);
+                while !stop.load(Ordering::SeqCst) {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+            })
+        })
+        .collect();
+    eventually("a first answer", || (served.load(Ordering::SeqCst) >= 1).then_some(()));
+    assert!(served.load(Ordering::SeqCst) <= workers as u64, "the cap of 1 holds");
+
+    conf.http = format!("max_connections_per_worker = {}\n", workers + 1);
+    reel.rewrite(&conf);
+    let r = reel.admin_req("POST", "/admin/reload");
+    assert_eq!(r.status, 200, "{}", r.text());
+    let restart = &r.json()["status"]["needs_restart"];
+    assert_eq!(restart.as_array().map(Vec::len), Some(0), "applied live: {restart}");
+    eventually("the waiting connections to be served", || {
+        (served.load(Ordering::SeqCst) == workers as u64 + 1).then_some(())
+    });
+    stop.store(true, Ordering::SeqCst);
+    for c in clients {
+        c.join().unwrap();
+    }
 }

@@ -19,8 +19,7 @@ fn irq_script() -> PathBuf {
 #[test]
 fn units_pass_systemd_analyze_verify() {
     if Command::new("systemd-analyze").arg("--version").output().is_err() {
-        eprintln!("systemd-analyze is not installed; skipping");
-        return;
+        return skip("systemd-analyze is not installed");
     }
     let dir = tempfile::tempdir().unwrap();
     let script = irq_script().canonicalize().unwrap();
@@ -79,8 +78,7 @@ fn mask(cpus: &[usize]) -> String {
 fn irq_script_dry_run_follows_the_plan() {
     let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     if cpus < 2 {
-        eprintln!("one CPU: no room for an IRQ core; skipping");
-        return;
+        return skip("one CPU: no room for an IRQ core");
     }
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("reel.toml");

@@ -4,9 +4,9 @@
 
 use std::time::Duration;
 
+use crate::result::CacheResult;
 use bytes::Bytes;
 use reel_http::Response;
-use reel_ops::metrics::CacheResult;
 
 use super::tag::Tag;
 
@@ -46,6 +46,10 @@ impl Answer {
     /// Fetched on its own because the leader's response could not be shared.
     pub const PASS_NOT_STORED: Answer =
         answer(CacheResult::Pass, b"reel; fwd=miss; detail=not-storable");
+    /// Fetched on its own, uncached, after waiting `lock_timeout` for another request's
+    /// fetch of the same object.
+    pub const LOCK_TIMEOUT: Answer =
+        answer(CacheResult::Pass, b"reel; fwd=miss; detail=lock-timeout");
     /// The origin failed this request's fetch.
     pub const ORIGIN_ERROR: Answer =
         answer(CacheResult::Miss, b"reel; fwd=miss; detail=origin-error");

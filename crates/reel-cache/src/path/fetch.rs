@@ -21,7 +21,7 @@ use super::serve::stream_origin;
 use super::settings::{Settings, Site};
 use super::shared::SharedCache;
 use super::worker::{WorkerCache, local};
-use crate::key::CacheKey;
+use crate::key::{CacheKey, KeyConfig};
 use crate::policy::HeaderLookup;
 use crate::policy::cache_control::RequestCacheControl;
 use crate::policy::conditional;
@@ -68,10 +68,14 @@ pub(super) enum Forward {
     SharedFill,
 }
 
-/// The client's header fields for the origin: without Host (the origin client sets it),
-/// hop-by-hop fields (the origin client strips them) and, for fills, the fields that
-/// would make the origin answer something other than the whole representation.
-pub(super) fn forward_headers(req: &Request, why: Forward) -> HeaderMap {
+/// The client's header fields for the origin: without Host (the origin client sets it)
+/// and without the client's hop-by-hop fields (RFC 9110 7.6.1: `Connection`, what it
+/// lists, and the fixed ones). For fills, also without the fields that would make the
+/// origin answer something other than the whole representation, and without `drop`
+/// (`[cache] fill_drop_headers`: host, path and method overrides). Then reel's own
+/// `X-Forwarded-For`: added after the client's `Connection` list was applied, so no
+/// client can have it stripped.
+pub(super) fn forward_headers(req: &Request, why: Forward, drop: &[String]) -> HeaderMap {
     let mut h = HeaderMap::new();
     for (n, v) in req.headers() {
         if n.eq_ignore_ascii_case("host") {
@@ -84,6 +88,7 @@ pub(super) fn forward_headers(req: &Request, why: Forward) -> HeaderMap {
                 || lower == "cache-control"
                 || lower == "pragma"
                 || (why == Forward::SharedFill && PER_VIEWER.contains(&lower.as_str()))
+                || drop.contains(&lower)
             {
                 continue;
             }
@@ -94,6 +99,7 @@ pub(super) fn forward_headers(req: &Request, why: Forward) -> HeaderMap {
             h.append(name, value);
         }
     }
+    reel_origin::strip_hop_by_hop(&mut h);
     let ip = req.peer().ip().to_string();
     if let Ok(v) = HeaderValue::from_str(&ip) {
         h.append("x-forwarded-for", v);
@@ -101,11 +107,18 @@ pub(super) fn forward_headers(req: &Request, why: Forward) -> HeaderMap {
     h
 }
 
-/// The origin request for a fill: the client's headers as [`forward_headers`] keeps them
-/// for `why`, plus our validators when revalidating `stale`.
-fn fill_request(req: &Request, why: Forward, stale: Option<&StoredMeta>) -> Option<OriginRequest> {
+/// The origin request for a fill of `key`: the Host the key names, the client's headers
+/// as [`forward_headers`] keeps them for `why`, plus our validators when revalidating
+/// `stale`.
+fn fill_request(
+    req: &Request,
+    key: &CacheKey,
+    why: Forward,
+    stale: Option<&StoredMeta>,
+    drop: &[String],
+) -> Option<OriginRequest> {
     let pq = origin_path(req)?;
-    let mut headers = forward_headers(req, why);
+    let mut headers = forward_headers(req, why, drop);
     if let Some(meta) = stale {
         for (n, v) in conditional::revalidation_headers(meta) {
             if let Ok(v) = HeaderValue::from_bytes(&v) {
@@ -113,7 +126,7 @@ fn fill_request(req: &Request, why: Forward, stale: Option<&StoredMeta>) -> Opti
             }
         }
     }
-    let mut o = OriginRequest::get(pq, req.host().unwrap_or(""));
+    let mut o = OriginRequest::get(pq, String::from_utf8_lossy(key.host()));
     o.headers = headers;
     Some(o)
 }
@@ -142,14 +155,41 @@ pub(super) struct Viewer<'a, H: ?Sized> {
     pub cc: &'a RequestCacheControl,
     /// Fields the origin request left out. A response that varies on one the viewer did
     /// send was not chosen for this viewer, so it is not stored as the viewer's variant.
-    pub withheld: &'static [&'static str],
+    pub withheld: Withheld<'a>,
+    /// Whether the key leaves out query parameters the origin was sent
+    /// ([`key_omits_query`]): then an error answer is not stored.
+    pub partial_key: bool,
+}
+
+/// Whether `key` leaves out query parameters the origin is sent for `req` (`drop_query`,
+/// `ignore_query`). The origin then answers for a query that other viewers of the key do
+/// not send: a 404 to one viewer's junk token says nothing about another's valid one.
+pub(super) fn key_omits_query(req: &Request, key: &CacheKey) -> bool {
+    let full = CacheKey::build(key.host(), origin_form(req).as_bytes(), &KeyConfig::default());
+    full.map_or(true, |f| f != *key)
+}
+
+/// The viewer's fields a fill does not send: the configured drops, and for a shared
+/// fill the viewer's credentials and cookies ([`PER_VIEWER`]).
+#[derive(Clone, Copy)]
+pub(super) struct Withheld<'a> {
+    /// `[cache] fill_drop_headers`, lowercase.
+    pub dropped: &'a [String],
+    /// Whether [`PER_VIEWER`] is withheld too.
+    pub per_viewer: bool,
+}
+
+impl Withheld<'_> {
+    fn contains(&self, name: &str) -> bool {
+        (self.per_viewer && PER_VIEWER.contains(&name)) || self.dropped.iter().any(|d| d == name)
+    }
 }
 
 impl<H: HeaderLookup + ?Sized> Viewer<'_, H> {
     /// Whether `names` (lowercase) select on a field this viewer sent but the origin did
     /// not get.
     fn selects_withheld<'n>(&self, mut names: impl Iterator<Item = &'n str>) -> bool {
-        names.any(|n| self.withheld.contains(&n) && self.headers.has(n))
+        names.any(|n| self.withheld.contains(n) && self.headers.has(n))
     }
 }
 
@@ -227,7 +267,10 @@ impl Fetcher<'_> {
             Vary::Fields(names) => viewer.selects_withheld(names.iter().map(String::as_str)),
             _ => false,
         };
-        if !ok.is_store() || not_for_viewer {
+        // Negative caching (and any error answer) only where the key names everything the
+        // origin was sent: on drop_query / ignore_query requests an error is the viewer's.
+        let error_for_partial_key = viewer.partial_key && status >= 400;
+        if !ok.is_store() || not_for_viewer || error_for_partial_key {
             lead.publish(State::NotShared);
             return (Fetched::NotStored(resp), origin_time);
         }
@@ -269,11 +312,14 @@ impl WorkerCache {
         req_cc: &RequestCacheControl,
     ) -> Response {
         let stale_meta = stale.as_ref().map(|s| &s.prep.meta);
-        let Some(oreq) = fill_request(req, Forward::Fill, stale_meta) else {
+        let dropped = &self.settings.fill_drop_headers;
+        let Some(oreq) = fill_request(req, key, Forward::Fill, stale_meta, dropped) else {
             return local(400);
         };
         let hdrs = ReqHeaders(req);
-        let viewer = Viewer { headers: &hdrs, cc: req_cc, withheld: &[] };
+        let withheld = Withheld { dropped, per_viewer: false };
+        let partial_key = key_omits_query(req, key);
+        let viewer = Viewer { headers: &hdrs, cc: req_cc, withheld, partial_key };
         let revalidating =
             stale.as_ref().map(|s| Revalidating { store_key: &s.store_key, meta: &s.prep.meta });
         let (fetched, origin_time) =
@@ -296,9 +342,12 @@ impl WorkerCache {
                 let ans = if stale.is_some() { Answer::REFRESHED } else { Answer::MISS_STORED };
                 self.serve_filling(req, fill, prep, ans.after(origin_time)).await
             }
-            (Fetched::NotStored(resp), _) => {
-                stream_origin(req, resp, Answer::MISS_NOT_STORED.after(origin_time))
-            }
+            (Fetched::NotStored(resp), _) => stream_origin(
+                req,
+                resp,
+                Answer::MISS_NOT_STORED.after(origin_time),
+                &self.shared.pass_buffered,
+            ),
             // Only a revalidation is freshened or covered by stale-if-error.
             (Fetched::Freshened(_) | Fetched::StaleIfError, None) => local(502),
         }
@@ -318,7 +367,10 @@ impl WorkerCache {
         req_cc: &RequestCacheControl,
     ) {
         let hdrs = ReqHeaders(req);
-        let viewer = Viewer { headers: &hdrs, cc: req_cc, withheld: PER_VIEWER };
+        let dropped = &self.settings.fill_drop_headers;
+        let withheld = Withheld { dropped, per_viewer: true };
+        let partial_key = key_omits_query(req, key);
+        let viewer = Viewer { headers: &hdrs, cc: req_cc, withheld, partial_key };
         let entries = stored.prep.meta.vary().entries();
         if viewer.selects_withheld(entries.iter().map(|(n, _)| n.as_str())) {
             // This viewer's variant depends on its credentials or cookies, which a shared
@@ -327,7 +379,8 @@ impl WorkerCache {
             return;
         }
         let Some(lead) = self.shared.inflight.try_lead(key.as_bytes()) else { return };
-        let Some(oreq) = fill_request(req, Forward::SharedFill, Some(&stored.prep.meta)) else {
+        let stale = Some(&stored.prep.meta);
+        let Some(oreq) = fill_request(req, key, Forward::SharedFill, stale, dropped) else {
             return;
         };
         let headers: Vec<(Vec<u8>, Vec<u8>)> =
@@ -348,7 +401,9 @@ impl WorkerCache {
                 client: &client,
                 group: &group,
             };
-            let viewer = Viewer { headers: &headers, cc: &cc, withheld: PER_VIEWER };
+            let dropped = &settings.fill_drop_headers;
+            let withheld = Withheld { dropped, per_viewer: true };
+            let viewer = Viewer { headers: &headers, cc: &cc, withheld, partial_key };
             let stale = Revalidating { store_key: &store_key, meta: &prep.meta };
             // No client waits for it: a response that was not stored is dropped.
             let _ = fx.fetch_and_store(&key, oreq, viewer, Some(stale), lead).await;

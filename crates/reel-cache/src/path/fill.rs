@@ -1,6 +1,6 @@
-//! Writing an origin response into the store: the variant key and the key's Vary marker,
-//! the stored metadata, and the detached task that appends the body and commits it (or
-//! aborts it, so nothing is ever stored truncated).
+//! Writing an origin response into the store: the variant key and the key's Vary marker
+//! (which lists the variant), the stored metadata, and the detached task that appends the
+//! body and commits it (or aborts it, so nothing is ever stored truncated).
 
 use bytes::Bytes;
 use http::HeaderMap;
@@ -9,8 +9,7 @@ use reel_store::{Lookup, StoreError};
 
 use super::fetch::Fetcher;
 use super::inflight::{Lead, State};
-use super::lookup::variant_key;
-use super::respond::encode_vary_marker;
+use super::variants::{Marker, variant_key};
 use crate::key::CacheKey;
 use crate::policy::HeaderLookup;
 use crate::policy::cache_control::ResponseCacheControl;
@@ -38,14 +37,15 @@ impl Fetcher<'_> {
         let store = &self.shared.store;
         let vk = VaryKey::from_request(vary, hdrs);
         let store_key = match vary {
-            Vary::Fields(names) => {
-                let mut marker =
-                    store.begin_fill(key.as_bytes(), encode_vary_marker(names), Some(0)).await?;
-                marker.append(Bytes::new()).await?;
-                marker.commit().await?;
-                variant_key(key, &vk)
+            Vary::Fields(names) => self.list_variant(key, names, vk.hash64()).await?,
+            _ => {
+                // A response that no longer varies replaces the key's marker: the
+                // variants it lists go with it.
+                if let Some(old) = self.current_marker(key) {
+                    self.remove_variants(key, &old, &old.variants).await;
+                }
+                key.as_bytes().to_vec()
             }
-            _ => key.as_bytes().to_vec(),
         };
         let len = resp.body.content_length();
         let mut h = header_pairs(&resp.headers);
@@ -66,6 +66,75 @@ impl Fetcher<'_> {
             Some(Lookup::Filling(f)) => Ok((writer, f)),
             _ => Err(StoreError::Gone),
         }
+    }
+}
+
+impl Fetcher<'_> {
+    /// The Vary marker stored at `key`, if any.
+    fn current_marker(&self, key: &CacheKey) -> Option<Marker> {
+        match self.shared.store.lookup(key.as_bytes())? {
+            Lookup::Hit(h) => Marker::parse(h.meta()),
+            Lookup::Filling(_) => None,
+        }
+    }
+
+    /// Removes `hashes` of `marker`'s variants from the store. A failure leaves a variant
+    /// that no marker lists, unreachable (see `variants`).
+    async fn remove_variants(&self, key: &CacheKey, marker: &Marker, hashes: &[u64]) {
+        for &h in hashes {
+            let _ = self.shared.store.remove(&marker.key(key.as_bytes(), h)).await;
+        }
+    }
+
+    /// Lists the variant `hash` in `key`'s Vary marker for `names`, writing the marker
+    /// when that changes it, and returns the variant's store key. The caller leads the
+    /// fetch of `key`, so no other fill rewrites the marker meanwhile.
+    ///
+    /// A marker for other fields (or from before generations) is replaced by a new one
+    /// with a new generation and its variants removed. Listed variants the store no
+    /// longer has are dropped from the list; beyond `max_variants`, the oldest listed
+    /// variants are removed to make room.
+    async fn list_variant(
+        &self,
+        key: &CacheKey,
+        names: &[String],
+        hash: u64,
+    ) -> Result<Vec<u8>, StoreError> {
+        let store = &self.shared.store;
+        let (mut marker, mut changed) = match self.current_marker(key) {
+            Some(m) if m.names == names && m.generation.is_some() => (m, false),
+            old => {
+                if let Some(old) = old {
+                    self.remove_variants(key, &old, &old.variants).await;
+                }
+                (Marker::new(key, names.to_vec()), true)
+            }
+        };
+        let listed = marker.variants.len();
+        let kb = key.as_bytes();
+        let generation = marker.generation;
+        marker.variants.retain(|&h| h == hash || store.contains(&variant_key(kb, generation, h)));
+        changed |= marker.variants.len() != listed;
+        if !marker.variants.contains(&hash) {
+            // Beyond `[cache] max_variants` the oldest variants make room: a bound on what
+            // one URL holds (an attacker cycling `Accept-Encoding` values), and a new
+            // variant is always stored, so filling the list cannot keep viewers' own
+            // variants out of the cache.
+            let max = self.settings.max_variants.max(1);
+            if marker.variants.len() >= max {
+                let evicted: Vec<u64> =
+                    marker.variants.drain(..=marker.variants.len() - max).collect();
+                self.remove_variants(key, &marker, &evicted).await;
+            }
+            marker.variants.push(hash);
+            changed = true;
+        }
+        if changed {
+            let mut w = store.begin_fill(kb, marker.encode(), Some(0)).await?;
+            w.append(Bytes::new()).await?;
+            w.commit().await?;
+        }
+        Ok(marker.key(kb, hash))
     }
 }
 

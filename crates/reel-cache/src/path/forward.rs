@@ -11,7 +11,6 @@ use super::answer::Answer;
 use super::fetch::{Forward, forward_headers, origin_form, origin_path};
 use super::serve::stream_origin;
 use super::settings::Site;
-use super::shared::VARIANT_SEP;
 use super::worker::{WorkerCache, local};
 use crate::key::CacheKey;
 
@@ -19,15 +18,19 @@ impl WorkerCache {
     /// GET/HEAD forwarded without storing (request `no-store`, or a response the leader
     /// could not share): the client's own conditionals and Range go along.
     pub(super) async fn fetch_pass(&self, req: &Request, site: &Site, ans: Answer) -> Response {
-        let Some(pq) = origin_path(req) else { return local(400) };
-        let mut o = OriginRequest::get(pq, req.host().unwrap_or(""));
+        let (Some(pq), Some(host)) = (origin_path(req), origin_host(req)) else {
+            return local(400);
+        };
+        let mut o = OriginRequest::get(pq, host);
         if *req.method() == Method::Head {
             o.method = HttpMethod::HEAD;
         }
-        o.headers = forward_headers(req, Forward::Pass);
+        o.headers = forward_headers(req, Forward::Pass, &[]);
         let t0 = Instant::now();
         match self.client.send(&site.group, o).await {
-            Ok(resp) => stream_origin(req, resp, ans.after(Some(t0.elapsed()))),
+            Ok(resp) => {
+                stream_origin(req, resp, ans.after(Some(t0.elapsed())), &self.shared.pass_buffered)
+            }
             Err(e) => Answer::ORIGIN_ERROR
                 .counted_as(ans.result)
                 .after(Some(t0.elapsed()))
@@ -43,7 +46,9 @@ impl WorkerCache {
         body: &mut RequestBody<'_>,
         site: &Site,
     ) -> Response {
-        let Some(pq) = origin_path(req) else { return local(400) };
+        let (Some(pq), Some(host)) = (origin_path(req), origin_host(req)) else {
+            return local(400);
+        };
         let Ok(method) = HttpMethod::from_bytes(req.method().as_str().as_bytes()) else {
             return local(501);
         };
@@ -57,8 +62,8 @@ impl WorkerCache {
         let o = OriginRequest {
             method,
             path_and_query: pq,
-            headers: forward_headers(req, Forward::Pass),
-            host: req.host().unwrap_or("").to_string(),
+            headers: forward_headers(req, Forward::Pass, &[]),
+            host,
             body: rbody,
             idempotent: false,
         };
@@ -90,32 +95,37 @@ impl WorkerCache {
                 if (200..400).contains(&status) && req.method().is_unsafe() {
                     self.invalidate(req, site, &resp.headers).await;
                 }
-                stream_origin(req, resp, ans)
+                stream_origin(req, resp, ans, &self.shared.pass_buffered)
             }
             Err(e) => ans.on(Response::error(e.client_status())),
         }
     }
 
-    /// RFC 9111 4.4: the target URI, and Location / Content-Location on the same host.
+    /// RFC 9111 4.4: the target URI, and Location / Content-Location on the same host;
+    /// each a lookup of its key (and of the variants its Vary marker lists).
     async fn invalidate(&self, req: &Request, site: &Site, resp: &HeaderMap) {
         let host = req.host().unwrap_or("");
         let mut targets = vec![origin_form(req).to_string()];
         for name in ["location", "content-location"] {
-            if let Some(v) = resp.get(name).and_then(|v| v.to_str().ok()) {
-                if let Some(path) = same_host_path(v, host) {
-                    targets.push(path);
-                }
+            if let Some(v) = resp.get(name).and_then(|v| v.to_str().ok())
+                && let Some(path) = same_host_path(v, host)
+            {
+                targets.push(path);
             }
         }
         for t in targets {
             if let Ok(k) = CacheKey::build(host.as_bytes(), t.as_bytes(), &site.key) {
-                let _ = self.shared.store.remove(k.as_bytes()).await;
-                let mut variants = k.as_bytes().to_vec();
-                variants.push(VARIANT_SEP);
-                let _ = self.shared.store.remove_prefix(&variants).await;
+                // Only what is stored is removed: nothing stored, nothing written.
+                let _ = self.shared.remove_url(k.as_bytes()).await;
             }
         }
     }
+}
+
+/// The Host a passed-through request is sent with: normalised like a key's, so the
+/// origin sees one spelling of each site whatever the request's path.
+fn origin_host(req: &Request) -> Option<String> {
+    crate::key::normalize_host(req.host().unwrap_or("").as_bytes()).ok()
 }
 
 /// The path of `url` if it is relative, or absolute on `host`.

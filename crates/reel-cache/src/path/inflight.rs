@@ -119,10 +119,10 @@ impl Inflight {
     }
 
     fn remove(&self, key: &[u8], tx: &Arc<watch::Sender<State>>) {
-        if let Ok(mut shard) = self.shard(key).lock() {
-            if shard.get(key).is_some_and(|cur| Arc::ptr_eq(cur, tx)) {
-                shard.remove(key);
-            }
+        if let Ok(mut shard) = self.shard(key).lock()
+            && shard.get(key).is_some_and(|cur| Arc::ptr_eq(cur, tx))
+        {
+            shard.remove(key);
         }
     }
 }
@@ -131,10 +131,12 @@ impl Lead {
     /// Tells followers what happened. `Filling` keeps the entry (late arrivals find the
     /// store's fill directly); any other state also ends the leadership.
     pub fn publish(&mut self, s: State) {
-        self.tx.send_replace(s);
         if s != State::Filling && s != State::Waiting {
+            // Out of the map before anyone is woken: a follower that goes round again must
+            // lead (or follow) a new fetch, never join this finished one.
             self.finish();
         }
+        self.tx.send_replace(s);
     }
 
     /// Removes the entry: later requests look the store up (or lead a new fetch).
@@ -148,10 +150,10 @@ impl Lead {
 
 impl Drop for Lead {
     fn drop(&mut self) {
+        self.finish();
         if matches!(*self.tx.borrow(), State::Waiting) {
             self.tx.send_replace(State::Failed(502));
         }
-        self.finish();
     }
 }
 

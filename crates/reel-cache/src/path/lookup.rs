@@ -1,6 +1,6 @@
 //! Finding what the store holds for a request: the cache key, the representation under it
-//! or, when the stored response varies (RFC 9111 4.1), the variant this request selects,
-//! with its metadata decoded once per worker.
+//! or, when the stored response varies (RFC 9111 4.1), the variant this request selects
+//! (through the key's Vary marker, `variants`), with its metadata decoded once per worker.
 
 use std::rc::Rc;
 
@@ -9,9 +9,9 @@ use reel_http::Request;
 use reel_store::{Hit, Lookup};
 
 use super::fetch::origin_form;
-use super::respond::{Prepared, ReqHeaders, vary_marker};
+use super::respond::{Prepared, ReqHeaders};
 use super::settings::Site;
-use super::shared::VARIANT_SEP;
+use super::variants::{Selector, variant_key};
 use super::worker::WorkerCache;
 use crate::key::CacheKey;
 use crate::policy::vary::{Vary, VaryKey};
@@ -36,14 +36,6 @@ pub(super) enum Found {
     None,
 }
 
-/// The store key of the variant `vk` of `key`.
-pub(super) fn variant_key(key: &CacheKey, vk: &VaryKey) -> Vec<u8> {
-    let mut k = key.as_bytes().to_vec();
-    k.push(VARIANT_SEP);
-    k.extend_from_slice(format!("{:016x}", vk.hash64()).as_bytes());
-    k
-}
-
 impl WorkerCache {
     /// The cache key of a request to `site`, if its target can be keyed.
     pub(super) fn key(&self, req: &Request, site: &Site) -> Option<CacheKey> {
@@ -61,10 +53,10 @@ impl WorkerCache {
         let store = &self.shared.store;
         let Some(l) = store.lookup(key.as_bytes()) else { return Found::None };
         let (store_key, l) = match &l {
-            Lookup::Hit(h) => match vary_marker(h.meta()) {
-                Some(names) => {
-                    let vk = VaryKey::from_request(&Vary::Fields(names), req);
-                    let sk = variant_key(key, &vk);
+            Lookup::Hit(h) => match Selector::parse(h.meta()) {
+                Some(sel) => {
+                    let vk = VaryKey::from_request(&Vary::Fields(sel.names), req);
+                    let sk = variant_key(key.as_bytes(), sel.generation, vk.hash64());
                     match store.lookup(&sk) {
                         Some(l) => (sk, l),
                         None => return Found::None,

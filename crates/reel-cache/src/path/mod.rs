@@ -8,6 +8,8 @@
 //! - [`worker`]: the per-worker [`WorkerCache`] that routes a request and decides which
 //!   of the following answers it;
 //! - `lookup`: the stored representation (or Vary variant) a request selects;
+//! - `variants`: a varying URL's marker, which lists its variants (invalidation and purge
+//!   are lookups, the variants per URL are capped);
 //! - `serve`: answers from a stored object, a fill in progress or an unstored origin
 //!   response: conditionals, ranges, HEAD;
 //! - `fetch`: the leader's origin fetch, revalidation and the background refresh, all
@@ -15,6 +17,7 @@
 //! - `fill`: writing an origin response into the store;
 //! - `forward`: what is not cached (pass-through) and the invalidation it causes;
 //! - `answer`: a response's cache result, `Cache-Status` and origin time as one value;
+//! - [`pass_stream`]: an origin body streamed to its one client, its buffer bounded;
 //! - [`respond`]: responses built from stored metadata, bodies streamed from the store;
 //! - [`tag`]: the per-response tag the access log and metrics read back.
 //!
@@ -27,9 +30,11 @@ mod fill;
 mod forward;
 pub mod inflight;
 mod lookup;
+pub mod pass_stream;
 pub mod respond;
 mod serve;
 pub mod settings;
 pub mod shared;
 pub mod tag;
+mod variants;
 pub mod worker;

@@ -42,41 +42,25 @@ pub fn unix_now() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
 }
 
-const VARY_MARKER: &[u8] = b"\xffreel-vary\n";
-
-/// The field names a Vary marker object lists, if `meta` is one.
-///
-/// A response with `Vary` is stored under its variant key (primary key, a separator and
-/// the hash of the request's values for the listed fields); the primary key then holds a
-/// marker naming the fields, so a later request can compute its own variant key.
-pub fn vary_marker(meta: &[u8]) -> Option<Vec<String>> {
-    let rest = meta.strip_prefix(VARY_MARKER)?;
-    let s = std::str::from_utf8(rest).ok()?;
-    Some(s.split(',').filter(|n| !n.is_empty()).map(str::to_string).collect())
-}
-
-/// The metadata blob of a Vary marker.
-pub fn encode_vary_marker(names: &[String]) -> Bytes {
-    let mut b = BytesMut::from(VARY_MARKER);
-    b.put_slice(names.join(",").as_bytes());
-    b.freeze()
-}
-
 /// Stored metadata decoded once per worker and ready to answer with: the stored header
 /// section pre-encoded as one block, so a hit copies no header.
 pub struct Prepared {
     /// The decoded metadata.
     pub meta: StoredMeta,
-    /// `name: value\r\n` lines of the stored headers, minus those the codec generates.
+    /// `name: value\r\n` lines of the stored headers, minus those the codec generates
+    /// and `Date`.
     pub raw: Bytes,
+    /// The stored `Date`, sent as it is (only `Age` is added, RFC 9111 4).
+    date: Option<Bytes>,
     /// When this worker last saw the object's pages resident.
     resident_at: Cell<Option<Instant>>,
     /// A copy of a small body, sent together with the head.
     small: std::cell::OnceCell<Bytes>,
 }
 
-/// Header fields never replayed from the store: framing and connection management are the
-/// codec's, `Age` is recomputed.
+/// Header fields never replayed from the store as they are: framing and connection
+/// management are the codec's, `Age` is recomputed, `Date` goes to the codec separately
+/// (it writes its own only when the response carries none).
 fn replayed(name: &[u8]) -> bool {
     const SKIP: &[&[u8]] =
         &[b"content-length", b"transfer-encoding", b"connection", b"keep-alive", b"date", b"age"];
@@ -87,7 +71,11 @@ impl Prepared {
     /// Pre-encodes `meta`'s headers.
     pub fn new(meta: StoredMeta) -> Rc<Prepared> {
         let mut raw = BytesMut::with_capacity(256);
+        let mut date = None;
         for (n, v) in meta.headers() {
+            if date.is_none() && n.eq_ignore_ascii_case(b"date") {
+                date = Some(Bytes::copy_from_slice(v));
+            }
             if replayed(n) {
                 raw.put_slice(n);
                 raw.put_slice(b": ");
@@ -98,9 +86,17 @@ impl Prepared {
         Rc::new(Prepared {
             meta,
             raw: raw.freeze(),
+            date,
             resident_at: Cell::new(None),
             small: std::cell::OnceCell::new(),
         })
+    }
+
+    /// Bytes of memory this entry holds besides its blob and a small-body copy: the
+    /// decoded headers and the pre-encoded block, with a fixed allowance for the rest.
+    pub fn footprint(&self) -> usize {
+        let headers: usize = self.meta.headers().iter().map(|(n, v)| n.len() + v.len() + 48).sum();
+        256 + headers + self.raw.len() + self.date.as_ref().map_or(0, Bytes::len)
     }
 
     /// The in-memory copy of the body, if this worker made one.
@@ -113,14 +109,22 @@ impl Prepared {
         let _ = self.small.set(b);
     }
 
-    /// A response head for this object: stored status (or `status`), stored headers,
-    /// `Age` and our `Cache-Status`.
+    /// A response head for this object: stored status (or `status`), stored headers
+    /// with the stored `Date`, `Age` and our `Cache-Status`.
     pub fn head(&self, status: u16, now: u64, cache_status: &'static [u8]) -> Response {
         let age = self.meta.current_age(now).as_secs();
         let mut buf = itoa::Buffer::new();
-        let mut r = Response::new(status).raw_headers(self.raw.clone());
+        let mut r = self.with_date(Response::new(status).raw_headers(self.raw.clone()));
         r = r.header("age", Bytes::copy_from_slice(buf.format(age).as_bytes()));
         r.header("cache-status", Bytes::from_static(cache_status))
+    }
+
+    /// `r` with the stored `Date`, if there is one.
+    pub fn with_date(&self, r: Response) -> Response {
+        match &self.date {
+            Some(d) => r.header("date", d.clone()),
+            None => r,
+        }
     }
 
     /// Whether the range `off..off+len` of `hit` is in the page cache, trusting a recent
@@ -138,7 +142,9 @@ impl Prepared {
 }
 
 /// A per-worker cache of decoded metadata, keyed by the identity of the store's metadata
-/// blob (the store hands out clones of one `Bytes` per object version).
+/// blob (the store hands out clones of one `Bytes` per object version). Bounded by entries
+/// ([`META_CACHE_MAX`]) and by bytes ([`META_CACHE_BYTES`]), small-body copies by their own
+/// budget.
 #[derive(Default)]
 pub struct MetaCache {
     // The blob is kept with its entry: the pointer identity is only valid while the blob
@@ -146,12 +152,17 @@ pub struct MetaCache {
     map: std::collections::HashMap<(usize, usize), (Bytes, Rc<Prepared>)>,
     /// Bytes of small bodies copied into entries (bounded by [`SMALL_BUDGET`]).
     small_bytes: u64,
+    /// What the entries hold besides small bodies (bounded by [`META_CACHE_BYTES`]).
+    meta_bytes: usize,
 }
 
 /// Per-worker budget for in-memory copies of small bodies.
 const SMALL_BUDGET: u64 = 16 << 20;
 
 const META_CACHE_MAX: usize = 4096;
+
+/// Per-worker bound of the bytes the decoded-metadata cache holds ([`MetaCache::bytes`]).
+pub const META_CACHE_BYTES: usize = 16 << 20;
 
 impl MetaCache {
     /// The prepared form of `blob`, decoding it on first use.
@@ -161,18 +172,27 @@ impl MetaCache {
             return Some(p.clone());
         }
         let meta = StoredMeta::decode(blob).ok()?;
-        if self.map.len() >= META_CACHE_MAX {
-            // Entries are cheap to rebuild; a full reset keeps the bound without an LRU.
+        let p = Prepared::new(meta);
+        let cost = blob.len() + p.footprint();
+        if self.map.len() >= META_CACHE_MAX || self.meta_bytes + cost > META_CACHE_BYTES {
+            // Entries are cheap to rebuild; a full reset keeps both bounds without an LRU.
             self.map.clear();
             self.small_bytes = 0;
+            self.meta_bytes = 0;
         }
-        let p = Prepared::new(meta);
+        self.meta_bytes += cost;
         self.map.insert(id, (blob.clone(), p.clone()));
         Some(p)
     }
 }
 
 impl MetaCache {
+    /// Bytes of memory the cached metadata holds (blobs, decoded metadata, pre-encoded
+    /// headers), at most [`META_CACHE_BYTES`]. Small-body copies have their own budget.
+    pub fn bytes(&self) -> usize {
+        self.meta_bytes
+    }
+
     /// Accounts `n` bytes of a small-body copy; false when the worker's budget is spent
     /// (the body is then sent from the store as usual).
     pub fn admit_small(&mut self, n: u64) -> bool {
@@ -336,10 +356,10 @@ pub fn stream_filling(
                 pos += n;
                 continue;
             }
-            if let Some(fin) = st.final_len {
-                if pos >= fin {
-                    return;
-                }
+            if let Some(fin) = st.final_len
+                && pos >= fin
+            {
+                return;
             }
         }
     });
@@ -377,6 +397,38 @@ mod tests {
             }
         }
         (out, files, reads)
+    }
+
+    /// Entries were bounded by count only: 4,096 objects with large header sections held
+    /// hundreds of megabytes per worker.
+    #[test]
+    fn the_metadata_cache_is_bounded_by_bytes() {
+        use crate::policy::freshness::PolicyConfig;
+        use crate::policy::meta::ResponseTimes;
+        use crate::policy::vary::VaryKey;
+        let mut cache = MetaCache::default();
+        let big = "x".repeat(30_000);
+        let times = ResponseTimes { request_time: 1, response_time: 1 };
+        let mut blobs = Vec::new();
+        for i in 0..600 {
+            let h = [("x-big", big.as_str()), ("etag", &format!("\"{i}\""))];
+            let meta = StoredMeta::from_response(
+                200,
+                &h,
+                VaryKey::default(),
+                times,
+                Some(1),
+                &PolicyConfig::default(),
+                None,
+            );
+            let blob = Bytes::from(meta.encode());
+            let p = cache.get(&blob).expect("decodes");
+            assert_eq!(p.meta.headers().len(), 3, "x-big, etag and the added date");
+            assert!(cache.bytes() <= META_CACHE_BYTES, "{} bytes after {i}", cache.bytes());
+            // The entry just decoded is served from the cache the next time.
+            assert!(Rc::ptr_eq(&p, &cache.get(&blob).expect("cached")));
+            blobs.push(blob);
+        }
     }
 
     #[test]

@@ -4,6 +4,7 @@
 
 use std::cell::RefCell;
 use std::rc::Rc;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use reel_http::{Method, Request, Response};
@@ -11,6 +12,7 @@ use reel_origin::OriginResponse;
 use reel_store::Hit;
 
 use super::answer::Answer;
+use super::pass_stream::{PassBuffered, stream_body};
 use super::respond::{
     LeasedRange, Prepared, ReqHeaders, stream_cold_hit, stream_filling, unix_now,
 };
@@ -43,7 +45,7 @@ impl WorkerCache {
         match conditional::evaluate(req.method().as_str().as_bytes(), status, &hdrs, &v, now) {
             Outcome::Proceed => {}
             Outcome::NotModified => return not_modified(prep, now, cs).tagged(t),
-            Outcome::PreconditionFailed => return local(412),
+            Outcome::PreconditionFailed => return precondition_failed(cs).tagged(t),
         }
         let head = *req.method() == Method::Head;
         let (code, start, n, content_range) = match range_of(req, &prep.meta, status, len, head) {
@@ -74,17 +76,17 @@ impl WorkerCache {
             if let Some(b) = prep.small_body() {
                 return r.bytes(b).tagged(t);
             }
-            if self.metas.borrow_mut().admit_small(n) {
-                if let Ok(b) = hit.read(0, n).await {
-                    prep.set_small_body(b.clone());
-                    return r.bytes(b).tagged(t);
-                }
+            if self.metas.borrow_mut().admit_small(n)
+                && let Ok(b) = hit.read(0, n).await
+            {
+                prep.set_small_body(b.clone());
+                return r.bytes(b).tagged(t);
             }
         }
-        if prep.resident(&hit, start, n) {
-            if let Some(fr) = LeasedRange::of_hit(hit.clone(), start, n) {
-                return r.file(fr).tagged(t);
-            }
+        if prep.resident(&hit, start, n)
+            && let Some(fr) = LeasedRange::of_hit(hit.clone(), start, n)
+        {
+            return r.file(fr).tagged(t);
         }
         r.stream(stream_cold_hit(hit, start, start + n), Some(n)).tagged(t)
     }
@@ -108,7 +110,7 @@ impl WorkerCache {
         match conditional::evaluate(req.method().as_str().as_bytes(), status, &hdrs, &v, now) {
             Outcome::Proceed => {}
             Outcome::NotModified => return not_modified(&prep, now, cs).tagged(t),
-            Outcome::PreconditionFailed => return local(412),
+            Outcome::PreconditionFailed => return precondition_failed(cs).tagged(t),
         }
         let fill = Rc::new(RefCell::new(fill));
         let total = fill.borrow().expected_len();
@@ -189,9 +191,16 @@ fn range_of(req: &Request, meta: &StoredMeta, status: u16, len: u64, head: bool)
     }
 }
 
-/// A 304 from a stored response: the fields RFC 9110 15.4.5 asks for.
+/// A 412 computed from a stored response (RFC 9110 13.1.1, 13.1.4), with the
+/// `Cache-Status` of the cached answer it replaces.
+fn precondition_failed(cs: &'static [u8]) -> Response {
+    Response::error(412).header("cache-status", Bytes::from_static(cs))
+}
+
+/// A 304 from a stored response: the fields RFC 9110 15.4.5 asks for, `Date` the
+/// stored one.
 fn not_modified(prep: &Prepared, now: u64, cs: &'static [u8]) -> Response {
-    let mut r = Response::new(304);
+    let mut r = prep.with_date(Response::new(304));
     for (n, v) in prep.meta.headers() {
         let keep = [
             &b"cache-control"[..],
@@ -203,10 +212,8 @@ fn not_modified(prep: &Prepared, now: u64, cs: &'static [u8]) -> Response {
         ]
         .iter()
         .any(|k| k.eq_ignore_ascii_case(n));
-        if keep {
-            if let Ok(name) = std::str::from_utf8(n) {
-                r = r.header(name.to_string(), Bytes::copy_from_slice(v));
-            }
+        if keep && let Ok(name) = std::str::from_utf8(n) {
+            r = r.header(name.to_string(), Bytes::copy_from_slice(v));
         }
     }
     let age = prep.meta.current_age(now).as_secs();
@@ -214,10 +221,16 @@ fn not_modified(prep: &Prepared, now: u64, cs: &'static [u8]) -> Response {
 }
 
 /// Streams an origin response to the client as it arrives.
-pub(super) fn stream_origin(req: &Request, mut resp: OriginResponse, ans: Answer) -> Response {
+pub(super) fn stream_origin(
+    req: &Request,
+    resp: OriginResponse,
+    ans: Answer,
+    gauge: &Arc<PassBuffered>,
+) -> Response {
     let mut r = Response::new(resp.status.as_u16());
     for (n, v) in resp.headers.iter() {
-        if n == http::header::CONTENT_LENGTH || n == http::header::DATE {
+        // The origin's Date goes along (RFC 9110 6.6.1); the codec frames the body.
+        if n == http::header::CONTENT_LENGTH {
             continue;
         }
         r = r.header(n.as_str().to_string(), Bytes::copy_from_slice(v.as_bytes()));
@@ -231,22 +244,5 @@ pub(super) fn stream_origin(req: &Request, mut resp: OriginResponse, ans: Answer
         }
         return r;
     }
-    let (tx, rx) = tokio::sync::mpsc::channel(4);
-    tokio::task::spawn_local(async move {
-        loop {
-            match resp.next_chunk().await {
-                Ok(Some(c)) => {
-                    if tx.send(Ok(reel_http::Chunk::Bytes(c))).await.is_err() {
-                        return;
-                    }
-                }
-                Ok(None) => return,
-                Err(e) => {
-                    let _ = tx.send(Err(std::io::Error::other(e.to_string()))).await;
-                    return;
-                }
-            }
-        }
-    });
-    r.stream(rx, len)
+    r.stream(stream_body(resp, gauge.clone()), len)
 }

@@ -6,11 +6,9 @@
 
 use std::time::Duration;
 
-use reel_config::{ClientCacheControl, Config, MethodsPolicy};
-
 use crate::key::KeyConfig;
 use crate::policy::freshness::PolicyConfig;
-use crate::policy::rules::{TtlRule, TtlRules};
+use crate::policy::rules::TtlRules;
 
 /// One served site.
 #[derive(Debug, Clone)]
@@ -30,7 +28,8 @@ pub struct Site {
     pub honor_client_cache_control: bool,
 }
 
-/// Everything the cache path reads from the config.
+/// Everything the cache path reads from the config (the binary builds it from `[cache]`,
+/// `[[site]]` and `--origin`).
 #[derive(Debug, Clone)]
 pub struct Settings {
     /// Sites in config order.
@@ -43,57 +42,18 @@ pub struct Settings {
     pub rules: TtlRules,
     /// `stale-while-revalidate` assumed when the origin gives none (zero: none).
     pub swr_default: Duration,
+    /// Request fields never sent on fills (`[cache] fill_drop_headers`), lowercase.
+    pub fill_drop_headers: Vec<String>,
+    /// Most Vary variants stored per URL (`[cache] max_variants`).
+    pub max_variants: usize,
+    /// How long a follower waits for its leader's origin response (`[cache] lock_timeout`).
+    pub lock_timeout: Duration,
 }
 
 impl Settings {
-    /// Builds the settings of a config; `flag_group` is the group `--origin` created.
-    pub fn from_config(cfg: &Config, flag_group: Option<&str>) -> Settings {
-        let c = &cfg.cache;
-        let policy = PolicyConfig {
-            heuristic: c.heuristic_freshness,
-            heuristic_max: c.heuristic_max.get(),
-            store_without_validators: c.store_without_validators,
-            negative_ttl: (!c.negative_ttl.get().is_zero()).then(|| c.negative_ttl.get()),
-            targeted: c.targeted_cache_control.iter().map(|n| n.to_ascii_lowercase()).collect(),
-            store_set_cookie: false,
-        };
-        let sites = cfg
-            .site
-            .iter()
-            .map(|s| Site {
-                hosts: s.hosts.clone(),
-                group: s.origin_group.clone(),
-                key: KeyConfig { ignore_query: s.ignore_query.clone(), drop_query: s.drop_query },
-                pass_methods: s.methods == MethodsPolicy::Pass,
-                policy: PolicyConfig {
-                    heuristic: s.heuristic_freshness.unwrap_or(policy.heuristic),
-                    store_set_cookie: s.store_set_cookie,
-                    ..policy.clone()
-                },
-                honor_client_cache_control: s.client_cache_control == ClientCacheControl::Honor,
-            })
-            .collect();
-        let fallback = flag_group.map(|g| Site {
-            hosts: Vec::new(),
-            group: g.to_string(),
-            key: KeyConfig::default(),
-            pass_methods: true,
-            policy: policy.clone(),
-            honor_client_cache_control: true,
-        });
-        let rules = TtlRules::new(c.rule.iter().map(|r| {
-            (
-                r.pattern.as_str().to_string(),
-                TtlRule { ttl: r.ttl.get(), override_origin: r.override_origin },
-            )
-        }));
-        Settings {
-            sites,
-            fallback,
-            policy,
-            rules,
-            swr_default: c.stale_while_revalidate_default.get(),
-        }
+    /// The default of `[cache] fill_drop_headers`, lowercase.
+    pub fn default_fill_drop_headers() -> Vec<String> {
+        lowercase(&reel_config::DEFAULT_FILL_DROP_HEADERS)
     }
 
     /// The site serving `host` (port ignored; exact names win over wildcards).
@@ -124,44 +84,47 @@ impl Settings {
     }
 }
 
+fn lowercase<S: AsRef<str>>(names: &[S]) -> Vec<String> {
+    names.iter().map(|n| n.as_ref().to_ascii_lowercase()).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    const CFG: &str = r#"
-[[listener]]
-name = "http"
-address = "127.0.0.1:8080"
-[[site]]
-hosts = ["live.example.com", "*.example.com"]
-origin_group = "a"
-ignore_query = ["token"]
-[[site]]
-hosts = ["*.cdn.example.com"]
-origin_group = "b"
-methods = "refuse"
-[[origin_group]]
-name = "a"
-  [[origin_group.tier]]
-  hosts = ["127.0.0.1:1"]
-[[origin_group]]
-name = "b"
-  [[origin_group.tier]]
-  hosts = ["127.0.0.1:2"]
-"#;
+    fn site(hosts: &[&str], group: &str) -> Site {
+        Site {
+            hosts: hosts.iter().map(|h| h.to_string()).collect(),
+            group: group.into(),
+            key: KeyConfig::default(),
+            pass_methods: true,
+            policy: PolicyConfig::default(),
+            honor_client_cache_control: true,
+        }
+    }
 
     #[test]
     fn hosts_route_to_sites_and_unknown_hosts_are_refused() {
-        let cfg = Config::parse_and_validate(CFG, "t.toml").unwrap();
-        let s = Settings::from_config(&cfg, None);
+        let mut s = Settings {
+            sites: vec![
+                site(&["live.example.com", "*.example.com"], "a"),
+                site(&["*.cdn.example.com"], "b"),
+            ],
+            fallback: None,
+            policy: PolicyConfig::default(),
+            rules: TtlRules::default(),
+            swr_default: Duration::ZERO,
+            fill_drop_headers: Settings::default_fill_drop_headers(),
+            max_variants: 32,
+            lock_timeout: Duration::from_secs(10),
+        };
         assert_eq!(s.site_for("live.example.com:8080").unwrap().group, "a");
         assert_eq!(s.site_for("x.example.com").unwrap().group, "a");
         assert_eq!(s.site_for("v.cdn.example.com").unwrap().group, "b", "longest wildcard wins");
-        assert!(!s.site_for("v.cdn.example.com").unwrap().pass_methods);
         assert!(s.site_for("evil.com").is_none());
         assert!(s.site_for("example.com").is_none());
-        let f = Settings::from_config(&cfg, Some("--origin"));
-        assert_eq!(f.site_for("evil.com").unwrap().group, "--origin");
-        assert_eq!(f.site_for("live.example.com").unwrap().group, "a");
+        s.fallback = Some(site(&[], "--origin"));
+        assert_eq!(s.site_for("evil.com").unwrap().group, "--origin");
+        assert_eq!(s.site_for("live.example.com").unwrap().group, "a");
     }
 }

@@ -2,10 +2,12 @@
 
 use std::sync::Arc;
 
-use reel_store::Store;
+use reel_store::{Lookup, Store, StoreError};
 
 use super::inflight::Inflight;
+use super::pass_stream::PassBuffered;
 use super::settings::Settings;
+use super::variants::Marker;
 use crate::key::{CacheKey, prefix_for_purge};
 use crate::policy::meta::StoredMeta;
 
@@ -19,6 +21,8 @@ pub struct SharedCache {
     pub store: Arc<Store>,
     /// Origin fetches in flight.
     pub inflight: Arc<Inflight>,
+    /// Bytes of pass-through bodies held between origins and clients.
+    pub pass_buffered: Arc<PassBuffered>,
 }
 
 /// Why a purge request was refused.
@@ -44,14 +48,40 @@ pub enum PurgeError {
 impl SharedCache {
     /// Wraps the store.
     pub fn new(store: Arc<Store>) -> Arc<SharedCache> {
-        Arc::new(SharedCache { store, inflight: Inflight::new() })
+        Arc::new(SharedCache { store, inflight: Inflight::new(), pass_buffered: Arc::default() })
+    }
+
+    /// Removes what the store holds for the primary key `key`: its object, or its Vary
+    /// marker and every variant the marker lists. A lookup, not a scan; only what exists
+    /// is removed, so a key with nothing stored writes nothing. The marker goes first: from
+    /// then on no variant can be served, whatever happens to the rest. Returns how many
+    /// objects were removed.
+    pub async fn remove_url(&self, key: &[u8]) -> Result<u64, StoreError> {
+        let marker = match self.store.lookup(key) {
+            None => return Ok(0),
+            Some(Lookup::Hit(h)) => Marker::parse(h.meta()),
+            Some(Lookup::Filling(f)) => Marker::parse(f.meta()),
+        };
+        let mut n = u64::from(self.store.remove(key).await?);
+        for k in marker.iter().flat_map(|m| m.keys(key)) {
+            n += u64::from(self.store.remove(&k).await?);
+        }
+        Ok(n)
+    }
+
+    /// Marks the stored object `key` stale (soft purge); false if it is not stored.
+    async fn invalidate_one(&self, key: &[u8]) -> Result<bool, StoreError> {
+        let Some(Lookup::Hit(hit)) = self.store.lookup(key) else { return Ok(false) };
+        let Ok(mut meta) = StoredMeta::decode(hit.meta()) else { return Ok(false) };
+        drop(hit);
+        meta.set_invalidated(true);
+        self.store.update_meta(key, meta.encode().into()).await
     }
 
     /// Purges `url` (or, with `prefix`, every URL starting with it) on every worker at
-    /// once: the store's index is shared. A soft purge marks the object stale instead, so
-    /// it is revalidated before use and can still be served by `stale-if-error`; the
-    /// variants of a URL with `Vary` cannot be enumerated, so a soft purge removes them.
-    /// Returns how many objects were affected.
+    /// once: the store's index is shared. A soft purge marks the object (each variant of a
+    /// URL with `Vary`) stale instead, so it is revalidated before use and can still be
+    /// served by `stale-if-error`. Returns how many objects were affected.
     pub async fn purge(
         &self,
         settings: &Settings,
@@ -79,26 +109,25 @@ impl SharedCache {
             return Ok(self.store.remove_prefix(p.as_bytes()).await?);
         }
         let key = CacheKey::build(host.as_bytes(), path.as_bytes(), &site.key)?;
-        let mut variants = key.as_bytes().to_vec();
-        variants.push(VARIANT_SEP);
-        if soft {
-            let Some(reel_store::Lookup::Hit(hit)) = self.store.lookup(key.as_bytes()) else {
-                return Ok(0);
-            };
-            if super::respond::vary_marker(hit.meta()).is_some() {
-                // The variants of a varying URL cannot be enumerated (the store offers
-                // removal by prefix, not listing), so they cannot each be marked stale:
-                // they are removed instead, which is what a soft purge must at least
-                // achieve (no variant served without asking the origin).
-                return Ok(self.store.remove_prefix(&variants).await?);
-            }
-            let Ok(mut meta) = StoredMeta::decode(hit.meta()) else { return Ok(0) };
-            meta.set_invalidated(true);
-            let n = self.store.update_meta(key.as_bytes(), meta.encode().into()).await?;
-            return Ok(u64::from(n));
+        let key = key.as_bytes();
+        if !soft {
+            return Ok(self.remove_url(key).await?);
         }
-        let mut n = u64::from(self.store.remove(key.as_bytes()).await?);
-        n += self.store.remove_prefix(&variants).await?;
+        let Some(Lookup::Hit(hit)) = self.store.lookup(key) else { return Ok(0) };
+        let Some(marker) = Marker::parse(hit.meta()) else {
+            drop(hit);
+            return Ok(u64::from(self.invalidate_one(key).await?));
+        };
+        drop(hit);
+        if marker.generation.is_none() {
+            // A marker from before variant lists: its variants cannot be named, so the
+            // marker goes, which leaves them unreachable.
+            return Ok(u64::from(self.store.remove(key).await?));
+        }
+        let mut n = 0;
+        for k in marker.keys(key) {
+            n += u64::from(self.invalidate_one(&k).await?);
+        }
         Ok(n)
     }
 }

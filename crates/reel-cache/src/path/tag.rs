@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use reel_ops::metrics::CacheResult;
+use crate::result::CacheResult;
 
 /// Cache result in the low 8 bits, origin time in microseconds above them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

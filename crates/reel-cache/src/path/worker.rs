@@ -10,7 +10,11 @@
 //!                                  └─ absent ─ inflight ─┬─ leader ── origin ─ storable? ─ fill + stream
 //!                                                        │                    └ no ─ pass the body through
 //!                                                        └─ follower ─ woken by the leader ─ look up again
+//!                                                                    │ (its fetch failed: once more, one of
+//!                                                                    │  the followers leading)
+//!                                                                    └ lock_timeout ─ fetch on its own, uncached
 //! other methods ─ pass through (body streamed) ─ 2xx/3xx: invalidate URL, Location, Content-Location
+//! (extension methods too; TRACE and CONNECT never)
 //! ```
 //!
 //! `lookup` finds the stored representation, `serve` answers from it, `fetch` makes the
@@ -18,6 +22,7 @@
 //! not cached.
 
 use std::cell::RefCell;
+use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -39,12 +44,33 @@ use crate::policy::freshness::{Decision, decide, stale_if_error_ok};
 /// before it fetches on its own.
 const MAX_ROUNDS: usize = 4;
 
+/// What a follower learnt of failed fetches. A leader's fetch can fail because of the
+/// leader's own request (a field the origin rejects): its followers go round once more, one
+/// of them leading a fetch with its own request, before they answer with the failure.
+#[derive(Default)]
+struct Failures {
+    /// Whether the followers went round again already.
+    retried: bool,
+    /// The status of the failure to answer with (or stale-if-error).
+    failed: Option<u16>,
+}
+
+impl Failures {
+    fn record(&mut self, status: u16) {
+        if std::mem::replace(&mut self.retried, true) {
+            self.failed = Some(status);
+        }
+    }
+}
+
 /// One worker's cache front: origin client pool, decoded-metadata cache.
 pub struct WorkerCache {
     pub(super) shared: Arc<SharedCache>,
     pub(super) settings: Arc<Settings>,
     pub(super) client: WorkerClient,
-    pub(super) metas: RefCell<MetaCache>,
+    /// Shared with the worker's caches of later config generations (it depends on stored
+    /// objects only).
+    pub(super) metas: Rc<RefCell<MetaCache>>,
 }
 
 /// A response reel produced itself.
@@ -55,7 +81,13 @@ pub(super) fn local(status: u16) -> Response {
 impl WorkerCache {
     /// A worker's cache over the shared state, for one config generation.
     pub fn new(shared: Arc<SharedCache>, settings: Arc<Settings>, client: WorkerClient) -> Self {
-        WorkerCache { shared, settings, client, metas: RefCell::new(MetaCache::default()) }
+        WorkerCache { shared, settings, client, metas: Rc::default() }
+    }
+
+    /// This worker's cache for the next config generation: new settings and client (pass a
+    /// clone of the current one to keep its pool), the same decoded-metadata cache.
+    pub fn next_generation(&self, settings: Arc<Settings>, client: WorkerClient) -> Self {
+        WorkerCache { shared: self.shared.clone(), settings, client, metas: self.metas.clone() }
     }
 
     /// Answers one request. The response's tag carries the cache result and origin time.
@@ -72,7 +104,14 @@ impl WorkerCache {
         };
         match req.method() {
             Method::Get | Method::Head => self.get(req, site, m).await,
-            Method::Post | Method::Put | Method::Delete | Method::Options | Method::Patch
+            // Extension methods too (RFC 9110 9.1, 16.1): the origin knows what they mean.
+            // TRACE and CONNECT never: one reflects the request, the other tunnels.
+            Method::Post
+            | Method::Put
+            | Method::Delete
+            | Method::Options
+            | Method::Patch
+            | Method::Other(_)
                 if site.pass_methods =>
             {
                 self.pass(req, body, site).await
@@ -99,12 +138,12 @@ impl WorkerCache {
             }
             return self.fetch_pass(req, site, Answer::FWD_REQUEST).await;
         }
-        let mut origin_failed: Option<u16> = None;
+        let mut fails = Failures::default();
         for _ in 0..MAX_ROUNDS {
             match self.find(&key, &hdrs) {
                 Found::Hit(stored) => {
                     let now = unix_now();
-                    if let Some(st) = origin_failed {
+                    if let Some(st) = fails.failed {
                         // The leader's fetch failed: stale-if-error, or the leader's error.
                         return if stale_if_error_ok(&req_cc, &stored.prep.meta, now) {
                             self.serve_hit(
@@ -136,12 +175,18 @@ impl WorkerCache {
                                         .fetch(req, site, &key, lead, Some(stored), &req_cc)
                                         .await;
                                 }
-                                Role::Follow(f) => {
-                                    if let State::Failed(st) = self.follow(f, m).await {
-                                        origin_failed = Some(st);
+                                Role::Follow(f) => match self.follow(f, m).await {
+                                    Some(State::Failed(st)) => {
+                                        fails.record(st);
+                                        continue;
                                     }
-                                    continue;
-                                }
+                                    Some(_) => continue,
+                                    None => {
+                                        return self
+                                            .fetch_pass(req, site, Answer::LOCK_TIMEOUT)
+                                            .await;
+                                    }
+                                },
                             }
                         }
                     };
@@ -151,7 +196,7 @@ impl WorkerCache {
                     return self.serve_filling(req, fill, prep, Answer::MISS_COLLAPSED).await;
                 }
                 Found::None => {
-                    if let Some(st) = origin_failed {
+                    if let Some(st) = fails.failed {
                         return local(st)
                             .header("cache-status", Answer::ORIGIN_ERROR.cache_status());
                     }
@@ -164,11 +209,14 @@ impl WorkerCache {
                             return self.fetch(req, site, &key, lead, None, &req_cc).await;
                         }
                         Role::Follow(f) => match self.follow(f, m).await {
-                            State::NotShared => {
+                            Some(State::NotShared) => {
                                 return self.fetch_pass(req, site, Answer::PASS_NOT_STORED).await;
                             }
-                            State::Failed(st) => origin_failed = Some(st),
-                            _ => {}
+                            Some(State::Failed(st)) => fails.record(st),
+                            Some(_) => {}
+                            None => {
+                                return self.fetch_pass(req, site, Answer::LOCK_TIMEOUT).await;
+                            }
                         },
                     }
                 }
@@ -177,11 +225,53 @@ impl WorkerCache {
         self.fetch_pass(req, site, Answer::PASS_NOT_STORED).await
     }
 
-    /// Waits for the leader of this key's fetch, counted as a coalesced waiter.
-    async fn follow(&self, f: Follow, m: &WorkerMetrics) -> State {
+    /// Waits for the leader of this key's fetch, counted as a coalesced waiter, at most
+    /// `[cache] lock_timeout` (as pingora's cache lock): `None` when the leader's origin
+    /// has not answered by then, and the request fetches on its own.
+    async fn follow(&self, f: Follow, m: &WorkerMetrics) -> Option<State> {
         m.coalesced_waiters.fetch_add(1, Relaxed);
-        let s = f.wait().await;
+        let s = tokio::time::timeout(self.settings.lock_timeout, f.wait()).await.ok();
         m.coalesced_waiters.fetch_sub(1, Relaxed);
         s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn the_next_generation_keeps_the_metadata_cache() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = reel_store::Store::open(reel_store::StoreConfig {
+            path: dir.path().join("store"),
+            size: 8 << 20,
+            volume_size: 4 << 20,
+            io: reel_store::IoMode::Threads,
+        })
+        .unwrap();
+        let spec = reel_origin::GroupSpec::new(
+            "g",
+            vec![vec![reel_origin::HostSpec::new("127.0.0.1:1".to_string())]],
+        );
+        let origins = reel_origin::Origins::new(vec![spec]).unwrap();
+        let settings = Arc::new(Settings {
+            sites: Vec::new(),
+            fallback: None,
+            policy: Default::default(),
+            rules: Default::default(),
+            swr_default: Duration::ZERO,
+            fill_drop_headers: Settings::default_fill_drop_headers(),
+            max_variants: 32,
+            lock_timeout: Duration::from_secs(10),
+        });
+        let a =
+            WorkerCache::new(SharedCache::new(store), settings.clone(), origins.worker_client());
+        let b = a.next_generation(settings, a.client.clone());
+        assert!(Rc::ptr_eq(&a.metas, &b.metas));
+        let other = WorkerCache::new(a.shared.clone(), b.settings.clone(), origins.worker_client());
+        assert!(!Rc::ptr_eq(&a.metas, &other.metas));
     }
 }

@@ -124,10 +124,10 @@ fn tag_list<H: HeaderLookup + ?Sized>(
                 None => (false, s),
             };
             let Some((opaque, tail)) = take_opaque(rest) else { break };
-            if let Some(cur) = &current {
-                if cmp(&EntityTag { weak, opaque }, cur) {
-                    matched = true;
-                }
+            if let Some(cur) = &current
+                && cmp(&EntityTag { weak, opaque }, cur)
+            {
+                matched = true;
             }
             s = tail;
             let t = trim_ows(s);
@@ -182,10 +182,9 @@ pub fn evaluate<H: HeaderLookup + ?Sized>(
         TagList::Absent => {
             if let (Some(since), Some(lm)) =
                 (single_date(req, "if-unmodified-since"), v.last_modified)
+                && lm > since
             {
-                if lm > since {
-                    return Outcome::PreconditionFailed;
-                }
+                return Outcome::PreconditionFailed;
             }
         }
     }
@@ -195,14 +194,12 @@ pub fn evaluate<H: HeaderLookup + ?Sized>(
         }
         TagList::Tags(false) => {}
         TagList::Absent => {
-            if get_or_head {
-                if let Some(since) = single_date(req, "if-modified-since").filter(|&s| s <= now) {
-                    if let Some(lm) = v.last_modified.or(v.date) {
-                        if lm <= since {
-                            return Outcome::NotModified;
-                        }
-                    }
-                }
+            if get_or_head
+                && let Some(since) = single_date(req, "if-modified-since").filter(|&s| s <= now)
+                && let Some(lm) = v.last_modified.or(v.date)
+                && lm <= since
+            {
+                return Outcome::NotModified;
             }
         }
     }
@@ -236,10 +233,10 @@ pub fn revalidation_headers(stored: &StoredMeta) -> Vec<(&'static str, Vec<u8>)>
     if let Some(etag) = stored.etag() {
         out.push(("if-none-match", etag.to_vec()));
     }
-    if let Some(lm) = stored.get_first("last-modified") {
-        if parse_http_date(lm).is_some() {
-            out.push(("if-modified-since", trim_ows(lm).to_vec()));
-        }
+    if let Some(lm) = stored.get_first("last-modified")
+        && parse_http_date(lm).is_some()
+    {
+        out.push(("if-modified-since", trim_ows(lm).to_vec()));
     }
     out
 }

@@ -204,19 +204,20 @@ pub fn freshness_lifetime<H: HeaderLookup + ?Sized>(
         let secs = parse_http_date(expires).map_or(0, |e| e.saturating_sub(date));
         return Duration::from_secs(secs);
     }
-    if is_negative(status) {
-        if let Some(ttl) = cfg.negative_ttl {
-            return ttl;
-        }
+    if is_negative(status)
+        && let Some(ttl) = cfg.negative_ttl
+    {
+        return ttl;
     }
     if let Some(r) = rule {
         return r.ttl;
     }
-    if cfg.heuristic && (heuristically_cacheable(status) || cc.public) {
-        if let Some(lm) = resp.get_first("last-modified").and_then(parse_http_date) {
-            let secs = date.saturating_sub(lm) / 10;
-            return Duration::from_secs(secs).min(cfg.heuristic_max);
-        }
+    if cfg.heuristic
+        && (heuristically_cacheable(status) || cc.public)
+        && let Some(lm) = resp.get_first("last-modified").and_then(parse_http_date)
+    {
+        let secs = date.saturating_sub(lm) / 10;
+        return Duration::from_secs(secs).min(cfg.heuristic_max);
     }
     Duration::ZERO
 }

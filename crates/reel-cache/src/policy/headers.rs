@@ -283,7 +283,7 @@ fn civil_year(unix: u64) -> u64 {
 }
 
 fn is_leap(y: u64) -> bool {
-    (y % 4 == 0 && y % 100 != 0) || y % 400 == 0
+    (y.is_multiple_of(4) && !y.is_multiple_of(100)) || y.is_multiple_of(400)
 }
 
 /// Unix seconds of a UTC civil time; `None` for impossible dates or years before 1970.

@@ -5,7 +5,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use crate::client::{Conn, GUARD, body_of};
-use crate::origin::{Gate, Route};
+use crate::origin::{Gate, OnHeader, Route};
 use crate::server::HOST;
 
 fn get_raw(target: &str) -> Vec<u8> {
@@ -165,4 +165,75 @@ fn followers_of_a_fill_the_origin_cuts_short_are_closed_short_too() {
     let again = crate::client::get(&s, "/x/seg.ts", &[]);
     assert!(again.complete && again.body == body);
     assert_eq!(o.count("/x/seg.ts"), 2, "the cut object was never stored");
+}
+
+fn get_with(addr: std::net::SocketAddr, target: &str, extra: &str) -> crate::client::Resp {
+    let mut c = Conn::open(addr);
+    c.send(
+        format!("GET {target} HTTP/1.1\r\nHost: {HOST}\r\n{extra}Connection: close\r\n\r\n")
+            .as_bytes(),
+    );
+    c.read_response(false)
+}
+
+fn wait_for(what: &str, done: impl Fn() -> bool) {
+    let deadline = std::time::Instant::now() + GUARD;
+    while !done() {
+        assert!(std::time::Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// A leader whose origin request fails because of its own request (here a field the
+/// origin answers by closing the connection) failed every follower with its 502. The
+/// followers now go round once more: one of them leads a fetch with its own request.
+#[test]
+fn followers_of_a_leader_whose_own_request_fails_retry_once() {
+    let (o, s) = crate::setup();
+    let body = body_of(50_000, 4);
+    let gate = Gate::new();
+    let mut r = Route::ok(body.clone(), &[("cache-control", "max-age=600")]);
+    r.on_header = Some(("x-break".into(), OnHeader::HoldThenClose(gate.clone())));
+    o.route("/lf", r);
+    let addr = s.addr;
+    let leader = std::thread::spawn(move || get_with(addr, "/lf", "X-Break: 1\r\n"));
+    wait_for("the leader's request at the origin", || o.count("/lf") == 1);
+    let followers: Vec<_> =
+        (0..6).map(|_| std::thread::spawn(move || get_with(addr, "/lf", ""))).collect();
+    // Let the followers join the leader's fetch (they do not reach the origin).
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(o.count("/lf"), 1);
+    gate.open(10);
+    assert_eq!(leader.join().unwrap().status, 502, "the leader's own request failed");
+    for f in followers {
+        let r = f.join().unwrap();
+        assert_eq!(r.status, 200, "{}", r.cache_status());
+        assert!(r.complete && r.body == body);
+    }
+    let retries = o.seen("/lf").iter().filter(|s| s.header("x-break").is_none()).count();
+    assert_eq!(retries, 1, "the followers' retry is one fetch, coalesced");
+}
+
+/// A follower waits for its leader's origin response at most `[cache] lock_timeout`,
+/// then fetches on its own, uncached: it waited forever behind a hung leader.
+#[test]
+fn a_follower_waits_at_most_the_lock_timeout() {
+    let (o, s) = crate::setup_with(|opts| opts.lock_timeout = Duration::from_millis(200));
+    let gate = Gate::new();
+    let mut r = Route::ok("slow", &[("cache-control", "max-age=600")]);
+    r.on_header = Some(("x-slow".into(), OnHeader::Hold(gate.clone())));
+    o.route("/slow", r);
+    let addr = s.addr;
+    let leader = std::thread::spawn(move || get_with(addr, "/slow", "X-Slow: 1\r\n"));
+    wait_for("the leader's request at the origin", || o.count("/slow") == 1);
+    let f = get_with(addr, "/slow", "");
+    assert_eq!((f.status, f.body.as_slice()), (200, &b"slow"[..]));
+    assert!(f.cache_status().contains("detail=lock-timeout"), "{}", f.cache_status());
+    assert_eq!(o.count("/slow"), 2, "the follower fetched on its own while the leader hung");
+    gate.open(1);
+    let l = leader.join().unwrap();
+    assert_eq!((l.status, l.body.as_slice()), (200, &b"slow"[..]));
+    // The leader's fill commits just after its client has the last byte.
+    s.settle();
+    assert!(crate::client::get(&s, "/slow", &[]).cache_status().contains("hit"));
 }

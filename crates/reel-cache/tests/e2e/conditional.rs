@@ -128,3 +128,37 @@ fn response_no_cache_is_stored_but_revalidated_before_each_use() {
     assert_eq!(o.count("/rnc"), 2);
     assert_eq!(o.seen("/rnc")[1].header("if-none-match"), Some("\"q\""));
 }
+
+/// A 412 computed from a stored response (or one still filling) carries `Cache-Status`
+/// like every other answer from the cache path; it had none.
+#[test]
+fn a_412_from_the_cache_carries_cache_status() {
+    let (o, s) = crate::setup();
+    let cc = ("cache-control", "max-age=600");
+    o.route("/pf", Route::ok(body_of(100, 2), &[cc, ("etag", "\"p1\"")]));
+    get(&s, "/pf", &[]);
+    let r = get(&s, "/pf", &[("If-Match", "\"other\"")]);
+    assert_eq!(r.status, 412);
+    assert_eq!(r.cache_status(), "reel; hit");
+    assert_eq!(o.count("/pf"), 1);
+
+    // While the object fills: the follower's precondition fails against what is known.
+    let gate = crate::origin::Gate::new();
+    let mut route = Route::ok(body_of(200_000, 3), &[cc, ("etag", "\"p2\"")]);
+    route.pieces = 2;
+    route.gate = Some(gate.clone());
+    o.route("/pf2", route);
+    let mut leader = crate::client::Conn::open(s.addr);
+    leader.send(
+        format!("GET /pf2 HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n", crate::server::HOST)
+            .as_bytes(),
+    );
+    let (st, lh) = leader.read_head();
+    assert_eq!(st, 200);
+    let r = crate::client::request(s.addr, "GET", "/pf2", &[("If-Match", "\"other\"")]);
+    assert_eq!(r.status, 412);
+    assert!(r.cache_status().contains("collapsed"), "{}", r.cache_status());
+    gate.open(1);
+    let (_, complete) = leader.read_body(&lh, false);
+    assert!(complete);
+}

@@ -141,3 +141,42 @@ fn a_no_store_request_joins_a_fill_in_progress() {
     assert!(f.cache_status().contains("collapsed"), "{}", f.cache_status());
     assert_eq!(o.count("/big.ts"), 1);
 }
+
+/// On a `drop_query` site the key leaves out the query the origin saw: a junk query's 404
+/// was stored by `negative_ttl` under the key every viewer's valid query uses. The same
+/// for a parameter `ignore_query` names.
+#[test]
+fn a_junk_query_cannot_plant_a_negative_entry_on_a_drop_query_site() {
+    for drop_query in [true, false] {
+        junk_query_on(drop_query);
+    }
+}
+
+fn junk_query_on(drop_query: bool) {
+    let (o, s) = crate::setup_with(|opts| {
+        opts.policy.negative_ttl = Some(Duration::from_secs(60));
+        opts.key.drop_query = drop_query;
+        if !drop_query {
+            opts.key.ignore_query = vec!["token".into()];
+        }
+    });
+    o.route("/tok/seg.ts", Route::ok("segment", &[("cache-control", "max-age=600")]));
+    o.route("/tok/seg.ts?token=junk", Route::status(404, "bad token", &[]));
+    o.route(
+        "/tok/gone.ts?token=junk",
+        Route::status(410, "bad token", &[("cache-control", "max-age=600")]),
+    );
+    o.route("/tok/gone.ts", Route::ok("there", &[("cache-control", "max-age=600")]));
+    for p in ["/tok/seg.ts", "/tok/gone.ts"] {
+        for _ in 0..2 {
+            let r = get(&s, &format!("{p}?token=junk"), &[]);
+            assert!(matches!(r.status, 404 | 410), "{p}: {}", r.status);
+        }
+        assert_eq!(o.count(&format!("{p}?token=junk")), 2, "{p}: the error was not stored");
+        let r = get(&s, &format!("{p}?token=good"), &[]);
+        assert_eq!(r.status, 200, "{p}: the valid query reached the origin");
+        // The valid answer is stored and shared as usual.
+        let r = get(&s, &format!("{p}?token=other"), &[]);
+        assert!(r.cache_status().contains("hit"), "{p}: {}", r.cache_status());
+    }
+}

@@ -32,6 +32,15 @@ impl Gate {
     }
 }
 
+/// What the origin does with a request that carries a given header field.
+#[derive(Clone)]
+pub enum OnHeader {
+    /// Wait for one permit of the gate before the response head.
+    Hold(Arc<Gate>),
+    /// Wait for one permit of the gate, then close the connection without an answer.
+    HoldThenClose(Arc<Gate>),
+}
+
 /// What the origin answers for one path.
 #[derive(Clone)]
 pub struct Route {
@@ -39,8 +48,8 @@ pub struct Route {
     pub status: u16,
     /// Header fields (besides Date and the framing, which the origin adds).
     pub headers: Vec<(String, String)>,
-    /// The body.
-    pub body: Vec<u8>,
+    /// The body (shared: requests do not copy it).
+    pub body: Arc<[u8]>,
     /// Wait before the response head.
     pub delay: Duration,
     /// Chunked framing instead of Content-Length.
@@ -55,6 +64,8 @@ pub struct Route {
     pub reset_after: Option<usize>,
     /// Answer 304 when the request's If-None-Match names this route's ETag.
     pub honour_inm: bool,
+    /// Requests carrying this field (lowercase name) get this treatment.
+    pub on_header: Option<(String, OnHeader)>,
 }
 
 impl Route {
@@ -63,7 +74,7 @@ impl Route {
         Route {
             status: 200,
             headers: headers.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect(),
-            body: body.into(),
+            body: body.into().into(),
             delay: Duration::ZERO,
             chunked: false,
             pieces: 1,
@@ -71,6 +82,7 @@ impl Route {
             gate: None,
             reset_after: None,
             honour_inm: true,
+            on_header: None,
         }
     }
 
@@ -254,6 +266,10 @@ async fn run(
             tokio::select! {
                 a = l.accept() => {
                     if let Ok((s, _)) = a {
+                        // A head and its body leave in two writes: without this, Nagle
+                        // holds the body for the client's delayed ACK on a reused
+                        // connection.
+                        let _ = s.set_nodelay(true);
                         state.connections.fetch_add(1, Ordering::SeqCst);
                         state.live.fetch_add(1, Ordering::SeqCst);
                         tokio::spawn(conn(s, state.clone(), conn_mode.clone()));
@@ -384,6 +400,18 @@ async fn serve(s: &mut TcpStream, state: &State) {
             None if path_of(&target) == "/healthz" => Route::ok("ok", &[]),
             None => Route::status(404, "no such route", &[]),
         };
+        if let Some((name, action)) = &route.on_header
+            && headers.iter().any(|(n, _)| n == name)
+        {
+            let (OnHeader::Hold(g) | OnHeader::HoldThenClose(g)) = action;
+            match g.sem.acquire().await {
+                Ok(p) => p.forget(),
+                Err(_) => return,
+            }
+            if matches!(action, OnHeader::HoldThenClose(_)) {
+                return;
+            }
+        }
         if !route.delay.is_zero() {
             tokio::time::sleep(route.delay).await;
         }

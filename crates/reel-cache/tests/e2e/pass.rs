@@ -68,3 +68,91 @@ fn successful_unsafe_methods_invalidate_the_url_and_same_host_locations() {
     get(&s, "/item", &[]);
     assert_eq!(o.seen("/item").iter().filter(|s| s.method == "GET").count(), 4);
 }
+
+/// Extension methods (RFC 9110 9.1: any token) pass through on `methods = "pass"` sites,
+/// with their bodies; they got 501. A successful one invalidates like any unsafe method.
+#[test]
+fn extension_methods_pass_through_to_the_origin() {
+    let (o, s) = crate::setup();
+    o.route("/dav", Route::status(207, "multi", &[("content-type", "application/xml")]));
+    let r = request_body(s.addr, "PROPFIND", "/dav", &[("Depth", "1")], Some(b"<propfind/>"));
+    assert_eq!(r.status, 207);
+    assert_eq!(r.body, b"multi");
+    assert!(r.cache_status().contains("fwd=method"), "{}", r.cache_status());
+    let seen = o.seen("/dav");
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0].method, "PROPFIND");
+    assert_eq!(seen[0].body, b"<propfind/>");
+    assert_eq!(seen[0].header("depth"), Some("1"));
+
+    let cc = ("cache-control", "max-age=600");
+    o.route("/res", Route::ok("v1", &[cc]));
+    get(&s, "/res", &[]);
+    o.route("/res", Route::status(200, "purged", &[]));
+    let r = request(s.addr, "PURGEX", "/res", &[]);
+    assert_eq!((r.status, r.body.as_slice()), (200, &b"purged"[..]));
+    o.route("/res", Route::ok("v2", &[cc]));
+    assert_eq!(get(&s, "/res", &[]).body, b"v2", "the extension method invalidated /res");
+}
+
+/// Every 2xx POST used to write a purge record (4 KiB) and scan the whole index, whether
+/// or not anything was stored for its URL: 2,000 POSTs wrapped a small store and evicted
+/// every object. Invalidating what is not stored must write nothing.
+#[test]
+fn unsafe_requests_to_urls_with_nothing_stored_write_nothing_and_evict_nothing() {
+    // Four volumes of 1 MiB: 2,000 records of 4 KiB would wrap it twice.
+    let (o, s) = crate::setup_with(|opts| opts.store = (4 << 20, 1 << 20));
+    let cc = ("cache-control", "max-age=600");
+    for i in 0..10 {
+        o.route(&format!("/obj{i}"), Route::ok(body_of(2000, i), &[cc]));
+        get(&s, &format!("/obj{i}"), &[]);
+    }
+    let before = s.shared.store.stats();
+    assert_eq!(before.objects, 10);
+    o.route("/api", Route::status(201, "created", &[]));
+    let mut c = crate::client::Conn::open(s.addr);
+    for i in 0..2000 {
+        c.send(
+            format!(
+                "POST /api?n={i} HTTP/1.1\r\nHost: {}\r\nContent-Length: 2\r\n\r\nhi",
+                crate::server::HOST
+            )
+            .as_bytes(),
+        );
+        assert_eq!(c.read_response(false).status, 201);
+    }
+    let after = s.shared.store.stats();
+    assert_eq!((after.evictions, after.reclaims), (0, 0), "{after:?}");
+    assert_eq!(after.objects, 10);
+    for i in 0..10 {
+        let r = get(&s, &format!("/obj{i}"), &[]);
+        assert!(r.cache_status().contains("hit"), "/obj{i}: {}", r.cache_status());
+    }
+}
+
+/// Invalidation of a URL that varies removes every stored variant, found through the
+/// URL's Vary marker (no scan of the index).
+#[test]
+fn invalidating_a_varying_url_removes_all_its_variants() {
+    let (o, s) = crate::setup();
+    let hs = [("cache-control", "max-age=600"), ("vary", "Accept-Encoding")];
+    o.route("/vv", Route::ok("v", &hs));
+    let encodings = ["gzip", "br", "identity"];
+    for e in encodings {
+        get(&s, "/vv", &[("Accept-Encoding", e)]);
+        assert!(get(&s, "/vv", &[("Accept-Encoding", e)]).cache_status().contains("hit"));
+    }
+    assert_eq!(o.count("/vv"), 3);
+    let objects = s.shared.store.stats().objects;
+    o.route("/vv", Route::status(204, "", &[]));
+    assert_eq!(request(s.addr, "PUT", "/vv", &[("Content-Length", "0")]).status, 204);
+    assert_eq!(s.shared.store.stats().objects, objects - 4, "the marker and three variants");
+    o.route("/vv", Route::ok("v2", &hs));
+    for e in encodings {
+        let r = get(&s, "/vv", &[("Accept-Encoding", e)]);
+        assert_eq!(r.body, b"v2", "{e}");
+        assert!(r.cache_status().contains("fwd=miss"), "{e}: {}", r.cache_status());
+    }
+    let gets = o.seen("/vv").iter().filter(|s| s.method == "GET").count();
+    assert_eq!(gets, 6);
+}

@@ -36,6 +36,16 @@ pub struct Opts {
     pub health_interval: Option<Duration>,
     /// `client_cache_control = "honor"` (else `ignore`).
     pub honor_client_cache_control: bool,
+    /// Request fields never sent on fills (lowercase).
+    pub fill_drop_headers: Vec<String>,
+    /// Store size and volume size, bytes.
+    pub store: (u64, u64),
+    /// Most Vary variants per URL.
+    pub max_variants: usize,
+    /// How long a follower waits for its leader's origin response.
+    pub lock_timeout: Duration,
+    /// The site's cache-key options.
+    pub key: KeyConfig,
 }
 
 impl Opts {
@@ -48,6 +58,11 @@ impl Opts {
             swr_default: Duration::ZERO,
             health_interval: None,
             honor_client_cache_control: true,
+            fill_drop_headers: Settings::default_fill_drop_headers(),
+            store: (64 << 20, 4 << 20),
+            max_variants: 32,
+            lock_timeout: Duration::from_secs(30),
+            key: KeyConfig::default(),
         }
     }
 }
@@ -95,13 +110,13 @@ pub struct Server {
 }
 
 impl Server {
-    /// Starts two workers over a fresh 64 MiB store of 4 MiB volumes.
+    /// Starts two workers over a fresh store (by default 64 MiB of 4 MiB volumes).
     pub fn start(opts: Opts) -> Server {
         let dir = tempfile::tempdir().expect("tempdir");
         let store = Store::open(StoreConfig {
             path: dir.path().join("store"),
-            size: 64 << 20,
-            volume_size: 4 << 20,
+            size: opts.store.0,
+            volume_size: opts.store.1,
             io: IoMode::Auto,
         })
         .expect("open store");
@@ -134,7 +149,7 @@ impl Server {
             sites: vec![Site {
                 hosts: vec![HOST.to_string()],
                 group: "g".into(),
-                key: KeyConfig::default(),
+                key: opts.key.clone(),
                 pass_methods: true,
                 policy: opts.policy.clone(),
                 honor_client_cache_control: opts.honor_client_cache_control,
@@ -143,6 +158,9 @@ impl Server {
             policy: opts.policy,
             rules: TtlRules::new(opts.rules),
             swr_default: opts.swr_default,
+            fill_drop_headers: opts.fill_drop_headers,
+            max_variants: opts.max_variants,
+            lock_timeout: opts.lock_timeout,
         });
         let (sh, st, or) = (shared.clone(), settings.clone(), origins.clone());
         let listeners = vec![ListenerSpec {
@@ -154,12 +172,12 @@ impl Server {
         let runtime = reel_runtime::start(&[0, 1], listeners, ropts, move |_ctx| App {
             handler: Rc::new(CacheHandler {
                 cache: WorkerCache::new(sh.clone(), st.clone(), or.worker_client()),
-                metrics: WorkerMetrics::default(),
+                metrics: WorkerMetrics::new(&reel_cache::OUTCOMES),
             }),
             limits: Rc::new(Limits { idle_timeout: Duration::from_secs(30), ..Limits::default() }),
         })
         .expect("start workers");
-        let addr = runtime.local_addrs("http").expect("listener")[0];
+        let addr = runtime.local_addr("http").expect("listener");
         Server { addr, shared, settings, runtime: Some(runtime), _origins: origins, _dir: dir }
     }
 

@@ -220,11 +220,11 @@ mod tests {
                 PMT_PID => assert_eq!(p.header.continuity_counter.as_u8(), 15),
                 VIDEO_PID => {
                     video_cc.push(p.header.continuity_counter.as_u8());
-                    if let Some(af) = &p.adaptation_field {
-                        if let Some(c) = af.pcr {
-                            pcr.push(c.as_u64());
-                            assert!(af.random_access_indicator);
-                        }
+                    if let Some(af) = &p.adaptation_field
+                        && let Some(c) = af.pcr
+                    {
+                        pcr.push(c.as_u64());
+                        assert!(af.random_access_indicator);
                     }
                     match p.payload {
                         Some(TsPayload::PesStart(pes)) => {

@@ -12,7 +12,7 @@ use http::header::{CONTENT_LENGTH, DATE, HeaderName, HeaderValue};
 use crate::date::append_date;
 use crate::limits::Limits;
 use crate::request::{BodyFraming, HeadError, HeadStatus, Request};
-use crate::response::{Body, Response, is_generated, valid_name, valid_value};
+use crate::response::{Body, Response, is_date, is_generated, valid_name, valid_value};
 
 /// Fills `req` from an HTTP/2 request head. `end_stream`: the HEADERS frame ended the
 /// stream (no body). `scratch` is reused for the rewritten head.
@@ -101,9 +101,18 @@ pub(crate) fn response_head(resp: &Response, head_request: bool) -> H2Head {
     *head.status_mut() = http::StatusCode::from_u16(status).unwrap_or(http::StatusCode::OK);
     let mut bytes = 9u64;
     let h = head.headers_mut();
-    let mut date = Vec::with_capacity(32);
-    append_date(&mut date);
-    if let Ok(v) = HeaderValue::from_bytes(&date) {
+    // A date the handler supplies (e.g. the origin's) replaces the generated one, as in
+    // HTTP/1.1 (`encode_head`); never two.
+    let supplied = resp.headers.iter().find(|(n, v)| is_date(n) && !v.is_empty() && valid_value(v));
+    let date = match supplied {
+        Some((_, v)) => HeaderValue::from_maybe_shared(v.clone()).ok(),
+        None => {
+            let mut d = Vec::with_capacity(32);
+            append_date(&mut d);
+            HeaderValue::from_bytes(&d).ok()
+        }
+    };
+    if let Some(v) = date {
         bytes += 4 + v.len() as u64;
         h.insert(DATE, v);
     }
@@ -116,7 +125,12 @@ pub(crate) fn response_head(resp: &Response, head_request: bool) -> H2Head {
     }
     let mut add = |name: &[u8], value: Bytes| {
         let Ok(n) = std::str::from_utf8(name) else { return };
-        if is_generated(n) || is_connection_specific(n) || !valid_name(n) || !valid_value(&value) {
+        if is_generated(n)
+            || is_date(n)
+            || is_connection_specific(n)
+            || !valid_name(n)
+            || !valid_value(&value)
+        {
             tracing::debug!(field = %n, "dropping field from an HTTP/2 response");
             return;
         }
@@ -226,9 +240,12 @@ mod tests {
         assert_eq!(f.get("cache-status").unwrap(), "reel; hit");
         assert_eq!(f.get("content-length").unwrap(), "5");
         assert!(f.get("date").is_some());
+        let d = "Sun, 06 Nov 1994 08:49:37 GMT";
         for gone in ["connection", "upgrade", "transfer-encoding"] {
             assert!(f.get(gone).is_none(), "{gone}");
         }
+        let hd = response_head(&Response::new(200).header("Date", d).bytes("x"), false);
+        assert_eq!(hd.head.headers().get_all("date").iter().collect::<Vec<_>>(), [d]);
         assert!(h.has_body && h.length == Some(5) && h.status == 200);
         let h = response_head(&Response::new(200).with_content_length(42), true);
         assert!(!h.has_body && h.head.headers().get("content-length").unwrap() == "42");

@@ -2,6 +2,8 @@
 
 #![allow(dead_code)]
 
+pub mod tls;
+
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -18,6 +20,8 @@ pub enum Fault {
     None,
     /// RST instead of a response.
     ResetBeforeHeaders,
+    /// Close (FIN) instead of a response.
+    CloseBeforeHeaders,
     /// Write the head and chunks, then close (FIN) without finishing the body.
     CloseAfterChunks,
     /// Write the head and chunks, then RST.
@@ -113,6 +117,9 @@ impl Server {
             let mut conns = tokio::task::JoinSet::new();
             while let Ok((s, _)) = listener.accept().await {
                 st.connections.fetch_add(1, Ordering::SeqCst);
+                // The head and the body are separate writes: Nagle would hold the body back
+                // behind a delayed ACK.
+                let _ = s.set_nodelay(true);
                 conns.spawn(serve(s, st.clone()));
             }
         });
@@ -246,6 +253,9 @@ async fn serve(mut s: TcpStream, st: Arc<State>) {
         st.seen.lock().unwrap().push(seen);
         if b.fault == Fault::ResetBeforeHeaders {
             reset(s);
+            return;
+        }
+        if b.fault == Fault::CloseBeforeHeaders {
             return;
         }
         tokio::time::sleep(b.head_delay).await;

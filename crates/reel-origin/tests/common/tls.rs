@@ -1,0 +1,205 @@
+//! A TLS origin on 127.0.0.1 for the client tests: a certificate authority made in the test
+//! (rcgen), a server certificate it signs, and hyper serving HTTP/1.1 or HTTP/2 as ALPN
+//! chose. It records what a real origin could see: accepted TCP connections, completed
+//! handshakes, the SNI name, and the protocol, `Host`/authority and path of each request.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU16, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::{Request, Response};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use rcgen::{
+    BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair, KeyUsagePurpose,
+};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+use tokio::net::TcpListener;
+
+/// A certificate authority and its PEM file.
+pub struct TestCa {
+    issuer: CertifiedIssuer<'static, KeyPair>,
+    pub dir: tempfile::TempDir,
+}
+
+impl TestCa {
+    pub fn new(name: &str) -> TestCa {
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.distinguished_name.push(DnType::CommonName, name);
+        params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+        let issuer = CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("ca.pem"), issuer.pem()).unwrap();
+        TestCa { issuer, dir }
+    }
+
+    /// The CA certificate as a PEM bundle on disk.
+    pub fn pem_path(&self) -> PathBuf {
+        self.dir.path().join("ca.pem")
+    }
+
+    /// A server certificate for `names` (DNS names or IP addresses) and its key.
+    pub fn issue(&self, names: &[&str]) -> (CertificateDer<'static>, PrivateKeyDer<'static>) {
+        let key = KeyPair::generate().unwrap();
+        let mut params =
+            CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>())
+                .unwrap();
+        params.distinguished_name.push(DnType::CommonName, names[0]);
+        let cert = params.signed_by(&key, &*self.issuer).unwrap();
+        let der = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der()));
+        (cert.der().clone(), der)
+    }
+}
+
+/// One request as the origin saw it.
+#[derive(Clone, Debug)]
+pub struct TlsSeen {
+    pub version: http::Version,
+    pub path: String,
+    /// `Host` header for HTTP/1.1, `:authority` for HTTP/2.
+    pub authority: Option<String>,
+    pub user_agent: Option<String>,
+}
+
+#[derive(Default)]
+pub struct TlsState {
+    pub connections: AtomicUsize,
+    pub handshakes: AtomicUsize,
+    pub health_requests: AtomicUsize,
+    pub health_status: AtomicU16,
+    pub sni: Mutex<Vec<Option<String>>>,
+    /// Whether each completed handshake resumed an earlier session.
+    pub resumed: Mutex<Vec<bool>>,
+    pub seen: Mutex<Vec<TlsSeen>>,
+    /// Requests to `/gate` wait here until this many are in flight at once.
+    pub gate: Mutex<Option<Arc<tokio::sync::Barrier>>>,
+}
+
+pub struct TlsServer {
+    pub addr: SocketAddr,
+    pub state: Arc<TlsState>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for TlsServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl TlsServer {
+    /// Serves with a certificate from `ca` for `origin.test`, `localhost` and `127.0.0.1`;
+    /// offers HTTP/2 by ALPN when `h2`.
+    pub async fn start(ca: &TestCa, h2: bool) -> TlsServer {
+        let (cert, key) = ca.issue(&["origin.test", "localhost", "127.0.0.1"]);
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut cfg = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(vec![cert], key)
+            .unwrap();
+        cfg.alpn_protocols = if h2 {
+            vec![b"h2".to_vec(), b"http/1.1".to_vec()]
+        } else {
+            vec![b"http/1.1".to_vec()]
+        };
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(cfg));
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let state = Arc::new(TlsState::default());
+        state.health_status.store(200, Ordering::SeqCst);
+        let st = state.clone();
+        let task = tokio::spawn(async move {
+            let mut conns = tokio::task::JoinSet::new();
+            while let Ok((tcp, _)) = listener.accept().await {
+                st.connections.fetch_add(1, Ordering::SeqCst);
+                let (acceptor, st) = (acceptor.clone(), st.clone());
+                conns.spawn(async move {
+                    // A client that rejects our certificate aborts here.
+                    let Ok(tls) = acceptor.accept(tcp).await else { return };
+                    st.handshakes.fetch_add(1, Ordering::SeqCst);
+                    let conn = tls.get_ref().1;
+                    st.sni.lock().unwrap().push(conn.server_name().map(str::to_owned));
+                    let resumed = conn.handshake_kind() == Some(rustls::HandshakeKind::Resumed);
+                    st.resumed.lock().unwrap().push(resumed);
+                    let is_h2 = conn.alpn_protocol() == Some(b"h2");
+                    let st2 = st.clone();
+                    let svc = hyper::service::service_fn(move |req| handle(req, st2.clone()));
+                    let io = TokioIo::new(tls);
+                    if is_h2 {
+                        let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                            .serve_connection(io, svc)
+                            .await;
+                    } else {
+                        let _ = hyper::server::conn::http1::Builder::new()
+                            .serve_connection(io, svc)
+                            .await;
+                    }
+                });
+            }
+        });
+        TlsServer { addr, state, task }
+    }
+
+    pub fn host(&self) -> String {
+        self.addr.to_string()
+    }
+
+    pub fn connections(&self) -> usize {
+        self.state.connections.load(Ordering::SeqCst)
+    }
+
+    pub fn handshakes(&self) -> usize {
+        self.state.handshakes.load(Ordering::SeqCst)
+    }
+
+    pub fn requests(&self) -> usize {
+        self.state.seen.lock().unwrap().len()
+    }
+
+    pub fn last_seen(&self) -> TlsSeen {
+        self.state.seen.lock().unwrap().last().cloned().expect("a request")
+    }
+
+    pub fn sni(&self) -> Vec<Option<String>> {
+        self.state.sni.lock().unwrap().clone()
+    }
+}
+
+async fn handle(
+    req: Request<Incoming>,
+    st: Arc<TlsState>,
+) -> Result<Response<Full<Bytes>>, std::convert::Infallible> {
+    let authority = req
+        .uri()
+        .authority()
+        .map(|a| a.to_string())
+        .or_else(|| req.headers().get("host").and_then(|v| v.to_str().ok()).map(str::to_owned));
+    let seen = TlsSeen {
+        version: req.version(),
+        path: req.uri().path().to_owned(),
+        authority,
+        user_agent: req.headers().get("user-agent").and_then(|v| v.to_str().ok()).map(Into::into),
+    };
+    if seen.path == "/health" {
+        st.health_requests.fetch_add(1, Ordering::SeqCst);
+        let status = st.health_status.load(Ordering::SeqCst);
+        let mut r = Response::new(Full::new(Bytes::new()));
+        *r.status_mut() = http::StatusCode::from_u16(status).unwrap();
+        return Ok(r);
+    }
+    let version = format!("{:?}", seen.version);
+    st.seen.lock().unwrap().push(seen);
+    let gate = st.gate.lock().unwrap().clone();
+    if let Some(g) = gate.filter(|_| req.uri().path() == "/gate") {
+        g.wait().await;
+    }
+    let mut r = Response::new(Full::new(Bytes::from_static(b"hello over tls")));
+    r.headers_mut().insert("x-version", version.parse().unwrap());
+    Ok(r)
+}

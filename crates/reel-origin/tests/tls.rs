@@ -1,0 +1,284 @@
+//! HTTPS origins: real TLS handshakes on 127.0.0.1 against a server whose certificate
+//! authority is made in the test.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use common::tls::{TestCa, TlsServer};
+use common::{eventually, group};
+use http::uri::PathAndQuery;
+use reel_origin::{ErrorKind, GroupSpec, OriginRequest, OriginResponse, Origins};
+
+fn get(path: &'static str) -> OriginRequest {
+    OriginRequest::get(PathAndQuery::from_static(path), "edge.example")
+}
+
+async fn read_all(resp: &mut OriginResponse) -> Vec<u8> {
+    let mut out = Vec::new();
+    while let Some(c) = resp.next_chunk().await.unwrap() {
+        out.extend_from_slice(&c);
+    }
+    out
+}
+
+/// One TLS host at `addr`, trusting `ca`, with `host_header` as the TLS name when given.
+fn tls_group(addr: &str, ca: Option<&TestCa>, host_header: Option<&str>) -> GroupSpec {
+    let mut g = group("g", vec![vec![addr.to_owned()]]);
+    g.tiers[0][0].tls = true;
+    g.tiers[0][0].host_header = host_header.map(str::to_owned);
+    g.tls.ca_file = ca.map(TestCa::pem_path);
+    g.retries = 0;
+    g
+}
+
+#[tokio::test]
+async fn verified_with_ca_file_and_sni_from_host_header() {
+    let ca = TestCa::new("reel test CA");
+    let s = TlsServer::start(&ca, false).await;
+    let origins = Origins::new(vec![tls_group(&s.host(), Some(&ca), Some("origin.test"))]).unwrap();
+    let mut r = origins.worker_client().send("g", get("/seg.ts")).await.unwrap();
+    assert_eq!(r.status, 200);
+    assert_eq!(read_all(&mut r).await, b"hello over tls");
+    assert_eq!(s.sni(), vec![Some("origin.test".to_owned())]);
+    let seen = s.last_seen();
+    assert_eq!(seen.version, http::Version::HTTP_11);
+    assert_eq!(seen.authority.as_deref(), Some("origin.test"));
+    assert_eq!(seen.path, "/seg.ts");
+    assert!(origins.warnings().is_empty());
+}
+
+#[tokio::test]
+async fn sni_is_the_host_name_of_the_address() {
+    let ca = TestCa::new("reel test CA");
+    let s = TlsServer::start(&ca, false).await;
+    // A DNS name: sent as SNI and checked against the certificate.
+    let by_name = format!("localhost:{}", s.addr.port());
+    let origins = Origins::new(vec![tls_group(&by_name, Some(&ca), None)]).unwrap();
+    let mut r = origins.worker_client().send("g", get("/a")).await.unwrap();
+    read_all(&mut r).await;
+    assert_eq!(s.sni(), vec![Some("localhost".to_owned())]);
+    // The request's own Host still goes in the header.
+    assert_eq!(s.last_seen().authority.as_deref(), Some("edge.example"));
+
+    // An IP address: no SNI (RFC 6066 section 3), the certificate's IP address entry counts.
+    let origins = Origins::new(vec![tls_group(&s.host(), Some(&ca), None)]).unwrap();
+    let mut r = origins.worker_client().send("g", get("/b")).await.unwrap();
+    read_all(&mut r).await;
+    assert_eq!(s.sni(), vec![Some("localhost".to_owned()), None]);
+}
+
+#[tokio::test]
+async fn unknown_authority_fails_clearly_and_is_counted() {
+    let ca = TestCa::new("reel test CA");
+    let s = TlsServer::start(&ca, false).await;
+    // No ca_file: the system roots do not know the test authority.
+    let origins = Origins::new(vec![tls_group(&s.host(), None, Some("origin.test"))]).unwrap();
+    let e = origins.worker_client().send("g", get("/x")).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Tls);
+    assert_eq!(e.client_status(), 502);
+    assert!(e.before_response());
+    let msg = e.to_string();
+    assert!(msg.contains("TLS handshake failed"), "{msg}");
+    assert!(msg.contains("UnknownIssuer"), "{msg}");
+    assert_eq!(s.requests(), 0, "no request went to an unverified origin");
+    assert_eq!(s.handshakes(), 0);
+    let snap = origins.snapshot();
+    assert_eq!(snap.groups[0].hosts[0].errors.get(ErrorKind::Tls), 1);
+    let mut w = reel_metrics::PromWriter::new();
+    snap.render_prometheus(&mut w);
+    let metrics = w.finish();
+    assert!(metrics.contains("kind=\"tls\"} 1\n"), "{metrics}");
+
+    // Another authority's bundle does not help either.
+    let other = TestCa::new("someone else");
+    let origins =
+        Origins::new(vec![tls_group(&s.host(), Some(&other), Some("origin.test"))]).unwrap();
+    let e = origins.worker_client().send("g", get("/x")).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Tls);
+}
+
+#[tokio::test]
+async fn a_name_the_certificate_lacks_fails() {
+    let ca = TestCa::new("reel test CA");
+    let s = TlsServer::start(&ca, false).await;
+    let origins =
+        Origins::new(vec![tls_group(&s.host(), Some(&ca), Some("elsewhere.test"))]).unwrap();
+    let e = origins.worker_client().send("g", get("/x")).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Tls);
+    assert!(e.to_string().contains("not valid for name \"elsewhere.test\""), "{e}");
+    assert_eq!(s.requests(), 0);
+}
+
+#[tokio::test]
+async fn insecure_skip_verify_connects_and_is_reported() {
+    let ca = TestCa::new("reel test CA");
+    let s = TlsServer::start(&ca, false).await;
+    let mut g = tls_group(&s.host(), None, Some("elsewhere.test"));
+    g.tls.insecure_skip_verify = true;
+    let origins = Origins::new(vec![g]).unwrap();
+    let mut r = origins.worker_client().send("g", get("/x")).await.unwrap();
+    assert_eq!(read_all(&mut r).await, b"hello over tls");
+    let w = origins.warnings();
+    assert_eq!(w.len(), 1);
+    assert!(w[0].contains("\"g\"") && w[0].contains("insecure_skip_verify"), "{w:?}");
+}
+
+#[tokio::test]
+async fn keep_alive_reuses_one_tls_connection() {
+    let ca = TestCa::new("reel test CA");
+    let s = TlsServer::start(&ca, false).await;
+    let origins = Origins::new(vec![tls_group(&s.host(), Some(&ca), Some("origin.test"))]).unwrap();
+    let client = origins.worker_client();
+    for i in 0..5 {
+        let mut r = client.send("g", get("/seg.ts")).await.unwrap();
+        assert_eq!(read_all(&mut r).await, b"hello over tls");
+        assert_eq!(r.timing.connect.is_some(), i == 0, "request {i}");
+    }
+    assert_eq!(client.idle_connections(&s.host()), 1);
+    assert_eq!(s.requests(), 5);
+    assert_eq!(s.connections(), 1, "one TCP connection");
+    assert_eq!(s.handshakes(), 1, "one handshake");
+}
+
+#[tokio::test]
+async fn new_connections_resume_the_session_across_workers() {
+    let ca = TestCa::new("reel test CA");
+    let s = TlsServer::start(&ca, false).await;
+    let mut g = tls_group(&s.host(), Some(&ca), Some("origin.test"));
+    g.max_idle_per_host = 0; // every request opens a connection
+    let origins = Origins::new(vec![g]).unwrap();
+    // Two clients with their own pools, as two workers have.
+    for client in [origins.worker_client(), origins.worker_client(), origins.worker_client()] {
+        let mut r = client.send("g", get("/x")).await.unwrap();
+        read_all(&mut r).await;
+    }
+    assert_eq!(s.handshakes(), 3);
+    let resumed = s.state.resumed.lock().unwrap().clone();
+    assert_eq!(resumed, [false, true, true], "a full handshake, then resumptions");
+}
+
+#[tokio::test]
+async fn tls_and_plain_pools_are_apart() {
+    // The same address in a TLS group and a plain group: a TLS connection must never carry a
+    // plain-HTTP request or the other way round.
+    let ca = TestCa::new("reel test CA");
+    let s = TlsServer::start(&ca, false).await;
+    let tls = tls_group(&s.host(), Some(&ca), Some("origin.test"));
+    let mut plain = group("plain", vec![vec![s.host()]]);
+    plain.retries = 0;
+    let origins = Origins::new(vec![tls, plain]).unwrap();
+    let client = origins.worker_client();
+    let mut r = client.send("g", get("/a")).await.unwrap();
+    read_all(&mut r).await;
+    // Plain HTTP to a TLS server fails (it answers nothing a client can parse)...
+    assert!(client.send("plain", get("/b")).await.is_err());
+    // ...and the TLS connection is still the one reused.
+    let mut r = client.send("g", get("/c")).await.unwrap();
+    read_all(&mut r).await;
+    assert_eq!(r.timing.connect, None);
+    assert_eq!(s.handshakes(), 1);
+}
+
+#[tokio::test]
+async fn http2_by_alpn_multiplexes_on_one_connection() {
+    let ca = TestCa::new("reel test CA");
+    let s = TlsServer::start(&ca, true).await;
+    let mut g = tls_group(&s.host(), Some(&ca), Some("origin.test"));
+    g.tls.http2 = true;
+    let origins = Origins::new(vec![g]).unwrap();
+    let client = origins.worker_client();
+    let mut r = client.send("g", get("/first")).await.unwrap();
+    assert_eq!(read_all(&mut r).await, b"hello over tls");
+    let seen = s.last_seen();
+    assert_eq!(seen.version, http::Version::HTTP_2);
+    assert_eq!(seen.authority.as_deref(), Some("origin.test"), ":authority is the Host");
+    assert_eq!(r.headers.get("x-version").unwrap(), "HTTP/2.0");
+
+    // Eight requests that the origin answers only once all eight are in flight together: they
+    // can only complete if they share the connection concurrently.
+    const N: usize = 8;
+    *s.state.gate.lock().unwrap() = Some(Arc::new(tokio::sync::Barrier::new(N)));
+    let local = tokio::task::LocalSet::new();
+    let bodies = local
+        .run_until(async {
+            let tasks: Vec<_> = (0..N)
+                .map(|_| {
+                    let c = client.clone();
+                    tokio::task::spawn_local(async move {
+                        let mut r = c.send("g", get("/gate")).await.unwrap();
+                        read_all(&mut r).await
+                    })
+                })
+                .collect();
+            let mut out = Vec::new();
+            for t in tasks {
+                out.push(t.await.unwrap());
+            }
+            out
+        })
+        .await;
+    assert!(bodies.iter().all(|b| b == b"hello over tls"));
+    assert_eq!(s.requests(), 1 + N);
+    assert_eq!(s.connections(), 1, "every request on one HTTP/2 connection");
+    assert_eq!(client.idle_connections(&s.host()), 1);
+}
+
+#[tokio::test]
+async fn http1_when_http2_is_off_even_if_the_origin_offers_it() {
+    let ca = TestCa::new("reel test CA");
+    let s = TlsServer::start(&ca, true).await;
+    let origins = Origins::new(vec![tls_group(&s.host(), Some(&ca), Some("origin.test"))]).unwrap();
+    let mut r = origins.worker_client().send("g", get("/x")).await.unwrap();
+    read_all(&mut r).await;
+    assert_eq!(s.last_seen().version, http::Version::HTTP_11);
+}
+
+#[tokio::test]
+async fn health_checks_over_tls() {
+    let ca = TestCa::new("reel test CA");
+    let s = TlsServer::start(&ca, true).await;
+    let mut g = tls_group(&s.host(), Some(&ca), Some("origin.test"));
+    g.tls.http2 = true;
+    g.health.enabled = true;
+    g.health.path = "/health".into();
+    g.health.interval = Duration::from_millis(50);
+    g.health.timeout = Duration::from_secs(2);
+    g.health.rise = 1;
+    g.health.fall = 1;
+    let origins = Origins::new(vec![g]).unwrap();
+    origins.start_health_checks().unwrap();
+    let probes = || s.state.health_requests.load(Ordering::SeqCst);
+    eventually("two probes", || probes() >= 2).await;
+    assert_eq!(origins.is_healthy("g", &s.host()), Some(true));
+    assert!(s.sni().iter().all(|n| n.as_deref() == Some("origin.test")));
+    s.state.health_status.store(503, Ordering::SeqCst);
+    eventually("down on 503", || origins.is_healthy("g", &s.host()) == Some(false)).await;
+    s.state.health_status.store(200, Ordering::SeqCst);
+    eventually("up again", || origins.is_healthy("g", &s.host()) == Some(true)).await;
+    origins.stop_health_checks();
+
+    // A probe that cannot verify the origin fails like a request would.
+    let mut g = tls_group(&s.host(), None, Some("origin.test"));
+    g.health.enabled = true;
+    g.health.path = "/health".into();
+    g.health.interval = Duration::from_millis(50);
+    g.health.fall = 1;
+    let before = probes();
+    let origins = Origins::new(vec![g]).unwrap();
+    origins.start_health_checks().unwrap();
+    eventually("down: unverified", || origins.is_healthy("g", &s.host()) == Some(false)).await;
+    origins.stop_health_checks();
+    assert_eq!(probes(), before, "no probe reached the unverified origin");
+}
+
+#[tokio::test]
+async fn bad_ca_file_is_refused_at_build() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut g = tls_group("127.0.0.1:1", None, None);
+    g.tls.ca_file = Some(dir.path().join("nope.pem"));
+    let e = Origins::new(vec![g]).unwrap_err().to_string();
+    assert!(e.contains("origin group \"g\"") && e.contains("nope.pem"), "{e}");
+}

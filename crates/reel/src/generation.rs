@@ -1,0 +1,118 @@
+//! One generation of the reloadable state ([`Live`]): the config and what is built from
+//! it (HTTP limits, origin groups, cache settings, access log). A reload builds the next
+//! generation next to the running one, reusing every part whose config did not change.
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use reel_config::Config;
+
+use crate::options::OriginFlag;
+use reel_ops::access_log::{AccessLog, AccessLogError};
+use reel_origin::Origins;
+
+use crate::options;
+
+/// One generation of reloadable state.
+pub struct Live {
+    /// Generation number, 1 at start-up, +1 per successful reload.
+    pub generation: u64,
+    /// The config it was built from.
+    pub cfg: Config,
+    /// HTTP codec limits.
+    pub limits: reel_http::Limits,
+    /// Origin groups (health checks run while this generation is alive). Shared with the
+    /// previous generation when `[[origin_group]]` did not change, so workers keep their
+    /// connection pools.
+    pub origins: Arc<Origins>,
+    /// The cache's routing and policy settings.
+    pub cache: Arc<reel_cache::Settings>,
+    /// The access log, if enabled.
+    pub access_log: Option<Arc<AccessLog>>,
+    /// The TLS listeners' certificates and configurations.
+    pub tls: Arc<crate::tls::TlsState>,
+    /// When it was loaded.
+    pub loaded_at: SystemTime,
+}
+
+/// Why a generation could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum GenerationError {
+    /// The origin groups were rejected.
+    #[error("origin groups: {0}")]
+    Origins(#[from] reel_origin::SpecError),
+    /// The health checker thread could not start.
+    #[error("starting origin health checks: {0}")]
+    HealthChecks(#[source] std::io::Error),
+    /// The access log's directory could not be created.
+    #[error("creating {}: {source}", path.display())]
+    LogDir {
+        /// The directory.
+        path: std::path::PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The access log could not be opened.
+    #[error(transparent)]
+    AccessLog(#[from] AccessLogError),
+}
+
+impl Live {
+    /// Builds generation `generation` from `cfg` and its TLS state `tls` (built first, see
+    /// [`crate::tls::TlsState::build`]); `prev` is the running generation, whose origin
+    /// groups and access log are kept when their config is unchanged.
+    pub fn build(
+        cfg: Config,
+        generation: u64,
+        origin_flag: Option<&OriginFlag>,
+        prev: Option<&Live>,
+        tls: crate::tls::TlsState,
+    ) -> Result<Live, GenerationError> {
+        // Unchanged origin groups keep their `Origins`: health state, counters and (in the
+        // workers) connection pools survive a reload that did not touch them.
+        let origins = match prev {
+            Some(p) if p.cfg.origin_group == cfg.origin_group => p.origins.clone(),
+            _ => {
+                let origins = Arc::new(Origins::new(options::origin_groups(&cfg, origin_flag))?);
+                origins.start_health_checks().map_err(GenerationError::HealthChecks)?;
+                origins
+            }
+        };
+        let access_log = match (&cfg.access_log, prev) {
+            (a, _) if !a.enabled => None,
+            // The writer thread and its file stay across reloads that keep the path and the
+            // format; `buffer` and `flush_interval` are per-worker and apply to the new
+            // generation without reopening anything.
+            (a, Some(p))
+                if p.cfg.access_log.enabled
+                    && p.cfg.access_log.path == a.path
+                    && p.cfg.access_log.format == a.format
+                    && p.access_log.is_some() =>
+            {
+                p.access_log.clone()
+            }
+            (a, _) => {
+                if let Some(dir) = a.path.parent().filter(|d| !d.as_os_str().is_empty())
+                    && !a.is_stdout()
+                {
+                    std::fs::create_dir_all(dir).map_err(|source| GenerationError::LogDir {
+                        path: dir.to_path_buf(),
+                        source,
+                    })?;
+                }
+                Some(AccessLog::open(a.path.clone(), options::access_log_format(&cfg))?)
+            }
+        };
+        Ok(Live {
+            generation,
+            limits: options::http_limits(&cfg),
+            cache: Arc::new(options::cache_settings(&cfg, origin_flag.is_some())),
+            cfg,
+            origins,
+            access_log,
+            tls: Arc::new(tls),
+            loaded_at: SystemTime::now(),
+        })
+    }
+}

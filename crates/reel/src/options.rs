@@ -1,0 +1,354 @@
+//! Config to options: the one place where the file's sections become each library's own
+//! options type. Libraries never see [`Config`]; each takes a plain options struct
+//! (`reel_store::StoreConfig`, `reel_http::Limits`, `reel_runtime::RuntimeOptions`,
+//! `reel_origin::GroupSpec`, `reel_cache::Settings`, `reel_ops::health::Thresholds`, ...)
+//! built by one function here, named after what it builds.
+
+use reel_config::{AccessLogFormat, Config, CpuSet, HostPort, MethodsPolicy};
+use reel_origin::{Balance, GroupSpec, HealthSpec, HostSpec, TlsSpec};
+use reel_runtime::{CorePlan, CoreSpec, CpuSelect, ListenerSpec, RuntimeOptions};
+
+/// Name of the origin group that `--origin` creates.
+pub const FLAG_GROUP: &str = "--origin";
+
+/// `[store]`.
+pub fn store(cfg: &Config) -> reel_store::StoreConfig {
+    reel_store::StoreConfig {
+        path: cfg.store.path.clone(),
+        size: cfg.store.size.bytes(),
+        volume_size: cfg.store.volume_size.bytes(),
+        io: match cfg.store.io {
+            reel_config::StoreIo::Auto => reel_store::IoMode::Auto,
+            reel_config::StoreIo::Uring => reel_store::IoMode::Uring,
+            reel_config::StoreIo::Threads => reel_store::IoMode::Threads,
+        },
+    }
+}
+
+/// `[http]`: the codec's limits.
+pub fn http_limits(cfg: &Config) -> reel_http::Limits {
+    let h = &cfg.http;
+    reel_http::Limits {
+        max_request_line: h.max_request_line.bytes() as usize,
+        max_header_bytes: h.max_header_bytes.bytes() as usize,
+        max_headers: h.max_headers as usize,
+        max_body_bytes: h.max_body.bytes(),
+        header_timeout: h.header_timeout.get(),
+        idle_timeout: h.idle_timeout.get(),
+    }
+}
+
+/// `[cores]`: what the core planner is asked for.
+pub fn core_spec(cfg: &Config) -> CoreSpec {
+    let sel = |s: &CpuSet| match s {
+        CpuSet::Auto => CpuSelect::Auto,
+        CpuSet::List(v) => CpuSelect::List(v.clone()),
+    };
+    CoreSpec {
+        nic: cfg.cores.nic.clone(),
+        irq: sel(&cfg.cores.irq),
+        workers: sel(&cfg.cores.workers),
+    }
+}
+
+/// `[cores]` steering and `http.max_connections_per_worker`, for the planned cores.
+pub fn runtime(cfg: &Config, plan: &CorePlan) -> RuntimeOptions {
+    RuntimeOptions {
+        max_connections_per_worker: cfg.http.max_connections_per_worker as usize,
+        steer: match cfg.cores.steer {
+            reel_config::Steer::Hash => reel_runtime::Steer::Hash,
+            reel_config::Steer::Cpu => reel_runtime::Steer::Cpu,
+        },
+        irq_cpus: plan.irq_cpus.clone(),
+        ..Default::default()
+    }
+}
+
+/// `[[listener]]`.
+pub fn listeners(cfg: &Config) -> Vec<ListenerSpec> {
+    cfg.listener
+        .iter()
+        .map(|l| ListenerSpec {
+            name: l.name.clone(),
+            addr: l.address,
+            backlog: l.backlog.min(i32::MAX as u32) as i32,
+        })
+        .collect()
+}
+
+/// `[health]`: the overload thresholds.
+pub fn thresholds(cfg: &Config) -> reel_ops::health::Thresholds {
+    let h = &cfg.health;
+    reel_ops::health::Thresholds {
+        max_cpu_percent: f64::from(h.max_cpu_percent),
+        resume_cpu_percent: f64::from(h.resume_cpu_percent),
+        max_connections: h.max_connections,
+        resume_connections: h.resume_connections,
+        max_hit_p99: h.max_hit_p99.get(),
+        resume_hit_p99: h.resume_hit_p99.get(),
+    }
+}
+
+/// `access_log.format`.
+pub fn access_log_format(cfg: &Config) -> reel_ops::access_log::Format {
+    match cfg.access_log.format {
+        AccessLogFormat::Json => reel_ops::access_log::Format::Json,
+        AccessLogFormat::Combined => reel_ops::access_log::Format::Combined,
+    }
+}
+
+/// `[[origin_group]]`, plus the group of `--origin` when given.
+pub fn origin_groups(cfg: &Config, origin_flag: Option<&OriginFlag>) -> Vec<GroupSpec> {
+    let mut groups: Vec<GroupSpec> = cfg.origin_group.iter().map(group).collect();
+    if let Some(o) = origin_flag {
+        let mut host = HostSpec::new(o.addr.to_string());
+        host.tls = o.tls;
+        let mut g = GroupSpec::new(FLAG_GROUP, vec![vec![host]]);
+        g.health.enabled = false;
+        groups.push(g);
+    }
+    groups
+}
+
+fn group(g: &reel_config::OriginGroupConfig) -> GroupSpec {
+    let tiers = g
+        .tier
+        .iter()
+        .map(|t| {
+            t.hosts
+                .iter()
+                .enumerate()
+                .map(|(i, h)| {
+                    let mut s = HostSpec::new(h.to_string());
+                    if !t.host_header.is_empty() {
+                        s.host_header = Some(t.host_header.clone());
+                    }
+                    s.tls = t.tls;
+                    s.weight = t.weights.get(i).copied().unwrap_or(1);
+                    s
+                })
+                .collect()
+        })
+        .collect();
+    let mut s = GroupSpec::new(g.name.clone(), tiers);
+    s.connect_timeout = g.connect_timeout.get();
+    s.first_byte_timeout = g.first_byte_timeout.get();
+    s.idle_timeout = g.idle_timeout.get();
+    s.max_idle_per_host = g.max_idle_per_host as usize;
+    s.retries = g.retries;
+    s.balance = match g.balance {
+        reel_config::OriginBalance::RoundRobin => Balance::RoundRobin,
+        reel_config::OriginBalance::Rendezvous => Balance::Rendezvous,
+    };
+    s.tls = TlsSpec {
+        ca_file: Some(g.ca_file.clone()).filter(|p| !p.as_os_str().is_empty()),
+        insecure_skip_verify: g.insecure_skip_verify,
+        http2: g.http2,
+    };
+    s.health = HealthSpec {
+        enabled: g.health.enabled,
+        path: g.health.path.clone(),
+        interval: g.health.interval.get(),
+        timeout: g.health.timeout.get(),
+        expect_status: g.health.expect_status,
+        rise: g.health.rise,
+        fall: g.health.fall,
+    };
+    s
+}
+
+/// `[cache]`, `[[cache.rule]]` and `[[site]]`; with `--origin`, a catch-all site served by
+/// [`FLAG_GROUP`].
+pub fn cache_settings(cfg: &Config, origin_flag: bool) -> reel_cache::Settings {
+    use reel_cache::Site;
+    use reel_cache::key::KeyConfig;
+    use reel_cache::policy::freshness::PolicyConfig;
+    use reel_cache::policy::rules::{TtlRule, TtlRules};
+    use reel_config::ClientCacheControl;
+
+    let c = &cfg.cache;
+    let policy = PolicyConfig {
+        heuristic: c.heuristic_freshness,
+        heuristic_max: c.heuristic_max.get(),
+        store_without_validators: c.store_without_validators,
+        negative_ttl: (!c.negative_ttl.get().is_zero()).then(|| c.negative_ttl.get()),
+        targeted: c.targeted_cache_control.iter().map(|n| n.to_ascii_lowercase()).collect(),
+        store_set_cookie: false,
+    };
+    let sites = cfg
+        .site
+        .iter()
+        .map(|s| Site {
+            hosts: s.hosts.clone(),
+            group: s.origin_group.clone(),
+            key: KeyConfig { ignore_query: s.ignore_query.clone(), drop_query: s.drop_query },
+            pass_methods: s.methods == MethodsPolicy::Pass,
+            policy: PolicyConfig {
+                heuristic: s.heuristic_freshness.unwrap_or(policy.heuristic),
+                store_set_cookie: s.store_set_cookie,
+                ..policy.clone()
+            },
+            honor_client_cache_control: s.client_cache_control == ClientCacheControl::Honor,
+        })
+        .collect();
+    let fallback = origin_flag.then(|| Site {
+        hosts: Vec::new(),
+        group: FLAG_GROUP.to_string(),
+        key: KeyConfig::default(),
+        pass_methods: true,
+        policy: policy.clone(),
+        honor_client_cache_control: true,
+    });
+    let rules = TtlRules::new(c.rule.iter().map(|r| {
+        (
+            r.pattern.as_str().to_string(),
+            TtlRule { ttl: r.ttl.get(), override_origin: r.override_origin },
+        )
+    }));
+    reel_cache::Settings {
+        sites,
+        fallback,
+        policy,
+        rules,
+        swr_default: c.stale_while_revalidate_default.get(),
+        fill_drop_headers: c.fill_drop_headers.iter().map(|h| h.to_ascii_lowercase()).collect(),
+        max_variants: c.max_variants as usize,
+        lock_timeout: c.lock_timeout.get(),
+    }
+}
+
+/// `[demo_origin]`.
+#[cfg(feature = "demo")]
+pub fn demo_origin(cfg: &Config) -> reel_demo_origin::DemoOriginConfig {
+    let d = &cfg.demo_origin;
+    reel_demo_origin::DemoOriginConfig {
+        latency_scale: d.latency_scale,
+        error_rate: d.error_rate,
+        reset_rate: d.reset_rate,
+        segment_duration: d.segment_duration.get(),
+        live_segment_size: d.live_segment_size.bytes(),
+        ..Default::default()
+    }
+}
+
+/// The origin given by `--origin`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OriginFlag {
+    /// Where to connect.
+    pub addr: HostPort,
+    /// `https://`: TLS verified against the system roots, SNI the host name.
+    pub tls: bool,
+}
+
+/// `--origin http://HOST[:PORT]` or `https://HOST[:PORT]` (ports 80 and 443 by default).
+pub fn parse_origin_flag(url: &str) -> Result<OriginFlag, String> {
+    let (rest, tls, default_port) =
+        match (url.strip_prefix("http://"), url.strip_prefix("https://")) {
+            (Some(rest), _) => (rest, false, 80),
+            (_, Some(rest)) => (rest, true, 443),
+            _ => return Err(format!("{url:?}: expected http://HOST:PORT or https://HOST:PORT")),
+        };
+    let authority = rest.trim_end_matches('/');
+    if authority.contains('/') || authority.contains('@') {
+        return Err(format!("{url:?}: expected http(s)://HOST:PORT without a path"));
+    }
+    let with_port =
+        if authority.rsplit_once(':').is_some_and(|(_, p)| p.bytes().all(|b| b.is_ascii_digit()))
+            && !authority.ends_with(']')
+        {
+            authority.to_string()
+        } else {
+            format!("{authority}:{default_port}")
+        };
+    Ok(OriginFlag { addr: with_port.parse::<HostPort>()?, tls })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    const CFG: &str = r#"
+[[listener]]
+name = "http"
+address = "127.0.0.1:8080"
+backlog = 100
+[http]
+max_request_line = "1KiB"
+idle_timeout = "5s"
+max_connections_per_worker = 7
+[cache]
+negative_ttl = "0s"
+heuristic_freshness = true
+[[cache.rule]]
+match = "*.m3u8"
+ttl = "1s"
+override = true
+[[site]]
+hosts = ["live.example.com"]
+origin_group = "a"
+ignore_query = ["token"]
+methods = "refuse"
+[[origin_group]]
+name = "a"
+retries = 3
+  [origin_group.health]
+  enabled = false
+  [[origin_group.tier]]
+  hosts = ["127.0.0.1:1", "[::1]:2"]
+  host_header = "origin.example.com"
+"#;
+
+    fn cfg() -> Config {
+        Config::parse_and_validate(CFG, "t.toml").expect("valid")
+    }
+
+    #[test]
+    fn sections_become_library_options() {
+        let c = cfg();
+        let l = http_limits(&c);
+        assert_eq!((l.max_request_line, l.idle_timeout), (1024, Duration::from_secs(5)));
+        let ls = listeners(&c);
+        assert_eq!((ls[0].name.as_str(), ls[0].backlog), ("http", 100));
+        let plan = CorePlan { cpus: vec![], workers: vec![0], irq_cpus: vec![1], warnings: vec![] };
+        let r = runtime(&c, &plan);
+        assert_eq!((r.max_connections_per_worker, r.irq_cpus), (7, vec![1]));
+        let g = origin_groups(&c, None);
+        assert_eq!(g.len(), 1);
+        assert_eq!(g[0].retries, 3);
+        assert!(!g[0].health.enabled);
+        assert_eq!(g[0].tiers[0][1].addr, "[::1]:2");
+        assert_eq!(g[0].tiers[0][0].host_header.as_deref(), Some("origin.example.com"));
+    }
+
+    #[test]
+    fn cache_settings_follow_sites_rules_and_the_origin_flag() {
+        let c = cfg();
+        let s = cache_settings(&c, false);
+        let site = s.site_for("live.example.com").expect("site");
+        assert_eq!(site.group, "a");
+        assert!(!site.pass_methods, "methods = refuse");
+        assert_eq!(site.key.ignore_query, ["token"]);
+        assert_eq!(s.policy.negative_ttl, None, "0s: do not cache 404s");
+        assert!(s.policy.heuristic);
+        assert!(s.site_for("other.example").is_none());
+        let with_flag = cache_settings(&c, true);
+        assert_eq!(with_flag.site_for("other.example").expect("fallback").group, FLAG_GROUP);
+        let hp = OriginFlag { addr: "10.0.0.1:8000".parse().expect("host"), tls: false };
+        assert_eq!(origin_groups(&c, Some(&hp)).last().map(|g| g.name.as_str()), Some(FLAG_GROUP));
+    }
+
+    #[test]
+    fn origin_flag_forms() {
+        let f = parse_origin_flag("http://127.0.0.1:8081/").unwrap();
+        assert_eq!((f.addr.to_string(), f.tls), ("127.0.0.1:8081".to_string(), false));
+        assert_eq!(parse_origin_flag("http://origin.test").unwrap().addr.port, 80);
+        assert_eq!(parse_origin_flag("http://[::1]").unwrap().addr.to_string(), "[::1]:80");
+        let t = parse_origin_flag("https://origin.test").unwrap();
+        assert_eq!((t.addr.port, t.tls), (443, true));
+        assert!(parse_origin_flag("https://a:1").unwrap().tls);
+        assert!(parse_origin_flag("ftp://a:1").is_err());
+        assert!(parse_origin_flag("http://a:1/path").is_err());
+    }
+}

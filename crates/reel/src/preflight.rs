@@ -1,0 +1,37 @@
+//! What a valid config must also find in this process: the parts it asks for compiled into
+//! this binary, and the environment variables it names. `reel check`, `reel serve` and
+//! every reload run these after the file's own validation.
+
+use reel_config::{Config, ConfigProblem};
+
+/// A config this process cannot run.
+#[derive(Debug, thiserror::Error)]
+pub enum PreflightError {
+    /// The config asks for a part this binary was built without.
+    #[error("{0}")]
+    NotBuiltIn(ConfigProblem),
+    /// `admin.token_env` names a variable that is unset or empty: the admin API would run
+    /// without authentication.
+    #[error("admin.token_env names {0:?}, which is not set (or empty) in the environment")]
+    TokenEnvUnset(String),
+}
+
+/// Parts of the config that need a cargo feature this binary lacks.
+pub fn check_build(cfg: &Config) -> Result<(), PreflightError> {
+    if cfg.demo_origin.enabled && !cfg!(feature = "demo") {
+        return Err(PreflightError::NotBuiltIn(cfg.problem(
+            "demo_origin.enabled",
+            "this reel was built without the demo origin (cargo feature `demo`); \
+             set `enabled = false` or use a build with default features",
+        )));
+    }
+    Ok(())
+}
+
+/// Environment variables the config names.
+pub fn check_environment(cfg: &Config) -> Result<(), PreflightError> {
+    if !cfg.admin.token_env.is_empty() && cfg.admin.resolved_token().is_none() {
+        return Err(PreflightError::TokenEnvUnset(cfg.admin.token_env.clone()));
+    }
+    Ok(())
+}

@@ -1,0 +1,146 @@
+//! Live reload (SIGHUP, `POST /admin/reload`): re-read and validate the file, keep the
+//! running values of the keys that need a restart (`reel_config::RELOAD_KEYS` decides which),
+//! build the next generation, apply what lives outside it (listeners, the connection cap,
+//! the log filter, health thresholds), then swap it in. A file with any problem changes
+//! nothing.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::SystemTime;
+
+use reel_config::ConfigErrors;
+use reel_runtime::RuntimeError;
+use serde::Serialize;
+use tracing::{error, info, warn};
+
+use crate::generation::{GenerationError, Live};
+use crate::options;
+use crate::preflight::{self, PreflightError};
+use crate::shared::Shared;
+
+/// The outcome of the last reload, shown in `/status`.
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct ReloadStatus {
+    /// Reloads attempted.
+    pub attempts: u64,
+    /// Reloads that failed.
+    pub failures: u64,
+    /// Whether the last attempt succeeded.
+    pub last_ok: Option<bool>,
+    /// The last error (file:line:column: key: message lines).
+    pub last_error: Option<String>,
+    /// Keys that changed but need a restart to take effect.
+    pub needs_restart: Vec<String>,
+    /// Unix time of the last attempt.
+    pub last_at: Option<u64>,
+}
+
+/// Why a reload changed nothing (or, for listeners, only part of what it meant to).
+#[derive(Debug, thiserror::Error)]
+pub enum ReloadError {
+    /// The file is unreadable or invalid (every problem, one per line).
+    #[error("{0}")]
+    Config(#[from] ConfigErrors),
+    /// The file is valid but cannot run in this process.
+    #[error(transparent)]
+    Preflight(#[from] PreflightError),
+    /// A certificate could not be loaded (every problem as `file:line:column: key:
+    /// message`, one per line).
+    #[error("{0}")]
+    Tls(String),
+    /// Building the new generation failed.
+    #[error(transparent)]
+    Generation(#[from] GenerationError),
+    /// Binding or closing listeners failed; what was bound is shown in `/status`.
+    #[error("listeners: {0}")]
+    Listeners(#[source] RuntimeError),
+    /// The workers did not take the new connection cap.
+    #[error("http.max_connections_per_worker: {0}")]
+    ConnectionCap(#[source] RuntimeError),
+    /// The server is shutting down.
+    #[error("the server is shutting down")]
+    ShuttingDown,
+    /// The control thread went away before answering.
+    #[error("the reload was abandoned")]
+    Abandoned,
+}
+
+/// Re-reads the config file and swaps in a new generation. An invalid file leaves the
+/// running config untouched; the error is logged and kept for `/status`.
+pub fn reload(
+    shared: &Arc<Shared>,
+    runtime: &reel_runtime::Runtime,
+) -> Result<ReloadStatus, ReloadError> {
+    reel_ops::notify::reloading();
+    let outcome = apply(shared, runtime);
+    let mut st = shared.reload_status();
+    st.attempts += 1;
+    st.last_at = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).ok().map(|d| d.as_secs());
+    match &outcome {
+        Ok(restart) => {
+            st.last_ok = Some(true);
+            st.last_error = None;
+            st.needs_restart = restart.clone();
+            info!(generation = shared.live().generation, "configuration reloaded");
+            for k in restart {
+                warn!(key = %k, "changed in the file but needs a restart to take effect");
+            }
+        }
+        Err(e) => {
+            st.failures += 1;
+            st.last_ok = Some(false);
+            st.last_error = Some(e.to_string());
+            error!("reload failed; the running configuration is unchanged:\n{e}");
+        }
+    }
+    if let Ok(mut s) = shared.reload_status.lock() {
+        *s = st.clone();
+    }
+    reel_ops::notify::ready();
+    outcome.map(|_| st)
+}
+
+/// One reload; returns the keys that changed but need a restart.
+fn apply(
+    shared: &Arc<Shared>,
+    runtime: &reel_runtime::Runtime,
+) -> Result<Vec<String>, ReloadError> {
+    let read = reel_config::load_and_validate(&shared.config_path)?;
+    preflight::check_build(&read)?;
+    preflight::check_environment(&read)?;
+    let old = shared.live_full();
+    let needs_restart = old.cfg.diff_needs_restart(&read);
+    // Restart keys keep their running values, so what runs stays coherent.
+    let new = read.keeping_restart_keys(&old.cfg);
+    // Everything that can fail without side effects comes first: a failure after the
+    // listeners changed would leave them out of step with the running config. Certificates
+    // are loaded and checked here: a bad one fails the reload and the running ones serve on.
+    let tls = crate::tls::TlsState::build(&new, &shared.tickets)
+        .map_err(|p| ReloadError::Tls(crate::tls::report(&new, &p)))?;
+    for w in tls.warnings(SystemTime::now()) {
+        warn!("{}", new.problem(&w.key, w.message));
+    }
+    let generation = shared.generation.load(Ordering::SeqCst) + 1;
+    let live = Live::build(new, generation, shared.origin_flag.as_ref(), Some(&old), tls)?;
+    if old.cfg.listener != live.cfg.listener {
+        let r = runtime.set_listeners(options::listeners(&live.cfg));
+        // Even a partly failed change may have bound or closed sockets: show what is real.
+        shared.record_listeners(runtime);
+        r.map_err(ReloadError::Listeners)?;
+    }
+    let cap = live.cfg.http.max_connections_per_worker;
+    if cap != old.cfg.http.max_connections_per_worker {
+        runtime.set_max_connections_per_worker(cap as usize).map_err(ReloadError::ConnectionCap)?;
+    }
+    shared.generation.store(generation, Ordering::SeqCst);
+    if live.cfg.log.level != old.cfg.log.level
+        && let Err(e) = crate::logging::set_level(&live.cfg.log.level)
+    {
+        warn!("keeping the previous log filter: {e}");
+    }
+    if let Some(h) = shared.health() {
+        h.set_thresholds(options::thresholds(&live.cfg));
+    }
+    shared.live.store(Arc::new(live));
+    Ok(needs_restart)
+}

@@ -1,0 +1,213 @@
+//! The process-wide state ([`Shared`]) that workers, the admin listener and the control
+//! thread all see: the current [`Live`] generation (swapped atomically with `arc-swap`, so
+//! every worker sees a new one on its next request without a lock), the store, per-worker
+//! counters, health, the bound listeners and the reload bookkeeping.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, SystemTime};
+
+use anyhow::Context;
+use arc_swap::ArcSwap;
+use reel_config::Config;
+
+use crate::options::OriginFlag;
+use reel_ops::metrics::WorkerMetrics;
+use reel_ops::sampler::Health;
+use reel_runtime::{CorePlan, WorkerStats};
+use serde::Serialize;
+use tokio::sync::{mpsc, oneshot};
+use tracing::{info, warn};
+
+use crate::generation::Live;
+use crate::options;
+use crate::reload::{ReloadError, ReloadStatus};
+
+/// How long shutdown waits for the access-log writer to write what workers handed over.
+const ACCESS_LOG_CLOSE: Duration = Duration::from_secs(5);
+
+/// A data listener as bound (the real port when the config says port 0), shown in `/status`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BoundListener {
+    /// The `[[listener]]` name.
+    pub name: String,
+    /// The address every worker's socket is bound to.
+    pub address: SocketAddr,
+}
+
+/// A reload request from the admin listener, answered with the outcome.
+pub type ReloadReply = oneshot::Sender<Result<ReloadStatus, ReloadError>>;
+
+/// Process-wide state shared by workers, the admin listener and the control thread.
+pub struct Shared {
+    pub(crate) live: ArcSwap<Live>,
+    /// The config file (reloads re-read it).
+    pub config_path: PathBuf,
+    pub(crate) origin_flag: Option<OriginFlag>,
+    /// Per-worker counters, in worker order.
+    pub metrics: Vec<Arc<WorkerMetrics>>,
+    /// The segment store (shared by every worker).
+    pub store: Arc<reel_store::Store>,
+    /// The cache's cross-worker state (in-flight fills).
+    pub cache: Arc<reel_cache::SharedCache>,
+    health: OnceLock<Arc<Health>>,
+    worker_stats: OnceLock<Vec<Arc<WorkerStats>>>,
+    /// The core plan, shown in `/status`.
+    pub plan: CorePlan,
+    pub(crate) reload_status: Mutex<ReloadStatus>,
+    reload_tx: mpsc::Sender<ReloadReply>,
+    reload_rx: Mutex<Option<mpsc::Receiver<ReloadReply>>>,
+    pub(crate) generation: AtomicU64,
+    listeners: Mutex<Vec<BoundListener>>,
+    /// When the process started.
+    pub started: SystemTime,
+    /// Session-ticket keys shared by every worker and every generation.
+    pub tickets: reel_tls::Tickets,
+    /// Per-worker TLS handshake counters, in worker order.
+    pub tls_counters: Vec<Arc<reel_tls::HandshakeCounters>>,
+}
+
+impl Shared {
+    /// Builds generation 1 (with the TLS state built from `cfg` with `tickets`) and the
+    /// store.
+    pub fn new(
+        cfg: Config,
+        config_path: PathBuf,
+        origin_flag: Option<OriginFlag>,
+        plan: &CorePlan,
+        tls: crate::tls::TlsState,
+        tickets: reel_tls::Tickets,
+    ) -> anyhow::Result<Arc<Shared>> {
+        let store = reel_store::Store::open(options::store(&cfg))
+            .with_context(|| format!("opening the store at {}", cfg.store.path.display()))?;
+        let live = Live::build(cfg, 1, origin_flag.as_ref(), None, tls)?;
+        let (reload_tx, reload_rx) = mpsc::channel(4);
+        let n = plan.workers.len();
+        Ok(Arc::new(Shared {
+            live: ArcSwap::from_pointee(live),
+            config_path,
+            origin_flag,
+            metrics: (0..n).map(|_| Arc::new(WorkerMetrics::new(&reel_cache::OUTCOMES))).collect(),
+            cache: reel_cache::SharedCache::new(store.clone()),
+            store,
+            health: OnceLock::new(),
+            worker_stats: OnceLock::new(),
+            plan: plan.clone(),
+            reload_status: Mutex::new(ReloadStatus::default()),
+            reload_tx,
+            reload_rx: Mutex::new(Some(reload_rx)),
+            generation: AtomicU64::new(1),
+            listeners: Mutex::new(Vec::new()),
+            started: SystemTime::now(),
+            tickets,
+            tls_counters: (0..n).map(|_| Arc::default()).collect(),
+        }))
+    }
+
+    /// The current generation (lock-free).
+    pub fn live(&self) -> arc_swap::Guard<Arc<Live>> {
+        self.live.load()
+    }
+
+    /// The current generation as an owned `Arc`.
+    pub fn live_full(&self) -> Arc<Live> {
+        self.live.load_full()
+    }
+
+    /// Records the health state and worker stats once the workers run.
+    pub fn set_health(&self, h: Arc<Health>, stats: Vec<Arc<WorkerStats>>) {
+        let _ = self.health.set(h);
+        let _ = self.worker_stats.set(stats);
+    }
+
+    /// The health state, once the sampler runs.
+    pub fn health(&self) -> Option<&Arc<Health>> {
+        self.health.get()
+    }
+
+    /// Per-worker runtime stats (open connections ...), once the workers run.
+    pub fn worker_stats(&self) -> &[Arc<WorkerStats>] {
+        self.worker_stats.get().map(|v| v.as_slice()).unwrap_or(&[])
+    }
+
+    /// Whether the store can serve.
+    pub fn store_ok(&self) -> bool {
+        let st = self.store.stats();
+        st.volumes > st.quarantined_volumes
+    }
+
+    /// The receiving end of admin reload requests (taken once by the control thread).
+    pub fn take_reload_requests(&self) -> mpsc::Receiver<ReloadReply> {
+        match self.reload_rx.lock().ok().and_then(|mut r| r.take()) {
+            Some(rx) => rx,
+            None => mpsc::channel(1).1,
+        }
+    }
+
+    /// Asks the control thread to reload; waits for the outcome.
+    pub async fn request_reload(&self) -> Result<ReloadStatus, ReloadError> {
+        let (tx, rx) = oneshot::channel();
+        self.reload_tx.send(tx).await.map_err(|_| ReloadError::ShuttingDown)?;
+        rx.await.map_err(|_| ReloadError::Abandoned)?
+    }
+
+    /// The last reload's outcome.
+    pub fn reload_status(&self) -> ReloadStatus {
+        self.reload_status.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+
+    /// The data listeners as bound, sorted by name.
+    pub fn listeners(&self) -> Vec<BoundListener> {
+        self.listeners.lock().map(|l| l.clone()).unwrap_or_default()
+    }
+
+    /// Reads the runtime's listeners after start-up or a listener change, logs each new or
+    /// moved one as `listening` (with the bound address, which is what a caller of a port-0
+    /// config needs) and each removed one as `listener closed`.
+    pub fn record_listeners(&self, runtime: &reel_runtime::Runtime) {
+        let mut now: Vec<BoundListener> = runtime
+            .listeners()
+            .into_iter()
+            .map(|l| {
+                let address = runtime.local_addr(&l.name).unwrap_or(l.addr);
+                BoundListener { name: l.name, address }
+            })
+            .collect();
+        now.sort_by(|a, b| a.name.cmp(&b.name));
+        let Ok(mut cur) = self.listeners.lock() else { return };
+        for l in &now {
+            if !cur.contains(l) {
+                info!(listener = %l.name, address = %l.address, workers = runtime.n_workers(), "listening");
+            }
+        }
+        for l in cur.iter() {
+            if !now.iter().any(|n| n.name == l.name) {
+                info!(listener = %l.name, address = %l.address, "listener closed");
+            }
+        }
+        *cur = now;
+    }
+
+    /// SIGUSR1: the access log writer reopens its file.
+    pub fn reopen_access_log(&self) {
+        if let Some(l) = &self.live().access_log {
+            info!("reopening the access log");
+            l.reopen();
+        }
+    }
+
+    /// At exit, once the workers are gone (and have handed over their buffers): waits for
+    /// the access-log writer to write everything and stop.
+    pub fn close_access_log(&self) {
+        if let Some(l) = &self.live().access_log
+            && !l.close(ACCESS_LOG_CLOSE)
+        {
+            warn!(
+                within = ?ACCESS_LOG_CLOSE,
+                "the access log writer did not finish; the last lines may be lost"
+            );
+        }
+    }
+}
