@@ -11,7 +11,7 @@ pub mod result;
 
 pub use path::inflight::Inflight;
 pub use path::pass_stream::{PASS_BUFFER, PassBuffered};
-pub use path::settings::{Settings, Site};
+pub use path::settings::{Settings, Site, Slicing};
 pub use path::shared::{PurgeError, SharedCache};
 pub use path::tag::Tag;
 pub use path::worker::WorkerCache;

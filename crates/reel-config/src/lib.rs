@@ -38,7 +38,7 @@ pub use schema::{
     ClientCacheControl, CoresConfig, CpuSet, DEFAULT_FILL_DROP_HEADERS, DemoOriginConfig,
     HealthConfig, HostPort, HttpConfig, ListenerConfig, LogConfig, LogFormat, MethodsPolicy,
     OriginBalance, OriginGroupConfig, OriginHealthConfig, PathGlob, ServerConfig, SiteConfig,
-    Steer, StoreConfig, StoreIo, TierConfig, TlsCert, host_pattern_matches, strip_port,
+    SliceSize, Steer, StoreConfig, StoreIo, TierConfig, TlsCert, host_pattern_matches, strip_port,
 };
 pub use units::{ByteSize, Duration, UnitError};
 

@@ -552,6 +552,10 @@ pub struct CacheConfig {
     /// shared copy. Requests passed through uncached keep them. Field names,
     /// case-insensitive; default [`DEFAULT_FILL_DROP_HEADERS`]; `[]` = forward everything.
     pub fill_drop_headers: Vec<String>,
+    /// Most read-ahead slice fetches (`[[site]].read_ahead`) in flight per worker; further
+    /// read-ahead is skipped until some finish. 0 turns read-ahead off everywhere.
+    /// Count, at most 4096; default 64.
+    pub read_ahead_per_worker: u32,
     /// Per-path overrides, tried in order. Default: none.
     pub rule: Vec<CacheRule>,
 }
@@ -593,6 +597,7 @@ impl Default for CacheConfig {
             lock_timeout: Duration::from_secs(10),
             max_variants: 32,
             fill_drop_headers: DEFAULT_FILL_DROP_HEADERS.iter().map(|s| s.to_string()).collect(),
+            read_ahead_per_worker: 64,
             rule: Vec::new(),
         }
     }
@@ -618,7 +623,7 @@ pub enum MethodsPolicy {
 }
 
 /// `[[site]]`: a set of Host names served from one origin group.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SiteConfig {
     /// Host header values served: exact names (`"live.example.com"`, `"127.0.0.1"`,
@@ -654,6 +659,86 @@ pub struct SiteConfig {
     /// segments, so viewers cannot force origin fetches. Default `honor`.
     #[serde(default)]
     pub client_cache_control: ClientCacheControl,
+    /// `"off"`: objects are fetched and stored whole. A size (`"2MiB"`): every GET or HEAD
+    /// is answered from slices of this size, each fetched from the origin with a `Range`
+    /// request and stored as its own object, so large files (progressive MP4, DASH
+    /// on-demand, HLS byte ranges) are fetched only where viewers read them, whatever
+    /// their size. At least 64KiB and at most half of `store.volume_size`. Default `"off"`.
+    #[serde(default)]
+    pub slice: SliceSize,
+    /// With slicing on: how many slices past the one a viewer reads sequentially are
+    /// fetched ahead (read-ahead). 0 turns read-ahead off; at most 16. Also the most
+    /// read-ahead fetches one client connection has in flight. Default 2.
+    #[serde(default = "default_read_ahead")]
+    pub read_ahead: u32,
+}
+
+fn default_read_ahead() -> u32 {
+    2
+}
+
+impl Default for SiteConfig {
+    fn default() -> Self {
+        SiteConfig {
+            hosts: Vec::new(),
+            origin_group: String::new(),
+            ignore_query: Vec::new(),
+            drop_query: false,
+            methods: MethodsPolicy::default(),
+            heuristic_freshness: None,
+            store_set_cookie: false,
+            client_cache_control: ClientCacheControl::default(),
+            slice: SliceSize::default(),
+            read_ahead: default_read_ahead(),
+        }
+    }
+}
+
+/// `[[site]].slice`: `"off"`, or the size of the slices a large object is cached in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SliceSize(pub Option<ByteSize>);
+
+impl SliceSize {
+    /// The slice size in bytes, `None` when slicing is off.
+    pub fn bytes(self) -> Option<u64> {
+        self.0.map(ByteSize::bytes)
+    }
+}
+
+impl Serialize for SliceSize {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self.0 {
+            None => s.serialize_str("off"),
+            Some(b) => b.serialize(s),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for SliceSize {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = SliceSize;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("\"off\" or a size such as \"2MiB\"")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<SliceSize, E> {
+                if v == "off" {
+                    return Ok(SliceSize(None));
+                }
+                v.parse().map(|b| SliceSize(Some(b))).map_err(E::custom)
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<SliceSize, E> {
+                u64::try_from(v)
+                    .map(|n| SliceSize(Some(ByteSize(n))))
+                    .map_err(|_| E::custom(format!("invalid size {v}: must not be negative")))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<SliceSize, E> {
+                Ok(SliceSize(Some(ByteSize(v))))
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 /// How a site treats the cache directives of viewers' requests.

@@ -516,6 +516,9 @@ pub(crate) fn check(cfg: &Config, found: &mut Found) {
         }
     }
     positive_duration(found, "cache.lock_timeout".into(), c.lock_timeout);
+    if c.read_ahead_per_worker > 4096 {
+        bad(found, "cache.read_ahead_per_worker", "at most 4096");
+    }
     if !(1..=1024).contains(&c.max_variants) {
         bad(found, "cache.max_variants", "must be between 1 and 1024");
     }
@@ -592,6 +595,29 @@ pub(crate) fn check(cfg: &Config, found: &mut Found) {
                 format!("site[{i}].origin_group"),
                 format!("no [[origin_group]] is named {:?}", site.origin_group),
             );
+        }
+        if let Some(size) = site.slice.0 {
+            let most = cfg.store.volume_size.bytes() / 2;
+            if size < ByteSize::kib(64) {
+                bad(
+                    found,
+                    format!("site[{i}].slice"),
+                    format!("{size} is below the minimum 64KiB"),
+                );
+            } else if size.bytes() > most {
+                bad(
+                    found,
+                    format!("site[{i}].slice"),
+                    format!(
+                        "{size} is more than half of store.volume_size ({}): a volume must hold \
+                         at least two slices",
+                        cfg.store.volume_size
+                    ),
+                );
+            }
+        }
+        if site.read_ahead > 16 {
+            bad(found, format!("site[{i}].read_ahead"), "at most 16 slices");
         }
         for (j, q) in site.ignore_query.iter().enumerate() {
             if q.is_empty() || q.contains(['&', '=', '?']) {

@@ -824,3 +824,29 @@ fn lock_timeout_defaults_to_ten_seconds_and_must_be_positive() {
     let ps = problems(&format!("{BASE}\n[cache]\nlock_timeout = \"0s\"\n"));
     assert!(find(&ps, "cache.lock_timeout").message.contains("greater than 0"), "{ps:#?}");
 }
+
+#[test]
+fn slices_are_off_by_default_and_sized_within_the_volume() {
+    let cfg = Config::parse_and_validate(BASE, "t.toml").expect("valid");
+    assert_eq!((cfg.site[0].slice.bytes(), cfg.site[0].read_ahead), (None, 2));
+    assert_eq!(cfg.cache.read_ahead_per_worker, 64);
+    let with = |line: &str| {
+        BASE.replace("origin_group = \"main\"\n", &format!("origin_group = \"main\"\n{line}\n"))
+    };
+    let cfg = Config::parse_and_validate(&with("slice = \"2MiB\""), "t.toml").expect("valid");
+    assert_eq!(cfg.site[0].slice.bytes(), Some(2 << 20));
+    let cfg = Config::parse_and_validate(&with("slice = \"off\""), "t.toml").expect("valid");
+    assert_eq!(cfg.site[0].slice.bytes(), None);
+    // The default volume is 256 MiB: a slice may take half of it at most.
+    for (v, ok) in
+        [("\"32KiB\"", false), ("\"64KiB\"", true), ("\"128MiB\"", true), ("\"129MiB\"", false)]
+    {
+        let ps = problems(&with(&format!("slice = {v}")));
+        assert_eq!(ps.iter().any(|p| p.key == "site[0].slice"), !ok, "{v}: {ps:#?}");
+    }
+    let ps = Config::parse(&with("slice = \"on\""), "t.toml").expect_err("not a size").problems;
+    assert_eq!(ps[0].key, "site[0].slice");
+    assert!(find(&problems(&with("read_ahead = 17")), "site[0].read_ahead").message.contains("16"));
+    let ps = problems(&format!("{BASE}\n[cache]\nread_ahead_per_worker = 5000\n"));
+    assert!(find(&ps, "cache.read_ahead_per_worker").message.contains("4096"));
+}

@@ -189,6 +189,7 @@ pub fn cache_settings(cfg: &Config, origin_flag: bool) -> reel_cache::Settings {
                 ..policy.clone()
             },
             honor_client_cache_control: s.client_cache_control == ClientCacheControl::Honor,
+            slicing: reel_cache::Slicing { size: s.slice.bytes(), read_ahead: s.read_ahead },
         })
         .collect();
     let fallback = origin_flag.then(|| Site {
@@ -198,6 +199,7 @@ pub fn cache_settings(cfg: &Config, origin_flag: bool) -> reel_cache::Settings {
         pass_methods: true,
         policy: policy.clone(),
         honor_client_cache_control: true,
+        slicing: reel_cache::Slicing::default(),
     });
     let rules = TtlRules::new(c.rule.iter().map(|r| {
         (
@@ -214,6 +216,7 @@ pub fn cache_settings(cfg: &Config, origin_flag: bool) -> reel_cache::Settings {
         fill_drop_headers: c.fill_drop_headers.iter().map(|h| h.to_ascii_lowercase()).collect(),
         max_variants: c.max_variants as usize,
         lock_timeout: c.lock_timeout.get(),
+        read_ahead_per_worker: c.read_ahead_per_worker as usize,
     }
 }
 
@@ -290,6 +293,8 @@ hosts = ["live.example.com"]
 origin_group = "a"
 ignore_query = ["token"]
 methods = "refuse"
+slice = "1MiB"
+read_ahead = 3
 [[origin_group]]
 name = "a"
 retries = 3
@@ -330,11 +335,14 @@ retries = 3
         assert_eq!(site.group, "a");
         assert!(!site.pass_methods, "methods = refuse");
         assert_eq!(site.key.ignore_query, ["token"]);
+        assert_eq!((site.slicing.size, site.slicing.read_ahead), (Some(1 << 20), 3));
+        assert_eq!(s.read_ahead_per_worker, 64);
         assert_eq!(s.policy.negative_ttl, None, "0s: do not cache 404s");
         assert!(s.policy.heuristic);
         assert!(s.site_for("other.example").is_none());
         let with_flag = cache_settings(&c, true);
-        assert_eq!(with_flag.site_for("other.example").expect("fallback").group, FLAG_GROUP);
+        let fallback = with_flag.site_for("other.example").expect("fallback");
+        assert_eq!((fallback.group.as_str(), fallback.slicing.size), (FLAG_GROUP, None));
         let hp = OriginFlag { addr: "10.0.0.1:8000".parse().expect("host"), tls: false };
         assert_eq!(origin_groups(&c, Some(&hp)).last().map(|g| g.name.as_str()), Some(FLAG_GROUP));
     }

@@ -26,6 +26,25 @@ pub struct Site {
     pub policy: PolicyConfig,
     /// Whether viewers' request cache directives apply (`client_cache_control = "honor"`).
     pub honor_client_cache_control: bool,
+    /// Slice caching (`slice`, `read_ahead`).
+    pub slicing: Slicing,
+}
+
+/// A site's slice caching: objects answered from fixed-size slices fetched by `Range`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Slicing {
+    /// The slice size in bytes; `None` stores objects whole.
+    pub size: Option<u64>,
+    /// Slices fetched ahead of a sequential viewer (and the most read-ahead fetches one
+    /// connection has in flight); 0 = none.
+    pub read_ahead: u32,
+}
+
+impl Default for Slicing {
+    /// Off, with the default read-ahead depth for when it is turned on.
+    fn default() -> Self {
+        Slicing { size: None, read_ahead: 2 }
+    }
 }
 
 /// Everything the cache path reads from the config (the binary builds it from `[cache]`,
@@ -48,6 +67,8 @@ pub struct Settings {
     pub max_variants: usize,
     /// How long a follower waits for its leader's origin response (`[cache] lock_timeout`).
     pub lock_timeout: Duration,
+    /// Most read-ahead slice fetches in flight per worker (`[cache] read_ahead_per_worker`).
+    pub read_ahead_per_worker: usize,
 }
 
 impl Settings {
@@ -100,6 +121,7 @@ mod tests {
             pass_methods: true,
             policy: PolicyConfig::default(),
             honor_client_cache_control: true,
+            slicing: Slicing::default(),
         }
     }
 
@@ -117,6 +139,7 @@ mod tests {
             fill_drop_headers: Settings::default_fill_drop_headers(),
             max_variants: 32,
             lock_timeout: Duration::from_secs(10),
+            read_ahead_per_worker: 64,
         };
         assert_eq!(s.site_for("live.example.com:8080").unwrap().group, "a");
         assert_eq!(s.site_for("x.example.com").unwrap().group, "a");

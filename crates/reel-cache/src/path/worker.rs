@@ -266,6 +266,7 @@ mod tests {
             fill_drop_headers: Settings::default_fill_drop_headers(),
             max_variants: 32,
             lock_timeout: Duration::from_secs(10),
+            read_ahead_per_worker: 64,
         });
         let a =
             WorkerCache::new(SharedCache::new(store), settings.clone(), origins.worker_client());
