@@ -13,6 +13,7 @@ use http_body::{Frame, SizeHint};
 use tokio::time::{Instant, Sleep};
 
 use crate::content::fill;
+use crate::stats::OriginStats;
 
 /// Chunk size when not paced: large enough that generation cost per frame is amortised.
 const CHUNK: u64 = 64 << 10;
@@ -49,6 +50,8 @@ pub struct OriginBody {
     cutting: bool,
     /// `(when, up to)`: bytes below `up to` may not leave before `when`.
     schedule: VecDeque<(Instant, u64)>,
+    /// Where the bytes sent are counted.
+    counted: Option<OriginStats>,
 }
 
 impl OriginBody {
@@ -78,7 +81,14 @@ impl OriginBody {
             sleep: None,
             cutting: false,
             schedule: VecDeque::new(),
+            counted: None,
         }
+    }
+
+    /// Counts the bytes this body sends in `stats`.
+    pub(crate) fn counted(mut self, stats: &OriginStats) -> Self {
+        self.counted = Some(stats.clone());
+        self
     }
 
     /// Releases the body in steps: the bytes before each `up to` offset (relative to the
@@ -176,6 +186,9 @@ impl http_body::Body for OriginBody {
             }
             let data = this.produce(n);
             this.pos += n;
+            if let Some(s) = &this.counted {
+                s.record_body_bytes(n);
+            }
             return Poll::Ready(Some(Ok(Frame::data(data))));
         }
     }

@@ -15,6 +15,22 @@ pub fn content_key(seed: u64, path: &str) -> u64 {
     mix64(h ^ mix64(seed))
 }
 
+/// The content key of the `/obj/` object at `path` in object `version` (bumped by `POST
+/// /__origin/version`; version 0 is [`content_key`]).
+pub fn object_key(seed: u64, version: u64, path: &str) -> u64 {
+    match version {
+        0 => content_key(seed, path),
+        v => content_key(seed, path) ^ mix64(v.wrapping_mul(0x9E37_79B9_7F4A_7C15)),
+    }
+}
+
+/// The bytes `[offset, offset + len)` of the `/obj/` object at `path` in `version`.
+pub fn object_bytes(seed: u64, version: u64, path: &str, offset: u64, len: usize) -> Vec<u8> {
+    let mut v = vec![0; len];
+    fill(object_key(seed, version, path), offset, &mut v);
+    v
+}
+
 /// Writes the object bytes `[offset, offset + buf.len())` of the object with `key`.
 pub fn fill(key: u64, offset: u64, buf: &mut [u8]) {
     let mut pos = offset;
@@ -65,5 +81,8 @@ mod tests {
         assert_ne!(content_key(0, "/live/seg_1.ts"), content_key(1, "/live/seg_1.ts"));
         assert_eq!(content_key(3, "/a"), content_key(3, "/a"));
         assert_ne!(etag(1, 10), etag(1, 11));
+        assert_eq!(object_key(3, 0, "/obj/9"), content_key(3, "/obj/9"));
+        assert_ne!(object_key(3, 1, "/obj/9"), object_key(3, 2, "/obj/9"));
+        assert_eq!(object_bytes(3, 0, "/obj/9", 2, 5), expected_bytes(3, "/obj/9", 2, 5));
     }
 }

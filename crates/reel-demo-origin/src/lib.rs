@@ -24,12 +24,17 @@
 //! - **VOD catalog**: `/vod/`, `/vod/index.json` (JSON list of titles), per title
 //!   `/vod/title_<NNN>/index.m3u8` (`#EXT-X-PLAYLIST-TYPE:VOD`, `#EXT-X-ENDLIST`) and
 //!   `/vod/title_<NNN>/seg_<n>.ts`.
-//! - **Benchmark objects**: `/obj/<bytes>` (up to [`MAX_OBJECT_SIZE`]), and the peers-harness
+//! - **Benchmark objects**: `/obj/<bytes>` and `/obj/<bytes>.mp4` (`video/mp4`), up to
+//!   [`MAX_OBJECT_SIZE`] (64 GiB): generated as they are sent, never held, so a test can
+//!   read any byte range of a several-GiB file. `POST /__origin/version` changes every
+//!   `/obj/` object at once (new bytes, `ETag` and `Last-Modified`: an origin whose files
+//!   change under a cache; [`content::object_bytes`]). Also the peers-harness
 //!   paths `/live/playlist.m3u8` (1024 bytes), `/live/part<N>.m4s` (256 KiB), `/vod/seg.ts` and
 //!   `/vod/cat/seg_<NNN>.ts` (2 MiB). `Cache-Control: public, max-age=3600`.
 //! - `/healthz`: 200 `ok`, never delayed or faulted.
 //! - Control (not counted): `GET /__origin/stats` ([`StatsSnapshot`] as JSON, with request
-//!   counts by class, status, path and request target),
+//!   counts by class, status, path, request target and `Range` value, and the body bytes
+//!   sent), `POST /__origin/version` (the new `/obj/` version),
 //!   `POST /__origin/reset` (204, zeroes the counters).
 //!
 //! Live and VOD segments and parts are playable media ([`media`]): MPEG-TS with H.264
@@ -42,7 +47,8 @@
 //! Latency, drawn per request from [`DemoOriginConfig::latency_table`] and scaled by
 //! `latency_scale`, delays the response head. Per request, header or query parameter
 //! [`DELAY_HEADER`] replaces it, [`STREAM_HEADER`] spreads the body over N ms and
-//! [`FAULT_HEADER`] (`error` | `reset` | `none`) overrides the configured fault rates. A
+//! [`FAULT_HEADER`] (`error` | `reset` | `none`) overrides the configured fault rates and
+//! [`RANGES_HEADER`] `ignore` answers a `Range` request with the whole `200`. A
 //! "reset" sends the head with the full `Content-Length`, half the body, then closes the
 //! connection.
 
@@ -77,7 +83,7 @@ pub use config::{ConfigError, DemoOriginConfig, MAX_MEDIA_SEGMENT, MAX_OBJECT_SI
 pub use latency::{DEFAULT_LATENCY_TABLE, LatencyTable, SplitMix, mix64};
 pub use service::{
     DELAY_HEADER, FAULT_HEADER, FIXED_PLAYLIST_SIZE, FIXED_SEGMENT_SIZE, LATENCY_HEADER,
-    LIVE_DVR_WINDOWS, PART_SIZE, RELEASE_HEADER, STREAM_HEADER,
+    LIVE_DVR_WINDOWS, PART_SIZE, RANGES_HEADER, RELEASE_HEADER, STREAM_HEADER,
 };
 pub use stats::{MAX_TRACKED_PATHS, OriginStats, PathClass, StatsSnapshot};
 

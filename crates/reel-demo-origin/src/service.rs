@@ -29,6 +29,9 @@ pub const STREAM_HEADER: &str = "x-origin-stream-ms";
 /// Header (or query parameter) forcing a fault: `error` (503), `reset` (cut body) or
 /// `none` (neither, whatever the configured rates).
 pub const FAULT_HEADER: &str = "x-origin-fault";
+/// Header (or query parameter) `ignore`: the response ignores `Range` (a whole `200`, as an
+/// origin without range support answers).
+pub const RANGES_HEADER: &str = "x-origin-ranges";
 /// Header on every content response giving the latency that was added, in ms.
 pub const LATENCY_HEADER: &str = "x-origin-latency-ms";
 /// Header on live playlists, segments and parts: the Unix time in ms when the origin released
@@ -67,6 +70,8 @@ pub(crate) struct Shared {
     titles: Vec<String>,
     fixed_playlist: Bytes,
     vod_index: Bytes,
+    /// The version of every `/obj/` object, bumped by `POST /__origin/version`.
+    object_version: std::sync::atomic::AtomicU64,
 }
 
 /// Unix time from the monotonic clock: sequence numbers are derived from Unix time (see
@@ -132,6 +137,7 @@ struct Overrides {
     delay_ms: Option<u64>,
     stream_ms: Option<u64>,
     fault: Option<Fault>,
+    ignore_ranges: bool,
 }
 
 /// A refusal decided before any representation exists.
@@ -252,6 +258,7 @@ impl Shared {
             media,
             titles,
             vod_index,
+            object_version: std::sync::atomic::AtomicU64::new(0),
             cfg,
         })
     }
@@ -279,7 +286,7 @@ impl Shared {
                 },
                 None => Route::NotFound,
             },
-            ["obj", n] => match seg_number(n, "", "") {
+            ["obj", n] => match seg_number(n, "", "").or_else(|| seg_number(n, "", ".mp4")) {
                 Some(len) if len <= MAX_OBJECT_SIZE => Route::Object(len),
                 _ => Route::NotFound,
             },
@@ -298,6 +305,9 @@ impl Shared {
         }
         let route = self.route(&path);
         self.stats.record_request(route.class(), &path, req.uri().query());
+        if let Some(r) = req.headers().get(header::RANGE).and_then(|v| v.to_str().ok()) {
+            self.stats.record_range(&path, r);
+        }
         let resp = self.content(route, &path, &req).await;
         self.stats.record_status(resp.status().as_u16());
         Ok(resp)
@@ -319,7 +329,16 @@ impl Shared {
                 *r.status_mut() = StatusCode::NO_CONTENT;
                 r
             }
-            ("stats", _) | ("reset", _) => simple(StatusCode::METHOD_NOT_ALLOWED, "wrong method"),
+            ("version", &Method::POST) => {
+                use std::sync::atomic::Ordering;
+                let v = self.object_version.fetch_add(1, Ordering::SeqCst) + 1;
+                let mut r = Response::new(OriginBody::bytes(format!("{v}\n")));
+                r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+                r
+            }
+            ("stats", _) | ("reset", _) | ("version", _) => {
+                simple(StatusCode::METHOD_NOT_ALLOWED, "wrong method")
+            }
             _ => simple(StatusCode::NOT_FOUND, "no such control endpoint"),
         }
     }
@@ -345,7 +364,17 @@ impl Shared {
             Some("none") => Some(Fault::None),
             Some(_) => return Err(format!("{FAULT_HEADER}: expected error, reset or none")),
         };
-        Ok(Overrides { delay_ms: num(DELAY_HEADER)?, stream_ms: num(STREAM_HEADER)?, fault })
+        let ignore_ranges = match get(RANGES_HEADER) {
+            None | Some("honor") => false,
+            Some("ignore") => true,
+            Some(_) => return Err(format!("{RANGES_HEADER}: expected ignore or honor")),
+        };
+        Ok(Overrides {
+            delay_ms: num(DELAY_HEADER)?,
+            stream_ms: num(STREAM_HEADER)?,
+            fault,
+            ignore_ranges,
+        })
     }
 
     async fn content<B>(&self, route: Route, path: &str, req: &Request<B>) -> Response<OriginBody> {
@@ -392,7 +421,7 @@ impl Shared {
             }
             Route::VodPlaylist(i) => Ok(self.vod_playlist(i)),
             Route::VodSegment(t, n) => self.vod_segment(path, t, n),
-            Route::Object(len) => Ok(self.generated(path, len, "application/octet-stream")),
+            Route::Object(len) => Ok(self.object(path, len)),
             Route::FixedPlaylist => {
                 Ok(self.static_entity(self.fixed_playlist.clone(), M3U8, LONG_CACHE))
             }
@@ -409,7 +438,7 @@ impl Shared {
                         Some(f) => f == Fault::Reset,
                         None => self.rng.chance(self.cfg.reset_rate),
                     };
-                self.send(req, e, ov.stream_ms, reset).await
+                self.send(req, e, &ov, reset).await
             }
             Err(Reject(status, msg)) => simple(status, msg),
         };
@@ -441,6 +470,24 @@ impl Shared {
             etag: etag(key, len),
             last_modified_secs: VOD_EPOCH,
             content_type,
+            cache_control: LONG_CACHE.to_string(),
+            release_ms: None,
+            schedule: None,
+        }
+    }
+
+    /// An `/obj/` object: generated bytes of the current object version (see
+    /// [`content::object_key`](crate::content::object_key)); `.mp4` names are `video/mp4`.
+    fn object(&self, path: &str, len: u64) -> Entity {
+        let version = self.object_version.load(std::sync::atomic::Ordering::SeqCst);
+        let key = crate::content::object_key(self.cfg.seed, version, path);
+        let mp4 = path.ends_with(".mp4");
+        Entity {
+            source: Source::Gen(key),
+            len,
+            etag: etag(key, len),
+            last_modified_secs: VOD_EPOCH + version,
+            content_type: if mp4 { "video/mp4" } else { "application/octet-stream" },
             cache_control: LONG_CACHE.to_string(),
             release_ms: None,
             schedule: None,
@@ -605,9 +652,10 @@ impl Shared {
         &self,
         req: &Request<B>,
         e: Entity,
-        stream_ms: Option<u64>,
+        ov: &Overrides,
         reset: bool,
     ) -> Response<OriginBody> {
+        let stream_ms = ov.stream_ms;
         let headers = req.headers();
         let hstr = |name: HeaderName| headers.get(name).and_then(|v| v.to_str().ok());
         let lm = UNIX_EPOCH + Duration::from_secs(e.last_modified_secs);
@@ -642,7 +690,10 @@ impl Shared {
         }
 
         let mut spec = RangeSpec::Full;
-        let range = if req.method() == Method::GET { hstr(header::RANGE) } else { None };
+        let range = match req.method() {
+            &Method::GET if !ov.ignore_ranges => hstr(header::RANGE),
+            _ => None,
+        };
         if let Some(range) = range {
             // RFC 9110 §13.1.5: a failed If-Range means "send it all".
             let if_range_ok = match hstr(header::IF_RANGE) {
@@ -668,7 +719,7 @@ impl Shared {
         let len = end - start;
         let mut body = OriginBody::empty();
         if req.method() != Method::HEAD {
-            body = OriginBody::new(e.source, start, end);
+            body = OriginBody::new(e.source, start, end).counted(&self.stats);
             let pace = stream_ms.map(Duration::from_millis).or_else(|| {
                 self.cfg.slow_body_bps.map(|bps| Duration::from_secs_f64(len as f64 / bps as f64))
             });
@@ -686,7 +737,9 @@ impl Shared {
         h.extend(validators);
         h.insert(header::CONTENT_TYPE, HeaderValue::from_static(e.content_type));
         h.insert(header::CONTENT_LENGTH, hv(len.to_string()));
-        h.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
+        if !ov.ignore_ranges {
+            h.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
+        }
         if status == StatusCode::PARTIAL_CONTENT {
             h.insert(header::CONTENT_RANGE, hv(format!("bytes {start}-{}/{}", end - 1, e.len)));
         }
@@ -715,7 +768,7 @@ impl Shared {
         let mut body = OriginBody::empty();
         if req.method() != Method::HEAD {
             let steps = steps.into_iter().map(|(ms, upto)| (self.clock.instant_of(ms), upto));
-            body = OriginBody::new(source, 0, len).scheduled(steps);
+            body = OriginBody::new(source, 0, len).scheduled(steps).counted(&self.stats);
             if reset && len >= 2 {
                 self.stats.record_reset();
                 body = body.cut_after(len / 2);
@@ -800,6 +853,8 @@ mod tests {
             ("/vod/title_003/seg_30.ts", Route::NotFound),
             ("/vod/title_004/index.m3u8", Route::NotFound),
             ("/obj/1024", Route::Object(1024)),
+            ("/obj/1073741824.mp4", Route::Object(1 << 30)),
+            ("/obj/.mp4", Route::NotFound),
             ("/obj/", Route::NotFound),
             ("/obj/-1", Route::NotFound),
             ("/obj/99999999999999999999999", Route::NotFound),

@@ -95,6 +95,16 @@ pub struct StatsSnapshot {
     /// Requests for targets beyond the tracked set.
     #[serde(default)]
     pub requests_by_target_overflow: u64,
+    /// Requests with a `Range` field, by path and value (`/obj/1000 bytes=0-99`), up to
+    /// [`MAX_TRACKED_PATHS`] pairs: how many times each byte range was asked for.
+    #[serde(default)]
+    pub requests_by_range: BTreeMap<String, u64>,
+    /// Range requests beyond the tracked set.
+    #[serde(default)]
+    pub requests_by_range_overflow: u64,
+    /// Body bytes sent, all responses together (what a cache in front cost the origin).
+    #[serde(default)]
+    pub body_bytes: u64,
     /// `503`s injected by `error_rate` or `x-origin-fault: error`.
     pub injected_errors: u64,
     /// Bodies cut by `reset_rate` or `x-origin-fault: reset`.
@@ -116,6 +126,9 @@ struct Inner {
     path_overflow: AtomicU64,
     targets: Mutex<HashMap<String, u64>>,
     target_overflow: AtomicU64,
+    ranges: Mutex<HashMap<String, u64>>,
+    range_overflow: AtomicU64,
+    body_bytes: AtomicU64,
     errors: AtomicU64,
     resets: AtomicU64,
 }
@@ -130,6 +143,9 @@ impl Default for Inner {
             path_overflow: AtomicU64::new(0),
             targets: Mutex::new(HashMap::new()),
             target_overflow: AtomicU64::new(0),
+            ranges: Mutex::new(HashMap::new()),
+            range_overflow: AtomicU64::new(0),
+            body_bytes: AtomicU64::new(0),
             errors: AtomicU64::new(0),
             resets: AtomicU64::new(0),
         }
@@ -183,6 +199,21 @@ impl OriginStats {
         }
     }
 
+    fn ranges(&self) -> MutexGuard<'_, HashMap<String, u64>> {
+        self.inner.ranges.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Counts one request for `path` carrying `Range: range`.
+    pub(crate) fn record_range(&self, path: &str, range: &str) {
+        let key = format!("{path} {range}");
+        bump(&mut self.ranges(), &key, || key.clone(), &self.inner.range_overflow);
+    }
+
+    /// Counts body bytes sent.
+    pub(crate) fn record_body_bytes(&self, n: u64) {
+        self.inner.body_bytes.fetch_add(n, Relaxed);
+    }
+
     pub(crate) fn record_status(&self, status: u16) {
         if let Some(c) = self.inner.status.get(usize::from(status)) {
             c.fetch_add(1, Relaxed);
@@ -217,6 +248,24 @@ impl OriginStats {
         self.targets().get(target).copied().unwrap_or(0)
     }
 
+    /// Requests for `path` with `Range: range` (the field value as sent; 0 if untracked).
+    pub fn range(&self, path: &str, range: &str) -> u64 {
+        self.ranges().get(&format!("{path} {range}")).copied().unwrap_or(0)
+    }
+
+    /// Every `(path, range)` asked for, with its count.
+    pub fn ranges_asked(&self) -> Vec<(String, String, u64)> {
+        self.ranges()
+            .iter()
+            .filter_map(|(k, n)| k.split_once(' ').map(|(p, r)| (p.to_string(), r.to_string(), *n)))
+            .collect()
+    }
+
+    /// Body bytes sent so far.
+    pub fn body_bytes(&self) -> u64 {
+        self.inner.body_bytes.load(Relaxed)
+    }
+
     /// Responses sent with `status`.
     pub fn status(&self, status: u16) -> u64 {
         self.inner.status.get(usize::from(status)).map_or(0, |c| c.load(Relaxed))
@@ -244,6 +293,9 @@ impl OriginStats {
             by_path_overflow: i.path_overflow.load(Relaxed),
             requests_by_target: self.targets().iter().map(|(k, v)| (k.clone(), *v)).collect(),
             requests_by_target_overflow: i.target_overflow.load(Relaxed),
+            requests_by_range: self.ranges().iter().map(|(k, v)| (k.clone(), *v)).collect(),
+            requests_by_range_overflow: i.range_overflow.load(Relaxed),
+            body_bytes: i.body_bytes.load(Relaxed),
             injected_errors: i.errors.load(Relaxed),
             injected_resets: i.resets.load(Relaxed),
         }
@@ -258,6 +310,9 @@ impl OriginStats {
         i.path_overflow.store(0, Relaxed);
         self.targets().clear();
         i.target_overflow.store(0, Relaxed);
+        self.ranges().clear();
+        i.range_overflow.store(0, Relaxed);
+        i.body_bytes.store(0, Relaxed);
         i.errors.store(0, Relaxed);
         i.resets.store(0, Relaxed);
     }

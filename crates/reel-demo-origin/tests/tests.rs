@@ -505,3 +505,40 @@ async fn shutdown_does_not_wait_for_a_long_delayed_request() {
     assert!(t0.elapsed() < Duration::from_secs(60), "shutdown took {:?}", t0.elapsed());
     pending.abort();
 }
+
+#[tokio::test]
+async fn a_large_object_serves_any_range_counts_each_range_and_can_change_version() {
+    let o = origin(DemoOriginConfig::no_latency());
+    let (addr, path) = (o.local_addr(), "/obj/3221225472.mp4");
+    let at = 3 * (1u64 << 30) - 1000;
+    let range = format!("bytes={at}-");
+    let r = request(addr, "GET", path, &[("Range", &range)]).await;
+    assert_eq!(r.status, 206);
+    assert_eq!(r.header("content-type"), Some("video/mp4"));
+    assert_eq!(r.header("content-range"), Some("bytes 3221224472-3221225471/3221225472"));
+    assert_eq!(r.body, expected_bytes(0, path, at, 1000));
+    let v0 = r.header("etag").unwrap().to_string();
+    assert_eq!(o.stats().range(path, &range), 1);
+    request(addr, "GET", path, &[("Range", &range)]).await;
+    assert_eq!(o.stats().range(path, &range), 2, "one count per request of the range");
+    assert_eq!(o.stats().body_bytes(), 2000);
+
+    // An origin that ignores Range: the whole object, no Accept-Ranges.
+    let r =
+        request(addr, "GET", "/obj/5000?x-origin-ranges=ignore", &[("Range", "bytes=0-9")]).await;
+    assert_eq!((r.status, r.body.len()), (200, 5000));
+    assert_eq!(r.header("accept-ranges"), None);
+
+    // A new version: other bytes and validators, for every /obj/ object.
+    let bumped = request(addr, "POST", "/__origin/version", &[]).await;
+    assert_eq!((bumped.status, bumped.text()), (200, "1\n".to_string()));
+    let r = request(addr, "GET", path, &[("Range", &range)]).await;
+    assert_ne!(r.header("etag"), Some(v0.as_str()));
+    let want = reel_demo_origin::content::object_bytes(0, 1, path, at, 1000);
+    assert_eq!(r.body, want);
+    assert_ne!(want, expected_bytes(0, path, at, 1000));
+    let snap: StatsSnapshot =
+        serde_json::from_slice(&get(addr, "/__origin/stats").await.body).unwrap();
+    assert_eq!(snap.requests_by_range[&format!("{path} {range}")], 3);
+    assert_eq!(snap.body_bytes, 3000 + 5000);
+}

@@ -20,6 +20,7 @@ use super::respond::{Prepared, ReqHeaders, unix_now};
 use super::serve::stream_origin;
 use super::settings::{Settings, Site};
 use super::shared::SharedCache;
+use super::slice::Part;
 use super::worker::{WorkerCache, local};
 use crate::key::{CacheKey, KeyConfig};
 use crate::policy::HeaderLookup;
@@ -110,7 +111,7 @@ pub(super) fn forward_headers(req: &Request, why: Forward, drop: &[String]) -> H
 /// The origin request for a fill of `key`: the Host the key names, the client's headers
 /// as [`forward_headers`] keeps them for `why`, plus our validators when revalidating
 /// `stale`.
-fn fill_request(
+pub(super) fn fill_request(
     req: &Request,
     key: &CacheKey,
     why: Forward,
@@ -159,6 +160,9 @@ pub(super) struct Viewer<'a, H: ?Sized> {
     /// Whether the key leaves out query parameters the origin was sent
     /// ([`key_omits_query`]): then an error answer is not stored.
     pub partial_key: bool,
+    /// The part of the representation the request asks the origin for (a slice): its 206
+    /// is stored as that part. `None`: the whole representation.
+    pub part: Option<Part<'a>>,
 }
 
 /// Whether `key` leaves out query parameters the origin is sent for `req` (`drop_query`,
@@ -260,8 +264,17 @@ impl Fetcher<'_> {
             }
         }
 
-        let ok =
-            storable(b"GET", status, viewer.cc, viewer.headers, &resp.headers, self.policy, rule);
+        // A part's 206 is the representation's own answer, cut to the range asked for.
+        let as_status = if status == 206 && viewer.part.is_some() { 200 } else { status };
+        let ok = storable(
+            b"GET",
+            as_status,
+            viewer.cc,
+            viewer.headers,
+            &resp.headers,
+            self.policy,
+            rule,
+        );
         let vary = Vary::parse(&resp.headers);
         let not_for_viewer = match &vary {
             Vary::Fields(names) => viewer.selects_withheld(names.iter().map(String::as_str)),
@@ -274,7 +287,11 @@ impl Fetcher<'_> {
             lead.publish(State::NotShared);
             return (Fetched::NotStored(resp), origin_time);
         }
-        match self.begin_fill(key, &vary, viewer.headers, &resp, times, rule).await {
+        let begun = match &viewer.part {
+            Some(part) if status == 206 => self.begin_part(part, key, &resp, times, rule).await,
+            _ => self.begin_fill(key, &vary, viewer.headers, &resp, times, rule).await,
+        };
+        match begun {
             Ok((writer, fill)) => {
                 lead.publish(State::Filling);
                 tokio::task::spawn_local(fill_task(writer, resp, lead));
@@ -319,7 +336,7 @@ impl WorkerCache {
         let hdrs = ReqHeaders(req);
         let withheld = Withheld { dropped, per_viewer: false };
         let partial_key = key_omits_query(req, key);
-        let viewer = Viewer { headers: &hdrs, cc: req_cc, withheld, partial_key };
+        let viewer = Viewer { headers: &hdrs, cc: req_cc, withheld, partial_key, part: None };
         let revalidating =
             stale.as_ref().map(|s| Revalidating { store_key: &s.store_key, meta: &s.prep.meta });
         let (fetched, origin_time) =
@@ -370,7 +387,7 @@ impl WorkerCache {
         let dropped = &self.settings.fill_drop_headers;
         let withheld = Withheld { dropped, per_viewer: true };
         let partial_key = key_omits_query(req, key);
-        let viewer = Viewer { headers: &hdrs, cc: req_cc, withheld, partial_key };
+        let viewer = Viewer { headers: &hdrs, cc: req_cc, withheld, partial_key, part: None };
         let entries = stored.prep.meta.vary().entries();
         if viewer.selects_withheld(entries.iter().map(|(n, _)| n.as_str())) {
             // This viewer's variant depends on its credentials or cookies, which a shared
@@ -403,7 +420,7 @@ impl WorkerCache {
             };
             let dropped = &settings.fill_drop_headers;
             let withheld = Withheld { dropped, per_viewer: true };
-            let viewer = Viewer { headers: &headers, cc: &cc, withheld, partial_key };
+            let viewer = Viewer { headers: &headers, cc: &cc, withheld, partial_key, part: None };
             let stale = Revalidating { store_key: &store_key, meta: &prep.meta };
             // No client waits for it: a response that was not stored is dropped.
             let _ = fx.fetch_and_store(&key, oreq, viewer, Some(stale), lead).await;

@@ -48,19 +48,7 @@ impl Fetcher<'_> {
             }
         };
         let len = resp.body.content_length();
-        let mut h = header_pairs(&resp.headers);
-        let swr = self.settings.swr_default.as_secs();
-        let cc = ResponseCacheControl::for_cache(&resp.headers, &self.policy.targeted);
-        if swr > 0 && cc.stale_while_revalidate.is_none() {
-            // The configured default window, stored as a field so it survives restarts and
-            // reaches the clients like the origin's own would.
-            h.push((
-                b"cache-control".to_vec(),
-                format!("stale-while-revalidate={swr}").into_bytes(),
-            ));
-        }
-        let meta =
-            StoredMeta::from_response(resp.status.as_u16(), &h, vk, times, len, self.policy, rule);
+        let meta = self.meta_for(resp.status.as_u16(), &resp.headers, &[], vk, times, len, rule);
         let writer = store.begin_fill(&store_key, meta.encode().into(), len).await?;
         match store.lookup(&store_key) {
             Some(Lookup::Filling(f)) => Ok((writer, f)),
@@ -70,6 +58,34 @@ impl Fetcher<'_> {
 }
 
 impl Fetcher<'_> {
+    /// The stored metadata of a response with `status` and `headers` (less the fields
+    /// `skip` names, lowercase), `len` body bytes and the secondary key `vk`.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn meta_for(
+        &self,
+        status: u16,
+        headers: &HeaderMap,
+        skip: &[&str],
+        vk: VaryKey,
+        times: ResponseTimes,
+        len: Option<u64>,
+        rule: Option<&TtlRule>,
+    ) -> StoredMeta {
+        let mut h = header_pairs(headers);
+        h.retain(|(n, _)| !skip.iter().any(|s| s.as_bytes() == &n[..]));
+        let swr = self.settings.swr_default.as_secs();
+        let cc = ResponseCacheControl::for_cache(headers, &self.policy.targeted);
+        if swr > 0 && cc.stale_while_revalidate.is_none() {
+            // The configured default window, stored as a field so it survives restarts and
+            // reaches the clients like the origin's own would.
+            h.push((
+                b"cache-control".to_vec(),
+                format!("stale-while-revalidate={swr}").into_bytes(),
+            ));
+        }
+        StoredMeta::from_response(status, &h, vk, times, len, self.policy, rule)
+    }
+
     /// The Vary marker stored at `key`, if any.
     fn current_marker(&self, key: &CacheKey) -> Option<Marker> {
         match self.shared.store.lookup(key.as_bytes())? {

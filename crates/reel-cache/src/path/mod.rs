@@ -17,6 +17,10 @@
 //! - `fill`: writing an origin response into the store;
 //! - `forward`: what is not cached (pass-through) and the invalidation it causes;
 //! - `answer`: a response's cache result, `Cache-Status` and origin time as one value;
+//! - `slice`: sliced objects (`[[site]] slice`): a head per URL, slices fetched by `Range`,
+//!   each its own object; `readahead` fetches the slices ahead of a sequential viewer;
+//! - `pieces`: bodies assembled from pieces (slices, multipart parts) by a walk that
+//!   fetches what is missing as it goes;
 //! - [`pass_stream`]: an origin body streamed to its one client, its buffer bounded;
 //! - [`respond`]: responses built from stored metadata, bodies streamed from the store;
 //! - [`tag`]: the per-response tag the access log and metrics read back.
@@ -31,10 +35,13 @@ mod forward;
 pub mod inflight;
 mod lookup;
 pub mod pass_stream;
+mod pieces;
+pub mod readahead;
 pub mod respond;
 mod serve;
 pub mod settings;
 pub mod shared;
+pub mod slice;
 pub mod tag;
 mod variants;
 pub mod worker;

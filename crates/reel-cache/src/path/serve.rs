@@ -13,14 +13,17 @@ use reel_store::Hit;
 
 use super::answer::Answer;
 use super::pass_stream::{PassBuffered, stream_body};
+use super::pieces::{self, Whole};
 use super::respond::{
     LeasedRange, Prepared, ReqHeaders, stream_cold_hit, stream_filling, unix_now,
 };
 use super::worker::{WorkerCache, local};
+use crate::policy::HeaderLookup;
 use crate::policy::conditional::{self, Outcome, Validators};
 use crate::policy::meta::StoredMeta;
+use crate::policy::multipart::{Multipart, fresh_boundary};
 use crate::policy::range::{
-    Available, RangeOutcome, content_range, content_range_unsatisfied, parse_range,
+    Available, RangeOutcome, RangeSet, content_range, content_range_unsatisfied, parse_range,
 };
 
 /// Whole bodies up to this size are kept per worker in memory and sent with their head.
@@ -57,6 +60,12 @@ impl WorkerCache {
                     .head(416, now, cs)
                     .header("content-range", content_range_unsatisfied(total))
                     .tagged(t);
+            }
+            RangeOutcome::Multipart { total } => {
+                let Some(set) = req.header("range").and_then(parse_range) else {
+                    return local(500);
+                };
+                return multipart_answer(prep, now, ans, &set, total, Whole::hit(hit));
             }
             RangeOutcome::Full | RangeOutcome::Wait => (status, 0, len, None),
         };
@@ -147,6 +156,10 @@ impl WorkerCache {
                             .header("content-range", content_range_unsatisfied(total))
                             .tagged(t);
                     }
+                    RangeOutcome::Multipart { total } => {
+                        let src = Whole::filling(fill, total);
+                        return multipart_answer(&prep, now, ans, &set, total, src);
+                    }
                     RangeOutcome::Full => break,
                     RangeOutcome::Wait => {
                         let next = st.available + 1;
@@ -176,6 +189,23 @@ impl WorkerCache {
     }
 }
 
+/// A `multipart/byteranges` 206 of `set`'s parts of the representation `src` holds.
+fn multipart_answer(
+    prep: &Prepared,
+    now: u64,
+    ans: Answer,
+    set: &RangeSet,
+    total: u64,
+    src: Whole,
+) -> Response {
+    let ct = prep.meta.headers().get_first("content-type");
+    let m = Multipart::new(&set.parts(total), total, ct, fresh_boundary(&total.to_le_bytes()));
+    let len = m.content_length();
+    pieces::multipart_head(prep, now, ans.cache_status, &m)
+        .stream(pieces::stream(src, pieces::multipart(&m)), Some(len))
+        .tagged(ans.tag())
+}
+
 /// The Range a GET of a complete object asks for, if it applies (RFC 9110 14.2, 13.1.5).
 fn range_of(req: &Request, meta: &StoredMeta, status: u16, len: u64, head: bool) -> RangeOutcome {
     if head || status != 200 {
@@ -193,13 +223,13 @@ fn range_of(req: &Request, meta: &StoredMeta, status: u16, len: u64, head: bool)
 
 /// A 412 computed from a stored response (RFC 9110 13.1.1, 13.1.4), with the
 /// `Cache-Status` of the cached answer it replaces.
-fn precondition_failed(cs: &'static [u8]) -> Response {
+pub(super) fn precondition_failed(cs: &'static [u8]) -> Response {
     Response::error(412).header("cache-status", Bytes::from_static(cs))
 }
 
 /// A 304 from a stored response: the fields RFC 9110 15.4.5 asks for, `Date` the
 /// stored one.
-fn not_modified(prep: &Prepared, now: u64, cs: &'static [u8]) -> Response {
+pub(super) fn not_modified(prep: &Prepared, now: u64, cs: &'static [u8]) -> Response {
     let mut r = prep.with_date(Response::new(304));
     for (n, v) in prep.meta.headers() {
         let keep = [

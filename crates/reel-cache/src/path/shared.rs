@@ -7,6 +7,7 @@ use reel_store::{Lookup, Store, StoreError};
 use super::inflight::Inflight;
 use super::pass_stream::PassBuffered;
 use super::settings::Settings;
+use super::slice::{SliceCounters, derived_keys};
 use super::variants::Marker;
 use crate::key::{CacheKey, prefix_for_purge};
 use crate::policy::meta::StoredMeta;
@@ -23,6 +24,8 @@ pub struct SharedCache {
     pub inflight: Arc<Inflight>,
     /// Bytes of pass-through bodies held between origins and clients.
     pub pass_buffered: Arc<PassBuffered>,
+    /// Counters of sliced objects.
+    pub slices: SliceCounters,
 }
 
 /// Why a purge request was refused.
@@ -48,7 +51,12 @@ pub enum PurgeError {
 impl SharedCache {
     /// Wraps the store.
     pub fn new(store: Arc<Store>) -> Arc<SharedCache> {
-        Arc::new(SharedCache { store, inflight: Inflight::new(), pass_buffered: Arc::default() })
+        Arc::new(SharedCache {
+            store,
+            inflight: Inflight::new(),
+            pass_buffered: Arc::default(),
+            slices: SliceCounters::default(),
+        })
     }
 
     /// Removes what the store holds for the primary key `key`: its object, or its Vary
@@ -58,13 +66,25 @@ impl SharedCache {
     /// objects were removed.
     pub async fn remove_url(&self, key: &[u8]) -> Result<u64, StoreError> {
         let marker = match self.store.lookup(key) {
-            None => return Ok(0),
+            None => return self.remove_derived(key).await,
             Some(Lookup::Hit(h)) => Marker::parse(h.meta()),
             Some(Lookup::Filling(f)) => Marker::parse(f.meta()),
         };
         let mut n = u64::from(self.store.remove(key).await?);
         for k in marker.iter().flat_map(|m| m.keys(key)) {
             n += u64::from(self.store.remove(&k).await?);
+        }
+        Ok(n + self.remove_derived(key).await?)
+    }
+
+    /// Removes the heads of a URL's sliced object and partial responses, if stored: what
+    /// they describe can no longer be reached.
+    async fn remove_derived(&self, key: &[u8]) -> Result<u64, StoreError> {
+        let mut n = 0;
+        for k in derived_keys(key) {
+            if self.store.contains(&k) {
+                n += u64::from(self.store.remove(&k).await?);
+            }
         }
         Ok(n)
     }
@@ -113,18 +133,22 @@ impl SharedCache {
         if !soft {
             return Ok(self.remove_url(key).await?);
         }
-        let Some(Lookup::Hit(hit)) = self.store.lookup(key) else { return Ok(0) };
+        let mut derived = 0;
+        for k in derived_keys(key) {
+            derived += u64::from(self.invalidate_one(&k).await?);
+        }
+        let Some(Lookup::Hit(hit)) = self.store.lookup(key) else { return Ok(derived) };
         let Some(marker) = Marker::parse(hit.meta()) else {
             drop(hit);
-            return Ok(u64::from(self.invalidate_one(key).await?));
+            return Ok(derived + u64::from(self.invalidate_one(key).await?));
         };
         drop(hit);
         if marker.generation.is_none() {
             // A marker from before variant lists: its variants cannot be named, so the
             // marker goes, which leaves them unreachable.
-            return Ok(u64::from(self.store.remove(key).await?));
+            return Ok(derived + u64::from(self.store.remove(key).await?));
         }
-        let mut n = 0;
+        let mut n = derived;
         for k in marker.keys(key) {
             n += u64::from(self.invalidate_one(&k).await?);
         }

@@ -13,6 +13,7 @@
 //!                                                                    │ (its fetch failed: once more, one of
 //!                                                                    │  the followers leading)
 //!                                                                    └ lock_timeout ─ fetch on its own, uncached
+//! sliced site, no whole object stored ─ slice (head, slices by Range, read-ahead)
 //! other methods ─ pass through (body streamed) ─ 2xx/3xx: invalidate URL, Location, Content-Location
 //! (extension methods too; TRACE and CONNECT never)
 //! ```
@@ -33,6 +34,7 @@ use reel_origin::WorkerClient;
 use super::answer::Answer;
 use super::inflight::{Follow, Role, State};
 use super::lookup::Found;
+use super::readahead::ReadAhead;
 use super::respond::{MetaCache, ReqHeaders, unix_now};
 use super::settings::{Settings, Site};
 use super::shared::SharedCache;
@@ -71,6 +73,8 @@ pub struct WorkerCache {
     /// Shared with the worker's caches of later config generations (it depends on stored
     /// objects only).
     pub(super) metas: Rc<RefCell<MetaCache>>,
+    /// Read-ahead fetches in flight on this worker (kept across generations, like `metas`).
+    pub(super) read_ahead: Rc<ReadAhead>,
 }
 
 /// A response reel produced itself.
@@ -81,13 +85,14 @@ pub(super) fn local(status: u16) -> Response {
 impl WorkerCache {
     /// A worker's cache over the shared state, for one config generation.
     pub fn new(shared: Arc<SharedCache>, settings: Arc<Settings>, client: WorkerClient) -> Self {
-        WorkerCache { shared, settings, client, metas: Rc::default() }
+        WorkerCache { shared, settings, client, metas: Rc::default(), read_ahead: Rc::default() }
     }
 
     /// This worker's cache for the next config generation: new settings and client (pass a
     /// clone of the current one to keep its pool), the same decoded-metadata cache.
     pub fn next_generation(&self, settings: Arc<Settings>, client: WorkerClient) -> Self {
-        WorkerCache { shared: self.shared.clone(), settings, client, metas: self.metas.clone() }
+        let (metas, read_ahead) = (self.metas.clone(), self.read_ahead.clone());
+        WorkerCache { shared: self.shared.clone(), settings, client, metas, read_ahead }
     }
 
     /// Answers one request. The response's tag carries the cache result and origin time.
@@ -137,6 +142,13 @@ impl WorkerCache {
                 return self.serve_filling(req, fill, prep, Answer::MISS_COLLAPSED).await;
             }
             return self.fetch_pass(req, site, Answer::FWD_REQUEST).await;
+        }
+        if let Some(size) = site.slicing.size
+            && !self.shared.store.contains(key.as_bytes())
+        {
+            // Sliced, unless a whole object is stored for the URL (an origin that ignored
+            // Range, or slicing turned on by a reload): that one is served as it is.
+            return self.get_sliced(req, site, &key, size, &req_cc, m).await;
         }
         let mut fails = Failures::default();
         for _ in 0..MAX_ROUNDS {

@@ -9,6 +9,7 @@ pub mod conditional;
 pub mod freshness;
 pub mod headers;
 pub mod meta;
+pub mod multipart;
 pub mod range;
 pub mod rules;
 pub mod vary;

@@ -1,11 +1,13 @@
 //! Byte ranges (RFC 9110 14): parsing `Range`, resolving it against a complete or
 //! still-filling representation, and formatting `Content-Range`.
 //!
-//! Multiple ranges: after resolution, satisfiable ranges are sorted and coalesced when they
-//! overlap or touch (RFC 9110 14.2 allows a server to coalesce). If one range remains it is
-//! served as a single-part 206; if several remain, the Range header is ignored and the whole
-//! representation is served with 200 (RFC 9110 14.2: a server MAY ignore Range). We do not
-//! generate `multipart/byteranges`: video players request one range at a time.
+//! Multiple ranges ([`RangeSet::parts`]): unsatisfiable members are dropped; when any two
+//! of the rest overlap, touch or are separated by a gap smaller than the overhead of a part
+//! ([`SMALL_GAP`]), all are sorted and coalesced (RFC 9110 14.2 allows a server to coalesce,
+//! and coalescing is what defuses the "many overlapping ranges" attack that section warns
+//! of); otherwise they keep the order of the request (14.2: parts SHOULD follow it). One
+//! range left is a single-part 206; several are a `multipart/byteranges` 206 (14.6,
+//! framed by `multipart`).
 //!
 //! A Range header with more than [`MAX_RANGES`] ranges, an unknown unit, or any invalid
 //! range-spec is ignored (200), as RFC 9110 14.2 permits.
@@ -15,8 +17,12 @@ use std::fmt::Write as _;
 use super::headers::trim_ows;
 
 /// More ranges than this in one request: ignore the header (abuse guard, RFC 9110 14.2
-/// "ignore ... many small ranges").
+/// "ignore ... many small ranges"). Also the most parts of a multipart answer.
 pub const MAX_RANGES: usize = 16;
+
+/// Ranges separated by fewer bytes than this are coalesced: about what one more part of a
+/// `multipart/byteranges` body costs in boundary and header lines (RFC 9110 14.2).
+pub const SMALL_GAP: u64 = 80;
 
 /// One range-spec (RFC 9110 14.1.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,6 +93,11 @@ pub enum RangeOutcome {
     /// The answer depends on bytes not yet received: wait for more data (or completion)
     /// and resolve again.
     Wait,
+    /// Several ranges: a `multipart/byteranges` 206 of [`RangeSet::parts`] of `total`.
+    Multipart {
+        /// The complete length.
+        total: u64,
+    },
     /// 416 Range Not Satisfiable with `Content-Range: bytes */len` (RFC 9110 15.5.17).
     Unsatisfiable {
         /// The complete length for `Content-Range`.
@@ -147,20 +158,8 @@ impl RangeSet {
     /// Resolves against a complete length: the satisfiable ranges (RFC 9110 14.1.1),
     /// sorted and coalesced.
     pub fn satisfiable(&self, len: u64) -> Vec<ByteRange> {
-        let mut out: Vec<ByteRange> = self
-            .specs
-            .iter()
-            .filter_map(|s| match *s {
-                RangeSpec::FromTo(f, l) if f < len => {
-                    Some(ByteRange { start: f, end: l.min(len - 1) })
-                }
-                RangeSpec::From(f) if f < len => Some(ByteRange { start: f, end: len - 1 }),
-                RangeSpec::Suffix(n) if n > 0 && len > 0 => {
-                    Some(ByteRange { start: len - n.min(len), end: len - 1 })
-                }
-                _ => None,
-            })
-            .collect();
+        let mut out: Vec<ByteRange> =
+            self.specs.iter().filter_map(|s| resolve_spec(*s, len)).collect();
         out.sort_unstable_by_key(|r| r.start);
         let mut merged: Vec<ByteRange> = Vec::with_capacity(out.len());
         for r in out {
@@ -168,6 +167,32 @@ impl RangeSet {
                 Some(last) if r.start <= last.end.saturating_add(1) => {
                     last.end = last.end.max(r.end)
                 }
+                _ => merged.push(r),
+            }
+        }
+        merged
+    }
+
+    /// The parts to send for a representation of `len` bytes, in the order to send them:
+    /// the satisfiable ranges in request order, or, when any two of them overlap, touch or
+    /// are less than [`SMALL_GAP`] apart, all of them sorted and coalesced (RFC 9110 14.2).
+    /// At most [`MAX_RANGES`]; empty when none is satisfiable.
+    pub fn parts(&self, len: u64) -> Vec<ByteRange> {
+        let ordered: Vec<ByteRange> =
+            self.specs.iter().filter_map(|s| resolve_spec(*s, len)).collect();
+        if ordered.len() < 2 {
+            return ordered;
+        }
+        let mut sorted = ordered.clone();
+        sorted.sort_unstable_by_key(|r| r.start);
+        let close = |a: &ByteRange, b: &ByteRange| b.start <= a.end.saturating_add(SMALL_GAP);
+        if !sorted.windows(2).any(|w| close(&w[0], &w[1])) {
+            return ordered;
+        }
+        let mut merged: Vec<ByteRange> = Vec::with_capacity(sorted.len());
+        for r in sorted {
+            match merged.last_mut() {
+                Some(last) if close(last, &r) => last.end = last.end.max(r.end),
                 _ => merged.push(r),
             }
         }
@@ -195,13 +220,27 @@ impl RangeSet {
                 };
             }
         };
-        let ranges = self.satisfiable(len);
+        let ranges = self.parts(len);
         match ranges.as_slice() {
             [] => RangeOutcome::Unsatisfiable { total: len },
             [r] if r.end < have => RangeOutcome::Partial { range: *r, total: Some(len) },
             [_] => RangeOutcome::Wait,
-            _ => RangeOutcome::Full,
+            // Parts are streamed as their bytes arrive.
+            _ => RangeOutcome::Multipart { total: len },
         }
+    }
+}
+
+/// The bytes one range-spec selects of a representation of `len` bytes, if any (RFC 9110
+/// 14.1.1).
+fn resolve_spec(spec: RangeSpec, len: u64) -> Option<ByteRange> {
+    match spec {
+        RangeSpec::FromTo(f, l) if f < len => Some(ByteRange { start: f, end: l.min(len - 1) }),
+        RangeSpec::From(f) if f < len => Some(ByteRange { start: f, end: len - 1 }),
+        RangeSpec::Suffix(n) if n > 0 && len > 0 => {
+            Some(ByteRange { start: len - n.min(len), end: len - 1 })
+        }
+        _ => None,
     }
 }
 
@@ -217,6 +256,30 @@ pub fn content_range(range: ByteRange, total: Option<u64>) -> String {
         None => s.push('*'),
     }
     s
+}
+
+/// Parses the `Content-Range` of a 206 (RFC 9110 14.4): `bytes first-last/complete` or
+/// `bytes first-last/*`, as the range and the complete length if given. `None` for any
+/// other form (another unit, `*/complete`, `last < first`, `last >= complete`).
+pub fn parse_content_range(value: &[u8]) -> Option<(ByteRange, Option<u64>)> {
+    let value = trim_ows(value);
+    let sp = value.iter().position(|&b| b == b' ')?;
+    if !value[..sp].eq_ignore_ascii_case(b"bytes") {
+        return None;
+    }
+    let rest = &value[sp + 1..];
+    let slash = rest.iter().position(|&b| b == b'/')?;
+    let (range, complete) = (&rest[..slash], &rest[slash + 1..]);
+    let dash = range.iter().position(|&b| b == b'-')?;
+    let (first, last) = (parse_u64(&range[..dash])?, parse_u64(&range[dash + 1..])?);
+    let total = match complete {
+        b"*" => None,
+        t => Some(parse_u64(t)?),
+    };
+    if last < first || total.is_some_and(|t| last >= t) {
+        return None;
+    }
+    Some((ByteRange { start: first, end: last }, total))
 }
 
 /// Formats the `Content-Range` value of a 416 (RFC 9110 14.4, 15.5.17): `bytes */len`.
@@ -299,9 +362,10 @@ mod tests {
             ("bytes=0-9,10-19", 100, p(0, 19, 100)),
             ("bytes=10-19,0-9", 100, p(0, 19, 100)),
             ("bytes=0-49,-60", 100, p(0, 99, 100)),
-            // disjoint multiple ranges: whole representation
-            ("bytes=0-9,20-29", 100, Full),
-            ("bytes=0-0,-1", 100, Full),
+            // disjoint multiple ranges: multipart, unless close enough to coalesce
+            ("bytes=0-9,200-209", 1000, Multipart { total: 1000 }),
+            ("bytes=0-0,-1", 1000, Multipart { total: 1000 }),
+            ("bytes=0-9,20-29", 100, p(0, 29, 100)),
         ];
         for (input, len, want) in cases {
             let set = parse_range(input.as_bytes()).unwrap();
@@ -324,11 +388,48 @@ mod tests {
             ("bytes=0-", f(100, None), Wait),
             ("bytes=-1", f(100, None), Wait),
             ("bytes=0-1,5-6", f(100, None), Wait),
-            ("bytes=0-9,20-29", f(100, Some(1000)), Full),
+            ("bytes=0-9,200-209", f(100, Some(1000)), Multipart { total: 1000 }),
         ];
         for (input, avail, want) in cases {
             let set = parse_range(input.as_bytes()).unwrap();
             assert_eq!(set.resolve(*avail), *want, "{input} {avail:?}");
+        }
+    }
+
+    #[test]
+    fn parts_keep_request_order_unless_they_must_be_coalesced() {
+        let parts = |v: &str, len| parse_range(v.as_bytes()).unwrap().parts(len);
+        // Disjoint and far apart: the request's order.
+        assert_eq!(parts("bytes=500-599,0-99", 1000), [r(500, 599), r(0, 99)]);
+        assert_eq!(parts("bytes=-10,0-9", 1000), [r(990, 999), r(0, 9)]);
+        // Overlap anywhere: everything sorted and merged (three overlapping ranges, the
+        // pattern RFC 9110 14.2 names, become one).
+        assert_eq!(parts("bytes=500-599,0-99,50-149", 1000), [r(0, 149), r(500, 599)]);
+        assert_eq!(parts("bytes=0-,0-,0-", 1000), [r(0, 999)]);
+        // A gap smaller than a part's overhead is sent rather than framed.
+        assert_eq!(parts("bytes=0-9,50-59", 1000), [r(0, 59)]);
+        assert_eq!(parts("bytes=0-9,90-99", 1000), [r(0, 9), r(90, 99)]);
+        // Unsatisfiable members are dropped.
+        assert_eq!(parts("bytes=5000-,0-9,500-509", 1000), [r(0, 9), r(500, 509)]);
+        assert!(parts("bytes=5000-", 1000).is_empty());
+    }
+
+    #[test]
+    fn content_ranges_parse() {
+        assert_eq!(parse_content_range(b"bytes 0-499/1234"), Some((r(0, 499), Some(1234))));
+        assert_eq!(parse_content_range(b"bytes 7-7/*"), Some((r(7, 7), None)));
+        assert_eq!(parse_content_range(b" BYTES 1-2/3 "), Some((r(1, 2), Some(3))));
+        for bad in [
+            &b"bytes */1234"[..],
+            b"bytes 5-4/10",
+            b"bytes 0-10/10",
+            b"items 0-1/2",
+            b"bytes 0-1",
+            b"bytes0-1/2",
+            b"bytes a-1/2",
+            b"",
+        ] {
+            assert_eq!(parse_content_range(bad), None, "{bad:?}");
         }
     }
 

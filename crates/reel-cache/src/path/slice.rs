@@ -1,0 +1,843 @@
+//! Slice caching (`[[site]] slice`): a large object answered from fixed-size slices, each
+//! fetched from the origin with a `Range` request and stored as its own object.
+//!
+//! Store keys, all derived from the URL's cache key `K` (a normalised key never contains
+//! the separator byte, so none can collide with a URL or a Vary variant):
+//!
+//! ```text
+//! K ␀ s                      the object's head: the representation's stored metadata as
+//!                            a 200 (headers, freshness, validators), total length as its
+//!                            body length, no body
+//! K ␀ s <version> <k>        slice k of that version (16 hex digits each)
+//! K ␀ s # <k>                not stored: the in-flight key that coalesces fetches of slice k
+//! ```
+//!
+//! The version is a hash of what every slice of one representation shares: `ETag`,
+//! `Last-Modified` and the total length from `Content-Range` (RFC 9111 3.4 combines partial
+//! responses only when they agree). A request reads the head once and asks for slices of
+//! that version only, so it never sends bytes of two versions. A slice fetched from the
+//! origin that disagrees with the head replaces the head: the slices of the old version
+//! can no longer be reached (they leave with their volumes), and a response that already
+//! sent bytes of the old version is cut (the connection closes) rather than spliced.
+//!
+//! Every fetch, a viewer's or read-ahead's, goes through the one fetch-and-store step
+//! ([`Fetcher::fetch_and_store`]) with the slice as its [`Part`]; `begin_part` below checks
+//! the 206 against the slice asked for and writes the head. An origin that ignores `Range`
+//! answers 200: that is stored whole under the URL's key like any miss (the sliced path
+//! then serves the whole object), or, too large for the store, streamed to that viewer.
+//! The head's freshness is the object's: a stale head is revalidated with the next slice
+//! fetch (conditional when that slice is stored, so a 304 freshens it).
+
+use std::cell::RefCell;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::header::{CONTENT_RANGE, RANGE};
+use http::{HeaderMap, HeaderValue, uri::PathAndQuery};
+use reel_http::{Method, Request, Response};
+use reel_ops::metrics::{Kind, PromWriter, WorkerMetrics};
+use reel_origin::{OriginRequest, OriginResponse};
+use reel_store::{FillWriter, Filling, Lookup, StoreError};
+
+use super::answer::Answer;
+use super::fetch::{
+    Fetched, Fetcher, Forward, Revalidating, Viewer, Withheld, fill_request, key_omits_query,
+};
+use super::inflight::{Lead, Role, State};
+use super::pieces::{self, Piece, PieceData, Pieces};
+use super::respond::{Prepared, ReqHeaders, unix_now};
+use super::serve::{not_modified, precondition_failed, stream_origin};
+use super::settings::Site;
+use super::shared::VARIANT_SEP;
+use super::worker::{WorkerCache, local};
+use crate::key::CacheKey;
+use crate::policy::HeaderLookup;
+use crate::policy::cache_control::RequestCacheControl;
+use crate::policy::conditional::{self, Outcome, Validators};
+use crate::policy::freshness::{Decision, decide, stale_if_error_ok};
+use crate::policy::meta::ResponseTimes;
+use crate::policy::multipart::{Multipart, fresh_boundary};
+use crate::policy::range::{
+    ByteRange, RangeSet, content_range, content_range_unsatisfied, parse_content_range, parse_range,
+};
+use crate::policy::rules::TtlRule;
+use crate::policy::vary::{Vary, VaryKey};
+
+/// How many times a request goes round (head, slice, fetch) before it passes.
+const MAX_ROUNDS: usize = 4;
+/// The tag after the separator of every sliced key.
+const TAG: u8 = b's';
+/// Marks in-flight keys.
+const LOCK: u8 = b'#';
+/// Metadata of a stored slice: this prefix, then its version and index.
+const SLICE_META: &[u8] = b"\xffreel-slice\n";
+
+/// The key of an object's head.
+fn head_key(primary: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(primary.len() + 35);
+    k.extend_from_slice(primary);
+    k.extend_from_slice(&[VARIANT_SEP, TAG]);
+    k
+}
+
+/// The key of slice `k` of `version`.
+fn slice_key(primary: &[u8], version: u64, k: u64) -> Vec<u8> {
+    let mut key = head_key(primary);
+    key.extend_from_slice(format!("{version:016x}{k:016x}").as_bytes());
+    key
+}
+
+/// The in-flight key of slice `k`, whatever its version: one fetch of it at a time.
+fn lock_key(primary: &[u8], k: u64) -> Vec<u8> {
+    let mut key = head_key(primary);
+    key.push(LOCK);
+    key.extend_from_slice(format!("{k:016x}").as_bytes());
+    key
+}
+
+/// The keys of the heads a URL's key `primary` may have besides its own object (a sliced
+/// object's head): purge and invalidation remove or mark them with the URL.
+pub(super) fn derived_keys(primary: &[u8]) -> [Vec<u8>; 1] {
+    [head_key(primary)]
+}
+
+/// The in-flight key of slice `k` of `job`'s object.
+pub(super) fn lock_key_of(job: &Job, k: u64) -> Vec<u8> {
+    lock_key(job.primary(), k)
+}
+
+/// The metadata blob of a stored slice.
+fn slice_meta(version: u64, k: u64) -> Bytes {
+    let mut b = SLICE_META.to_vec();
+    b.extend_from_slice(format!("{version:016x}{k:016x}").as_bytes());
+    b.into()
+}
+
+/// The version of a representation: its validators and total length (see the module doc).
+fn version_of<H: HeaderLookup + ?Sized>(h: &H, total: u64) -> u64 {
+    let mut x = Vec::with_capacity(128);
+    x.extend_from_slice(h.get_first("etag").unwrap_or_default());
+    x.push(0);
+    x.extend_from_slice(h.get_first("last-modified").unwrap_or_default());
+    x.push(0);
+    x.extend_from_slice(&total.to_le_bytes());
+    xxhash_rust::xxh3::xxh3_64(&x)
+}
+
+/// Bytes in slice `k` of an object of `total` bytes (`k` below the slice count).
+fn slice_len(size: u64, total: u64, k: u64) -> u64 {
+    total.saturating_sub(k * size).min(size)
+}
+
+/// Counters of the sliced path, all workers together (`/metrics`).
+#[derive(Default)]
+pub struct SliceCounters {
+    /// Slices fetched because a viewer's response needed them.
+    pub viewer_fetches: AtomicU64,
+    /// Slices fetched ahead of a sequential viewer.
+    pub read_ahead_fetches: AtomicU64,
+    /// Read-ahead not started because a connection or the worker had its most in flight.
+    pub read_ahead_skipped: AtomicU64,
+    /// Slices after the first of a response that no fetch had started when the response
+    /// reached them: the viewer waited on the origin.
+    pub waits: AtomicU64,
+    /// Slices whose validators or length disagreed with the object's head (the object
+    /// changed at the origin).
+    pub version_changes: AtomicU64,
+}
+
+impl SliceCounters {
+    /// Writes the counters in the Prometheus text format.
+    pub fn render_prometheus(&self, p: &mut PromWriter) {
+        let fam = "reel_slice_fetches_total";
+        p.family(fam, Kind::Counter, "Slices fetched from origins, by why.");
+        p.sample(fam, &[("reason", "viewer")], self.viewer_fetches.load(Relaxed));
+        p.sample(fam, &[("reason", "read_ahead")], self.read_ahead_fetches.load(Relaxed));
+        p.single(
+            "reel_slice_read_ahead_skipped_total",
+            Kind::Counter,
+            "Read-ahead not started: the connection or worker had its most in flight.",
+            self.read_ahead_skipped.load(Relaxed),
+        );
+        p.single(
+            "reel_slice_waits_total",
+            Kind::Counter,
+            "Slices after a response's first that it had to fetch itself when it got there.",
+            self.waits.load(Relaxed),
+        );
+        p.single(
+            "reel_slice_version_changes_total",
+            Kind::Counter,
+            "Slices whose validators or length disagreed with their object's head.",
+            self.version_changes.load(Relaxed),
+        );
+    }
+}
+
+/// A part of a representation a fetch asks the origin for, whose 206 is stored as that
+/// part ([`Viewer::part`]).
+pub(super) enum Part<'a> {
+    /// One slice of a sliced object.
+    Slice(&'a SliceJob),
+}
+
+/// Slice `k` of an object sliced by `size`.
+pub(super) struct SliceJob {
+    size: u64,
+    k: u64,
+    /// The version of the head the request holds, if any.
+    holds: Option<u64>,
+    /// Whether that head is stale: a matching slice freshens it.
+    refresh: bool,
+}
+
+/// An object's head as a request reads it.
+#[derive(Clone)]
+pub(super) struct Head {
+    /// Its metadata, decoded once per worker.
+    pub prep: Rc<Prepared>,
+    /// The version of its slices.
+    pub version: u64,
+    /// The representation's length.
+    pub total: u64,
+}
+
+impl Fetcher<'_> {
+    /// Starts storing a 206 as the part it answers (see [`Part`]). Anything but the part
+    /// asked for is refused (and then not stored).
+    pub(super) async fn begin_part(
+        &self,
+        part: &Part<'_>,
+        key: &CacheKey,
+        resp: &OriginResponse,
+        times: ResponseTimes,
+        rule: Option<&TtlRule>,
+    ) -> Result<(FillWriter, Filling), StoreError> {
+        match part {
+            Part::Slice(job) => self.begin_slice(job, key, resp, times, rule).await,
+        }
+    }
+
+    async fn begin_slice(
+        &self,
+        job: &SliceJob,
+        key: &CacheKey,
+        resp: &OriginResponse,
+        times: ResponseTimes,
+        rule: Option<&TtlRule>,
+    ) -> Result<(FillWriter, Filling), StoreError> {
+        let total = this_slice(resp, job.size, job.k).ok_or(StoreError::Range)?;
+        if Vary::parse(&resp.headers) != Vary::None {
+            // Slices are one representation for everyone; a varying one is passed.
+            return Err(StoreError::Range);
+        }
+        let store = &self.shared.store;
+        let primary = key.as_bytes();
+        let version = version_of(&resp.headers, total);
+        let current = match store.lookup(&head_key(primary)) {
+            Some(Lookup::Hit(h)) => crate::policy::meta::StoredMeta::decode(h.meta())
+                .ok()
+                .and_then(|m| Some(version_of(m.headers(), m.body_len()?))),
+            _ => None,
+        };
+        if job.holds.is_some_and(|v| v != version) {
+            self.shared.slices.version_changes.fetch_add(1, Relaxed);
+        }
+        if current != Some(version) || job.refresh {
+            let skip = ["content-range", "content-length"];
+            let vk = VaryKey::default();
+            let meta = self.meta_for(200, &resp.headers, &skip, vk, times, Some(total), rule);
+            write_head(self, &head_key(primary), meta.encode().into()).await?;
+        }
+        let sk = slice_key(primary, version, job.k);
+        let len = slice_len(job.size, total, job.k);
+        let writer = store.begin_fill(&sk, slice_meta(version, job.k), Some(len)).await?;
+        match store.lookup(&sk) {
+            Some(Lookup::Filling(f)) => Ok((writer, f)),
+            _ => Err(StoreError::Gone),
+        }
+    }
+}
+
+/// The total length a 206 announces if it is exactly slice `k` by `size`.
+fn this_slice(resp: &OriginResponse, size: u64, k: u64) -> Option<u64> {
+    if resp.status.as_u16() != 206 {
+        return None;
+    }
+    let v = resp.headers.get(CONTENT_RANGE)?;
+    let (got, total) = parse_content_range(v.as_bytes())?;
+    let total = total?;
+    let start = k.checked_mul(size)?;
+    (start < total && got.start == start && got.end == start + slice_len(size, total, k) - 1)
+        .then_some(total)
+}
+
+/// Writes an object's head (a metadata-only object). Another fill of the head can only be
+/// a moment's write: try again briefly.
+async fn write_head(fx: &Fetcher<'_>, key: &[u8], meta: Bytes) -> Result<(), StoreError> {
+    let store = &fx.shared.store;
+    let mut last = StoreError::AlreadyFilling;
+    for _ in 0..8 {
+        match store.begin_fill(key, meta.clone(), Some(0)).await {
+            Ok(mut w) => {
+                w.append(Bytes::new()).await?;
+                return w.commit().await;
+            }
+            Err(StoreError::AlreadyFilling) => tokio::task::yield_now().await,
+            Err(e) => return Err(e),
+        }
+        last = StoreError::AlreadyFilling;
+    }
+    Err(last)
+}
+
+/// How a request got a slice.
+enum Got {
+    /// Stored (complete or filling) when the request looked.
+    Stored,
+    /// Fetched by another request the request waited for.
+    Joined,
+    /// Fetched by the request itself; the origin's time.
+    Led(Option<Duration>),
+}
+
+/// Why a request could not get a slice of the version it holds.
+enum Lost {
+    /// The origin has another version now (the head was replaced).
+    Changed,
+    /// The origin ignored `Range` and the whole object is being stored under the URL.
+    Whole(Filling),
+    /// The origin's answer was not stored and is not the slice.
+    NotStored(Box<OriginResponse>),
+    /// The origin failed: the status for the client.
+    Failed(u16),
+    /// The fetch being waited for took longer than `lock_timeout`.
+    LockTimeout,
+}
+
+impl Lost {
+    fn describe(&self) -> String {
+        match self {
+            Lost::Changed => "the object changed at the origin".into(),
+            Lost::Whole(_) => "the origin ignored Range".into(),
+            Lost::NotStored(r) => format!("unexpected origin answer {}", r.status),
+            Lost::Failed(st) => format!("origin failed ({st})"),
+            Lost::LockTimeout => "slice fetch took longer than lock_timeout".into(),
+        }
+    }
+}
+
+/// A sliced request's own copy of what its fetches need, so its body task and read-ahead
+/// outlive the handler's borrows.
+pub(super) struct Job {
+    pub(super) cache: WorkerCache,
+    site: Site,
+    key: CacheKey,
+    pub(super) size: u64,
+    pq: PathAndQuery,
+    host: String,
+    fill_headers: HeaderMap,
+    viewer: Vec<(Vec<u8>, Vec<u8>)>,
+    cc: RequestCacheControl,
+    partial_key: bool,
+    /// The client connection (read-ahead is bounded per connection).
+    pub(super) peer: SocketAddr,
+}
+
+impl Job {
+    fn new(
+        cache: &WorkerCache,
+        req: &Request,
+        site: &Site,
+        key: &CacheKey,
+        size: u64,
+        cc: &RequestCacheControl,
+    ) -> Option<Job> {
+        let dropped = &cache.settings.fill_drop_headers;
+        let o = fill_request(req, key, Forward::Fill, None, dropped)?;
+        Some(Job {
+            cache: cache.owned(),
+            site: site.clone(),
+            key: key.clone(),
+            size,
+            pq: o.path_and_query,
+            host: o.host,
+            fill_headers: o.headers,
+            viewer: req.headers().map(|(n, v)| (n.as_bytes().to_vec(), v.to_vec())).collect(),
+            cc: cc.clone(),
+            partial_key: key_omits_query(req, key),
+            peer: req.peer(),
+        })
+    }
+
+    fn primary(&self) -> &[u8] {
+        self.key.as_bytes()
+    }
+
+    /// The site's read-ahead depth.
+    pub(super) fn read_ahead_depth(&self) -> u32 {
+        self.site.slicing.read_ahead
+    }
+
+    /// The object's head, if stored.
+    fn head(&self) -> Option<Head> {
+        let Some(Lookup::Hit(h)) = self.cache.shared.store.lookup(&head_key(self.primary())) else {
+            return None;
+        };
+        let prep = self.cache.prepared(h.meta())?;
+        let total = prep.meta.body_len()?;
+        if prep.meta.status() != 200 {
+            return None;
+        }
+        let version = version_of(prep.meta.headers(), total);
+        Some(Head { prep, version, total })
+    }
+
+    /// Whether slice `k` of `head`'s version is stored (complete or filling).
+    pub(super) fn has_slice(&self, head: &Head, k: u64) -> bool {
+        self.cache.shared.store.contains(&slice_key(self.primary(), head.version, k))
+    }
+
+    /// The one fetch-and-store step for slice `k`, led by `lead`. With `head`, the
+    /// version the request holds (`refresh`: it is stale; `conditional`: ask with its
+    /// validators, slice `k` being stored).
+    pub(super) async fn fetch_slice(
+        &self,
+        k: u64,
+        head: Option<&Head>,
+        refresh: bool,
+        conditional: bool,
+        lead: Lead,
+    ) -> (Fetched, Option<Duration>) {
+        let start = k.saturating_mul(self.size);
+        let len = head.map_or(self.size, |h| slice_len(self.size, h.total, k)).max(1);
+        let mut headers = self.fill_headers.clone();
+        if let Ok(v) = HeaderValue::from_str(&format!("bytes={start}-{}", start + len - 1)) {
+            headers.insert(RANGE, v);
+        }
+        let stale = head.filter(|_| conditional);
+        if let Some(h) = stale {
+            for (n, v) in conditional::revalidation_headers(&h.prep.meta) {
+                if let Ok(v) = HeaderValue::from_bytes(&v) {
+                    headers.insert(n, v);
+                }
+            }
+        }
+        let mut o = OriginRequest::get(self.pq.clone(), self.host.clone());
+        o.headers = headers;
+        let job = SliceJob { size: self.size, k, holds: head.map(|h| h.version), refresh };
+        let settings = &self.cache.settings;
+        let withheld = Withheld { dropped: &settings.fill_drop_headers, per_viewer: false };
+        let viewer = Viewer {
+            headers: &self.viewer[..],
+            cc: &self.cc,
+            withheld,
+            partial_key: self.partial_key,
+            part: Some(Part::Slice(&job)),
+        };
+        let hk = head_key(self.primary());
+        let reval = stale.map(|h| Revalidating { store_key: &hk, meta: &h.prep.meta });
+        let fx = Fetcher {
+            shared: &self.cache.shared,
+            settings,
+            policy: &self.site.policy,
+            client: &self.cache.client,
+            group: &self.site.group,
+        };
+        fx.fetch_and_store(&self.key, o, viewer, reval, lead).await
+    }
+
+    /// Slice `k` of `head`'s version: stored, or fetched (coalesced with any other fetch
+    /// of it).
+    async fn locate(&self, head: &Head, k: u64) -> Result<(PieceData, Got), Lost> {
+        let shared = &self.cache.shared;
+        let sk = slice_key(self.primary(), head.version, k);
+        let want = slice_len(self.size, head.total, k);
+        let (mut joined, mut retried) = (false, false);
+        for _ in 0..MAX_ROUNDS {
+            match shared.store.lookup(&sk) {
+                Some(Lookup::Hit(h))
+                    if h.body_len() == want && h.meta()[..].starts_with(SLICE_META) =>
+                {
+                    let got = if joined { Got::Joined } else { Got::Stored };
+                    return Ok((PieceData::Hit(Rc::new(h)), got));
+                }
+                Some(Lookup::Filling(f)) if f.expected_len() == Some(want) => {
+                    let got = if joined { Got::Joined } else { Got::Stored };
+                    return Ok((PieceData::Filling(Rc::new(RefCell::new(f))), got));
+                }
+                _ => {}
+            }
+            match shared.inflight.join(&lock_key(self.primary(), k)) {
+                Role::Lead(lead) => {
+                    shared.slices.viewer_fetches.fetch_add(1, Relaxed);
+                    let (fetched, t) = self.fetch_slice(k, Some(head), false, false, lead).await;
+                    return match fetched {
+                        Fetched::Filling(f) if f.key() == &sk[..] => {
+                            Ok((PieceData::Filling(Rc::new(RefCell::new(f))), Got::Led(t)))
+                        }
+                        Fetched::Filling(f) if f.key() == self.primary() => Err(Lost::Whole(f)),
+                        Fetched::Filling(_) => Err(Lost::Changed),
+                        Fetched::NotStored(r) if self.is_slice_of(&r, head, k) => {
+                            Ok((PieceData::Origin(Box::new(r)), Got::Led(t)))
+                        }
+                        Fetched::NotStored(r) => Err(Lost::NotStored(Box::new(r))),
+                        Fetched::Failed(st) => Err(Lost::Failed(st)),
+                        Fetched::Freshened(_) | Fetched::StaleIfError => Err(Lost::Failed(502)),
+                    };
+                }
+                Role::Follow(f) => {
+                    joined = true;
+                    let timeout = self.cache.settings.lock_timeout;
+                    match tokio::time::timeout(timeout, f.wait()).await {
+                        Ok(State::Failed(st)) if retried => return Err(Lost::Failed(st)),
+                        Ok(State::Failed(_)) => retried = true,
+                        Ok(_) => {}
+                        Err(_) => return Err(Lost::LockTimeout),
+                    }
+                }
+            }
+        }
+        Err(Lost::Failed(502))
+    }
+
+    /// Whether `resp` (not stored) is slice `k` of `head`'s version.
+    fn is_slice_of(&self, resp: &OriginResponse, head: &Head, k: u64) -> bool {
+        this_slice(resp, self.size, k).is_some_and(|total| {
+            total == head.total && version_of(&resp.headers, total) == head.version
+        })
+    }
+}
+
+impl WorkerCache {
+    /// This worker's cache as an owned handle (the same shared state, settings, client
+    /// pool and per-worker caches), for tasks that outlive a request.
+    pub(super) fn owned(&self) -> WorkerCache {
+        WorkerCache {
+            shared: self.shared.clone(),
+            settings: self.settings.clone(),
+            client: self.client.clone(),
+            metas: self.metas.clone(),
+            read_ahead: self.read_ahead.clone(),
+        }
+    }
+
+    /// GET or HEAD on a site with slicing, when no whole object is stored for the URL.
+    pub(super) async fn get_sliced(
+        &self,
+        req: &Request,
+        site: &Site,
+        key: &CacheKey,
+        size: u64,
+        req_cc: &RequestCacheControl,
+        m: &WorkerMetrics,
+    ) -> Response {
+        let Some(job) = Job::new(self, req, site, key, size, req_cc) else { return local(400) };
+        let job = Rc::new(job);
+        let range = match (req.method(), req.header("range")) {
+            (Method::Get, Some(v)) => parse_range(v),
+            _ => None,
+        };
+        // What this request's own fetch did, once it made one.
+        let mut fetched: Option<Answer> = None;
+        for _ in 0..MAX_ROUNDS {
+            let Some(head) = job.head() else {
+                if req_cc.only_if_cached {
+                    return Answer::ONLY_IF_CACHED.on(Response::error(504));
+                }
+                // Learn the object from the slice where the request starts.
+                let k = first_byte_hint(range.as_ref()) / size;
+                match self.slice_round(req, &job, k, None, m).await {
+                    Ok(ans) => fetched = ans.or(fetched),
+                    Err(resp) => return resp,
+                }
+                continue;
+            };
+            let now = unix_now();
+            let ans = match (fetched, decide(req_cc, &head.prep.meta, now)) {
+                (Some(a), _) => a,
+                (None, Decision::Fresh) => Answer::HIT,
+                (None, Decision::StaleServable) => Answer::HIT_STALE,
+                (None, Decision::StaleWhileRevalidate) => {
+                    self.refresh_sliced(&job, &head, range.as_ref());
+                    Answer::HIT_SWR
+                }
+                (None, Decision::GatewayTimeout) => {
+                    return Answer::ONLY_IF_CACHED.on(Response::error(504));
+                }
+                (None, Decision::MustRevalidate) => {
+                    let k = first_byte(range.as_ref(), head.total) / size;
+                    match self.slice_round(req, &job, k, Some(&head), m).await {
+                        Ok(ans) => fetched = ans.or(fetched),
+                        Err(resp) => return resp,
+                    }
+                    continue;
+                }
+            };
+            if let Some(resp) = self.answer_sliced(req, &job, head, range.as_ref(), ans).await {
+                return resp;
+            }
+        }
+        self.fetch_pass(req, site, Answer::PASS_NOT_STORED).await
+    }
+
+    /// One fetch of slice `k` for a request that needs the head (none, or `stale`): leads
+    /// it or waits for the request leading it. `Ok`: go round again (with what this
+    /// request's fetch did, if it made one); `Err`: the answer.
+    async fn slice_round(
+        &self,
+        req: &Request,
+        job: &Rc<Job>,
+        k: u64,
+        stale: Option<&Head>,
+        m: &WorkerMetrics,
+    ) -> Result<Option<Answer>, Response> {
+        let shared = &self.shared;
+        let lead = match shared.inflight.join(&lock_key(job.primary(), k)) {
+            Role::Lead(lead) => lead,
+            Role::Follow(f) => {
+                m.coalesced_waiters.fetch_add(1, Relaxed);
+                let s = tokio::time::timeout(self.settings.lock_timeout, f.wait()).await;
+                m.coalesced_waiters.fetch_sub(1, Relaxed);
+                return match s {
+                    Ok(State::Failed(st)) if stale.is_none() && job.head().is_none() => {
+                        Err(Answer::ORIGIN_ERROR.on(local(st)))
+                    }
+                    Ok(_) => Ok(None),
+                    Err(_) => Err(self.fetch_pass(req, &job.site, Answer::LOCK_TIMEOUT).await),
+                };
+            }
+        };
+        shared.slices.viewer_fetches.fetch_add(1, Relaxed);
+        let conditional = stale.is_some_and(|h| job.has_slice(h, k));
+        let (fetched, t) = job.fetch_slice(k, stale, stale.is_some(), conditional, lead).await;
+        let refreshed = if stale.is_some() { Answer::REFRESHED } else { Answer::MISS_STORED };
+        match fetched {
+            Fetched::Filling(f) if f.key() == job.primary() => {
+                // The origin ignored Range; the whole object is being stored.
+                let Some(prep) = self.prepared(f.meta()) else { return Err(local(502)) };
+                Err(self.serve_filling(req, f, prep, Answer::MISS_STORED.after(t)).await)
+            }
+            Fetched::Filling(_) => Ok(Some(refreshed.after(t))),
+            Fetched::Freshened(_) => Ok(Some(Answer::REVALIDATED.after(t))),
+            Fetched::StaleIfError => Ok(Some(Answer::STALE_IF_ERROR.after(t))),
+            Fetched::NotStored(resp) => Err(self.not_stored(req, &job.site, resp, t).await),
+            Fetched::Failed(st) => match stale {
+                Some(h) if stale_if_error_ok(&job.cc, &h.prep.meta, unix_now()) => {
+                    Ok(Some(Answer::STALE_IF_ERROR.after(t)))
+                }
+                _ => Err(Answer::ORIGIN_ERROR.after(t).on(Response::error(st))),
+            },
+        }
+    }
+
+    /// An origin answer to a slice request that was not stored: a 206 (of the slice, not
+    /// of what the client asked for) makes the client's own request pass; anything else
+    /// (a 200 too large for the store, a 416, an error) goes to the client as it is.
+    async fn not_stored(
+        &self,
+        req: &Request,
+        site: &Site,
+        resp: OriginResponse,
+        t: Option<Duration>,
+    ) -> Response {
+        let status = resp.status.as_u16();
+        if status == 206 || (status == 416 && req.header("range").is_none()) {
+            drop(resp);
+            return self.fetch_pass(req, site, Answer::MISS_NOT_STORED).await;
+        }
+        stream_origin(req, resp, Answer::MISS_NOT_STORED.after(t), &self.shared.pass_buffered)
+    }
+
+    /// Stale-while-revalidate of a sliced object: the head is revalidated in the
+    /// background with the request's first slice, at most once at a time.
+    fn refresh_sliced(&self, job: &Rc<Job>, head: &Head, range: Option<&RangeSet>) {
+        let k = first_byte(range, head.total) / job.size;
+        let Some(lead) = self.shared.inflight.try_lead(&lock_key(job.primary(), k)) else {
+            return;
+        };
+        let (job, head) = (job.clone(), head.clone());
+        tokio::task::spawn_local(async move {
+            let conditional = job.has_slice(&head, k);
+            let _ = job.fetch_slice(k, Some(&head), true, conditional, lead).await;
+        });
+    }
+
+    /// Answers from `head`'s version: conditionals, HEAD, the range plan, then the first
+    /// slice before the response head is committed. `None`: the object changed at the
+    /// origin before anything was sent; go round with the new head.
+    async fn answer_sliced(
+        &self,
+        req: &Request,
+        job: &Rc<Job>,
+        head: Head,
+        range: Option<&RangeSet>,
+        ans: Answer,
+    ) -> Option<Response> {
+        let now = unix_now();
+        let prep = head.prep.clone();
+        let (t, cs) = (ans.tag(), ans.cache_status);
+        let hdrs = ReqHeaders(req);
+        let v = Validators::of(&prep.meta);
+        match conditional::evaluate(req.method().as_str().as_bytes(), 200, &hdrs, &v, now) {
+            Outcome::Proceed => {}
+            Outcome::NotModified => return Some(not_modified(&prep, now, cs).tagged(t)),
+            Outcome::PreconditionFailed => return Some(precondition_failed(cs).tagged(t)),
+        }
+        let total = head.total;
+        if *req.method() == Method::Head {
+            return Some(prep.head(200, now, cs).with_content_length(total).tagged(t));
+        }
+        let parts = match range {
+            Some(set) if conditional::if_range_holds(&hdrs, &v) => Some(set.parts(total)),
+            _ => None,
+        };
+        let plan = match parts.as_deref() {
+            None if total == 0 => return Some(prep.head(200, now, cs).tagged(t)),
+            None => Plan::Whole,
+            Some([]) => {
+                let r = prep.head(416, now, cs);
+                let r = r.header("content-range", content_range_unsatisfied(total));
+                return Some(r.tagged(t));
+            }
+            Some([r]) => Plan::Single(*r),
+            Some(many) => {
+                let ct = prep.meta.headers().get_first("content-type");
+                let m = Multipart::new(many, total, ct, fresh_boundary(job.primary()));
+                Plan::Multi(m)
+            }
+        };
+        let first = match &plan {
+            Plan::Whole => 0,
+            Plan::Single(r) => r.start,
+            Plan::Multi(m) => m.parts()[0].range.start,
+        };
+        let k = first / job.size;
+        let (data, got) = match job.locate(&head, k).await {
+            Ok(x) => x,
+            Err(Lost::Changed) => return None,
+            Err(Lost::Whole(f)) => {
+                let prep = self.prepared(f.meta())?;
+                return Some(self.serve_filling(req, f, prep, Answer::MISS_STORED).await);
+            }
+            Err(Lost::NotStored(resp)) => {
+                return Some(self.not_stored(req, &job.site, *resp, None).await);
+            }
+            Err(Lost::Failed(st)) => return Some(Answer::ORIGIN_ERROR.on(Response::error(st))),
+            Err(Lost::LockTimeout) => {
+                return Some(self.fetch_pass(req, &job.site, Answer::LOCK_TIMEOUT).await);
+            }
+        };
+        let ans = match got {
+            Got::Stored => ans,
+            Got::Joined if ans.result == Answer::HIT.result => Answer::MISS_COLLAPSED,
+            Got::Joined => ans,
+            Got::Led(t) => Answer::MISS_STORED.after(t),
+        };
+        let (t, cs) = (ans.tag(), ans.cache_status);
+        let src = SliceSource { job: job.clone(), head, first: Some((k, data)) };
+        let r = match plan {
+            Plan::Whole => {
+                let all = ByteRange { start: 0, end: total - 1 };
+                prep.head(200, now, cs)
+                    .stream(pieces::stream(src, pieces::single(all)), Some(total))
+            }
+            Plan::Single(r) => prep
+                .head(206, now, cs)
+                .header("content-range", content_range(r, Some(total)))
+                .stream(pieces::stream(src, pieces::single(r)), Some(r.len())),
+            Plan::Multi(m) => {
+                let len = m.content_length();
+                pieces::multipart_head(&prep, now, cs, &m)
+                    .stream(pieces::stream(src, pieces::multipart(&m)), Some(len))
+            }
+        };
+        Some(r.tagged(t))
+    }
+}
+
+/// What a sliced response sends.
+enum Plan {
+    Whole,
+    Single(ByteRange),
+    Multi(Multipart),
+}
+
+/// The first byte a request needs, before the length is known: its first explicit range
+/// start (a suffix range needs the length: the object is learnt from slice 0).
+fn first_byte_hint(range: Option<&RangeSet>) -> u64 {
+    use crate::policy::range::RangeSpec;
+    match range.and_then(|r| r.specs().first()) {
+        Some(RangeSpec::FromTo(f, _) | RangeSpec::From(f)) => *f,
+        _ => 0,
+    }
+}
+
+/// The first byte a request needs of an object of `total` bytes.
+fn first_byte(range: Option<&RangeSet>, total: u64) -> u64 {
+    range.and_then(|r| r.parts(total).first().map(|p| p.start)).unwrap_or(0)
+}
+
+/// The slices of one version, for the body walk: the first slice as the request located
+/// it, the others located (or fetched) as the walk reaches them, read-ahead started as it
+/// enters a slice it reads to the end.
+struct SliceSource {
+    job: Rc<Job>,
+    head: Head,
+    first: Option<(u64, PieceData)>,
+}
+
+impl Pieces for SliceSource {
+    async fn piece_at(&mut self, pos: u64, until: u64) -> Result<Piece, String> {
+        let size = self.job.size;
+        let k = pos / size;
+        let data = match self.first.take() {
+            Some((fk, d)) if fk == k => d,
+            _ => match self.job.locate(&self.head, k).await {
+                Ok((d, got)) => {
+                    if matches!(got, Got::Led(_)) {
+                        self.job.cache.shared.slices.waits.fetch_add(1, Relaxed);
+                    }
+                    d
+                }
+                Err(lost) => return Err(lost.describe()),
+            },
+        };
+        let (start, len) = (k * size, slice_len(size, self.head.total, k));
+        if until >= start + len - 1 {
+            // The viewer reads this slice to its end: it is reading sequentially.
+            super::readahead::schedule(&self.job, &self.head, k);
+        }
+        Ok(Piece { data, start, len })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_distinct_and_never_a_urls() {
+        let p = b"h/obj";
+        let (h, s, l) = (head_key(p), slice_key(p, 7, 3), lock_key(p, 3));
+        assert!(s.starts_with(&h) && l.starts_with(&h));
+        assert_ne!(s, slice_key(p, 8, 3), "a version has its own slices");
+        assert_ne!(s, slice_key(p, 7, 4));
+        assert_eq!(h[p.len()], VARIANT_SEP, "not a URL's key");
+        assert_eq!(s.len(), h.len() + 32);
+        assert!(slice_meta(7, 3).starts_with(SLICE_META));
+    }
+
+    #[test]
+    fn versions_follow_validators_and_length() {
+        let a: Vec<(&str, &str)> = vec![("etag", "\"a\""), ("last-modified", "x")];
+        let b: Vec<(&str, &str)> = vec![("etag", "\"b\""), ("last-modified", "x")];
+        assert_eq!(version_of(&a[..], 10), version_of(&a[..], 10));
+        assert_ne!(version_of(&a[..], 10), version_of(&b[..], 10));
+        assert_ne!(version_of(&a[..], 10), version_of(&a[..], 11));
+        assert_eq!((slice_len(4, 10, 0), slice_len(4, 10, 2)), (4, 2));
+    }
+}
