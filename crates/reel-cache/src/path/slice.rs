@@ -83,18 +83,28 @@ fn head_key(primary: &[u8]) -> Vec<u8> {
     k
 }
 
-/// The key of slice `k` of `version`.
-fn slice_key(primary: &[u8], version: u64, k: u64) -> Vec<u8> {
+/// What names the slices of `version` cut by `size`: a change of either (a reload may
+/// change the size) names other slices.
+fn cut(version: u64, size: u64) -> u64 {
+    let mut x = [0u8; 16];
+    x[..8].copy_from_slice(&version.to_le_bytes());
+    x[8..].copy_from_slice(&size.to_le_bytes());
+    xxhash_rust::xxh3::xxh3_64(&x)
+}
+
+/// The key of slice `k` of `version` cut by `size`.
+fn slice_key(primary: &[u8], version: u64, size: u64, k: u64) -> Vec<u8> {
     let mut key = head_key(primary);
-    key.extend_from_slice(format!("{version:016x}{k:016x}").as_bytes());
+    key.extend_from_slice(format!("{:016x}{k:016x}", cut(version, size)).as_bytes());
     key
 }
 
-/// The in-flight key of slice `k`, whatever its version: one fetch of it at a time.
-fn lock_key(primary: &[u8], k: u64) -> Vec<u8> {
+/// The in-flight key of slice `k` by `size`, whatever its version: one fetch of it at a
+/// time.
+fn lock_key(primary: &[u8], size: u64, k: u64) -> Vec<u8> {
     let mut key = head_key(primary);
     key.push(LOCK);
-    key.extend_from_slice(format!("{k:016x}").as_bytes());
+    key.extend_from_slice(format!("{size:x}.{k:016x}").as_bytes());
     key
 }
 
@@ -106,13 +116,13 @@ pub(super) fn derived_keys(primary: &[u8]) -> [Vec<u8>; 1] {
 
 /// The in-flight key of slice `k` of `job`'s object.
 pub(super) fn lock_key_of(job: &Job, k: u64) -> Vec<u8> {
-    lock_key(job.primary(), k)
+    lock_key(job.primary(), job.size, k)
 }
 
 /// The metadata blob of a stored slice.
-fn slice_meta(version: u64, k: u64) -> Bytes {
+fn slice_meta(version: u64, size: u64, k: u64) -> Bytes {
     let mut b = SLICE_META.to_vec();
-    b.extend_from_slice(format!("{version:016x}{k:016x}").as_bytes());
+    b.extend_from_slice(format!("{version:016x}{size:x}.{k:016x}").as_bytes());
     b.into()
 }
 
@@ -237,11 +247,11 @@ impl Fetcher<'_> {
         let store = &self.shared.store;
         let primary = key.as_bytes();
         let version = version_of(&resp.headers, total);
+        // The head stored, or being written by another slice's fetch.
         let current = match store.lookup(&head_key(primary)) {
-            Some(Lookup::Hit(h)) => crate::policy::meta::StoredMeta::decode(h.meta())
-                .ok()
-                .and_then(|m| Some(version_of(m.headers(), m.body_len()?))),
-            _ => None,
+            Some(Lookup::Hit(h)) => head_version(h.meta()),
+            Some(Lookup::Filling(f)) => head_version(f.meta()),
+            None => None,
         };
         if job.holds.is_some_and(|v| v != version) {
             self.shared.slices.version_changes.fetch_add(1, Relaxed);
@@ -252,14 +262,21 @@ impl Fetcher<'_> {
             let meta = self.meta_for(200, &resp.headers, &skip, vk, times, Some(total), rule);
             write_head(self, &head_key(primary), meta.encode().into()).await?;
         }
-        let sk = slice_key(primary, version, job.k);
+        let sk = slice_key(primary, version, job.size, job.k);
         let len = slice_len(job.size, total, job.k);
-        let writer = store.begin_fill(&sk, slice_meta(version, job.k), Some(len)).await?;
+        let meta = slice_meta(version, job.size, job.k);
+        let writer = store.begin_fill(&sk, meta, Some(len)).await?;
         match store.lookup(&sk) {
             Some(Lookup::Filling(f)) => Ok((writer, f)),
             _ => Err(StoreError::Gone),
         }
     }
+}
+
+/// The version a head's metadata blob describes.
+fn head_version(blob: &[u8]) -> Option<u64> {
+    let m = crate::policy::meta::StoredMeta::decode(blob).ok()?;
+    Some(version_of(m.headers(), m.body_len()?))
 }
 
 /// The total length a 206 announces if it is exactly slice `k` by `size`.
@@ -296,9 +313,9 @@ async fn write_head(fx: &Fetcher<'_>, key: &[u8], meta: Bytes) -> Result<(), Sto
 
 /// How a request got a slice.
 enum Got {
-    /// Stored (complete or filling) when the request looked.
+    /// Stored complete when the request looked.
     Stored,
-    /// Fetched by another request the request waited for.
+    /// Being fetched by another request (or read-ahead): its bytes as they arrive.
     Joined,
     /// Fetched by the request itself; the origin's time.
     Led(Option<Duration>),
@@ -382,11 +399,23 @@ impl Job {
         self.site.slicing.read_ahead
     }
 
-    /// The object's head, if stored.
-    fn head(&self) -> Option<Head> {
-        let Some(Lookup::Hit(h)) = self.cache.shared.store.lookup(&head_key(self.primary())) else {
-            return None;
-        };
+    /// The object's head, if stored. One being written (a moment's metadata write) is
+    /// waited for: meanwhile the object is not unknown.
+    async fn head(&self) -> Option<Head> {
+        let key = head_key(self.primary());
+        let mut found = None;
+        for _ in 0..MAX_ROUNDS {
+            match self.cache.shared.store.lookup(&key)? {
+                Lookup::Hit(h) => {
+                    found = Some(h);
+                    break;
+                }
+                Lookup::Filling(mut f) => {
+                    let _ = f.wait_for(u64::MAX).await;
+                }
+            }
+        }
+        let h = found?;
         let prep = self.cache.prepared(h.meta())?;
         let total = prep.meta.body_len()?;
         if prep.meta.status() != 200 {
@@ -398,7 +427,7 @@ impl Job {
 
     /// Whether slice `k` of `head`'s version is stored (complete or filling).
     pub(super) fn has_slice(&self, head: &Head, k: u64) -> bool {
-        self.cache.shared.store.contains(&slice_key(self.primary(), head.version, k))
+        self.cache.shared.store.contains(&slice_key(self.primary(), head.version, self.size, k))
     }
 
     /// The one fetch-and-store step for slice `k`, led by `lead`. With `head`, the
@@ -454,25 +483,29 @@ impl Job {
     /// of it).
     async fn locate(&self, head: &Head, k: u64) -> Result<(PieceData, Got), Lost> {
         let shared = &self.cache.shared;
-        let sk = slice_key(self.primary(), head.version, k);
+        let sk = slice_key(self.primary(), head.version, self.size, k);
+        let meta = slice_meta(head.version, self.size, k);
         let want = slice_len(self.size, head.total, k);
         let (mut joined, mut retried) = (false, false);
         for _ in 0..MAX_ROUNDS {
             match shared.store.lookup(&sk) {
-                Some(Lookup::Hit(h))
-                    if h.body_len() == want && h.meta()[..].starts_with(SLICE_META) =>
-                {
+                Some(Lookup::Hit(h)) if h.body_len() == want && h.meta()[..] == meta[..] => {
                     let got = if joined { Got::Joined } else { Got::Stored };
                     return Ok((PieceData::Hit(Rc::new(h)), got));
                 }
                 Some(Lookup::Filling(f)) if f.expected_len() == Some(want) => {
-                    let got = if joined { Got::Joined } else { Got::Stored };
-                    return Ok((PieceData::Filling(Rc::new(RefCell::new(f))), got));
+                    // Another fetch's bytes, as they arrive.
+                    return Ok((PieceData::Filling(Rc::new(RefCell::new(f))), Got::Joined));
                 }
                 _ => {}
             }
-            match shared.inflight.join(&lock_key(self.primary(), k)) {
-                Role::Lead(lead) => {
+            match shared.inflight.join(&lock_key(self.primary(), self.size, k)) {
+                Role::Lead(mut lead) => {
+                    if shared.store.contains(&sk) {
+                        // Fetched and stored since the look above.
+                        lead.publish(State::Done);
+                        continue;
+                    }
                     shared.slices.viewer_fetches.fetch_add(1, Relaxed);
                     let (fetched, t) = self.fetch_slice(k, Some(head), false, false, lead).await;
                     return match fetched {
@@ -544,7 +577,7 @@ impl WorkerCache {
         // What this request's own fetch did, once it made one.
         let mut fetched: Option<Answer> = None;
         for _ in 0..MAX_ROUNDS {
-            let Some(head) = job.head() else {
+            let Some(head) = job.head().await else {
                 if req_cc.only_if_cached {
                     return Answer::ONLY_IF_CACHED.on(Response::error(504));
                 }
@@ -596,14 +629,14 @@ impl WorkerCache {
         m: &WorkerMetrics,
     ) -> Result<Option<Answer>, Response> {
         let shared = &self.shared;
-        let lead = match shared.inflight.join(&lock_key(job.primary(), k)) {
+        let mut lead = match shared.inflight.join(&lock_key_of(job, k)) {
             Role::Lead(lead) => lead,
             Role::Follow(f) => {
                 m.coalesced_waiters.fetch_add(1, Relaxed);
                 let s = tokio::time::timeout(self.settings.lock_timeout, f.wait()).await;
                 m.coalesced_waiters.fetch_sub(1, Relaxed);
                 return match s {
-                    Ok(State::Failed(st)) if stale.is_none() && job.head().is_none() => {
+                    Ok(State::Failed(st)) if stale.is_none() && job.head().await.is_none() => {
                         Err(Answer::ORIGIN_ERROR.on(local(st)))
                     }
                     Ok(_) => Ok(None),
@@ -611,6 +644,11 @@ impl WorkerCache {
                 };
             }
         };
+        if stale.is_none() && job.head().await.is_some() {
+            // Another request's fetch stored the head meanwhile: go round with it.
+            lead.publish(State::Done);
+            return Ok(None);
+        }
         shared.slices.viewer_fetches.fetch_add(1, Relaxed);
         let conditional = stale.is_some_and(|h| job.has_slice(h, k));
         let (fetched, t) = job.fetch_slice(k, stale, stale.is_some(), conditional, lead).await;
@@ -656,7 +694,7 @@ impl WorkerCache {
     /// background with the request's first slice, at most once at a time.
     fn refresh_sliced(&self, job: &Rc<Job>, head: &Head, range: Option<&RangeSet>) {
         let k = first_byte(range, head.total) / job.size;
-        let Some(lead) = self.shared.inflight.try_lead(&lock_key(job.primary(), k)) else {
+        let Some(lead) = self.shared.inflight.try_lead(&lock_key_of(job, k)) else {
             return;
         };
         let (job, head) = (job.clone(), head.clone());
@@ -716,6 +754,10 @@ impl WorkerCache {
             Plan::Multi(m) => m.parts()[0].range.start,
         };
         let k = first / job.size;
+        if job.cc.only_if_cached && !job.has_slice(&head, k) {
+            // RFC 9111 5.2.1.7.
+            return Some(Answer::ONLY_IF_CACHED.on(Response::error(504)));
+        }
         let (data, got) = match job.locate(&head, k).await {
             Ok(x) => x,
             Err(Lost::Changed) => return None,
@@ -822,13 +864,16 @@ mod tests {
     #[test]
     fn keys_are_distinct_and_never_a_urls() {
         let p = b"h/obj";
-        let (h, s, l) = (head_key(p), slice_key(p, 7, 3), lock_key(p, 3));
+        let (h, s, l) = (head_key(p), slice_key(p, 7, 1 << 20, 3), lock_key(p, 1 << 20, 3));
         assert!(s.starts_with(&h) && l.starts_with(&h));
-        assert_ne!(s, slice_key(p, 8, 3), "a version has its own slices");
-        assert_ne!(s, slice_key(p, 7, 4));
+        assert_ne!(s, slice_key(p, 8, 1 << 20, 3), "a version has its own slices");
+        assert_ne!(s, slice_key(p, 7, 2 << 20, 3), "and so has a slice size");
+        assert_ne!(s, slice_key(p, 7, 1 << 20, 4));
+        assert_ne!(l, lock_key(p, 2 << 20, 3));
         assert_eq!(h[p.len()], VARIANT_SEP, "not a URL's key");
         assert_eq!(s.len(), h.len() + 32);
-        assert!(slice_meta(7, 3).starts_with(SLICE_META));
+        assert!(slice_meta(7, 1 << 20, 3).starts_with(SLICE_META));
+        assert_ne!(slice_meta(7, 1 << 20, 3), slice_meta(7, 2 << 20, 3));
     }
 
     #[test]
