@@ -297,7 +297,11 @@ impl Fetcher<'_> {
                 tokio::task::spawn_local(fill_task(writer, resp, lead));
                 (Fetched::Filling(fill), origin_time)
             }
-            Err(_) => {
+            Err(e) => {
+                if matches!(e, reel_store::StoreError::TooLarge(_)) && viewer.part.is_none() {
+                    // Its ranges are stored instead (`partial`).
+                    self.note_too_large(key, &resp, times, rule).await;
+                }
                 // The store would not take it (full, too large, I/O error): serve it anyway.
                 lead.publish(State::NotShared);
                 (Fetched::NotStored(resp), origin_time)
@@ -358,6 +362,14 @@ impl WorkerCache {
                 let Some(prep) = self.prepared(fill.meta()) else { return local(502) };
                 let ans = if stale.is_some() { Answer::REFRESHED } else { Answer::MISS_STORED };
                 self.serve_filling(req, fill, prep, ans.after(origin_time)).await
+            }
+            (Fetched::NotStored(resp), _)
+                if req.header("range").is_some() && self.has_partial(key) =>
+            {
+                // Too large for the store: the viewer's range is fetched and stored.
+                drop(resp);
+                let r = self.get_partial(req, site, key, req_cc).await;
+                r.unwrap_or_else(|| local(502))
             }
             (Fetched::NotStored(resp), _) => stream_origin(
                 req,

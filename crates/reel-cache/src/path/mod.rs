@@ -19,6 +19,8 @@
 //! - `answer`: a response's cache result, `Cache-Status` and origin time as one value;
 //! - `slice`: sliced objects (`[[site]] slice`): a head per URL, slices fetched by `Range`,
 //!   each its own object; `readahead` fetches the slices ahead of a sequential viewer;
+//! - `partial`: on sites without slicing, the ranges of an object too large for the store,
+//!   each stored as a piece listed in the URL's index, gaps fetched as requests need them;
 //! - `pieces`: bodies assembled from pieces (slices, multipart parts) by a walk that
 //!   fetches what is missing as it goes;
 //! - [`pass_stream`]: an origin body streamed to its one client, its buffer bounded;
@@ -34,6 +36,7 @@ mod fill;
 mod forward;
 pub mod inflight;
 mod lookup;
+mod partial;
 pub mod pass_stream;
 mod pieces;
 pub mod readahead;

@@ -7,7 +7,7 @@ use reel_store::{Lookup, Store, StoreError};
 use super::inflight::Inflight;
 use super::pass_stream::PassBuffered;
 use super::settings::Settings;
-use super::slice::{SliceCounters, derived_keys};
+use super::slice::{SliceCounters, derived_keys, head_key_of};
 use super::variants::Marker;
 use crate::key::{CacheKey, prefix_for_purge};
 use crate::policy::meta::StoredMeta;
@@ -133,9 +133,12 @@ impl SharedCache {
         if !soft {
             return Ok(self.remove_url(key).await?);
         }
-        let mut derived = 0;
-        for k in derived_keys(key) {
-            derived += u64::from(self.invalidate_one(&k).await?);
+        // A sliced head is marked like an object; a partial object's index is removed
+        // (its pieces are fetched again as they are needed).
+        let mut derived = u64::from(self.invalidate_one(&head_key_of(key)).await?);
+        let index = &derived_keys(key)[1];
+        if self.store.contains(index) {
+            derived += u64::from(self.store.remove(index).await?);
         }
         let Some(Lookup::Hit(hit)) = self.store.lookup(key) else { return Ok(derived) };
         let Some(marker) = Marker::parse(hit.meta()) else {

@@ -47,6 +47,7 @@ use super::fetch::{
     Fetched, Fetcher, Forward, Revalidating, Viewer, Withheld, fill_request, key_omits_query,
 };
 use super::inflight::{Lead, Role, State};
+use super::partial::RangeJob;
 use super::pieces::{self, Piece, PieceData, Pieces};
 use super::respond::{Prepared, ReqHeaders, unix_now};
 use super::serve::{not_modified, precondition_failed, stream_origin};
@@ -108,10 +109,16 @@ fn lock_key(primary: &[u8], size: u64, k: u64) -> Vec<u8> {
     key
 }
 
-/// The keys of the heads a URL's key `primary` may have besides its own object (a sliced
-/// object's head): purge and invalidation remove or mark them with the URL.
-pub(super) fn derived_keys(primary: &[u8]) -> [Vec<u8>; 1] {
-    [head_key(primary)]
+/// The keys a URL's key `primary` may have besides its own object: a sliced object's head
+/// and a partial object's index. Purge and invalidation remove them with the URL (what
+/// they describe can then no longer be reached).
+pub(super) fn derived_keys(primary: &[u8]) -> [Vec<u8>; 2] {
+    [head_key(primary), super::partial::index_key(primary)]
+}
+
+/// The key of a URL's sliced head (a plain stored metadata: soft purge marks it).
+pub(super) fn head_key_of(primary: &[u8]) -> Vec<u8> {
+    head_key(primary)
 }
 
 /// The in-flight key of slice `k` of `job`'s object.
@@ -127,7 +134,7 @@ fn slice_meta(version: u64, size: u64, k: u64) -> Bytes {
 }
 
 /// The version of a representation: its validators and total length (see the module doc).
-fn version_of<H: HeaderLookup + ?Sized>(h: &H, total: u64) -> u64 {
+pub(super) fn version_of<H: HeaderLookup + ?Sized>(h: &H, total: u64) -> u64 {
     let mut x = Vec::with_capacity(128);
     x.extend_from_slice(h.get_first("etag").unwrap_or_default());
     x.push(0);
@@ -192,6 +199,8 @@ impl SliceCounters {
 pub(super) enum Part<'a> {
     /// One slice of a sliced object.
     Slice(&'a SliceJob),
+    /// A piece of a partially stored object (`partial`).
+    Range(&'a RangeJob),
 }
 
 /// Slice `k` of an object sliced by `size`.
@@ -228,6 +237,7 @@ impl Fetcher<'_> {
     ) -> Result<(FillWriter, Filling), StoreError> {
         match part {
             Part::Slice(job) => self.begin_slice(job, key, resp, times, rule).await,
+            Part::Range(job) => self.begin_range(job, key, resp, times, rule).await,
         }
     }
 
@@ -274,7 +284,7 @@ impl Fetcher<'_> {
 }
 
 /// The version a head's metadata blob describes.
-fn head_version(blob: &[u8]) -> Option<u64> {
+pub(super) fn head_version(blob: &[u8]) -> Option<u64> {
     let m = crate::policy::meta::StoredMeta::decode(blob).ok()?;
     Some(version_of(m.headers(), m.body_len()?))
 }
@@ -312,7 +322,7 @@ async fn write_head(fx: &Fetcher<'_>, key: &[u8], meta: Bytes) -> Result<(), Sto
 }
 
 /// How a request got a slice.
-enum Got {
+pub(super) enum Got {
     /// Stored complete when the request looked.
     Stored,
     /// Being fetched by another request (or read-ahead): its bytes as they arrive.
@@ -322,7 +332,7 @@ enum Got {
 }
 
 /// Why a request could not get a slice of the version it holds.
-enum Lost {
+pub(super) enum Lost {
     /// The origin has another version now (the head was replaced).
     Changed,
     /// The origin ignored `Range` and the whole object is being stored under the URL.
@@ -336,7 +346,7 @@ enum Lost {
 }
 
 impl Lost {
-    fn describe(&self) -> String {
+    pub(super) fn describe(&self) -> String {
         match self {
             Lost::Changed => "the object changed at the origin".into(),
             Lost::Whole(_) => "the origin ignored Range".into(),
@@ -365,7 +375,7 @@ pub(super) struct Job {
 }
 
 impl Job {
-    fn new(
+    pub(super) fn new(
         cache: &WorkerCache,
         req: &Request,
         site: &Site,
@@ -390,7 +400,7 @@ impl Job {
         })
     }
 
-    fn primary(&self) -> &[u8] {
+    pub(super) fn primary(&self) -> &[u8] {
         self.key.as_bytes()
     }
 
@@ -443,12 +453,26 @@ impl Job {
     ) -> (Fetched, Option<Duration>) {
         let start = k.saturating_mul(self.size);
         let len = head.map_or(self.size, |h| slice_len(self.size, h.total, k)).max(1);
+        let job = SliceJob { size: self.size, k, holds: head.map(|h| h.version), refresh };
+        let range = ByteRange { start, end: start + len - 1 };
+        let stale = head.filter(|_| conditional).map(|h| (h, head_key(self.primary())));
+        self.fetch_part(range, Part::Slice(&job), stale, lead).await
+    }
+
+    /// The one fetch-and-store step for bytes `range` stored as `part`; with `stale`, a
+    /// conditional request revalidating that head (stored at that key).
+    pub(super) async fn fetch_part(
+        &self,
+        range: ByteRange,
+        part: Part<'_>,
+        stale: Option<(&Head, Vec<u8>)>,
+        lead: Lead,
+    ) -> (Fetched, Option<Duration>) {
         let mut headers = self.fill_headers.clone();
-        if let Ok(v) = HeaderValue::from_str(&format!("bytes={start}-{}", start + len - 1)) {
+        if let Ok(v) = HeaderValue::from_str(&format!("bytes={}-{}", range.start, range.end)) {
             headers.insert(RANGE, v);
         }
-        let stale = head.filter(|_| conditional);
-        if let Some(h) = stale {
+        if let Some((h, _)) = &stale {
             for (n, v) in conditional::revalidation_headers(&h.prep.meta) {
                 if let Ok(v) = HeaderValue::from_bytes(&v) {
                     headers.insert(n, v);
@@ -457,7 +481,6 @@ impl Job {
         }
         let mut o = OriginRequest::get(self.pq.clone(), self.host.clone());
         o.headers = headers;
-        let job = SliceJob { size: self.size, k, holds: head.map(|h| h.version), refresh };
         let settings = &self.cache.settings;
         let withheld = Withheld { dropped: &settings.fill_drop_headers, per_viewer: false };
         let viewer = Viewer {
@@ -465,10 +488,10 @@ impl Job {
             cc: &self.cc,
             withheld,
             partial_key: self.partial_key,
-            part: Some(Part::Slice(&job)),
+            part: Some(part),
         };
-        let hk = head_key(self.primary());
-        let reval = stale.map(|h| Revalidating { store_key: &hk, meta: &h.prep.meta });
+        let reval =
+            stale.as_ref().map(|(h, key)| Revalidating { store_key: key, meta: &h.prep.meta });
         let fx = Fetcher {
             shared: &self.cache.shared,
             settings,
@@ -610,7 +633,8 @@ impl WorkerCache {
                     continue;
                 }
             };
-            if let Some(resp) = self.answer_sliced(req, &job, head, range.as_ref(), ans).await {
+            let src = SliceSource { job: job.clone(), head: head.clone(), first: None };
+            if let Some(resp) = self.answer_from(req, &job, &head, range.as_ref(), ans, src).await {
                 return resp;
             }
         }
@@ -704,16 +728,18 @@ impl WorkerCache {
         });
     }
 
-    /// Answers from `head`'s version: conditionals, HEAD, the range plan, then the first
-    /// slice before the response head is committed. `None`: the object changed at the
-    /// origin before anything was sent; go round with the new head.
-    async fn answer_sliced(
+    /// Answers from `head`'s version, whose pieces `src` holds: conditionals, HEAD, the
+    /// range plan, then the first piece before the response head is committed, and the
+    /// walk of the rest. `None`: the object changed at the origin before anything was
+    /// sent; go round with the new head.
+    pub(super) async fn answer_from<S: Source>(
         &self,
         req: &Request,
         job: &Rc<Job>,
-        head: Head,
+        head: &Head,
         range: Option<&RangeSet>,
         ans: Answer,
+        mut src: S,
     ) -> Option<Response> {
         let now = unix_now();
         let prep = head.prep.clone();
@@ -749,16 +775,15 @@ impl WorkerCache {
             }
         };
         let first = match &plan {
-            Plan::Whole => 0,
-            Plan::Single(r) => r.start,
-            Plan::Multi(m) => m.parts()[0].range.start,
+            Plan::Whole => ByteRange { start: 0, end: total - 1 },
+            Plan::Single(r) => *r,
+            Plan::Multi(m) => m.parts()[0].range,
         };
-        let k = first / job.size;
-        if job.cc.only_if_cached && !job.has_slice(&head, k) {
+        if job.cc.only_if_cached && !src.has(first.start) {
             // RFC 9111 5.2.1.7.
             return Some(Answer::ONLY_IF_CACHED.on(Response::error(504)));
         }
-        let (data, got) = match job.locate(&head, k).await {
+        let got = match src.prime(first.start, first.end).await {
             Ok(x) => x,
             Err(Lost::Changed) => return None,
             Err(Lost::Whole(f)) => {
@@ -780,7 +805,6 @@ impl WorkerCache {
             Got::Led(t) => Answer::MISS_STORED.after(t),
         };
         let (t, cs) = (ans.tag(), ans.cache_status);
-        let src = SliceSource { job: job.clone(), head, first: Some((k, data)) };
         let r = match plan {
             Plan::Whole => {
                 let all = ByteRange { start: 0, end: total - 1 };
@@ -830,6 +854,28 @@ struct SliceSource {
     job: Rc<Job>,
     head: Head,
     first: Option<(u64, PieceData)>,
+}
+
+/// The pieces of one version of an object, as a response needs them.
+pub(super) trait Source: Pieces {
+    /// Whether the piece holding `pos` is stored.
+    fn has(&self, pos: u64) -> bool;
+    /// Gets the piece holding `pos` (the response's first byte; the first range ends at
+    /// `until`) before the response head is committed, keeping it for the walk.
+    async fn prime(&mut self, pos: u64, until: u64) -> Result<Got, Lost>;
+}
+
+impl Source for SliceSource {
+    fn has(&self, pos: u64) -> bool {
+        self.job.has_slice(&self.head, pos / self.job.size)
+    }
+
+    async fn prime(&mut self, pos: u64, _until: u64) -> Result<Got, Lost> {
+        let k = pos / self.job.size;
+        let (data, got) = self.job.locate(&self.head, k).await?;
+        self.first = Some((k, data));
+        Ok(got)
+    }
 }
 
 impl Pieces for SliceSource {

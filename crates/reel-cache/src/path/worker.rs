@@ -212,6 +212,9 @@ impl WorkerCache {
                         return local(st)
                             .header("cache-status", Answer::ORIGIN_ERROR.cache_status());
                     }
+                    if let Some(r) = self.get_partial(req, site, &key, &req_cc).await {
+                        return r;
+                    }
                     if req_cc.only_if_cached {
                         // RFC 9111 5.2.1.7.
                         return Answer::ONLY_IF_CACHED.on(Response::error(504));

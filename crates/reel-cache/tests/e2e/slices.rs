@@ -366,3 +366,50 @@ fn several_ranges_are_a_multipart_answer_from_slices_and_from_whole_objects() {
     assert!(r.body.windows(10).any(|w| w == b"video/mp2t"), "each part names the type");
     assert_eq!(o2.count("/w.ts"), 1);
 }
+
+#[test]
+fn without_slicing_the_ranges_of_an_object_too_large_to_store_are_stored_and_complete_it() {
+    let o = demo();
+    let s = sliced(&o, |opts| opts.slicing = Slicing::default());
+    let total = 10 * MIB;
+    let path = format!("/obj/{total}");
+    let want = |a: u64, b: u64| expected_bytes(0, &path, a, (b - a + 1) as usize);
+    // The case: 101 bytes of an object larger than a volume. The whole fetch is
+    // refused by the store; the viewer's range goes to the origin and is stored.
+    let r = get(&s, &path, &[("Range", "bytes=5000000-5000100")]);
+    assert_eq!(r.status, 206);
+    assert_eq!(r.header("content-range"), Some(&*format!("bytes 5000000-5000100/{total}")));
+    assert!(r.body == want(5_000_000, 5_000_100));
+    assert_eq!(o.stats().range(&path, "bytes=5000000-5000100"), 1);
+    assert_eq!(o.stats().path(&path), 2, "the whole fetch the store refused, then the range");
+    // Reused for the ranges it covers.
+    for (a, b) in [(5_000_000, 5_000_100), (5_000_010, 5_000_020)] {
+        let r = get(&s, &path, &[("Range", &range(a, b))]);
+        assert!(r.cache_status().contains("hit"), "{}", r.cache_status());
+        assert!(r.body == want(a, b));
+    }
+    assert_eq!(o.stats().path(&path), 2);
+    // Another range: straight to the origin, no whole fetch any more.
+    let r = get(&s, &path, &[("Range", "bytes=6000000-6000099")]);
+    assert!(r.body == want(6_000_000, 6_000_099));
+    assert_eq!(o.stats().range(&path, "bytes=6000000-6000099"), 1);
+    assert_eq!(o.stats().path(&path), 3);
+    // A request for all of it fetches the gaps only, and completes the object.
+    let whole = get(&s, &path, &[]);
+    assert_eq!((whole.status, whole.body.len() as u64), (200, total));
+    assert!(whole.body == want(0, total - 1));
+    let fetched: u64 = asked(&o, &path).iter().map(|&(a, b, n)| (b - a + 1) * n).sum();
+    assert_eq!(fetched, total, "every byte fetched by range exactly once");
+    let before = o.stats().total();
+    let again = get(&s, &path, &[]);
+    assert!(again.cache_status().contains("hit"), "{}", again.cache_status());
+    assert!(again.body == whole.body);
+    let head = request(s.addr, "HEAD", &path, &[]);
+    assert_eq!(head.header("content-length"), Some(&*total.to_string()));
+    assert_eq!(o.stats().total(), before, "complete: served from the stored pieces");
+    // Purge removes the index: the pieces are unreachable.
+    let url = format!("http://{HOST}{path}");
+    assert_eq!(s.block_on(s.shared.purge(&s.settings, &url, false, false)).unwrap(), 1);
+    get(&s, &path, &[("Range", "bytes=0-9")]);
+    assert_eq!(o.stats().total(), before + 2, "a whole fetch again, then the range");
+}
