@@ -228,6 +228,7 @@ impl AdminHandler {
             "1 while the node is draining.",
             s.health().is_some_and(|h| h.draining()),
         );
+        s.cache.slices.render_prometheus(&mut p);
         live.origins.snapshot().render_prometheus(&mut p);
         live.tls.render_prometheus(&s.tls_counters, &mut p);
         Response::new(200)

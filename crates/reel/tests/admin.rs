@@ -184,6 +184,8 @@ fn metrics_have_every_family() {
         "reel_reload_last_success",
         "reel_draining",
         "reel_access_log_dropped_lines_total",
+        "reel_slice_fetches_total",
+        "reel_slice_waits_total",
     ] {
         assert!(m.contains(&format!("# TYPE {family} ")), "{family} missing:\n{m}");
     }

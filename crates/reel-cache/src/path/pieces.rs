@@ -7,7 +7,7 @@
 //! [`Pieces`] source for the piece holding the next byte (a complete stored object, one
 //! still being filled, or, when the store refused it, the origin's response itself) and
 //! forwards that piece's bytes: file ranges for `sendfile` when resident, reads through the
-//! store otherwise, the fill as it grows. The channel to the codec holds a few chunks, so
+//! store otherwise, the fill as it grows. The channel to the codec holds two chunks, so
 //! the task only asks for the next piece once the client has taken the previous bytes: a
 //! viewer that stops reading stops the walk (and with it read-ahead, which the slice
 //! source starts as the walk enters a slice). An error closes the connection instead of
@@ -153,7 +153,9 @@ pub(super) fn stream<P: Pieces>(
     mut src: P,
     segments: Vec<Segment>,
 ) -> mpsc::Receiver<io::Result<Chunk>> {
-    let (tx, rx) = mpsc::channel(4);
+    // Two chunks in hand at most: the walk (and the read-ahead it starts) stays within a
+    // slice or two of what the client has taken.
+    let (tx, rx) = mpsc::channel(2);
     tokio::task::spawn_local(async move {
         for seg in segments {
             let range = match seg {
