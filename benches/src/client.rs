@@ -74,6 +74,9 @@ pub struct Response {
     pub first_body: Option<Instant>,
     /// [`RELEASE_HEADER`], when present and numeric.
     pub release_ms: Option<u64>,
+    /// Whether the cache answered from what it had stored: `Cache-Status` (RFC 9211) with
+    /// `hit` and no `fwd`, or nginx's `X-Cache: HIT`; `None` without either field.
+    pub from_cache: Option<bool>,
     /// Bytes consumed off the connection for this response (head, body, chunk framing).
     pub wire_bytes: u64,
     /// Decoded body bytes.
@@ -96,6 +99,16 @@ impl Body<'_> {
             v.extend_from_slice(bytes);
         }
     }
+}
+
+/// Whether a response came from the cache's store, by `Cache-Status` or `X-Cache`.
+fn cache_answer(headers: &[httparse::Header<'_>]) -> Option<bool> {
+    let field = |name: &str| headers.iter().find(|h| h.name.eq_ignore_ascii_case(name));
+    if let Some(h) = field("cache-status") {
+        let v = String::from_utf8_lossy(h.value);
+        return Some(v.contains("hit") && !v.contains("fwd="));
+    }
+    field("x-cache").map(|h| h.value.eq_ignore_ascii_case(b"HIT"))
 }
 
 /// Builds `GET path HTTP/1.1` with a Host header and optional extra header lines (`name: value`).
@@ -305,7 +318,7 @@ impl Conn {
         self.stream.write_all(request).await.map_err(io_to_head_err)?;
         self.first_body = None;
         let mut first_byte = if self.end > self.start { Some(Instant::now()) } else { None };
-        let (status, framing, keep_alive, head_len, release_ms) = loop {
+        let (status, framing, keep_alive, head_len, release_ms, from_cache) = loop {
             if self.end > self.start {
                 let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
                 let mut resp = httparse::Response::new(&mut headers);
@@ -318,12 +331,13 @@ impl Conn {
                             .iter()
                             .find(|h| h.name.eq_ignore_ascii_case(RELEASE_HEADER))
                             .and_then(|h| std::str::from_utf8(h.value).ok()?.trim().parse().ok());
+                        let from_cache = cache_answer(resp.headers);
                         self.start += n;
                         if (100..200).contains(&status) {
                             // Interim response (RFC 9110 §15.2): the real one follows.
                             continue;
                         }
-                        break (status, framing, keep_alive, n as u64, release_ms);
+                        break (status, framing, keep_alive, n as u64, release_ms, from_cache);
                     }
                     Ok(httparse::Status::Partial) if self.end - self.start == self.buf.len() => {
                         return Err(RequestError::Protocol(
@@ -365,6 +379,7 @@ impl Conn {
             done: Instant::now(),
             first_body: self.first_body,
             release_ms,
+            from_cache,
             wire_bytes: wire,
             body_bytes: got,
             keep_alive,

@@ -12,6 +12,7 @@ pub mod client;
 pub mod llhls;
 pub mod playlist;
 pub mod scenario;
+pub mod seek;
 pub mod stats;
 pub mod target;
 pub mod zipf;

@@ -57,7 +57,7 @@ pub struct Tail {
 }
 
 impl Tail {
-    fn of(h: &Histogram<u64>) -> Self {
+    pub(crate) fn of(h: &Histogram<u64>) -> Self {
         if h.is_empty() {
             return Self::default();
         }

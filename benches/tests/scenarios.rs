@@ -473,3 +473,41 @@ async fn invalid_configs_are_refused() {
         .is_err()
     );
 }
+
+#[tokio::test]
+async fn seek_viewers_play_by_ranges_and_count_what_they_asked_for() {
+    // The demo origin answers ranges; it says nothing of a cache, so no chunk counts as
+    // stored.
+    let o = reel_demo_origin::spawn(
+        "127.0.0.1:0".parse().unwrap(),
+        reel_demo_origin::DemoOriginConfig::no_latency(),
+    )
+    .unwrap();
+    let size = 64u64 << 20;
+    let cfg = reel_benches::seek::SeekConfig {
+        target: Target::parse(&o.url(&format!("/obj/{size}.mp4"))).unwrap(),
+        size,
+        viewers: 4,
+        chunk: 1 << 20,
+        rate: 20 << 20,
+        startup: 1,
+        run: Duration::from_millis(300),
+        seed: 1,
+        common: common(1000),
+    };
+    let r = reel_benches::seek::run_seek(&cfg).await.unwrap();
+    let s = &r.seek;
+    assert_eq!(r.base.errors_total, 0);
+    assert!(s.seeks >= 4 && s.chunks_after_seek > 0, "{s:?}");
+    assert_eq!(s.chunks_after_seek_not_stored, s.chunks_after_seek);
+    assert_eq!(r.base.requests, s.seeks + s.chunks_after_seek);
+    assert_eq!(r.base.body_bytes, s.requested_bytes, "every chunk asked for was received");
+    assert!(s.distinct_bytes <= s.requested_bytes && s.distinct_bytes > 0);
+    assert_eq!(o.stats().body_bytes(), s.requested_bytes);
+    // Every request was one chunk, ending on a chunk boundary (or the end of the file).
+    for (_, range, _) in o.stats().ranges_asked() {
+        let (a, b) = range.strip_prefix("bytes=").unwrap().split_once('-').unwrap();
+        let (a, b): (u64, u64) = (a.parse().unwrap(), b.parse().unwrap());
+        assert!(b / (1 << 20) == a / (1 << 20) && ((b + 1) % (1 << 20) == 0 || b == size - 1));
+    }
+}

@@ -1,5 +1,5 @@
 //! `reel-load`: the command-line front end of the load generator (scenarios
-//! `fixed`, `open`, `live`, `llhls`, `vod`, `herd`), loopback targets only. It runs on one
+//! `fixed`, `open`, `live`, `llhls`, `vod`, `herd`, `seek`), loopback targets only. It runs on one
 //! current-thread tokio runtime: pin it to its own core with `taskset`.
 
 use std::time::Duration;
@@ -11,6 +11,7 @@ use reel_benches::scenario::{
     Common, ConnectConfig, FixedConfig, HerdConfig, LiveConfig, OpenConfig, VodConfig, run_connect,
     run_fixed, run_herd, run_live, run_open, run_vod,
 };
+use reel_benches::seek::{SeekConfig, SeekReport, run_seek};
 use reel_benches::stats::Report;
 use reel_benches::target::Target;
 
@@ -138,6 +139,35 @@ enum Scenario {
         #[command(flatten)]
         common: CommonArgs,
     },
+    /// Viewers playing one large file by byte ranges from random start points, seeking
+    /// again after each run.
+    Seek {
+        /// Number of viewers (one connection each).
+        #[arg(short, long, default_value_t = 32)]
+        viewers: usize,
+        /// The file's length in bytes.
+        #[arg(long)]
+        size: u64,
+        /// Bytes per request (chunk boundaries are multiples of it).
+        #[arg(long, default_value_t = 2 << 20)]
+        chunk: u64,
+        /// Play rate in bytes per second.
+        #[arg(long, default_value_t = 2 << 20)]
+        rate: u64,
+        /// Chunks fetched back to back after the first of a run.
+        #[arg(long, default_value_t = 2)]
+        startup: u32,
+        /// How long a viewer plays before seeking again.
+        #[arg(long, default_value = "10s", value_parser = parse_duration)]
+        run: Duration,
+        /// RNG seed.
+        #[arg(long, default_value_t = 42)]
+        seed: u64,
+        /// The file's URL, e.g. http://127.0.0.1:8080/obj/1073741824.mp4.
+        url: String,
+        #[command(flatten)]
+        common: CommonArgs,
+    },
     /// Rounds of all viewers requesting the same cold URL at the same instant.
     Herd {
         /// Viewers per round.
@@ -217,6 +247,7 @@ fn flatten(prefix: &str, v: &serde_json::Value, out: &mut Vec<String>) {
 enum Any {
     Plain(Report),
     Llhls(LlhlsReport),
+    Seek(SeekReport),
 }
 
 impl Any {
@@ -224,6 +255,7 @@ impl Any {
         match self {
             Any::Plain(r) => r,
             Any::Llhls(r) => &r.base,
+            Any::Seek(r) => &r.base,
         }
     }
 
@@ -231,6 +263,7 @@ impl Any {
         Ok(match self {
             Any::Plain(r) => serde_json::to_value(r)?,
             Any::Llhls(r) => serde_json::to_value(r)?,
+            Any::Seek(r) => serde_json::to_value(r)?,
         })
     }
 
@@ -238,6 +271,7 @@ impl Any {
         match self {
             Any::Plain(r) => r.to_string(),
             Any::Llhls(r) => r.to_string(),
+            Any::Seek(r) => r.to_string(),
         }
     }
 }
@@ -311,6 +345,20 @@ fn main() -> Result<()> {
                     common: common(c),
                 };
                 (Any::Plain(run_vod(&cfg).await?), fmt(c))
+            }
+            Scenario::Seek { viewers, size, chunk, rate, startup, run, seed, url, common: c } => {
+                let cfg = SeekConfig {
+                    target: Target::parse(url).with_context(|| format!("target {url}"))?,
+                    size: *size,
+                    viewers: *viewers,
+                    chunk: *chunk,
+                    rate: *rate,
+                    startup: *startup,
+                    run: *run,
+                    seed: *seed,
+                    common: common(c),
+                };
+                (Any::Seek(run_seek(&cfg).await?), fmt(c))
             }
             Scenario::Herd { viewers, interval, url, common: c } => {
                 let cfg = HerdConfig {
