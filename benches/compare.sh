@@ -11,12 +11,20 @@
 #   HERD_VIEWERS (100)  HERD_DUR (s, 4)  STREAM_MS (slow-origin body spread, 1000)
 #   SKIP_BUILD (1 = use existing binaries)  CARGO_TARGET_DIR (where binaries are built/found)
 #   PORT_BASE (18180: origin, +1 nginx-cache, +2 varnish, +3 nginx-static, +4 reel, +5 reel admin,
-#              +6 reel https, +7 nginx-cache https)
+#              +6 reel https, +7 nginx-cache https, +8 reel sliced, +9 its admin, +10 nginx slice)
 #   SECTIONS ("plain tls"): which tables to measure. tls: reel's and nginx-cache's HTTPS
 #     listeners (same ECDSA P-256 certificate, same core): HTTP/1.1 keep-alive (reel-load
 #     fixed), HTTP/2 (h2load -c H2_CLIENTS -m H2_STREAMS), full and resumed TLS 1.3
 #     handshakes (reel-load connect, HS_CONNS connections, one 1 KiB request each).
 #   H2_CLIENTS (8)  H2_STREAMS (16)  HS_CONNS (32)
+#   seek (in SECTIONS): large files by ranges. SEEK_VIEWERS viewers play a SEEK_SIZE-byte
+#     MP4-like file of the demo origin (/obj/<n>.mp4) by SEEK_CHUNK-byte ranges from random
+#     start points at SEEK_RATE bytes/s (reel-load seek, SEEK_RUN s per seek, SEEK_DUR s in
+#     all, the same seed for every server), each origin fetch delayed SEEK_DELAY_MS: reel
+#     with `slice = "2MiB"` (read_ahead SEEK_READ_AHEAD) against nginx with `slice 2m` and
+#     proxy_cache, each on a fresh cache. Needs the demo origin (it counts body bytes sent).
+#   SEEK_VIEWERS (48)  SEEK_DUR (20)  SEEK_SIZE (1073741824)  SEEK_CHUNK (2097152)
+#   SEEK_RATE (2097152)  SEEK_RUN (10)  SEEK_DELAY_MS (20)  SEEK_READ_AHEAD (2)
 # Output: the markdown table on stdout and in benches/runs/<date>-<host>/results.md; raw
 # outputs in benches/runs/<date>-<host>/raw/ (gitignored).
 set -euo pipefail
@@ -39,6 +47,14 @@ SECTIONS=${SECTIONS:-plain tls}
 H2_CLIENTS=${H2_CLIENTS:-8}
 H2_STREAMS=${H2_STREAMS:-16}
 HS_CONNS=${HS_CONNS:-32}
+SEEK_VIEWERS=${SEEK_VIEWERS:-48}
+SEEK_DUR=${SEEK_DUR:-20}
+SEEK_SIZE=${SEEK_SIZE:-1073741824}
+SEEK_CHUNK=${SEEK_CHUNK:-2097152}
+SEEK_RATE=${SEEK_RATE:-2097152}
+SEEK_RUN=${SEEK_RUN:-10}
+SEEK_DELAY_MS=${SEEK_DELAY_MS:-20}
+SEEK_READ_AHEAD=${SEEK_READ_AHEAD:-2}
 has() { [[ " $SECTIONS " == *" $1 "* ]]; }
 TGT=${CARGO_TARGET_DIR:-$ROOT/target}
 SRV_CPU=0
@@ -65,7 +81,7 @@ if ((${#need[@]})); then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
 fi
 
-for port in $(seq "$PORT_BASE" $((PORT_BASE + 7))); do
+for port in $(seq "$PORT_BASE" $((PORT_BASE + 10))); do
     if ss -ltnH "sport = :$port" | grep -q .; then die "port $port already in use"; fi
 done
 
@@ -232,7 +248,7 @@ EOF
 
 # reel: n/a when not built or when it does not come up
 REEL_BIN=$TGT/release/reel
-if [[ -x "$REEL_BIN" ]]; then
+if [[ -x "$REEL_BIN" ]] && { has plain || has tls; }; then
     mkdir -p "$WORK/reel/store"
     cat > "$WORK/reel/reel.toml" <<EOF
 [[listener]]
@@ -275,11 +291,13 @@ EOF
         log "reel did not start: its row is n/a"
         kill -TERM "$rpid" 2>/dev/null || true
     fi
-else
+elif has plain || has tls; then
     log "no $REEL_BIN: reel's row is n/a"
 fi
-start_nginx nginx-cache $((PORT_BASE + 1)) "$SRV_CPU"
-SERVERS+=("nginx-cache|http://127.0.0.1:$((PORT_BASE + 1))")
+if has plain || has tls; then
+    start_nginx nginx-cache $((PORT_BASE + 1)) "$SRV_CPU"
+    SERVERS+=("nginx-cache|http://127.0.0.1:$((PORT_BASE + 1))")
+fi
 if has plain; then
     start_nginx nginx-static $((PORT_BASE + 3)) "$SRV_CPU"
     SERVERS+=("nginx-static|http://127.0.0.1:$((PORT_BASE + 3))")
@@ -479,6 +497,120 @@ for round in $(seq "$ROUNDS"); do
     done
 done
 
+# ---------------------------------------------------------------- large files by ranges (seek)
+# reel slicing by 2 MiB against nginx's slice module with proxy_cache, one after the other,
+# each on a fresh cache, the same viewers (same seed) through reel-load seek.
+SEEK_SERVERS=()
+if has seek && [[ $ORIGIN_KIND != demo ]]; then
+    log "seek: needs the demo origin (reel-demo-origin built); skipped"
+elif has seek; then
+    SEEK_PATH=/obj/$SEEK_SIZE.mp4
+    origin_body_bytes() {
+        curl -s -m 5 "$ORIGIN/__origin/stats" | grep -o '"body_bytes": *[0-9]*' | grep -o '[0-9]*$' || echo 0
+    }
+    reel_waits() {
+        curl -s -m 5 "http://127.0.0.1:$((PORT_BASE + 9))/metrics" | awk '$1 == "reel_slice_waits_total" { print $2 + 0 }'
+    }
+    nginx_conf "$WORK/nginx-slice" \
+        "    proxy_cache_path $WORK/nginx-slice/cache levels=1:2 keys_zone=slice:64m max_size=4g inactive=1h use_temp_path=off;
+    upstream origin { server 127.0.0.1:$ORIGIN_PORT; keepalive 32; }" \
+        "    server { listen 127.0.0.1:$((PORT_BASE + 10));
+        location / {
+            slice 2m;
+            proxy_cache slice;
+            proxy_cache_key \$uri\$is_args\$args\$slice_range;
+            proxy_set_header Range \$slice_range;
+            proxy_cache_valid 200 206 1h;
+            proxy_cache_lock on;
+            proxy_http_version 1.1;
+            proxy_set_header Connection \"\";
+            proxy_pass http://origin;
+            add_header X-Cache \$upstream_cache_status;
+        } }"
+    if [[ -x "$REEL_BIN" ]]; then
+        mkdir -p "$WORK/reel-slice/store"
+        cat > "$WORK/reel-slice/reel.toml" <<EOF
+[[listener]]
+name = "http"
+address = "127.0.0.1:$((PORT_BASE + 8))"
+backlog = 4096
+
+[cores]
+workers = [$SRV_CPU]
+irq = "auto"
+nic = []
+
+[store]
+path = "$WORK/reel-slice/store"
+size = "$(( (SEEK_SIZE / 1048576 + 512) / 64 * 64 ))MiB"
+volume_size = "64MiB"
+
+[access_log]
+enabled = false
+
+[admin]
+address = "127.0.0.1:$((PORT_BASE + 9))"
+
+[[site]]
+hosts = ["127.0.0.1", "localhost"]
+origin_group = "demo"
+slice = "2MiB"
+read_ahead = $SEEK_READ_AHEAD
+
+[[origin_group]]
+name = "demo"
+  [origin_group.health]
+  enabled = false
+  [[origin_group.tier]]
+  hosts = ["127.0.0.1:$ORIGIN_PORT"]
+EOF
+        taskset -c "$SRV_CPU" "$REEL_BIN" serve --config "$WORK/reel-slice/reel.toml" \
+            >"$WORK/reel-slice/stdout.log" 2>"$WORK/reel-slice/stderr.log" &
+        rpid=$!
+        STARTED+=("$rpid")
+        if wait_http "http://127.0.0.1:$((PORT_BASE + 9))/healthz" "$WORK/reel-slice/stderr.log" 100 "$rpid"; then
+            PIDS_OF[reel]=$(descendants "$rpid" | tr '\n' ' ')
+            SEEK_SERVERS+=("reel|http://127.0.0.1:$((PORT_BASE + 8))")
+            log "reel (sliced) up on :$((PORT_BASE + 8)) (pid $rpid)"
+        else
+            log "reel (sliced) did not start: its column is n/a"
+        fi
+    fi
+    start_nginx nginx-slice $((PORT_BASE + 10)) "$SRV_CPU"
+    SEEK_SERVERS+=("nginx-slice|http://127.0.0.1:$((PORT_BASE + 10))")
+    for s in "${SEEK_SERVERS[@]}"; do
+        IFS='|' read -r name base <<<"$s"
+        out=$RAW/seek-$name.kv
+        o0=$(origin_body_bytes); p0=$(proc_ticks "${PIDS_OF[$name]}")
+        w0=0; [[ $name == reel ]] && w0=$(reel_waits)
+        load "$out" seek -v "$SEEK_VIEWERS" --size "$SEEK_SIZE" --chunk "$SEEK_CHUNK" --rate "$SEEK_RATE" \
+            --run "$SEEK_RUN" -d "$SEEK_DUR" --timeout 30s -H "x-origin-delay-ms: $SEEK_DELAY_MS" "$base$SEEK_PATH"
+        sleep 2     # fills and read-ahead still arriving count as origin bytes too
+        o1=$(origin_body_bytes); p1=$(proc_ticks "${PIDS_OF[$name]}")
+        body=$(kv body_bytes "$out"); body=${body:-0}
+        distinct=$(kv seek.distinct_bytes "$out"); distinct=${distinct:-0}
+        if ((body == 0)); then log "seek $name: no bytes"; tail -n 5 "$out.err" >&2; continue; fi
+        put "$name" "seek.origin_per_viewer" 1 "$(awk -v o=$((o1 - o0)) -v b="$body" 'BEGIN { printf "%.3f", o / b }')"
+        put "$name" "seek.origin_per_distinct" 1 "$(awk -v o=$((o1 - o0)) -v d="$distinct" 'BEGIN { printf "%.3f", (d > 0 ? o / d : 0) }')"
+        put "$name" "seek.origin_mib" 1 "$(awk -v o=$((o1 - o0)) 'BEGIN { printf "%.0f", o / 1048576 }')"
+        put "$name" "seek.viewer_mib" 1 "$(awk -v b="$body" 'BEGIN { printf "%.0f", b / 1048576 }')"
+        put "$name" "seek.distinct_mib" 1 "$(awk -v d="$distinct" 'BEGIN { printf "%.0f", d / 1048576 }')"
+        put "$name" "seek.ttfb50" 1 "$(kv seek.seek_ttfb_us.p50 "$out")"
+        put "$name" "seek.ttfb99" 1 "$(kv seek.seek_ttfb_us.p99 "$out")"
+        put "$name" "seek.chunk50" 1 "$(kv seek.chunk_ttfb_us.p50 "$out")"
+        put "$name" "seek.chunk99" 1 "$(kv seek.chunk_ttfb_us.p99 "$out")"
+        put "$name" "seek.seeks" 1 "$(kv seek.seeks "$out")"
+        put "$name" "seek.after" 1 "$(kv seek.chunks_after_seek "$out")"
+        put "$name" "seek.not_stored" 1 "$(kv seek.chunks_after_seek_not_stored "$out")"
+        put "$name" "seek.errors" 1 "$(kv errors_total "$out")"
+        put "$name" "seek.cpu_us_mib" 1 "$(awk -v t=$((p1 - p0)) -v k="$CLK_TCK" -v b="$body" 'BEGIN { printf "%.0f", t * 1e6 / k / (b / 1048576) }')"
+        if [[ $name == reel ]]; then
+            put "$name" "seek.waits" 1 "$(( $(reel_waits) - w0 ))"
+        fi
+        log "seek $name: origin $((o1 - o0)) B for $body B to viewers ($distinct distinct); seek ttfb p50 $(kv seek.seek_ttfb_us.p50 "$out") us p99 $(kv seek.seek_ttfb_us.p99 "$out") us; $(kv seek.chunks_after_seek_not_stored "$out")/$(kv seek.chunks_after_seek "$out") later chunks not from the store"
+    done
+fi
+
 # ---------------------------------------------------------------- table
 # errors: summed over every measured run of a server
 awk -F'|' '$2 ~ /\.errors$/ && $2 !~ /^tls-/ { e[$1] += $4 } END { for (n in e) printf "%s|errors_sum|1|%d\n", n, e[n] }' "$DATA" >> "$DATA"
@@ -586,8 +718,43 @@ RESULTS=$RUN_DIR/results.md
         trow "resumed handshake: CPU µs each" "tls-h1-hs-resumed.pcpu_us" f1
         trow "failed requests, all TLS runs" "tls_errors" raw
     fi
+    if ((${#SEEK_SERVERS[@]})); then
+        echo
+        echo "## Large files by ranges (reel \`slice = \"2MiB\"\`, read_ahead $SEEK_READ_AHEAD, vs nginx \`slice 2m\` + proxy_cache)"
+        echo
+        echo "\`reel-load seek -v $SEEK_VIEWERS --size $SEEK_SIZE --chunk $SEEK_CHUNK --rate $SEEK_RATE --run $SEEK_RUN -d $SEEK_DUR\`:" \
+            "$SEEK_VIEWERS viewers play a $((SEEK_SIZE / 1048576)) MiB MP4-like file of the demo origin by $((SEEK_CHUNK / 1048576)) MiB ranges from random start points" \
+            "(the chunk up to the next boundary and two more at once, then one chunk per chunk of play at $SEEK_RATE bytes/s), seeking again every ${SEEK_RUN} s;" \
+            "each origin fetch delayed ${SEEK_DELAY_MS} ms (\`x-origin-delay-ms\`); both servers on CPU $SRV_CPU, each on a fresh cache, the same seed." \
+            "Origin bytes: the demo origin's body bytes sent. Distinct bytes: the union of the ranges the viewers asked for." \
+            "Later chunks not from the store: chunks after the first of a seek whose \`Cache-Status\` (reel) or \`X-Cache\` (nginx) was not a stored hit." \
+            "CPU µs/MiB: the server processes' CPU time (user + system) per MiB received by the viewers."
+        echo
+        echo "| metric | reel | nginx-slice | reel/nginx-slice |"
+        echo "|---|---:|---:|---:|"
+        srow() {  # label metric kind
+            local a=${MED[reel|$2]:-} b=${MED[nginx-slice|$2]:-} r="n/a"
+            [[ -n "$a" && -n "$b" ]] && r=$(awk -v a="$a" -v b="$b" 'BEGIN { if (b + 0 == 0) print "-"; else printf "%.2f", a / b }')
+            echo "| $1 | $(fmtv reel "$2" "$3") | $(fmtv nginx-slice "$2" "$3") | $r |"
+        }
+        srow "origin bytes per viewer byte" "seek.origin_per_viewer" raw
+        srow "origin bytes per distinct byte asked for" "seek.origin_per_distinct" raw
+        srow "origin MiB sent" "seek.origin_mib" raw
+        srow "viewer MiB received" "seek.viewer_mib" raw
+        srow "distinct MiB asked for" "seek.distinct_mib" raw
+        srow "seeks" "seek.seeks" raw
+        srow "seek TTFB p50 ms" "seek.ttfb50" ms
+        srow "seek TTFB p99 ms" "seek.ttfb99" ms
+        srow "later chunks" "seek.after" raw
+        srow "later chunks not from the store" "seek.not_stored" raw
+        srow "later chunk TTFB p50 ms" "seek.chunk50" ms
+        srow "later chunk TTFB p99 ms" "seek.chunk99" ms
+        srow "slices a response fetched itself after its first (reel_slice_waits_total)" "seek.waits" raw
+        srow "CPU µs per MiB served" "seek.cpu_us_mib" raw
+        srow "errors" "seek.errors" raw
+    fi
     echo
-    echo "Whole run: $(( $(date +%s) - T_START )) s. Command: \`$(for v in SECTIONS DUR ROUNDS CONNS OPEN_RATE STRACE_DUR LIVE_VIEWERS LIVE_DUR HERD_VIEWERS H2_CLIENTS H2_STREAMS HS_CONNS; do printf '%s="%s" ' "$v" "${!v}"; done)benches/compare.sh\`. Raw data: raw/ (not committed)."
+    echo "Whole run: $(( $(date +%s) - T_START )) s. Command: \`$(for v in SECTIONS DUR ROUNDS CONNS OPEN_RATE STRACE_DUR LIVE_VIEWERS LIVE_DUR HERD_VIEWERS H2_CLIENTS H2_STREAMS HS_CONNS; do printf '%s="%s" ' "$v" "${!v}"; done)$(has seek && for v in SEEK_VIEWERS SEEK_DUR SEEK_SIZE SEEK_CHUNK SEEK_RATE SEEK_RUN SEEK_DELAY_MS SEEK_READ_AHEAD; do printf '%s="%s" ' "$v" "${!v}"; done)benches/compare.sh\`. Raw data: raw/ (not committed)."
 } > "$RESULTS"
 echo
 cat "$RESULTS"
