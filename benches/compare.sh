@@ -568,7 +568,7 @@ EOF
             >"$WORK/reel-slice/stdout.log" 2>"$WORK/reel-slice/stderr.log" &
         rpid=$!
         STARTED+=("$rpid")
-        if wait_http "http://127.0.0.1:$((PORT_BASE + 9))/healthz" "$WORK/reel-slice/stderr.log" 100 "$rpid"; then
+        if wait_http "http://127.0.0.1:$((PORT_BASE + 8))/healthz" "$WORK/reel-slice/stderr.log" 100 "$rpid"; then
             PIDS_OF[reel]=$(descendants "$rpid" | tr '\n' ' ')
             SEEK_SERVERS+=("reel|http://127.0.0.1:$((PORT_BASE + 8))")
             log "reel (sliced) up on :$((PORT_BASE + 8)) (pid $rpid)"
@@ -654,9 +654,9 @@ RESULTS=$RUN_DIR/results.md
     echo
     echo "$(nproc) CPUs ($(awk -F': ' '/model name/{print $2; exit}' /proc/cpuinfo)), kernel $(uname -r)," \
         "$(nginx -v 2>&1 | sed 's/.*: //'), $(varnishd -V 2>&1 | head -1 | sed 's/^varnishd (//; s/ revision.*//'), origin: $ORIGIN_KIND."
-    echo "Servers pinned to CPU $SRV_CPU, reel-load to CPU $GEN_CPU; closed loop \`reel-load fixed -c $CONNS -d ${DUR}s\`," \
+    has plain && echo "Servers pinned to CPU $SRV_CPU, reel-load to CPU $GEN_CPU; closed loop \`reel-load fixed -c $CONNS -d ${DUR}s\`," \
         "open loop \`reel-load open -c 32 -r $OPEN_RATE -d ${DUR}s\`; $ROUNDS interleaved rounds, median shown, ± = half the spread (max - min) / median."
-    echo "CPU µs/req = CPU $SRV_CPU busy time (/proc/stat) / requests. TLB / CAL = /proc/interrupts deltas (all CPUs) per 1000 requests over the measured runs." \
+    has plain && echo "CPU µs/req = CPU $SRV_CPU busy time (/proc/stat) / requests. TLB / CAL = /proc/interrupts deltas (all CPUs) per 1000 requests over the measured runs." \
         "Syscalls: \`strace -c -f\` on the serving processes during ${STRACE_DUR}s of hits (per request; madvise / fadvise64 per 1000 requests)." \
         "Live herd: $LIVE_VIEWERS synchronized viewers for ${LIVE_DUR}s on /live/index.m3u8, origin requests counted at the origin." \
         "Coalesced miss: $HERD_VIEWERS viewers at once on a cold 2 MiB object whose origin body streams over ${STREAM_MS} ms (x-origin-stream-ms), one round per second for ${HERD_DUR}s."
