@@ -1,6 +1,11 @@
 //! Unit tests of the store internals: replay order of the rebuild.
 
-use super::*;
+use std::collections::HashMap;
+
+use bytes::Bytes;
+
+use super::rebuild::{ScannedRecord, apply_record};
+use crate::format::Kind;
 
 fn rec(kind: Kind, key: &[u8], off: u64, target: Option<(u64, u64)>) -> ScannedRecord {
     ScannedRecord {
