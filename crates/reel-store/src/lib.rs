@@ -82,8 +82,7 @@ pub enum StoreError {
     /// Another fill for this key is in progress; coalesce onto it via [`Store::lookup`].
     #[error("key is already being filled")]
     AlreadyFilling,
-    /// The object does not fit: larger than a volume, or a streamed object outgrew the
-    /// space it could reserve contiguously.
+    /// The object does not fit: larger than a volume.
     #[error("object too large for the store ({0} bytes)")]
     TooLarge(u64),
     /// No volume is free right now (reclaim pending or volumes leased); not admitted.
@@ -142,6 +141,9 @@ pub struct StoreStats {
     pub quarantined_volumes: u64,
     /// Fills refused for lack of a free volume.
     pub no_space: u64,
+    /// Fills of unknown length that could not grow in place and moved to a larger
+    /// reservation (copying what they had written).
+    pub fill_moves: u64,
     /// Objects recovered by the last rebuild.
     pub recovered: u64,
     /// Records dropped by the last rebuild (bad checksum or no commit marker).

@@ -4,6 +4,7 @@ mod basic;
 mod crash;
 mod faults;
 mod model;
+mod unknown_len;
 
 use std::path::Path;
 use std::sync::Arc;

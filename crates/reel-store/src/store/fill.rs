@@ -5,23 +5,33 @@
 //! so readers are woken when the bytes are in the file (page cache). `commit` writes the
 //! final header and the commit trailer and swaps the slot for a complete entry; abort
 //! (explicit or by drop) restores the object the fill was replacing, if any.
+//!
+//! A fill of unknown length reserves a first extent and grows it in place while it is
+//! the last allocation of the active volume. When it cannot (another allocation follows
+//! it, or the volume ends) it moves: a reservation twice as large is taken wherever the
+//! allocator has room, the bytes written so far are copied there, and writing goes on.
+//! Each place the fill wrote to stays leased and readable until the fill and all its
+//! readers are gone, so a reader never loses bytes it was handed; the abandoned record
+//! keeps its unknown length on disk and a rebuild drops it.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use bytes::Bytes;
 use tokio::sync::watch;
 
 use super::index::{Entry, Slot};
-use super::volumes::Volume;
+use super::volumes::{Lease, Volume};
 use super::{Store, now_secs};
 use crate::StoreError;
 use crate::format::{self, Kind, LEN_UNKNOWN, RECORD_FIXED_LEN, TRAILER_LEN, VOLUME_HEADER_LEN};
 use crate::{MAX_KEY_LEN, MAX_META_LEN};
 
 /// First reservation of a fill whose length is unknown (at most 1/16 of a volume); it
-/// grows in place while the fill is the last allocation of its volume.
+/// grows in place while the fill is the last allocation of its volume, or moves.
 const UNKNOWN_INITIAL: u64 = 1 << 20;
+/// Copy size when a fill moves its bytes to a larger reservation.
+const MOVE_CHUNK: u64 = 1 << 20;
 
 /// Where a fill stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -36,15 +46,32 @@ pub(super) enum FillState {
 pub(super) struct Progress {
     pub(super) written: u64,
     pub(super) state: FillState,
+    /// Which place (0 = the first, see [`FillShared::place`]) holds all `written` bytes.
+    pub(super) place: u32,
+}
+
+/// One place a fill's body is (or was) written to. Leased for as long as the fill's
+/// shared state lives, so ranges handed to readers stay valid.
+pub(super) struct Place {
+    pub(super) lease: Lease,
+    /// Offset of body byte 0 in the volume file.
+    pub(super) body_off: u64,
+    /// Where the fill moved next, if it did.
+    next: OnceLock<Box<Place>>,
+}
+
+impl Place {
+    pub(super) fn vol(&self) -> &Arc<Volume> {
+        &self.lease.0
+    }
 }
 
 /// State of an in-progress fill shared with readers on any thread.
 pub(super) struct FillShared {
     pub(super) key: Box<[u8]>,
     pub(super) meta: Bytes,
-    pub(super) vol: Arc<Volume>,
-    pub(super) seq: u64,
-    pub(super) body_off: u64,
+    /// The first place; later ones are chained from it.
+    first: Place,
     pub(super) stored_at: u64,
     pub(super) expected: Option<u64>,
     pub(super) progress: watch::Sender<Progress>,
@@ -53,14 +80,43 @@ pub(super) struct FillShared {
     pub(super) replaced: Mutex<Option<Arc<Entry>>>,
 }
 
+impl FillShared {
+    /// Place number `i` (as published in [`Progress::place`]).
+    pub(super) fn place(&self, i: u32) -> &Place {
+        let mut p = &self.first;
+        for _ in 0..i {
+            match p.next.get() {
+                Some(n) => p = n,
+                None => break,
+            }
+        }
+        p
+    }
+
+    fn push_place(&self, place: Place) {
+        let mut p = &self.first;
+        while let Some(n) = p.next.get() {
+            p = n;
+        }
+        // Only the writer pushes, one place at a time: the last place has no successor.
+        let _ = p.next.set(Box::new(place));
+    }
+}
+
 /// Writes one object. Dropping it without [`FillWriter::commit`] aborts the fill.
 pub struct FillWriter {
     store: Arc<Store>,
     shared: Arc<FillShared>,
     hash: u128,
     kind_header_len: u64,
+    /// The current place: its volume (the writer counts in its `writers`), incarnation,
+    /// record and body offsets, end of the reservation, and number.
+    vol: Arc<Volume>,
+    seq: u64,
     rec_off: u64,
+    body_off: u64,
     reserved_end: u64,
+    place: u32,
     written: u64,
     crc: u32,
     header_crc: u32,
@@ -131,13 +187,16 @@ impl Store {
             self.allocate(span, min_room, &mut a)?
         };
         let vol = self.vols[v as usize].clone();
-        let (tx, _) = watch::channel(Progress { written: 0, state: FillState::Open });
+        let Some(lease) = Lease::acquire(&vol, seq) else {
+            vol.writers.fetch_sub(1, Ordering::SeqCst);
+            return Err(StoreError::Gone);
+        };
+        let body_off = off + format::body_rel(Kind::Object, header_len);
+        let (tx, _) = watch::channel(Progress { written: 0, state: FillState::Open, place: 0 });
         let shared = Arc::new(FillShared {
             key: key.into(),
             meta,
-            vol,
-            seq,
-            body_off: off + format::body_rel(Kind::Object, header_len),
+            first: Place { lease, body_off, next: OnceLock::new() },
             stored_at,
             expected,
             progress: tx,
@@ -149,8 +208,12 @@ impl Store {
             hash: format::key_hash(key),
             shared,
             kind_header_len: header_len,
+            vol,
+            seq,
             rec_off: off,
+            body_off,
             reserved_end: off + span,
+            place: 0,
             written: 0,
             crc: 0,
             header_crc: 0,
@@ -180,7 +243,7 @@ impl FillWriter {
     }
 
     /// Completes the object: writes the final header and the commit marker, then makes
-    /// it visible to lookups as a complete [`Hit`].
+    /// it visible to lookups as a complete [`Hit`](crate::Hit).
     pub async fn commit(mut self) -> Result<(), StoreError> {
         let entry = match self.finish().await {
             Ok(e) => e,
@@ -202,11 +265,11 @@ impl FillWriter {
         store.c.bytes_used.fetch_add(entry.span, Ordering::Relaxed);
         shard.insert(self.hash, Slot::Ready(entry));
         drop(shard);
-        self.shared.vol.objects.lock().unwrap_or_else(|p| p.into_inner()).push(self.hash);
-        if self.shared.vol.quarantined.load(Ordering::SeqCst) {
+        self.vol.objects.lock().unwrap_or_else(|p| p.into_inner()).push(self.hash);
+        if self.vol.quarantined.load(Ordering::SeqCst) {
             // Quarantined since `finish`: if the quarantine took the volume's object
             // list before our push, it missed this entry; drop it here instead.
-            store.drop_volume_entries(&self.shared.vol, self.shared.seq);
+            store.drop_volume_entries(&self.vol, self.seq);
             self.shared.progress.send_modify(|p| p.state = FillState::Aborted);
             return Err(StoreError::Gone);
         }
@@ -242,19 +305,16 @@ impl FillWriter {
         // Nothing of ours reached the disk: give the space back. Once a header is
         // written the space stays a hole until its volume is reclaimed, so a scan
         // never lands inside another record.
-        if !self.header_on_disk
-            && a.active == Some(self.shared.vol.idx)
-            && a.head == self.reserved_end
-        {
+        if !self.header_on_disk && a.active == Some(self.vol.idx) && a.head == self.reserved_end {
             a.head = self.rec_off;
         }
-        self.shared.vol.writers.fetch_sub(1, Ordering::SeqCst);
+        self.vol.writers.fetch_sub(1, Ordering::SeqCst);
     }
 
     async fn write_header(&mut self, body_len: u64, span: u64) -> Result<(), StoreError> {
         let (hdr, crc) = format::encode_record_header(
             Kind::Object,
-            self.shared.seq,
+            self.seq,
             &self.shared.key,
             &self.shared.meta,
             body_len,
@@ -272,10 +332,10 @@ impl FillWriter {
         // A quarantined volume (its header could not be written, or a read failed) is
         // out of service: nothing in it is served, and without its header a restart
         // would not find the record either. Fail the fill instead of admitting it.
-        if self.shared.vol.quarantined.load(Ordering::SeqCst) {
+        if self.vol.quarantined.load(Ordering::SeqCst) {
             return Err(StoreError::Gone);
         }
-        self.store.io.write_all_at(&self.shared.vol.file, data, off).await.map_err(|e| {
+        self.store.io.write_all_at(&self.vol.file, data, off).await.map_err(|e| {
             self.store.write_error(&e);
             StoreError::Io(e)
         })
@@ -296,38 +356,110 @@ impl FillWriter {
             let body_len = self.shared.expected.unwrap_or(LEN_UNKNOWN);
             self.write_header(body_len, self.reserved_end - self.rec_off).await?;
         }
-        let need = self.shared.body_off + total + TRAILER_LEN as u64;
-        if need > self.reserved_end {
-            self.grow(need).await?;
+        if self.body_off + total + TRAILER_LEN as u64 > self.reserved_end {
+            if self.shared.expected.is_some() {
+                return Err(StoreError::TooLarge(total));
+            }
+            self.make_room(total).await?;
         }
-        self.write(data.clone(), self.shared.body_off + self.written).await?;
+        self.write(data.clone(), self.body_off + self.written).await?;
         self.crc = crc32c::crc32c_append(self.crc, &data);
         self.written = total;
-        self.shared.progress.send_modify(|p| p.written = total);
+        let place = self.place;
+        self.shared.progress.send_modify(|p| {
+            p.written = total;
+            p.place = place;
+        });
         Ok(())
     }
 
-    /// Extends the reservation of a fill of unknown length in place; only possible
-    /// while it is the last allocation of the active volume.
-    async fn grow(&mut self, need: u64) -> Result<(), StoreError> {
+    /// Makes room for a body of `total` bytes (unknown length only): grows the
+    /// reservation in place, or moves the fill to a larger one.
+    async fn make_room(&mut self, total: u64) -> Result<(), StoreError> {
         let vs = self.store.volume_size;
-        {
+        let body_rel = self.body_off - self.rec_off;
+        let need_span = format::align_up(body_rel + total + TRAILER_LEN as u64);
+        let cur = self.reserved_end - self.rec_off;
+        let want = need_span.max(cur * 2);
+        let grown = {
             let mut a = self.store.lock_alloc();
-            let cur = self.reserved_end - self.rec_off;
-            let want = format::align_up((need - self.rec_off).max(cur * 2));
-            let new_end = (self.rec_off + want).min(vs);
-            if need > vs
-                || self.shared.expected.is_some()
-                || a.active != Some(self.shared.vol.idx)
-                || a.head != self.reserved_end
+            let end = (self.rec_off + want).min(vs);
+            if a.active == Some(self.vol.idx)
+                && a.head == self.reserved_end
+                && self.rec_off + need_span <= end
             {
-                return Err(StoreError::TooLarge(need - self.shared.body_off));
+                a.head = end;
+                self.reserved_end = end;
+                true
+            } else {
+                false
             }
-            a.head = new_end;
-            self.reserved_end = new_end;
+        };
+        if grown {
+            // The header must name the larger span before any byte lands beyond the
+            // old one.
+            return self.write_header(LEN_UNKNOWN, self.reserved_end - self.rec_off).await;
         }
-        // The header must name the larger span before any byte lands beyond the old one.
-        self.write_header(LEN_UNKNOWN, self.reserved_end - self.rec_off).await
+        let max = vs - VOLUME_HEADER_LEN;
+        if need_span > max {
+            return Err(StoreError::TooLarge(total));
+        }
+        self.move_to(want.min(max)).await
+    }
+
+    /// Moves the fill to a fresh reservation of `span` bytes: header, then a copy of the
+    /// bytes written so far; readers switch over with the next published progress.
+    async fn move_to(&mut self, span: u64) -> Result<(), StoreError> {
+        let store = self.store.clone();
+        let (v, seq, off) = {
+            let mut a = store.lock_alloc();
+            store.allocate(span, 0, &mut a)?
+        };
+        let vol = store.vols[v as usize].clone();
+        let Some(lease) = Lease::acquire(&vol, seq) else {
+            vol.writers.fetch_sub(1, Ordering::SeqCst);
+            return Err(StoreError::Gone);
+        };
+        let body_off = off + (self.body_off - self.rec_off);
+        // From here on the new place is ours (abort releases it); the old one is only
+        // read from, and counts as written into until the copy is done.
+        let old_vol = std::mem::replace(&mut self.vol, vol);
+        let old_body = self.body_off;
+        (self.seq, self.rec_off, self.body_off, self.reserved_end) =
+            (seq, off, body_off, off + span);
+        self.header_on_disk = false;
+        let copied = self.copy_from(&old_vol, old_body, span).await;
+        old_vol.writers.fetch_sub(1, Ordering::SeqCst);
+        copied?;
+        self.shared.push_place(Place { lease, body_off, next: OnceLock::new() });
+        self.place += 1;
+        store.c.fill_moves.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Writes the header of the new place and copies the body written so far into it.
+    async fn copy_from(
+        &mut self,
+        old: &Volume,
+        old_body: u64,
+        span: u64,
+    ) -> Result<(), StoreError> {
+        self.write_header(LEN_UNKNOWN, span).await?;
+        let mut pos = 0;
+        while pos < self.written {
+            let n = (self.written - pos).min(MOVE_CHUNK);
+            let buf = match self.store.io.read_exact_at(&old.file, n as usize, old_body + pos).await
+            {
+                Ok(b) => b,
+                Err(e) => {
+                    self.store.read_error(old, &e);
+                    return Err(StoreError::Io(e));
+                }
+            };
+            self.write(Bytes::from(buf), self.body_off + pos).await?;
+            pos += n;
+        }
+        Ok(())
     }
 
     pub(super) async fn finish(&mut self) -> Result<Arc<Entry>, StoreError> {
@@ -344,7 +476,7 @@ impl FillWriter {
             let final_span = format::span_for(Kind::Object, self.kind_header_len, self.written);
             let tail = {
                 let a = self.store.lock_alloc();
-                a.active == Some(self.shared.vol.idx) && a.head == self.reserved_end
+                a.active == Some(self.vol.idx) && a.head == self.reserved_end
             };
             if tail {
                 span = final_span;
@@ -353,7 +485,7 @@ impl FillWriter {
             if tail {
                 let shrunk = {
                     let mut a = self.store.lock_alloc();
-                    if a.active == Some(self.shared.vol.idx) && a.head == self.reserved_end {
+                    if a.active == Some(self.vol.idx) && a.head == self.reserved_end {
                         a.head = self.rec_off + final_span;
                         self.reserved_end = a.head;
                         true
@@ -369,20 +501,20 @@ impl FillWriter {
                 }
             }
         }
-        let t = format::encode_trailer(self.shared.seq, self.written, self.crc, self.header_crc);
-        self.write(Bytes::copy_from_slice(&t), self.shared.body_off + self.written).await?;
-        if self.shared.vol.quarantined.load(Ordering::SeqCst) {
+        let t = format::encode_trailer(self.seq, self.written, self.crc, self.header_crc);
+        self.write(Bytes::copy_from_slice(&t), self.body_off + self.written).await?;
+        if self.vol.quarantined.load(Ordering::SeqCst) {
             return Err(StoreError::Gone);
         }
         self.done = true;
-        self.shared.vol.writers.fetch_sub(1, Ordering::SeqCst);
+        self.vol.writers.fetch_sub(1, Ordering::SeqCst);
         Ok(Arc::new(Entry {
             key: self.shared.key.clone(),
             meta: self.shared.meta.clone(),
-            vol: self.shared.vol.idx,
-            seq: self.shared.seq,
+            vol: self.vol.idx,
+            seq: self.seq,
             rec_off: self.rec_off,
-            body_off: self.shared.body_off,
+            body_off: self.body_off,
             body_len: self.written,
             span,
             stored_at: self.shared.stored_at,

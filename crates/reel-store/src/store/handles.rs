@@ -32,11 +32,12 @@ pub struct Hit {
     pub(super) store: Arc<Store>,
 }
 
-/// An object being filled; readable up to what has been written so far.
+/// An object being filled; readable up to what has been written so far. The fill's
+/// shared state holds a lease on every place it wrote to, so ranges stay valid while
+/// the handle lives, even after the fill moved.
 pub struct Filling {
     pub(super) shared: Arc<FillShared>,
     pub(super) rx: watch::Receiver<Progress>,
-    pub(super) lease: Lease,
     pub(super) store: Arc<Store>,
 }
 
@@ -82,9 +83,12 @@ impl Store {
                 Some(Lookup::Hit(Hit { entry, lease, store: self.clone() }))
             }
             Err(shared) => {
-                let lease = Lease::acquire(&shared.vol, shared.seq)?;
                 let rx = shared.progress.subscribe();
-                Some(Lookup::Filling(Filling { shared, rx, lease, store: self.clone() }))
+                let place = shared.place(rx.borrow().place);
+                if place.vol().quarantined.load(Ordering::SeqCst) {
+                    return None;
+                }
+                Some(Lookup::Filling(Filling { shared, rx, store: self.clone() }))
             }
         }
     }
@@ -176,8 +180,10 @@ impl Filling {
 
     /// The file range of body bytes already written, for sendfile.
     pub fn file_range(&self, offset: u64, len: u64) -> Result<FileRange<'_>, StoreError> {
-        let avail = self.status()?.available;
-        range(&self.lease.0, self.shared.body_off, avail, offset, len)
+        let p = *self.rx.borrow();
+        let avail = status_of(p)?.available;
+        let place = self.shared.place(p.place);
+        range(place.vol(), place.body_off, avail, offset, len)
     }
 
     /// Whether the given written range is in the page cache.
@@ -188,8 +194,11 @@ impl Filling {
 
     /// Reads already-written body bytes.
     pub async fn read(&self, offset: u64, len: u64) -> Result<Bytes, StoreError> {
-        self.file_range(offset, len)?;
-        read_body(&self.store, &self.lease.0, self.shared.body_off + offset, len).await
+        let p = *self.rx.borrow();
+        let avail = status_of(p)?.available;
+        let place = self.shared.place(p.place);
+        range(place.vol(), place.body_off, avail, offset, len)?;
+        read_body(&self.store, place.vol(), place.body_off + offset, len).await
     }
 }
 
