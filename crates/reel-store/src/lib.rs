@@ -15,6 +15,8 @@
 //! aligned bodies, whole volumes reclaimed FIFO with a second chance for objects read
 //! since they were written (`docs/store-format.md`, `docs/store.md`).
 //!
+//! Reclaim runs on the store's maintenance thread, never inside a fill.
+//!
 //! I/O: io_uring per worker thread, or an I/O thread pool (module `io`). The async
 //! methods return `!Send` futures (they use the calling thread's ring): run them on the
 //! worker's current_thread runtime / LocalSet.

@@ -5,12 +5,14 @@
 //! - `volumes`: volume files, leases, allocation of the write head, quarantine;
 //! - `fill`: writing one object while readers follow it ([`FillWriter`]);
 //! - `reclaim`: recycling the oldest volume with a second chance for read objects;
+//! - `maint`: the thread that runs reclaim off the workers;
 //! - `rebuild`: the start-up scan that rebuilds the index from the volumes;
 //! - `handles`: [`Hit`], [`Filling`] and the [`FileRange`]s they lend for sendfile.
 
 mod fill;
 mod handles;
 mod index;
+mod maint;
 mod rebuild;
 mod reclaim;
 mod volumes;
@@ -65,12 +67,20 @@ pub struct Store {
     io: Io,
     c: Counters,
     started: Instant,
+    /// Whether the maintenance thread runs [`Store::maintain`] for this store.
+    background: AtomicBool,
 }
 
 impl Store {
     /// Opens (creating and preallocating if needed) the store and rebuilds the index by
     /// scanning the volumes. Blocking; call at start-up before serving.
     pub fn open(cfg: StoreConfig) -> Result<Arc<Store>, StoreError> {
+        Store::open_with(cfg, true)
+    }
+
+    /// [`Store::open`]; `background: false` leaves maintenance to explicit
+    /// [`Store::maintain`] calls (tests that must see when a reclaim runs).
+    fn open_with(cfg: StoreConfig, background: bool) -> Result<Arc<Store>, StoreError> {
         let vs = cfg.volume_size;
         if vs < (1 << 20) || vs % ALIGN != 0 {
             return Err(StoreError::Config(format!(
@@ -111,9 +121,14 @@ impl Store {
             io,
             c: Counters::default(),
             started: Instant::now(),
+            background: AtomicBool::new(background),
         };
         store.rebuild().map_err(|e| open_err(&cfg.path, e))?;
-        Ok(Arc::new(store))
+        let store = Arc::new(store);
+        if !maint::register(&store) {
+            return Err(open_err(&cfg.path, std::io::Error::other("no maintenance thread")));
+        }
+        Ok(store)
     }
 
     /// Removes `key` (complete or filling). Persistent: a tombstone is appended.
@@ -130,7 +145,6 @@ impl Store {
         };
         let Some(slot) = removed else { return Ok(false) };
         self.retire_slot(slot);
-        self.maintain().await;
         self.append_small(Kind::Tombstone, key, &[], None).await?;
         Ok(true)
     }
@@ -157,7 +171,6 @@ impl Store {
                 self.retire_slot(slot);
             }
         }
-        self.maintain().await;
         self.append_small(Kind::PurgePrefix, prefix, &[], None).await?;
         Ok(n)
     }

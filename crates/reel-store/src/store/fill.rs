@@ -130,7 +130,8 @@ impl Store {
     /// Starts writing `key` with its metadata blob. `expected_len` is the body length
     /// if known (Content-Length). An existing complete object for the key is replaced
     /// (it stops being served now). Fails with [`StoreError::AlreadyFilling`] if a
-    /// fill for the key is in progress.
+    /// fill for the key is in progress. Never waits for a reclaim: without a free
+    /// volume it fails with [`StoreError::NoSpace`].
     pub async fn begin_fill(
         self: &Arc<Self>,
         key: &[u8],
@@ -140,7 +141,6 @@ impl Store {
         if key.len() > MAX_KEY_LEN || meta.len() > MAX_META_LEN {
             return Err(StoreError::KeyOrMetaTooLong);
         }
-        self.maintain().await;
         let h = format::key_hash(key);
         if let Ok(s) = self.shard(h).read()
             && matches!(s.get(&h), Some(Slot::Filling(_)))

@@ -13,8 +13,12 @@ use crate::StoreError;
 use crate::format::{self, Kind, VOLUME_HEADER_LEN, VolumeHeader};
 
 impl Store {
-    /// Runs pending background work (volume headers, a due reclaim) on the calling
-    /// worker. [`Store::begin_fill`] calls it; idle workers may call it too.
+    /// Runs due maintenance on the calling task: pending volume headers, volumes whose
+    /// leases drained back to the free queue, and a reclaim of the oldest sealed volume
+    /// when no volume is free. The store's maintenance thread calls it when the last
+    /// free volume is taken and once a second, so no fill waits for it; calling it
+    /// directly forces a pass (tools, tests). Returns at once if another task is
+    /// reclaiming.
     pub async fn maintain(self: &Arc<Self>) {
         self.write_pending_headers().await;
         let victim = {

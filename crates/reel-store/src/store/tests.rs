@@ -1,9 +1,10 @@
-//! Unit tests of the store internals: replay order of the rebuild.
+//! Unit tests of the store internals: replay order of the rebuild, where reclaim runs.
 
 use std::collections::HashMap;
 
 use bytes::Bytes;
 
+use super::Store;
 use super::rebuild::{ScannedRecord, apply_record};
 use crate::format::Kind;
 
@@ -33,4 +34,76 @@ fn replay_applies_targeted_records_only_to_their_object() {
     apply_record(&mut idx, 0, 5, &rec(Kind::Object, b"ab", 28672, None));
     apply_record(&mut idx, 0, 5, &rec(Kind::PurgePrefix, b"a", 32768, None));
     assert!(idx.is_empty());
+}
+
+fn small_store(dir: &std::path::Path, volumes: u64, background: bool) -> std::sync::Arc<Store> {
+    let cfg = crate::StoreConfig {
+        path: dir.to_owned(),
+        size: volumes << 20,
+        volume_size: 1 << 20,
+        io: crate::IoMode::Threads,
+    };
+    Store::open_with(cfg, background).expect("open store")
+}
+
+fn rt<F: std::future::Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime").block_on(f)
+}
+
+async fn put(s: &std::sync::Arc<Store>, key: &[u8], len: usize) {
+    let mut w = s.begin_fill(key, Bytes::from_static(b"m"), Some(len as u64)).await.expect("fill");
+    w.append(Bytes::from(vec![7u8; len])).await.expect("append");
+    w.commit().await.expect("commit");
+}
+
+/// Writes 300 kB objects until no volume is free and a sealed one waits for reclaim.
+async fn fill_until_reclaim_due(s: &std::sync::Arc<Store>) {
+    for i in 0..100 {
+        put(s, format!("k{i}").as_bytes(), 300_000).await;
+        let a = s.lock_alloc();
+        if a.free.is_empty() && !a.sealed.is_empty() {
+            return;
+        }
+    }
+    panic!("the store never ran out of free volumes");
+}
+
+#[test]
+fn a_fill_never_runs_reclaim_inline() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = small_store(dir.path(), 3, false);
+    rt(async {
+        fill_until_reclaim_due(&s).await;
+        assert_eq!(s.stats().reclaims, 0);
+        // A client's miss now: it must start writing without reclaiming anything.
+        let mut w = s.begin_fill(b"miss", Bytes::from_static(b"m"), Some(1000)).await.unwrap();
+        w.append(Bytes::from(vec![1u8; 1000])).await.unwrap();
+        w.commit().await.unwrap();
+        assert_eq!(s.stats().reclaims, 0, "a fill reclaimed a volume inline");
+        assert!(s.lock_alloc().free.is_empty());
+        // The maintenance task does it.
+        s.maintain().await;
+        let st = s.stats();
+        assert_eq!(st.reclaims, 1, "{st:?}");
+        assert!(st.evictions > 0, "{st:?}");
+        assert!(!s.lock_alloc().free.is_empty());
+    });
+}
+
+#[test]
+fn the_maintenance_thread_reclaims_without_any_fill() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = small_store(dir.path(), 3, false);
+    rt(async {
+        fill_until_reclaim_due(&s).await;
+        // No more fills, no maintain call: the thread reclaims the oldest volume on its
+        // next pass.
+        s.background.store(true, std::sync::atomic::Ordering::Relaxed);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while s.lock_alloc().free.is_empty() {
+            assert!(std::time::Instant::now() < deadline, "no reclaim: {:?}", s.stats());
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        assert_eq!(s.stats().reclaims, 1);
+    });
 }

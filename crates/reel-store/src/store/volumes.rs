@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use bytes::Bytes;
 
-use super::{Store, now_secs};
+use super::{Store, maint, now_secs};
 use crate::StoreError;
 use crate::format::{self, Kind, RECORD_FIXED_LEN, VOLUME_HEADER_LEN, VolumeHeader};
 
@@ -125,8 +125,14 @@ impl Store {
             self.promote_drained(a);
             let Some(n) = a.free.pop_front() else {
                 self.c.no_space.fetch_add(1, Ordering::Relaxed);
+                maint::kick();
                 return Err(StoreError::NoSpace);
             };
+            if a.free.is_empty() {
+                // The last free volume becomes active: reclaim the oldest one now, on
+                // the maintenance thread, so the next volume is ready when needed.
+                maint::kick();
+            }
             if let Some(old) = a.active.take()
                 && !self.vols[old as usize].quarantined.load(Ordering::SeqCst)
             {
@@ -157,7 +163,7 @@ impl Store {
 
     /// Appends a metadata, tombstone or purge record.
     pub(super) async fn append_small(
-        &self,
+        self: &Arc<Self>,
         kind: Kind,
         key: &[u8],
         meta: &[u8],
@@ -173,10 +179,24 @@ impl Store {
         // restart (a lost tombstone resurrects a removed object): each failed header
         // quarantines its volume, so retry in the next one, at most once per volume.
         let mut tries = 0;
+        let mut reclaimed = false;
         let (v, seq, off) = loop {
-            let (v, seq, off) = {
+            let alloc = {
                 let mut a = self.lock_alloc();
-                self.allocate(span, 0, &mut a)?
+                self.allocate(span, 0, &mut a)
+            };
+            let (v, seq, off) = match alloc {
+                Ok(r) => r,
+                Err(StoreError::NoSpace) if !reclaimed => {
+                    // A removal or metadata update must not be lost for want of a free
+                    // volume: make room here (rare: only when reclaim is behind).
+                    reclaimed = true;
+                    // Boxed: reclaim itself appends tombstones (then `reclaim_running`
+                    // makes this call return at once).
+                    Box::pin(self.maintain()).await;
+                    continue;
+                }
+                Err(e) => return Err(e),
             };
             self.write_pending_headers().await;
             let vol = &self.vols[v as usize];
