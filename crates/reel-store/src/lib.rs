@@ -78,6 +78,14 @@ pub enum StoreError {
         /// The OS error.
         source: std::io::Error,
     },
+    /// Another store (another process, PID `pid` when known) has the directory open.
+    #[error("store at {path} is in use by another process (pid {pid})")]
+    Locked {
+        /// The store directory.
+        path: PathBuf,
+        /// The holder's PID as written in the lock file.
+        pid: String,
+    },
     /// The configuration is unusable.
     #[error("invalid store configuration: {0}")]
     Config(String),

@@ -34,7 +34,7 @@ pub use fill::FillWriter;
 pub use handles::{FileRange, FillStatus, Filling, Hit, Lookup};
 
 use index::{Entry, SHARDS, Shard, Slot};
-use volumes::{Alloc, Volume, preallocate};
+use volumes::{Alloc, Volume, lock_dir, preallocate};
 
 /// Error logs on the write path are rate-limited to one per this many seconds.
 const LOG_INTERVAL_SECS: u64 = 10;
@@ -69,6 +69,8 @@ pub struct Store {
     started: Instant,
     /// Whether the maintenance thread runs [`Store::maintain`] for this store.
     background: AtomicBool,
+    /// The directory's exclusive lock, held while the store lives.
+    _lock: std::fs::File,
 }
 
 impl Store {
@@ -99,6 +101,7 @@ impl Store {
         }
         let open_err = |path: &Path, source| StoreError::Open { path: path.to_owned(), source };
         std::fs::create_dir_all(&cfg.path).map_err(|e| open_err(&cfg.path, e))?;
+        let lock = lock_dir(&cfg.path)?;
         let io = Io::new(cfg.io).map_err(|e| open_err(&cfg.path, e))?;
         let mut vols = Vec::new();
         for i in 0..n as u32 {
@@ -122,6 +125,7 @@ impl Store {
             c: Counters::default(),
             started: Instant::now(),
             background: AtomicBool::new(background),
+            _lock: lock,
         };
         store.rebuild().map_err(|e| open_err(&cfg.path, e))?;
         let store = Arc::new(store);
@@ -177,7 +181,7 @@ impl Store {
 
     /// Replaces the metadata blob of the complete object `key` (e.g. after a 304).
     /// Appends a small metadata record aimed at that exact object; returns false if the
-    /// key is not stored (or changed meanwhile).
+    /// key is not stored (or changed meanwhile, or its volume is being reclaimed).
     pub async fn update_meta(
         self: &Arc<Self>,
         key: &[u8],
@@ -203,7 +207,13 @@ impl Store {
         });
         let mut shard = self.shard(h).write().map_err(|_| StoreError::Aborted)?;
         match shard.get_mut(&h) {
-            Some(Slot::Ready(e)) if Arc::ptr_eq(e, &old) => {
+            // Not while the object's volume is being reclaimed: a second-chance copy
+            // taken before this update would come after the update record in the log
+            // and bring the old metadata back on restart. The object stays as it was.
+            Some(Slot::Ready(e))
+                if Arc::ptr_eq(e, &old)
+                    && !self.vols[old.vol as usize].reclaiming.load(Ordering::SeqCst) =>
+            {
                 *e = new;
                 Ok(true)
             }

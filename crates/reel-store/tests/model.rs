@@ -145,7 +145,8 @@ fn run(ops: Vec<Op>, io: IoMode) {
                 prop_assert!(st.bytes_used <= st.capacity);
             }
             // Final full check after a restart.
-            drop(std::mem::replace(&mut s, open(dir.path(), 3, io)));
+            drop(s);
+            s = open(dir.path(), 3, io);
             for (key, want) in &model {
                 if let Some(got) = get(&s, &[b'k', *key]).await
                     && !unknown.contains(key)

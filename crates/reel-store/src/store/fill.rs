@@ -142,18 +142,14 @@ impl Store {
             return Err(StoreError::KeyOrMetaTooLong);
         }
         let h = format::key_hash(key);
-        if let Ok(s) = self.shard(h).read()
-            && matches!(s.get(&h), Some(Slot::Filling(_)))
-        {
+        // The slot is replaced under the same lock as the space is allocated: a record
+        // allocated before this one (earlier in the log) that copies the old object
+        // (second chance) then sees the change before it is sealed (`copy_entry`).
+        let mut shard = self.shard(h).write().map_err(|_| StoreError::Aborted)?;
+        if matches!(shard.get(&h), Some(Slot::Filling(_))) {
             return Err(StoreError::AlreadyFilling);
         }
         let w = self.start_writer(key, meta, expected_len, now_secs(), false)?;
-        let mut shard = self.shard(h).write().map_err(|_| StoreError::Aborted)?;
-        if matches!(shard.get(&h), Some(Slot::Filling(_))) {
-            drop(shard);
-            drop(w);
-            return Err(StoreError::AlreadyFilling);
-        }
         if let Some(Slot::Ready(old)) = shard.insert(h, Slot::Filling(w.shared.clone())) {
             self.uncount(&old);
             *w.shared.replaced.lock().unwrap_or_else(|p| p.into_inner()) = Some(old);
@@ -462,7 +458,15 @@ impl FillWriter {
         Ok(())
     }
 
+    /// Writes the final header and then the commit trailer: the record is valid on disk.
     pub(super) async fn finish(&mut self) -> Result<Arc<Entry>, StoreError> {
+        let span = self.final_header().await?;
+        self.seal(span).await
+    }
+
+    /// Checks the length and writes the final header; returns the record's span. Until
+    /// [`FillWriter::seal`] writes the trailer, the record is not valid on disk.
+    pub(super) async fn final_header(&mut self) -> Result<u64, StoreError> {
         if self.done || self.shared.purged.load(Ordering::SeqCst) {
             return Err(StoreError::Aborted);
         }
@@ -501,6 +505,12 @@ impl FillWriter {
                 }
             }
         }
+        Ok(span)
+    }
+
+    /// Writes the commit trailer, which makes the record valid on disk, and releases the
+    /// volume.
+    pub(super) async fn seal(&mut self, span: u64) -> Result<Arc<Entry>, StoreError> {
         let t = format::encode_trailer(self.seq, self.written, self.crc, self.header_crc);
         self.write(Bytes::copy_from_slice(&t), self.body_off + self.written).await?;
         if self.vol.quarantined.load(Ordering::SeqCst) {

@@ -7,20 +7,20 @@ use std::sync::atomic::Ordering;
 use bytes::Bytes;
 
 use super::Store;
-use super::index::{Entry, Slot};
+use super::index::{Entry, Shard, Slot};
 use super::volumes::Volume;
 use crate::StoreError;
-use crate::format::{self, Kind, VOLUME_HEADER_LEN, VolumeHeader};
+use crate::format::{self, VOLUME_HEADER_LEN, VolumeHeader};
 
 impl Store {
-    /// Runs due maintenance on the calling task: pending volume headers, volumes whose
-    /// leases drained back to the free queue, and a reclaim of the oldest sealed volume
-    /// when no volume is free. The store's maintenance thread calls it when the last
+    /// Runs due maintenance on the calling task: volumes whose leases drained go back
+    /// to the free queue, and the oldest sealed volume is reclaimed when no volume is
+    /// free. (A new volume's header is written by the first record that goes into it,
+    /// so a failure is that writer's to see.) The store's maintenance thread calls it when the last
     /// free volume is taken and once a second, so no fill waits for it; calling it
     /// directly forces a pass (tools, tests). Returns at once if another task is
     /// reclaiming.
     pub async fn maintain(self: &Arc<Self>) {
-        self.write_pending_headers().await;
         let victim = {
             let mut a = self.lock_alloc();
             self.promote_drained(&mut a);
@@ -49,6 +49,7 @@ impl Store {
     /// volume is invalidated on disk and becomes free once no lease holds it.
     async fn reclaim(self: &Arc<Self>, v: u32) {
         let vol = self.vols[v as usize].clone();
+        vol.reclaiming.store(true, Ordering::SeqCst);
         let seq = vol.seq.load(Ordering::SeqCst);
         let hashes: Vec<u128> = vol.objects.lock().map(|o| o.clone()).unwrap_or_default();
         let mut budget = (self.volume_size - VOLUME_HEADER_LEN) / 2;
@@ -88,6 +89,11 @@ impl Store {
 
     /// Re-appends one object (second chance) and repoints the index if it still names
     /// the old copy.
+    ///
+    /// The copy's trailer is written only while the index still names the original: a
+    /// copy of an object that was replaced or removed meanwhile (by a record that may
+    /// lie earlier in the log) is left without trailer, so a rebuild never brings the
+    /// old object back, and no tombstone (which could fail for want of space) is needed.
     async fn copy_entry(
         self: &Arc<Self>,
         vol: &Arc<Volume>,
@@ -103,28 +109,30 @@ impl Store {
         let mut w =
             self.start_writer(&e.key, e.meta.clone(), Some(e.body_len), e.stored_at, true)?;
         w.append(Bytes::from(body)).await?;
-        let new = w.finish().await?;
+        let span = w.final_header().await?;
         let h = format::key_hash(&e.key);
+        let current =
+            |s: &Shard| matches!(s.get(&h), Some(Slot::Ready(cur)) if Arc::ptr_eq(cur, e));
+        if !self.shard(h).read().is_ok_and(|s| current(&s)) {
+            return Err(StoreError::Aborted);
+        }
+        // Anything that replaces or removes the key from now on is allocated after the
+        // copy, so it also comes after it in the log.
+        let new = w.seal(span).await?;
         let replaced = {
             let mut s = self.shard(h).write().map_err(|_| StoreError::Aborted)?;
-            match s.get_mut(&h) {
-                Some(Slot::Ready(cur)) if Arc::ptr_eq(cur, e) => {
-                    self.c.bytes_used.fetch_add(new.span, Ordering::Relaxed);
-                    self.c.bytes_used.fetch_sub(e.span, Ordering::Relaxed);
-                    *cur = new.clone();
-                    true
-                }
-                _ => false,
+            let ok = current(&s);
+            if ok {
+                self.c.bytes_used.fetch_add(new.span, Ordering::Relaxed);
+                self.c.bytes_used.fetch_sub(e.span, Ordering::Relaxed);
+                s.insert(h, Slot::Ready(new.clone()));
             }
+            ok
         };
-        if replaced {
-            self.vols[new.vol as usize].objects.lock().unwrap_or_else(|p| p.into_inner()).push(h);
-            Ok(())
-        } else {
-            // The key changed while we copied: neutralise the copy on disk so a
-            // rebuild does not resurrect it.
-            self.append_small(Kind::Tombstone, &e.key, &[], Some((new.seq, new.rec_off))).await?;
-            Err(StoreError::Aborted)
+        if !replaced {
+            return Err(StoreError::Aborted);
         }
+        self.vols[new.vol as usize].objects.lock().unwrap_or_else(|p| p.into_inner()).push(h);
+        Ok(())
     }
 }

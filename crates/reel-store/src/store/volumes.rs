@@ -27,6 +27,8 @@ pub(super) struct Volume {
     pub(super) leases: AtomicU64,
     pub(super) writers: AtomicU32,
     pub(super) quarantined: AtomicBool,
+    /// Set while the volume is being reclaimed (see `Store::update_meta`).
+    pub(super) reclaiming: AtomicBool,
     /// Hashes of objects committed into this incarnation (for reclaim).
     pub(super) objects: Mutex<Vec<u128>>,
 }
@@ -40,6 +42,7 @@ impl Volume {
             leases: AtomicU64::new(0),
             writers: AtomicU32::new(0),
             quarantined: AtomicBool::new(false),
+            reclaiming: AtomicBool::new(false),
             objects: Mutex::new(Vec::new()),
         }
     }
@@ -141,6 +144,7 @@ impl Store {
             let seq = a.next_seq;
             a.next_seq += 1;
             self.vols[n as usize].seq.store(seq, Ordering::SeqCst);
+            self.vols[n as usize].reclaiming.store(false, Ordering::SeqCst);
             a.active = Some(n);
             a.head = VOLUME_HEADER_LEN;
             a.pending_headers.push((n, seq));
@@ -191,9 +195,7 @@ impl Store {
                     // A removal or metadata update must not be lost for want of a free
                     // volume: make room here (rare: only when reclaim is behind).
                     reclaimed = true;
-                    // Boxed: reclaim itself appends tombstones (then `reclaim_running`
-                    // makes this call return at once).
-                    Box::pin(self.maintain()).await;
+                    self.maintain().await;
                     continue;
                 }
                 Err(e) => return Err(e),
@@ -262,4 +264,49 @@ pub(super) fn preallocate(f: &File, size: u64) -> std::io::Result<()> {
         f.set_len(size)?;
     }
     Ok(())
+}
+
+/// How long [`lock_dir`] waits for another holder (in this process: a store being
+/// dropped while its last maintenance pass ends) before giving up.
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Takes the exclusive lock of a store directory (`flock` on `DIR/lock`, which then
+/// holds our PID): two stores must never write the same volumes, not from two
+/// processes and not from one that reopens the store while an old handle lives on.
+/// The lock goes with the returned file, also when the process dies.
+pub(super) fn lock_dir(dir: &std::path::Path) -> Result<File, StoreError> {
+    use std::io::{Read, Seek, Write};
+    let path = dir.join("lock");
+    let open_err = |source| StoreError::Open { path: path.clone(), source };
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(open_err)?;
+    let deadline = std::time::Instant::now() + LOCK_WAIT;
+    loop {
+        // SAFETY: flock on a descriptor owned by `f` for the duration of the call; no
+        // memory is passed.
+        if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+            break;
+        }
+        let e = std::io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EWOULDBLOCK) {
+            return Err(open_err(e));
+        }
+        if std::time::Instant::now() >= deadline {
+            let mut pid = String::new();
+            let _ = f.read_to_string(&mut pid);
+            return Err(StoreError::Locked { path: dir.to_owned(), pid: pid.trim().to_owned() });
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let pid = std::process::id().to_string();
+    f.set_len(0)
+        .and_then(|()| f.rewind())
+        .and_then(|()| f.write_all(pid.as_bytes()))
+        .map_err(open_err)?;
+    Ok(f)
 }
