@@ -621,6 +621,7 @@ mod tests {
     }
 
     #[tokio::test]
+    #[cfg_attr(reel_no_uring, ignore = "io_uring is unavailable on this machine")]
     async fn uring_round_trip_and_short_read_is_error() {
         round_trip(IoMode::Uring).await;
     }
@@ -631,6 +632,7 @@ mod tests {
     }
 
     #[tokio::test]
+    #[cfg_attr(reel_no_uring, ignore = "io_uring is unavailable on this machine")]
     async fn dropped_uring_read_parks_buffer_until_completion() {
         let dir = tempfile::tempdir().unwrap();
         let f = Arc::new(File::create(dir.path().join("f")).unwrap());

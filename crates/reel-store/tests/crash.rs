@@ -9,7 +9,7 @@ use bytes::Bytes;
 use rand::{Rng, SeedableRng};
 use reel_store::IoMode;
 
-use crate::{VOL, body, get, open, put, rt};
+use crate::{VOL, backends, body, get, open, put, rt};
 
 const OBJECTS: u64 = 40;
 
@@ -75,7 +75,7 @@ fn corrupted_or_truncated_volumes_never_return_bad_bytes() {
             }
         }
         drop(f);
-        let io = if round % 2 == 0 { IoMode::Uring } else { IoMode::Threads };
+        let io = backends()[round % backends().len()];
         let found = check_no_corruption(dir.path(), io);
         assert!(found <= OBJECTS);
     }
@@ -112,7 +112,7 @@ fn kill_9_mid_fill_drops_only_the_torn_objects() {
     // SAFETY-free: kill the child we spawned, by its PID.
     child.kill().unwrap();
     child.wait().unwrap();
-    for io in [IoMode::Uring, IoMode::Threads] {
+    for &io in backends() {
         assert_eq!(check_no_corruption(dir.path(), io), OBJECTS);
         let s = open(dir.path(), 8, io);
         assert!(s.lookup(b"torn").is_none());

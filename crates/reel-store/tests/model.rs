@@ -163,6 +163,7 @@ fn run(ops: Vec<Op>, io: IoMode) {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
     #[test]
+    #[cfg_attr(reel_no_uring, ignore = "io_uring is unavailable on this machine")]
     fn model_uring(ops in proptest::collection::vec(op(), 1..40)) {
         run(ops, IoMode::Uring);
     }

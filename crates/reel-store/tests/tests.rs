@@ -73,12 +73,19 @@ pub fn rt<F: std::future::Future>(f: F) -> F::Output {
     tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime").block_on(f)
 }
 
-/// Declares one test per I/O backend.
+/// The I/O backends this machine can run (io_uring only where the build probe found it).
+pub fn backends() -> &'static [IoMode] {
+    if cfg!(reel_no_uring) { &[IoMode::Threads] } else { &[IoMode::Uring, IoMode::Threads] }
+}
+
+/// Declares one test per I/O backend; the io_uring one is ignored, with the reason,
+/// where io_uring is unavailable (see `build.rs`).
 #[macro_export]
 macro_rules! both {
     ($name:ident, $body:ident) => {
         mod $name {
             #[test]
+            #[cfg_attr(reel_no_uring, ignore = "io_uring is unavailable on this machine")]
             fn uring() {
                 super::$body(reel_store::IoMode::Uring)
             }
