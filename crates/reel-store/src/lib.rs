@@ -37,7 +37,8 @@ use std::path::PathBuf;
 pub use bytes::Bytes;
 
 pub use store::{
-    FileRange, FillStatus, FillWriter, Filling, Hit, Lookup, MAX_KEY_LEN, MAX_META_LEN, Store,
+    Committed, FileRange, FillStatus, FillWriter, Filling, Hit, Lookup, MAX_KEY_LEN, MAX_META_LEN,
+    Store,
 };
 
 /// How the store does file I/O.
@@ -154,6 +155,9 @@ pub struct StoreStats {
     /// Fills of unknown length that could not grow in place and moved to a larger
     /// reservation (copying what they had written).
     pub fill_moves: u64,
+    /// Fills of unknown length delivered whole to their readers but not stored (larger
+    /// than a volume, or no free volume to move to): see [`Committed::NotStored`].
+    pub not_stored: u64,
     /// Objects recovered by the last rebuild.
     pub recovered: u64,
     /// Records dropped by the last rebuild (bad checksum or no commit marker).

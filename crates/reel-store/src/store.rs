@@ -6,6 +6,7 @@
 //! - `fill`: writing one object while readers follow it ([`FillWriter`]);
 //! - `reclaim`: recycling the oldest volume with a second chance for read objects;
 //! - `maint`: the thread that runs reclaim off the workers;
+//! - `spill`: bodies of unknown length that outgrow the store, delivered but not kept;
 //! - `rebuild`: the start-up scan that rebuilds the index from the volumes;
 //! - `handles`: [`Hit`], [`Filling`] and the [`FileRange`]s they lend for sendfile.
 
@@ -15,6 +16,7 @@ mod index;
 mod maint;
 mod rebuild;
 mod reclaim;
+mod spill;
 mod volumes;
 
 use std::fs::OpenOptions;
@@ -30,7 +32,7 @@ use crate::io::Io;
 use crate::{StoreConfig, StoreError, StoreStats};
 
 pub use crate::format::{MAX_KEY_LEN, MAX_META_LEN};
-pub use fill::FillWriter;
+pub use fill::{Committed, FillWriter};
 pub use handles::{FileRange, FillStatus, Filling, Hit, Lookup};
 
 use index::{Entry, SHARDS, Shard, Slot};
@@ -50,6 +52,7 @@ struct Counters {
     quarantined: AtomicU64,
     no_space: AtomicU64,
     fill_moves: AtomicU64,
+    not_stored: AtomicU64,
     objects: AtomicU64,
     bytes_used: AtomicU64,
     recovered: AtomicU64,
@@ -60,6 +63,8 @@ struct Counters {
 /// The segment store. Shared by all workers (`Arc<Store>`): the index is sharded, the
 /// volumes are plain files read with positional I/O.
 pub struct Store {
+    /// The store directory.
+    path: std::path::PathBuf,
     vols: Vec<Arc<Volume>>,
     volume_size: u64,
     shards: Box<[RwLock<Shard>]>,
@@ -117,6 +122,7 @@ impl Store {
             vols.push(Arc::new(Volume::new(i, f)));
         }
         let store = Store {
+            path: cfg.path.clone(),
             vols,
             volume_size: vs,
             shards: (0..SHARDS).map(|_| RwLock::new(Shard::default())).collect(),
@@ -237,6 +243,7 @@ impl Store {
             quarantined_volumes: c.quarantined.load(Ordering::Relaxed),
             no_space: c.no_space.load(Ordering::Relaxed),
             fill_moves: c.fill_moves.load(Ordering::Relaxed),
+            not_stored: c.not_stored.load(Ordering::Relaxed),
             recovered: c.recovered.load(Ordering::Relaxed),
             dropped_on_rebuild: c.dropped.load(Ordering::Relaxed),
             uring: self.io.is_uring(),

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 
 use bytes::Bytes;
 use proptest::prelude::*;
-use reel_store::IoMode;
+use reel_store::{Committed, IoMode};
 
 use crate::{body, get, open};
 
@@ -68,7 +68,7 @@ fn run(ops: Vec<Op>, io: IoMode) {
                             for c in data.chunks(64 * 1024) {
                                 ok &= w.append(Bytes::copy_from_slice(c)).await.is_ok();
                             }
-                            if ok && w.commit().await.is_ok() {
+                            if ok && w.commit().await.is_ok_and(|c| c == Committed::Stored) {
                                 unknown.remove(&key);
                                 model.insert(key, Some((meta, data)));
                             }
@@ -91,7 +91,7 @@ fn run(ops: Vec<Op>, io: IoMode) {
                             }
                             let _ = w.append(Bytes::copy_from_slice(&data[half..])).await;
                             // An aborted refill restores the previous object.
-                            if commit && w.commit().await.is_ok() {
+                            if commit && w.commit().await.is_ok_and(|c| c == Committed::Stored) {
                                 unknown.remove(&key);
                                 model.insert(key, Some((vec![key, 1], data)));
                             }

@@ -10,7 +10,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use reel_store::{IoMode, Lookup, Store, StoreConfig, StoreError};
+use reel_store::{Committed, IoMode, Lookup, Store, StoreConfig, StoreError};
 
 /// 1 MiB volumes: small enough to cycle the store many times in a test.
 pub const VOL: u64 = 1 << 20;
@@ -34,27 +34,29 @@ pub fn body(seed: u64, len: usize) -> Vec<u8> {
         .collect()
 }
 
-/// Stores one object, streamed in 50 kB chunks. A fill refused because the maintenance
-/// thread has not reclaimed a volume yet is retried after a forced maintenance pass.
+/// Stores one object, streamed in 50 kB chunks. A fill refused (or, of unknown length,
+/// delivered but not stored) because the maintenance thread has not reclaimed a volume
+/// yet is retried after a forced maintenance pass.
 pub async fn put(store: &Arc<Store>, key: &[u8], meta: &[u8], data: &[u8], known: bool) {
-    let mut tries = 0;
-    let mut w = loop {
-        match store
-            .begin_fill(key, Bytes::copy_from_slice(meta), known.then_some(data.len() as u64))
-            .await
-        {
-            Err(StoreError::NoSpace) if tries < 100 => {
-                tries += 1;
+    for _ in 0..100 {
+        let len = known.then_some(data.len() as u64);
+        let mut w = match store.begin_fill(key, Bytes::copy_from_slice(meta), len).await {
+            Err(StoreError::NoSpace) => {
                 store.maintain().await;
                 tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                continue;
             }
-            r => break r.expect("begin_fill"),
+            r => r.expect("begin_fill"),
+        };
+        for c in data.chunks(50_000) {
+            w.append(Bytes::copy_from_slice(c)).await.expect("append");
         }
-    };
-    for c in data.chunks(50_000) {
-        w.append(Bytes::copy_from_slice(c)).await.expect("append");
+        match w.commit().await.expect("commit") {
+            Committed::Stored => return,
+            Committed::NotStored => store.maintain().await,
+        }
     }
-    w.commit().await.expect("commit");
+    panic!("the store never found room for {}", String::from_utf8_lossy(key));
 }
 
 /// Full body and meta of a complete object, or None on a miss.

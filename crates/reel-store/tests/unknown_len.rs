@@ -5,7 +5,7 @@ use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use reel_store::{Filling, IoMode, Lookup, Store, StoreConfig};
+use reel_store::{Committed, Filling, IoMode, Lookup, Store, StoreConfig};
 
 use crate::{body, both, get, rt};
 
@@ -78,7 +78,7 @@ fn concurrent_fills(io: IoMode) {
             }
         }
         for w in writers {
-            w.commit().await.unwrap();
+            assert_eq!(w.commit().await.unwrap(), Committed::Stored);
         }
         let st = s.stats();
         assert!(st.fill_moves > 0, "the fills never had to move: {st:?}");
@@ -106,3 +106,55 @@ fn concurrent_fills(io: IoMode) {
     });
 }
 both!(concurrent_unknown_length_fills_deliver_every_byte, concurrent_fills);
+
+fn larger_than_a_volume(io: IoMode) {
+    const LEN: usize = 20 << 20;
+    let dir = tempfile::tempdir().unwrap();
+    let s = open16(dir.path(), 4, io);
+    let data = body(7, LEN);
+    let old = body(8, 100_000);
+    rt(async {
+        // A stored object under the key: the oversized response replaces it only for
+        // the clients it was delivered to.
+        crate::put(&s, b"vod/big.mp4", b"old", &old, true).await;
+        let mut w = s.begin_fill(b"vod/big.mp4", Bytes::from_static(b"m"), None).await.unwrap();
+        let mut readers = Vec::new();
+        for _ in 0..2 {
+            let Some(Lookup::Filling(f)) = s.lookup(b"vod/big.mp4") else { panic!("filling") };
+            readers.push(std::thread::spawn(move || rt(follow(f))));
+        }
+        let mut other = s.begin_fill(b"live/other.ts", Bytes::new(), None).await.unwrap();
+        for c in data.chunks(256 << 10) {
+            w.append(Bytes::copy_from_slice(c)).await.expect("an oversized body keeps streaming");
+            other.append(Bytes::from_static(&[1u8; 1000])).await.unwrap();
+        }
+        // A reader arriving late still gets every byte.
+        let Some(Lookup::Filling(late)) = s.lookup(b"vod/big.mp4") else { panic!("filling") };
+        readers.push(std::thread::spawn(move || rt(follow(late))));
+        assert_eq!(w.commit().await.unwrap(), Committed::NotStored);
+        assert_eq!(other.commit().await.unwrap(), Committed::Stored);
+        for r in readers {
+            let got = r.join().unwrap();
+            assert_eq!(got.len(), LEN, "a follower got a short body");
+            assert!(got == data, "a follower got wrong bytes");
+        }
+        let st = s.stats();
+        assert_eq!(st.not_stored, 1, "{st:?}");
+        // Not stored: lookups find the object it was replacing, as after an abort.
+        assert_eq!(get(&s, b"vod/big.mp4").await.unwrap(), (b"old".to_vec(), old.clone()));
+    });
+    drop(s);
+    let s = open16(dir.path(), 4, io);
+    rt(async {
+        assert_eq!(get(&s, b"vod/big.mp4").await.unwrap(), (b"old".to_vec(), old));
+        assert_eq!(get(&s, b"live/other.ts").await.unwrap().1, vec![1u8; 1000 * 80]);
+    });
+    // Nothing of the oversized body is left on disk outside the volumes.
+    let names: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| !n.ends_with(".dat") && n != "lock")
+        .collect();
+    assert!(names.is_empty(), "{names:?}");
+}
+both!(an_unknown_length_body_larger_than_a_volume_is_delivered_whole, larger_than_a_volume);

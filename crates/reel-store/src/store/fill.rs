@@ -14,6 +14,7 @@
 //! readers are gone, so a reader never loses bytes it was handed; the abandoned record
 //! keeps its unknown length on disk and a rebuild drops it.
 
+use std::fs::File;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -50,20 +51,40 @@ pub(super) struct Progress {
     pub(super) place: u32,
 }
 
-/// One place a fill's body is (or was) written to. Leased for as long as the fill's
+/// One place a fill's body is (or was) written to: a reservation in a volume, or a
+/// spill file (module `spill`). Kept, with its volume lease, for as long as the fill's
 /// shared state lives, so ranges handed to readers stay valid.
 pub(super) struct Place {
-    pub(super) lease: Lease,
-    /// Offset of body byte 0 in the volume file.
+    /// The volume's lease; `None` for a spill file.
+    pub(super) lease: Option<Lease>,
+    /// The volume file or the spill file.
+    pub(super) file: Arc<File>,
+    /// Offset of body byte 0 in the file.
     pub(super) body_off: u64,
     /// Where the fill moved next, if it did.
     next: OnceLock<Box<Place>>,
 }
 
 impl Place {
-    pub(super) fn vol(&self) -> &Arc<Volume> {
-        &self.lease.0
+    pub(super) fn new(lease: Option<Lease>, file: Arc<File>, body_off: u64) -> Place {
+        Place { lease, file, body_off, next: OnceLock::new() }
     }
+
+    /// The volume, unless this is a spill file.
+    pub(super) fn vol(&self) -> Option<&Arc<Volume>> {
+        self.lease.as_ref().map(|l| &l.0)
+    }
+}
+
+/// What [`FillWriter::commit`] did with a complete body.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Committed {
+    /// Stored: lookups find it as a complete [`Hit`](crate::Hit) from now on.
+    Stored,
+    /// Every reader got the whole body, but it is not kept: it was of unknown length
+    /// and outgrew a volume, or found no free volume to move to. Lookups miss again
+    /// (or find the object the fill was replacing, as after an abort).
+    NotStored,
 }
 
 /// State of an in-progress fill shared with readers on any thread.
@@ -93,7 +114,7 @@ impl FillShared {
         p
     }
 
-    fn push_place(&self, place: Place) {
+    pub(super) fn push_place(&self, place: Place) {
         let mut p = &self.first;
         while let Some(n) = p.next.get() {
             p = n;
@@ -105,25 +126,28 @@ impl FillShared {
 
 /// Writes one object. Dropping it without [`FillWriter::commit`] aborts the fill.
 pub struct FillWriter {
-    store: Arc<Store>,
-    shared: Arc<FillShared>,
+    pub(super) store: Arc<Store>,
+    pub(super) shared: Arc<FillShared>,
     hash: u128,
     kind_header_len: u64,
     /// The current place: its volume (the writer counts in its `writers`), incarnation,
     /// record and body offsets, end of the reservation, and number.
-    vol: Arc<Volume>,
+    pub(super) vol: Arc<Volume>,
     seq: u64,
     rec_off: u64,
-    body_off: u64,
+    pub(super) body_off: u64,
     reserved_end: u64,
-    place: u32,
-    written: u64,
+    pub(super) place: u32,
+    pub(super) written: u64,
     crc: u32,
     header_crc: u32,
     header_on_disk: bool,
+    /// Set once the fill writes to a spill file instead (then it no longer counts in
+    /// `vol`'s writers, and `body_off` is 0).
+    pub(super) spill: Option<Arc<File>>,
     /// Internal copies are not in the index while written.
     internal: bool,
-    done: bool,
+    pub(super) done: bool,
 }
 
 impl Store {
@@ -192,7 +216,7 @@ impl Store {
         let shared = Arc::new(FillShared {
             key: key.into(),
             meta,
-            first: Place { lease, body_off, next: OnceLock::new() },
+            first: Place::new(Some(lease), vol.file.clone(), body_off),
             stored_at,
             expected,
             progress: tx,
@@ -214,6 +238,7 @@ impl Store {
             crc: 0,
             header_crc: 0,
             header_on_disk: false,
+            spill: None,
             internal,
             done: false,
         })
@@ -239,8 +264,12 @@ impl FillWriter {
     }
 
     /// Completes the object: writes the final header and the commit marker, then makes
-    /// it visible to lookups as a complete [`Hit`](crate::Hit).
-    pub async fn commit(mut self) -> Result<(), StoreError> {
+    /// it visible to lookups as a complete [`Hit`](crate::Hit). A body that could not be
+    /// kept was still delivered whole to its readers: [`Committed::NotStored`].
+    pub async fn commit(mut self) -> Result<Committed, StoreError> {
+        if self.spill.is_some() {
+            return self.commit_spilled();
+        }
         let entry = match self.finish().await {
             Ok(e) => e,
             Err(e) => {
@@ -270,7 +299,7 @@ impl FillWriter {
             return Err(StoreError::Gone);
         }
         self.shared.progress.send_modify(|p| p.state = FillState::Committed);
-        Ok(())
+        Ok(Committed::Stored)
     }
 
     /// Discards the object: readers get [`StoreError::Aborted`], the key is a miss
@@ -281,6 +310,22 @@ impl FillWriter {
         }
         self.done = true;
         self.shared.progress.send_modify(|p| p.state = FillState::Aborted);
+        self.unpublish();
+        if self.spill.is_some() {
+            return;
+        }
+        let mut a = self.store.lock_alloc();
+        // Nothing of ours reached the disk: give the space back. Once a header is
+        // written the space stays a hole until its volume is reclaimed, so a scan
+        // never lands inside another record.
+        if !self.header_on_disk && a.active == Some(self.vol.idx) && a.head == self.reserved_end {
+            a.head = self.rec_off;
+        }
+        self.vol.writers.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// Takes the fill out of the index, putting back the object it was replacing.
+    pub(super) fn unpublish(&self) {
         if !self.internal
             && let Ok(mut s) = self.store.shard(self.hash).write()
             && matches!(s.get(&self.hash), Some(Slot::Filling(f)) if Arc::ptr_eq(f, &self.shared))
@@ -297,14 +342,6 @@ impl FillWriter {
                 }
             }
         }
-        let mut a = self.store.lock_alloc();
-        // Nothing of ours reached the disk: give the space back. Once a header is
-        // written the space stays a hole until its volume is reclaimed, so a scan
-        // never lands inside another record.
-        if !self.header_on_disk && a.active == Some(self.vol.idx) && a.head == self.reserved_end {
-            a.head = self.rec_off;
-        }
-        self.vol.writers.fetch_sub(1, Ordering::SeqCst);
     }
 
     async fn write_header(&mut self, body_len: u64, span: u64) -> Result<(), StoreError> {
@@ -324,7 +361,13 @@ impl FillWriter {
         Ok(())
     }
 
-    async fn write(&self, data: Bytes, off: u64) -> Result<(), StoreError> {
+    pub(super) async fn write(&self, data: Bytes, off: u64) -> Result<(), StoreError> {
+        if let Some(f) = &self.spill {
+            return self.store.io.write_all_at(f, data, off).await.map_err(|e| {
+                self.store.write_error(&e);
+                StoreError::Io(e)
+            });
+        }
         // A quarantined volume (its header could not be written, or a read failed) is
         // out of service: nothing in it is served, and without its header a restart
         // would not find the record either. Fail the fill instead of admitting it.
@@ -348,15 +391,19 @@ impl FillWriter {
         {
             return Err(StoreError::LengthMismatch { expected: exp, got: total });
         }
-        if !self.header_on_disk {
-            let body_len = self.shared.expected.unwrap_or(LEN_UNKNOWN);
-            self.write_header(body_len, self.reserved_end - self.rec_off).await?;
-        }
-        if self.body_off + total + TRAILER_LEN as u64 > self.reserved_end {
-            if self.shared.expected.is_some() {
-                return Err(StoreError::TooLarge(total));
+        if self.spill.is_some() {
+            self.check_spill_room(total)?;
+        } else {
+            if !self.header_on_disk {
+                let body_len = self.shared.expected.unwrap_or(LEN_UNKNOWN);
+                self.write_header(body_len, self.reserved_end - self.rec_off).await?;
             }
-            self.make_room(total).await?;
+            if self.body_off + total + TRAILER_LEN as u64 > self.reserved_end {
+                if self.shared.expected.is_some() {
+                    return Err(StoreError::TooLarge(total));
+                }
+                self.make_room(total).await?;
+            }
         }
         self.write(data.clone(), self.body_off + self.written).await?;
         self.crc = crc32c::crc32c_append(self.crc, &data);
@@ -370,7 +417,8 @@ impl FillWriter {
     }
 
     /// Makes room for a body of `total` bytes (unknown length only): grows the
-    /// reservation in place, or moves the fill to a larger one.
+    /// reservation in place, or moves the fill to a larger one, or, when no volume can
+    /// hold it or none is free, to a spill file (delivered, not stored).
     async fn make_room(&mut self, total: u64) -> Result<(), StoreError> {
         let vs = self.store.volume_size;
         let body_rel = self.body_off - self.rec_off;
@@ -398,9 +446,12 @@ impl FillWriter {
         }
         let max = vs - VOLUME_HEADER_LEN;
         if need_span > max {
-            return Err(StoreError::TooLarge(total));
+            return self.spill_out(total).await;
         }
-        self.move_to(want.min(max)).await
+        match self.move_to(want.min(max)).await {
+            Err(StoreError::NoSpace) => self.spill_out(total).await,
+            r => r,
+        }
     }
 
     /// Moves the fill to a fresh reservation of `span` bytes: header, then a copy of the
@@ -424,23 +475,21 @@ impl FillWriter {
         (self.seq, self.rec_off, self.body_off, self.reserved_end) =
             (seq, off, body_off, off + span);
         self.header_on_disk = false;
-        let copied = self.copy_from(&old_vol, old_body, span).await;
+        let copied = match self.write_header(LEN_UNKNOWN, span).await {
+            Ok(()) => self.copy_body(&old_vol, old_body).await,
+            Err(e) => Err(e),
+        };
         old_vol.writers.fetch_sub(1, Ordering::SeqCst);
         copied?;
-        self.shared.push_place(Place { lease, body_off, next: OnceLock::new() });
+        let file = self.vol.file.clone();
+        self.shared.push_place(Place::new(Some(lease), file, body_off));
         self.place += 1;
         store.c.fill_moves.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
 
-    /// Writes the header of the new place and copies the body written so far into it.
-    async fn copy_from(
-        &mut self,
-        old: &Volume,
-        old_body: u64,
-        span: u64,
-    ) -> Result<(), StoreError> {
-        self.write_header(LEN_UNKNOWN, span).await?;
+    /// Copies the body written so far from `old` (at `old_body`) to the current place.
+    pub(super) async fn copy_body(&self, old: &Volume, old_body: u64) -> Result<(), StoreError> {
         let mut pos = 0;
         while pos < self.written {
             let n = (self.written - pos).min(MOVE_CHUNK);

@@ -3,6 +3,7 @@
 //! sendfile. Each handle holds a lease on its volume, so the bytes behind a
 //! [`FileRange`] are not overwritten while the handle lives.
 
+use std::fs::File;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -50,8 +51,8 @@ pub struct FillStatus {
     pub final_len: Option<u64>,
 }
 
-/// A byte range of a volume file, for sendfile. Valid while the handle it came from
-/// (and its lease) lives.
+/// A byte range of a volume file (or of a fill's spill file), for sendfile. Valid while
+/// the handle it came from (and its lease) lives.
 #[derive(Clone, Copy, Debug)]
 pub struct FileRange<'a> {
     /// The volume file.
@@ -85,7 +86,7 @@ impl Store {
             Err(shared) => {
                 let rx = shared.progress.subscribe();
                 let place = shared.place(rx.borrow().place);
-                if place.vol().quarantined.load(Ordering::SeqCst) {
+                if place.vol().is_some_and(|v| v.quarantined.load(Ordering::SeqCst)) {
                     return None;
                 }
                 Some(Lookup::Filling(Filling { shared, rx, store: self.clone() }))
@@ -117,7 +118,7 @@ impl Hit {
 
     /// The file range holding body bytes `offset..offset + len`, for sendfile.
     pub fn file_range(&self, offset: u64, len: u64) -> Result<FileRange<'_>, StoreError> {
-        range(&self.lease.0, self.entry.body_off, self.entry.body_len, offset, len)
+        range(&self.lease.0.file, self.entry.body_off, self.entry.body_len, offset, len)
     }
 
     /// Whether body bytes `offset..offset + len` are in the page cache (then sendfile
@@ -183,7 +184,7 @@ impl Filling {
         let p = *self.rx.borrow();
         let avail = status_of(p)?.available;
         let place = self.shared.place(p.place);
-        range(place.vol(), place.body_off, avail, offset, len)
+        range(&place.file, place.body_off, avail, offset, len)
     }
 
     /// Whether the given written range is in the page cache.
@@ -197,8 +198,16 @@ impl Filling {
         let p = *self.rx.borrow();
         let avail = status_of(p)?.available;
         let place = self.shared.place(p.place);
-        range(place.vol(), place.body_off, avail, offset, len)?;
-        read_body(&self.store, place.vol(), place.body_off + offset, len).await
+        range(&place.file, place.body_off, avail, offset, len)?;
+        match place.vol() {
+            Some(vol) => read_body(&self.store, vol, place.body_off + offset, len).await,
+            None => {
+                let len = usize::try_from(len).map_err(|_| StoreError::Range)?;
+                let b =
+                    self.store.io.read_exact_at(&place.file, len, place.body_off + offset).await?;
+                Ok(Bytes::from(b))
+            }
+        }
     }
 }
 
@@ -211,7 +220,7 @@ fn status_of(p: Progress) -> Result<FillStatus, StoreError> {
 }
 
 fn range(
-    vol: &Volume,
+    file: &File,
     body_off: u64,
     avail: u64,
     offset: u64,
@@ -219,7 +228,7 @@ fn range(
 ) -> Result<FileRange<'_>, StoreError> {
     match offset.checked_add(len) {
         Some(end) if end <= avail => {
-            Ok(FileRange { fd: vol.file.as_fd(), offset: body_off + offset, len })
+            Ok(FileRange { fd: file.as_fd(), offset: body_off + offset, len })
         }
         _ => Err(StoreError::Range),
     }

@@ -107,3 +107,37 @@ fn the_maintenance_thread_reclaims_without_any_fill() {
         assert_eq!(s.stats().reclaims, 1);
     });
 }
+
+#[test]
+fn a_fill_with_nowhere_to_move_is_still_delivered_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = small_store(dir.path(), 3, false);
+    rt(async {
+        fill_until_reclaim_due(&s).await;
+        // A fill of unknown length, then a stored object right behind it that takes
+        // (almost) the rest of the active volume: the first fill can neither grow in
+        // place nor move, and no volume is free.
+        let mut a = s.begin_fill(b"live", Bytes::from_static(b"m"), None).await.unwrap();
+        let room = (1 << 20) - s.lock_alloc().head;
+        put(&s, b"behind", (room - 3 * 4096) as usize).await;
+        let Some(crate::Lookup::Filling(mut f)) = s.lookup(b"live") else { panic!("filling") };
+        let data: Vec<u8> = (0..600_000u32).map(|i| (i % 251) as u8).collect();
+        let mut got = Vec::new();
+        for c in data.chunks(40_000) {
+            a.append(Bytes::copy_from_slice(c)).await.expect("keeps streaming");
+            let st = f.wait_for(got.len() as u64 + 1).await.unwrap();
+            got.extend_from_slice(
+                &f.read(got.len() as u64, st.available - got.len() as u64).await.unwrap(),
+            );
+        }
+        assert!(s.stats().no_space > 0, "{:?}", s.stats());
+        assert_eq!(a.commit().await.unwrap(), crate::Committed::NotStored);
+        assert_eq!(f.wait_for(u64::MAX).await.unwrap().final_len, Some(600_000));
+        assert!(got == data, "the follower got {} bytes, wrong or short", got.len());
+        assert!(s.lookup(b"live").is_none());
+        assert_eq!(s.stats().not_stored, 1);
+        // The reclaim that was due makes room again: the next fill is stored.
+        s.maintain().await;
+        put(&s, b"live", 600_000).await;
+    });
+}
