@@ -122,7 +122,7 @@ impl Hit {
     }
 
     /// Whether body bytes `offset..offset + len` are in the page cache (then sendfile
-    /// will not block on disk). Probed with preadv2(RWF_NOWAIT).
+    /// will not block on disk). Counted with cachestat(2), nothing is read.
     pub fn is_resident(&self, offset: u64, len: u64) -> bool {
         self.file_range(offset, len)
             .is_ok_and(|r| io::is_resident(r.fd.as_raw_fd(), r.offset, r.len))
