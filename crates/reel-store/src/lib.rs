@@ -87,6 +87,9 @@ pub enum StoreError {
         /// The holder's PID as written in the lock file.
         pid: String,
     },
+    /// The store was closed ([`Store::close`]); nothing new is written.
+    #[error("store is closed")]
+    Closed,
     /// The configuration is unusable.
     #[error("invalid store configuration: {0}")]
     Config(String),
@@ -158,10 +161,16 @@ pub struct StoreStats {
     /// Fills of unknown length delivered whole to their readers but not stored (larger
     /// than a volume, or no free volume to move to): see [`Committed::NotStored`].
     pub not_stored: u64,
-    /// Objects recovered by the last rebuild.
+    /// Objects recovered by the index load at open.
     pub recovered: u64,
-    /// Records dropped by the last rebuild (bad checksum or no commit marker).
+    /// Records dropped by the scan at open (bad header checksum or no valid commit
+    /// trailer).
     pub dropped_on_rebuild: u64,
     /// Whether io_uring is the I/O backend.
     pub uring: bool,
+    /// Whether the index is still loading after open (lookups of keys not loaded yet
+    /// miss).
+    pub index_loading: bool,
+    /// How long the last index load took, in milliseconds.
+    pub index_load_millis: u64,
 }

@@ -7,9 +7,12 @@
 //! - `reclaim`: recycling the oldest volume with a second chance for read objects;
 //! - `maint`: the thread that runs reclaim off the workers;
 //! - `spill`: bodies of unknown length that outgrow the store, delivered but not kept;
-//! - `rebuild`: the start-up scan that rebuilds the index from the volumes;
+//! - `rebuild`: the volume headers read at open and the index load that follows in the
+//!   background (checkpoint plus a scan of record headers);
+//! - `checkpoint`: the index written at a clean close and periodically;
 //! - `handles`: [`Hit`], [`Filling`] and the [`FileRange`]s they lend for sendfile.
 
+mod checkpoint;
 mod fill;
 mod handles;
 mod index;
@@ -22,7 +25,7 @@ mod volumes;
 use std::fs::OpenOptions;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
@@ -36,6 +39,7 @@ pub use fill::{Committed, FillWriter};
 pub use handles::{FileRange, FillStatus, Filling, Hit, Lookup};
 
 use index::{Entry, SHARDS, Shard, Slot};
+use rebuild::LoadState;
 use volumes::{Alloc, Volume, lock_dir, preallocate};
 
 /// Error logs on the write path are rate-limited to one per this many seconds.
@@ -58,6 +62,14 @@ struct Counters {
     recovered: AtomicU64,
     dropped: AtomicU64,
     last_write_log: AtomicU64,
+    /// Bumped by every change of the index that a checkpoint would record.
+    changes: AtomicU64,
+    /// `changes` when the last checkpoint was taken.
+    checkpointed: AtomicU64,
+    /// How long the index load took.
+    load_millis: AtomicU64,
+    /// When (seconds since open) the next periodic checkpoint is due.
+    checkpoint_due: AtomicU64,
 }
 
 /// The segment store. Shared by all workers (`Arc<Store>`): the index is sharded, the
@@ -74,20 +86,34 @@ pub struct Store {
     started: Instant,
     /// Whether the maintenance thread runs [`Store::maintain`] for this store.
     background: AtomicBool,
+    /// The first incarnation written since open: everything older is loaded, not live.
+    open_seq: AtomicU64,
+    /// Set until the index is loaded; `load_claimed` once a thread took the load on.
+    loading: AtomicBool,
+    load_claimed: AtomicBool,
+    load_state: Mutex<LoadState>,
+    load_cv: Condvar,
+    checkpointing: AtomicBool,
+    /// Set by [`Store::close`]: nothing new is written.
+    closed: AtomicBool,
     /// The directory's exclusive lock, held while the store lives.
     _lock: std::fs::File,
 }
 
 impl Store {
-    /// Opens (creating and preallocating if needed) the store and rebuilds the index by
-    /// scanning the volumes. Blocking; call at start-up before serving.
+    /// Opens (creating and preallocating if needed) the store. Returns as soon as the
+    /// volume headers are read; the index loads in the background (from the checkpoint
+    /// of the last clean close where it is valid, otherwise by scanning record headers),
+    /// and lookups miss until it is loaded ([`Store::wait_loaded`], `index_loading` in
+    /// [`StoreStats`]). Fills and removals work at once.
     pub fn open(cfg: StoreConfig) -> Result<Arc<Store>, StoreError> {
-        Store::open_with(cfg, true)
+        Store::open_with(cfg, true, true)
     }
 
     /// [`Store::open`]; `background: false` leaves maintenance to explicit
-    /// [`Store::maintain`] calls (tests that must see when a reclaim runs).
-    fn open_with(cfg: StoreConfig, background: bool) -> Result<Arc<Store>, StoreError> {
+    /// [`Store::maintain`] calls and loads the index before returning, unless `load` is
+    /// false too (tests that must see when a reclaim or the load runs).
+    fn open_with(cfg: StoreConfig, background: bool, load: bool) -> Result<Arc<Store>, StoreError> {
         let vs = cfg.volume_size;
         if vs < (1 << 20) || vs % ALIGN != 0 {
             return Err(StoreError::Config(format!(
@@ -131,19 +157,45 @@ impl Store {
             c: Counters::default(),
             started: Instant::now(),
             background: AtomicBool::new(background),
+            open_seq: AtomicU64::new(1),
+            loading: AtomicBool::new(true),
+            load_claimed: AtomicBool::new(false),
+            load_state: Mutex::new(LoadState { active: true, ..LoadState::default() }),
+            load_cv: Condvar::new(),
+            checkpointing: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
             _lock: lock,
         };
-        store.rebuild().map_err(|e| open_err(&cfg.path, e))?;
+        store.read_volume_headers().map_err(|e| open_err(&cfg.path, e))?;
         let store = Arc::new(store);
         if !maint::register(&store) {
             return Err(open_err(&cfg.path, std::io::Error::other("no maintenance thread")));
         }
+        if background {
+            maint::kick();
+        } else {
+            // Not for the maintenance thread: loaded here, or by the caller.
+            store.load_claimed.store(true, Ordering::SeqCst);
+            if load {
+                store.load_index();
+            }
+        }
         Ok(store)
     }
 
-    /// Removes `key` (complete or filling). Persistent: a tombstone is appended.
+    /// Removes `key` (complete or filling). Persistent: a tombstone is appended. While
+    /// the index is still loading, returns true (the key may be on disk).
     pub async fn remove(self: &Arc<Self>, key: &[u8]) -> Result<bool, StoreError> {
         let h = format::key_hash(key);
+        // While the index loads, the key may be on disk but not indexed yet: the load
+        // must not bring it back, and the tombstone is written in any case.
+        let loading = {
+            let mut g = self.load_state.lock().unwrap_or_else(|p| p.into_inner());
+            if g.active {
+                g.keys.insert(h);
+            }
+            g.active
+        };
         let removed = {
             let mut shard = self.shard(h).write().map_err(|_| StoreError::Aborted)?;
             let matches = match shard.get(&h) {
@@ -153,15 +205,27 @@ impl Store {
             };
             if matches { shard.remove(&h) } else { None }
         };
-        let Some(slot) = removed else { return Ok(false) };
-        self.retire_slot(slot);
+        let found = removed.is_some();
+        if let Some(slot) = removed {
+            self.retire_slot(slot);
+        } else if !loading {
+            return Ok(false);
+        }
+        self.c.changes.fetch_add(1, Ordering::Relaxed);
         self.append_small(Kind::Tombstone, key, &[], None).await?;
-        Ok(true)
+        Ok(found || loading)
     }
 
     /// Removes every key starting with `prefix` (purge). Persistent: one purge record
     /// is appended. Returns the number of keys removed.
     pub async fn remove_prefix(self: &Arc<Self>, prefix: &[u8]) -> Result<u64, StoreError> {
+        {
+            let mut g = self.load_state.lock().unwrap_or_else(|p| p.into_inner());
+            if g.active {
+                g.prefixes.push(prefix.into());
+            }
+        }
+        self.c.changes.fetch_add(1, Ordering::Relaxed);
         let mut n = 0;
         for shard in self.shards.iter() {
             let taken: Vec<Slot> = {
@@ -221,6 +285,7 @@ impl Store {
                     && !self.vols[old.vol as usize].reclaiming.load(Ordering::SeqCst) =>
             {
                 *e = new;
+                self.c.changes.fetch_add(1, Ordering::Relaxed);
                 Ok(true)
             }
             _ => Ok(false),
@@ -247,6 +312,8 @@ impl Store {
             recovered: c.recovered.load(Ordering::Relaxed),
             dropped_on_rebuild: c.dropped.load(Ordering::Relaxed),
             uring: self.io.is_uring(),
+            index_loading: self.loading.load(Ordering::SeqCst),
+            index_load_millis: c.load_millis.load(Ordering::Relaxed),
         }
     }
 
@@ -270,6 +337,19 @@ impl Store {
         self.c.read_errors.fetch_add(1, Ordering::Relaxed);
         tracing::error!(volume = vol.idx, error = %e, "store read failed; quarantining volume");
         self.quarantine(vol);
+    }
+}
+
+impl Drop for Store {
+    /// A clean close writes the checkpoint the next open loads (unless
+    /// [`Store::close`] did).
+    fn drop(&mut self) {
+        if self.closed.load(Ordering::SeqCst) {
+            return;
+        }
+        if let Err(e) = self.checkpoint_with(true) {
+            tracing::warn!(error = %e, "store index checkpoint not written at close");
+        }
     }
 }
 

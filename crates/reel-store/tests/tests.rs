@@ -15,10 +15,17 @@ use reel_store::{Committed, IoMode, Lookup, Store, StoreConfig, StoreError};
 /// 1 MiB volumes: small enough to cycle the store many times in a test.
 pub const VOL: u64 = 1 << 20;
 
-/// Opens a store of `volumes` 1 MiB volumes.
+/// Opens a store of `volumes` 1 MiB volumes and waits for its index.
 pub fn open(dir: &Path, volumes: u64, io: IoMode) -> Arc<Store> {
-    Store::open(StoreConfig { path: dir.to_owned(), size: volumes * VOL, volume_size: VOL, io })
-        .expect("open store")
+    let s = Store::open(StoreConfig {
+        path: dir.to_owned(),
+        size: volumes * VOL,
+        volume_size: VOL,
+        io,
+    })
+    .expect("open store");
+    s.wait_loaded();
+    s
 }
 
 /// Deterministic body for a key and length.

@@ -161,6 +161,10 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     stop.store(true, Ordering::Relaxed);
     admin.stop();
     shared.flush_access_logs();
+    // A clean close: the next start loads the index checkpoint instead of scanning.
+    if let Err(e) = shared.store.close() {
+        warn!(error = %e, "store index checkpoint not written");
+    }
     if report.dropped_connections > 0 {
         warn!(
             dropped = report.dropped_connections,

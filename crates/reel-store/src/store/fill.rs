@@ -288,6 +288,7 @@ impl FillWriter {
         }
         store.c.objects.fetch_add(1, Ordering::Relaxed);
         store.c.bytes_used.fetch_add(entry.span, Ordering::Relaxed);
+        store.c.changes.fetch_add(1, Ordering::Relaxed);
         shard.insert(self.hash, Slot::Ready(entry));
         drop(shard);
         self.vol.objects.lock().unwrap_or_else(|p| p.into_inner()).push(self.hash);

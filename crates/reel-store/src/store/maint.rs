@@ -1,6 +1,7 @@
-//! The maintenance thread: runs [`Store::maintain`] (volume reclaim, drained volumes
-//! back to the free queue) off the workers, so a client's miss never waits behind a
-//! reclaim.
+//! The maintenance thread: loads the index after open, runs [`Store::maintain`]
+//! (volume reclaim, drained volumes back to the free queue) off the workers, so a
+//! client's miss never waits behind a reclaim, and starts the periodic index
+//! checkpoint (written on an I/O pool thread).
 //!
 //! One thread per process serves every open store (like the I/O pool, it never exits: an
 //! exiting thread makes glibc `madvise(MADV_DONTNEED)` its stack). It sleeps on a condvar
@@ -17,6 +18,8 @@ use super::Store;
 
 /// Longest sleep between two maintenance passes.
 const TICK: Duration = Duration::from_secs(1);
+/// A changed index is checkpointed at most this often (and at a clean close).
+pub(super) const CHECKPOINT_EVERY: u64 = 300;
 
 struct Maint {
     state: Mutex<State>,
@@ -89,10 +92,41 @@ impl Maint {
                 st.stores.clone()
             };
             for store in stores.iter().filter_map(Weak::upgrade) {
+                if store.loading.load(Ordering::SeqCst)
+                    && !store.load_claimed.swap(true, Ordering::SeqCst)
+                {
+                    store.load_index();
+                }
                 if store.background.load(Ordering::Relaxed) {
                     rt.block_on(store.maintain());
+                    store.checkpoint_if_due();
                 }
             }
+        }
+    }
+}
+
+impl Store {
+    /// Starts a checkpoint on an I/O pool thread when one is due: the index changed
+    /// since the last one and [`CHECKPOINT_EVERY`] passed (or a load had to scan).
+    fn checkpoint_if_due(self: &Arc<Self>) {
+        let now = self.started.elapsed().as_secs();
+        if self.loading.load(Ordering::SeqCst)
+            || now < self.c.checkpoint_due.load(Ordering::Relaxed)
+            || self.c.changes.load(Ordering::SeqCst) == self.c.checkpointed.load(Ordering::SeqCst)
+        {
+            return;
+        }
+        self.c.checkpoint_due.store(now + CHECKPOINT_EVERY, Ordering::Relaxed);
+        let store = Arc::downgrade(self);
+        if let Ok(pool) = crate::io::pool() {
+            pool.spawn(move || {
+                if let Some(s) = store.upgrade()
+                    && let Err(e) = s.checkpoint()
+                {
+                    tracing::warn!(error = %e, "store index checkpoint failed");
+                }
+            });
         }
     }
 }

@@ -21,6 +21,11 @@ impl Store {
     /// directly forces a pass (tools, tests). Returns at once if another task is
     /// reclaiming.
     pub async fn maintain(self: &Arc<Self>) {
+        // Not while the index loads: the load would put back entries of a reclaimed
+        // volume.
+        if self.loading.load(Ordering::SeqCst) {
+            return;
+        }
         let victim = {
             let mut a = self.lock_alloc();
             self.promote_drained(&mut a);
@@ -70,6 +75,7 @@ impl Store {
             }
         }
         let dropped = self.drop_volume_entries(&vol, seq);
+        self.c.changes.fetch_add(1, Ordering::Relaxed);
         self.c.evictions.fetch_add(dropped, Ordering::Relaxed);
         self.c.reclaims.fetch_add(1, Ordering::Relaxed);
         vol.seq.store(0, Ordering::SeqCst);

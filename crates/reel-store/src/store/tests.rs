@@ -25,14 +25,14 @@ fn rec(kind: Kind, key: &[u8], off: u64, target: Option<(u64, u64)>) -> ScannedR
 #[test]
 fn replay_applies_targeted_records_only_to_their_object() {
     let mut idx = HashMap::new();
-    apply_record(&mut idx, 0, 5, &rec(Kind::Object, b"a", 4096, None));
-    apply_record(&mut idx, 0, 5, &rec(Kind::Object, b"a", 12288, None));
+    apply_record(&mut idx, 0, 5, rec(Kind::Object, b"a", 4096, None));
+    apply_record(&mut idx, 0, 5, rec(Kind::Object, b"a", 12288, None));
     // Aimed at the older copy: ignored.
-    apply_record(&mut idx, 0, 5, &rec(Kind::Tombstone, b"a", 20480, Some((5, 4096))));
+    apply_record(&mut idx, 0, 5, rec(Kind::Tombstone, b"a", 20480, Some((5, 4096))));
     assert_eq!(idx.len(), 1);
-    apply_record(&mut idx, 0, 5, &rec(Kind::Meta, b"a", 24576, Some((5, 12288))));
-    apply_record(&mut idx, 0, 5, &rec(Kind::Object, b"ab", 28672, None));
-    apply_record(&mut idx, 0, 5, &rec(Kind::PurgePrefix, b"a", 32768, None));
+    apply_record(&mut idx, 0, 5, rec(Kind::Meta, b"a", 24576, Some((5, 12288))));
+    apply_record(&mut idx, 0, 5, rec(Kind::Object, b"ab", 28672, None));
+    apply_record(&mut idx, 0, 5, rec(Kind::PurgePrefix, b"a", 32768, None));
     assert!(idx.is_empty());
 }
 
@@ -43,7 +43,7 @@ fn small_store(dir: &std::path::Path, volumes: u64, background: bool) -> std::sy
         volume_size: 1 << 20,
         io: crate::IoMode::Threads,
     };
-    Store::open_with(cfg, background).expect("open store")
+    Store::open_with(cfg, background, true).expect("open store")
 }
 
 fn rt<F: std::future::Future>(f: F) -> F::Output {
@@ -140,4 +140,77 @@ fn a_fill_with_nowhere_to_move_is_still_delivered_whole() {
         s.maintain().await;
         put(&s, b"live", 600_000).await;
     });
+}
+
+async fn body_of(s: &std::sync::Arc<Store>, key: &[u8]) -> Option<Vec<u8>> {
+    match s.lookup(key)? {
+        crate::Lookup::Hit(h) => Some(h.read(0, h.body_len()).await.ok()?.to_vec()),
+        crate::Lookup::Filling(_) => None,
+    }
+}
+
+async fn put_byte(s: &std::sync::Arc<Store>, key: &[u8], len: usize, byte: u8) {
+    let mut w = s.begin_fill(key, Bytes::from_static(b"m"), Some(len as u64)).await.unwrap();
+    w.append(Bytes::from(vec![byte; len])).await.unwrap();
+    assert_eq!(w.commit().await.unwrap(), crate::Committed::Stored);
+}
+
+/// Live traffic while the index loads: what is written, removed or purged meanwhile
+/// wins over what the load finds on disk, and no key ends up twice.
+#[test]
+fn writes_while_the_index_loads_win_over_the_loaded_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = crate::StoreConfig {
+        path: dir.path().to_owned(),
+        size: 4 << 20,
+        volume_size: 1 << 20,
+        io: crate::IoMode::Threads,
+    };
+    {
+        let s = Store::open_with(cfg.clone(), false, true).unwrap();
+        rt(async {
+            for k in [&b"keep"[..], b"newer", b"gone", b"p/1", b"p/2", b"filling"] {
+                put_byte(&s, k, 20_000, 1).await;
+            }
+        });
+    }
+    // Crash-like: no checkpoint, so the load scans.
+    std::fs::remove_file(dir.path().join(super::checkpoint::FILE)).unwrap();
+    let s = Store::open_with(cfg.clone(), false, false).unwrap();
+    rt(async {
+        assert!(s.stats().index_loading);
+        assert!(s.lookup(b"keep").is_none(), "not loaded yet: a miss");
+        put_byte(&s, b"newer", 30_000, 2).await;
+        assert!(s.remove(b"gone").await.unwrap(), "may be on disk: removed");
+        s.remove_prefix(b"p/").await.unwrap();
+        let mut w = s.begin_fill(b"filling", Bytes::from_static(b"m"), Some(5)).await.unwrap();
+        s.load_index();
+        assert!(!s.stats().index_loading);
+        assert_eq!(body_of(&s, b"keep").await, Some(vec![1; 20_000]));
+        assert_eq!(body_of(&s, b"newer").await, Some(vec![2; 30_000]), "the live one wins");
+        assert!(s.lookup(b"gone").is_none(), "a removal during the load sticks");
+        assert!(s.lookup(b"p/1").is_none() && s.lookup(b"p/2").is_none(), "so does a purge");
+        // The fill replaces the loaded object; aborted, it brings that one back.
+        w.append(Bytes::from_static(b"12345")).await.unwrap();
+        drop(w);
+        assert_eq!(body_of(&s, b"filling").await, Some(vec![1; 20_000]));
+        assert_eq!(s.stats().objects, 3, "{:?}", s.stats());
+    });
+    drop(s);
+    // The same after a restart, from the checkpoint of that clean close, and from a scan.
+    for scan in [false, true] {
+        if scan {
+            std::fs::remove_file(dir.path().join(super::checkpoint::FILE)).unwrap();
+        }
+        let s = Store::open_with(cfg.clone(), false, true).unwrap();
+        rt(async {
+            assert_eq!(body_of(&s, b"keep").await, Some(vec![1; 20_000]));
+            assert_eq!(body_of(&s, b"newer").await, Some(vec![2; 30_000]));
+            assert_eq!(body_of(&s, b"filling").await, Some(vec![1; 20_000]));
+            for k in [&b"gone"[..], b"p/1", b"p/2"] {
+                assert!(s.lookup(k).is_none());
+            }
+            assert_eq!(s.stats().objects, 3, "scan {scan}: {:?}", s.stats());
+        });
+    }
 }

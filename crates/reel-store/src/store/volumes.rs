@@ -110,6 +110,9 @@ impl Store {
         min_room: u64,
         a: &mut Alloc,
     ) -> Result<(u32, u64, u64), StoreError> {
+        if self.closed.load(Ordering::SeqCst) {
+            return Err(StoreError::Closed);
+        }
         if span > self.volume_size - VOLUME_HEADER_LEN {
             return Err(StoreError::TooLarge(span));
         }
@@ -231,6 +234,7 @@ impl Store {
             return;
         }
         self.c.quarantined.fetch_add(1, Ordering::Relaxed);
+        self.c.changes.fetch_add(1, Ordering::Relaxed);
         {
             let mut a = self.lock_alloc();
             a.sealed.retain(|&v| v != vol.idx);
@@ -275,7 +279,8 @@ const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 /// processes and not from one that reopens the store while an old handle lives on.
 /// The lock goes with the returned file, also when the process dies.
 pub(super) fn lock_dir(dir: &std::path::Path) -> Result<File, StoreError> {
-    use std::io::{Read, Seek, Write};
+    use std::io::Read;
+    use std::os::unix::fs::FileExt;
     let path = dir.join("lock");
     let open_err = |source| StoreError::Open { path: path.clone(), source };
     let mut f = std::fs::OpenOptions::new()
@@ -303,10 +308,8 @@ pub(super) fn lock_dir(dir: &std::path::Path) -> Result<File, StoreError> {
         }
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
-    let pid = std::process::id().to_string();
-    f.set_len(0)
-        .and_then(|()| f.rewind())
-        .and_then(|()| f.write_all(pid.as_bytes()))
-        .map_err(open_err)?;
+    // Fixed width, written in place: truncating the file would wait for the journal.
+    let pid = format!("{:<19}\n", std::process::id());
+    f.write_all_at(pid.as_bytes(), 0).map_err(open_err)?;
     Ok(f)
 }
