@@ -557,9 +557,7 @@ mod tests {
         use std::os::unix::fs::OpenOptionsExt;
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("fifo");
-        let c = std::ffi::CString::new(p.to_str().unwrap()).unwrap();
-        // SAFETY: c is a valid NUL-terminated path.
-        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        crate::sys::mkfifo(&p).unwrap();
         // A reader that never reads: once the pipe buffer is full, the writer blocks.
         let _reader =
             OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(&p).unwrap();
@@ -612,9 +610,7 @@ mod tests {
         use std::os::unix::fs::OpenOptionsExt;
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("fifo");
-        let c = std::ffi::CString::new(p.to_str().unwrap()).unwrap();
-        // SAFETY: c is a valid NUL-terminated path.
-        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        crate::sys::mkfifo(&p).unwrap();
         // A reader that never reads: once the pipe buffer is full, the writer blocks.
         let _reader =
             OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(&p).unwrap();
