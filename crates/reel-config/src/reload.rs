@@ -53,6 +53,9 @@ const fn restart(key: &'static str) -> ReloadKey {
 /// Restart keys are never inside an array of tables.
 pub const RELOAD_KEYS: &[ReloadKey] = &[
     restart("server.shutdown_timeout"),
+    live("server.cdn_id"),
+    live("server.max_hops"),
+    live("server.cache_status_name"),
     live("log.level"),
     restart("log.format"),
     live("listener[].name"),
@@ -95,6 +98,9 @@ pub const RELOAD_KEYS: &[ReloadKey] = &[
     live("cache.store_without_validators"),
     live("cache.stale_while_revalidate_default"),
     live("cache.targeted_cache_control"),
+    live("cache.lock_timeout"),
+    live("cache.max_variants"),
+    live("cache.fill_drop_headers"),
     live("cache.rule[].match"),
     live("cache.rule[].ttl"),
     live("cache.rule[].override"),
