@@ -9,5 +9,6 @@ mod common;
 mod health;
 mod reload;
 mod serve;
+mod shield;
 mod systemd;
 mod tls_origin;
