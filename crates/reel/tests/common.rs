@@ -424,6 +424,10 @@ pub struct Conf {
     pub retries: u32,
     /// Lines of `[server]` besides `shutdown_timeout`.
     pub server: String,
+    /// Extra lines per listener name (e.g. its TLS keys).
+    pub listener_lines: HashMap<String, String>,
+    /// Top-level tables appended verbatim (e.g. `[[certificate]]`).
+    pub extra: String,
     /// Extra arguments of `reel serve`.
     pub serve_args: Vec<String>,
 }
@@ -448,6 +452,8 @@ impl Conf {
             tier: String::new(),
             retries: 0,
             server: String::new(),
+            listener_lines: HashMap::new(),
+            extra: String::new(),
             serve_args: Vec::new(),
         }
     }
@@ -460,7 +466,10 @@ impl Conf {
             self.shutdown_timeout, self.server, self.log_level
         );
         for (name, addr) in &self.listeners {
-            s.push_str(&format!("[[listener]]\nname = \"{name}\"\naddress = \"{addr}\"\n\n"));
+            let more = self.listener_lines.get(name).map(String::as_str).unwrap_or("");
+            s.push_str(&format!(
+                "[[listener]]\nname = \"{name}\"\naddress = \"{addr}\"\n{more}\n\n"
+            ));
         }
         s.push_str("[cores]\nnic = []\nirq = \"auto\"\nworkers = \"auto\"\nsteer = \"hash\"\n\n");
         s.push_str(&format!("[http]\n{}\n", self.http));
@@ -490,6 +499,7 @@ impl Conf {
             self.tier
         ));
         s.push_str("[demo_origin]\nenabled = false\n");
+        s.push_str(&self.extra);
         s
     }
 

@@ -11,4 +11,5 @@ mod reload;
 mod serve;
 mod shield;
 mod systemd;
+mod tls;
 mod tls_origin;
