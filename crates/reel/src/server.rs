@@ -134,7 +134,13 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     };
 
     notify::ready();
-    info!(version = env!("CARGO_PKG_VERSION"), "reel is serving");
+    let node = options::node(&shared.live().cfg);
+    info!(
+        version = env!("CARGO_PKG_VERSION"),
+        cdn_loop = node.loop_entry(),
+        cache_status = node.cache_status_name(),
+        "reel is serving"
+    );
 
     let shutdown = runtime.shutdown_handle();
     let drain_deadline = shared.live().cfg.server.shutdown_timeout.get();
