@@ -38,19 +38,42 @@ pub trait Handler: 'static {
     /// [`Response::for_unsupported_method`]).
     fn handle(&self, req: &Request, body: &mut RequestBody<'_>) -> impl Future<Output = Response>;
 
-    /// Called after each response to a parsed request was written (or failed):
-    /// `status` as sent, `bytes` written for the whole response including head,
-    /// `elapsed` from the complete head to the end of the response. Default: no-op.
-    /// `tag` is the [`Response::tag`] the handler set (0 when the connection loop replaced
-    /// the response, e.g. with a 413).
-    fn on_response(&self, req: &Request, status: u16, bytes: u64, elapsed: Duration, tag: u64) {
-        let _ = (req, status, bytes, elapsed, tag);
+    /// Called after each response to a parsed request was written (or failed); see
+    /// [`Sent`]. Default: no-op.
+    fn on_response(&self, req: &Request, sent: &Sent) {
+        let _ = (req, sent);
     }
 
     /// Called when a request head is refused before reaching [`Handler::handle`] (400,
     /// 408, 413, 414, 417, 431, 501, 505). Default: no-op.
     fn on_reject(&self, peer: SocketAddr, status: u16) {
         let _ = (peer, status);
+    }
+}
+
+/// What the connection loop reports to [`Handler::on_response`] about one answered request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sent {
+    /// Status as sent; 0 when no response was written (the request body failed).
+    pub status: u16,
+    /// Bytes written for the whole response, head included.
+    pub bytes: u64,
+    /// Time to first byte: from the complete request head until the response head went out
+    /// (its first write was issued). What the server took to answer, whatever the client's
+    /// link; `None` when no response was written.
+    pub first_byte: Option<Duration>,
+    /// From the complete request head to the end of the response: includes the time the
+    /// client took to receive the body.
+    pub total: Duration,
+    /// The [`Response::tag`] the handler set (0 when the connection loop replaced the
+    /// response, e.g. with a 413).
+    pub tag: u64,
+}
+
+impl Sent {
+    /// Nothing was written: the request failed before its response.
+    fn nothing(total: Duration, tag: u64) -> Sent {
+        Sent { status: 0, bytes: 0, first_byte: None, total, tag }
     }
 }
 
@@ -187,7 +210,7 @@ pub async fn serve_connection<H: Handler>(
                 BodyError::Malformed(_) => resp = Response::error(400),
                 BodyError::Timeout => resp = Response::error(408),
                 BodyError::Incomplete | BodyError::Io(_) => {
-                    handler.on_response(&req, 0, 0, started.elapsed(), resp.tag);
+                    handler.on_response(&req, &Sent::nothing(started.elapsed(), resp.tag));
                     break 'conn CloseReason::Body(err);
                 }
             }
@@ -199,7 +222,7 @@ pub async fn serve_connection<H: Handler>(
                 must_close = true;
                 body_failure = Some(BodyError::Incomplete);
             } else if let Err(e) = body.discard().await {
-                handler.on_response(&req, 0, 0, started.elapsed(), resp.tag);
+                handler.on_response(&req, &Sent::nothing(started.elapsed(), resp.tag));
                 break 'conn CloseReason::Body(e);
             }
         }
@@ -212,15 +235,19 @@ pub async fn serve_connection<H: Handler>(
             keep_alive,
         };
         let tag = resp.tag;
+        let first_byte = started.elapsed();
         let result = write_response(&mut io, &mut wbuf, resp, &ctx).await;
         requests += 1;
         let (status, write_result) = result;
         handler.on_response(
             &req,
-            status,
-            io.bytes_written - written_before,
-            started.elapsed(),
-            tag,
+            &Sent {
+                status,
+                bytes: io.bytes_written - written_before,
+                first_byte: Some(first_byte),
+                total: started.elapsed(),
+                tag,
+            },
         );
         match write_result {
             Ok(true) => {}

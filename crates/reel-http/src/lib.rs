@@ -67,7 +67,7 @@ mod response;
 mod sys;
 
 pub use body::{BodyError, MAX_CHUNK_LINE, RequestBody};
-pub use conn::{CloseReason, ConnOutcome, DRAIN_LIMIT, Handler, serve_connection};
+pub use conn::{CloseReason, ConnOutcome, DRAIN_LIMIT, Handler, Sent, serve_connection};
 pub use limits::{Limits, MAX_HEADERS_CAP};
 pub use method::Method;
 pub use request::{BodyFraming, HeadError, HeadStatus, Request, Version};

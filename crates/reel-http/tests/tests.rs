@@ -3,6 +3,7 @@
 mod bodies;
 mod common;
 mod fuzz;
+mod hooks;
 mod lifecycle;
 mod protocol;
 mod smuggling;

@@ -15,7 +15,7 @@ use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use reel_cache::CacheResult;
-use reel_http::{Handler, Method, Request, RequestBody, Response};
+use reel_http::{Handler, Method, Request, RequestBody, Response, Sent};
 use reel_ops::access_log::{Entry, LogBuffer};
 use reel_ops::metrics::WorkerMetrics;
 use reel_runtime::{WorkerApp, WorkerCtx};
@@ -183,10 +183,11 @@ impl Handler for WorkerState {
         g.cache.handle(req, body, &self.metrics).await
     }
 
-    fn on_response(&self, req: &Request, status: u16, bytes: u64, elapsed: Duration, tag: u64) {
+    fn on_response(&self, req: &Request, sent: &Sent) {
+        let Sent { status, bytes, first_byte, total: elapsed, tag } = *sent;
         let tag = reel_cache::Tag::from_raw(tag);
         let result = tag.result();
-        self.metrics.record(status, result.index(), bytes, elapsed);
+        self.metrics.record(status, result.index(), bytes, first_byte, elapsed);
         let g = self.generation.borrow();
         if let Some(log) = &g.log {
             log.log(&Entry {
@@ -206,7 +207,7 @@ impl Handler for WorkerState {
     }
 
     fn on_reject(&self, _peer: SocketAddr, status: u16) {
-        self.metrics.record(status, CacheResult::Local.index(), 0, Duration::ZERO);
+        self.metrics.record(status, CacheResult::Local.index(), 0, None, Duration::ZERO);
         self.metrics.client_errors.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
 }

@@ -385,6 +385,8 @@ pub struct Conf {
     pub access_log: String,
     /// `store.size`.
     pub store_size: String,
+    /// `store.volume_size`.
+    pub volume_size: String,
     /// `server.shutdown_timeout`.
     pub shutdown_timeout: String,
     /// `cache.negative_ttl`.
@@ -412,6 +414,7 @@ impl Conf {
             http: String::new(),
             access_log: "flush_interval = \"100ms\"\n".into(),
             store_size: "64MiB".into(),
+            volume_size: "4MiB".into(),
             shutdown_timeout: "20s".into(),
             negative_ttl: "0s".into(),
             log_level: "info".into(),
@@ -440,8 +443,8 @@ impl Conf {
             self.access_log
         ));
         s.push_str(&format!(
-            "[store]\npath = \"{d}/store\"\nsize = \"{}\"\nvolume_size = \"4MiB\"\nio = \"threads\"\n\n",
-            self.store_size
+            "[store]\npath = \"{d}/store\"\nsize = \"{}\"\nvolume_size = \"{}\"\nio = \"threads\"\n\n",
+            self.store_size, self.volume_size
         ));
         s.push_str(&format!(
             "[cache]\nnegative_ttl = \"{}\"\n\n{}\n",

@@ -401,16 +401,17 @@ async fn serve(s: &mut TcpStream, state: &State) {
             None => Route::status(404, "no such route", &[]),
         };
         if let Some((name, action)) = &route.on_header
-            && headers.iter().any(|(n, _)| n == name) {
-                let (OnHeader::Hold(g) | OnHeader::HoldThenClose(g)) = action;
-                match g.sem.acquire().await {
-                    Ok(p) => p.forget(),
-                    Err(_) => return,
-                }
-                if matches!(action, OnHeader::HoldThenClose(_)) {
-                    return;
-                }
+            && headers.iter().any(|(n, _)| n == name)
+        {
+            let (OnHeader::Hold(g) | OnHeader::HoldThenClose(g)) = action;
+            match g.sem.acquire().await {
+                Ok(p) => p.forget(),
+                Err(_) => return,
             }
+            if matches!(action, OnHeader::HoldThenClose(_)) {
+                return;
+            }
+        }
         if !route.delay.is_zero() {
             tokio::time::sleep(route.delay).await;
         }
