@@ -635,10 +635,12 @@ impl Reel {
         self.token.iter().map(|t| ("authorization", format!("Bearer {t}"))).collect()
     }
 
-    /// A request to the admin listener (with the token, if set).
+    /// A request to the admin listener (with the token, if set, and the `X-Reel-Admin`
+    /// header state-changing requests need).
     pub fn admin_req(&self, method: &str, target: &str) -> Resp {
         let a = self.auth();
-        let h: Vec<(&str, &str)> = a.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let mut h: Vec<(&str, &str)> = a.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        h.push(("x-reel-admin", "1"));
         request(self.admin, method, "127.0.0.1", target, &h)
     }
 
