@@ -9,7 +9,7 @@ use crate::EX_USAGE;
 /// own rules, the file must not ask for a part this binary was built without.
 pub fn run(path: &Path) -> ExitCode {
     let problems = match reel_config::load_and_validate(path) {
-        Ok(cfg) => match crate::preflight::check_build(&cfg) {
+        Ok(cfg) => match crate::preflight::check_build(&cfg, false) {
             Ok(()) => {
                 println!(
                     "reel: configuration file {} is valid (hash {})",

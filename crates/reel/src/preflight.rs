@@ -16,9 +16,10 @@ pub enum PreflightError {
     TokenEnvUnset(String),
 }
 
-/// Parts of the config that need a cargo feature this binary lacks.
-pub fn check_build(cfg: &Config) -> Result<(), PreflightError> {
-    if cfg.demo_origin.enabled && !cfg!(feature = "demo") {
+/// Parts of the config that need a cargo feature this binary lacks. With `--origin`
+/// (`origin_flag`) the demo origin is not started, so it needs no feature.
+pub fn check_build(cfg: &Config, origin_flag: bool) -> Result<(), PreflightError> {
+    if cfg.demo_origin.enabled && !origin_flag && !cfg!(feature = "demo") {
         return Err(PreflightError::NotBuiltIn(cfg.problem(
             "demo_origin.enabled",
             "this reel was built without the demo origin (cargo feature `demo`); \

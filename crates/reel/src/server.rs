@@ -42,7 +42,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(crate::EX_USAGE));
         }
     };
-    if let Err(e) = preflight::check_build(&cfg) {
+    if let Err(e) = preflight::check_build(&cfg, args.origin.is_some()) {
         eprintln!("{e}");
         return Ok(ExitCode::from(crate::EX_USAGE));
     }
@@ -60,8 +60,12 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         None => None,
     };
 
+    // `--origin` serves every Host: the demo origin would serve nobody.
     #[cfg(feature = "demo")]
-    let _demo = crate::demo::start(&cfg).context("starting the demo origin")?;
+    let _demo = match &origin_override {
+        None => crate::demo::start(&cfg).context("starting the demo origin")?,
+        Some(_) => None,
+    };
 
     let spec = options::core_spec(&cfg);
     let plan = reel_runtime::plan_system(&spec).context("planning cores")?;

@@ -399,6 +399,8 @@ pub struct Conf {
     pub tier: String,
     /// Extra arguments of `reel serve`.
     pub serve_args: Vec<String>,
+    /// The whole file instead of what the fields above render (a shipped config).
+    pub raw: Option<String>,
 }
 
 impl Conf {
@@ -421,11 +423,15 @@ impl Conf {
             origin_group: String::new(),
             tier: String::new(),
             serve_args: Vec::new(),
+            raw: None,
         }
     }
 
     /// The TOML text.
     pub fn render(&self) -> String {
+        if let Some(raw) = &self.raw {
+            return raw.clone();
+        }
         let d = self.dir.display();
         let mut s = format!(
             "[server]\nshutdown_timeout = \"{}\"\n\n[log]\nlevel = \"{}\"\nformat = \"json\"\n\n",
