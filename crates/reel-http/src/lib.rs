@@ -40,7 +40,9 @@
 //!   `max_header_bytes` or more than `max_headers` fields → 431; Content-Length over
 //!   `max_body_bytes` → 413; an `Expect` other than `100-continue` → 417; an HTTP
 //!   version other than 1.0/1.1 → 505. Unknown method tokens are accepted and reach the
-//!   handler ([`Response::for_unsupported_method`] builds 405/501).
+//!   handler ([`Response::for_unsupported_method`] builds 405/501). Each refusal is
+//!   reported to [`Handler::on_reject`] with the request line and the rule it broke
+//!   ([`Refusal`]), so it can be logged like any answered request.
 //! * **Keep-alive.** HTTP/1.1 keeps the connection unless `Connection: close`;
 //!   HTTP/1.0 only with `Connection: keep-alive` (echoed back). Pipelined requests
 //!   are answered in order. An unread `Content-Length` body of up to [`DRAIN_LIMIT`]
@@ -67,7 +69,10 @@ mod response;
 mod sys;
 
 pub use body::{BodyError, MAX_CHUNK_LINE, RequestBody};
-pub use conn::{CloseReason, ConnOutcome, DRAIN_LIMIT, Handler, Sent, serve_connection};
+pub use conn::{
+    CloseReason, ConnOutcome, DRAIN_LIMIT, Handler, REFUSAL_EXCERPT, Refusal, Sent,
+    serve_connection,
+};
 pub use limits::{Limits, MAX_HEADERS_CAP};
 pub use method::Method;
 pub use request::{BodyFraming, HeadError, HeadStatus, Request, Version};
