@@ -42,12 +42,11 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(crate::EX_USAGE));
         }
     };
-    if let Err(e) = preflight::check_build(&cfg, args.origin.is_some()) {
-        eprintln!("{e}");
-        return Ok(ExitCode::from(crate::EX_USAGE));
-    }
-    if let Err(e) = preflight::check_environment(&cfg) {
-        eprintln!("{}: {e}", args.config.display());
+    let problems = preflight::problems(&cfg, args.origin.is_some());
+    if !problems.is_empty() {
+        for e in &problems {
+            eprintln!("{e}");
+        }
         return Ok(ExitCode::from(crate::EX_USAGE));
     }
     crate::logging::init(&cfg.log);
