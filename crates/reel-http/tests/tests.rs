@@ -3,7 +3,9 @@
 mod bodies;
 mod common;
 mod fuzz;
+mod h2;
 mod hooks;
 mod lifecycle;
 mod protocol;
 mod smuggling;
+mod tls;

@@ -49,7 +49,18 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         }
         return Ok(ExitCode::from(crate::EX_USAGE));
     }
+    let tickets = reel_tls::Tickets::new().context("making session-ticket keys")?;
+    let tls = match crate::tls::TlsState::build(&cfg, &tickets) {
+        Ok(t) => t,
+        Err(problems) => {
+            eprintln!("{}", crate::tls::report(&cfg, &problems));
+            return Ok(ExitCode::from(crate::EX_USAGE));
+        }
+    };
     crate::logging::init(&cfg.log);
+    for w in tls.warnings(std::time::SystemTime::now()) {
+        warn!("{}", cfg.problem(&w.key, w.message));
+    }
     let origin_override = match args.origin.as_deref().map(options::parse_origin_flag) {
         Some(Ok(o)) => Some(o),
         Some(Err(e)) => {
@@ -73,7 +84,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     }
     info!(workers = ?plan.workers, irq_cpus = ?plan.irq_cpus, "core plan");
 
-    let shared = Shared::new(cfg, args.config.clone(), origin_override, &plan)?;
+    let shared = Shared::new(cfg, args.config.clone(), origin_override, &plan, tls, tickets)?;
     let opts = options::runtime(&shared.live().cfg, &plan);
     let listeners = options::listeners(&shared.live().cfg);
     let factory_shared = shared.clone();
