@@ -254,6 +254,10 @@ async fn serve_io<H: Handler>(
             limits.max_body_bytes,
             limits.max_header_bytes,
         );
+        if req.version() == Version::Http11 {
+            // RFC 9110 section 15.2: never a 1xx to an HTTP/1.0 client.
+            body.allow_interims();
+        }
         let mut resp = handler.handle(&req, &mut body).await;
 
         // Decide what happens to the rest of the body before answering, so a client

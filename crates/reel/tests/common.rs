@@ -53,12 +53,54 @@ pub struct Object {
     pub body: Vec<u8>,
     /// Delay before the response head is sent.
     pub delay: Duration,
+    /// Raw interim (1xx) responses sent first, before the delay and the gate.
+    pub interim: Vec<u8>,
+    /// Held back (after the interim responses) until the test opens this gate.
+    pub gate: Option<Gate>,
+}
+
+/// A gate an origin response waits at until the test opens it.
+#[derive(Clone, Debug, Default)]
+pub struct Gate(Arc<(Mutex<bool>, Condvar)>);
+
+impl Gate {
+    /// Lets every response waiting at the gate (and later ones) go.
+    pub fn open(&self) {
+        *self.0.0.lock().unwrap() = true;
+        self.0.1.notify_all();
+    }
+
+    fn wait(&self) {
+        let mut open = self.0.0.lock().unwrap();
+        while !*open {
+            open = self.0.1.wait(open).unwrap();
+        }
+    }
 }
 
 impl Object {
     /// A 200 with this body and no caching headers.
     pub fn ok(body: impl Into<Vec<u8>>) -> Object {
-        Object { status: 200, headers: Vec::new(), body: body.into(), delay: Duration::ZERO }
+        Object {
+            status: 200,
+            headers: Vec::new(),
+            body: body.into(),
+            delay: Duration::ZERO,
+            interim: Vec::new(),
+            gate: None,
+        }
+    }
+
+    /// Sends these raw interim responses first.
+    pub fn interim(mut self, raw: &str) -> Object {
+        self.interim.extend_from_slice(raw.as_bytes());
+        self
+    }
+
+    /// Holds the final response back until `gate` opens.
+    pub fn gated(mut self, gate: &Gate) -> Object {
+        self.gate = Some(gate.clone());
+        self
     }
 
     /// Adds a response header.
@@ -186,6 +228,12 @@ fn origin_conn(s: TcpStream, state: &Mutex<OriginState>, name: &str) {
                 None => Object { status: 404, ..Object::ok("not found at the origin") },
             }
         };
+        if !obj.interim.is_empty() && w.write_all(&obj.interim).is_err() {
+            return;
+        }
+        if let Some(g) = &obj.gate {
+            g.wait();
+        }
         if !obj.delay.is_zero() {
             std::thread::sleep(obj.delay);
         }
