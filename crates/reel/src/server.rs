@@ -169,6 +169,10 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     admin.stop();
     // The workers are gone and have handed over their buffers: write them out.
     shared.close_access_log();
+    // A clean close: the next start loads the index checkpoint instead of scanning.
+    if let Err(e) = shared.store.close() {
+        warn!(error = %e, "store index checkpoint not written");
+    }
     if report.dropped_connections > 0 {
         warn!(
             dropped = report.dropped_connections,
