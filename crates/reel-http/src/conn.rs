@@ -52,6 +52,14 @@ pub trait Handler: 'static {
     fn on_reject(&self, peer: SocketAddr, status: u16) {
         let _ = (peer, status);
     }
+
+    /// Asked before each response is written: `false` sends it with `Connection: close`
+    /// and closes the connection after it, while idle connections stay open until their
+    /// next request (a server about to stop tells keep-alive clients to go elsewhere
+    /// without closing under a request already on its way). Default: `true`.
+    fn keep_alive(&self) -> bool {
+        true
+    }
 }
 
 /// Why a connection ended.
@@ -205,7 +213,7 @@ pub async fn serve_connection<H: Handler>(
         }
 
         let draining = drain_live && *drain.borrow();
-        let keep_alive = req.keep_alive() && !must_close && !draining;
+        let keep_alive = req.keep_alive() && !must_close && !draining && handler.keep_alive();
         let ctx = HeadContext {
             version: req.version(),
             head_request: *req.method() == Method::Head,

@@ -7,7 +7,8 @@ use std::net::{SocketAddr, TcpStream};
 use std::os::fd::{AsRawFd, RawFd};
 use std::pin::Pin;
 use std::rc::Rc;
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, mpsc};
 use std::task::{Context, Poll};
 use std::thread;
 use std::time::Duration;
@@ -69,6 +70,8 @@ impl BodyStream for ScriptStream {
 pub struct TestHandler {
     file: Rc<File>,
     file_len: u64,
+    /// Answers `false` to [`Handler::keep_alive`] once set.
+    closing: Arc<AtomicBool>,
 }
 
 fn query_num(req: &Request, key: &str) -> Option<u64> {
@@ -138,6 +141,10 @@ impl Handler for TestHandler {
             _ => Response::error(404),
         }
     }
+
+    fn keep_alive(&self) -> bool {
+        !self.closing.load(Ordering::SeqCst)
+    }
 }
 
 /// Total bytes of the served test file.
@@ -146,6 +153,7 @@ pub const FILE_LEN: u64 = 24 * 1024 * 1024;
 pub struct Server {
     pub addr: SocketAddr,
     drain: watch::Sender<bool>,
+    closing: Arc<AtomicBool>,
     outcomes: mpsc::Receiver<ConnOutcome>,
     stop: Option<oneshot::Sender<()>>,
     thread: Option<thread::JoinHandle<()>>,
@@ -163,6 +171,8 @@ impl Server {
         let (out_tx, outcomes) = mpsc::channel();
         let (drain, drain_rx) = watch::channel(false);
         let (stop, mut stop_rx) = oneshot::channel::<()>();
+        let closing = Arc::new(AtomicBool::new(false));
+        let handler_closing = closing.clone();
         let thread = thread::Builder::new().name("reel-srv".into()).spawn(move || {
             let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
             let local = tokio::task::LocalSet::new();
@@ -172,6 +182,7 @@ impl Server {
                 let handler = Rc::new(TestHandler {
                     file: Rc::new(tmp),
                     file_len: FILE_LEN,
+                    closing: handler_closing,
                 });
                 let limits = Rc::new(limits);
                 loop {
@@ -190,7 +201,7 @@ impl Server {
             });
         }).unwrap();
         let addr = addr_rx.recv().unwrap();
-        Server { addr, drain, outcomes, stop: Some(stop), thread: Some(thread) }
+        Server { addr, drain, closing, outcomes, stop: Some(stop), thread: Some(thread) }
     }
 
     pub fn connect(&self) -> Client {
@@ -199,6 +210,11 @@ impl Server {
 
     pub fn drain(&self) {
         self.drain.send_replace(true);
+    }
+
+    /// From now on the handler asks for every response to close its connection.
+    pub fn close_after_responses(&self) {
+        self.closing.store(true, Ordering::SeqCst);
     }
 
     /// Next finished connection's outcome (generous timeout: the machine is loaded).
