@@ -111,6 +111,10 @@ pub enum StoreError {
     /// quarantined (e.g. its header could not be written), nothing was admitted.
     #[error("object no longer available")]
     Gone,
+    /// The store takes no writes in this process now: it is being handed to, or taken
+    /// over from, another process (a binary upgrade, see [`Store::freeze`]).
+    #[error("the store takes no writes while it is handed over to another process")]
+    Frozen,
     /// An I/O error from the disk. Read errors quarantine the volume; write errors
     /// refuse the object.
     #[error("store I/O error: {0}")]

@@ -187,6 +187,8 @@ pub struct Store {
     io: Io,
     c: Counters,
     started: Instant,
+    /// Set while this process must not write the store (see [`Store::freeze`]).
+    frozen: AtomicBool,
 }
 
 /// Result of [`Store::lookup`].
@@ -304,6 +306,7 @@ impl Store {
             io,
             c: Counters::default(),
             started: Instant::now(),
+            frozen: AtomicBool::new(false),
         };
         store.rebuild().map_err(|e| open_err(&cfg.path, e))?;
         Ok(Arc::new(store))
@@ -361,6 +364,7 @@ impl Store {
         if key.len() > MAX_KEY_LEN || meta.len() > MAX_META_LEN {
             return Err(StoreError::KeyOrMetaTooLong);
         }
+        self.check_writable()?;
         self.maintain().await;
         let h = format::key_hash(key);
         if let Ok(s) = self.shard(h).read()
@@ -384,6 +388,9 @@ impl Store {
 
     /// Removes `key` (complete or filling). Persistent: a tombstone is appended.
     pub async fn remove(self: &Arc<Self>, key: &[u8]) -> Result<bool, StoreError> {
+        // Before the index changes: a removal whose tombstone cannot be written would
+        // come back at the next start.
+        self.check_writable()?;
         let h = format::key_hash(key);
         let removed = {
             let mut shard = self.shard(h).write().map_err(|_| StoreError::Aborted)?;
@@ -404,6 +411,7 @@ impl Store {
     /// Removes every key starting with `prefix` (purge). Persistent: one purge record
     /// is appended. Returns the number of keys removed.
     pub async fn remove_prefix(self: &Arc<Self>, prefix: &[u8]) -> Result<u64, StoreError> {
+        self.check_writable()?;
         let mut n = 0;
         for shard in self.shards.iter() {
             let taken: Vec<Slot> = {
@@ -439,6 +447,7 @@ impl Store {
         if meta.len() > MAX_META_LEN {
             return Err(StoreError::KeyOrMetaTooLong);
         }
+        self.check_writable()?;
         let h = format::key_hash(key);
         let Some(old) = self.ready_entry(h, key) else { return Ok(false) };
         self.append_small(Kind::Meta, key, &meta, Some((old.seq, old.rec_off))).await?;
@@ -488,6 +497,9 @@ impl Store {
     /// Runs pending background work (volume headers, a due reclaim) on the calling
     /// worker. [`Store::begin_fill`] calls it; idle workers may call it too.
     pub async fn maintain(self: &Arc<Self>) {
+        if self.is_frozen() {
+            return;
+        }
         self.write_pending_headers().await;
         let victim = {
             let mut a = self.lock_alloc();
@@ -569,6 +581,9 @@ impl Store {
         if span > self.volume_size - VOLUME_HEADER_LEN {
             return Err(StoreError::TooLarge(span));
         }
+        // Checked under the allocation lock `freeze` takes: once it returned, no write
+        // starts, so `writes_in_progress` only goes down.
+        self.check_writable()?;
         loop {
             if let Some(v) = a.active {
                 let vol = &self.vols[v as usize];
@@ -1486,5 +1501,6 @@ impl Drop for FillWriter {
     }
 }
 
+mod handover;
 #[cfg(test)]
 mod tests;

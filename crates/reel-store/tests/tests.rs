@@ -3,6 +3,7 @@
 mod basic;
 mod crash;
 mod faults;
+mod handover;
 mod model;
 
 use std::path::Path;
