@@ -37,6 +37,18 @@ pub fn stopping() -> bool {
     notify("STOPPING=1")
 }
 
+/// `MAINPID=`: after a binary upgrade, `pid` (the successor) is the service's main
+/// process; systemd watches it from now on (sent by the current main process, which
+/// `NotifyAccess=main` accepts).
+pub fn main_pid(pid: u32) -> bool {
+    notify(&format!("MAINPID={pid}\nSTATUS=serving (upgraded)"))
+}
+
+/// `STATUS=`: a free-form line `systemctl status` shows.
+pub fn status(text: &str) -> bool {
+    notify(&format!("STATUS={text}"))
+}
+
 fn monotonic_usec() -> u64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: ts is a valid, writable timespec.
@@ -64,6 +76,9 @@ mod tests {
         assert!(ready());
         let n = rx.recv(&mut buf).unwrap();
         assert_eq!(&buf[..n], b"READY=1\nSTATUS=serving");
+        assert!(main_pid(77));
+        let n = rx.recv(&mut buf).unwrap();
+        assert_eq!(&buf[..n], b"MAINPID=77\nSTATUS=serving (upgraded)");
         unsafe { std::env::remove_var("NOTIFY_SOCKET") };
         assert!(!stopping());
     }
