@@ -53,6 +53,7 @@ const fn restart(key: &'static str) -> ReloadKey {
 /// Restart keys are never inside an array of tables.
 pub const RELOAD_KEYS: &[ReloadKey] = &[
     restart("server.shutdown_timeout"),
+    live("server.shutdown_delay"),
     live("log.level"),
     restart("log.format"),
     live("listener[].name"),
@@ -69,6 +70,8 @@ pub const RELOAD_KEYS: &[ReloadKey] = &[
     live("http.header_timeout"),
     live("http.idle_timeout"),
     live("http.max_connections_per_worker"),
+    live("http.max_connections_per_client"),
+    live("http.reserved_fds"),
     live("health.path"),
     live("health.max_cpu_percent"),
     live("health.resume_cpu_percent"),
@@ -95,6 +98,9 @@ pub const RELOAD_KEYS: &[ReloadKey] = &[
     live("cache.store_without_validators"),
     live("cache.stale_while_revalidate_default"),
     live("cache.targeted_cache_control"),
+    live("cache.lock_timeout"),
+    live("cache.max_variants"),
+    live("cache.fill_drop_headers"),
     live("cache.rule[].match"),
     live("cache.rule[].ttl"),
     live("cache.rule[].override"),
