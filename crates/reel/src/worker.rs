@@ -18,7 +18,7 @@ use reel_cache::CacheResult;
 use reel_http::{Handler, Method, Request, RequestBody, Response};
 use reel_ops::access_log::{Entry, LogBuffer};
 use reel_ops::metrics::WorkerMetrics;
-use reel_runtime::{WorkerApp, WorkerCtx};
+use reel_runtime::{Refusal, WorkerApp, WorkerCtx};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 
@@ -57,6 +57,10 @@ impl WorkerApp for App {
     ) {
         let limits = self.state.current().limits.clone();
         reel_http::serve_connection(stream, peer, self.state.clone(), limits, drain).await;
+    }
+
+    async fn on_refused(&self, stream: TcpStream, peer: SocketAddr, _listener: &str, why: Refusal) {
+        crate::refused::answer(stream, peer, why).await;
     }
 
     async fn run(&self, _ctx: WorkerCtx, mut drain: watch::Receiver<bool>) {
@@ -203,6 +207,10 @@ impl Handler for WorkerState {
                 user_agent: req.header("user-agent").unwrap_or(b""),
             });
         }
+    }
+
+    fn keep_alive(&self) -> bool {
+        !self.shared.closing()
     }
 
     fn on_reject(&self, _peer: SocketAddr, status: u16) {
