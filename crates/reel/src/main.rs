@@ -22,6 +22,7 @@ mod refused;
 mod reload;
 mod server;
 mod shared;
+mod tls;
 mod upgrade;
 mod worker;
 

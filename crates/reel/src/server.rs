@@ -52,7 +52,18 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         eprintln!("{}: {e}", args.config.display());
         return Ok(ExitCode::from(crate::EX_USAGE));
     }
+    let tickets = reel_tls::Tickets::new().context("making session-ticket keys")?;
+    let tls = match crate::tls::TlsState::build(&cfg, &tickets) {
+        Ok(t) => t,
+        Err(problems) => {
+            eprintln!("{}", crate::tls::report(&cfg, &problems));
+            return Ok(ExitCode::from(crate::EX_USAGE));
+        }
+    };
     crate::logging::init(&cfg.log);
+    for w in tls.warnings(std::time::SystemTime::now()) {
+        warn!("{}", cfg.problem(&w.key, w.message));
+    }
     let origin_override = match args.origin.as_deref().map(options::parse_origin_flag) {
         Some(Ok(o)) => Some(o),
         Some(Err(e)) => {
@@ -80,7 +91,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
             .context("taking over the store")?;
     }
     let upgrading = inherited.predecessor.is_some();
-    let shared = Shared::new(cfg, args.config.clone(), origin_override, &plan)?;
+    let shared = Shared::new(cfg, args.config.clone(), origin_override, &plan, tls, tickets)?;
     if upgrading {
         // The old process may still read volumes this one's fills would reuse: write
         // nothing until it has exited (misses meanwhile are passed through).

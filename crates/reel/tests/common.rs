@@ -395,6 +395,10 @@ pub struct Conf {
     pub origin_group: String,
     /// Extra lines of its `[[origin_group.tier]]` table.
     pub tier: String,
+    /// Extra lines per listener name (e.g. its TLS keys).
+    pub listener_lines: HashMap<String, String>,
+    /// Top-level tables appended verbatim (e.g. `[[certificate]]`).
+    pub extra: String,
     /// Extra arguments of `reel serve`.
     pub serve_args: Vec<String>,
 }
@@ -417,6 +421,8 @@ impl Conf {
             log_level: "info".into(),
             origin_group: String::new(),
             tier: String::new(),
+            listener_lines: HashMap::new(),
+            extra: String::new(),
             serve_args: Vec::new(),
         }
     }
@@ -429,7 +435,10 @@ impl Conf {
             self.shutdown_timeout, self.log_level
         );
         for (name, addr) in &self.listeners {
-            s.push_str(&format!("[[listener]]\nname = \"{name}\"\naddress = \"{addr}\"\n\n"));
+            let more = self.listener_lines.get(name).map(String::as_str).unwrap_or("");
+            s.push_str(&format!(
+                "[[listener]]\nname = \"{name}\"\naddress = \"{addr}\"\n{more}\n\n"
+            ));
         }
         s.push_str("[cores]\nnic = []\nirq = \"auto\"\nworkers = \"auto\"\nsteer = \"hash\"\n\n");
         s.push_str(&format!("[http]\n{}\n", self.http));
@@ -458,6 +467,7 @@ impl Conf {
             self.tier
         ));
         s.push_str("[demo_origin]\nenabled = false\n");
+        s.push_str(&self.extra);
         s
     }
 

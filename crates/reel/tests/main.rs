@@ -10,4 +10,5 @@ mod health;
 mod reload;
 mod serve;
 mod systemd;
+mod tls;
 mod tls_origin;

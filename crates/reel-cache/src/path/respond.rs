@@ -5,6 +5,8 @@
 //! sent it). An object still being filled, or a cold one, is streamed by a small task on
 //! the worker: file ranges as bytes become durable, or bytes read through the store's
 //! io_uring when the pages are not resident, so a cold disk read never blocks the worker.
+//! Over TLS and HTTP/2 the codec reads file ranges itself; pages it finds cold are read
+//! through the store as well ([`LeasedRange`]'s `read_cold`).
 
 use std::any::Any;
 use std::cell::{Cell, RefCell};
@@ -14,7 +16,7 @@ use std::rc::Rc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::{BufMut, Bytes, BytesMut};
-use reel_http::{Chunk, FileRange, Request, Response};
+use reel_http::{Chunk, ColdRead, FileRange, Request, Response};
 use reel_store::{Filling, Hit};
 use tokio::sync::mpsc;
 
@@ -202,13 +204,23 @@ impl MetaCache {
     }
 }
 
-/// A region of a volume file handed to the codec for `sendfile`. It keeps the store
-/// handle (and so the volume's lease) alive until the codec drops it.
+/// A region of a volume file handed to the codec for `sendfile` (or, over TLS and
+/// HTTP/2, for page-cache reads). It keeps the store handle (and so the volume's lease)
+/// alive until the codec drops it.
 pub struct LeasedRange {
-    _keep: Rc<dyn Any>,
+    keep: Keep,
     fd: RawFd,
     offset: u64,
     len: u64,
+    /// Body offset of the region's first byte.
+    body_off: u64,
+}
+
+enum Keep {
+    /// A complete object: cold bytes are read through the store (io_uring).
+    Hit(Rc<Hit>),
+    /// An object being filled; its bytes were just written through the page cache.
+    Other(#[allow(dead_code)] Rc<dyn Any>),
 }
 
 impl FileRange for LeasedRange {
@@ -221,6 +233,22 @@ impl FileRange for LeasedRange {
     fn len(&self) -> u64 {
         self.len
     }
+    fn read_cold(&self, offset: u64, len: usize) -> ColdRead<'_> {
+        match &self.keep {
+            Keep::Hit(hit) => {
+                let at = self.body_off + offset.saturating_sub(self.offset);
+                Box::pin(
+                    async move { hit.read(at, len as u64).await.map_err(|e| gone(&e.to_string())) },
+                )
+            }
+            // Just written: resident, so the codec's non-blocking read rarely gets here;
+            // when it does, a plain read of recently written pages.
+            Keep::Other(_) => {
+                let fd = self.fd;
+                Box::pin(std::future::ready(reel_http::pread_bytes(fd, offset, len)))
+            }
+        }
+    }
 }
 
 impl LeasedRange {
@@ -228,7 +256,7 @@ impl LeasedRange {
     pub fn of_hit(hit: Rc<Hit>, off: u64, len: u64) -> Option<LeasedRange> {
         let r = hit.file_range(off, len).ok()?;
         let (fd, offset, len) = (r.fd.as_raw_fd(), r.offset, r.len);
-        Some(LeasedRange { _keep: hit, fd, offset, len })
+        Some(LeasedRange { keep: Keep::Hit(hit), fd, offset, len, body_off: off })
     }
 
     /// `len` bytes of a filling object's body from `off` (already written).
@@ -238,7 +266,7 @@ impl LeasedRange {
             let r = b.file_range(off, len).ok()?;
             (r.fd.as_raw_fd(), r.offset, r.len)
         };
-        Some(LeasedRange { _keep: f, fd, offset, len })
+        Some(LeasedRange { keep: Keep::Other(f), fd, offset, len, body_off: off })
     }
 }
 
@@ -444,8 +472,12 @@ mod tests {
             assert!(out == data[7..]);
             assert!(files > 0 && reads > 0);
             // The public entry point with the real probe.
-            let (out, _, _) = collect(stream_cold_hit(hit, 0, len)).await;
+            let (out, _, _) = collect(stream_cold_hit(hit.clone(), 0, len)).await;
             assert!(out == data);
+            // A leased range reads its cold bytes through the store, at file offsets.
+            let r = LeasedRange::of_hit(hit, 5000, 300_000).expect("range");
+            let got = r.read_cold(r.offset() + 1000, 70_000).await.expect("cold read");
+            assert!(got[..] == data[6000..76_000]);
         });
     }
 }
