@@ -387,6 +387,8 @@ pub struct Conf {
     pub store_size: String,
     /// `server.shutdown_timeout`.
     pub shutdown_timeout: String,
+    /// Extra lines of `[server]` (e.g. `shutdown_delay`).
+    pub server: String,
     /// `cache.negative_ttl`.
     pub negative_ttl: String,
     /// `log.level`.
@@ -417,6 +419,7 @@ impl Conf {
             access_log: "flush_interval = \"100ms\"\n".into(),
             store_size: "64MiB".into(),
             shutdown_timeout: "20s".into(),
+            server: String::new(),
             negative_ttl: "0s".into(),
             log_level: "info".into(),
             origin_group: String::new(),
@@ -431,8 +434,8 @@ impl Conf {
     pub fn render(&self) -> String {
         let d = self.dir.display();
         let mut s = format!(
-            "[server]\nshutdown_timeout = \"{}\"\n\n[log]\nlevel = \"{}\"\nformat = \"json\"\n\n",
-            self.shutdown_timeout, self.log_level
+            "[server]\nshutdown_timeout = \"{}\"\n{}\n[log]\nlevel = \"{}\"\nformat = \"json\"\n\n",
+            self.shutdown_timeout, self.server, self.log_level
         );
         for (name, addr) in &self.listeners {
             let more = self.listener_lines.get(name).map(String::as_str).unwrap_or("");
@@ -549,8 +552,13 @@ impl Reel {
 
     /// Like [`Reel::start`] with extra environment variables.
     pub fn start_env(conf: &Conf, env: &[(&str, &str)]) -> Reel {
+        Reel::start_with(conf, Path::new(BIN), env)
+    }
+
+    /// Like [`Reel::start_env`] with the binary (or a wrapper script) at `bin`.
+    pub fn start_with(conf: &Conf, bin: &Path, env: &[(&str, &str)]) -> Reel {
         conf.write();
-        let mut cmd = Command::new(BIN);
+        let mut cmd = Command::new(bin);
         cmd.arg("serve")
             .arg("--config")
             .arg(conf.path())

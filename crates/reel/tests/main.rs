@@ -8,6 +8,7 @@ mod cli;
 mod common;
 mod health;
 mod reload;
+mod restarts;
 mod serve;
 mod systemd;
 mod tls;
