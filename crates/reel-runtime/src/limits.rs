@@ -43,12 +43,14 @@ pub(crate) struct Caps {
     pub(crate) per_worker: AtomicUsize,
     pub(crate) per_client: AtomicUsize,
     pub(crate) total: AtomicUsize,
+    pub(crate) answering: AtomicUsize,
 }
 
 /// Open connections of the whole process, and per client address.
 #[derive(Debug)]
 pub(crate) struct Conns {
     total: AtomicUsize,
+    answering: AtomicUsize,
     clients: Box<[Mutex<HashMap<IpAddr, u32>>]>,
 }
 
@@ -56,6 +58,7 @@ impl Conns {
     pub(crate) fn new() -> Conns {
         Conns {
             total: AtomicUsize::new(0),
+            answering: AtomicUsize::new(0),
             clients: (0..SHARDS).map(|_| Mutex::default()).collect(),
         }
     }
@@ -112,6 +115,21 @@ impl Conns {
         Ok(ip)
     }
 
+    /// Takes one of `cap` places for answering a refused connection; false when all are
+    /// taken.
+    pub(crate) fn start_answering(&self, cap: usize) -> bool {
+        if self.answering.fetch_add(1, Ordering::AcqRel) >= cap {
+            self.answering.fetch_sub(1, Ordering::AcqRel);
+            return false;
+        }
+        true
+    }
+
+    /// Gives back a place taken by [`Conns::start_answering`].
+    pub(crate) fn end_answering(&self) {
+        self.answering.fetch_sub(1, Ordering::AcqRel);
+    }
+
     /// Gives back one connection counted by [`Conns::admit`].
     pub(crate) fn release(&self, ip: IpAddr) {
         self.total.fetch_sub(1, Ordering::AcqRel);
@@ -160,6 +178,10 @@ mod tests {
         let c = Conns::new();
         c.admit(ip("::ffff:10.0.0.9"), 0, 1).unwrap();
         assert_eq!(c.admit(ip("10.0.0.9"), 0, 1).unwrap_err(), Refusal::Client);
+        assert!(c.start_answering(2) && c.start_answering(2));
+        assert!(!c.start_answering(2), "two places");
+        c.end_answering();
+        assert!(c.start_answering(2));
         let k = c.admit(ip("10.0.0.8"), 0, 1).unwrap();
         c.release(k);
         assert_eq!(c.of(ip("10.0.0.8")), 0);

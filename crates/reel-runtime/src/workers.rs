@@ -29,10 +29,6 @@ use crate::limits::{Caps, Conns, Refusal};
 use crate::sockets::{Inherited, adopt_group, bind_group};
 use crate::steer;
 
-/// Connections a worker answers at once while closing them at accept (each holds a
-/// descriptor from the reserve); beyond this a refused connection is closed unanswered.
-const REFUSING_PER_WORKER: usize = 64;
-
 /// One listening address; every worker binds its own socket for it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ListenerSpec {
@@ -64,6 +60,10 @@ pub struct RuntimeOptions {
     pub max_connections_per_client: usize,
     /// Open client connections of the whole process (its descriptor budget); 0 = no cap.
     pub max_connections: usize,
+    /// Connections over a limit that [`WorkerApp::on_refused`] may answer at once, all
+    /// workers together (each holds a descriptor meanwhile, from the reserve the limits
+    /// keep); beyond this a refused connection is closed unanswered.
+    pub max_answering_refused: usize,
     /// Connection steering within the reuseport group.
     pub steer: Steer,
     /// CPUs servicing NIC interrupts (from [`crate::CorePlan::irq_cpus`]); only used to build
@@ -79,6 +79,7 @@ impl Default for RuntimeOptions {
             max_connections_per_worker: 16_384,
             max_connections_per_client: 0,
             max_connections: 0,
+            max_answering_refused: 64,
             steer: Steer::Hash,
             irq_cpus: Vec::new(),
             pin: true,
@@ -384,6 +385,7 @@ where
     caps.per_worker.store(opts.max_connections_per_worker, Ordering::Relaxed);
     caps.per_client.store(opts.max_connections_per_client, Ordering::Relaxed);
     caps.total.store(opts.max_connections, Ordering::Relaxed);
+    caps.answering.store(opts.max_answering_refused, Ordering::Relaxed);
     let shared = Arc::new(Shared { drain, deadline: Mutex::new(None), caps, conns: Conns::new() });
     let factory = Arc::new(factory);
     let (ready_tx, ready_rx) = std_mpsc::channel::<(usize, Result<i32, String>)>();
@@ -581,16 +583,19 @@ impl Runtime {
             cap,
             c.per_client.load(Ordering::Relaxed),
             c.total.load(Ordering::Relaxed),
+            c.answering.load(Ordering::Relaxed),
         )
     }
 
-    /// Changes every connection limit (see [`RuntimeOptions`]); takes effect at the next
-    /// accept. Connections above a lowered limit stay open.
+    /// Changes every connection limit (see [`RuntimeOptions`]: per worker, per client
+    /// address, for the process, refused connections answered at once); takes effect at
+    /// the next accept. Connections above a lowered limit stay open.
     pub fn set_connection_limits(
         &self,
         per_worker: usize,
         per_client: usize,
         total: usize,
+        answering: usize,
     ) -> Result<(), RuntimeError> {
         if per_worker == 0 {
             return Err(RuntimeError::InvalidOptions(
@@ -604,6 +609,7 @@ impl Runtime {
         c.per_worker.store(per_worker, Ordering::Relaxed);
         c.per_client.store(per_client, Ordering::Relaxed);
         c.total.store(total, Ordering::Relaxed);
+        c.answering.store(answering, Ordering::Relaxed);
         Ok(())
     }
 
@@ -678,8 +684,6 @@ struct WorkerCfg {
 struct Local {
     stats: Arc<WorkerStats>,
     open: Cell<usize>,
-    /// Refused connections being answered (see [`REFUSING_PER_WORKER`]).
-    refusing: Cell<usize>,
     /// The caps and the process-wide counts.
     shared: Arc<Shared>,
     /// Woken whenever a connection closes.
@@ -709,12 +713,12 @@ impl Drop for ConnGuard {
     }
 }
 
-/// Counts a refused connection being answered.
-struct RefusingGuard(Rc<Local>);
+/// Counts a refused connection being answered (process-wide).
+struct RefusingGuard(Arc<Shared>);
 
 impl Drop for RefusingGuard {
     fn drop(&mut self) {
-        self.0.refusing.set(self.0.refusing.get().saturating_sub(1));
+        self.0.conns.end_answering();
     }
 }
 
@@ -748,7 +752,6 @@ fn worker_thread<A: WorkerApp>(
     let state = Rc::new(Local {
         stats: cfg.ctx.stats.clone(),
         open: Cell::new(0),
-        refusing: Cell::new(0),
         shared: cfg.shared.clone(),
         closed: Notify::new(),
         listeners_changed: Notify::new(),
@@ -983,11 +986,11 @@ fn refuse<A: WorkerApp>(
     why: Refusal,
 ) {
     state.stats.refused.fetch_add(1, Ordering::Relaxed);
-    if state.refusing.get() >= REFUSING_PER_WORKER || *state.drain.borrow() {
+    let cap = state.shared.caps.answering.load(Ordering::Relaxed);
+    if *state.drain.borrow() || !state.shared.conns.start_answering(cap) {
         return;
     }
-    state.refusing.set(state.refusing.get() + 1);
-    let guard = RefusingGuard(state.clone());
+    let guard = RefusingGuard(state.shared.clone());
     let app = app.clone();
     tokio::task::spawn_local(async move {
         let _guard = guard;

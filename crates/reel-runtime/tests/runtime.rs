@@ -308,10 +308,13 @@ fn the_connection_limits_change_live() {
     assert!(greeted(&mut third, IO_TIMEOUT));
 
     // The per-client and process caps change the same way.
-    rt.set_connection_limits(10, 1, 0).unwrap();
+    rt.set_connection_limits(10, 1, 0, 64).unwrap();
     assert_eq!(refused_with(&mut connect(addr)), "no:client\n");
-    rt.set_connection_limits(10, 0, 1).unwrap();
+    rt.set_connection_limits(10, 0, 1, 64).unwrap();
     assert_eq!(refused_with(&mut connect(addr)), "no:process\n");
+    // With no place to answer refusals, they are closed unanswered.
+    rt.set_connection_limits(10, 0, 1, 0).unwrap();
+    assert_eq!(refused_with(&mut connect(addr)), "");
 
     assert!(matches!(rt.set_max_connections_per_worker(0), Err(RuntimeError::InvalidOptions(_))));
     drop(third);

@@ -60,6 +60,8 @@ pub fn connection_limits(cfg: &Config, fds: &FdBudget) -> Result<ConnectionLimit
         per_worker: cfg.http.max_connections_per_worker as usize,
         per_client: cfg.http.max_connections_per_client as usize,
         total: fds.max_connections(cfg.http.reserved_fds)?,
+        // A quarter of the reserve answers connections refused at accept.
+        answering: (cfg.http.reserved_fds / 4).max(1) as usize,
     })
 }
 
@@ -72,6 +74,8 @@ pub struct ConnectionLimits {
     pub per_client: usize,
     /// The process's budget of client connections.
     pub total: usize,
+    /// Refused connections answered at once (each holds a reserved descriptor).
+    pub answering: usize,
 }
 
 /// `[cores]` steering and the connection limits, for the planned cores.
@@ -80,6 +84,7 @@ pub fn runtime(cfg: &Config, plan: &CorePlan, limits: ConnectionLimits) -> Runti
         max_connections_per_worker: limits.per_worker,
         max_connections_per_client: limits.per_client,
         max_connections: limits.total,
+        max_answering_refused: limits.answering,
         steer: match cfg.cores.steer {
             reel_config::Steer::Hash => reel_runtime::Steer::Hash,
             reel_config::Steer::Cpu => reel_runtime::Steer::Cpu,
@@ -338,7 +343,10 @@ retries = 3
         assert_eq!((ls[0].name.as_str(), ls[0].backlog), ("http", 100));
         let plan = CorePlan { cpus: vec![], workers: vec![0], irq_cpus: vec![1], warnings: vec![] };
         let limits = connection_limits(&c, &FdBudget { limit: 1000, base: 10 }).unwrap();
-        assert_eq!(limits, ConnectionLimits { per_worker: 7, per_client: 2048, total: 734 });
+        assert_eq!(
+            limits,
+            ConnectionLimits { per_worker: 7, per_client: 2048, total: 734, answering: 64 }
+        );
         let r = runtime(&c, &plan, limits);
         assert_eq!((r.max_connections_per_worker, r.irq_cpus), (7, vec![1]));
         assert_eq!((r.max_connections_per_client, r.max_connections), (2048, 734));

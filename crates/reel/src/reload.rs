@@ -134,7 +134,12 @@ fn apply(
     }
     if options::connection_limits(&old.cfg, &shared.fds).ok() != Some(limits) {
         runtime
-            .set_connection_limits(limits.per_worker, limits.per_client, limits.total)
+            .set_connection_limits(
+                limits.per_worker,
+                limits.per_client,
+                limits.total,
+                limits.answering,
+            )
             .map_err(ReloadError::ConnectionCap)?;
     }
     shared.generation.store(generation, Ordering::SeqCst);

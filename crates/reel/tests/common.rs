@@ -256,7 +256,11 @@ pub struct Conn {
 impl Conn {
     /// Connects.
     pub fn open(addr: SocketAddr) -> io::Result<Conn> {
-        let s = TcpStream::connect(addr)?;
+        Conn::from_stream(TcpStream::connect(addr)?)
+    }
+
+    /// Wraps a connected stream.
+    pub fn from_stream(s: TcpStream) -> io::Result<Conn> {
         s.set_read_timeout(Some(PATIENCE))?;
         s.set_nodelay(true)?;
         Ok(Conn { w: s.try_clone()?, r: BufReader::new(s) })
