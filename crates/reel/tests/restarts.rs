@@ -495,3 +495,39 @@ fn systemd_socket_activation_serves_connections_queued_before_start_and_upgrades
     assert!(get(addr, &path(1)).cache_status().contains("hit"));
     assert_eq!(successor.stop(), 0);
 }
+
+#[test]
+fn under_systemd_an_upgrade_names_the_new_main_process() {
+    use std::os::unix::net::UnixDatagram;
+
+    become_subreaper();
+    let dir = tempfile::tempdir().unwrap();
+    let o = origin();
+    let sock_path = dir.path().join("notify.sock");
+    let sock = UnixDatagram::bind(&sock_path).unwrap();
+    sock.set_read_timeout(Some(PATIENCE)).unwrap();
+    let recv = || {
+        let mut buf = [0u8; 512];
+        let n = sock.recv(&mut buf).expect("a notification");
+        String::from_utf8_lossy(&buf[..n]).into_owned()
+    };
+    let conf = Conf::new(dir.path(), &o);
+    let mut reel = Reel::start_env(&conf, &[("NOTIFY_SOCKET", sock_path.to_str().unwrap())]);
+    assert!(recv().starts_with("READY=1"));
+    reel.signal(libc::SIGUSR2);
+    // The old main process hands the service over: no STOPPING=1, which would stop it.
+    let handed = recv();
+    let pid: i32 = handed
+        .lines()
+        .find_map(|l| l.strip_prefix("MAINPID="))
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("MAINPID in {handed:?}"));
+    assert_ne!(pid, reel.pid() as i32);
+    let successor = Successor { pid, reaped: false };
+    assert!(reel.wait_exit().success());
+    // The new main process is ready once it is alone (its store takes writes again).
+    assert!(recv().starts_with("READY=1"));
+    successor.signal(libc::SIGTERM);
+    assert_eq!(recv(), "STOPPING=1");
+    assert_eq!(successor.stop(), 0);
+}
