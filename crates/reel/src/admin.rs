@@ -49,6 +49,11 @@ impl Admin {
         self.listener.try_clone().map(Into::into)
     }
 
+    /// Stops accepting (connections in flight are dropped); see [`Admin::stop`].
+    pub fn stop_accepting(&self) {
+        let _ = self.stop.send(true);
+    }
+
     /// Stops accepting and waits for the thread.
     pub fn stop(mut self) {
         let _ = self.stop.send(true);

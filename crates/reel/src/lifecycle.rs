@@ -172,6 +172,8 @@ async fn hand_over(p: &Process, sig: &mut Signals, pid: u32, delay: Duration) {
         warn!("closing this process's listeners: {e}");
     }
     p.shared.record_listeners(&p.runtime);
+    // The successor answers on the admin socket from now on.
+    p.admin.stop_accepting();
     info!(
         successor = pid,
         open = p.runtime.open_connections(),

@@ -192,8 +192,7 @@ fn the_socket_unit_and_the_stop_timeout_match_the_production_config() {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../config/production.toml");
     let cfg = reel_config::load_and_validate(&dir).expect("production config");
     let unit = std::fs::read_to_string(systemd_dir().join("reel.socket")).unwrap();
-    let listen: Vec<&str> =
-        unit.lines().filter_map(|l| l.strip_prefix("ListenStream=")).collect();
+    let listen: Vec<&str> = unit.lines().filter_map(|l| l.strip_prefix("ListenStream=")).collect();
     let mut want: Vec<String> = cfg.listener.iter().map(|l| l.address.to_string()).collect();
     want.push(cfg.admin.address.to_string());
     assert_eq!(listen, want);
