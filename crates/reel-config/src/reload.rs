@@ -54,6 +54,9 @@ const fn restart(key: &'static str) -> ReloadKey {
 pub const RELOAD_KEYS: &[ReloadKey] = &[
     restart("server.shutdown_timeout"),
     live("server.shutdown_delay"),
+    live("server.cdn_id"),
+    live("server.max_hops"),
+    live("server.cache_status_name"),
     live("log.level"),
     restart("log.format"),
     live("listener[].name"),

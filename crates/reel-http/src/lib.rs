@@ -60,6 +60,7 @@
 //!   half-closed and drained briefly before closing, so the kernel does not reset the
 //!   response away.
 
+#![deny(unsafe_code)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
 mod body;
@@ -67,12 +68,14 @@ mod conn;
 mod date;
 mod fileread;
 mod http2;
+#[allow(unsafe_code)]
 mod io;
 mod limits;
 mod method;
 mod pool;
 mod request;
 mod response;
+#[allow(unsafe_code)]
 mod sys;
 
 pub use body::{BodyError, MAX_CHUNK_LINE, RequestBody};

@@ -163,11 +163,10 @@ impl Handler for TestHandler {
                 // Drops the test file's pages from the page cache (test only: the server
                 // itself never does this), so the next read of it is cold.
                 let fd = self.file.as_raw_fd();
-                // SAFETY: plain syscalls on an fd this handler owns; no memory is passed.
-                let r = unsafe {
-                    libc::fsync(fd);
-                    libc::posix_fadvise(fd, 0, 0, libc::POSIX_FADV_DONTNEED)
-                };
+                // SAFETY: a plain syscall on an fd this handler owns; no memory is passed.
+                unsafe { libc::fsync(fd) };
+                // SAFETY: as above.
+                let r = unsafe { libc::posix_fadvise(fd, 0, 0, libc::POSIX_FADV_DONTNEED) };
                 Response::new(if r == 0 { 200 } else { 500 })
             }
             "/cold-reads" => Response::new(200).bytes(self.cold_reads.get().to_string()),

@@ -5,18 +5,13 @@
 //!
 //! Taking ownership of a descriptor number is only sound for descriptors the process
 //! inherited and nothing in it opened: every number is taken at most once per process
-//! (a registry refuses the second taker), is checked to be open, and gets `FD_CLOEXEC`
-//! so it is not passed on further by accident.
+//! (a registry in `sys` refuses the second taker), is checked to be open, and gets
+//! `FD_CLOEXEC` so it is not passed on further by accident.
 
-use std::collections::HashSet;
-use std::os::fd::{FromRawFd, OwnedFd, RawFd};
-use std::sync::Mutex;
+use std::os::fd::{OwnedFd, RawFd};
 
 /// The first descriptor systemd passes (`SD_LISTEN_FDS_START`).
 pub const LISTEN_FDS_START: RawFd = 3;
-
-/// Descriptor numbers already taken by [`take_inherited`].
-static TAKEN: Mutex<Option<HashSet<RawFd>>> = Mutex::new(None);
 
 /// Why inherited descriptors could not be taken.
 #[derive(Debug, thiserror::Error)]
@@ -95,33 +90,10 @@ pub fn listen_fds() -> Result<Vec<Activated>, ActivationError> {
 }
 
 /// Takes ownership of descriptor `fd`, inherited at `exec` and named by the environment
-/// (systemd's variables, or the variable a predecessor process set). Fails if it is not
-/// open or was taken before in this process. Sets `FD_CLOEXEC`.
+/// (systemd's variables, or the variable a predecessor process set). Fails if it is not open
+/// or was taken before in this process. Sets `FD_CLOEXEC`.
 pub fn take_inherited(fd: RawFd) -> Result<OwnedFd, ActivationError> {
-    let err = |source| ActivationError::Descriptor { fd, source };
-    if fd < 0 {
-        return Err(err(std::io::Error::from_raw_os_error(libc::EBADF)));
-    }
-    let mut taken = TAKEN.lock().unwrap_or_else(|p| p.into_inner());
-    let taken = taken.get_or_insert_with(HashSet::new);
-    if taken.contains(&fd) {
-        return Err(err(std::io::Error::other("taken already")));
-    }
-    // SAFETY: fcntl(F_GETFD) only queries the descriptor table; an invalid number fails
-    // with EBADF.
-    let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
-    if flags < 0 {
-        return Err(err(std::io::Error::last_os_error()));
-    }
-    // SAFETY: as above; sets the close-on-exec flag of a descriptor that is open.
-    if unsafe { libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC) } < 0 {
-        return Err(err(std::io::Error::last_os_error()));
-    }
-    taken.insert(fd);
-    // SAFETY: the descriptor is open (checked above), was inherited at exec (the caller's
-    // contract: the environment names it), and the registry guarantees no other
-    // `OwnedFd` in this process was made from it by this function.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    crate::sys::take_inherited_fd(fd).map_err(|source| ActivationError::Descriptor { fd, source })
 }
 
 #[cfg(test)]
@@ -146,16 +118,11 @@ mod tests {
 
     #[test]
     fn a_descriptor_is_taken_once_and_gets_cloexec() {
-        // A descriptor without FD_CLOEXEC, as an exec would leave it.
         let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
         let raw = a.into_raw_fd();
-        // SAFETY: clears the flag on the descriptor just released above.
-        unsafe { libc::fcntl(raw, libc::F_SETFD, 0) };
         let fd = take_inherited(raw).unwrap();
         assert_eq!(fd.as_raw_fd(), raw);
-        // SAFETY: queries the flags of the descriptor `fd` owns.
-        let flags = unsafe { libc::fcntl(raw, libc::F_GETFD) };
-        assert_eq!(flags & libc::FD_CLOEXEC, libc::FD_CLOEXEC);
+        assert_eq!(crate::sys::fd_flags(&fd) & libc::FD_CLOEXEC, libc::FD_CLOEXEC);
         assert!(take_inherited(raw).is_err(), "the second taker is refused");
         assert!(take_inherited(-1).is_err());
         assert!(take_inherited(1_000_000).is_err(), "not open");

@@ -6,6 +6,7 @@
 //! - [`access_log`]: per-worker buffered access log with a non-blocking writer thread;
 //! - [`notify`]: systemd readiness notifications;
 //! - [`activation`]: descriptors inherited at exec (socket activation, upgrades).
+#![deny(unsafe_code)]
 
 pub mod access_log;
 pub mod activation;
@@ -13,3 +14,5 @@ pub mod health;
 pub mod metrics;
 pub mod notify;
 pub mod sampler;
+#[allow(unsafe_code)]
+mod sys;

@@ -26,11 +26,13 @@
 //! IRQ affinity changes after the plan was made (irqbalance) — then the hash is the better
 //! default.
 
+#![deny(unsafe_code)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod limits;
 pub mod plan;
 mod sockets;
+#[allow(unsafe_code)]
 pub mod steer;
 mod workers;
 

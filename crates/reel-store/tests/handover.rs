@@ -3,9 +3,9 @@
 //! same directory finds everything the first one committed.
 
 use bytes::Bytes;
-use reel_store::{IoMode, StoreError};
+use reel_store::{IoMode, Store, StoreConfig, StoreError};
 
-use crate::{body, both, get, open, put, rt};
+use crate::{VOL, body, both, get, open, put, rt};
 
 fn freeze_hands_over(io: IoMode) {
     let dir = tempfile::tempdir().unwrap();
@@ -21,13 +21,13 @@ fn freeze_hands_over(io: IoMode) {
         assert_eq!(old.writes_in_progress(), 1, "the open fill");
         assert!(matches!(
             old.begin_fill(b"c", Bytes::new(), Some(1)).await,
-            Err(StoreError::Frozen)
+            Err(StoreError::Closed)
         ));
-        assert!(matches!(old.remove(b"a").await, Err(StoreError::Frozen)));
-        assert!(matches!(old.remove_prefix(b"").await, Err(StoreError::Frozen)));
+        assert!(matches!(old.remove(b"a").await, Err(StoreError::Closed)));
+        assert!(matches!(old.remove_prefix(b"").await, Err(StoreError::Closed)));
         assert!(matches!(
             old.update_meta(b"a", Bytes::from_static(b"x")).await,
-            Err(StoreError::Frozen)
+            Err(StoreError::Closed)
         ));
         assert_eq!(get(&old, b"a").await.unwrap().1, body(1, 200_000), "reads go on");
 
@@ -39,15 +39,24 @@ fn freeze_hands_over(io: IoMode) {
         assert_eq!(old.writes_in_progress(), 0, "no reclaim starts while frozen");
     });
 
-    // The successor opens the directory (frozen until the first process is gone).
-    let new = open(dir.path(), 6, io);
-    new.freeze();
+    // The lock goes with the hand-over; the successor opens the directory, frozen until
+    // the first process is gone.
+    old.release_lock().unwrap();
+    let new = Store::open_frozen(StoreConfig {
+        path: dir.path().to_owned(),
+        size: 6 * VOL,
+        volume_size: VOL,
+        io,
+    })
+    .unwrap();
+    new.wait_loaded();
+    assert!(new.is_frozen());
     rt(async {
         assert_eq!(get(&new, b"a").await.unwrap(), (b"ma".to_vec(), body(1, 200_000)));
         assert_eq!(get(&new, b"b").await.unwrap().1, body(2, 100_000));
         assert!(matches!(
             new.begin_fill(b"c", Bytes::new(), Some(1)).await,
-            Err(StoreError::Frozen)
+            Err(StoreError::Closed)
         ));
         assert_eq!(get(&old, b"b").await.unwrap().1, body(2, 100_000));
     });
@@ -69,7 +78,11 @@ both!(freeze_hands_over_works, freeze_hands_over);
 fn thaw_after_a_called_off_hand_over(io: IoMode) {
     let dir = tempfile::tempdir().unwrap();
     let s = open(dir.path(), 4, io);
+    s.wait_loaded();
     s.freeze();
+    assert!(s.release_lock().is_ok());
+    // Nobody took it: the store takes the lock back and writes again.
+    s.relock().unwrap();
     s.thaw();
     rt(async {
         put(&s, b"k", b"m", &body(4, 10_000), false).await;

@@ -207,6 +207,11 @@ fn drain(p: Process, deadline: Duration, handed_over: bool) -> ExitCode {
     p.admin.stop();
     // The workers are gone and have handed over their buffers: write them out.
     p.shared.close_access_log();
+    // A clean close: the next start loads the index checkpoint instead of scanning. Not
+    // after a hand-over: the store belongs to the successor now.
+    if !handed_over && let Err(e) = p.shared.store.close() {
+        warn!(error = %e, "store index checkpoint not written");
+    }
     if report.dropped_connections > 0 {
         warn!(
             dropped = report.dropped_connections,

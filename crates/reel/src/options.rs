@@ -244,7 +244,14 @@ pub fn cache_settings(cfg: &Config, origin_flag: bool) -> reel_cache::Settings {
         fill_drop_headers: c.fill_drop_headers.iter().map(|h| h.to_ascii_lowercase()).collect(),
         max_variants: c.max_variants as usize,
         lock_timeout: c.lock_timeout.get(),
+        node: node(cfg),
     }
+}
+
+/// `[server]` `cdn_id`, `max_hops` and `cache_status_name`.
+pub fn node(cfg: &Config) -> reel_cache::Node {
+    let s = &cfg.server;
+    reel_cache::Node::new(&s.cdn_id, s.cache_status_name(), s.max_hops)
 }
 
 /// `[demo_origin]`.
@@ -370,6 +377,8 @@ retries = 3
         assert_eq!(s.policy.negative_ttl, None, "0s: do not cache 404s");
         assert!(s.policy.heuristic);
         assert!(s.site_for("other.example").is_none());
+        assert_eq!(s.node.cache_status_name(), "reel", "[server] defaults");
+        assert!(s.node.loop_entry().starts_with("reel; t="));
         let with_flag = cache_settings(&c, true);
         assert_eq!(with_flag.site_for("other.example").expect("fallback").group, FLAG_GROUP);
         let hp = OriginFlag { addr: "10.0.0.1:8000".parse().expect("host"), tls: false };

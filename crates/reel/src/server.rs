@@ -90,12 +90,15 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         p.want_store(cfg.server.shutdown_timeout.get() + crate::upgrade::SERVE_WAIT)
             .context("taking over the store")?;
     }
+    // During an upgrade the old process may still read volumes this one's fills would
+    // reuse: the store is opened frozen, and writes nothing until the old one has exited
+    // (misses meanwhile are passed through).
     let upgrading = inherited.predecessor.is_some();
-    let shared = Shared::new(cfg, args.config.clone(), origin_override, &plan, tls, tickets)?;
+    let shared =
+        Shared::new(cfg, args.config.clone(), origin_override, &plan, tls, tickets, upgrading)?;
     if upgrading {
-        // The old process may still read volumes this one's fills would reuse: write
-        // nothing until it has exited (misses meanwhile are passed through).
-        shared.store.freeze();
+        // The old process serves meanwhile: start with the whole index, hits are hits.
+        shared.store.wait_loaded();
     }
     let limits = match options::connection_limits(&shared.live().cfg, &shared.fds) {
         Ok(l) => l,
@@ -179,7 +182,14 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
             notify::ready();
         }
     }
-    info!(version = env!("CARGO_PKG_VERSION"), pid = std::process::id(), "reel is serving");
+    let node = options::node(&shared.live().cfg);
+    info!(
+        version = env!("CARGO_PKG_VERSION"),
+        pid = std::process::id(),
+        cdn_loop = node.loop_entry(),
+        cache_status = node.cache_status_name(),
+        "reel is serving"
+    );
 
     let process = Process {
         shared: shared.clone(),

@@ -87,8 +87,10 @@ impl Shared {
         plan: &CorePlan,
         tls: crate::tls::TlsState,
         tickets: reel_tls::Tickets,
+        frozen: bool,
     ) -> anyhow::Result<Arc<Shared>> {
-        let store = reel_store::Store::open(options::store(&cfg))
+        let open = if frozen { reel_store::Store::open_frozen } else { reel_store::Store::open };
+        let store = open(options::store(&cfg))
             .with_context(|| format!("opening the store at {}", cfg.store.path.display()))?;
         let live = Live::build(cfg, 1, origin_flag.as_ref(), None, tls)?;
         let (reload_tx, reload_rx) = mpsc::channel(4);

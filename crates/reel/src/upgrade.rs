@@ -72,7 +72,7 @@ pub fn begin(
     });
     let s = shared.clone();
     let spawned = std::thread::Builder::new().name("reel-upgrade".into()).spawn(move || {
-        let mut attempt = Attempt { shared: s.clone(), child: None, froze: false };
+        let mut attempt = Attempt { shared: s.clone(), child: None, froze: false, released: false };
         match attempt.run(sockets, fill_wait) {
             Ok((pid, channel)) => {
                 s.update_upgrade(|u| {
@@ -113,6 +113,7 @@ struct Attempt {
     shared: Arc<Shared>,
     child: Option<Child>,
     froze: bool,
+    released: bool,
 }
 
 impl Attempt {
@@ -161,6 +162,8 @@ impl Attempt {
             }
             std::thread::sleep(Duration::from_millis(5));
         }
+        self.shared.store.release_lock().context("giving up the store's lock")?;
+        self.released = true;
         ours.send(&Msg::StoreReleased, &[])?;
         info!(pid, "upgrade: the store is handed over; waiting for the new process to serve");
         let serving = expect(
@@ -198,8 +201,15 @@ impl Attempt {
                 }
             };
         }
-        if self.froze {
+        // The successor is gone (killed and reaped above), so its lock on the store is too.
+        let relocked = !self.released || self.shared.store.relock().is_ok();
+        if self.froze && relocked {
             self.shared.store.thaw();
+        } else if self.froze {
+            reason = format!(
+                "{reason}; the store's lock is held by another process, so this one serves \
+                 it read-only (misses are not stored) until restarted"
+            );
         }
         reason
     }

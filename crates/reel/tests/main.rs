@@ -11,6 +11,7 @@ mod limits;
 mod reload;
 mod restarts;
 mod serve;
+mod shield;
 mod systemd;
 mod tls;
 mod tls_origin;
