@@ -185,6 +185,15 @@ impl Handler for TestHandler {
                 ];
                 Response::new(200).stream(ScriptStream { chunks, fail }, declared)
             }
+            "/hinted" => {
+                // A 103 written while the work (a short sleep) goes on.
+                let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+                let link = Bytes::from_static(b"</h.css>; rel=preload");
+                let _ = tx
+                    .send(reel_http::Interim { status: 103, headers: vec![("link".into(), link)] });
+                body.with_interims(&mut rx, tokio::time::sleep(Duration::from_millis(50))).await;
+                Response::new(200).bytes("hinted")
+            }
             "/slow" => {
                 tokio::time::sleep(Duration::from_millis(400)).await;
                 Response::new(200).bytes("slow done")

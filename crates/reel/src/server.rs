@@ -44,12 +44,11 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(crate::EX_USAGE));
         }
     };
-    if let Err(e) = preflight::check_build(&cfg) {
-        eprintln!("{e}");
-        return Ok(ExitCode::from(crate::EX_USAGE));
-    }
-    if let Err(e) = preflight::check_environment(&cfg) {
-        eprintln!("{}: {e}", args.config.display());
+    let problems = preflight::problems(&cfg, args.origin.is_some());
+    if !problems.is_empty() {
+        for e in &problems {
+            eprintln!("{e}");
+        }
         return Ok(ExitCode::from(crate::EX_USAGE));
     }
     let tickets = reel_tls::Tickets::new().context("making session-ticket keys")?;
@@ -74,9 +73,14 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     };
     let mut inherited = Inherited::collect(&cfg).context("taking over inherited sockets")?;
 
+    // `--origin` serves every Host: the demo origin would serve nobody.
     #[cfg(feature = "demo")]
-    let demo =
-        crate::demo::start(&cfg, inherited.demo.take()).context("starting the demo origin")?;
+    let demo = match &origin_override {
+        None => {
+            crate::demo::start(&cfg, inherited.demo.take()).context("starting the demo origin")?
+        }
+        Some(_) => None,
+    };
 
     let spec = options::core_spec(&cfg);
     let plan = reel_runtime::plan_system(&spec).context("planning cores")?;

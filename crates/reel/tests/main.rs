@@ -7,6 +7,7 @@ mod admin;
 mod cli;
 mod common;
 mod health;
+mod interim;
 mod limits;
 mod reload;
 mod restarts;
