@@ -41,7 +41,9 @@ fn freeze_hands_over(io: IoMode) {
 
     // The lock goes with the hand-over; the successor opens the directory, frozen until
     // the first process is gone.
+    assert!(old.has_lock());
     old.release_lock().unwrap();
+    assert!(!old.has_lock());
     let new = Store::open_frozen(StoreConfig {
         path: dir.path().to_owned(),
         size: 6 * VOL,

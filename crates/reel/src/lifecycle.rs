@@ -208,8 +208,11 @@ fn drain(p: Process, deadline: Duration, handed_over: bool) -> ExitCode {
     // The workers are gone and have handed over their buffers: write them out.
     p.shared.close_access_log();
     // A clean close: the next start loads the index checkpoint instead of scanning. Not
-    // after a hand-over: the store belongs to the successor now.
-    if !handed_over && let Err(e) = p.shared.store.close() {
+    // once the store was handed over (also when stopped halfway through an upgrade): it
+    // belongs to the successor now.
+    if p.shared.store.has_lock()
+        && let Err(e) = p.shared.store.close()
+    {
         warn!(error = %e, "store index checkpoint not written");
     }
     if report.dropped_connections > 0 {

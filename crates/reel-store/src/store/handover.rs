@@ -73,6 +73,11 @@ impl Store {
         Ok(())
     }
 
+    /// Whether this store holds its directory's lock (not after [`Store::release_lock`]).
+    pub fn has_lock(&self) -> bool {
+        self.lock.lock().map(|l| l.is_some()).unwrap_or(false)
+    }
+
     pub(super) fn check_writable(&self) -> Result<(), StoreError> {
         if self.is_frozen() { Err(StoreError::Closed) } else { Ok(()) }
     }
