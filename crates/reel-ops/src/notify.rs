@@ -37,14 +37,25 @@ pub fn stopping() -> bool {
     notify("STOPPING=1")
 }
 
+/// `MAINPID=`: after a binary upgrade, `pid` (the successor) is the service's main
+/// process; systemd watches it from now on (sent by the current main process, which
+/// `NotifyAccess=main` accepts).
+pub fn main_pid(pid: u32) -> bool {
+    notify(&format!("MAINPID={pid}\nSTATUS=serving (upgraded)"))
+}
+
+/// `STATUS=`: a free-form line `systemctl status` shows.
+pub fn status(text: &str) -> bool {
+    notify(&format!("STATUS={text}"))
+}
+
 fn monotonic_usec() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: ts is a valid, writable timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000 + ts.tv_nsec as u64 / 1000
+    crate::sys::monotonic_usec()
 }
 
 #[cfg(test)]
+// The test changes the process environment, which Rust 2024 makes unsafe.
+#[allow(unsafe_code)]
 mod tests {
     use super::*;
 
@@ -53,8 +64,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("notify.sock");
         let rx = UnixDatagram::bind(&p).unwrap();
-        // SAFETY (of the environment change): this is the only test in this binary that
-        // touches NOTIFY_SOCKET, and it sets it before sending.
+        // SAFETY: this is the only test in this binary that touches the environment, and
+        // no other thread reads NOTIFY_SOCKET while it changes.
         unsafe { std::env::set_var("NOTIFY_SOCKET", &p) };
         assert!(reloading());
         let mut buf = [0u8; 256];
@@ -64,6 +75,10 @@ mod tests {
         assert!(ready());
         let n = rx.recv(&mut buf).unwrap();
         assert_eq!(&buf[..n], b"READY=1\nSTATUS=serving");
+        assert!(main_pid(77));
+        let n = rx.recv(&mut buf).unwrap();
+        assert_eq!(&buf[..n], b"MAINPID=77\nSTATUS=serving (upgraded)");
+        // SAFETY: as for set_var above.
         unsafe { std::env::remove_var("NOTIFY_SOCKET") };
         assert!(!stopping());
     }

@@ -16,6 +16,7 @@
 //!   through one fetch-and-store step, and the origin requests they send;
 //! - `fill`: writing an origin response into the store;
 //! - `forward`: what is not cached (pass-through) and the invalidation it causes;
+//! - `interim`: the origin's 1xx responses, forwarded to the waiting client, never stored;
 //! - `answer`: a response's cache result, `Cache-Status` and origin time as one value;
 //! - `slice`: sliced objects (`[[site]] slice`): a head per URL, slices fetched by `Range`,
 //!   each its own object; `readahead` fetches the slices ahead of a sequential viewer;
@@ -23,6 +24,8 @@
 //!   each stored as a piece listed in the URL's index, gaps fetched as requests need them;
 //! - `pieces`: bodies assembled from pieces (slices, multipart parts) by a walk that
 //!   fetches what is missing as it goes;
+//! - [`hops`]: this node among the others: `CDN-Loop` loop protection and its
+//!   `Cache-Status` name;
 //! - [`pass_stream`]: an origin body streamed to its one client, its buffer bounded;
 //! - [`respond`]: responses built from stored metadata, bodies streamed from the store;
 //! - [`tag`]: the per-response tag the access log and metrics read back.
@@ -34,7 +37,9 @@ mod answer;
 mod fetch;
 mod fill;
 mod forward;
+pub mod hops;
 pub mod inflight;
+mod interim;
 mod lookup;
 mod partial;
 pub mod pass_stream;

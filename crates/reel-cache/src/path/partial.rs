@@ -27,7 +27,7 @@ use std::sync::atomic::Ordering::Relaxed;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use http::header::CONTENT_RANGE;
-use reel_http::{Method, Request, Response};
+use reel_http::{Method, Request, RequestBody, Response};
 use reel_origin::OriginResponse;
 use reel_store::{FillWriter, Filling, Lookup, Store, StoreError};
 
@@ -242,7 +242,7 @@ impl Fetcher<'_> {
             let res = async {
                 let mut w = store.begin_fill(&key, encode_index(&meta, &pieces), Some(0)).await?;
                 w.append(Bytes::new()).await?;
-                w.commit().await
+                w.commit().await.map(drop)
             }
             .await;
             lead.publish(State::Done);
@@ -272,6 +272,7 @@ impl WorkerCache {
     pub(super) async fn get_partial(
         &self,
         req: &Request,
+        body: &mut RequestBody<'_>,
         site: &Site,
         key: &CacheKey,
         req_cc: &RequestCacheControl,
@@ -298,7 +299,7 @@ impl WorkerCache {
                     (Answer::HIT_STALE, false)
                 }
                 Decision::GatewayTimeout => {
-                    return Some(Answer::ONLY_IF_CACHED.on(Response::error(504)));
+                    return Some(Answer::ONLY_IF_CACHED.on(Response::error(504), &self.statuses));
                 }
                 Decision::MustRevalidate => (Answer::REFRESHED, true),
             };
@@ -310,11 +311,13 @@ impl WorkerCache {
                 max_piece: max_piece(store),
                 first: None,
             };
-            if let Some(r) = self.answer_from(req, &job, &head, range.as_ref(), ans, src).await {
+            if let Some(r) =
+                self.answer_from((req, &mut *body), &job, &head, range.as_ref(), ans, src).await
+            {
                 return Some(r);
             }
         }
-        Some(self.fetch_pass(req, site, Answer::PASS_NOT_STORED).await)
+        Some(self.fetch_pass(req, body, site, Answer::PASS_NOT_STORED).await)
     }
 }
 

@@ -82,13 +82,9 @@ pub(super) fn multipart(m: &Multipart) -> Vec<Segment> {
 
 /// The head of a `multipart/byteranges` 206 from stored metadata: the stored fields but
 /// the representation's `Content-Type` (each part carries it), the multipart one instead,
-/// with the stored `Date`, `Age` and our `Cache-Status` (RFC 9110 14.6, 15.3.7.2).
-pub(super) fn multipart_head(
-    prep: &Prepared,
-    now: u64,
-    cache_status: &'static [u8],
-    m: &Multipart,
-) -> Response {
+/// with the stored `Date`, `Age` and `Cache-Status`: the stored entries, then `ours`
+/// (RFC 9110 14.6, 15.3.7.2).
+pub(super) fn multipart_head(prep: &Prepared, now: u64, ours: &Bytes, m: &Multipart) -> Response {
     const SKIP: &[&[u8]] = &[
         b"content-type",
         b"content-length",
@@ -98,6 +94,7 @@ pub(super) fn multipart_head(
         b"keep-alive",
         b"date",
         b"age",
+        b"cache-status",
     ];
     let mut r = prep.with_date(Response::new(206));
     for (n, v) in prep.meta.headers() {
@@ -111,7 +108,7 @@ pub(super) fn multipart_head(
     let age = prep.meta.current_age(now).as_secs();
     r.header("content-type", m.content_type())
         .header("age", age.to_string())
-        .header("cache-status", Bytes::from_static(cache_status))
+        .header("cache-status", prep.cache_status(ours))
 }
 
 /// A whole stored object as the one piece of its representation.

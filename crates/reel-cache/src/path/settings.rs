@@ -6,6 +6,7 @@
 
 use std::time::Duration;
 
+use super::hops::Node;
 use crate::key::KeyConfig;
 use crate::policy::freshness::PolicyConfig;
 use crate::policy::rules::TtlRules;
@@ -69,6 +70,9 @@ pub struct Settings {
     pub lock_timeout: Duration,
     /// Most read-ahead slice fetches in flight per worker (`[cache] read_ahead_per_worker`).
     pub read_ahead_per_worker: usize,
+    /// This node's `CDN-Loop` and `Cache-Status` names (`[server] cdn_id`, `max_hops`,
+    /// `cache_status_name`).
+    pub node: Node,
 }
 
 impl Settings {
@@ -140,6 +144,7 @@ mod tests {
             max_variants: 32,
             lock_timeout: Duration::from_secs(10),
             read_ahead_per_worker: 64,
+            node: Node::default(),
         };
         assert_eq!(s.site_for("live.example.com:8080").unwrap().group, "a");
         assert_eq!(s.site_for("x.example.com").unwrap().group, "a");

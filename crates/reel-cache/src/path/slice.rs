@@ -37,7 +37,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::header::{CONTENT_RANGE, RANGE};
 use http::{HeaderMap, HeaderValue, uri::PathAndQuery};
-use reel_http::{Method, Request, Response};
+use reel_http::{Method, Request, RequestBody, Response};
 use reel_ops::metrics::{Kind, PromWriter, WorkerMetrics};
 use reel_origin::{OriginRequest, OriginResponse};
 use reel_store::{FillWriter, Filling, Lookup, StoreError};
@@ -311,7 +311,7 @@ async fn write_head(fx: &Fetcher<'_>, key: &[u8], meta: Bytes) -> Result<(), Sto
         match store.begin_fill(key, meta.clone(), Some(0)).await {
             Ok(mut w) => {
                 w.append(Bytes::new()).await?;
-                return w.commit().await;
+                return w.commit().await.map(drop);
             }
             Err(StoreError::AlreadyFilling) => tokio::task::yield_now().await,
             Err(e) => return Err(e),
@@ -383,8 +383,7 @@ impl Job {
         size: u64,
         cc: &RequestCacheControl,
     ) -> Option<Job> {
-        let dropped = &cache.settings.fill_drop_headers;
-        let o = fill_request(req, key, Forward::Fill, None, dropped)?;
+        let o = fill_request(req, key, Forward::Fill, None, &cache.settings)?;
         Some(Job {
             cache: cache.owned(),
             site: site.clone(),
@@ -578,13 +577,16 @@ impl WorkerCache {
             client: self.client.clone(),
             metas: self.metas.clone(),
             read_ahead: self.read_ahead.clone(),
+            statuses: self.statuses.clone(),
         }
     }
 
     /// GET or HEAD on a site with slicing, when no whole object is stored for the URL.
+    #[allow(clippy::too_many_arguments)]
     pub(super) async fn get_sliced(
         &self,
         req: &Request,
+        body: &mut RequestBody<'_>,
         site: &Site,
         key: &CacheKey,
         size: u64,
@@ -602,11 +604,11 @@ impl WorkerCache {
         for _ in 0..MAX_ROUNDS {
             let Some(head) = job.head().await else {
                 if req_cc.only_if_cached {
-                    return Answer::ONLY_IF_CACHED.on(Response::error(504));
+                    return Answer::ONLY_IF_CACHED.on(Response::error(504), &self.statuses);
                 }
                 // Learn the object from the slice where the request starts.
                 let k = first_byte_hint(range.as_ref()) / size;
-                match self.slice_round(req, &job, k, None, m).await {
+                match self.slice_round((req, &mut *body), &job, k, None, m).await {
                     Ok(ans) => fetched = ans.or(fetched),
                     Err(resp) => return resp,
                 }
@@ -622,11 +624,11 @@ impl WorkerCache {
                     Answer::HIT_SWR
                 }
                 (None, Decision::GatewayTimeout) => {
-                    return Answer::ONLY_IF_CACHED.on(Response::error(504));
+                    return Answer::ONLY_IF_CACHED.on(Response::error(504), &self.statuses);
                 }
                 (None, Decision::MustRevalidate) => {
                     let k = first_byte(range.as_ref(), head.total) / size;
-                    match self.slice_round(req, &job, k, Some(&head), m).await {
+                    match self.slice_round((req, &mut *body), &job, k, Some(&head), m).await {
                         Ok(ans) => fetched = ans.or(fetched),
                         Err(resp) => return resp,
                     }
@@ -634,11 +636,13 @@ impl WorkerCache {
                 }
             };
             let src = SliceSource { job: job.clone(), head: head.clone(), first: None };
-            if let Some(resp) = self.answer_from(req, &job, &head, range.as_ref(), ans, src).await {
+            if let Some(resp) =
+                self.answer_from((req, &mut *body), &job, &head, range.as_ref(), ans, src).await
+            {
                 return resp;
             }
         }
-        self.fetch_pass(req, site, Answer::PASS_NOT_STORED).await
+        self.fetch_pass(req, body, site, Answer::PASS_NOT_STORED).await
     }
 
     /// One fetch of slice `k` for a request that needs the head (none, or `stale`): leads
@@ -646,7 +650,7 @@ impl WorkerCache {
     /// request's fetch did, if it made one); `Err`: the answer.
     async fn slice_round(
         &self,
-        req: &Request,
+        (req, body): (&Request, &mut RequestBody<'_>),
         job: &Rc<Job>,
         k: u64,
         stale: Option<&Head>,
@@ -661,10 +665,12 @@ impl WorkerCache {
                 m.coalesced_waiters.fetch_sub(1, Relaxed);
                 return match s {
                     Ok(State::Failed(st)) if stale.is_none() && job.head().await.is_none() => {
-                        Err(Answer::ORIGIN_ERROR.on(local(st)))
+                        Err(Answer::ORIGIN_ERROR.on(local(st), &self.statuses))
                     }
                     Ok(_) => Ok(None),
-                    Err(_) => Err(self.fetch_pass(req, &job.site, Answer::LOCK_TIMEOUT).await),
+                    Err(_) => {
+                        Err(self.fetch_pass(req, body, &job.site, Answer::LOCK_TIMEOUT).await)
+                    }
                 };
             }
         };
@@ -686,12 +692,12 @@ impl WorkerCache {
             Fetched::Filling(_) => Ok(Some(refreshed.after(t))),
             Fetched::Freshened(_) => Ok(Some(Answer::REVALIDATED.after(t))),
             Fetched::StaleIfError => Ok(Some(Answer::STALE_IF_ERROR.after(t))),
-            Fetched::NotStored(resp) => Err(self.not_stored(req, &job.site, resp, t).await),
+            Fetched::NotStored(resp) => Err(self.not_stored((req, body), &job.site, resp, t).await),
             Fetched::Failed(st) => match stale {
                 Some(h) if stale_if_error_ok(&job.cc, &h.prep.meta, unix_now()) => {
                     Ok(Some(Answer::STALE_IF_ERROR.after(t)))
                 }
-                _ => Err(Answer::ORIGIN_ERROR.after(t).on(Response::error(st))),
+                _ => Err(Answer::ORIGIN_ERROR.after(t).on(Response::error(st), &self.statuses)),
             },
         }
     }
@@ -701,7 +707,7 @@ impl WorkerCache {
     /// (a 200 too large for the store, a 416, an error) goes to the client as it is.
     async fn not_stored(
         &self,
-        req: &Request,
+        (req, body): (&Request, &mut RequestBody<'_>),
         site: &Site,
         resp: OriginResponse,
         t: Option<Duration>,
@@ -709,9 +715,10 @@ impl WorkerCache {
         let status = resp.status.as_u16();
         if status == 206 || (status == 416 && req.header("range").is_none()) {
             drop(resp);
-            return self.fetch_pass(req, site, Answer::MISS_NOT_STORED).await;
+            return self.fetch_pass(req, body, site, Answer::MISS_NOT_STORED).await;
         }
-        stream_origin(req, resp, Answer::MISS_NOT_STORED.after(t), &self.shared.pass_buffered)
+        let ans = Answer::MISS_NOT_STORED.after(t);
+        stream_origin(req, resp, ans, &self.statuses, &self.shared.pass_buffered)
     }
 
     /// Stale-while-revalidate of a sliced object: the head is revalidated in the
@@ -734,7 +741,7 @@ impl WorkerCache {
     /// sent; go round with the new head.
     pub(super) async fn answer_from<S: Source>(
         &self,
-        req: &Request,
+        (req, body): (&Request, &mut RequestBody<'_>),
         job: &Rc<Job>,
         head: &Head,
         range: Option<&RangeSet>,
@@ -743,27 +750,27 @@ impl WorkerCache {
     ) -> Option<Response> {
         let now = unix_now();
         let prep = head.prep.clone();
-        let (t, cs) = (ans.tag(), ans.cache_status);
+        let (t, cs) = (ans.tag(), self.statuses.get(ans.status));
         let hdrs = ReqHeaders(req);
         let v = Validators::of(&prep.meta);
         match conditional::evaluate(req.method().as_str().as_bytes(), 200, &hdrs, &v, now) {
             Outcome::Proceed => {}
-            Outcome::NotModified => return Some(not_modified(&prep, now, cs).tagged(t)),
-            Outcome::PreconditionFailed => return Some(precondition_failed(cs).tagged(t)),
+            Outcome::NotModified => return Some(not_modified(&prep, now, &cs).tagged(t)),
+            Outcome::PreconditionFailed => return Some(precondition_failed(&prep, &cs).tagged(t)),
         }
         let total = head.total;
         if *req.method() == Method::Head {
-            return Some(prep.head(200, now, cs).with_content_length(total).tagged(t));
+            return Some(prep.head(200, now, &cs).with_content_length(total).tagged(t));
         }
         let parts = match range {
             Some(set) if conditional::if_range_holds(&hdrs, &v) => Some(set.parts(total)),
             _ => None,
         };
         let plan = match parts.as_deref() {
-            None if total == 0 => return Some(prep.head(200, now, cs).tagged(t)),
+            None if total == 0 => return Some(prep.head(200, now, &cs).tagged(t)),
             None => Plan::Whole,
             Some([]) => {
-                let r = prep.head(416, now, cs);
+                let r = prep.head(416, now, &cs);
                 let r = r.header("content-range", content_range_unsatisfied(total));
                 return Some(r.tagged(t));
             }
@@ -781,7 +788,7 @@ impl WorkerCache {
         };
         if job.cc.only_if_cached && !src.has(first.start) {
             // RFC 9111 5.2.1.7.
-            return Some(Answer::ONLY_IF_CACHED.on(Response::error(504)));
+            return Some(Answer::ONLY_IF_CACHED.on(Response::error(504), &self.statuses));
         }
         let got = match src.prime(first.start, first.end).await {
             Ok(x) => x,
@@ -791,11 +798,13 @@ impl WorkerCache {
                 return Some(self.serve_filling(req, f, prep, Answer::MISS_STORED).await);
             }
             Err(Lost::NotStored(resp)) => {
-                return Some(self.not_stored(req, &job.site, *resp, None).await);
+                return Some(self.not_stored((req, body), &job.site, *resp, None).await);
             }
-            Err(Lost::Failed(st)) => return Some(Answer::ORIGIN_ERROR.on(Response::error(st))),
+            Err(Lost::Failed(st)) => {
+                return Some(Answer::ORIGIN_ERROR.on(Response::error(st), &self.statuses));
+            }
             Err(Lost::LockTimeout) => {
-                return Some(self.fetch_pass(req, &job.site, Answer::LOCK_TIMEOUT).await);
+                return Some(self.fetch_pass(req, body, &job.site, Answer::LOCK_TIMEOUT).await);
             }
         };
         let ans = match got {
@@ -804,20 +813,20 @@ impl WorkerCache {
             Got::Joined => ans,
             Got::Led(t) => Answer::MISS_STORED.after(t),
         };
-        let (t, cs) = (ans.tag(), ans.cache_status);
+        let (t, cs) = (ans.tag(), self.statuses.get(ans.status));
         let r = match plan {
             Plan::Whole => {
                 let all = ByteRange { start: 0, end: total - 1 };
-                prep.head(200, now, cs)
+                prep.head(200, now, &cs)
                     .stream(pieces::stream(src, pieces::single(all)), Some(total))
             }
             Plan::Single(r) => prep
-                .head(206, now, cs)
+                .head(206, now, &cs)
                 .header("content-range", content_range(r, Some(total)))
                 .stream(pieces::stream(src, pieces::single(r)), Some(r.len())),
             Plan::Multi(m) => {
                 let len = m.content_length();
-                pieces::multipart_head(&prep, now, cs, &m)
+                pieces::multipart_head(&prep, now, &cs, &m)
                     .stream(pieces::stream(src, pieces::multipart(&m)), Some(len))
             }
         };

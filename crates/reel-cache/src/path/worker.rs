@@ -31,7 +31,7 @@ use reel_http::{Method, Request, RequestBody, Response};
 use reel_ops::metrics::WorkerMetrics;
 use reel_origin::WorkerClient;
 
-use super::answer::Answer;
+use super::answer::{Answer, StatusNames};
 use super::inflight::{Follow, Role, State};
 use super::lookup::Found;
 use super::readahead::ReadAhead;
@@ -75,6 +75,8 @@ pub struct WorkerCache {
     pub(super) metas: Rc<RefCell<MetaCache>>,
     /// Read-ahead fetches in flight on this worker (kept across generations, like `metas`).
     pub(super) read_ahead: Rc<ReadAhead>,
+    /// Our `Cache-Status` entries with this generation's name.
+    pub(super) statuses: StatusNames,
 }
 
 /// A response reel produced itself.
@@ -85,14 +87,17 @@ pub(super) fn local(status: u16) -> Response {
 impl WorkerCache {
     /// A worker's cache over the shared state, for one config generation.
     pub fn new(shared: Arc<SharedCache>, settings: Arc<Settings>, client: WorkerClient) -> Self {
-        WorkerCache { shared, settings, client, metas: Rc::default(), read_ahead: Rc::default() }
+        let statuses = StatusNames::new(settings.node.cache_status_name());
+        let (metas, read_ahead) = (Rc::default(), Rc::default());
+        WorkerCache { shared, settings, client, metas, read_ahead, statuses }
     }
 
     /// This worker's cache for the next config generation: new settings and client (pass a
     /// clone of the current one to keep its pool), the same decoded-metadata cache.
     pub fn next_generation(&self, settings: Arc<Settings>, client: WorkerClient) -> Self {
+        let statuses = StatusNames::new(settings.node.cache_status_name());
         let (metas, read_ahead) = (self.metas.clone(), self.read_ahead.clone());
-        WorkerCache { shared: self.shared.clone(), settings, client, metas, read_ahead }
+        WorkerCache { shared: self.shared.clone(), settings, client, metas, read_ahead, statuses }
     }
 
     /// Answers one request. The response's tag carries the cache result and origin time.
@@ -102,13 +107,18 @@ impl WorkerCache {
         body: &mut RequestBody<'_>,
         m: &WorkerMetrics,
     ) -> Response {
+        if self.settings.node.is_loop(req) {
+            // RFC 8586 2, before the lookup: a request of our own fill that came back would
+            // otherwise wait on that fill.
+            return local(508);
+        }
         let host = req.host().unwrap_or("");
         let Some(site) = self.settings.site_for(host) else {
             // Not a site of ours: never an open proxy (RFC 9110 15.5.20).
             return local(421);
         };
         match req.method() {
-            Method::Get | Method::Head => self.get(req, site, m).await,
+            Method::Get | Method::Head => self.get(req, body, site, m).await,
             // Extension methods too (RFC 9110 9.1, 16.1): the origin knows what they mean.
             // TRACE and CONNECT never: one reflects the request, the other tunnels.
             Method::Post
@@ -127,7 +137,15 @@ impl WorkerCache {
         }
     }
 
-    async fn get(&self, req: &Request, site: &Site, m: &WorkerMetrics) -> Response {
+    /// `body` carries the origin's interim responses to the client (a GET has no body to
+    /// read).
+    async fn get(
+        &self,
+        req: &Request,
+        body: &mut RequestBody<'_>,
+        site: &Site,
+        m: &WorkerMetrics,
+    ) -> Response {
         let Some(key) = self.key(req, site) else { return local(400) };
         let hdrs = ReqHeaders(req);
         let req_cc = if site.honor_client_cache_control {
@@ -141,14 +159,14 @@ impl WorkerCache {
             if let Found::Filling { fill, prep } = self.find(&key, &hdrs) {
                 return self.serve_filling(req, fill, prep, Answer::MISS_COLLAPSED).await;
             }
-            return self.fetch_pass(req, site, Answer::FWD_REQUEST).await;
+            return self.fetch_pass(req, body, site, Answer::FWD_REQUEST).await;
         }
         if let Some(size) = site.slicing.size
             && !self.shared.store.contains(key.as_bytes())
         {
             // Sliced, unless a whole object is stored for the URL (an origin that ignored
             // Range, or slicing turned on by a reload): that one is served as it is.
-            return self.get_sliced(req, site, &key, size, &req_cc, m).await;
+            return self.get_sliced(req, body, site, &key, size, &req_cc, m).await;
         }
         let mut fails = Failures::default();
         for _ in 0..MAX_ROUNDS {
@@ -178,13 +196,13 @@ impl WorkerCache {
                             Answer::HIT_SWR
                         }
                         Decision::GatewayTimeout => {
-                            return Answer::ONLY_IF_CACHED.on(Response::error(504));
+                            return Answer::ONLY_IF_CACHED.on(Response::error(504), &self.statuses);
                         }
                         Decision::MustRevalidate => {
                             match self.shared.inflight.join(key.as_bytes()) {
                                 Role::Lead(lead) => {
                                     return self
-                                        .fetch(req, site, &key, lead, Some(stored), &req_cc)
+                                        .fetch(req, body, site, &key, lead, Some(stored), &req_cc)
                                         .await;
                                 }
                                 Role::Follow(f) => match self.follow(f, m).await {
@@ -195,7 +213,7 @@ impl WorkerCache {
                                     Some(_) => continue,
                                     None => {
                                         return self
-                                            .fetch_pass(req, site, Answer::LOCK_TIMEOUT)
+                                            .fetch_pass(req, body, site, Answer::LOCK_TIMEOUT)
                                             .await;
                                     }
                                 },
@@ -209,35 +227,39 @@ impl WorkerCache {
                 }
                 Found::None => {
                     if let Some(st) = fails.failed {
-                        return local(st)
-                            .header("cache-status", Answer::ORIGIN_ERROR.cache_status());
+                        let cs = self.statuses.get(Answer::ORIGIN_ERROR.status);
+                        return local(st).header("cache-status", cs);
                     }
-                    if let Some(r) = self.get_partial(req, site, &key, &req_cc).await {
+                    if let Some(r) = self.get_partial(req, body, site, &key, &req_cc).await {
                         return r;
                     }
                     if req_cc.only_if_cached {
                         // RFC 9111 5.2.1.7.
-                        return Answer::ONLY_IF_CACHED.on(Response::error(504));
+                        return Answer::ONLY_IF_CACHED.on(Response::error(504), &self.statuses);
                     }
                     match self.shared.inflight.join(key.as_bytes()) {
                         Role::Lead(lead) => {
-                            return self.fetch(req, site, &key, lead, None, &req_cc).await;
+                            return self.fetch(req, body, site, &key, lead, None, &req_cc).await;
                         }
                         Role::Follow(f) => match self.follow(f, m).await {
                             Some(State::NotShared) => {
-                                return self.fetch_pass(req, site, Answer::PASS_NOT_STORED).await;
+                                return self
+                                    .fetch_pass(req, body, site, Answer::PASS_NOT_STORED)
+                                    .await;
                             }
                             Some(State::Failed(st)) => fails.record(st),
                             Some(_) => {}
                             None => {
-                                return self.fetch_pass(req, site, Answer::LOCK_TIMEOUT).await;
+                                return self
+                                    .fetch_pass(req, body, site, Answer::LOCK_TIMEOUT)
+                                    .await;
                             }
                         },
                     }
                 }
             }
         }
-        self.fetch_pass(req, site, Answer::PASS_NOT_STORED).await
+        self.fetch_pass(req, body, site, Answer::PASS_NOT_STORED).await
     }
 
     /// Waits for the leader of this key's fetch, counted as a coalesced waiter, at most
@@ -282,6 +304,7 @@ mod tests {
             max_variants: 32,
             lock_timeout: Duration::from_secs(10),
             read_ahead_per_worker: 64,
+            node: Default::default(),
         });
         let a =
             WorkerCache::new(SharedCache::new(store), settings.clone(), origins.worker_client());
