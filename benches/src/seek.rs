@@ -2,7 +2,7 @@
 //! representation) by byte ranges, each from a random start point, as a player does after a
 //! seek: the chunk up to the next chunk boundary at once, `startup` more back to back to
 //! fill its buffer, then one chunk per chunk's play time at `rate` bytes/s. After `run`
-//! it seeks again to another random point.
+//! (however the run went) it seeks again to another random point.
 //!
 //! It reports the time to first byte of the first chunk after each seek (what a viewer
 //! waits for after seeking), that of the chunks after it, how many of those the cache did
@@ -222,6 +222,10 @@ async fn viewer(cfg: &SeekConfig, v: usize, deadline: Instant) -> Viewer {
             pos = end + 1;
             i += 1;
         }
+        // The viewer watches what it fetched until the run is over, and only then seeks:
+        // a run cut short (the end of the file, a failure, the deadline) never turns into
+        // a burst of seeks.
+        tokio::time::sleep_until(run_end).await;
     }
     out
 }
