@@ -20,11 +20,13 @@
 #   seek (in SECTIONS): large files by ranges. SEEK_VIEWERS viewers play a SEEK_SIZE-byte
 #     MP4-like file of the demo origin (/obj/<n>.mp4) by SEEK_CHUNK-byte ranges from random
 #     start points at SEEK_RATE bytes/s (reel-load seek, SEEK_RUN s per seek, SEEK_DUR s in
-#     all, the same seed for every server), each origin fetch delayed SEEK_DELAY_MS: reel
-#     with `slice = "2MiB"` (read_ahead SEEK_READ_AHEAD) against nginx with `slice 2m` and
-#     proxy_cache, each on a fresh cache. Needs the demo origin (it counts body bytes sent).
-#   SEEK_VIEWERS (48)  SEEK_DUR (20)  SEEK_SIZE (1073741824)  SEEK_CHUNK (2097152)
-#   SEEK_RATE (2097152)  SEEK_RUN (10)  SEEK_DELAY_MS (20)  SEEK_READ_AHEAD (2)
+#     all), each origin fetch delayed SEEK_DELAY_MS: reel with `slice = "2MiB"` (read_ahead
+#     SEEK_READ_AHEAD) against nginx with `slice 2m` and proxy_cache. SEEK_ROUNDS
+#     interleaved rounds, median shown; each round asks for a URL of its own (a query
+#     string), so both caches start cold, and both servers get the same viewers (the
+#     round's seed). Needs the demo origin (it counts body bytes sent).
+#   SEEK_VIEWERS (48)  SEEK_DUR (30)  SEEK_SIZE (1073741824)  SEEK_CHUNK (2097152)
+#   SEEK_RATE (2097152)  SEEK_RUN (5)  SEEK_DELAY_MS (20)  SEEK_READ_AHEAD (2)  SEEK_ROUNDS (3)
 # Output: the markdown table on stdout and in benches/runs/<date>-<host>/results.md; raw
 # outputs in benches/runs/<date>-<host>/raw/ (gitignored).
 set -euo pipefail
@@ -48,13 +50,14 @@ H2_CLIENTS=${H2_CLIENTS:-8}
 H2_STREAMS=${H2_STREAMS:-16}
 HS_CONNS=${HS_CONNS:-32}
 SEEK_VIEWERS=${SEEK_VIEWERS:-48}
-SEEK_DUR=${SEEK_DUR:-20}
+SEEK_DUR=${SEEK_DUR:-30}
 SEEK_SIZE=${SEEK_SIZE:-1073741824}
 SEEK_CHUNK=${SEEK_CHUNK:-2097152}
 SEEK_RATE=${SEEK_RATE:-2097152}
-SEEK_RUN=${SEEK_RUN:-10}
+SEEK_RUN=${SEEK_RUN:-5}
 SEEK_DELAY_MS=${SEEK_DELAY_MS:-20}
 SEEK_READ_AHEAD=${SEEK_READ_AHEAD:-2}
+SEEK_ROUNDS=${SEEK_ROUNDS:-3}
 has() { [[ " $SECTIONS " == *" $1 "* ]]; }
 TGT=${CARGO_TARGET_DIR:-$ROOT/target}
 SRV_CPU=0
@@ -498,8 +501,9 @@ for round in $(seq "$ROUNDS"); do
 done
 
 # ---------------------------------------------------------------- large files by ranges (seek)
-# reel slicing by 2 MiB against nginx's slice module with proxy_cache, one after the other,
-# each on a fresh cache, the same viewers (same seed) through reel-load seek.
+# reel slicing by 2 MiB against nginx's slice module with proxy_cache, one after the other
+# in each round, through reel-load seek: per round a new URL (cold in both caches, both
+# evicting earlier rounds' slices from the same budget) and a new seed, the same for both.
 SEEK_SERVERS=()
 if has seek && [[ $ORIGIN_KIND != demo ]]; then
     log "seek: needs the demo origin (reel-demo-origin built); skipped"
@@ -512,7 +516,7 @@ elif has seek; then
         curl -s -m 5 "http://127.0.0.1:$((PORT_BASE + 9))/metrics" | awk '$1 == "reel_slice_waits_total" { print $2 + 0 }'
     }
     nginx_conf "$WORK/nginx-slice" \
-        "    proxy_cache_path $WORK/nginx-slice/cache levels=1:2 keys_zone=slice:64m max_size=4g inactive=1h use_temp_path=off;
+        "    proxy_cache_path $WORK/nginx-slice/cache levels=1:2 keys_zone=slice:64m max_size=$(( SEEK_SIZE / 1048576 + 512 ))m inactive=1h use_temp_path=off;
     upstream origin { server 127.0.0.1:$ORIGIN_PORT; keepalive 32; }" \
         "    server { listen 127.0.0.1:$((PORT_BASE + 10));
         location / {
@@ -578,36 +582,39 @@ EOF
     fi
     start_nginx nginx-slice $((PORT_BASE + 10)) "$SRV_CPU"
     SEEK_SERVERS+=("nginx-slice|http://127.0.0.1:$((PORT_BASE + 10))")
-    for s in "${SEEK_SERVERS[@]}"; do
-        IFS='|' read -r name base <<<"$s"
-        out=$RAW/seek-$name.kv
-        o0=$(origin_body_bytes); p0=$(proc_ticks "${PIDS_OF[$name]}")
-        w0=0; [[ $name == reel ]] && w0=$(reel_waits)
-        load "$out" seek -v "$SEEK_VIEWERS" --size "$SEEK_SIZE" --chunk "$SEEK_CHUNK" --rate "$SEEK_RATE" \
-            --run "$SEEK_RUN" -d "$SEEK_DUR" --timeout 30s -H "x-origin-delay-ms: $SEEK_DELAY_MS" "$base$SEEK_PATH"
-        sleep 2     # fills and read-ahead still arriving count as origin bytes too
-        o1=$(origin_body_bytes); p1=$(proc_ticks "${PIDS_OF[$name]}")
-        body=$(kv body_bytes "$out"); body=${body:-0}
-        distinct=$(kv seek.distinct_bytes "$out"); distinct=${distinct:-0}
-        if ((body == 0)); then log "seek $name: no bytes"; tail -n 5 "$out.err" >&2; continue; fi
-        put "$name" "seek.origin_per_viewer" 1 "$(awk -v o=$((o1 - o0)) -v b="$body" 'BEGIN { printf "%.3f", o / b }')"
-        put "$name" "seek.origin_per_distinct" 1 "$(awk -v o=$((o1 - o0)) -v d="$distinct" 'BEGIN { printf "%.3f", (d > 0 ? o / d : 0) }')"
-        put "$name" "seek.origin_mib" 1 "$(awk -v o=$((o1 - o0)) 'BEGIN { printf "%.0f", o / 1048576 }')"
-        put "$name" "seek.viewer_mib" 1 "$(awk -v b="$body" 'BEGIN { printf "%.0f", b / 1048576 }')"
-        put "$name" "seek.distinct_mib" 1 "$(awk -v d="$distinct" 'BEGIN { printf "%.0f", d / 1048576 }')"
-        put "$name" "seek.ttfb50" 1 "$(kv seek.seek_ttfb_us.p50 "$out")"
-        put "$name" "seek.ttfb99" 1 "$(kv seek.seek_ttfb_us.p99 "$out")"
-        put "$name" "seek.chunk50" 1 "$(kv seek.chunk_ttfb_us.p50 "$out")"
-        put "$name" "seek.chunk99" 1 "$(kv seek.chunk_ttfb_us.p99 "$out")"
-        put "$name" "seek.seeks" 1 "$(kv seek.seeks "$out")"
-        put "$name" "seek.after" 1 "$(kv seek.chunks_after_seek "$out")"
-        put "$name" "seek.not_stored" 1 "$(kv seek.chunks_after_seek_not_stored "$out")"
-        put "$name" "seek.errors" 1 "$(kv errors_total "$out")"
-        put "$name" "seek.cpu_us_mib" 1 "$(awk -v t=$((p1 - p0)) -v k="$CLK_TCK" -v b="$body" 'BEGIN { printf "%.0f", t * 1e6 / k / (b / 1048576) }')"
-        if [[ $name == reel ]]; then
-            put "$name" "seek.waits" 1 "$(( $(reel_waits) - w0 ))"
-        fi
-        log "seek $name: origin $((o1 - o0)) B for $body B to viewers ($distinct distinct); seek ttfb p50 $(kv seek.seek_ttfb_us.p50 "$out") us p99 $(kv seek.seek_ttfb_us.p99 "$out") us; $(kv seek.chunks_after_seek_not_stored "$out")/$(kv seek.chunks_after_seek "$out") later chunks not from the store"
+    for round in $(seq "$SEEK_ROUNDS"); do
+        for s in "${SEEK_SERVERS[@]}"; do
+            IFS='|' read -r name base <<<"$s"
+            out=$RAW/seek-$name-$round.kv
+            o0=$(origin_body_bytes); p0=$(proc_ticks "${PIDS_OF[$name]}")
+            w0=0; [[ $name == reel ]] && w0=$(reel_waits)
+            load "$out" seek -v "$SEEK_VIEWERS" --size "$SEEK_SIZE" --chunk "$SEEK_CHUNK" --rate "$SEEK_RATE" \
+                --run "$SEEK_RUN" -d "$SEEK_DUR" --seed $((42 + 1000 * round)) --timeout 30s \
+                -H "x-origin-delay-ms: $SEEK_DELAY_MS" "$base$SEEK_PATH?round=$round"
+            sleep 2     # fills and read-ahead still arriving count as origin bytes too
+            o1=$(origin_body_bytes); p1=$(proc_ticks "${PIDS_OF[$name]}")
+            body=$(kv body_bytes "$out"); body=${body:-0}
+            distinct=$(kv seek.distinct_bytes "$out"); distinct=${distinct:-0}
+            if ((body == 0)); then log "seek $name: no bytes"; tail -n 5 "$out.err" >&2; continue; fi
+            put "$name" "seek.origin_per_viewer" "$round" "$(awk -v o=$((o1 - o0)) -v b="$body" 'BEGIN { printf "%.3f", o / b }')"
+            put "$name" "seek.origin_per_distinct" "$round" "$(awk -v o=$((o1 - o0)) -v d="$distinct" 'BEGIN { printf "%.3f", (d > 0 ? o / d : 0) }')"
+            put "$name" "seek.origin_mib" "$round" "$(awk -v o=$((o1 - o0)) 'BEGIN { printf "%.0f", o / 1048576 }')"
+            put "$name" "seek.viewer_mib" "$round" "$(awk -v b="$body" 'BEGIN { printf "%.0f", b / 1048576 }')"
+            put "$name" "seek.distinct_mib" "$round" "$(awk -v d="$distinct" 'BEGIN { printf "%.0f", d / 1048576 }')"
+            put "$name" "seek.ttfb50" "$round" "$(kv seek.seek_ttfb_us.p50 "$out")"
+            put "$name" "seek.ttfb99" "$round" "$(kv seek.seek_ttfb_us.p99 "$out")"
+            put "$name" "seek.chunk50" "$round" "$(kv seek.chunk_ttfb_us.p50 "$out")"
+            put "$name" "seek.chunk99" "$round" "$(kv seek.chunk_ttfb_us.p99 "$out")"
+            put "$name" "seek.seeks" "$round" "$(kv seek.seeks "$out")"
+            put "$name" "seek.after" "$round" "$(kv seek.chunks_after_seek "$out")"
+            put "$name" "seek.not_stored" "$round" "$(kv seek.chunks_after_seek_not_stored "$out")"
+            put "$name" "seek.errors" "$round" "$(kv errors_total "$out")"
+            put "$name" "seek.cpu_us_mib" "$round" "$(awk -v t=$((p1 - p0)) -v k="$CLK_TCK" -v b="$body" 'BEGIN { printf "%.0f", t * 1e6 / k / (b / 1048576) }')"
+            if [[ $name == reel ]]; then
+                put "$name" "seek.waits" "$round" "$(( $(reel_waits) - w0 ))"
+            fi
+            log "seek $name round $round: origin $((o1 - o0)) B for $body B to viewers ($distinct distinct); seek ttfb p50 $(kv seek.seek_ttfb_us.p50 "$out") us p99 $(kv seek.seek_ttfb_us.p99 "$out") us; $(kv seek.chunks_after_seek_not_stored "$out")/$(kv seek.chunks_after_seek "$out") later chunks not from the store"
+        done
     done
 fi
 
@@ -725,7 +732,8 @@ RESULTS=$RUN_DIR/results.md
         echo "\`reel-load seek -v $SEEK_VIEWERS --size $SEEK_SIZE --chunk $SEEK_CHUNK --rate $SEEK_RATE --run $SEEK_RUN -d $SEEK_DUR\`:" \
             "$SEEK_VIEWERS viewers play a $((SEEK_SIZE / 1048576)) MiB MP4-like file of the demo origin by $((SEEK_CHUNK / 1048576)) MiB ranges from random start points" \
             "(the chunk up to the next boundary and two more at once, then one chunk per chunk of play at $SEEK_RATE bytes/s), seeking again every ${SEEK_RUN} s;" \
-            "each origin fetch delayed ${SEEK_DELAY_MS} ms (\`x-origin-delay-ms\`); both servers on CPU $SRV_CPU, each on a fresh cache, the same seed." \
+            "each origin fetch delayed ${SEEK_DELAY_MS} ms (\`x-origin-delay-ms\`); both servers on CPU $SRV_CPU;" \
+            "$SEEK_ROUNDS interleaved rounds, median shown, each round on a URL of its own (cold in both caches, the same cache budget) with viewers of its own (the same for both servers)." \
             "Origin bytes: the demo origin's body bytes sent. Distinct bytes: the union of the ranges the viewers asked for." \
             "Later chunks not from the store: chunks after the first of a seek whose \`Cache-Status\` (reel) or \`X-Cache\` (nginx) was not a stored hit." \
             "CPU µs/MiB: the server processes' CPU time (user + system) per MiB received by the viewers."
@@ -754,7 +762,7 @@ RESULTS=$RUN_DIR/results.md
         srow "errors" "seek.errors" raw
     fi
     echo
-    echo "Whole run: $(( $(date +%s) - T_START )) s. Command: \`$(for v in SECTIONS DUR ROUNDS CONNS OPEN_RATE STRACE_DUR LIVE_VIEWERS LIVE_DUR HERD_VIEWERS H2_CLIENTS H2_STREAMS HS_CONNS; do printf '%s="%s" ' "$v" "${!v}"; done)$(has seek && for v in SEEK_VIEWERS SEEK_DUR SEEK_SIZE SEEK_CHUNK SEEK_RATE SEEK_RUN SEEK_DELAY_MS SEEK_READ_AHEAD; do printf '%s="%s" ' "$v" "${!v}"; done)benches/compare.sh\`. Raw data: raw/ (not committed)."
+    echo "Whole run: $(( $(date +%s) - T_START )) s. Command: \`$(for v in SECTIONS DUR ROUNDS CONNS OPEN_RATE STRACE_DUR LIVE_VIEWERS LIVE_DUR HERD_VIEWERS H2_CLIENTS H2_STREAMS HS_CONNS; do printf '%s="%s" ' "$v" "${!v}"; done)$(has seek && for v in SEEK_VIEWERS SEEK_DUR SEEK_SIZE SEEK_CHUNK SEEK_RATE SEEK_RUN SEEK_DELAY_MS SEEK_READ_AHEAD SEEK_ROUNDS; do printf '%s="%s" ' "$v" "${!v}"; done)benches/compare.sh\`. Raw data: raw/ (not committed)."
 } > "$RESULTS"
 echo
 cat "$RESULTS"
