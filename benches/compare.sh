@@ -24,7 +24,8 @@
 #     SEEK_READ_AHEAD) against nginx with `slice 2m` and proxy_cache. SEEK_ROUNDS
 #     interleaved rounds, median shown; each round asks for a URL of its own (a query
 #     string), so both caches start cold, and both servers get the same viewers (the
-#     round's seed). Needs the demo origin (it counts body bytes sent).
+#     round's seed). Both caches hold every round (SEEK_ROUNDS x SEEK_SIZE + 512 MiB of
+#     disk each), so nothing is evicted. Needs the demo origin (it counts body bytes sent).
 #   SEEK_VIEWERS (48)  SEEK_DUR (30)  SEEK_SIZE (1073741824)  SEEK_CHUNK (2097152)
 #   SEEK_RATE (2097152)  SEEK_RUN (5)  SEEK_DELAY_MS (20)  SEEK_READ_AHEAD (2)  SEEK_ROUNDS (3)
 # Output: the markdown table on stdout and in benches/runs/<date>-<host>/results.md; raw
@@ -502,8 +503,9 @@ done
 
 # ---------------------------------------------------------------- large files by ranges (seek)
 # reel slicing by 2 MiB against nginx's slice module with proxy_cache, one after the other
-# in each round, through reel-load seek: per round a new URL (cold in both caches, both
-# evicting earlier rounds' slices from the same budget) and a new seed, the same for both.
+# in each round, through reel-load seek: per round a new URL (cold in both caches, sized
+# to keep every round: eviction is not what this measures) and a new seed, the same for
+# both.
 SEEK_SERVERS=()
 if has seek && [[ $ORIGIN_KIND != demo ]]; then
     log "seek: needs the demo origin (reel-demo-origin built); skipped"
@@ -516,7 +518,7 @@ elif has seek; then
         curl -s -m 5 "http://127.0.0.1:$((PORT_BASE + 9))/metrics" | awk '$1 == "reel_slice_waits_total" { print $2 + 0 }'
     }
     nginx_conf "$WORK/nginx-slice" \
-        "    proxy_cache_path $WORK/nginx-slice/cache levels=1:2 keys_zone=slice:64m max_size=$(( SEEK_SIZE / 1048576 + 512 ))m inactive=1h use_temp_path=off;
+        "    proxy_cache_path $WORK/nginx-slice/cache levels=1:2 keys_zone=slice:64m max_size=$(( SEEK_ROUNDS * SEEK_SIZE / 1048576 + 512 ))m inactive=1h use_temp_path=off;
     upstream origin { server 127.0.0.1:$ORIGIN_PORT; keepalive 32; }" \
         "    server { listen 127.0.0.1:$((PORT_BASE + 10));
         location / {
@@ -546,7 +548,7 @@ nic = []
 
 [store]
 path = "$WORK/reel-slice/store"
-size = "$(( (SEEK_SIZE / 1048576 + 512) / 64 * 64 ))MiB"
+size = "$(( (SEEK_ROUNDS * SEEK_SIZE / 1048576 + 512) / 64 * 64 ))MiB"
 volume_size = "64MiB"
 
 [access_log]
@@ -733,7 +735,7 @@ RESULTS=$RUN_DIR/results.md
             "$SEEK_VIEWERS viewers play a $((SEEK_SIZE / 1048576)) MiB MP4-like file of the demo origin by $((SEEK_CHUNK / 1048576)) MiB ranges from random start points" \
             "(the chunk up to the next boundary and two more at once, then one chunk per chunk of play at $SEEK_RATE bytes/s), seeking again every ${SEEK_RUN} s;" \
             "each origin fetch delayed ${SEEK_DELAY_MS} ms (\`x-origin-delay-ms\`); both servers on CPU $SRV_CPU;" \
-            "$SEEK_ROUNDS interleaved rounds, median shown, each round on a URL of its own (cold in both caches, the same cache budget) with viewers of its own (the same for both servers)." \
+            "$SEEK_ROUNDS interleaved rounds, median shown, each round on a URL of its own (cold in both caches, which are large enough to evict nothing) with viewers of its own (the same for both servers)." \
             "Origin bytes: the demo origin's body bytes sent. Distinct bytes: the union of the ranges the viewers asked for." \
             "Later chunks not from the store: chunks after the first of a seek whose \`Cache-Status\` (reel) or \`X-Cache\` (nginx) was not a stored hit." \
             "CPU µs/MiB: the server processes' CPU time (user + system) per MiB received by the viewers."
