@@ -610,6 +610,8 @@ EOF
             put "$name" "seek.seeks" "$round" "$(kv seek.seeks "$out")"
             put "$name" "seek.after" "$round" "$(kv seek.chunks_after_seek "$out")"
             put "$name" "seek.not_stored" "$round" "$(kv seek.chunks_after_seek_not_stored "$out")"
+            put "$name" "seek.paced" "$round" "$(kv seek.paced_chunks "$out")"
+            put "$name" "seek.paced_not_stored" "$round" "$(kv seek.paced_chunks_not_stored "$out")"
             put "$name" "seek.errors" "$round" "$(kv errors_total "$out")"
             put "$name" "seek.cpu_us_mib" "$round" "$(awk -v t=$((p1 - p0)) -v k="$CLK_TCK" -v b="$body" 'BEGIN { printf "%.0f", t * 1e6 / k / (b / 1048576) }')"
             if [[ $name == reel ]]; then
@@ -737,7 +739,8 @@ RESULTS=$RUN_DIR/results.md
             "each origin fetch delayed ${SEEK_DELAY_MS} ms (\`x-origin-delay-ms\`); both servers on CPU $SRV_CPU;" \
             "$SEEK_ROUNDS interleaved rounds, median shown, each round on a URL of its own (cold in both caches, which are large enough to evict nothing) with viewers of its own (the same for both servers)." \
             "Origin bytes: the demo origin's body bytes sent. Distinct bytes: the union of the ranges the viewers asked for." \
-            "Later chunks not from the store: chunks after the first of a seek whose \`Cache-Status\` (reel) or \`X-Cache\` (nginx) was not a stored hit." \
+            "Later chunks not from the store: chunks after the first of a seek whose \`Cache-Status\` (reel) or \`X-Cache\` (nginx) was not a stored hit;" \
+            "paced chunks: those after the startup burst, asked for when playback reached them (what read-ahead is for)." \
             "CPU µs/MiB: the server processes' CPU time (user + system) per MiB received by the viewers."
         echo
         echo "| metric | reel | nginx-slice | reel/nginx-slice |"
@@ -757,6 +760,8 @@ RESULTS=$RUN_DIR/results.md
         srow "seek TTFB p99 ms" "seek.ttfb99" ms
         srow "later chunks" "seek.after" raw
         srow "later chunks not from the store" "seek.not_stored" raw
+        srow "paced chunks (after the startup burst)" "seek.paced" raw
+        srow "paced chunks not from the store" "seek.paced_not_stored" raw
         srow "later chunk TTFB p50 ms" "seek.chunk50" ms
         srow "later chunk TTFB p99 ms" "seek.chunk99" ms
         srow "slices a response fetched itself after its first (reel_slice_waits_total)" "seek.waits" raw

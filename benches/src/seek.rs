@@ -60,6 +60,11 @@ pub struct SeekFigures {
     pub chunks_after_seek: u64,
     /// Of those, answers the cache said were not from its store.
     pub chunks_after_seek_not_stored: u64,
+    /// Chunks after the startup burst, each asked for when playback reached it.
+    pub paced_chunks: u64,
+    /// Of those, answers the cache said were not from its store: playback waited on an
+    /// origin fetch that read-ahead should have made earlier.
+    pub paced_chunks_not_stored: u64,
     /// Time to first byte of the chunks after the first, µs.
     pub chunk_ttfb_us: Tail,
     /// Bytes of the file asked for, counted once however many viewers asked.
@@ -86,6 +91,8 @@ struct Viewer {
     chunk_ttfb: Histogram<u64>,
     after: u64,
     after_not_stored: u64,
+    paced: u64,
+    paced_not_stored: u64,
     ranges: Vec<(u64, u64)>,
 }
 
@@ -132,6 +139,7 @@ pub async fn run_seek(cfg: &SeekConfig) -> Result<SeekReport, ScenarioError> {
     let mut stats = Stats::new();
     let (mut seek_ttfb, mut chunk_ttfb) = (hist(), hist());
     let (mut seeks, mut after, mut after_not_stored) = (0, 0, 0);
+    let (mut paced, mut paced_not_stored) = (0, 0);
     let mut ranges = Vec::new();
     loop {
         match tokio::time::timeout_at(hard, set.join_next()).await {
@@ -142,6 +150,8 @@ pub async fn run_seek(cfg: &SeekConfig) -> Result<SeekReport, ScenarioError> {
                 seeks += v.seeks;
                 after += v.after;
                 after_not_stored += v.after_not_stored;
+                paced += v.paced;
+                paced_not_stored += v.paced_not_stored;
                 ranges.extend(v.ranges);
             }
             Ok(Some(Err(_))) => {}
@@ -161,6 +171,8 @@ pub async fn run_seek(cfg: &SeekConfig) -> Result<SeekReport, ScenarioError> {
             seek_ttfb_us: Tail::of(&seek_ttfb),
             chunks_after_seek: after,
             chunks_after_seek_not_stored: after_not_stored,
+            paced_chunks: paced,
+            paced_chunks_not_stored: paced_not_stored,
             chunk_ttfb_us: Tail::of(&chunk_ttfb),
             distinct_bytes: union_len(ranges),
             requested_bytes,
@@ -177,6 +189,8 @@ async fn viewer(cfg: &SeekConfig, v: usize, deadline: Instant) -> Viewer {
         chunk_ttfb: hist(),
         after: 0,
         after_not_stored: 0,
+        paced: 0,
+        paced_not_stored: 0,
         ranges: Vec::new(),
     };
     let mut client = Client::new(cfg.target.endpoint(), cfg.common.timeout);
@@ -215,8 +229,11 @@ async fn viewer(cfg: &SeekConfig, v: usize, deadline: Instant) -> Viewer {
             } else {
                 put(&mut out.chunk_ttfb, ttfb);
                 out.after += 1;
-                if r.from_cache != Some(true) {
-                    out.after_not_stored += 1;
+                let stored = r.from_cache == Some(true);
+                out.after_not_stored += u64::from(!stored);
+                if i > cfg.startup {
+                    out.paced += 1;
+                    out.paced_not_stored += u64::from(!stored);
                 }
             }
             pos = end + 1;
@@ -243,6 +260,11 @@ impl fmt::Display for SeekReport {
             s.chunks_after_seek,
             s.chunks_after_seek_not_stored,
             tail(&s.chunk_ttfb_us)
+        )?;
+        writeln!(
+            f,
+            "paced         {} chunks after the startup burst, {} not from the store",
+            s.paced_chunks, s.paced_chunks_not_stored
         )?;
         writeln!(f, "file bytes    {} asked for, {} distinct", s.requested_bytes, s.distinct_bytes)
     }

@@ -503,6 +503,8 @@ async fn seek_viewers_play_by_ranges_and_count_what_they_asked_for() {
     // One seek per run at most: 300 ms runs in one second, per viewer.
     assert!(s.seeks <= 4 * 4, "{s:?}");
     assert_eq!(s.chunks_after_seek_not_stored, s.chunks_after_seek);
+    assert!(s.paced_chunks > 0 && s.paced_chunks < s.chunks_after_seek, "{s:?}");
+    assert_eq!(s.paced_chunks_not_stored, s.paced_chunks);
     assert_eq!(r.base.requests, s.seeks + s.chunks_after_seek);
     assert_eq!(r.base.body_bytes, s.requested_bytes, "every chunk asked for was received");
     assert!(s.distinct_bytes <= s.requested_bytes && s.distinct_bytes > 0);
