@@ -303,6 +303,20 @@ pub struct HttpConfig {
     /// probes, origin connections): client connections are capped at the descriptor limit
     /// minus these and what the process holds at start. Count; default 256.
     pub reserved_fds: u32,
+    /// HTTP/2: streams a client may have open at once (SETTINGS_MAX_CONCURRENT_STREAMS).
+    /// Count; default 128.
+    pub h2_max_concurrent_streams: u32,
+    /// HTTP/2: our receive window per stream (request bodies). Size; default `"256KiB"`.
+    pub h2_stream_window: ByteSize,
+    /// HTTP/2: our receive window per connection. Size; default `"1MiB"`.
+    pub h2_connection_window: ByteSize,
+    /// HTTP/2: stream resets a client may send per second before GOAWAY
+    /// (`ENHANCE_YOUR_CALM`, CVE-2023-44487). Count; default 100.
+    pub h2_max_resets_per_second: u32,
+    /// HTTP/2: response bytes buffered per stream for a slow reader. Size; default `"256KiB"`.
+    pub h2_stream_buffer: ByteSize,
+    /// HTTP/2: response bytes buffered per connection. Size; default `"1MiB"`.
+    pub h2_connection_buffer: ByteSize,
 }
 
 impl Default for HttpConfig {
@@ -317,6 +331,12 @@ impl Default for HttpConfig {
             max_connections_per_worker: 20_000,
             max_connections_per_client: 2048,
             reserved_fds: 256,
+            h2_max_concurrent_streams: 128,
+            h2_stream_window: ByteSize::kib(256),
+            h2_connection_window: ByteSize::mib(1),
+            h2_max_resets_per_second: 100,
+            h2_stream_buffer: ByteSize::kib(256),
+            h2_connection_buffer: ByteSize::mib(1),
         }
     }
 }

@@ -847,3 +847,30 @@ fn lock_timeout_defaults_to_ten_seconds_and_must_be_positive() {
     let ps = problems(&format!("{BASE}\n[cache]\nlock_timeout = \"0s\"\n"));
     assert!(find(&ps, "cache.lock_timeout").message.contains("greater than 0"), "{ps:#?}");
 }
+
+#[test]
+fn http2_settings_are_bounded() {
+    let text = format!(
+        "{BASE}\n[http]\nh2_max_concurrent_streams = 0\nh2_stream_window = \"1KiB\"\n\
+         h2_connection_window = \"4GiB\"\nh2_max_resets_per_second = 0\n\
+         h2_stream_buffer = \"2MiB\"\nh2_connection_buffer = \"1MiB\"\n"
+    );
+    let ps = problems(&text);
+    for key in [
+        "http.h2_max_concurrent_streams",
+        "http.h2_stream_window",
+        "http.h2_connection_window",
+        "http.h2_max_resets_per_second",
+        "http.h2_stream_buffer",
+    ] {
+        let p = find(&ps, key);
+        assert!(p.line > 0, "{p:?}");
+    }
+    let ok =
+        format!("{BASE}\n[http]\nh2_max_concurrent_streams = 1000\nh2_stream_window = \"60KiB\"\n");
+    assert!(problems(&ok).iter().any(|p| p.key == "http.h2_stream_window"), "60KiB < 65535B");
+    let ok =
+        format!("{BASE}\n[http]\nh2_max_concurrent_streams = 1000\nh2_stream_window = \"1MiB\"\n");
+    let ps = problems(&ok);
+    assert!(ps.is_empty(), "{ps:#?}");
+}

@@ -40,6 +40,22 @@ pub fn http_limits(cfg: &Config) -> reel_http::Limits {
     }
 }
 
+/// `[http]` `h2_*`: HTTP/2 settings and defences.
+pub fn h2_settings(cfg: &Config) -> reel_http::H2Settings {
+    let h = &cfg.http;
+    // Validation bounds the windows to 2^31-1 and the buffers to what a config can name.
+    let window = |b: reel_config::ByteSize| u32::try_from(b.bytes()).unwrap_or(u32::MAX >> 1);
+    let size = |b: reel_config::ByteSize| usize::try_from(b.bytes()).unwrap_or(usize::MAX);
+    reel_http::H2Settings {
+        max_concurrent_streams: h.h2_max_concurrent_streams,
+        initial_stream_window: window(h.h2_stream_window),
+        initial_connection_window: window(h.h2_connection_window),
+        max_resets_per_second: h.h2_max_resets_per_second,
+        stream_buffer: size(h.h2_stream_buffer),
+        connection_buffer: size(h.h2_connection_buffer),
+    }
+}
+
 /// `[cores]`: what the core planner is asked for.
 pub fn core_spec(cfg: &Config) -> CoreSpec {
     let sel = |s: &CpuSet| match s {
