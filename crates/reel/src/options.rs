@@ -189,6 +189,7 @@ pub fn cache_settings(cfg: &Config, origin_flag: bool) -> reel_cache::Settings {
                 ..policy.clone()
             },
             honor_client_cache_control: s.client_cache_control == ClientCacheControl::Honor,
+            prefetch: s.prefetch,
         })
         .collect();
     let fallback = origin_flag.then(|| Site {
@@ -198,6 +199,8 @@ pub fn cache_settings(cfg: &Config, origin_flag: bool) -> reel_cache::Settings {
         pass_methods: true,
         policy: policy.clone(),
         honor_client_cache_control: true,
+        // A catch-all fetches only what viewers ask for, as any site by default.
+        prefetch: reel_cache::Prefetch::Off,
     });
     let rules = TtlRules::new(c.rule.iter().map(|r| {
         (
@@ -214,6 +217,7 @@ pub fn cache_settings(cfg: &Config, origin_flag: bool) -> reel_cache::Settings {
         fill_drop_headers: c.fill_drop_headers.iter().map(|h| h.to_ascii_lowercase()).collect(),
         max_variants: c.max_variants as usize,
         lock_timeout: c.lock_timeout.get(),
+        blocking_timeout: c.blocking_timeout.get(),
     }
 }
 
@@ -290,6 +294,7 @@ hosts = ["live.example.com"]
 origin_group = "a"
 ignore_query = ["token"]
 methods = "refuse"
+prefetch = "hinted"
 [[origin_group]]
 name = "a"
 retries = 3
@@ -333,8 +338,12 @@ retries = 3
         assert_eq!(s.policy.negative_ttl, None, "0s: do not cache 404s");
         assert!(s.policy.heuristic);
         assert!(s.site_for("other.example").is_none());
+        assert_eq!(site.prefetch, reel_cache::Prefetch::Hinted);
+        assert_eq!(s.blocking_timeout, Duration::from_secs(3), "[cache] blocking_timeout default");
         let with_flag = cache_settings(&c, true);
-        assert_eq!(with_flag.site_for("other.example").expect("fallback").group, FLAG_GROUP);
+        let fallback = with_flag.site_for("other.example").expect("fallback");
+        assert_eq!(fallback.group, FLAG_GROUP);
+        assert_eq!(fallback.prefetch, reel_cache::Prefetch::Off);
         let hp = OriginFlag { addr: "10.0.0.1:8000".parse().expect("host"), tls: false };
         assert_eq!(origin_groups(&c, Some(&hp)).last().map(|g| g.name.as_str()), Some(FLAG_GROUP));
     }

@@ -50,6 +50,9 @@ impl Answer {
     /// fetch of the same object.
     pub const LOCK_TIMEOUT: Answer =
         answer(CacheResult::Pass, b"reel; fwd=miss; detail=lock-timeout");
+    /// An LL-HLS blocking request whose media did not arrive within `blocking_timeout`.
+    pub const BLOCKING_TIMEOUT: Answer =
+        answer(CacheResult::Coalesced, b"reel; fwd=miss; detail=blocking-timeout");
     /// The origin failed this request's fetch.
     pub const ORIGIN_ERROR: Answer =
         answer(CacheResult::Miss, b"reel; fwd=miss; detail=origin-error");

@@ -313,9 +313,10 @@ impl WorkerCache {
     ) -> Response {
         let stale_meta = stale.as_ref().map(|s| &s.prep.meta);
         let dropped = &self.settings.fill_drop_headers;
-        let Some(oreq) = fill_request(req, key, Forward::Fill, stale_meta, dropped) else {
+        let Some(mut oreq) = fill_request(req, key, Forward::Fill, stale_meta, dropped) else {
             return local(400);
         };
+        oreq.first_byte_timeout = self.first_byte_bound(key);
         let hdrs = ReqHeaders(req);
         let withheld = Withheld { dropped, per_viewer: false };
         let partial_key = key_omits_query(req, key);
@@ -339,6 +340,7 @@ impl WorkerCache {
             (Fetched::Filling(fill), stale) => {
                 // The metadata was encoded just now, so it decodes.
                 let Some(prep) = self.prepared(fill.meta()) else { return local(502) };
+                self.watch_playlist(req, site, key, &fill, &prep);
                 let ans = if stale.is_some() { Answer::REFRESHED } else { Answer::MISS_STORED };
                 self.serve_filling(req, fill, prep, ans.after(origin_time)).await
             }

@@ -66,6 +66,7 @@ impl WorkerCache {
             host,
             body: rbody,
             idempotent: false,
+            first_byte_timeout: None,
         };
         let t0 = Instant::now();
         let pump = async {

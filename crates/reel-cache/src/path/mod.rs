@@ -16,6 +16,8 @@
 //!   through one fetch-and-store step, and the origin requests they send;
 //! - `fill`: writing an origin response into the store;
 //! - `forward`: what is not cached (pass-through) and the invalidation it causes;
+//! - [`llhls`]: LL-HLS blocking requests (their wait bound) and the prefetch of the parts
+//!   playlists announce;
 //! - `answer`: a response's cache result, `Cache-Status` and origin time as one value;
 //! - [`pass_stream`]: an origin body streamed to its one client, its buffer bounded;
 //! - [`respond`]: responses built from stored metadata, bodies streamed from the store;
@@ -29,6 +31,7 @@ mod fetch;
 mod fill;
 mod forward;
 pub mod inflight;
+pub mod llhls;
 mod lookup;
 pub mod pass_stream;
 pub mod respond;

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use reel_store::{Lookup, Store, StoreError};
 
 use super::inflight::Inflight;
+use super::llhls::Streams;
 use super::pass_stream::PassBuffered;
 use super::settings::Settings;
 use super::variants::Marker;
@@ -23,6 +24,8 @@ pub struct SharedCache {
     pub inflight: Arc<Inflight>,
     /// Bytes of pass-through bodies held between origins and clients.
     pub pass_buffered: Arc<PassBuffered>,
+    /// The LL-HLS streams whose playlists passed through.
+    pub streams: Arc<Streams>,
 }
 
 /// Why a purge request was refused.
@@ -48,7 +51,12 @@ pub enum PurgeError {
 impl SharedCache {
     /// Wraps the store.
     pub fn new(store: Arc<Store>) -> Arc<SharedCache> {
-        Arc::new(SharedCache { store, inflight: Inflight::new(), pass_buffered: Arc::default() })
+        Arc::new(SharedCache {
+            store,
+            inflight: Inflight::new(),
+            pass_buffered: Arc::default(),
+            streams: Arc::default(),
+        })
     }
 
     /// Removes what the store holds for the primary key `key`: its object, or its Vary

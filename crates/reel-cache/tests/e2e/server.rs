@@ -10,7 +10,7 @@ use std::time::Duration;
 use reel_cache::key::KeyConfig;
 use reel_cache::policy::freshness::PolicyConfig;
 use reel_cache::policy::rules::{TtlRule, TtlRules};
-use reel_cache::{Settings, SharedCache, Site, WorkerCache};
+use reel_cache::{Prefetch, Settings, SharedCache, Site, WorkerCache};
 use reel_http::{Handler, Limits, Request, RequestBody, Response};
 use reel_ops::metrics::WorkerMetrics;
 use reel_origin::{GroupSpec, HostSpec, Origins};
@@ -46,6 +46,10 @@ pub struct Opts {
     pub lock_timeout: Duration,
     /// The site's cache-key options.
     pub key: KeyConfig,
+    /// How long an LL-HLS blocking request waits.
+    pub blocking_timeout: Duration,
+    /// The site's LL-HLS prefetch.
+    pub prefetch: Prefetch,
 }
 
 impl Opts {
@@ -63,6 +67,8 @@ impl Opts {
             max_variants: 32,
             lock_timeout: Duration::from_secs(30),
             key: KeyConfig::default(),
+            blocking_timeout: Duration::from_secs(3),
+            prefetch: Prefetch::Off,
         }
     }
 }
@@ -153,6 +159,7 @@ impl Server {
                 pass_methods: true,
                 policy: opts.policy.clone(),
                 honor_client_cache_control: opts.honor_client_cache_control,
+                prefetch: opts.prefetch,
             }],
             fallback: None,
             policy: opts.policy,
@@ -161,6 +168,7 @@ impl Server {
             fill_drop_headers: opts.fill_drop_headers,
             max_variants: opts.max_variants,
             lock_timeout: opts.lock_timeout,
+            blocking_timeout: opts.blocking_timeout,
         });
         let (sh, st, or) = (shared.clone(), settings.clone(), origins.clone());
         let listeners = vec![ListenerSpec {
