@@ -138,13 +138,22 @@ impl Fetcher<'_> {
     }
 }
 
-/// Writes the origin body into the store. Runs detached from the client that started it,
-/// so the followers keep getting bytes if that client goes away.
+/// Writes the origin body into the store, `first` (what was read of it already) first.
+/// Runs detached from the client that started it, so the followers keep getting bytes if
+/// that client goes away.
 pub(super) async fn fill_task(
     mut writer: reel_store::FillWriter,
     mut resp: OriginResponse,
     mut lead: Lead,
+    first: Option<Bytes>,
 ) {
+    if let Some(b) = first
+        && writer.append(b).await.is_err()
+    {
+        writer.abort();
+        lead.publish(State::Failed(502));
+        return;
+    }
     loop {
         match resp.next_chunk().await {
             Ok(Some(c)) => {

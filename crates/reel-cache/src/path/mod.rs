@@ -18,6 +18,8 @@
 //! - `forward`: what is not cached (pass-through) and the invalidation it causes;
 //! - [`llhls`]: LL-HLS blocking requests (their wait bound) and the prefetch of the parts
 //!   playlists announce;
+//! - `small`: small bodies read whole on arrival and answered from memory, shared by the
+//!   workers;
 //! - `answer`: a response's cache result, `Cache-Status` and origin time as one value;
 //! - [`pass_stream`]: an origin body streamed to its one client, its buffer bounded;
 //! - [`respond`]: responses built from stored metadata, bodies streamed from the store;
@@ -38,6 +40,7 @@ pub mod respond;
 mod serve;
 pub mod settings;
 pub mod shared;
+pub mod small;
 pub mod tag;
 mod variants;
 pub mod worker;

@@ -8,6 +8,7 @@ use super::inflight::Inflight;
 use super::llhls::Streams;
 use super::pass_stream::PassBuffered;
 use super::settings::Settings;
+use super::small::SmallBodies;
 use super::variants::Marker;
 use crate::key::{CacheKey, prefix_for_purge};
 use crate::policy::meta::StoredMeta;
@@ -26,6 +27,8 @@ pub struct SharedCache {
     pub pass_buffered: Arc<PassBuffered>,
     /// The LL-HLS streams whose playlists passed through.
     pub streams: Arc<Streams>,
+    /// Small bodies read whole on arrival, answered from memory.
+    pub small: Arc<SmallBodies>,
 }
 
 /// Why a purge request was refused.
@@ -56,6 +59,7 @@ impl SharedCache {
             inflight: Inflight::new(),
             pass_buffered: Arc::default(),
             streams: Arc::default(),
+            small: Arc::default(),
         })
     }
 

@@ -180,3 +180,62 @@ fn a_hinted_part_is_a_blocking_request_and_prefetch_sends_no_viewer_credentials(
         assert_eq!(seen.header("user-agent"), Some("player/1"));
     }
 }
+
+#[test]
+fn a_small_playlist_is_read_whole_then_released_to_every_waiter_at_once() {
+    use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+    let (o, s) = crate::setup();
+    let body = b"#EXTM3U\n#EXT-X-VERSION:9\n#EXT-X-TARGETDURATION:2\n".repeat(40);
+    let gate = Gate::new();
+    let mut r = held(&body, Duration::ZERO);
+    // Content-Length, the second half held until the gate opens.
+    r.pieces = 2;
+    r.gate = Some(gate.clone());
+    o.route("/w/p.m3u8", r);
+    let target = "/w/p.m3u8?_HLS_msn=4&_HLS_part=0";
+    let opened = std::sync::Arc::new(AtomicBool::new(false));
+    let (tx, rx) = mpsc::channel();
+    let clients: Vec<_> = (0..30)
+        .map(|_| {
+            let (opened, tx, addr) = (opened.clone(), tx.clone(), s.addr);
+            std::thread::spawn(move || {
+                let mut c = Conn::open(addr);
+                c.send(
+                    format!("GET {target} HTTP/1.1\r\nHost: {HOST}\r\nConnection: close\r\n\r\n")
+                        .as_bytes(),
+                );
+                tx.send(()).unwrap();
+                let (st, h) = c.read_head();
+                // No waiter is answered before the whole body reached the cache.
+                assert!(opened.load(SeqCst), "a head left before the body was whole");
+                let (b, ok) = c.read_body(&h, false);
+                (st, b, ok)
+            })
+        })
+        .collect();
+    drop(tx);
+    for _ in 0..30 {
+        rx.recv_timeout(GUARD).expect("request sent");
+    }
+    // The leader's origin request is under way and its body half sent.
+    let deadline = std::time::Instant::now() + GUARD;
+    while o.count(target) == 0 {
+        assert!(std::time::Instant::now() < deadline, "no origin request");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    // Time for any early head to reach its client.
+    std::thread::sleep(Duration::from_millis(50));
+    opened.store(true, SeqCst);
+    gate.open(1);
+    for c in clients {
+        let (st, b, ok) = c.join().unwrap();
+        assert_eq!(st, 200);
+        assert!(ok && b == body);
+    }
+    assert_eq!(o.count(target), 1);
+    // Once stored, requests are hits of the same bytes.
+    s.settle();
+    let _ = crate::client::get(&s, target, &[]);
+    let hit = crate::client::get(&s, target, &[]);
+    assert!(hit.cache_status().contains("hit") && hit.body == body, "{}", hit.cache_status());
+}
