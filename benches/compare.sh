@@ -9,6 +9,8 @@
 #   OPEN_RATE (req/s of the open-loop run on the 1 KiB object, 2000)
 #   STRACE_DUR (s of load under strace, 3; 0 skips)      LIVE_VIEWERS (1000)  LIVE_DUR (s, 6)
 #   HERD_VIEWERS (100)  HERD_DUR (s, 4)  STREAM_MS (slow-origin body spread, 1000)
+#   LL_VIEWERS (LL-HLS viewers, 1000)  LL_DUR (s per LL-HLS run, 10)
+#   ONLY (llhls = the LL-HLS rows alone: no hit rounds, strace, live herd or coalesced misses)
 #   SKIP_BUILD (1 = use existing binaries)  CARGO_TARGET_DIR (where binaries are built/found)
 #   PORT_BASE (18180: origin, +1 nginx-cache, +2 varnish, +3 nginx-static, +4 reel, +5 reel admin)
 # Output: the markdown table on stdout and in benches/runs/<date>-<host>/results.md; raw
@@ -28,6 +30,9 @@ LIVE_DUR=${LIVE_DUR:-6}
 HERD_VIEWERS=${HERD_VIEWERS:-100}
 HERD_DUR=${HERD_DUR:-4}
 STREAM_MS=${STREAM_MS:-1000}
+LL_VIEWERS=${LL_VIEWERS:-1000}
+LL_DUR=${LL_DUR:-10}
+ONLY=${ONLY:-}
 PORT_BASE=${PORT_BASE:-18180}
 TGT=${CARGO_TARGET_DIR:-$ROOT/target}
 SRV_CPU=0
@@ -195,6 +200,7 @@ nginx_conf "$WORK/nginx-cache" \
             proxy_http_version 1.1;
             proxy_set_header Connection \"\";
             proxy_cache edge;
+            proxy_cache_key \$scheme\$proxy_host\$uri\$is_args\$args;
             proxy_cache_lock on;
             proxy_cache_valid 200 1h;
             add_header X-Cache \$upstream_cache_status;
@@ -231,8 +237,22 @@ enabled = false
 
 [admin]
 address = "127.0.0.1:$REEL_ADMIN_PORT"
+
+[[site]]
+hosts = ["127.0.0.1", "localhost"]
+origin_group = "origin"
+prefetch = "hinted"             # LL-HLS, as the demo site
+
+[[origin_group]]
+name = "origin"
+
+  [origin_group.health]
+  enabled = false
+
+  [[origin_group.tier]]
+  hosts = ["127.0.0.1:$ORIGIN_PORT"]
 EOF
-    taskset -c "$SRV_CPU" "$REEL_BIN" serve --config "$WORK/reel/reel.toml" --origin "$ORIGIN" \
+    taskset -c "$SRV_CPU" "$REEL_BIN" serve --config "$WORK/reel/reel.toml" \
         >"$WORK/reel/stdout.log" 2>"$WORK/reel/stderr.log" &
     rpid=$!
     STARTED+=("$rpid")
@@ -273,6 +293,7 @@ load() {         # output file, reel-load args... (bounded by its own --duration
     timeout 600 taskset -c "$GEN_CPU" "$LOAD" "$@" --kv > "$out" 2>"$out.err" || true
 }
 
+if [[ $ONLY != llhls ]]; then
 # warm: every object twice (miss, then hit), then a short load
 for s in "${SERVERS[@]}"; do
     IFS='|' read -r name base <<<"$s"
@@ -371,6 +392,40 @@ if [[ $ORIGIN_KIND == demo ]]; then
         log "herd $name: ttfb p50 $(kv segment_ttfb_us.p50 "$out") us p99 $(kv segment_ttfb_us.p99 "$out") us, $((o1 - o0)) origin requests"
     done
 fi
+fi   # ONLY != llhls
+
+# ---------------------------------------------------------------- LL-HLS
+# LL_VIEWERS players on the demo origin's live stream through each cache: blocking reloads
+# for the next part (_HLS_msn/_HLS_part, delta updates) and the preload-hinted part, as
+# `reel-load llhls` plays them. Edge-added latency = arrival minus the origin's
+# x-origin-release-ms; origin requests per part and playlist version from the origin's
+# requests_by_target (reset before each run).
+if [[ $ORIGIN_KIND == demo ]]; then
+    for s in "${SERVERS[@]}"; do
+        IFS='|' read -r name base <<<"$s"
+        [[ $name == nginx-static ]] && continue      # static files: no live stream
+        curl -s -m 5 -X POST "$ORIGIN/__origin/reset" >/dev/null || true
+        out=$RAW/llhls-$name.kv
+        load "$out" llhls -v "$LL_VIEWERS" -d "$LL_DUR" --origin "$ORIGIN" "$base/live/index.m3u8"
+        put "$name" "ll.pl50" 1 "$(kv llhls.playlist_latency_us.p50 "$out")"
+        put "$name" "ll.pl99" 1 "$(kv llhls.playlist_latency_us.p99 "$out")"
+        put "$name" "ll.pt50" 1 "$(kv llhls.part_first_byte_latency_us.p50 "$out")"
+        put "$name" "ll.pt99" 1 "$(kv llhls.part_first_byte_latency_us.p99 "$out")"
+        put "$name" "ll.ver_mean" 1 "$(kv llhls.origin.per_playlist_version.mean "$out")"
+        put "$name" "ll.ver_max" 1 "$(kv llhls.origin.per_playlist_version.max "$out")"
+        put "$name" "ll.part_mean" 1 "$(kv llhls.origin.per_part.mean "$out")"
+        put "$name" "ll.part_max" 1 "$(kv llhls.origin.per_part.max "$out")"
+        put "$name" "ll.blocking" 1 "$(kv llhls.playlists_blocking "$out")"
+        put "$name" "ll.errors" 1 "$(kv errors_total "$out")"
+        put "$name" "ll.behind" 1 "$(kv llhls.viewers_fell_behind "$out")"
+        log "llhls $name: playlist p99 $(kv llhls.playlist_latency_us.p99 "$out") us," \
+            "part first byte p99 $(kv llhls.part_first_byte_latency_us.p99 "$out") us," \
+            "origin per version $(kv llhls.origin.per_playlist_version.mean "$out")" \
+            "(max $(kv llhls.origin.per_playlist_version.max "$out")), per part" \
+            "$(kv llhls.origin.per_part.mean "$out") (max $(kv llhls.origin.per_part.max "$out"))," \
+            "errors $(kv errors_total "$out"), behind $(kv llhls.viewers_fell_behind "$out")"
+    done
+fi
 
 # ---------------------------------------------------------------- table
 # errors: summed over every measured run of a server
@@ -419,10 +474,12 @@ RESULTS=$RUN_DIR/results.md
     echo "CPU µs/req = CPU $SRV_CPU busy time (/proc/stat) / requests. TLB / CAL = /proc/interrupts deltas (all CPUs) per 1000 requests over the measured runs." \
         "Syscalls: \`strace -c -f\` on the serving processes during ${STRACE_DUR}s of hits (per request; madvise / fadvise64 per 1000 requests)." \
         "Live herd: $LIVE_VIEWERS synchronized viewers for ${LIVE_DUR}s on /live/index.m3u8, origin requests counted at the origin." \
-        "Coalesced miss: $HERD_VIEWERS viewers at once on a cold 2 MiB object whose origin body streams over ${STREAM_MS} ms (x-origin-stream-ms), one round per second for ${HERD_DUR}s."
+        "Coalesced miss: $HERD_VIEWERS viewers at once on a cold 2 MiB object whose origin body streams over ${STREAM_MS} ms (x-origin-stream-ms), one round per second for ${HERD_DUR}s." \
+        "LL-HLS: \`reel-load llhls -v $LL_VIEWERS -d ${LL_DUR}s\` on /live/index.m3u8 of the demo origin (blocking reloads of the next part with delta updates, the preload-hinted part), latency after the origin's x-origin-release-ms, origin requests from its requests_by_target."
     echo
     echo "| metric | reel | nginx-cache | nginx-static | varnish | reel/nginx-cache | reel/nginx-static | reel/varnish |"
     echo "|---|---:|---:|---:|---:|---:|---:|---:|"
+    if [[ $ONLY != llhls ]]; then
     for w in "1k|1 KiB playlist" "256k|256 KiB part" "2m|2 MiB segment"; do
         IFS='|' read -r wl label <<<"$w"
         row "$label: req/s" "$wl.rps" rps
@@ -446,9 +503,20 @@ RESULTS=$RUN_DIR/results.md
     row "coalesced miss TTFB p50 ms" "herd.ttfb50" ms
     row "coalesced miss TTFB p99 ms" "herd.ttfb99" ms
     row "coalesced miss: origin requests" "herd.origin" raw
+    fi
+    row "LL-HLS, $LL_VIEWERS viewers: playlist after release p50 ms" "ll.pl50" ms
+    row "LL-HLS: playlist after release p99 ms" "ll.pl99" ms
+    row "LL-HLS: part first byte after release p50 ms" "ll.pt50" ms
+    row "LL-HLS: part first byte after release p99 ms" "ll.pt99" ms
+    row "LL-HLS: origin requests per playlist version, mean" "ll.ver_mean" f2
+    row "LL-HLS: origin requests per playlist version, max" "ll.ver_max" raw
+    row "LL-HLS: origin requests per part, mean" "ll.part_mean" f2
+    row "LL-HLS: origin requests per part, max" "ll.part_max" raw
+    row "LL-HLS: blocking playlists received" "ll.blocking" raw
+    row "LL-HLS: viewers that fell behind" "ll.behind" raw
     row "errors, all measured runs" "errors_sum" raw
     echo
-    echo "Whole run: $(( $(date +%s) - T_START )) s. Command: \`$(for v in DUR ROUNDS CONNS OPEN_RATE STRACE_DUR LIVE_VIEWERS LIVE_DUR HERD_VIEWERS; do printf '%s=%s ' "$v" "${!v}"; done)benches/compare.sh\`. Raw data: raw/ (not committed)."
+    echo "Whole run: $(( $(date +%s) - T_START )) s. Command: \`$(for v in DUR ROUNDS CONNS OPEN_RATE STRACE_DUR LIVE_VIEWERS LIVE_DUR HERD_VIEWERS LL_VIEWERS LL_DUR ONLY; do [[ -z "${!v}" ]] || printf '%s=%s ' "$v" "${!v}"; done)benches/compare.sh\`. Raw data: raw/ (not committed)."
 } > "$RESULTS"
 echo
 cat "$RESULTS"
