@@ -21,8 +21,9 @@
 //!   [`PREFETCH_PER_STREAM`] per stream at a time, on everyone's behalf (without the
 //!   viewer's credentials and cookies, as a background refresh).
 //!
-//! Every playlist fill is read once when complete (a few KiB from the page cache), on any
-//! site, so hinted parts are recognised; only prefetching sites fetch anything.
+//! Every playlist fill is read once, on any site, so hinted parts are recognised: from
+//! memory when it was small enough to be read whole on arrival (`small`), else from the
+//! store once complete. Only prefetching sites fetch anything.
 
 use std::collections::{HashMap, VecDeque};
 use std::rc::Rc;
@@ -228,7 +229,16 @@ impl WorkerCache {
         if !is_playlist(key, prep) || fill.expected_len().is_some_and(|l| l > MAX_PLAYLIST) {
             return;
         }
-        let Some(Lookup::Filling(mut fill)) = self.shared.store.lookup(fill.key()) else { return };
+        // Small playlists were read whole on arrival (`small`); others are read back from
+        // the store once complete.
+        let known = self.shared.small.get(fill.meta());
+        let fill = match known {
+            Some(_) => None,
+            None => match self.shared.store.lookup(fill.key()) {
+                Some(Lookup::Filling(f)) => Some(f),
+                _ => return,
+            },
+        };
         let context = (site.prefetch == Prefetch::Hinted).then(|| {
             let dropped = &self.settings.fill_drop_headers;
             Rc::new(Context {
@@ -244,10 +254,16 @@ impl WorkerCache {
         let streams = self.shared.streams.clone();
         let (key, key_cfg) = (key.clone(), site.key.clone());
         tokio::task::spawn_local(async move {
-            let Ok(st) = fill.wait_for(u64::MAX).await else { return };
-            let Some(len) = st.final_len.filter(|&l| l <= MAX_PLAYLIST) else { return };
-            let Ok(body) = fill.read(0, len).await else { return };
-            drop(fill);
+            let body = match (known, fill) {
+                (Some(b), _) => b,
+                (None, Some(mut fill)) => {
+                    let Ok(st) = fill.wait_for(u64::MAX).await else { return };
+                    let Some(len) = st.final_len.filter(|&l| l <= MAX_PLAYLIST) else { return };
+                    let Ok(body) = fill.read(0, len).await else { return };
+                    body
+                }
+                (None, None) => return,
+            };
             let Ok(text) = std::str::from_utf8(&body) else { return };
             let Some(ann) = hls::announced(text) else { return };
             let part_key = |uri: &str| {
