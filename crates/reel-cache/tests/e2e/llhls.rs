@@ -239,3 +239,32 @@ fn a_small_playlist_is_read_whole_then_released_to_every_waiter_at_once() {
     let hit = crate::client::get(&s, target, &[]);
     assert!(hit.cache_status().contains("hit") && hit.body == body, "{}", hit.cache_status());
 }
+
+#[test]
+fn playlists_are_cached_per_hls_target_whatever_the_query_options_say() {
+    let (o, s) = crate::setup_with(|o| {
+        o.key = reel_cache::key::KeyConfig {
+            ignore_query: vec!["_HLS_msn".into(), "_HLS_part".into()],
+            drop_query: true,
+        };
+    });
+    let mut route = held(b"#EXTM3U\n#EXT-X-VERSION:9\n", Duration::from_millis(200));
+    // A TTL the test cannot outlast (freshness counts whole seconds).
+    route.headers.retain(|(n, _)| n != "cache-control");
+    route.headers.push(("cache-control".into(), "public, max-age=60".into()));
+    o.route("/dq/p.m3u8", route);
+    let a = "/dq/p.m3u8?token=a&_HLS_msn=5&_HLS_part=1";
+    let b = "/dq/p.m3u8?token=b&_HLS_msn=5&_HLS_part=1";
+    let other = "/dq/p.m3u8?token=a&_HLS_msn=5&_HLS_part=2";
+    // Waiters on one target with different tokens share its one origin request; another
+    // part is another target.
+    let mut r = concurrent(s.addr, a, 10);
+    r.extend(concurrent(s.addr, other, 10));
+    assert!(r.iter().all(|(st, _)| *st == 200), "{r:?}");
+    assert_eq!(o.count(a), 1);
+    assert_eq!(o.count(other), 1);
+    // Within the playlist's TTL the target is a hit, whatever the token.
+    let hit = crate::client::get(&s, b, &[]);
+    assert!(hit.cache_status().contains("hit"), "{}", hit.cache_status());
+    assert_eq!(o.count(b), 0);
+}
