@@ -84,7 +84,8 @@ fn held(body: &[u8], delay: Duration) -> Route {
     let mut r = Route::ok(
         body.to_vec(),
         &[
-            ("cache-control", "public, max-age=1"),
+            // Longer than any test: freshness counts whole seconds.
+            ("cache-control", "public, max-age=60"),
             ("content-type", "application/vnd.apple.mpegurl"),
             ("etag", "\"v1\""),
         ],
@@ -248,11 +249,7 @@ fn playlists_are_cached_per_hls_target_whatever_the_query_options_say() {
             drop_query: true,
         };
     });
-    let mut route = held(b"#EXTM3U\n#EXT-X-VERSION:9\n", Duration::from_millis(200));
-    // A TTL the test cannot outlast (freshness counts whole seconds).
-    route.headers.retain(|(n, _)| n != "cache-control");
-    route.headers.push(("cache-control".into(), "public, max-age=60".into()));
-    o.route("/dq/p.m3u8", route);
+    o.route("/dq/p.m3u8", held(b"#EXTM3U\n#EXT-X-VERSION:9\n", Duration::from_millis(200)));
     let a = "/dq/p.m3u8?token=a&_HLS_msn=5&_HLS_part=1";
     let b = "/dq/p.m3u8?token=b&_HLS_msn=5&_HLS_part=1";
     let other = "/dq/p.m3u8?token=a&_HLS_msn=5&_HLS_part=2";
