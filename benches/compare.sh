@@ -9,10 +9,17 @@
 #   OPEN_RATE (req/s of the open-loop run on the 1 KiB object, 2000)
 #   STRACE_DUR (s of load under strace, 3; 0 skips)      LIVE_VIEWERS (1000)  LIVE_DUR (s, 6)
 #   HERD_VIEWERS (100)  HERD_DUR (s, 4)  STREAM_MS (slow-origin body spread, 1000)
-#   LL_VIEWERS (LL-HLS viewers, 1000)  LL_DUR (s per LL-HLS run, 10)
-#   ONLY (llhls = the LL-HLS rows alone: no hit rounds, strace, live herd or coalesced misses)
 #   SKIP_BUILD (1 = use existing binaries)  CARGO_TARGET_DIR (where binaries are built/found)
-#   PORT_BASE (18180: origin, +1 nginx-cache, +2 varnish, +3 nginx-static, +4 reel, +5 reel admin)
+#   PORT_BASE (18180: origin, +1 nginx-cache, +2 varnish, +3 nginx-static, +4 reel, +5 reel admin,
+#              +6 reel https, +7 nginx-cache https)
+#   SECTIONS ("plain tls llhls"): which tables to measure. llhls: LL_VIEWERS LL-HLS players
+#     through reel, nginx-cache and Varnish (reel-load llhls: edge-added latency, origin
+#     requests per part and playlist version). tls: reel's and nginx-cache's HTTPS
+#     listeners (same ECDSA P-256 certificate, same core): HTTP/1.1 keep-alive (reel-load
+#     fixed), HTTP/2 (h2load -c H2_CLIENTS -m H2_STREAMS), full and resumed TLS 1.3
+#     handshakes (reel-load connect, HS_CONNS connections, one 1 KiB request each).
+#   H2_CLIENTS (8)  H2_STREAMS (16)  HS_CONNS (32)
+#   LL_VIEWERS (LL-HLS viewers, 1000)  LL_DUR (s per LL-HLS run, 10)
 # Output: the markdown table on stdout and in benches/runs/<date>-<host>/results.md; raw
 # outputs in benches/runs/<date>-<host>/raw/ (gitignored).
 set -euo pipefail
@@ -30,16 +37,22 @@ LIVE_DUR=${LIVE_DUR:-6}
 HERD_VIEWERS=${HERD_VIEWERS:-100}
 HERD_DUR=${HERD_DUR:-4}
 STREAM_MS=${STREAM_MS:-1000}
+PORT_BASE=${PORT_BASE:-18180}
+SECTIONS=${SECTIONS:-plain tls llhls}
 LL_VIEWERS=${LL_VIEWERS:-1000}
 LL_DUR=${LL_DUR:-10}
-ONLY=${ONLY:-}
-PORT_BASE=${PORT_BASE:-18180}
+H2_CLIENTS=${H2_CLIENTS:-8}
+H2_STREAMS=${H2_STREAMS:-16}
+HS_CONNS=${HS_CONNS:-32}
+has() { [[ " $SECTIONS " == *" $1 "* ]]; }
 TGT=${CARGO_TARGET_DIR:-$ROOT/target}
 SRV_CPU=0
 GEN_CPU=1
 ORIGIN_PORT=$PORT_BASE
 REEL_PORT=$((PORT_BASE + 4))
 REEL_ADMIN_PORT=$((PORT_BASE + 5))
+REEL_TLS_PORT=$((PORT_BASE + 6))
+NGINX_TLS_PORT=$((PORT_BASE + 7))
 T_START=$(date +%s)
 RUN_DIR=$HERE/runs/$(date -u +%Y-%m-%d)-$(hostname -s)
 RAW=$RUN_DIR/raw
@@ -50,14 +63,14 @@ die() { log "ERROR: $*"; exit 1; }
 
 # ---------------------------------------------------------------- installs
 need=()
-for p in nginx varnish strace curl; do dpkg -s "$p" >/dev/null 2>&1 || need+=("$p"); done
+for p in nginx varnish strace curl openssl nghttp2-client; do dpkg -s "$p" >/dev/null 2>&1 || need+=("$p"); done
 if ((${#need[@]})); then
     log "installing: ${need[*]}"
     apt-get update -qq >/dev/null
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
 fi
 
-for port in $(seq "$PORT_BASE" $((PORT_BASE + 5))); do
+for port in $(seq "$PORT_BASE" $((PORT_BASE + 7))); do
     if ss -ltnH "sport = :$port" | grep -q .; then die "port $port already in use"; fi
 done
 
@@ -102,7 +115,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-http_code() { curl -s -o /dev/null -m "${2:-2}" -w '%{http_code}' "$1" || true; }
+http_code() { curl -sk -o /dev/null -m "${2:-2}" -w '%{http_code}' "$1" || true; }
 wait_http() {   # url, log file, tries (x0.1 s), optional PID that must stay alive
     local i
     for i in $(seq "${3:-100}"); do
@@ -182,6 +195,12 @@ fi
 log "origin: $ORIGIN_KIND on :$ORIGIN_PORT"
 ORIGIN=http://127.0.0.1:$ORIGIN_PORT
 
+# one certificate for every HTTPS listener: ECDSA P-256, for localhost and 127.0.0.1
+mkdir -p "$WORK/tls"
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 30 -subj /CN=localhost \
+    -addext "subjectAltName=DNS:localhost,IP:127.0.0.1" -addext "basicConstraints=critical,CA:FALSE" \
+    -keyout "$WORK/tls/key.pem" -out "$WORK/tls/cert.pem" 2>/dev/null || die "openssl req"
+
 # nginx-static serves the same bytes the origin serves, fetched once
 mkdir -p "$WORK/static"
 for p in "${OBJECTS[@]}"; do
@@ -195,6 +214,11 @@ nginx_conf "$WORK/nginx-cache" \
     "    proxy_cache_path $WORK/nginx-cache/cache levels=1:2 keys_zone=edge:64m max_size=4g inactive=1h use_temp_path=off;
     upstream origin { server 127.0.0.1:$ORIGIN_PORT; keepalive 32; }" \
     "    server { listen 127.0.0.1:$((PORT_BASE + 1));
+        listen 127.0.0.1:$NGINX_TLS_PORT ssl http2;
+        ssl_certificate $WORK/tls/cert.pem;
+        ssl_certificate_key $WORK/tls/key.pem;
+        ssl_protocols TLSv1.2 TLSv1.3;
+        ssl_session_tickets on;
         location / {
             proxy_pass http://origin;
             proxy_http_version 1.1;
@@ -221,6 +245,13 @@ if [[ -x "$REEL_BIN" ]]; then
 name = "http"
 address = "127.0.0.1:$REEL_PORT"
 backlog = 4096
+
+[[listener]]
+name = "https"
+address = "127.0.0.1:$REEL_TLS_PORT"
+backlog = 4096
+tls_cert = "$WORK/tls/cert.pem"
+tls_key = "$WORK/tls/key.pem"
 
 [cores]
 workers = [$SRV_CPU]
@@ -269,16 +300,20 @@ else
 fi
 start_nginx nginx-cache $((PORT_BASE + 1)) "$SRV_CPU"
 SERVERS+=("nginx-cache|http://127.0.0.1:$((PORT_BASE + 1))")
-start_nginx nginx-static $((PORT_BASE + 3)) "$SRV_CPU"
-SERVERS+=("nginx-static|http://127.0.0.1:$((PORT_BASE + 3))")
-taskset -c "$SRV_CPU" varnishd -F -n "$WORK/varnish/n" -a "127.0.0.1:$((PORT_BASE + 2))" \
-    -f "$WORK/varnish/default.vcl" -s malloc,1G >"$WORK/varnish/varnishd.log" 2>&1 &
-VPID=$!
-STARTED+=("$VPID")
-wait_http "http://127.0.0.1:$((PORT_BASE + 2))/live/playlist.m3u8" "$WORK/varnish/varnishd.log" || die "varnish failed"
-PIDS_OF[varnish]=$(descendants "$VPID" | tr '\n' ' ')
-SERVERS+=("varnish|http://127.0.0.1:$((PORT_BASE + 2))")
-log "varnish up (manager $VPID)"
+if has plain; then
+    start_nginx nginx-static $((PORT_BASE + 3)) "$SRV_CPU"
+    SERVERS+=("nginx-static|http://127.0.0.1:$((PORT_BASE + 3))")
+fi
+if has plain || has llhls; then
+    taskset -c "$SRV_CPU" varnishd -F -n "$WORK/varnish/n" -a "127.0.0.1:$((PORT_BASE + 2))" \
+        -f "$WORK/varnish/default.vcl" -s malloc,1G >"$WORK/varnish/varnishd.log" 2>&1 &
+    VPID=$!
+    STARTED+=("$VPID")
+    wait_http "http://127.0.0.1:$((PORT_BASE + 2))/live/playlist.m3u8" "$WORK/varnish/varnishd.log" || die "varnish failed"
+    PIDS_OF[varnish]=$(descendants "$VPID" | tr '\n' ' ')
+    SERVERS+=("varnish|http://127.0.0.1:$((PORT_BASE + 2))")
+    log "varnish up (manager $VPID)"
+fi
 
 # ---------------------------------------------------------------- helpers
 rm -rf "$RAW"; mkdir -p "$RAW"
@@ -293,7 +328,6 @@ load() {         # output file, reel-load args... (bounded by its own --duration
     timeout 600 taskset -c "$GEN_CPU" "$LOAD" "$@" --kv > "$out" 2>"$out.err" || true
 }
 
-if [[ $ONLY != llhls ]]; then
 # warm: every object twice (miss, then hit), then a short load
 for s in "${SERVERS[@]}"; do
     IFS='|' read -r name base <<<"$s"
@@ -309,7 +343,8 @@ done
 # ---------------------------------------------------------------- measured rounds
 # round -> workload -> server, so machine drift hits every server alike
 WORKLOADS=("1k|/live/playlist.m3u8" "256k|/live/part0.m4s" "2m|/vod/seg.ts")
-for round in $(seq "$ROUNDS"); do
+has plain || ROUNDS_PLAIN=0
+for round in $(seq "${ROUNDS_PLAIN:-$ROUNDS}"); do
     for w in "${WORKLOADS[@]}" "open|/live/playlist.m3u8"; do
         IFS='|' read -r wl path <<<"$w"
         for s in "${SERVERS[@]}"; do
@@ -339,7 +374,7 @@ for round in $(seq "$ROUNDS"); do
 done
 
 # ---------------------------------------------------------------- syscalls per hit (strace)
-if ((STRACE_DUR > 0)); then
+if has plain && ((STRACE_DUR > 0)); then
     for w in "1k|/live/playlist.m3u8" "2m|/vod/seg.ts"; do
         IFS='|' read -r wl path <<<"$w"
         for s in "${SERVERS[@]}"; do
@@ -368,7 +403,7 @@ if ((STRACE_DUR > 0)); then
 fi
 
 # ---------------------------------------------------------------- live herd and coalesced misses
-if [[ $ORIGIN_KIND == demo ]]; then
+if has plain && [[ $ORIGIN_KIND == demo ]]; then
     for s in "${SERVERS[@]}"; do
         IFS='|' read -r name base <<<"$s"
         [[ $name == nginx-static ]] && continue      # static files: no live stream, no misses
@@ -392,15 +427,14 @@ if [[ $ORIGIN_KIND == demo ]]; then
         log "herd $name: ttfb p50 $(kv segment_ttfb_us.p50 "$out") us p99 $(kv segment_ttfb_us.p99 "$out") us, $((o1 - o0)) origin requests"
     done
 fi
-fi   # ONLY != llhls
 
 # ---------------------------------------------------------------- LL-HLS
 # LL_VIEWERS players on the demo origin's live stream through each cache: blocking reloads
 # for the next part (_HLS_msn/_HLS_part, delta updates) and the preload-hinted part, as
-# `reel-load llhls` plays them. Edge-added latency = arrival minus the origin's
-# x-origin-release-ms; origin requests per part and playlist version from the origin's
-# requests_by_target (reset before each run).
-if [[ $ORIGIN_KIND == demo ]]; then
+# `reel-load llhls` plays them. Edge-added latency = arrival (the kernel's receive time)
+# minus the origin's x-origin-release-ms; origin requests per part and per playlist
+# version from the origin's requests_by_target, reset before each run.
+if has llhls && [[ $ORIGIN_KIND == demo ]]; then
     for s in "${SERVERS[@]}"; do
         IFS='|' read -r name base <<<"$s"
         [[ $name == nginx-static ]] && continue      # static files: no live stream
@@ -409,13 +443,16 @@ if [[ $ORIGIN_KIND == demo ]]; then
         load "$out" llhls -v "$LL_VIEWERS" -d "$LL_DUR" --origin "$ORIGIN" "$base/live/index.m3u8"
         put "$name" "ll.pl50" 1 "$(kv llhls.playlist_latency_us.p50 "$out")"
         put "$name" "ll.pl99" 1 "$(kv llhls.playlist_latency_us.p99 "$out")"
+        put "$name" "ll.pl999" 1 "$(kv llhls.playlist_latency_us.p999 "$out")"
         put "$name" "ll.pt50" 1 "$(kv llhls.part_first_byte_latency_us.p50 "$out")"
         put "$name" "ll.pt99" 1 "$(kv llhls.part_first_byte_latency_us.p99 "$out")"
+        put "$name" "ll.pt999" 1 "$(kv llhls.part_first_byte_latency_us.p999 "$out")"
         put "$name" "ll.ver_mean" 1 "$(kv llhls.origin.per_playlist_version.mean "$out")"
         put "$name" "ll.ver_max" 1 "$(kv llhls.origin.per_playlist_version.max "$out")"
         put "$name" "ll.part_mean" 1 "$(kv llhls.origin.per_part.mean "$out")"
         put "$name" "ll.part_max" 1 "$(kv llhls.origin.per_part.max "$out")"
         put "$name" "ll.blocking" 1 "$(kv llhls.playlists_blocking "$out")"
+        put "$name" "ll.parts" 1 "$(kv llhls.parts "$out")"
         put "$name" "ll.errors" 1 "$(kv errors_total "$out")"
         put "$name" "ll.behind" 1 "$(kv llhls.viewers_fell_behind "$out")"
         log "llhls $name: playlist p99 $(kv llhls.playlist_latency_us.p99 "$out") us," \
@@ -427,9 +464,83 @@ if [[ $ORIGIN_KIND == demo ]]; then
     done
 fi
 
+# ---------------------------------------------------------------- HTTPS and HTTP/2
+# reel's and nginx-cache's TLS listeners, the same certificate, both on CPU $SRV_CPU; the
+# objects are already cached (warmed over plain HTTP, same caches).
+TLS_SERVERS=()
+if has tls; then
+    [[ -n "${PIDS_OF[reel]:-}" ]] && TLS_SERVERS+=("reel|https://127.0.0.1:$REEL_TLS_PORT")
+    TLS_SERVERS+=("nginx-cache|https://127.0.0.1:$NGINX_TLS_PORT")
+    for s in "${TLS_SERVERS[@]}"; do
+        IFS='|' read -r name base <<<"$s"
+        for p in "${OBJECTS[@]}"; do
+            [[ "$(http_code "$base$p" 30)" == 200 ]] || die "warming $name$p over TLS: no 200"
+        done
+    done
+fi
+# CPU time (user + system, all threads) of a server's processes, in clock ticks: unlike CPU
+# 0's busy time it leaves out whatever else runs on the core (a shared machine), and it
+# counts the softirq network work done in the server's system calls.
+proc_ticks() {
+    local t=0 p
+    for p in $1; do
+        [[ -r /proc/$p/stat ]] && t=$((t + $(awk '{ print $14 + $15 }' "/proc/$p/stat")))
+    done
+    echo "$t"
+}
+h2run() {     # output file, url: h2load for DUR s, bounded by a guard
+    timeout $((DUR + 60)) taskset -c "$GEN_CPU" h2load -D "$DUR" -c "$H2_CLIENTS" -m "$H2_STREAMS" -t 1 \
+        --warm-up-time=1 "$2" > "$1" 2>&1 || true
+}
+h2kv() {      # file, field: succeeded | failed | rps
+    case $2 in
+        succeeded) grep -m1 '^requests:' "$1" | sed -E 's/.* ([0-9]+) succeeded.*/\1/' ;;
+        failed) grep -m1 '^requests:' "$1" | sed -E 's/.* ([0-9]+) failed.*/\1/' ;;
+        rps) grep -m1 '^finished in' "$1" | sed -E 's/.*, ([0-9.]+) req\/s.*/\1/' ;;
+    esac
+}
+for round in $(seq "$ROUNDS"); do
+    ((${#TLS_SERVERS[@]})) || break
+    for w in "${WORKLOADS[@]}" "hs-full|/live/playlist.m3u8" "hs-resumed|/live/playlist.m3u8"; do
+        IFS='|' read -r wl path <<<"$w"
+        for proto in h1 h2; do
+            [[ $wl == hs-* && $proto == h2 ]] && continue
+            for s in "${TLS_SERVERS[@]}"; do
+                IFS='|' read -r name base <<<"$s"
+                key=tls-$proto-$wl
+                out=$RAW/$name-$key-r$round.txt
+                c0=$(cpu0_busy); p0=$(proc_ticks "${PIDS_OF[$name]}")
+                case $wl/$proto in
+                    hs-full/*) load "$out" connect --full -c "$HS_CONNS" -d "$DUR" "$base$path" ;;
+                    hs-resumed/*) load "$out" connect -c "$HS_CONNS" -d "$DUR" "$base$path" ;;
+                    */h1) load "$out" fixed -c "$CONNS" -d "$DUR" "$base$path" ;;
+                    */h2) h2run "$out" "$base$path" ;;
+                esac
+                c1=$(cpu0_busy); p1=$(proc_ticks "${PIDS_OF[$name]}")
+                if [[ $proto == h2 ]]; then
+                    req=$(h2kv "$out" succeeded); fail=$(h2kv "$out" failed); rps=$(h2kv "$out" rps)
+                else
+                    req=$(kv requests "$out"); fail=$(kv errors_total "$out"); rps=$(kv requests_per_s "$out")
+                fi
+                req=${req:-0}
+                if ! [[ $req =~ ^[0-9]+$ ]] || ((req == 0)); then
+                    log "$name $key r$round: no requests"; tail -n 5 "$out" "$out.err" >&2 2>/dev/null; continue
+                fi
+                put "$name" "$key.rps" "$round" "${rps:-0}"
+                put "$name" "$key.errors" "$round" "${fail:-0}"
+                put "$name" "$key.cpu_us" "$round" "$(awk -v b=$((c1 - c0)) -v t="$CLK_TCK" -v r="$req" 'BEGIN { printf "%.2f", b * 1e6 / t / r }')"
+                put "$name" "$key.pcpu_us" "$round" "$(awk -v b=$((p1 - p0)) -v t="$CLK_TCK" -v r="$req" 'BEGIN { printf "%.2f", b * 1e6 / t / r }')"
+                put "$name" "$key.per_core" "$round" "$(awk -v b=$((p1 - p0)) -v t="$CLK_TCK" -v r="$req" 'BEGIN { if (b > 0) printf "%.0f", r * t / b; else print 0 }')"
+                log "r$round $key $name: ${rps:-?} req/s, $req done, ${fail:-?} failed"
+            done
+        done
+    done
+done
+
 # ---------------------------------------------------------------- table
 # errors: summed over every measured run of a server
-awk -F'|' '$2 ~ /\.errors$/ { e[$1] += $4 } END { for (n in e) printf "%s|errors_sum|1|%d\n", n, e[n] }' "$DATA" >> "$DATA"
+awk -F'|' '$2 ~ /\.errors$/ && $2 !~ /^(tls-|ll\.)/ { e[$1] += $4 } END { for (n in e) printf "%s|errors_sum|1|%d\n", n, e[n] }' "$DATA" >> "$DATA"
+awk -F'|' '$2 ~ /^tls-.*\.errors$/ { e[$1] += $4 } END { for (n in e) printf "%s|tls_errors|1|%d\n", n, e[n] }' "$DATA" >> "$DATA"
 # median over rounds per (server, metric); spread = (max - min) / median
 SUMMARY=$RAW/summary.psv
 awk -F'|' '{ k = $1 "|" $2; n[k]++; v[k, n[k]] = $4 }
@@ -474,12 +585,11 @@ RESULTS=$RUN_DIR/results.md
     echo "CPU µs/req = CPU $SRV_CPU busy time (/proc/stat) / requests. TLB / CAL = /proc/interrupts deltas (all CPUs) per 1000 requests over the measured runs." \
         "Syscalls: \`strace -c -f\` on the serving processes during ${STRACE_DUR}s of hits (per request; madvise / fadvise64 per 1000 requests)." \
         "Live herd: $LIVE_VIEWERS synchronized viewers for ${LIVE_DUR}s on /live/index.m3u8, origin requests counted at the origin." \
-        "Coalesced miss: $HERD_VIEWERS viewers at once on a cold 2 MiB object whose origin body streams over ${STREAM_MS} ms (x-origin-stream-ms), one round per second for ${HERD_DUR}s." \
-        "LL-HLS: \`reel-load llhls -v $LL_VIEWERS -d ${LL_DUR}s\` on /live/index.m3u8 of the demo origin (blocking reloads of the next part with delta updates, the preload-hinted part), latency after the origin's x-origin-release-ms, origin requests from its requests_by_target."
+        "Coalesced miss: $HERD_VIEWERS viewers at once on a cold 2 MiB object whose origin body streams over ${STREAM_MS} ms (x-origin-stream-ms), one round per second for ${HERD_DUR}s."
     echo
+    if has plain; then
     echo "| metric | reel | nginx-cache | nginx-static | varnish | reel/nginx-cache | reel/nginx-static | reel/varnish |"
     echo "|---|---:|---:|---:|---:|---:|---:|---:|"
-    if [[ $ONLY != llhls ]]; then
     for w in "1k|1 KiB playlist" "256k|256 KiB part" "2m|2 MiB segment"; do
         IFS='|' read -r wl label <<<"$w"
         row "$label: req/s" "$wl.rps" rps
@@ -503,20 +613,69 @@ RESULTS=$RUN_DIR/results.md
     row "coalesced miss TTFB p50 ms" "herd.ttfb50" ms
     row "coalesced miss TTFB p99 ms" "herd.ttfb99" ms
     row "coalesced miss: origin requests" "herd.origin" raw
-    fi
-    row "LL-HLS, $LL_VIEWERS viewers: playlist after release p50 ms" "ll.pl50" ms
-    row "LL-HLS: playlist after release p99 ms" "ll.pl99" ms
-    row "LL-HLS: part first byte after release p50 ms" "ll.pt50" ms
-    row "LL-HLS: part first byte after release p99 ms" "ll.pt99" ms
-    row "LL-HLS: origin requests per playlist version, mean" "ll.ver_mean" f2
-    row "LL-HLS: origin requests per playlist version, max" "ll.ver_max" raw
-    row "LL-HLS: origin requests per part, mean" "ll.part_mean" f2
-    row "LL-HLS: origin requests per part, max" "ll.part_max" raw
-    row "LL-HLS: blocking playlists received" "ll.blocking" raw
-    row "LL-HLS: viewers that fell behind" "ll.behind" raw
     row "errors, all measured runs" "errors_sum" raw
+    fi
+    if has llhls && [[ $ORIGIN_KIND == demo ]]; then
+        echo
+        echo "## LL-HLS ($LL_VIEWERS viewers; reel, nginx proxy_cache, Varnish, each on CPU $SRV_CPU)"
+        echo
+        echo "\`reel-load llhls -v $LL_VIEWERS -d ${LL_DUR}s --origin ORIGIN URL/live/index.m3u8\` on the demo origin's live stream (2 s segments of four 0.5 s parts):" \
+            "each viewer holds a blocking reload of the next part (\`_HLS_msn\`/\`_HLS_part\`, delta updates) and the preload-hinted part, on two keep-alive connections." \
+            "Latency after release = the kernel's receive time of the response (playlist: its end; part: its first body bytes) minus the origin's \`x-origin-release-ms\`, over the responses viewers were waiting for when released." \
+            "Origin requests per distinct target the viewers asked for, from the origin's \`requests_by_target\`." \
+            "nginx: \`proxy_cache_lock on\`, key \`\$scheme\$proxy_host\$uri\$is_args\$args\`; Varnish: default VCL (the hash includes the query); reel: \`prefetch = \"hinted\"\`."
+        echo
+        echo "| metric | reel | nginx-cache | varnish | reel/nginx-cache | reel/varnish |"
+        echo "|---|---:|---:|---:|---:|---:|"
+        lrow() {  # label metric kind
+            echo "| $1 | $(fmtv reel "$2" "$3") | $(fmtv nginx-cache "$2" "$3") | $(fmtv varnish "$2" "$3") | $(ratio "$2" nginx-cache) | $(ratio "$2" varnish) |"
+        }
+        lrow "playlist after release p50 ms" "ll.pl50" ms
+        lrow "playlist after release p99 ms" "ll.pl99" ms
+        lrow "playlist after release p99.9 ms" "ll.pl999" ms
+        lrow "part first byte after release p50 ms" "ll.pt50" ms
+        lrow "part first byte after release p99 ms" "ll.pt99" ms
+        lrow "part first byte after release p99.9 ms" "ll.pt999" ms
+        lrow "origin requests per playlist version, mean" "ll.ver_mean" f2
+        lrow "origin requests per playlist version, max" "ll.ver_max" raw
+        lrow "origin requests per part, mean" "ll.part_mean" f2
+        lrow "origin requests per part, max" "ll.part_max" raw
+        lrow "blocking playlists received" "ll.blocking" raw
+        lrow "parts received" "ll.parts" raw
+        lrow "viewers that fell behind" "ll.behind" raw
+        lrow "errors" "ll.errors" raw
+    fi
+    if ((${#TLS_SERVERS[@]})); then
+        echo
+        echo "## HTTPS and HTTP/2 (reel vs nginx-cache, TLS 1.3, the same ECDSA P-256 certificate, both on CPU $SRV_CPU)"
+        echo
+        echo "HTTP/1.1: \`reel-load fixed -c $CONNS -d ${DUR}s https://...\` (keep-alive). HTTP/2: \`h2load -D $DUR -c $H2_CLIENTS -m $H2_STREAMS -t 1\`." \
+            "Handshakes: \`reel-load connect [--full] -c $HS_CONNS -d ${DUR}s\` (a new connection, a handshake and one 1 KiB request each);" \
+            "CPU µs/req = the server processes' CPU time (user + system, /proc/PID/stat) / requests; CPU$SRV_CPU µs/req = CPU $SRV_CPU busy time / requests (includes anything else on that core);" \
+            "handshakes per core = handshakes / server CPU seconds. Median of $ROUNDS rounds."
+        echo
+        echo "| metric | reel | nginx-cache | reel/nginx-cache |"
+        echo "|---|---:|---:|---:|"
+        trow() {  # label metric kind
+            echo "| $1 | $(fmtv reel "$2" "$3") | $(fmtv nginx-cache "$2" "$3") | $(ratio "$2" nginx-cache) |"
+        }
+        for proto in "h1|HTTPS/1.1" "h2|HTTP/2"; do
+            IFS='|' read -r pk plabel <<<"$proto"
+            for w in "1k|1 KiB" "256k|256 KiB" "2m|2 MiB"; do
+                IFS='|' read -r wl label <<<"$w"
+                trow "$plabel $label: CPU µs/req" "tls-$pk-$wl.pcpu_us" f1
+                trow "$plabel $label: CPU$SRV_CPU µs/req" "tls-$pk-$wl.cpu_us" f1
+                trow "$plabel $label: req/s" "tls-$pk-$wl.rps" rps
+            done
+        done
+        trow "full TLS 1.3 handshakes/s per core" "tls-h1-hs-full.per_core" raw
+        trow "full handshake: CPU µs each" "tls-h1-hs-full.pcpu_us" f1
+        trow "resumed TLS 1.3 handshakes/s per core" "tls-h1-hs-resumed.per_core" raw
+        trow "resumed handshake: CPU µs each" "tls-h1-hs-resumed.pcpu_us" f1
+        trow "failed requests, all TLS runs" "tls_errors" raw
+    fi
     echo
-    echo "Whole run: $(( $(date +%s) - T_START )) s. Command: \`$(for v in DUR ROUNDS CONNS OPEN_RATE STRACE_DUR LIVE_VIEWERS LIVE_DUR HERD_VIEWERS LL_VIEWERS LL_DUR ONLY; do [[ -z "${!v}" ]] || printf '%s=%s ' "$v" "${!v}"; done)benches/compare.sh\`. Raw data: raw/ (not committed)."
+    echo "Whole run: $(( $(date +%s) - T_START )) s. Command: \`$(for v in SECTIONS DUR ROUNDS CONNS OPEN_RATE STRACE_DUR LIVE_VIEWERS LIVE_DUR HERD_VIEWERS H2_CLIENTS H2_STREAMS HS_CONNS LL_VIEWERS LL_DUR; do printf '%s="%s" ' "$v" "${!v}"; done)benches/compare.sh\`. Raw data: raw/ (not committed)."
 } > "$RESULTS"
 echo
 cat "$RESULTS"

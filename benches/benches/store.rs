@@ -1,5 +1,6 @@
-//! Criterion micro-benchmarks of reel-store: index lookup (hit) and append (a 256 KiB
-//! object written and committed through the worker's ring or the I/O threads).
+//! Criterion micro-benchmarks of reel-store: index lookup (hit), append (a 256 KiB
+//! object written and committed through the worker's ring or the I/O threads), and the
+//! page-cache residency check of a 2 MiB hit (what the cache asks before sendfile).
 use std::sync::Arc;
 
 use criterion::{Criterion, criterion_group, criterion_main};
@@ -79,5 +80,20 @@ fn append(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, lookup, append);
+fn residency(c: &mut Criterion) {
+    let dir = Scratch::new("resident");
+    let store = open(&dir.0, IoMode::Auto);
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("rt");
+    let len = 2u64 << 20;
+    rt.block_on(async {
+        let mut w = store.begin_fill(b"seg_2m.ts", Bytes::new(), Some(len)).await.expect("fill");
+        w.append(Bytes::from(vec![3u8; len as usize])).await.expect("append");
+        w.commit().await.expect("commit");
+    });
+    let Some(Lookup::Hit(hit)) = store.lookup(b"seg_2m.ts") else { panic!("stored") };
+    assert!(hit.is_resident(0, len), "a just-written object is in the page cache");
+    c.bench_function("store/is_resident_2m", |b| b.iter(|| hit.is_resident(0, len)));
+}
+
+criterion_group!(benches, lookup, append, residency);
 criterion_main!(benches);

@@ -39,27 +39,42 @@ pub fn recv(fd: RawFd, buf: &mut [u8]) -> io::Result<(usize, Option<u64>)> {
     msg.msg_control = control.as_mut_ptr().cast();
     msg.msg_controllen = std::mem::size_of_val(&control) as _;
     // SAFETY: `msg` describes `buf` and `control` as above; the kernel writes at most their
-    // lengths and updates `msg_controllen` / `msg_flags`.
+    // lengths and updates `msg_controllen` / `msg_flags`. Control messages are then read
+    // from a copy of `control`, by bounds-checked field offsets.
     let n = unsafe { libc::recvmsg(fd, &mut msg, libc::MSG_DONTWAIT) };
     if n < 0 {
         return Err(io::Error::last_os_error());
     }
-    let mut at = None;
-    // SAFETY: the CMSG_* helpers walk the control buffer the kernel just filled, within
-    // `msg_controllen`; a timestamp message carries a `timespec`, read unaligned.
-    unsafe {
-        let mut c = libc::CMSG_FIRSTHDR(&msg);
-        while !c.is_null() {
-            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_TIMESTAMPNS {
-                let ts = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<libc::timespec>());
-                if ts.tv_sec > 0 {
-                    at = Some(ts.tv_sec as u64 * 1_000_000 + ts.tv_nsec as u64 / 1000);
-                }
-            }
-            c = libc::CMSG_NXTHDR(&msg, c);
-        }
+    let mut bytes = [0u8; 64];
+    for (chunk, w) in bytes.chunks_exact_mut(8).zip(control) {
+        chunk.copy_from_slice(&w.to_ne_bytes());
     }
-    Ok((n as usize, at))
+    let used = (msg.msg_controllen as usize).min(bytes.len());
+    Ok((n as usize, timestamp(&bytes[..used])))
+}
+
+/// The `SCM_TIMESTAMPNS` time (Unix µs) among the control messages `control` holds
+/// (cmsg(3): each a `cmsghdr`, then its data, padded to the word size).
+fn timestamp(control: &[u8]) -> Option<u64> {
+    const WORD: usize = std::mem::size_of::<usize>();
+    let header = std::mem::size_of::<libc::cmsghdr>().next_multiple_of(WORD);
+    let field = |at: usize, n: usize| control.get(at..at + n);
+    let mut at = 0;
+    while let Some(len) = field(at, WORD) {
+        let len = usize::from_ne_bytes(len.try_into().ok()?);
+        let level = i32::from_ne_bytes(field(at + WORD, 4)?.try_into().ok()?);
+        let kind = i32::from_ne_bytes(field(at + WORD + 4, 4)?.try_into().ok()?);
+        if len < header {
+            return None;
+        }
+        if level == libc::SOL_SOCKET && kind == libc::SCM_TIMESTAMPNS {
+            let sec = i64::from_ne_bytes(field(at + header, 8)?.try_into().ok()?);
+            let nsec = i64::from_ne_bytes(field(at + header + 8, 8)?.try_into().ok()?);
+            return (sec > 0).then(|| sec as u64 * 1_000_000 + nsec as u64 / 1000);
+        }
+        at += len.next_multiple_of(WORD);
+    }
+    None
 }
 
 #[cfg(test)]
@@ -69,6 +84,23 @@ mod tests {
     use std::time::{SystemTime, UNIX_EPOCH};
 
     use super::*;
+
+    #[test]
+    fn malformed_control_messages_give_no_time() {
+        assert_eq!(timestamp(&[]), None);
+        assert_eq!(timestamp(&[0u8; 7]), None);
+        // A length shorter than the header, and a message cut short.
+        let mut m = vec![0u8; 32];
+        m[..8].copy_from_slice(&4usize.to_ne_bytes());
+        assert_eq!(timestamp(&m), None);
+        m[..8].copy_from_slice(&32usize.to_ne_bytes());
+        m[8..12].copy_from_slice(&libc::SOL_SOCKET.to_ne_bytes());
+        m[12..16].copy_from_slice(&libc::SCM_TIMESTAMPNS.to_ne_bytes());
+        m[16..24].copy_from_slice(&7i64.to_ne_bytes());
+        m[24..32].copy_from_slice(&5_000i64.to_ne_bytes());
+        assert_eq!(timestamp(&m), Some(7_000_005));
+        assert_eq!(timestamp(&m[..28]), None);
+    }
 
     fn unix_us() -> u64 {
         SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_micros() as u64

@@ -2,23 +2,32 @@
 //! pre-built GET, parses the response head with `httparse`, and consumes a
 //! `Content-Length`, chunked or close-delimited body (RFC 9112 §6.3) through one
 //! reusable buffer per connection, so discarding a 2 MiB body costs only the
-//! socket reads.
+//! socket reads. Over TCP or TLS (`https://`, rustls): the TLS client accepts any
+//! certificate (targets are loopback only) but checks the handshake signature, so the
+//! server does all the work of a real handshake.
 //!
-//! Every read also asks the kernel when the bytes arrived (`SO_TIMESTAMPNS`, Unix time):
-//! one generator task serves hundreds of connections in turn, so the time a task reads a
-//! response can be milliseconds after it arrived, and latencies measured against another
-//! host's clock (the origin's release times) use the kernel's arrival time instead.
+//! Every read over plain TCP also asks the kernel when the bytes arrived
+//! (`SO_TIMESTAMPNS`, Unix time, see [`crate::arrival`]): one generator task serves
+//! hundreds of connections in turn, so the time a task reads a response can be
+//! milliseconds after it arrived, and latencies measured against another host's clock
+//! (the origin's release times) use the kernel's arrival time instead.
 
 use std::io;
-use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
+use std::pin::Pin;
+use std::sync::{Arc, OnceLock};
+use std::task::{Context, Poll};
 use std::time::Instant;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::{DigitallySignedStruct, SignatureScheme};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, Interest, ReadBuf};
 use tokio::net::TcpStream;
 
 use crate::arrival;
 use crate::stats::ErrorKind;
+use crate::target::Endpoint;
 
 /// Read buffer size: large reads keep the per-byte cost of draining big bodies low.
 const BUF_SIZE: usize = 256 * 1024;
@@ -119,9 +128,120 @@ pub fn build_get(host: &str, path: &str, extra_headers: &[String]) -> Vec<u8> {
     r
 }
 
+/// Accepts the server's certificate whatever it is (loopback benchmarks of servers with
+/// self-signed certificates) while still verifying the handshake signatures.
+#[derive(Debug)]
+struct AnyCertificate(Arc<rustls::crypto::CryptoProvider>);
+
+impl ServerCertVerifier for AnyCertificate {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+/// The process's TLS client configuration: ALPN `http/1.1`; with `resume`, tickets are
+/// kept and used (resumed handshakes), without, every handshake is a full one.
+fn tls_config(resume: bool) -> Result<Arc<rustls::ClientConfig>, RequestError> {
+    static RESUMING: OnceLock<Option<Arc<rustls::ClientConfig>>> = OnceLock::new();
+    static FULL: OnceLock<Option<Arc<rustls::ClientConfig>>> = OnceLock::new();
+    let cell = if resume { &RESUMING } else { &FULL };
+    cell.get_or_init(|| {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut c = rustls::ClientConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()
+            .ok()?
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(AnyCertificate(provider)))
+            .with_no_client_auth();
+        c.alpn_protocols = vec![b"http/1.1".to_vec()];
+        if !resume {
+            c.resumption = rustls::client::Resumption::disabled();
+        }
+        Some(Arc::new(c))
+    })
+    .clone()
+    .ok_or_else(|| RequestError::Protocol("cannot build the TLS client configuration".into()))
+}
+
+/// A connection's byte stream.
+enum Stream {
+    Tcp(TcpStream),
+    Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
+}
+
+impl AsyncRead for Stream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Tcp(s) => Pin::new(s).poll_read(cx, buf),
+            Stream::Tls(s) => Pin::new(&mut **s).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Stream {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, b: &[u8]) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Stream::Tcp(s) => Pin::new(s).poll_write(cx, b),
+            Stream::Tls(s) => Pin::new(&mut **s).poll_write(cx, b),
+        }
+    }
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Tcp(s) => Pin::new(s).poll_flush(cx),
+            Stream::Tls(s) => Pin::new(&mut **s).poll_flush(cx),
+        }
+    }
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Tcp(s) => Pin::new(s).poll_shutdown(cx),
+            Stream::Tls(s) => Pin::new(&mut **s).poll_shutdown(cx),
+        }
+    }
+}
+
 /// One keep-alive connection.
 pub struct Conn {
-    stream: TcpStream,
+    stream: Stream,
     buf: Box<[u8]>,
     start: usize,
     end: usize,
@@ -129,7 +249,7 @@ pub struct Conn {
     last_read: Instant,
     /// When the kernel received the bytes of the last read, Unix µs.
     last_read_unix_us: Option<u64>,
-    /// Whether the socket reports arrival times.
+    /// Whether the socket reports arrival times (plain TCP only).
     kernel_time: bool,
     /// When the first body byte of the current response was read.
     first_body: Option<Instant>,
@@ -148,11 +268,30 @@ fn io_to_head_err(e: io::Error) -> RequestError {
 }
 
 impl Conn {
-    /// Opens a connection with `TCP_NODELAY` (requests are single small writes).
-    pub async fn connect(addr: SocketAddr) -> Result<Self, RequestError> {
-        let stream = TcpStream::connect(addr).await.map_err(RequestError::Connect)?;
-        stream.set_nodelay(true).map_err(RequestError::Connect)?;
-        let kernel_time = arrival::enable(stream.as_raw_fd());
+    /// Opens a connection with `TCP_NODELAY` (requests are single small writes), and the
+    /// TLS handshake for an `https://` endpoint (resuming a session when it can).
+    pub async fn connect(to: Endpoint) -> Result<Self, RequestError> {
+        Self::connect_with(to, true).await
+    }
+
+    /// [`Conn::connect`], choosing whether TLS sessions are resumed.
+    pub async fn connect_with(to: Endpoint, resume: bool) -> Result<Self, RequestError> {
+        let tcp = TcpStream::connect(to.addr).await.map_err(RequestError::Connect)?;
+        tcp.set_nodelay(true).map_err(RequestError::Connect)?;
+        let stream = if to.tls {
+            let name = ServerName::IpAddress(to.addr.ip().into());
+            let tls = tokio_rustls::TlsConnector::from(tls_config(resume)?)
+                .connect(name, tcp)
+                .await
+                .map_err(RequestError::Connect)?;
+            Stream::Tls(Box::new(tls))
+        } else {
+            Stream::Tcp(tcp)
+        };
+        let kernel_time = match &stream {
+            Stream::Tcp(t) => arrival::enable(t.as_raw_fd()),
+            Stream::Tls(_) => false,
+        };
         Ok(Self {
             stream,
             buf: vec![0u8; BUF_SIZE].into_boxed_slice(),
@@ -171,11 +310,14 @@ impl Conn {
         if !self.kernel_time {
             return self.stream.read(&mut self.buf[self.end..]).await;
         }
-        let fd = self.stream.as_raw_fd();
+        let Stream::Tcp(tcp) = &self.stream else {
+            return self.stream.read(&mut self.buf[self.end..]).await;
+        };
+        let fd = tcp.as_raw_fd();
         loop {
-            self.stream.readable().await?;
+            tcp.readable().await?;
             let buf = &mut self.buf[self.end..];
-            match self.stream.try_io(Interest::READABLE, || arrival::recv(fd, buf)) {
+            match tcp.try_io(Interest::READABLE, || arrival::recv(fd, buf)) {
                 Ok((n, at)) => {
                     if at.is_some() {
                         self.last_read_unix_us = at;

@@ -271,8 +271,8 @@ async fn view(
 ) -> Viewer {
     let mut v = Viewer::new();
     let clock = UnixClock::now();
-    let mut lists = Client::new(target.addr, timeout);
-    let mut media = Client::new(target.addr, timeout);
+    let mut lists = Client::new(target.endpoint(), timeout);
+    let mut media = Client::new(target.endpoint(), timeout);
     let base = target.path.split('?').next().unwrap_or("/").to_string();
     let mut text = Vec::new();
     let mut current: Option<MediaPlaylist> = None;
@@ -377,7 +377,7 @@ async fn origin_counts(
     let mut body = Vec::new();
     let req = build_get(&origin.host_header, "/__origin/stats", &[]);
     let res = tokio::time::timeout(timeout, async {
-        let mut c = Conn::connect(origin.addr).await?;
+        let mut c = Conn::connect(origin.endpoint()).await?;
         c.send(&req, Body::Capture(&mut body)).await
     })
     .await

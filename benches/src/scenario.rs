@@ -11,7 +11,6 @@
 //! - [`run_herd`]: all viewers requesting the same cold object at the same
 //!   instant, repeatedly: time to first byte of coalesced misses.
 
-use std::net::SocketAddr;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rand::{Rng, SeedableRng};
@@ -21,7 +20,7 @@ use tokio::time::Instant;
 use crate::client::{Body, Conn, Response, build_get};
 use crate::playlist;
 use crate::stats::{ErrorKind, Report, Stats};
-use crate::target::Target;
+use crate::target::{Endpoint, Target};
 use crate::zipf::Zipf;
 
 /// Longest accepted run.
@@ -75,6 +74,20 @@ pub struct FixedConfig {
     pub urls: Vec<Target>,
     /// Concurrent keep-alive connections.
     pub connections: usize,
+    /// Duration, timeout, headers.
+    pub common: Common,
+}
+
+/// `connect`: like `fixed`, but every request on a new connection (`Connection: close`):
+/// measures connection set-up, with TLS a handshake per request, full or resumed.
+#[derive(Debug, Clone)]
+pub struct ConnectConfig {
+    /// URLs to request; all on one server.
+    pub urls: Vec<Target>,
+    /// Concurrent connections.
+    pub connections: usize,
+    /// TLS: resume sessions from tickets (`false`: every handshake is a full one).
+    pub resume: bool,
     /// Duration, timeout, headers.
     pub common: Common,
 }
@@ -146,19 +159,21 @@ pub struct HerdConfig {
 
 /// A keep-alive connection that reconnects after failures and enforces the request timeout.
 pub(crate) struct Client {
-    addr: SocketAddr,
+    addr: Endpoint,
     conn: Option<Conn>,
     timeout: Duration,
+    /// TLS session resumption.
+    resume: bool,
 }
 
 impl Client {
-    pub(crate) fn new(addr: SocketAddr, timeout: Duration) -> Self {
-        Self { addr, conn: None, timeout }
+    pub(crate) fn new(addr: Endpoint, timeout: Duration) -> Self {
+        Self { addr, conn: None, timeout, resume: true }
     }
 
     pub(crate) async fn connect(&mut self) -> Result<(), ErrorKind> {
         if self.conn.is_none() {
-            let c = tokio::time::timeout(self.timeout, Conn::connect(self.addr))
+            let c = tokio::time::timeout(self.timeout, Conn::connect_with(self.addr, self.resume))
                 .await
                 .map_err(|_| ErrorKind::Timeout)?
                 .map_err(|e| e.kind())?;
@@ -172,12 +187,12 @@ impl Client {
         request: &[u8],
         body: Body<'_>,
     ) -> Result<Response, ErrorKind> {
-        let addr = self.addr;
+        let (addr, resume) = (self.addr, self.resume);
         let slot = &mut self.conn;
         let res = tokio::time::timeout(self.timeout, async {
             let c = match slot {
                 Some(c) => c,
-                None => slot.insert(Conn::connect(addr).await?),
+                None => slot.insert(Conn::connect_with(addr, resume).await?),
             };
             c.send(request, body).await
         })
@@ -223,13 +238,13 @@ pub(crate) async fn account(stats: &mut Stats, from: Instant, res: &Result<Respo
 fn requests(
     urls: &[Target],
     headers: &[String],
-) -> Result<(SocketAddr, Vec<Vec<u8>>), ScenarioError> {
+) -> Result<(Endpoint, Vec<Vec<u8>>), ScenarioError> {
     let first = urls.first().ok_or(ScenarioError::Invalid("at least one URL"))?;
-    if urls.iter().any(|u| u.addr != first.addr) {
+    if urls.iter().any(|u| u.endpoint() != first.endpoint()) {
         return Err(ScenarioError::MixedHosts);
     }
     let reqs = urls.iter().map(|u| build_get(&u.host_header, &u.path, headers)).collect();
-    Ok((first.addr, reqs))
+    Ok((first.endpoint(), reqs))
 }
 
 pub(crate) fn check_count(n: usize, what: &'static str) -> Result<(), ScenarioError> {
@@ -283,6 +298,41 @@ pub async fn run_fixed(cfg: &FixedConfig) -> Result<Report, ScenarioError> {
     }
     let stats = collect(set, deadline + cfg.common.timeout + Duration::from_secs(1)).await;
     Ok(stats.report("fixed", &cfg.urls[0].url(), cfg.connections, start.elapsed()))
+}
+
+/// Runs the `connect` scenario (see [`ConnectConfig`]).
+pub async fn run_connect(cfg: &ConnectConfig) -> Result<Report, ScenarioError> {
+    cfg.common.check()?;
+    check_count(cfg.connections, "connections must be 1..=1000000")?;
+    let mut headers = cfg.common.headers.clone();
+    headers.push("Connection: close".into());
+    let (addr, reqs) = requests(&cfg.urls, &headers)?;
+    let start = Instant::now();
+    let deadline = start + cfg.common.duration;
+    let mut set = JoinSet::new();
+    for c in 0..cfg.connections {
+        let reqs = reqs.clone();
+        let timeout = cfg.common.timeout;
+        let resume = cfg.resume;
+        set.spawn(async move {
+            let mut stats = Stats::new();
+            let mut client = Client::new(addr, timeout);
+            client.resume = resume;
+            let mut i = c;
+            while Instant::now() < deadline {
+                let req = &reqs[i % reqs.len()];
+                i += 1;
+                let t = Instant::now();
+                let res = client.get(req, Body::Discard).await;
+                // The server closes after the response; never reuse the connection.
+                client.conn = None;
+                account(&mut stats, t, &res).await;
+            }
+            stats
+        });
+    }
+    let stats = collect(set, deadline + cfg.common.timeout + Duration::from_secs(1)).await;
+    Ok(stats.report("connect", &cfg.urls[0].url(), cfg.connections, start.elapsed()))
 }
 
 /// Runs the open-loop scenario: request k (over all connections) is due at
@@ -401,7 +451,7 @@ pub async fn run_live(cfg: &LiveConfig) -> Result<Report, ScenarioError> {
         };
         set.spawn(async move {
             let mut stats = Stats::new();
-            let mut client = Client::new(target.addr, timeout);
+            let mut client = Client::new(target.endpoint(), timeout);
             if let Err(kind) = client.connect().await {
                 stats.error(kind);
             }
@@ -475,7 +525,7 @@ pub async fn run_vod(cfg: &VodConfig) -> Result<Report, ScenarioError> {
         set.spawn(async move {
             let mut stats = Stats::new();
             let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-            let mut client = Client::new(server.addr, timeout);
+            let mut client = Client::new(server.endpoint(), timeout);
             let mut text = Vec::new();
             while Instant::now() < deadline {
                 let rank = zipf.sample(&mut rng);
@@ -542,7 +592,7 @@ pub async fn run_herd(cfg: &HerdConfig) -> Result<Report, ScenarioError> {
         let interval = cfg.interval;
         set.spawn(async move {
             let mut stats = Stats::new();
-            let mut client = Client::new(target.addr, timeout);
+            let mut client = Client::new(target.endpoint(), timeout);
             if let Err(kind) = client.connect().await {
                 stats.error(kind);
             }

@@ -7,12 +7,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use reel_benches::scenario::{
-    Common, FixedConfig, HerdConfig, LiveConfig, OpenConfig, VodConfig, run_fixed, run_herd,
-    run_live, run_open, run_vod,
+    Common, ConnectConfig, FixedConfig, HerdConfig, LiveConfig, OpenConfig, VodConfig, run_connect,
+    run_fixed, run_herd, run_live, run_open, run_vod,
 };
 use reel_benches::target::Target;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpListener;
 
 /// Requests seen by the test server, by path.
 type Seen = Arc<Mutex<HashMap<String, u64>>>;
@@ -23,9 +23,40 @@ const LIVE_SEG: Duration = Duration::from_millis(200);
 struct Server {
     addr: SocketAddr,
     seen: Seen,
+    scheme: &'static str,
 }
 
 impl Server {
+    /// The same server behind TLS (a self-signed certificate made by the test).
+    async fn start_tls() -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let spec = reel_tls::CertSpec {
+            source: reel_tls::CertSource::SelfSigned { names: vec!["127.0.0.1".into()] },
+            names: Vec::new(),
+            cert_key: "c".into(),
+            key_key: "k".into(),
+        };
+        let cert = Arc::new(reel_tls::cert::load(&spec).unwrap());
+        let tickets = reel_tls::Tickets::new().unwrap();
+        let tls =
+            Arc::new(reel_tls::server_config("l", cert, &[], false, false, &tickets).unwrap());
+        let seen: Seen = Arc::default();
+        let s2 = seen.clone();
+        let epoch = Instant::now();
+        tokio::spawn(async move {
+            while let Ok((sock, _)) = listener.accept().await {
+                let (tls, seen) = (tls.clone(), s2.clone());
+                tokio::spawn(async move {
+                    if let Ok((s, _)) = reel_tls::accept(&tls, sock, Duration::from_secs(5)).await {
+                        serve_conn(s, seen, epoch).await;
+                    }
+                });
+            }
+        });
+        Self { addr, seen, scheme: "https" }
+    }
+
     async fn start() -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
@@ -37,11 +68,11 @@ impl Server {
                 tokio::spawn(serve_conn(sock, s2.clone(), epoch));
             }
         });
-        Self { addr, seen }
+        Self { addr, seen, scheme: "http" }
     }
 
     fn url(&self, path: &str) -> Target {
-        Target::parse(&format!("http://{}{}", self.addr, path)).unwrap()
+        Target::parse(&format!("{}://{}{}", self.scheme, self.addr, path)).unwrap()
     }
 
     fn count(&self, pred: impl Fn(&str) -> bool) -> u64 {
@@ -61,7 +92,7 @@ fn body(n: usize) -> Vec<u8> {
     (0..n).map(|i| b'a' + (i % 26) as u8).collect()
 }
 
-async fn serve_conn(mut sock: TcpStream, seen: Seen, epoch: Instant) {
+async fn serve_conn<S: AsyncRead + AsyncWrite + Unpin>(mut sock: S, seen: Seen, epoch: Instant) {
     let mut buf = Vec::new();
     let mut tmp = [0u8; 4096];
     loop {
@@ -159,6 +190,43 @@ async fn fixed_counts_requests_and_bytes() {
     assert!(r.bytes > r.body_bytes);
     assert_eq!(s.count(|p| p == "/ok/10000"), r.requests);
     assert!(r.latency_us.p50 > 0 && r.latency_us.max >= r.latency_us.p99);
+}
+
+#[tokio::test]
+async fn fixed_over_https_counts_requests_and_bytes() {
+    let s = Server::start_tls().await;
+    let cfg = FixedConfig { urls: vec![s.url("/ok/300000")], connections: 3, common: common(800) };
+    let r = run_fixed(&cfg).await.unwrap();
+    assert!(r.requests > 0);
+    assert_eq!(r.errors_total, 0, "{r}");
+    assert_eq!(r.body_bytes, r.requests * 300_000);
+    assert_eq!(s.count(|p| p == "/ok/300000"), r.requests);
+}
+
+#[tokio::test]
+async fn connect_makes_a_connection_and_a_handshake_per_request() {
+    let s = Server::start_tls().await;
+    for resume in [false, true] {
+        let cfg = ConnectConfig {
+            urls: vec![s.url("/ok/1000")],
+            connections: 2,
+            resume,
+            common: common(500),
+        };
+        let r = run_connect(&cfg).await.unwrap();
+        assert!(r.requests > 0);
+        assert_eq!(r.errors_total, 0, "{r}");
+        assert_eq!(r.body_bytes, r.requests * 1000);
+    }
+    let plain = Server::start().await;
+    let cfg = ConnectConfig {
+        urls: vec![plain.url("/ok/10")],
+        connections: 1,
+        resume: true,
+        common: common(300),
+    };
+    let r = run_connect(&cfg).await.unwrap();
+    assert!(r.requests > 0 && r.errors_total == 0, "{r}");
 }
 
 #[tokio::test]

@@ -8,14 +8,17 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand};
 use reel_benches::llhls::{LlhlsConfig, LlhlsReport, run_llhls};
 use reel_benches::scenario::{
-    Common, FixedConfig, HerdConfig, LiveConfig, OpenConfig, VodConfig, run_fixed, run_herd,
-    run_live, run_open, run_vod,
+    Common, ConnectConfig, FixedConfig, HerdConfig, LiveConfig, OpenConfig, VodConfig, run_connect,
+    run_fixed, run_herd, run_live, run_open, run_vod,
 };
 use reel_benches::stats::Report;
 use reel_benches::target::Target;
 
 #[derive(Parser)]
-#[command(name = "reel-load", about = "Loopback-only HTTP/1.1 load generator for video caches")]
+#[command(
+    name = "reel-load",
+    about = "Loopback-only HTTP/1.1 (and HTTPS) load generator for video caches"
+)]
 struct Cli {
     #[command(subcommand)]
     scenario: Scenario,
@@ -47,7 +50,22 @@ enum Scenario {
         /// Keep-alive connections.
         #[arg(short, long, default_value_t = 64)]
         connections: usize,
-        /// URLs (round robin per connection), loopback only.
+        /// URLs (round robin per connection), `http://` or `https://`, loopback only.
+        #[arg(required = true)]
+        urls: Vec<String>,
+        #[command(flatten)]
+        common: CommonArgs,
+    },
+    /// Closed loop with a new connection per request (`Connection: close`); over TLS a
+    /// handshake per request, resumed from tickets unless `--full`.
+    Connect {
+        /// Concurrent connections.
+        #[arg(short, long, default_value_t = 64)]
+        connections: usize,
+        /// TLS: full handshakes only (no session resumption).
+        #[arg(long)]
+        full: bool,
+        /// URLs (round robin), `http://` or `https://`, loopback only.
         #[arg(required = true)]
         urls: Vec<String>,
         #[command(flatten)]
@@ -61,7 +79,7 @@ enum Scenario {
         /// Requests per second in total.
         #[arg(short, long)]
         rate: f64,
-        /// URLs (round robin), loopback only.
+        /// URLs (round robin), `http://` or `https://`, loopback only.
         #[arg(required = true)]
         urls: Vec<String>,
         #[command(flatten)]
@@ -239,6 +257,15 @@ fn main() -> Result<()> {
                     common: common(c),
                 };
                 (Any::Plain(run_fixed(&cfg).await?), fmt(c))
+            }
+            Scenario::Connect { connections, full, urls, common: c } => {
+                let cfg = ConnectConfig {
+                    urls: targets(urls)?,
+                    connections: *connections,
+                    resume: !*full,
+                    common: common(c),
+                };
+                (Any::Plain(run_connect(&cfg).await?), fmt(c))
             }
             Scenario::Open { connections, rate, urls, common: c } => {
                 let cfg = OpenConfig {

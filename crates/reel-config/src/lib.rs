@@ -34,11 +34,11 @@ use serde::{Deserialize, Serialize};
 pub use error::{ConfigErrors, ConfigProblem};
 pub use reload::{RELOAD_KEYS, Reload, ReloadKey, reload_of};
 pub use schema::{
-    AccessLogConfig, AccessLogFormat, AdminConfig, CacheConfig, CacheRule, ClientCacheControl,
-    CoresConfig, CpuSet, DEFAULT_FILL_DROP_HEADERS, DemoOriginConfig, HealthConfig, HostPort,
-    HttpConfig, ListenerConfig, LogConfig, LogFormat, MethodsPolicy, OriginBalance,
-    OriginGroupConfig, OriginHealthConfig, PathGlob, Prefetch, ServerConfig, SiteConfig, Steer,
-    StoreConfig, StoreIo, TierConfig, host_pattern_matches, strip_port,
+    AccessLogConfig, AccessLogFormat, AdminConfig, CacheConfig, CacheRule, CertificateConfig,
+    ClientCacheControl, CoresConfig, CpuSet, DEFAULT_FILL_DROP_HEADERS, DemoOriginConfig,
+    HealthConfig, HostPort, HttpConfig, ListenerConfig, LogConfig, LogFormat, MethodsPolicy,
+    OriginBalance, OriginGroupConfig, OriginHealthConfig, PathGlob, Prefetch, ServerConfig,
+    SiteConfig, Steer, StoreConfig, StoreIo, TierConfig, TlsCert, host_pattern_matches, strip_port,
 };
 pub use units::{ByteSize, Duration, UnitError};
 
@@ -81,6 +81,9 @@ pub struct Config {
     pub origin_group: Vec<OriginGroupConfig>,
     /// `[demo_origin]`.
     pub demo_origin: DemoOriginConfig,
+    /// `[[certificate]]`: certificates chosen by SNI on the TLS listeners.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub certificate: Vec<CertificateConfig>,
     #[serde(skip)]
     source: Arc<Source>,
 }

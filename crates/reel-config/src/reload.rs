@@ -53,11 +53,18 @@ const fn restart(key: &'static str) -> ReloadKey {
 /// Restart keys are never inside an array of tables.
 pub const RELOAD_KEYS: &[ReloadKey] = &[
     restart("server.shutdown_timeout"),
+    live("server.cdn_id"),
+    live("server.max_hops"),
+    live("server.cache_status_name"),
     live("log.level"),
     restart("log.format"),
     live("listener[].name"),
     live("listener[].address"),
     live("listener[].backlog"),
+    live("listener[].tls_cert"),
+    live("listener[].tls_key"),
+    live("listener[].sni_strict"),
+    live("listener[].http2"),
     restart("cores.nic"),
     restart("cores.irq"),
     restart("cores.workers"),
@@ -95,10 +102,10 @@ pub const RELOAD_KEYS: &[ReloadKey] = &[
     live("cache.store_without_validators"),
     live("cache.stale_while_revalidate_default"),
     live("cache.targeted_cache_control"),
+    live("cache.fill_drop_headers"),
+    live("cache.max_variants"),
     live("cache.lock_timeout"),
     live("cache.blocking_timeout"),
-    live("cache.max_variants"),
-    live("cache.fill_drop_headers"),
     live("cache.rule[].match"),
     live("cache.rule[].ttl"),
     live("cache.rule[].override"),
@@ -139,6 +146,9 @@ pub const RELOAD_KEYS: &[ReloadKey] = &[
     restart("demo_origin.reset_rate"),
     restart("demo_origin.segment_duration"),
     restart("demo_origin.live_segment_size"),
+    live("certificate[].names"),
+    live("certificate[].cert"),
+    live("certificate[].key"),
 ];
 
 /// When a change to `key` takes effect; `key` may carry indexes (`listener[2].address`).

@@ -23,11 +23,33 @@ pub struct ServerConfig {
     /// On SIGTERM, stop accepting and let in-flight requests finish for at most this long,
     /// then close what is left. Duration; default `"10s"`; `"0s"` closes immediately.
     pub shutdown_timeout: Duration,
+    /// This CDN's name in the `CDN-Loop` field (RFC 8586) of every request sent to an
+    /// origin or a parent; the same on every node of one deployment (edges and shields). A
+    /// host name, `host:port` or a token; default `"reel"`.
+    pub cdn_id: String,
+    /// A request that arrives with `cdn_id` in its `CDN-Loop` field more than this many
+    /// times is answered `508 Loop Detected` and nothing is fetched. Count, 0-64; default 3.
+    pub max_hops: u32,
+    /// This node's name in the `Cache-Status` field (RFC 9211), after the entries of the
+    /// caches before it. A token; default `""`, which uses `cdn_id`.
+    pub cache_status_name: String,
 }
 
 impl Default for ServerConfig {
     fn default() -> Self {
-        ServerConfig { shutdown_timeout: Duration::from_secs(10) }
+        ServerConfig {
+            shutdown_timeout: Duration::from_secs(10),
+            cdn_id: "reel".to_string(),
+            max_hops: 3,
+            cache_status_name: String::new(),
+        }
+    }
+}
+
+impl ServerConfig {
+    /// The name this node gives itself in `Cache-Status`: `cache_status_name`, or `cdn_id`.
+    pub fn cache_status_name(&self) -> &str {
+        if self.cache_status_name.is_empty() { &self.cdn_id } else { &self.cache_status_name }
     }
 }
 
@@ -76,6 +98,21 @@ pub struct ListenerConfig {
     /// listen(2) backlog per worker socket. Connections; default 4096.
     #[serde(default = "default_backlog")]
     pub backlog: u32,
+    /// The listener's certificate chain (PEM file), or `"self-signed"` for one made in
+    /// memory at start. Present = the listener speaks HTTPS. Default: none (plain HTTP).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_cert: Option<TlsCert>,
+    /// The private key of `tls_cert` (PEM file); required with a certificate file, not
+    /// allowed with `"self-signed"`. Default: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_key: Option<PathBuf>,
+    /// Refuse TLS handshakes whose server name (SNI) matches no certificate, and those
+    /// without one. Default `false` (unknown names get the listener's certificate).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub sni_strict: bool,
+    /// Offer HTTP/2 by ALPN. Default `true` on TLS listeners; only valid on them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http2: Option<bool>,
 }
 
 impl Default for ListenerConfig {
@@ -84,8 +121,66 @@ impl Default for ListenerConfig {
             name: "http".into(),
             address: v4(127, 0, 0, 1, 8080),
             backlog: default_backlog(),
+            tls_cert: None,
+            tls_key: None,
+            sni_strict: false,
+            http2: None,
         }
     }
+}
+
+impl ListenerConfig {
+    /// Whether the listener speaks HTTPS.
+    pub fn is_tls(&self) -> bool {
+        self.tls_cert.is_some()
+    }
+
+    /// Whether HTTP/2 is offered (by ALPN, on TLS listeners only).
+    pub fn http2_enabled(&self) -> bool {
+        self.is_tls() && self.http2.unwrap_or(true)
+    }
+}
+
+/// `tls_cert`: a PEM certificate chain file, or a self-signed certificate made at start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TlsCert {
+    /// `"self-signed"`: an in-memory certificate for `localhost`, `127.0.0.1`, `::1` and
+    /// the site names, made at start.
+    SelfSigned,
+    /// A PEM file holding the certificate chain, leaf first. Relative paths are relative
+    /// to the working directory.
+    File(PathBuf),
+}
+
+impl Serialize for TlsCert {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            TlsCert::SelfSigned => s.serialize_str("self-signed"),
+            TlsCert::File(p) => p.serialize(s),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for TlsCert {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        Ok(if text == "self-signed" { TlsCert::SelfSigned } else { TlsCert::File(text.into()) })
+    }
+}
+
+/// `[[certificate]]`: a certificate chosen by TLS server name (SNI) on every TLS listener;
+/// a listener's own `tls_cert` is the default for names no `[[certificate]]` lists.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CertificateConfig {
+    /// Server names it is chosen for: exact names (`"video.example.com"`) or
+    /// `"*.cdn.example.com"` (one label in front of `cdn.example.com`). Case-insensitive.
+    /// Required, non-empty.
+    pub names: Vec<String>,
+    /// PEM certificate chain file, leaf first. Required.
+    pub cert: PathBuf,
+    /// PEM private key file of `cert`. Required.
+    pub key: PathBuf,
 }
 
 /// A set of CPUs: `"auto"` or an explicit list of CPU numbers, e.g. `[2, 3, 4]`.

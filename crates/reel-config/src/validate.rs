@@ -7,7 +7,8 @@ use std::net::SocketAddr;
 
 use crate::Config;
 use crate::schema::{
-    CpuSet, OriginBalance, OriginGroupConfig, OriginHealthConfig, TierConfig, is_dns_name,
+    CpuSet, ListenerConfig, OriginBalance, OriginGroupConfig, OriginHealthConfig, TierConfig,
+    TlsCert, is_dns_name,
 };
 use crate::units::ByteSize;
 
@@ -123,6 +124,91 @@ fn check_origin_health(found: &mut Found, key: &str, h: &OriginHealthConfig) {
     }
 }
 
+/// The TLS keys of `[[listener]]` `i`: which combinations make sense. Whether the files
+/// exist and hold a matching certificate and key is checked by the server (`reel check`).
+fn check_listener_tls(found: &mut Found, i: usize, l: &ListenerConfig) {
+    let key = |k: &str| format!("listener[{i}].{k}");
+    match (&l.tls_cert, &l.tls_key) {
+        (None, Some(_)) => bad(found, key("tls_key"), "set tls_cert too (or remove tls_key)"),
+        (Some(TlsCert::File(p)), None) => {
+            if p.as_os_str().is_empty() {
+                bad(found, key("tls_cert"), "must be a PEM file path or \"self-signed\"");
+            } else {
+                bad(found, key("tls_cert"), "a certificate file needs tls_key (its private key)");
+            }
+        }
+        (Some(TlsCert::File(p)), Some(k)) => {
+            if p.as_os_str().is_empty() {
+                bad(found, key("tls_cert"), "must be a PEM file path or \"self-signed\"");
+            }
+            if k.as_os_str().is_empty() {
+                bad(found, key("tls_key"), "must be a PEM file path");
+            }
+        }
+        (Some(TlsCert::SelfSigned), Some(_)) => bad(
+            found,
+            key("tls_key"),
+            "not used with tls_cert = \"self-signed\" (the key is made in memory); remove it",
+        ),
+        (Some(TlsCert::SelfSigned), None) | (None, None) => {}
+    }
+    if !l.is_tls() {
+        if l.sni_strict {
+            bad(found, key("sni_strict"), "only applies to a TLS listener (set tls_cert)");
+        }
+        if l.http2 == Some(true) {
+            bad(found, key("http2"), "HTTP/2 is offered on TLS listeners only (set tls_cert)");
+        }
+    }
+}
+
+/// A `[[certificate]].names` entry: a DNS name or `*.domain` (a wildcard covers exactly
+/// one label, RFC 6125 section 6.4.3). Returns the lowercase form.
+fn check_cert_name(name: &str) -> Result<String, String> {
+    let dns = name.strip_prefix("*.").unwrap_or(name);
+    if dns.contains('*') || !is_dns_name(dns) || dns.parse::<std::net::Ipv4Addr>().is_ok() {
+        return Err(format!(
+            "{name:?} is not a DNS name or \"*.domain\" wildcard (TLS server names carry no IP addresses or ports)"
+        ));
+    }
+    Ok(name.trim_end_matches('.').to_ascii_lowercase())
+}
+
+fn check_certificates(found: &mut Found, cfg: &Config) {
+    let mut claimed: HashMap<String, usize> = HashMap::new();
+    for (i, c) in cfg.certificate.iter().enumerate() {
+        if c.names.is_empty() {
+            bad(found, format!("certificate[{i}].names"), "at least one server name is required");
+        }
+        for (j, name) in c.names.iter().enumerate() {
+            match check_cert_name(name) {
+                Err(e) => bad(found, format!("certificate[{i}].names[{j}]"), e),
+                Ok(norm) => {
+                    if let Some(other) = claimed.insert(norm, i) {
+                        bad(
+                            found,
+                            format!("certificate[{i}].names[{j}]"),
+                            format!("{name:?} is already listed by certificate[{other}]"),
+                        );
+                    }
+                }
+            }
+        }
+        for (k, path) in [("cert", &c.cert), ("key", &c.key)] {
+            if path.as_os_str().is_empty() {
+                bad(found, format!("certificate[{i}].{k}"), "must be a PEM file path");
+            }
+        }
+    }
+    if !cfg.certificate.is_empty() && !cfg.listener.iter().any(ListenerConfig::is_tls) {
+        bad(
+            found,
+            "certificate",
+            "[[certificate]] is only used by TLS listeners, and no [[listener]] sets tls_cert",
+        );
+    }
+}
+
 fn check_tier_balance(found: &mut Found, key: &str, tier: &TierConfig, balance: OriginBalance) {
     if tier.weights.is_empty() {
         return;
@@ -221,8 +307,63 @@ fn is_header_value(v: &str) -> bool {
     v.bytes().all(|b| b == b'\t' || (b' '..=b'~').contains(&b))
 }
 
+/// RFC 9110 5.6.2 `tchar`.
+fn is_tchar(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+}
+
+/// RFC 8586 2 `cdn-id`: a `uri-host [ ":" port ]` or a pseudonym (a token). Bracketed IPv6
+/// literals are left out: a name or a token identifies a CDN better than an address.
+fn is_cdn_id(id: &str) -> bool {
+    !id.is_empty() && id.len() <= 255 && id.bytes().all(|b| is_tchar(b) || b == b':')
+}
+
+/// RFC 8941 3.3.4 `sf-token`, the form of a `Cache-Status` cache name (RFC 9211 2).
+fn is_sf_token(name: &str) -> bool {
+    let b = name.as_bytes();
+    !b.is_empty()
+        && name.len() <= 255
+        && (b[0].is_ascii_alphabetic() || b[0] == b'*')
+        && b.iter().all(|&c| is_tchar(c) || c == b':' || c == b'/')
+}
+
+/// `[server]`: the names this node uses in `CDN-Loop` and `Cache-Status`.
+fn check_server(found: &mut Found, s: &crate::schema::ServerConfig) {
+    if !is_cdn_id(&s.cdn_id) {
+        bad(
+            found,
+            "server.cdn_id",
+            format!(
+                "{:?} is not a CDN-Loop cdn-id (RFC 8586): a host name, host:port or a token",
+                s.cdn_id
+            ),
+        );
+    }
+    if s.max_hops > 64 {
+        bad(found, "server.max_hops", "must be 0-64");
+    }
+    let name = s.cache_status_name();
+    if !is_sf_token(name) {
+        let key = if s.cache_status_name.is_empty() {
+            "server.cdn_id"
+        } else {
+            "server.cache_status_name"
+        };
+        let hint =
+            if s.cache_status_name.is_empty() { "; set server.cache_status_name" } else { "" };
+        bad(
+            found,
+            key,
+            format!(
+                "{name:?} is not a Cache-Status cache name (RFC 9211): a token starting with a letter{hint}"
+            ),
+        );
+    }
+}
+
 /// Runs every rule, appending `(key path, message)` for each violation.
 pub(crate) fn check(cfg: &Config, found: &mut Found) {
+    check_server(found, &cfg.server);
     if let Err(e) = check_level(&cfg.log.level) {
         bad(found, "log.level", e);
     }
@@ -271,7 +412,9 @@ pub(crate) fn check(cfg: &Config, found: &mut Found) {
         if l.backlog == 0 {
             bad(found, format!("listener[{i}].backlog"), "must be at least 1");
         }
+        check_listener_tls(found, i, l);
     }
+    check_certificates(found, cfg);
 
     // Cores.
     check_cpu_set(found, "cores.irq", &cfg.cores.irq);
@@ -589,6 +732,22 @@ mod tests {
     use super::*;
 
     #[test]
+    fn cdn_ids_and_cache_status_names() {
+        for ok in ["reel", "cdn.example.com", "cdn.example.com:8443", "192.0.2.1", "a_b-c"] {
+            assert!(is_cdn_id(ok), "{ok}");
+        }
+        for no in ["", "a b", "a,b", "a;b", "a=b", "\"q\"", "[::1]"] {
+            assert!(!is_cdn_id(no), "{no}");
+        }
+        for ok in ["reel", "reel-shield", "edge/1", "*x", "a:b"] {
+            assert!(is_sf_token(ok), "{ok}");
+        }
+        for no in ["", "1edge", "-x", "a b", "a;b", "a,b"] {
+            assert!(!is_sf_token(no), "{no}");
+        }
+    }
+
+    #[test]
     fn levels() {
         for ok in ["info", "WARN", "info,reel_cache=debug", "reel=trace, hyper=off"] {
             assert_eq!(check_level(ok), Ok(()), "{ok}");
@@ -606,6 +765,16 @@ mod tests {
         assert!(check_site_host("[::1]").is_ok());
         for b in ["*", "example.com:80", "::1", "a b", "*.[::1]", "", "*."] {
             assert!(check_site_host(b).is_err(), "{b}");
+        }
+    }
+
+    #[test]
+    fn certificate_names() {
+        assert_eq!(check_cert_name("Video.Example.com"), Ok("video.example.com".into()));
+        assert_eq!(check_cert_name("*.cdn.example.com"), Ok("*.cdn.example.com".into()));
+        for b in ["*", "*.", "a.*.example.com", "10.0.0.1", "example.com:443", "[::1]", "", "**.x"]
+        {
+            assert!(check_cert_name(b).is_err(), "{b}");
         }
     }
 

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use reel_config::{
     ByteSize, Config, ConfigProblem, CpuSet, Duration, LogFormat, MethodsPolicy, RELOAD_KEYS,
-    Reload, content_hash, load_and_validate,
+    Reload, TlsCert, content_hash, load_and_validate,
 };
 
 fn config_dir() -> PathBuf {
@@ -96,6 +96,8 @@ fn production_example_uses_its_features() {
 fn minimal_document_takes_documented_defaults() {
     let cfg = Config::parse_and_validate(BASE, "t.toml").expect("valid");
     assert_eq!(cfg.server.shutdown_timeout, Duration::from_secs(10));
+    assert_eq!((cfg.server.cdn_id.as_str(), cfg.server.max_hops), ("reel", 3));
+    assert_eq!(cfg.server.cache_status_name(), "reel", "defaults to cdn_id");
     assert_eq!(cfg.log.level, "info");
     assert_eq!(cfg.listener[0].backlog, 4096);
     assert_eq!(cfg.http.max_request_line, ByteSize::kib(8));
@@ -464,6 +466,117 @@ fn a_bad_required_value_in_an_array_of_tables_does_not_hide_other_problems() {
 }
 
 #[test]
+fn tls_listener_keys_and_certificates_parse() {
+    let text = format!(
+        r#"{BASE}
+[[listener]]
+name = "https"
+address = "127.0.0.1:8443"
+tls_cert = "self-signed"
+sni_strict = true
+
+[[listener]]
+name = "https-files"
+address = "127.0.0.1:9443"
+tls_cert = "/etc/reel/tls/edge.pem"
+tls_key = "/etc/reel/tls/edge.key"
+http2 = false
+
+[[certificate]]
+names = ["video.example.com", "*.cdn.example.com"]
+cert = "tls/video.pem"
+key = "tls/video.key"
+"#
+    );
+    let cfg = Config::parse_and_validate(&text, "t.toml").expect("valid");
+    assert!(!cfg.listener[0].is_tls() && !cfg.listener[0].http2_enabled());
+    assert_eq!(cfg.listener[1].tls_cert, Some(TlsCert::SelfSigned));
+    assert!(cfg.listener[1].http2_enabled() && cfg.listener[1].sni_strict);
+    assert_eq!(cfg.listener[2].tls_cert, Some(TlsCert::File("/etc/reel/tls/edge.pem".into())));
+    assert!(cfg.listener[2].is_tls() && !cfg.listener[2].http2_enabled());
+    assert_eq!(cfg.certificate[0].names.len(), 2);
+    assert_eq!(cfg.certificate[0].key, std::path::PathBuf::from("tls/video.key"));
+    // What the binary reports about a file a key names points at that key.
+    let p = cfg.problem("listener[2].tls_key", "key does not match");
+    assert_eq!((p.line, p.key.as_str()), (line_of(&text, "tls_key ="), "listener[2].tls_key"));
+    assert_eq!(p.column, "tls_key = ".len() + 1);
+    let p = cfg.problem("certificate[0].cert", "x");
+    assert_eq!(p.line, line_of(&text, "cert = \"tls/video.pem\""));
+    // Round trip through serialization keeps the TLS keys.
+    let again = Config::parse(&toml::to_string(&cfg).expect("ser"), "again.toml").expect("parse");
+    assert_eq!(again.listener, cfg.listener);
+    assert_eq!(again.certificate, cfg.certificate);
+}
+
+#[test]
+fn tls_key_combinations_and_certificate_names_are_validated() {
+    let text = format!(
+        r#"{BASE}
+[[listener]]
+name = "a"
+address = "127.0.0.1:8443"
+tls_cert = "edge.pem"
+
+[[listener]]
+name = "b"
+address = "127.0.0.1:8444"
+tls_key = "edge.key"
+sni_strict = true
+http2 = true
+
+[[listener]]
+name = "c"
+address = "127.0.0.1:8445"
+tls_cert = "self-signed"
+tls_key = "edge.key"
+
+[[certificate]]
+names = ["video.example.com", "10.0.0.1"]
+cert = "v.pem"
+key = ""
+
+[[certificate]]
+names = ["VIDEO.example.com"]
+cert = "w.pem"
+key = "w.key"
+"#
+    );
+    let ps = problems(&text);
+    let msg = |k: &str| find(&ps, k).message.clone();
+    assert!(msg("listener[1].tls_cert").contains("needs tls_key"));
+    assert!(msg("listener[2].tls_key").contains("set tls_cert"));
+    assert!(msg("listener[2].sni_strict").contains("TLS listener"));
+    assert!(msg("listener[2].http2").contains("TLS listeners only"));
+    assert!(msg("listener[3].tls_key").contains("self-signed"));
+    assert!(msg("certificate[0].names[1]").contains("not a DNS name"));
+    assert!(msg("certificate[0].key").contains("PEM file path"));
+    assert!(msg("certificate[1].names[0]").contains("already listed by certificate[0]"));
+    assert_eq!(find(&ps, "listener[1].tls_cert").line, line_of(&text, "tls_cert = \"edge.pem\""));
+    assert_eq!(ps.len(), 8, "{ps:#?}");
+}
+
+#[test]
+fn certificates_without_a_tls_listener_are_refused_and_tls_keys_reload_live() {
+    let text =
+        format!("{BASE}\n[[certificate]]\nnames = [\"a.example\"]\ncert = \"a\"\nkey = \"b\"\n");
+    let ps = problems(&text);
+    assert!(find(&ps, "certificate").message.contains("no [[listener]] sets tls_cert"));
+    let old = Config::parse_and_validate(BASE, "t.toml").expect("valid");
+    let mut new = old.clone();
+    new.listener[0].tls_cert = Some(TlsCert::File("x.pem".into()));
+    new.listener[0].tls_key = Some("x.key".into());
+    assert!(old.diff_needs_restart(&new).is_empty());
+    new.certificate.push(reel_config::CertificateConfig {
+        names: vec!["a.example".into()],
+        cert: "a.pem".into(),
+        key: "a.key".into(),
+    });
+    assert!(old.diff_needs_restart(&new).is_empty());
+    new.store.size = ByteSize::gib(1);
+    assert_eq!(old.diff_needs_restart(&new), vec!["store.size"]);
+}
+
+#[test]
 fn origin_tls_and_rendezvous_keys() {
     let dir = tempfile::tempdir().expect("tempdir");
     let ca = dir.path().join("ca.pem");
@@ -583,7 +696,10 @@ fn leaf_keys(prefix: &str, v: &toml::Value, out: &mut Vec<String>) {
 fn every_key() -> Config {
     let text = BASE
         .replace("origin_group = \"main\"", "origin_group = \"main\"\nheuristic_freshness = true")
-        + "\n[[cache.rule]]\nmatch = \"*.ts\"\nttl = \"1h\"\n\n[origin_group.health]\npath = \"/h\"\n";
+        + "\n[[cache.rule]]\nmatch = \"*.ts\"\nttl = \"1h\"\n\n[origin_group.health]\npath = \"/h\"\n"
+        + "\n[[listener]]\nname = \"https\"\naddress = \"127.0.0.1:8443\"\ntls_cert = \"c.pem\"\n"
+        + "tls_key = \"c.key\"\nsni_strict = true\nhttp2 = false\n"
+        + "\n[[certificate]]\nnames = [\"a.example\"]\ncert = \"a.pem\"\nkey = \"a.key\"\n";
     Config::parse_and_validate(&text, "t.toml").expect("valid")
 }
 
@@ -691,6 +807,27 @@ fn fill_drop_headers_are_field_names_and_never_host() {
     assert!(find(&ps, "cache.fill_drop_headers[1]").message.contains("not a header field name"));
     assert!(find(&ps, "cache.fill_drop_headers[2]").message.contains("Host is always sent"));
     assert!(ps.iter().all(|p| p.key != "cache.fill_drop_headers[0]"), "{ps:#?}");
+}
+
+#[test]
+fn cdn_loop_and_cache_status_names_are_checked() {
+    let with = |lines: &str| format!("[server]\n{lines}\n{BASE}");
+    let cfg = Config::parse_and_validate(
+        &with("cdn_id = \"cdn.example.com:8443\"\ncache_status_name = \"edge-1\""),
+        "t.toml",
+    )
+    .expect("valid");
+    assert_eq!(cfg.server.cache_status_name(), "edge-1");
+    let ps = problems(&with("cdn_id = \"a b\"\nmax_hops = 65"));
+    assert!(find(&ps, "server.cdn_id").message.contains("RFC 8586"), "{ps:#?}");
+    assert!(find(&ps, "server.max_hops").message.contains("0-64"), "{ps:#?}");
+    // A cdn_id that is not a Cache-Status name needs cache_status_name.
+    let ps = problems(&with("cdn_id = \"192.0.2.1\""));
+    assert!(find(&ps, "server.cdn_id").message.contains("set server.cache_status_name"), "{ps:#?}");
+    let ps = problems(&with("cache_status_name = \"edge 1\""));
+    assert!(find(&ps, "server.cache_status_name").message.contains("RFC 9211"), "{ps:#?}");
+    let ok = with("cdn_id = \"192.0.2.1\"\ncache_status_name = \"edge\"");
+    Config::parse_and_validate(&ok, "t.toml").expect("valid");
 }
 
 #[test]

@@ -49,9 +49,148 @@ enum State {
 }
 
 /// The body of the request being handled. Read it with [`RequestBody::next_chunk`];
-/// whatever the handler leaves unread is drained (small bodies) or causes the
-/// connection to close (large ones) before the next request.
-pub struct RequestBody<'a> {
+/// over HTTP/1.1 whatever the handler leaves unread is drained (small bodies) or causes
+/// the connection to close (large ones) before the next request; over HTTP/2 the rest
+/// of the stream is refused.
+pub struct RequestBody<'a>(Inner<'a>);
+
+enum Inner<'a> {
+    H1(H1Body<'a>),
+    H2(H2Body<'a>),
+}
+
+impl<'a> RequestBody<'a> {
+    pub(crate) fn new(
+        io: &'a mut Io,
+        framing: BodyFraming,
+        expect_continue: bool,
+        max: u64,
+        max_trailers: usize,
+    ) -> Self {
+        RequestBody(Inner::H1(H1Body::new(io, framing, expect_continue, max, max_trailers)))
+    }
+
+    /// The body of an HTTP/2 request: the DATA frames of its stream (RFC 9113 section
+    /// 8.1), at most `max` bytes, each read waiting at most `stall`.
+    pub(crate) fn h2(recv: &'a mut h2::RecvStream, max: u64, stall: std::time::Duration) -> Self {
+        let state = if recv.is_end_stream() { H2State::Done } else { H2State::Open };
+        RequestBody(Inner::H2(H2Body { recv, state, received: 0, max, stall }))
+    }
+
+    /// Whether the whole body has been read (always true for requests without one).
+    pub fn is_complete(&self) -> bool {
+        match &self.0 {
+            Inner::H1(b) => b.state == State::Done,
+            Inner::H2(b) => b.state == H2State::Done,
+        }
+    }
+
+    /// Body bytes delivered so far.
+    pub fn received(&self) -> u64 {
+        match &self.0 {
+            Inner::H1(b) => b.received,
+            Inner::H2(b) => b.received,
+        }
+    }
+
+    /// The error the body failed with, if any.
+    pub fn error(&self) -> Option<&BodyError> {
+        match &self.0 {
+            Inner::H1(b) => match &b.state {
+                State::Failed(e) => Some(e),
+                _ => None,
+            },
+            Inner::H2(b) => match &b.state {
+                H2State::Failed(e) => Some(e),
+                _ => None,
+            },
+        }
+    }
+
+    /// Whether a `100 Continue` is still owed (the client waits for it before sending).
+    pub(crate) fn continue_pending(&self) -> bool {
+        match &self.0 {
+            Inner::H1(b) => b.continue_pending,
+            Inner::H2(_) => false,
+        }
+    }
+
+    /// Bytes of a `Content-Length` body not yet read, if that is the framing.
+    pub(crate) fn length_remaining(&self) -> Option<u64> {
+        match &self.0 {
+            Inner::H1(b) => b.length_remaining(),
+            Inner::H2(_) => None,
+        }
+    }
+
+    /// The next piece of the body, `Ok(None)` at its end. Over HTTP/1.1 sends
+    /// `100 Continue` first if the client asked for it (RFC 9110 section 10.1.1).
+    pub async fn next_chunk(&mut self) -> Result<Option<Bytes>, BodyError> {
+        match &mut self.0 {
+            Inner::H1(b) => b.next_chunk().await,
+            Inner::H2(b) => b.next_chunk().await,
+        }
+    }
+
+    /// Reads and discards the rest of the body.
+    pub async fn discard(&mut self) -> Result<u64, BodyError> {
+        let mut n = 0;
+        while let Some(c) = self.next_chunk().await? {
+            n += c.len() as u64;
+        }
+        Ok(n)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum H2State {
+    Open,
+    Done,
+    Failed(BodyError),
+}
+
+struct H2Body<'a> {
+    recv: &'a mut h2::RecvStream,
+    state: H2State,
+    received: u64,
+    max: u64,
+    stall: std::time::Duration,
+}
+
+impl H2Body<'_> {
+    async fn next_chunk(&mut self) -> Result<Option<Bytes>, BodyError> {
+        let r = match &self.state {
+            H2State::Done => return Ok(None),
+            H2State::Failed(e) => return Err(e.clone()),
+            H2State::Open => match tokio::time::timeout(self.stall, self.recv.data()).await {
+                Err(_) => Err(BodyError::Timeout),
+                Ok(None) => {
+                    self.state = H2State::Done;
+                    return Ok(None);
+                }
+                Ok(Some(Err(e))) => {
+                    Err(e.get_io().map_or(BodyError::Incomplete, |io| BodyError::Io(io.kind())))
+                }
+                Ok(Some(Ok(data))) => {
+                    // Reading the bytes reopens the flow-control window for more.
+                    let _ = self.recv.flow_control().release_capacity(data.len());
+                    self.received += data.len() as u64;
+                    if self.received > self.max { Err(BodyError::TooLarge) } else { Ok(data) }
+                }
+            },
+        };
+        match r {
+            Ok(d) => Ok(Some(d)),
+            Err(e) => {
+                self.state = H2State::Failed(e.clone());
+                Err(e)
+            }
+        }
+    }
+}
+
+/// An HTTP/1.x body, read from the connection's buffer.
+struct H1Body<'a> {
     io: &'a mut Io,
     state: State,
     received: u64,
@@ -60,8 +199,8 @@ pub struct RequestBody<'a> {
     continue_pending: bool,
 }
 
-impl<'a> RequestBody<'a> {
-    pub(crate) fn new(
+impl<'a> H1Body<'a> {
+    fn new(
         io: &'a mut Io,
         framing: BodyFraming,
         expect_continue: bool,
@@ -83,54 +222,20 @@ impl<'a> RequestBody<'a> {
         }
     }
 
-    /// Whether the whole body has been read (always true for requests without one).
-    pub fn is_complete(&self) -> bool {
-        self.state == State::Done
-    }
-
-    /// Body bytes delivered so far.
-    pub fn received(&self) -> u64 {
-        self.received
-    }
-
-    /// The error the body failed with, if any.
-    pub fn error(&self) -> Option<&BodyError> {
-        match &self.state {
-            State::Failed(e) => Some(e),
-            _ => None,
-        }
-    }
-
-    /// Whether a `100 Continue` is still owed (the client waits for it before sending).
-    pub(crate) fn continue_pending(&self) -> bool {
-        self.continue_pending
-    }
-
     /// Bytes of a `Content-Length` body not yet read, if that is the framing.
-    pub(crate) fn length_remaining(&self) -> Option<u64> {
+    fn length_remaining(&self) -> Option<u64> {
         match self.state {
             State::Data { remaining, chunked: false } => Some(remaining),
             _ => None,
         }
     }
 
-    /// The next piece of the body, `Ok(None)` at its end. Sends `100 Continue` first if
-    /// the client asked for it (RFC 9110 section 10.1.1).
-    pub async fn next_chunk(&mut self) -> Result<Option<Bytes>, BodyError> {
+    async fn next_chunk(&mut self) -> Result<Option<Bytes>, BodyError> {
         let r = self.next_inner().await;
         if let Err(e) = &r {
             self.state = State::Failed(e.clone());
         }
         r
-    }
-
-    /// Reads and discards the rest of the body.
-    pub async fn discard(&mut self) -> Result<u64, BodyError> {
-        let mut n = 0;
-        while let Some(c) = self.next_chunk().await? {
-            n += c.len() as u64;
-        }
-        Ok(n)
     }
 
     async fn fill(&mut self) -> Result<(), BodyError> {

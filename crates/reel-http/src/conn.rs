@@ -12,7 +12,7 @@ use tokio::net::TcpStream;
 use tokio::sync::watch;
 
 use crate::body::{BodyError, RequestBody};
-use crate::io::Io;
+use crate::io::{ByteStream, Io, Transport};
 use crate::limits::Limits;
 use crate::method::Method;
 use crate::request::{HeadStatus, Request, Version};
@@ -85,6 +85,11 @@ pub enum CloseReason {
     WriteError(io::ErrorKind),
     /// Reading failed.
     ReadError(io::ErrorKind),
+    /// HTTP/2: the connection was closed with GOAWAY `ENHANCE_YOUR_CALM` for abuse (rapid
+    /// reset, floods); the text says which.
+    Abuse(&'static str),
+    /// HTTP/2: the client broke the protocol (connection error).
+    Protocol(String),
 }
 
 /// Statistics of one finished connection.
@@ -119,14 +124,41 @@ pub async fn serve_connection<H: Handler>(
     peer: SocketAddr,
     handler: Rc<H>,
     limits: Rc<Limits>,
-    mut drain: watch::Receiver<bool>,
+    drain: watch::Receiver<bool>,
 ) -> ConnOutcome {
     let local =
         stream.local_addr().unwrap_or_else(|_| SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0)));
     // Responses leave in whole writes (or MSG_MORE + sendfile); Nagle would only delay
     // the last segment of each.
     let _ = stream.set_nodelay(true);
-    let mut io = Io::new(stream, limits.idle_timeout);
+    let io = Io::new(Transport::Tcp(stream), limits.idle_timeout);
+    serve_io(io, peer, local, handler, limits, drain).await
+}
+
+/// [`serve_connection`] over any byte stream, e.g. TLS over TCP (HTTPS/1.1): the same
+/// codec, limits and smuggling defences; file bodies are read into pooled 16 KiB buffers
+/// and written whole instead of by `sendfile(2)` (see the `io` module). `local` is the
+/// address the underlying connection was accepted on.
+pub async fn serve_stream<H: Handler, S: ByteStream + 'static>(
+    stream: S,
+    peer: SocketAddr,
+    local: SocketAddr,
+    handler: Rc<H>,
+    limits: Rc<Limits>,
+    drain: watch::Receiver<bool>,
+) -> ConnOutcome {
+    let io = Io::new(Transport::Stream(Box::new(stream)), limits.idle_timeout);
+    serve_io(io, peer, local, handler, limits, drain).await
+}
+
+async fn serve_io<H: Handler>(
+    mut io: Io,
+    peer: SocketAddr,
+    local: SocketAddr,
+    handler: Rc<H>,
+    limits: Rc<Limits>,
+    mut drain: watch::Receiver<bool>,
+) -> ConnOutcome {
     let mut req = Request::new(peer, local);
     let mut wbuf: Vec<u8> = Vec::with_capacity(1024);
     let mut requests = 0u64;
@@ -291,8 +323,7 @@ async fn refuse(io: &mut Io, wbuf: &mut Vec<u8>, status: u16) {
 /// closing a socket with unread input makes the kernel send RST, which can destroy the
 /// response before the client read it.
 async fn linger(io: &mut Io) {
-    use tokio::io::AsyncWriteExt;
-    if io.stream.shutdown().await.is_err() {
+    if io.shutdown().await.is_err() {
         return;
     }
     let _ = tokio::time::timeout(LINGER, async {
@@ -361,10 +392,13 @@ async fn write_body(
             io.write_all(wbuf, false).await?;
         }
         Body::Bytes(b) => io.write_two(wbuf, &b).await?,
-        Body::File(f) => {
-            io.write_all(wbuf, true).await?;
-            send_file(io, &*f).await?;
-        }
+        Body::File(f) => match io.write_head_and_file(wbuf, &*f).await {
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
+                tracing::warn!("file body shorter than its range; closing");
+                return Err(WriteFailure::Aborted);
+            }
+            r => r?,
+        },
         Body::Stream(mut s) => {
             io.write_all(wbuf, false).await?;
             let mut sent = 0u64;

@@ -1,18 +1,34 @@
 //! Per-connection socket state: the read buffer and the write primitives of the single
-//! response-writing path (plain sends, vectored sends, `MSG_MORE` heads, `sendfile`).
+//! response-writing path, over one of two transports.
 //!
-//! Writes go through `TcpStream::try_io`, so a write costs one syscall while the socket
-//! is writable and falls back to awaiting readiness only on `EAGAIN`. A write that makes
-//! no progress for `stall` (the idle timeout) fails with `TimedOut`.
+//! * **Plain TCP** ([`Transport::Tcp`]): writes go through `TcpStream::try_io`, so a write
+//!   costs one syscall while the socket is writable and falls back to awaiting readiness
+//!   only on `EAGAIN`; file bodies leave by `sendfile(2)` from the page cache.
+//! * **A byte stream** ([`Transport::Stream`], e.g. TLS over TCP): the bytes must pass
+//!   through user space to be encrypted, so file bodies are read (page cache first, see
+//!   `fileread`) into pooled 16 KiB buffers and each buffer is written whole: with TLS
+//!   every full buffer becomes one full 16 KiB record. A response head is packed into the
+//!   first buffer of its file body, so the head does not cost a record of its own.
+//!
+//! kTLS seam: a socket whose kernel does the TLS record layer (the `tls` ULP with
+//! `TLS_TX`) is a plain socket again for the writer: such a connection would be served
+//! through [`Transport::Tcp`] and its file bodies would go back to `sendfile(2)`. Nothing
+//! else here would change; this kernel has no `tls` ULP, so no kTLS code is shipped.
+//!
+//! A write that makes no progress for `stall` (the idle timeout) fails with `TimedOut`.
 
 use std::io::{self, IoSlice};
 use std::os::fd::AsRawFd;
+use std::pin::Pin;
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use bytes::BytesMut;
-use tokio::io::Interest;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, Interest, ReadBuf};
 use tokio::net::TcpStream;
 
+use crate::fileread;
+use crate::pool::{BUF_SIZE, PoolBuf};
 use crate::response::FileRange;
 use crate::sys;
 
@@ -21,8 +37,17 @@ const SENDFILE_MAX: u64 = 1 << 30;
 /// Read granularity of the per-connection buffer.
 const READ_CHUNK: usize = 8 * 1024;
 
+/// A bidirectional byte stream other than a plain TCP socket (TLS, a test pipe).
+pub trait ByteStream: AsyncRead + AsyncWrite + Unpin {}
+impl<T: AsyncRead + AsyncWrite + Unpin> ByteStream for T {}
+
+pub(crate) enum Transport {
+    Tcp(TcpStream),
+    Stream(Box<dyn ByteStream>),
+}
+
 pub(crate) struct Io {
-    pub(crate) stream: TcpStream,
+    pub(crate) transport: Transport,
     pub(crate) rbuf: BytesMut,
     pub(crate) stall: Duration,
     pub(crate) bytes_read: u64,
@@ -34,9 +59,9 @@ fn timed_out() -> io::Error {
 }
 
 impl Io {
-    pub(crate) fn new(stream: TcpStream, stall: Duration) -> Self {
+    pub(crate) fn new(transport: Transport, stall: Duration) -> Self {
         Self {
-            stream,
+            transport,
             rbuf: BytesMut::with_capacity(READ_CHUNK),
             stall,
             bytes_read: 0,
@@ -44,15 +69,27 @@ impl Io {
         }
     }
 
-    /// Reads more bytes into `rbuf`; `Ok(0)` is EOF. Cancel-safe.
-    pub(crate) async fn read_more(&mut self) -> io::Result<usize> {
+    fn reserve(&mut self) {
         if self.rbuf.capacity() - self.rbuf.len() < READ_CHUNK / 4 {
             self.rbuf.reserve(READ_CHUNK);
         }
+    }
+
+    /// Reads more bytes into `rbuf`; `Ok(0)` is EOF. Cancel-safe.
+    pub(crate) async fn read_more(&mut self) -> io::Result<usize> {
+        self.reserve();
+        let s = match &mut self.transport {
+            Transport::Tcp(s) => s,
+            Transport::Stream(s) => {
+                let n = s.read_buf(&mut self.rbuf).await?;
+                self.bytes_read += n as u64;
+                return Ok(n);
+            }
+        };
         loop {
-            self.stream.readable().await?;
+            s.readable().await?;
             let spare = self.rbuf.capacity() - self.rbuf.len();
-            match self.stream.try_read_buf(&mut self.rbuf) {
+            match s.try_read_buf(&mut self.rbuf) {
                 Ok(n) => {
                     self.bytes_read += n as u64;
                     if n > 0 && n < spare {
@@ -61,7 +98,7 @@ impl Io {
                         // read(2) that returns EAGAIN. No wakeup is lost: data arriving
                         // later raises a fresh edge-triggered event, and tokio ignores
                         // the clear if the reactor saw an event since our read.
-                        let _ = self.stream.try_io(Interest::READABLE, || {
+                        let _ = s.try_io(Interest::READABLE, || {
                             Err::<(), _>(io::ErrorKind::WouldBlock.into())
                         });
                     }
@@ -74,32 +111,64 @@ impl Io {
         }
     }
 
-    /// Reads whatever is already in the socket without waiting; `WouldBlock` when
-    /// nothing is, `Ok(0)` at EOF.
+    /// Reads whatever is already available without waiting; `WouldBlock` when nothing
+    /// is, `Ok(0)` at EOF.
     pub(crate) fn try_read_now(&mut self) -> io::Result<usize> {
-        if self.rbuf.capacity() - self.rbuf.len() < READ_CHUNK / 4 {
-            self.rbuf.reserve(READ_CHUNK);
-        }
-        let n = self.stream.try_read_buf(&mut self.rbuf)?;
+        self.reserve();
+        let n = match &mut self.transport {
+            Transport::Tcp(s) => s.try_read_buf(&mut self.rbuf)?,
+            Transport::Stream(s) => {
+                // One poll with a no-op waker: what the stream can hand over right now.
+                let mut cx = Context::from_waker(Waker::noop());
+                let spare = self.rbuf.spare_capacity_mut();
+                let mut rb = ReadBuf::uninit(spare);
+                match Pin::new(&mut **s).poll_read(&mut cx, &mut rb) {
+                    Poll::Ready(Ok(())) => {
+                        let n = rb.filled().len();
+                        // SAFETY: `poll_read` initialised the first `n` bytes of the spare
+                        // capacity (ReadBuf tracks what was filled); `n` never exceeds it.
+                        unsafe { self.rbuf.set_len(self.rbuf.len() + n) };
+                        n
+                    }
+                    Poll::Ready(Err(e)) => return Err(e),
+                    Poll::Pending => return Err(io::ErrorKind::WouldBlock.into()),
+                }
+            }
+        };
         self.bytes_read += n as u64;
         Ok(n)
     }
 
-    async fn wait_writable(&self) -> io::Result<()> {
-        tokio::time::timeout(self.stall, self.stream.writable()).await.map_err(|_| timed_out())?
+    async fn wait_writable(s: &TcpStream, stall: Duration) -> io::Result<()> {
+        tokio::time::timeout(stall, s.writable()).await.map_err(|_| timed_out())?
     }
 
-    /// Sends all of `buf`; with `more`, tells the kernel more data follows (`MSG_MORE`).
+    /// Sends all of `buf`; with `more`, more data follows at once (`MSG_MORE` on TCP; no
+    /// flush on a stream).
     pub(crate) async fn write_all(&mut self, mut buf: &[u8], more: bool) -> io::Result<()> {
-        let fd = self.stream.as_raw_fd();
+        let stall = self.stall;
+        let s = match &mut self.transport {
+            Transport::Tcp(s) => s,
+            Transport::Stream(s) => {
+                tokio::time::timeout(stall, s.write_all(buf)).await.map_err(|_| timed_out())??;
+                if !more {
+                    tokio::time::timeout(stall, s.flush()).await.map_err(|_| timed_out())??;
+                }
+                self.bytes_written += buf.len() as u64;
+                return Ok(());
+            }
+        };
+        let fd = s.as_raw_fd();
         while !buf.is_empty() {
-            match self.stream.try_io(Interest::WRITABLE, || sys::send(fd, buf, more)) {
+            match s.try_io(Interest::WRITABLE, || sys::send(fd, buf, more)) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                 Ok(n) => {
                     buf = &buf[n..];
                     self.bytes_written += n as u64;
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.wait_writable().await?,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    Self::wait_writable(s, stall).await?
+                }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e),
             }
@@ -107,9 +176,11 @@ impl Io {
         Ok(())
     }
 
-    /// Sends `a` then `b` with `writev`, handling partial writes.
+    /// Sends `a` then `b` with one vectored write where possible (`writev` on TCP; on a
+    /// TLS stream the two are cut into full records together), handling partial writes.
     pub(crate) async fn write_two(&mut self, a: &[u8], b: &[u8]) -> io::Result<()> {
         let total = a.len() + b.len();
+        let stall = self.stall;
         let mut done = 0usize;
         while done < total {
             let slices;
@@ -120,24 +191,56 @@ impl Io {
                 slices = [IoSlice::new(&b[done - a.len()..]), IoSlice::new(&[])];
                 &slices[..1]
             };
-            match self.stream.try_write_vectored(iov) {
+            let r = match &mut self.transport {
+                Transport::Tcp(s) => s.try_write_vectored(iov),
+                Transport::Stream(s) => tokio::time::timeout(stall, s.write_vectored(iov))
+                    .await
+                    .map_err(|_| timed_out())?,
+            };
+            match r {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                 Ok(n) => {
                     done += n;
                     self.bytes_written += n as u64;
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.wait_writable().await?,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    if let Transport::Tcp(s) = &self.transport {
+                        Self::wait_writable(s, stall).await?
+                    }
+                }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e),
             }
         }
+        if let Transport::Stream(s) = &mut self.transport {
+            tokio::time::timeout(stall, s.flush()).await.map_err(|_| timed_out())??;
+        }
         Ok(())
     }
 
-    /// Sends the whole file region with `sendfile(2)`. A file shorter than the region
+    /// Sends `head` followed by the whole file region. A file shorter than the region
     /// fails with `UnexpectedEof` (the caller closes the connection).
+    pub(crate) async fn write_head_and_file(
+        &mut self,
+        head: &[u8],
+        range: &dyn FileRange,
+    ) -> io::Result<()> {
+        match self.transport {
+            Transport::Tcp(_) => {
+                self.write_all(head, true).await?;
+                self.send_file(range).await
+            }
+            Transport::Stream(_) => self.stream_file(head, range).await,
+        }
+    }
+
+    /// Sends the whole file region (after whatever was written before).
     pub(crate) async fn send_file(&mut self, range: &dyn FileRange) -> io::Result<()> {
-        let sock = self.stream.as_raw_fd();
+        let s = match &mut self.transport {
+            Transport::Tcp(s) => s,
+            Transport::Stream(_) => return self.stream_file(&[], range).await,
+        };
+        let sock = s.as_raw_fd();
         let file = range.fd();
         let mut off = range.offset();
         let end = off
@@ -145,10 +248,7 @@ impl Io {
             .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "file range overflows"))?;
         while off < end {
             let count = (end - off).min(SENDFILE_MAX) as usize;
-            match self
-                .stream
-                .try_io(Interest::WRITABLE, || sys::sendfile(sock, file, &mut off, count))
-            {
+            match s.try_io(Interest::WRITABLE, || sys::sendfile(sock, file, &mut off, count)) {
                 Ok(0) => {
                     return Err(io::Error::new(
                         io::ErrorKind::UnexpectedEof,
@@ -156,11 +256,54 @@ impl Io {
                     ));
                 }
                 Ok(n) => self.bytes_written += n as u64,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.wait_writable().await?,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    Self::wait_writable(s, self.stall).await?
+                }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e),
             }
         }
         Ok(())
+    }
+
+    /// The stream path of a file body: `prefix` (a response head, possibly empty) and the
+    /// region, in pooled [`BUF_SIZE`] pieces, each written whole. Large prefixes go first
+    /// on their own.
+    async fn stream_file(&mut self, mut prefix: &[u8], range: &dyn FileRange) -> io::Result<()> {
+        if prefix.len() >= BUF_SIZE / 2 {
+            self.write_all(prefix, true).await?;
+            prefix = &[];
+        }
+        let mut off = range.offset();
+        let end = off
+            .checked_add(range.len())
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "file range overflows"))?;
+        loop {
+            let mut buf = PoolBuf::acquire().await;
+            let space = buf.space();
+            space[..prefix.len()].copy_from_slice(prefix);
+            let n = ((end - off) as usize).min(space.len() - prefix.len());
+            fileread::read_exact(range, off, &mut space[prefix.len()..prefix.len() + n]).await?;
+            let len = prefix.len() + n;
+            buf.set_len(len);
+            off += n as u64;
+            prefix = &[];
+            // Flushed every time: the stream then holds no earlier bytes when the next
+            // buffer comes, so TLS takes the buffer whole and it leaves as one record.
+            self.write_all(buf.data(), false).await?;
+            if off >= end {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Half-closes the sending side (TLS: `close_notify`, then TCP FIN).
+    pub(crate) async fn shutdown(&mut self) -> io::Result<()> {
+        match &mut self.transport {
+            Transport::Tcp(s) => s.shutdown().await,
+            Transport::Stream(s) => {
+                tokio::time::timeout(self.stall, s.shutdown()).await.map_err(|_| timed_out())?
+            }
+        }
     }
 }

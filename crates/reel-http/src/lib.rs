@@ -1,11 +1,12 @@
 //! Strict HTTP/1.1 server codec and connection loop with a `sendfile(2)` response path.
 //!
 //! # What this crate owns
-//! Everything between an accepted `TcpStream` and the application's [`Handler`]:
+//! Everything between an accepted connection and the application's [`Handler`]:
 //! parsing request heads ([`Request`], on `httparse`), request bodies
 //! ([`RequestBody`]), response serialization ([`encode_head`]) and the connection
-//! loop ([`serve_connection`]) with keep-alive, pipelining, timeouts and draining.
-//! It depends on no other reel crate.
+//! loop ([`serve_connection`] on a `TcpStream`, [`serve_stream`] on any byte stream such
+//! as TLS) with keep-alive, pipelining, timeouts and draining. It depends on no other
+//! reel crate (TLS itself is `reel-tls`'s).
 //!
 //! # Design
 //! * **Thread per core.** [`serve_connection`] runs inside a tokio `current_thread`
@@ -17,7 +18,10 @@
 //!   body leaves as `send(head, MSG_MORE)` followed by `sendfile(2)` loops straight from
 //!   the page cache (no mmap, no read into user space). A streaming body ([`Body::Stream`])
 //!   mixes memory and file chunks, with `Content-Length`, chunked (HTTP/1.1) or
-//!   close-delimited (HTTP/1.0) framing. `EAGAIN` awaits writability; a peer reset
+//!   close-delimited (HTTP/1.0) framing. Over a byte stream (TLS) a file body cannot be
+//!   sent by `sendfile`: it is read from the page cache (`preadv2(RWF_NOWAIT)`, cold pages
+//!   through [`FileRange::read_cold`]) into the worker's [`PoolBuf`] buffers and written
+//!   16 KiB at a time, so TLS sends full records. `EAGAIN` awaits writability; a peer reset
 //!   (`EPIPE`/`ECONNRESET`, sent with `MSG_NOSIGNAL`) ends the connection cleanly. Note
 //!   `sendfile(2)` and tokio's own writes can raise `SIGPIPE`: the process must ignore
 //!   it (Rust binaries do by default).
@@ -54,24 +58,33 @@
 //!   half-closed and drained briefly before closing, so the kernel does not reset the
 //!   response away.
 
+#![deny(unsafe_code)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
 mod body;
 mod conn;
 mod date;
+mod fileread;
+mod http2;
+#[allow(unsafe_code)]
 mod io;
 mod limits;
 mod method;
+mod pool;
 mod request;
 mod response;
+#[allow(unsafe_code)]
 mod sys;
 
 pub use body::{BodyError, MAX_CHUNK_LINE, RequestBody};
-pub use conn::{CloseReason, ConnOutcome, DRAIN_LIMIT, Handler, serve_connection};
+pub use conn::{CloseReason, ConnOutcome, DRAIN_LIMIT, Handler, serve_connection, serve_stream};
+pub use http2::{H2Settings, serve_h2};
+pub use io::ByteStream;
 pub use limits::{Limits, MAX_HEADERS_CAP};
 pub use method::Method;
+pub use pool::{BUF_SIZE, POOL_BUFFERS, PoolBuf};
 pub use request::{BodyFraming, HeadError, HeadStatus, Request, Version};
 pub use response::{
-    Body, BodyStream, Chunk, EncodedHead, FileRange, Framing, HeadContext, HeaderName, Response,
-    encode_head, reason_phrase,
+    Body, BodyStream, Chunk, ColdRead, EncodedHead, FileRange, Framing, HeadContext, HeaderName,
+    Response, encode_head, pread_bytes, reason_phrase,
 };

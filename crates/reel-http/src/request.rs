@@ -19,6 +19,8 @@ pub enum Version {
     Http10,
     /// HTTP/1.1
     Http11,
+    /// HTTP/2 (RFC 9113); the head was given as fields of a stream.
+    Http2,
 }
 
 /// How the request body is delimited (RFC 9112 section 6.3).
@@ -176,6 +178,16 @@ impl Request {
     /// The raw head bytes of the current request (request line through the empty line).
     pub fn raw_head(&self) -> &[u8] {
         &self.head
+    }
+
+    /// Marks a head parsed from an HTTP/2 stream's fields: version 2, the body framing
+    /// the stream has (`Chunked` standing for "delimited by the stream, length unknown"),
+    /// no `100-continue` to send, and keep-alive (streams do not close the connection).
+    pub(crate) fn set_http2(&mut self, framing: BodyFraming) {
+        self.version = Version::Http2;
+        self.framing = framing;
+        self.expect_continue = false;
+        self.keep_alive = true;
     }
 
     fn str_at(&self, r: Range<usize>) -> &str {
@@ -360,7 +372,7 @@ impl Request {
         }
         self.keep_alive = !conn_close
             && match self.version {
-                Version::Http11 => true,
+                Version::Http11 | Version::Http2 => true,
                 Version::Http10 => conn_keep_alive,
             };
         Ok(HeadStatus::Complete(n))

@@ -21,9 +21,10 @@ use crate::date::append_date;
 use crate::method::Method;
 use crate::request::{Version, is_tchar};
 
-/// A region of an open file to be sent with `sendfile(2)`. The implementor keeps the
-/// file descriptor open until it is dropped (e.g. a store lease); the connection drops
-/// it as soon as the region has been sent or the connection failed.
+/// A region of an open file to be sent with `sendfile(2)` (plain TCP), or read into
+/// pooled buffers (TLS, HTTP/2). The implementor keeps the file descriptor open until it
+/// is dropped (e.g. a store lease); the connection drops it as soon as the region has
+/// been sent or the connection failed.
 pub trait FileRange {
     /// The open file descriptor to read from.
     fn fd(&self) -> RawFd;
@@ -35,6 +36,36 @@ pub trait FileRange {
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
+    /// Reads up to `len` bytes at file offset `offset` (inside the region) that are not
+    /// in the page cache, without blocking the worker; used after a
+    /// `preadv2(RWF_NOWAIT)` found them cold. An empty result means end of file.
+    ///
+    /// The default is a blocking `pread(2)`: right for files that live in memory (tmpfs,
+    /// tests). A store on disk overrides it with its asynchronous read path.
+    fn read_cold(&self, offset: u64, len: usize) -> ColdRead<'_> {
+        let fd = self.fd();
+        Box::pin(std::future::ready(pread_bytes(fd, offset, len)))
+    }
+}
+
+/// The future of [`FileRange::read_cold`].
+pub type ColdRead<'a> = Pin<Box<dyn std::future::Future<Output = io::Result<Bytes>> + 'a>>;
+
+/// Reads up to `len` bytes of `fd` at `offset` with blocking `pread(2)` calls (short only
+/// at end of file): [`FileRange::read_cold`]'s default.
+pub fn pread_bytes(fd: RawFd, offset: u64, len: usize) -> io::Result<Bytes> {
+    let mut buf = vec![0u8; len];
+    let mut done = 0;
+    while done < len {
+        match crate::sys::pread(fd, &mut buf[done..], offset + done as u64) {
+            Ok(0) => break,
+            Ok(n) => done += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    buf.truncate(done);
+    Ok(Bytes::from(buf))
 }
 
 /// One piece of a streaming body: memory or a file region.
@@ -305,7 +336,7 @@ pub fn encode_head(resp: &Response, ctx: &HeadContext, out: &mut Vec<u8>) -> Enc
         match (&resp.body, known_len) {
             (Body::Empty, _) => (Framing::NoBody, Some(0)),
             (_, Some(n)) => (Framing::Length(n), Some(n)),
-            (_, None) if ctx.version == Version::Http11 => (Framing::Chunked, None),
+            (_, None) if ctx.version != Version::Http10 => (Framing::Chunked, None),
             (_, None) => {
                 close = true;
                 (Framing::CloseDelimited, None)
@@ -358,22 +389,22 @@ pub fn encode_head(resp: &Response, ctx: &HeadContext, out: &mut Vec<u8>) -> Enc
     EncodedHead { framing, close, status }
 }
 
-fn is_generated(name: &str) -> bool {
+pub(crate) fn is_generated(name: &str) -> bool {
     ["content-length", "transfer-encoding", "connection", "keep-alive"]
         .iter()
         .any(|g| name.eq_ignore_ascii_case(g))
 }
 
-fn is_date(name: &str) -> bool {
+pub(crate) fn is_date(name: &str) -> bool {
     name.eq_ignore_ascii_case("date")
 }
 
-fn valid_name(name: &str) -> bool {
+pub(crate) fn valid_name(name: &str) -> bool {
     !name.is_empty() && name.bytes().all(is_tchar)
 }
 
 /// RFC 9110 section 5.5: field-value is VCHAR / obs-text / SP / HTAB.
-fn valid_value(v: &[u8]) -> bool {
+pub(crate) fn valid_value(v: &[u8]) -> bool {
     v.iter().all(|&b| b == b'\t' || (b >= 0x20 && b != 0x7f))
 }
 
@@ -417,6 +448,7 @@ pub fn reason_phrase(status: u16) -> &'static str {
         503 => "Service Unavailable",
         504 => "Gateway Timeout",
         505 => "HTTP Version Not Supported",
+        508 => "Loop Detected",
         _ => "",
     }
 }

@@ -1,5 +1,5 @@
-//! Thin wrappers over the socket syscalls the response path needs and std/tokio do not
-//! expose: `send(2)` with `MSG_MORE` and `sendfile(2)`.
+//! Thin wrappers over the syscalls the response path needs and std/tokio do not expose:
+//! `send(2)` with `MSG_MORE`, `sendfile(2)`, and `preadv2(2)` with `RWF_NOWAIT`.
 
 use std::io;
 use std::os::fd::RawFd;
@@ -38,6 +38,28 @@ pub(crate) fn sendfile(
     Ok(n as usize)
 }
 
+/// `preadv2(2)` with `RWF_NOWAIT`: copies only what the page cache holds. `WouldBlock`
+/// (EAGAIN) when the first byte at `offset` is not resident; a short count when only a
+/// prefix is; `Ok(0)` at end of file.
+pub(crate) fn pread_nowait(fd: RawFd, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+    let off = libc::off_t::try_from(offset)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "file offset too large"))?;
+    let iov = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
+    // SAFETY: `iov` describes `buf`, a live, exclusively borrowed buffer of `iov_len`
+    // bytes; the kernel writes at most that many bytes into it. Bad fds yield EBADF.
+    let n = unsafe { libc::preadv2(fd, &iov, 1, off, libc::RWF_NOWAIT) };
+    if n < 0 { Err(io::Error::last_os_error()) } else { Ok(n as usize) }
+}
+
+/// `pread(2)` (may block on a cold page).
+pub(crate) fn pread(fd: RawFd, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+    let off = libc::off_t::try_from(offset)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "file offset too large"))?;
+    // SAFETY: as for `pread_nowait`: `buf` is live and exclusively borrowed for the call.
+    let n = unsafe { libc::pread(fd, buf.as_mut_ptr().cast(), buf.len(), off) };
+    if n < 0 { Err(io::Error::last_os_error()) } else { Ok(n as usize) }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -60,6 +82,20 @@ mod tests {
         let mut got = Vec::new();
         b.read_to_end(&mut got).unwrap();
         assert_eq!(got, b"head:456789");
+    }
+
+    #[test]
+    fn nowait_and_plain_reads_copy_exact_bytes() {
+        let mut file = tempfile::tempfile().unwrap();
+        file.write_all(b"0123456789abcdef").unwrap();
+        let mut buf = [0u8; 6];
+        // Just written: resident in the page cache.
+        assert_eq!(pread_nowait(file.as_raw_fd(), &mut buf, 4).unwrap(), 6);
+        assert_eq!(&buf, b"456789");
+        assert_eq!(pread(file.as_raw_fd(), &mut buf[..2], 14).unwrap(), 2);
+        assert_eq!(&buf[..2], b"ef");
+        assert_eq!(pread_nowait(file.as_raw_fd(), &mut buf, 16).unwrap(), 0);
+        assert!(pread_nowait(-1, &mut buf, 0).is_err());
     }
 
     #[test]

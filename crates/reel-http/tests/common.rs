@@ -1,22 +1,25 @@
 //! Test server (a real current_thread runtime + LocalSet on its own thread, like a
-//! reel worker), a small routing handler and a blocking HTTP client.
+//! reel worker), plain or behind TLS, a small routing handler and a blocking HTTP client
+//! (plain or TLS, which can record the TLS records it receives).
 
+use std::cell::Cell;
 use std::fs::File;
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::os::fd::{AsRawFd, RawFd};
 use std::pin::Pin;
 use std::rc::Rc;
-use std::sync::mpsc;
+use std::sync::{Arc, Mutex, mpsc};
 use std::task::{Context, Poll};
 use std::thread;
 use std::time::Duration;
 
 use bytes::Bytes;
 use reel_http::{
-    BodyStream, Chunk, ConnOutcome, FileRange, Handler, Limits, Method, Request, RequestBody,
-    Response, Version, serve_connection,
+    BodyStream, Chunk, ColdRead, ConnOutcome, FileRange, H2Settings, Handler, Limits, Method,
+    Request, RequestBody, Response, Version, serve_connection, serve_h2, serve_stream,
 };
+use reel_tls::testing::TestCa;
 use tokio::sync::{oneshot, watch};
 
 /// Content of the test file: byte `i` is `(i * 7 + i / 251) % 256`, so offsets matter.
@@ -41,6 +44,36 @@ impl FileRange for FileSlice {
     }
     fn len(&self) -> u64 {
         self.len
+    }
+}
+
+/// A file slice that counts the reads it had to do for bytes not in the page cache.
+pub struct CountingSlice {
+    inner: FileSlice,
+    cold_reads: Rc<Cell<u64>>,
+}
+
+impl FileRange for CountingSlice {
+    fn fd(&self) -> RawFd {
+        self.inner.fd()
+    }
+    fn offset(&self) -> u64 {
+        self.inner.off
+    }
+    fn len(&self) -> u64 {
+        self.inner.len
+    }
+    fn read_cold(&self, offset: u64, len: usize) -> ColdRead<'_> {
+        self.cold_reads.set(self.cold_reads.get() + 1);
+        let file = self.inner.file.clone();
+        Box::pin(async move {
+            // Yield like an asynchronous read would, then read.
+            tokio::task::yield_now().await;
+            let mut buf = vec![0u8; len];
+            let n = std::os::unix::fs::FileExt::read_at(&*file, &mut buf, offset)?;
+            buf.truncate(n);
+            Ok(Bytes::from(buf))
+        })
     }
 }
 
@@ -69,6 +102,7 @@ impl BodyStream for ScriptStream {
 pub struct TestHandler {
     file: Rc<File>,
     file_len: u64,
+    cold_reads: Rc<Cell<u64>>,
 }
 
 fn query_num(req: &Request, key: &str) -> Option<u64> {
@@ -85,7 +119,11 @@ impl Handler for TestHandler {
                 Response::new(200).header("content-type", "text/plain").bytes("hello world")
             }
             "/info" => {
-                let v = if req.version() == Version::Http10 { "1.0" } else { "1.1" };
+                let v = match req.version() {
+                    Version::Http10 => "1.0",
+                    Version::Http11 => "1.1",
+                    Version::Http2 => "2",
+                };
                 let text = format!(
                     "{} {} q={} host={} v={} ka={}",
                     req.method(),
@@ -111,8 +149,25 @@ impl Handler for TestHandler {
             "/file" => {
                 let off = query_num(req, "off").unwrap_or(0);
                 let len = query_num(req, "len").unwrap_or(self.file_len - off);
-                Response::new(200).file(FileSlice { file: self.file.clone(), off, len })
+                let inner = FileSlice { file: self.file.clone(), off, len };
+                match query_num(req, "counted") {
+                    Some(_) => Response::new(200)
+                        .file(CountingSlice { inner, cold_reads: self.cold_reads.clone() }),
+                    None => Response::new(200).file(inner),
+                }
             }
+            "/evict" => {
+                // Drops the test file's pages from the page cache (test only: the server
+                // itself never does this), so the next read of it is cold.
+                let fd = self.file.as_raw_fd();
+                // SAFETY: a plain syscall on an fd this handler owns; no memory is passed.
+                unsafe { libc::fsync(fd) };
+                // SAFETY: as above.
+                let r = unsafe { libc::posix_fadvise(fd, 0, 0, libc::POSIX_FADV_DONTNEED) };
+                Response::new(if r == 0 { 200 } else { 500 })
+            }
+            "/cold-reads" => Response::new(200).bytes(self.cold_reads.get().to_string()),
+            "/pool" => Response::new(200).bytes(reel_http::PoolBuf::in_use().to_string()),
             "/stream" => {
                 let fail = query_num(req, "fail").is_some();
                 let declared = query_num(req, "len");
@@ -145,6 +200,8 @@ pub const FILE_LEN: u64 = 24 * 1024 * 1024;
 
 pub struct Server {
     pub addr: SocketAddr,
+    /// The CA of a TLS server's certificate (for `test.example`).
+    pub ca: Option<Arc<TestCa>>,
     drain: watch::Sender<bool>,
     outcomes: mpsc::Receiver<ConnOutcome>,
     stop: Option<oneshot::Sender<()>>,
@@ -157,6 +214,40 @@ impl Server {
     }
 
     pub fn with_limits(limits: Limits) -> Server {
+        Server::spawn(limits, false, None)
+    }
+
+    /// A server speaking HTTPS/1.1 (TLS 1.3, certificate for `test.example`).
+    pub fn start_tls() -> Server {
+        Server::spawn(Limits::default(), true, None)
+    }
+
+    pub fn with_limits_tls(limits: Limits) -> Server {
+        Server::spawn(limits, true, None)
+    }
+
+    /// A TLS server offering `h2` then `http/1.1` by ALPN.
+    pub fn start_h2(limits: Limits, h2: H2Settings) -> Server {
+        Server::spawn(limits, true, Some(h2))
+    }
+
+    fn spawn(limits: Limits, tls: bool, h2: Option<H2Settings>) -> Server {
+        let http2 = h2.is_some();
+        let h2 = h2.unwrap_or_default();
+        let ca = tls.then(|| Arc::new(TestCa::new()));
+        let tls = ca.as_ref().map(|ca| {
+            let dir = tempfile::tempdir().unwrap();
+            let (c, k) = ca.write_leaf(dir.path(), "leaf", &["test.example"]);
+            let spec = reel_tls::CertSpec {
+                source: reel_tls::CertSource::Files { cert: c, key: k },
+                names: Vec::new(),
+                cert_key: "c".into(),
+                key_key: "k".into(),
+            };
+            let cert = Arc::new(reel_tls::cert::load(&spec).unwrap());
+            let tickets = reel_tls::Tickets::new().unwrap();
+            Arc::new(reel_tls::server_config("l", cert, &[], false, http2, &tickets).unwrap())
+        });
         let mut tmp = tempfile::tempfile().unwrap();
         tmp.write_all(file_data()).unwrap();
         let (addr_tx, addr_rx) = mpsc::channel();
@@ -169,9 +260,11 @@ impl Server {
             local.block_on(&rt, async move {
                 let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
                 addr_tx.send(listener.local_addr().unwrap()).unwrap();
+                let h2 = Rc::new(h2);
                 let handler = Rc::new(TestHandler {
                     file: Rc::new(tmp),
                     file_len: FILE_LEN,
+                    cold_reads: Rc::new(Cell::new(0)),
                 });
                 let limits = Rc::new(limits);
                 loop {
@@ -180,8 +273,23 @@ impl Server {
                         accepted = listener.accept() => {
                             let Ok((stream, peer)) = accepted else { continue };
                             let (h, l, d, tx) = (handler.clone(), limits.clone(), drain_rx.clone(), out_tx.clone());
+                            let (tls, h2) = (tls.clone(), h2.clone());
                             tokio::task::spawn_local(async move {
-                                let outcome = serve_connection(stream, peer, h, l, d).await;
+                                let outcome = match tls {
+                                    None => serve_connection(stream, peer, h, l, d).await,
+                                    Some(tls) => {
+                                        let local = stream.local_addr().unwrap();
+                                        let timeout = l.header_timeout;
+                                        let Ok((s, info)) = reel_tls::accept(&tls, stream, timeout).await else {
+                                            return;
+                                        };
+                                        if info.alpn == reel_tls::Alpn::H2 {
+                                            serve_h2(s, peer, local, h, l, h2, d).await
+                                        } else {
+                                            serve_stream(s, peer, local, h, l, d).await
+                                        }
+                                    }
+                                };
                                 let _ = tx.send(outcome);
                             });
                         }
@@ -190,11 +298,15 @@ impl Server {
             });
         }).unwrap();
         let addr = addr_rx.recv().unwrap();
-        Server { addr, drain, outcomes, stop: Some(stop), thread: Some(thread) }
+        Server { addr, ca, drain, outcomes, stop: Some(stop), thread: Some(thread) }
     }
 
+    /// A client over TCP, or over TLS for a TLS server.
     pub fn connect(&self) -> Client {
-        Client::connect(self.addr)
+        match &self.ca {
+            None => Client::connect(self.addr),
+            Some(ca) => Client::connect_tls(self.addr, ca),
+        }
     }
 
     pub fn drain(&self) {
@@ -234,9 +346,78 @@ impl Resp {
     }
 }
 
+/// The client's side of the connection: TCP, or TLS over a TCP socket that keeps a copy
+/// of the raw bytes it received (to look at the TLS records).
+pub enum ClientStream {
+    Tcp(TcpStream),
+    Tls(Box<rustls::StreamOwned<rustls::ClientConnection, Tee>>),
+}
+
+/// A TCP socket that records what it reads.
+pub struct Tee {
+    pub tcp: TcpStream,
+    pub seen: Arc<Mutex<Vec<u8>>>,
+}
+
+impl Read for Tee {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.tcp.read(buf)?;
+        self.seen.lock().unwrap().extend_from_slice(&buf[..n]);
+        Ok(n)
+    }
+}
+
+impl Write for Tee {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.tcp.write(buf)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.tcp.flush()
+    }
+}
+
+impl ClientStream {
+    pub fn tcp(&self) -> &TcpStream {
+        match self {
+            ClientStream::Tcp(s) => s,
+            ClientStream::Tls(s) => &s.sock.tcp,
+        }
+    }
+}
+
+impl Read for ClientStream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            ClientStream::Tcp(s) => s.read(buf),
+            ClientStream::Tls(s) => match s.read(buf) {
+                // A peer that closes without close_notify (an aborted body) is EOF here.
+                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => Ok(0),
+                r => r,
+            },
+        }
+    }
+}
+
+impl Write for ClientStream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            ClientStream::Tcp(s) => s.write(buf),
+            ClientStream::Tls(s) => s.write(buf),
+        }
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            ClientStream::Tcp(s) => s.flush(),
+            ClientStream::Tls(s) => s.flush(),
+        }
+    }
+}
+
 pub struct Client {
-    pub stream: TcpStream,
+    pub stream: ClientStream,
     buf: Vec<u8>,
+    /// Raw bytes received (TLS clients only).
+    pub seen: Arc<Mutex<Vec<u8>>>,
 }
 
 impl Client {
@@ -244,7 +425,19 @@ impl Client {
         let stream = TcpStream::connect(addr).unwrap();
         stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
         stream.set_nodelay(true).unwrap();
-        Client { stream, buf: Vec::new() }
+        Client { stream: ClientStream::Tcp(stream), buf: Vec::new(), seen: Arc::default() }
+    }
+
+    pub fn connect_tls(addr: SocketAddr, ca: &TestCa) -> Client {
+        let tcp = TcpStream::connect(addr).unwrap();
+        tcp.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        tcp.set_nodelay(true).unwrap();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let name = rustls::pki_types::ServerName::try_from("test.example").unwrap();
+        let conn = rustls::ClientConnection::new(ca.client_config(&[b"http/1.1"]), name).unwrap();
+        let tee = Tee { tcp, seen: seen.clone() };
+        let stream = ClientStream::Tls(Box::new(rustls::StreamOwned::new(conn, tee)));
+        Client { stream, buf: Vec::new(), seen }
     }
 
     pub fn send(&mut self, raw: &[u8]) {

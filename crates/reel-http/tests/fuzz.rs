@@ -170,7 +170,7 @@ proptest! {
         let mut wire = b"POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n".to_vec();
         wire.extend_from_slice(&enc);
         c.send(&wire);
-        let _ = c.stream.shutdown(std::net::Shutdown::Write);
+        let _ = c.stream.tcp().shutdown(std::net::Shutdown::Write);
         let out = c.read_to_eof();
         if !out.is_empty() {
             let status = std::str::from_utf8(&out[9..12]).unwrap_or("").to_string();

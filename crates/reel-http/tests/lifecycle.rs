@@ -92,7 +92,7 @@ fn client_vanishing_mid_file_body_does_not_hurt_others() {
         let n = c.stream.read(&mut some).unwrap();
         assert!(n > 0);
         // Reset (SO_LINGER 0) so the server sees ECONNRESET/EPIPE on its next write.
-        let sock = socket2::SockRef::from(&c.stream);
+        let sock = socket2::SockRef::from(c.stream.tcp());
         sock.set_linger(Some(Duration::ZERO)).unwrap();
         drop(c);
         let o = server.outcome();

@@ -5,7 +5,7 @@ use reel_http::CloseReason;
 
 use crate::common::Server;
 
-const CASES: &[(&str, &str, u16)] = &[
+pub(crate) const CASES: &[(&str, &str, u16)] = &[
     (
         "CL and TE",
         "POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",

@@ -3,6 +3,8 @@
 mod bodies;
 mod common;
 mod fuzz;
+mod h2;
 mod lifecycle;
 mod protocol;
 mod smuggling;
+mod tls;

@@ -534,8 +534,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("access.log");
         let log = AccessLog::open(p.clone(), Format::Json).unwrap();
-        let a = LogBuffer::new(log.clone(), 1024);
-        let b = LogBuffer::new(log.clone(), 64 * 1024);
+        // `a` hands over a few batches (the queue holds 64, so none is dropped however slow
+        // the writer thread is on a loaded machine).
+        let a = LogBuffer::new(log.clone(), 16 * 1024);
+        let b = LogBuffer::new(log.clone(), 1024 * 1024);
         for i in 0..1000 {
             a.log(&entry(format!("/a/{i}").as_bytes()));
             b.log(&entry(format!("/b/{i}").as_bytes()));
@@ -555,9 +557,7 @@ mod tests {
         use std::os::unix::fs::OpenOptionsExt;
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("fifo");
-        let c = std::ffi::CString::new(p.to_str().unwrap()).unwrap();
-        // SAFETY: c is a valid NUL-terminated path.
-        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        crate::sys::mkfifo(&p).unwrap();
         // A reader that never reads: once the pipe buffer is full, the writer blocks.
         let _reader =
             OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(&p).unwrap();
@@ -610,9 +610,7 @@ mod tests {
         use std::os::unix::fs::OpenOptionsExt;
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("fifo");
-        let c = std::ffi::CString::new(p.to_str().unwrap()).unwrap();
-        // SAFETY: c is a valid NUL-terminated path.
-        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        crate::sys::mkfifo(&p).unwrap();
         // A reader that never reads: once the pipe buffer is full, the writer blocks.
         let _reader =
             OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(&p).unwrap();

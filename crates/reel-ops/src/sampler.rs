@@ -196,9 +196,7 @@ fn round3(x: f64) -> f64 {
 }
 
 fn clock_ticks_per_sec() -> f64 {
-    // SAFETY: sysconf has no preconditions; it only reads a system constant.
-    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if t > 0 { t as f64 } else { 100.0 }
+    crate::sys::clock_ticks_per_sec()
 }
 
 /// utime + stime of one thread of this process, in clock ticks (0 if it is gone).
@@ -277,8 +275,7 @@ mod tests {
 
     #[test]
     fn own_thread_cpu_time_is_readable() {
-        // SAFETY: gettid has no preconditions.
-        let tid = unsafe { libc::gettid() };
+        let tid = crate::sys::gettid();
         let mut x = 0u64;
         for i in 0..20_000_000u64 {
             x = x.wrapping_mul(31).wrapping_add(i);

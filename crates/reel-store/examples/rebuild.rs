@@ -1,63 +1,111 @@
-//! Measures the restart rebuild: fills a store to capacity, then times `Store::open`.
+//! Measures a restart: how long `Store::open` takes, when the first lookup is answered,
+//! and when the whole index is loaded (lookups miss until then), after a clean close
+//! (checkpoint) or after `kill -9` (scan of the record headers).
 //!
-//! Usage: `rebuild [DIR] [SIZE_MIB] [VOLUME_MIB] [OBJECT_KIB]`
-//! (defaults: a temp dir, 2048, 256, 2048). An existing full store in DIR is reused:
-//! pass `-` to skip the fill.
+//! Usage: `rebuild DIR SIZE_MIB VOLUME_MIB OBJECT_BYTES MODE [OBJECTS]`
+//!
+//! - `fill`: fills DIR with up to OBJECTS objects (default: until the store is full)
+//!   of OBJECT_BYTES bytes and 200 bytes of metadata, then closes cleanly (writes the
+//!   checkpoint).
+//! - `fill-hang`: the same, but prints `filled` and waits instead of closing: kill it
+//!   with `kill -9` for a crash.
+//! - `open`: opens DIR and prints the times.
+//!
+//! Example (1 M objects of 4000 bytes in 8 GiB; each record takes 8 KiB, a 4 KiB header
+//! block and the 4 KiB-aligned body):
+//! `rebuild /var/tmp/r 8192 256 4000 fill 1000000 && rebuild /var/tmp/r 8192 256 4000 open`
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use reel_store::{IoMode, Store, StoreConfig};
+use reel_store::{IoMode, Lookup, Store, StoreConfig};
 
-fn arg(i: usize, default: u64) -> u64 {
-    std::env::args().nth(i).and_then(|a| a.parse().ok()).unwrap_or(default)
+fn key(i: u64) -> String {
+    format!("cdn.example/vod/title-{:04}/seg_{i:08}.ts", i % 1000)
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let tmp = tempfile::tempdir()?;
-    let dir = std::env::args()
-        .nth(1)
-        .filter(|a| a != "-")
-        .map_or_else(|| tmp.path().to_owned(), std::path::PathBuf::from);
+    let args: Vec<String> = std::env::args().collect();
+    if args.len() < 6 {
+        return Err(
+            "usage: rebuild DIR SIZE_MIB VOLUME_MIB OBJECT_BYTES fill|fill-hang|open [OBJECTS]"
+                .into(),
+        );
+    }
+    let num = |i: usize| -> Result<u64, Box<dyn std::error::Error>> { Ok(args[i].parse()?) };
     let cfg = StoreConfig {
-        path: dir,
-        size: arg(2, 2048) << 20,
-        volume_size: arg(3, 256) << 20,
+        path: args[1].clone().into(),
+        size: num(2)? << 20,
+        volume_size: num(3)? << 20,
         io: IoMode::Auto,
     };
-    let obj = (arg(4, 2048) << 10) as usize;
-    let skip_fill = std::env::args().nth(5).is_some_and(|a| a == "-");
-    if !skip_fill {
-        let store = Store::open(cfg.clone())?;
-        let payload = Bytes::from(vec![0xa5u8; obj]);
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-        rt.block_on(async {
-            let mut i = 0u64;
-            // Fill until the first reclaim: the store is then full.
-            while store.stats().reclaims == 0 {
-                let key = format!("cdn.example/vod/seg_{i:08}.ts");
-                if let Ok(mut w) = store
-                    .begin_fill(key.as_bytes(), Bytes::from(vec![b'h'; 300]), Some(obj as u64))
-                    .await
-                {
-                    let _ = w.append(payload.clone()).await;
-                    let _ = w.commit().await;
+    let obj = num(4)? as usize;
+    let limit = args.get(6).map(|a| a.parse()).transpose()?.unwrap_or(u64::MAX);
+    match args[5].as_str() {
+        mode @ ("fill" | "fill-hang") => {
+            let store = Store::open(cfg)?;
+            store.wait_loaded();
+            let payload = Bytes::from(vec![0xa5u8; obj]);
+            let meta = Bytes::from(vec![b'h'; 200]);
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+            let t0 = Instant::now();
+            let n = rt.block_on(async {
+                let mut i = 0u64;
+                // Until the limit, or until the store is full (its first reclaim).
+                while i < limit && store.stats().reclaims == 0 {
+                    if let Ok(mut w) =
+                        store.begin_fill(key(i).as_bytes(), meta.clone(), Some(obj as u64)).await
+                    {
+                        let _ = w.append(payload.clone()).await;
+                        let _ = w.commit().await;
+                    }
+                    i += 1;
                 }
-                i += 1;
+                i
+            });
+            let st = store.stats();
+            println!(
+                "filled: {n} fills, {} objects, {:.2} GB in {:.1} s",
+                st.objects,
+                st.bytes_used as f64 / 1e9,
+                t0.elapsed().as_secs_f64()
+            );
+            if mode == "fill-hang" {
+                loop {
+                    std::thread::sleep(Duration::from_secs(3600));
+                }
             }
-        });
+            let t1 = Instant::now();
+            let n = store.close()?;
+            println!(
+                "clean close: checkpoint of {n} objects in {:.3} s",
+                t1.elapsed().as_secs_f64()
+            );
+        }
+        "open" => {
+            let t0 = Instant::now();
+            let store = Store::open(cfg)?;
+            let opened = t0.elapsed();
+            // Lookups are answered at once (a miss until the index is loaded).
+            let hit = matches!(store.lookup(key(0).as_bytes()), Some(Lookup::Hit(_)));
+            let first_lookup = t0.elapsed();
+            store.wait_loaded();
+            let loaded = t0.elapsed();
+            let st = store.stats();
+            println!(
+                "open {:.3} s, first lookup answered {:.3} s ({}), full index {:.3} s \
+                 ({} objects, load {} ms, {} records dropped)",
+                opened.as_secs_f64(),
+                first_lookup.as_secs_f64(),
+                if hit { "hit" } else { "miss" },
+                loaded.as_secs_f64(),
+                st.objects,
+                st.index_load_millis,
+                st.dropped_on_rebuild
+            );
+            store.close()?;
+        }
+        m => return Err(format!("unknown mode {m}").into()),
     }
-    let t0 = Instant::now();
-    let store = Store::open(cfg)?;
-    let secs = t0.elapsed().as_secs_f64();
-    let st = store.stats();
-    println!(
-        "rebuild: {} objects, {:.3} GB used of {:.3} GB in {secs:.3} s = {:.0} objects/s, {:.2} GB/s",
-        st.recovered,
-        st.bytes_used as f64 / 1e9,
-        st.capacity as f64 / 1e9,
-        st.recovered as f64 / secs,
-        st.bytes_used as f64 / 1e9 / secs
-    );
     Ok(())
 }

@@ -15,6 +15,8 @@
 //! aligned bodies, whole volumes reclaimed FIFO with a second chance for objects read
 //! since they were written (`docs/store-format.md`, `docs/store.md`).
 //!
+//! Reclaim runs on the store's maintenance thread, never inside a fill.
+//!
 //! I/O: io_uring per worker thread, or an I/O thread pool (module `io`). The async
 //! methods return `!Send` futures (they use the calling thread's ring): run them on the
 //! worker's current_thread runtime / LocalSet.
@@ -35,7 +37,8 @@ use std::path::PathBuf;
 pub use bytes::Bytes;
 
 pub use store::{
-    FileRange, FillStatus, FillWriter, Filling, Hit, Lookup, MAX_KEY_LEN, MAX_META_LEN, Store,
+    Committed, FileRange, FillStatus, FillWriter, Filling, Hit, Lookup, MAX_KEY_LEN, MAX_META_LEN,
+    Store,
 };
 
 /// How the store does file I/O.
@@ -76,14 +79,24 @@ pub enum StoreError {
         /// The OS error.
         source: std::io::Error,
     },
+    /// Another store (another process, PID `pid` when known) has the directory open.
+    #[error("store at {path} is in use by another process (pid {pid})")]
+    Locked {
+        /// The store directory.
+        path: PathBuf,
+        /// The holder's PID as written in the lock file.
+        pid: String,
+    },
+    /// The store was closed ([`Store::close`]); nothing new is written.
+    #[error("store is closed")]
+    Closed,
     /// The configuration is unusable.
     #[error("invalid store configuration: {0}")]
     Config(String),
     /// Another fill for this key is in progress; coalesce onto it via [`Store::lookup`].
     #[error("key is already being filled")]
     AlreadyFilling,
-    /// The object does not fit: larger than a volume, or a streamed object outgrew the
-    /// space it could reserve contiguously.
+    /// The object does not fit: larger than a volume.
     #[error("object too large for the store ({0} bytes)")]
     TooLarge(u64),
     /// No volume is free right now (reclaim pending or volumes leased); not admitted.
@@ -142,10 +155,22 @@ pub struct StoreStats {
     pub quarantined_volumes: u64,
     /// Fills refused for lack of a free volume.
     pub no_space: u64,
-    /// Objects recovered by the last rebuild.
+    /// Fills of unknown length that could not grow in place and moved to a larger
+    /// reservation (copying what they had written).
+    pub fill_moves: u64,
+    /// Fills of unknown length delivered whole to their readers but not stored (larger
+    /// than a volume, or no free volume to move to): see [`Committed::NotStored`].
+    pub not_stored: u64,
+    /// Objects recovered by the index load at open.
     pub recovered: u64,
-    /// Records dropped by the last rebuild (bad checksum or no commit marker).
+    /// Records dropped by the scan at open (bad header checksum or no valid commit
+    /// trailer).
     pub dropped_on_rebuild: u64,
     /// Whether io_uring is the I/O backend.
     pub uring: bool,
+    /// Whether the index is still loading after open (lookups of keys not loaded yet
+    /// miss).
+    pub index_loading: bool,
+    /// How long the last index load took, in milliseconds.
+    pub index_load_millis: u64,
 }

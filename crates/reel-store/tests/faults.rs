@@ -168,7 +168,13 @@ impl tracing::Subscriber for CountWriteErrorLogs {
     fn exit(&self, _: &tracing::span::Id) {}
 }
 
+/// The fault tests run one at a time: `tracing` caches per call site whether anyone
+/// listens, and a first write-error log from another thread racing with this thread's
+/// `set_default` can cache "nobody", so the counted log line would never arrive.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn write_faults(io: IoMode) {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let Some(_tmpfs) = Tmpfs::mount(dir.path()) else { return };
     let logs = Arc::new(AtomicUsize::new(0));
@@ -309,6 +315,7 @@ fn volume_of_fill(s: &Arc<Store>, dir: &Path, key: &[u8]) -> PathBuf {
 }
 
 fn header_faults(io: IoMode) {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let Some(_tmpfs) = Tmpfs::mount(dir.path()) else { return };
     let filler = dir.path().join("filler");

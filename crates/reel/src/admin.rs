@@ -229,6 +229,7 @@ impl AdminHandler {
             s.health().is_some_and(|h| h.draining()),
         );
         live.origins.snapshot().render_prometheus(&mut p);
+        live.tls.render_prometheus(&s.tls_counters, &mut p);
         Response::new(200)
             .header("content-type", Bytes::from_static(b"text/plain; version=0.0.4"))
             .bytes(p.finish())
@@ -290,6 +291,7 @@ impl AdminHandler {
                 "plan": {"cpus": plan, "workers": s.plan.workers, "irq_cpus": s.plan.irq_cpus, "warnings": s.plan.warnings},
                 "workers": workers,
                 "origins": live.origins.snapshot(),
+                "tls": live.tls.status(),
                 "origin_warnings": live.origins.warnings(),
                 "access_log": access_log,
                 "store": {

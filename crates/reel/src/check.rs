@@ -10,14 +10,18 @@ use crate::EX_USAGE;
 pub fn run(path: &Path) -> ExitCode {
     let problems = match reel_config::load_and_validate(path) {
         Ok(cfg) => match crate::preflight::check_build(&cfg) {
-            Ok(()) => {
-                println!(
-                    "reel: configuration file {} is valid (hash {})",
-                    path.display(),
-                    cfg.hash()
-                );
-                return ExitCode::SUCCESS;
-            }
+            // The files the config names: certificates must load and match their keys.
+            Ok(()) => match tls_problems(&cfg) {
+                Ok(()) => {
+                    println!(
+                        "reel: configuration file {} is valid (hash {})",
+                        path.display(),
+                        cfg.hash()
+                    );
+                    return ExitCode::SUCCESS;
+                }
+                Err(problems) => problems,
+            },
             Err(e) => vec![e.to_string()],
         },
         Err(errs) => errs.problems.iter().map(|p| p.to_string()).collect(),
@@ -27,4 +31,21 @@ pub fn run(path: &Path) -> ExitCode {
     }
     eprintln!("reel: configuration file {} has {} problem(s)", path.display(), problems.len());
     ExitCode::from(EX_USAGE)
+}
+
+/// Loads the certificates `cfg` names; problems as `file:line:column: key: message` lines.
+/// Certificates that expire soon (or have) are printed as warnings.
+fn tls_problems(cfg: &reel_config::Config) -> Result<(), Vec<String>> {
+    let tickets = reel_tls::Tickets::new().map_err(|e| vec![e.to_string()])?;
+    match crate::tls::TlsState::build(cfg, &tickets) {
+        Ok(tls) => {
+            for w in tls.warnings(std::time::SystemTime::now()) {
+                eprintln!("warning: {}", cfg.problem(&w.key, w.message));
+            }
+            Ok(())
+        }
+        Err(problems) => {
+            Err(problems.iter().map(|p| cfg.problem(&p.key, &p.message).to_string()).collect())
+        }
+    }
 }

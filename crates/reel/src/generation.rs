@@ -29,6 +29,8 @@ pub struct Live {
     pub cache: Arc<reel_cache::Settings>,
     /// The access log, if enabled.
     pub access_log: Option<Arc<AccessLog>>,
+    /// The TLS listeners' certificates and configurations.
+    pub tls: Arc<crate::tls::TlsState>,
     /// When it was loaded.
     pub loaded_at: SystemTime,
 }
@@ -57,13 +59,15 @@ pub enum GenerationError {
 }
 
 impl Live {
-    /// Builds generation `generation` from `cfg`; `prev` is the running generation, whose
-    /// origin groups and access log are kept when their config is unchanged.
+    /// Builds generation `generation` from `cfg` and its TLS state `tls` (built first, see
+    /// [`crate::tls::TlsState::build`]); `prev` is the running generation, whose origin
+    /// groups and access log are kept when their config is unchanged.
     pub fn build(
         cfg: Config,
         generation: u64,
         origin_flag: Option<&OriginFlag>,
         prev: Option<&Live>,
+        tls: crate::tls::TlsState,
     ) -> Result<Live, GenerationError> {
         // Unchanged origin groups keep their `Origins`: health state, counters and (in the
         // workers) connection pools survive a reload that did not touch them.
@@ -107,6 +111,7 @@ impl Live {
             cfg,
             origins,
             access_log,
+            tls: Arc::new(tls),
             loaded_at: SystemTime::now(),
         })
     }

@@ -17,6 +17,7 @@ mod preflight;
 mod reload;
 mod server;
 mod shared;
+mod tls;
 mod worker;
 
 use std::path::PathBuf;

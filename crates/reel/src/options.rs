@@ -218,7 +218,14 @@ pub fn cache_settings(cfg: &Config, origin_flag: bool) -> reel_cache::Settings {
         max_variants: c.max_variants as usize,
         lock_timeout: c.lock_timeout.get(),
         blocking_timeout: c.blocking_timeout.get(),
+        node: node(cfg),
     }
+}
+
+/// `[server]` `cdn_id`, `max_hops` and `cache_status_name`.
+pub fn node(cfg: &Config) -> reel_cache::Node {
+    let s = &cfg.server;
+    reel_cache::Node::new(&s.cdn_id, s.cache_status_name(), s.max_hops)
 }
 
 /// `[demo_origin]`.
@@ -340,6 +347,8 @@ retries = 3
         assert!(s.site_for("other.example").is_none());
         assert_eq!(site.prefetch, reel_cache::Prefetch::Hinted);
         assert_eq!(s.blocking_timeout, Duration::from_secs(3), "[cache] blocking_timeout default");
+        assert_eq!(s.node.cache_status_name(), "reel", "[server] defaults");
+        assert!(s.node.loop_entry().starts_with("reel; t="));
         let with_flag = cache_settings(&c, true);
         let fallback = with_flag.site_for("other.example").expect("fallback");
         assert_eq!(fallback.group, FLAG_GROUP);

@@ -44,6 +44,10 @@ pub enum ReloadError {
     /// The file is valid but cannot run in this process.
     #[error(transparent)]
     Preflight(#[from] PreflightError),
+    /// A certificate could not be loaded (every problem as `file:line:column: key:
+    /// message`, one per line).
+    #[error("{0}")]
+    Tls(String),
     /// Building the new generation failed.
     #[error(transparent)]
     Generation(#[from] GenerationError),
@@ -109,9 +113,15 @@ fn apply(
     // Restart keys keep their running values, so what runs stays coherent.
     let new = read.keeping_restart_keys(&old.cfg);
     // Everything that can fail without side effects comes first: a failure after the
-    // listeners changed would leave them out of step with the running config.
+    // listeners changed would leave them out of step with the running config. Certificates
+    // are loaded and checked here: a bad one fails the reload and the running ones serve on.
+    let tls = crate::tls::TlsState::build(&new, &shared.tickets)
+        .map_err(|p| ReloadError::Tls(crate::tls::report(&new, &p)))?;
+    for w in tls.warnings(SystemTime::now()) {
+        warn!("{}", new.problem(&w.key, w.message));
+    }
     let generation = shared.generation.load(Ordering::SeqCst) + 1;
-    let live = Live::build(new, generation, shared.origin_flag.as_ref(), Some(&old))?;
+    let live = Live::build(new, generation, shared.origin_flag.as_ref(), Some(&old), tls)?;
     if old.cfg.listener != live.cfg.listener {
         let r = runtime.set_listeners(options::listeners(&live.cfg));
         // Even a partly failed change may have bound or closed sockets: show what is real.

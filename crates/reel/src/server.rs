@@ -50,7 +50,18 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         eprintln!("{}: {e}", args.config.display());
         return Ok(ExitCode::from(crate::EX_USAGE));
     }
+    let tickets = reel_tls::Tickets::new().context("making session-ticket keys")?;
+    let tls = match crate::tls::TlsState::build(&cfg, &tickets) {
+        Ok(t) => t,
+        Err(problems) => {
+            eprintln!("{}", crate::tls::report(&cfg, &problems));
+            return Ok(ExitCode::from(crate::EX_USAGE));
+        }
+    };
     crate::logging::init(&cfg.log);
+    for w in tls.warnings(std::time::SystemTime::now()) {
+        warn!("{}", cfg.problem(&w.key, w.message));
+    }
     let origin_override = match args.origin.as_deref().map(options::parse_origin_flag) {
         Some(Ok(o)) => Some(o),
         Some(Err(e)) => {
@@ -70,7 +81,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     }
     info!(workers = ?plan.workers, irq_cpus = ?plan.irq_cpus, "core plan");
 
-    let shared = Shared::new(cfg, args.config.clone(), origin_override, &plan)?;
+    let shared = Shared::new(cfg, args.config.clone(), origin_override, &plan, tls, tickets)?;
     let opts = options::runtime(&shared.live().cfg, &plan);
     let listeners = options::listeners(&shared.live().cfg);
     let factory_shared = shared.clone();
@@ -123,7 +134,13 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     };
 
     notify::ready();
-    info!(version = env!("CARGO_PKG_VERSION"), "reel is serving");
+    let node = options::node(&shared.live().cfg);
+    info!(
+        version = env!("CARGO_PKG_VERSION"),
+        cdn_loop = node.loop_entry(),
+        cache_status = node.cache_status_name(),
+        "reel is serving"
+    );
 
     let shutdown = runtime.shutdown_handle();
     let drain_deadline = shared.live().cfg.server.shutdown_timeout.get();
@@ -155,6 +172,10 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     admin.stop();
     // The workers are gone and have handed over their buffers: write them out.
     shared.close_access_log();
+    // A clean close: the next start loads the index checkpoint instead of scanning.
+    if let Err(e) = shared.store.close() {
+        warn!(error = %e, "store index checkpoint not written");
+    }
     if report.dropped_connections > 0 {
         warn!(
             dropped = report.dropped_connections,

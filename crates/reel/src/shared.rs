@@ -63,19 +63,26 @@ pub struct Shared {
     listeners: Mutex<Vec<BoundListener>>,
     /// When the process started.
     pub started: SystemTime,
+    /// Session-ticket keys shared by every worker and every generation.
+    pub tickets: reel_tls::Tickets,
+    /// Per-worker TLS handshake counters, in worker order.
+    pub tls_counters: Vec<Arc<reel_tls::HandshakeCounters>>,
 }
 
 impl Shared {
-    /// Builds generation 1 and the store.
+    /// Builds generation 1 (with the TLS state built from `cfg` with `tickets`) and the
+    /// store.
     pub fn new(
         cfg: Config,
         config_path: PathBuf,
         origin_flag: Option<OriginFlag>,
         plan: &CorePlan,
+        tls: crate::tls::TlsState,
+        tickets: reel_tls::Tickets,
     ) -> anyhow::Result<Arc<Shared>> {
         let store = reel_store::Store::open(options::store(&cfg))
             .with_context(|| format!("opening the store at {}", cfg.store.path.display()))?;
-        let live = Live::build(cfg, 1, origin_flag.as_ref(), None)?;
+        let live = Live::build(cfg, 1, origin_flag.as_ref(), None, tls)?;
         let (reload_tx, reload_rx) = mpsc::channel(4);
         let n = plan.workers.len();
         Ok(Arc::new(Shared {
@@ -94,6 +101,8 @@ impl Shared {
             generation: AtomicU64::new(1),
             listeners: Mutex::new(Vec::new()),
             started: SystemTime::now(),
+            tickets,
+            tls_counters: (0..n).map(|_| Arc::default()).collect(),
         }))
     }
 

@@ -38,9 +38,12 @@ impl App {
             .get(ctx.index)
             .cloned()
             .unwrap_or_else(|| Arc::new(WorkerMetrics::new(&reel_cache::OUTCOMES)));
+        let tls_counters = shared.tls_counters.get(ctx.index).cloned().unwrap_or_default();
         let state = Rc::new(WorkerState {
             shared: shared.clone(),
             metrics,
+            tls_counters,
+            h2: Rc::new(reel_http::H2Settings::default()),
             generation: RefCell::new(Gen::first(&shared.live_full(), &shared.cache)),
         });
         App { state }
@@ -52,11 +55,32 @@ impl WorkerApp for App {
         &self,
         stream: TcpStream,
         peer: SocketAddr,
-        _listener: &str,
+        listener: &str,
         drain: watch::Receiver<bool>,
     ) {
-        let limits = self.state.current().limits.clone();
-        reel_http::serve_connection(stream, peer, self.state.clone(), limits, drain).await;
+        let g = self.state.current();
+        let limits = g.limits.clone();
+        match g.live.tls.listener(listener).cloned() {
+            None => {
+                drop(g);
+                reel_http::serve_connection(stream, peer, self.state.clone(), limits, drain).await;
+            }
+            Some(tls) => {
+                drop(g);
+                let s = &self.state;
+                crate::tls::serve(
+                    tls,
+                    stream,
+                    peer,
+                    s.clone(),
+                    limits,
+                    s.h2.clone(),
+                    drain,
+                    &s.tls_counters,
+                )
+                .await;
+            }
+        }
     }
 
     async fn run(&self, _ctx: WorkerCtx, mut drain: watch::Receiver<bool>) {
@@ -130,6 +154,8 @@ impl Gen {
 pub struct WorkerState {
     shared: Arc<Shared>,
     metrics: Arc<WorkerMetrics>,
+    tls_counters: Arc<reel_tls::HandshakeCounters>,
+    h2: Rc<reel_http::H2Settings>,
     generation: RefCell<Rc<Gen>>,
 }
 

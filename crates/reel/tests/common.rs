@@ -81,8 +81,12 @@ impl Object {
 #[derive(Default)]
 struct OriginState {
     objects: HashMap<String, Object>,
+    /// Served for paths without an object of their own (else 404).
+    default: Option<Object>,
     hits: HashMap<String, u64>,
     conditional: HashMap<String, u64>,
+    /// The last `CDN-Loop` received per path, its field lines joined by ", ".
+    cdn_loop: HashMap<String, String>,
 }
 
 /// A small HTTP/1.1 origin on 127.0.0.1:0: serves the objects put into it (404 otherwise,
@@ -126,6 +130,21 @@ impl Origin {
         self.state.lock().unwrap().objects.insert(path.into(), obj);
     }
 
+    /// Serves `obj` for every path without an object of its own, from now on.
+    pub fn put_default(&self, obj: Object) {
+        self.state.lock().unwrap().default = Some(obj);
+    }
+
+    /// Requests received so far, per path.
+    pub fn all_hits(&self) -> HashMap<String, u64> {
+        self.state.lock().unwrap().hits.clone()
+    }
+
+    /// The `CDN-Loop` of the last request for `path` (field lines joined by ", ").
+    pub fn cdn_loop(&self, path: &str) -> Option<String> {
+        self.state.lock().unwrap().cdn_loop.get(path).cloned()
+    }
+
     /// Requests received for `path` so far.
     pub fn hits(&self, path: &str) -> u64 {
         self.state.lock().unwrap().hits.get(path).copied().unwrap_or(0)
@@ -151,6 +170,7 @@ fn origin_conn(s: TcpStream, state: &Mutex<OriginState>, name: &str) {
         let method = parts.next().unwrap_or("").to_string();
         let target = parts.next().unwrap_or("/").to_string();
         let mut inm = None;
+        let mut cdn_loop: Vec<String> = Vec::new();
         let mut body_len = 0usize;
         loop {
             let mut h = String::new();
@@ -164,6 +184,8 @@ fn origin_conn(s: TcpStream, state: &Mutex<OriginState>, name: &str) {
             if let Some((k, v)) = h.split_once(':') {
                 if k.eq_ignore_ascii_case("if-none-match") {
                     inm = Some(v.trim().to_string());
+                } else if k.eq_ignore_ascii_case("cdn-loop") {
+                    cdn_loop.push(v.trim().to_string());
                 } else if k.eq_ignore_ascii_case("content-length") {
                     body_len = v.trim().parse().unwrap_or(0);
                 }
@@ -180,7 +202,10 @@ fn origin_conn(s: TcpStream, state: &Mutex<OriginState>, name: &str) {
             if inm.is_some() {
                 *st.conditional.entry(path.clone()).or_default() += 1;
             }
-            match st.objects.get(&path) {
+            if !cdn_loop.is_empty() {
+                st.cdn_loop.insert(path.clone(), cdn_loop.join(", "));
+            }
+            match st.objects.get(&path).or(st.default.as_ref()) {
                 Some(o) => o.clone(),
                 None if path == "/healthz" => Object::ok("ok"),
                 None => Object { status: 404, ..Object::ok("not found at the origin") },
@@ -395,6 +420,14 @@ pub struct Conf {
     pub origin_group: String,
     /// Extra lines of its `[[origin_group.tier]]` table.
     pub tier: String,
+    /// Its `retries`.
+    pub retries: u32,
+    /// Lines of `[server]` besides `shutdown_timeout`.
+    pub server: String,
+    /// Extra lines per listener name (e.g. its TLS keys).
+    pub listener_lines: HashMap<String, String>,
+    /// Top-level tables appended verbatim (e.g. `[[certificate]]`).
+    pub extra: String,
     /// Extra arguments of `reel serve`.
     pub serve_args: Vec<String>,
 }
@@ -417,6 +450,10 @@ impl Conf {
             log_level: "info".into(),
             origin_group: String::new(),
             tier: String::new(),
+            retries: 0,
+            server: String::new(),
+            listener_lines: HashMap::new(),
+            extra: String::new(),
             serve_args: Vec::new(),
         }
     }
@@ -425,11 +462,14 @@ impl Conf {
     pub fn render(&self) -> String {
         let d = self.dir.display();
         let mut s = format!(
-            "[server]\nshutdown_timeout = \"{}\"\n\n[log]\nlevel = \"{}\"\nformat = \"json\"\n\n",
-            self.shutdown_timeout, self.log_level
+            "[server]\nshutdown_timeout = \"{}\"\n{}\n[log]\nlevel = \"{}\"\nformat = \"json\"\n\n",
+            self.shutdown_timeout, self.server, self.log_level
         );
         for (name, addr) in &self.listeners {
-            s.push_str(&format!("[[listener]]\nname = \"{name}\"\naddress = \"{addr}\"\n\n"));
+            let more = self.listener_lines.get(name).map(String::as_str).unwrap_or("");
+            s.push_str(&format!(
+                "[[listener]]\nname = \"{name}\"\naddress = \"{addr}\"\n{more}\n\n"
+            ));
         }
         s.push_str("[cores]\nnic = []\nirq = \"auto\"\nworkers = \"auto\"\nsteer = \"hash\"\n\n");
         s.push_str(&format!("[http]\n{}\n", self.http));
@@ -452,12 +492,14 @@ impl Conf {
         );
         let hosts: Vec<String> = self.origins.iter().map(|a| format!("\"{a}\"")).collect();
         s.push_str(&format!(
-            "[[origin_group]]\nname = \"o\"\nconnect_timeout = \"5s\"\nfirst_byte_timeout = \"20s\"\nretries = 0\n{}\n  [origin_group.health]\n  enabled = false\n\n  [[origin_group.tier]]\n  hosts = [{}]\n{}\n",
+            "[[origin_group]]\nname = \"o\"\nconnect_timeout = \"5s\"\nfirst_byte_timeout = \"20s\"\nretries = {}\n{}\n  [origin_group.health]\n  enabled = false\n\n  [[origin_group.tier]]\n  hosts = [{}]\n{}\n",
+            self.retries,
             self.origin_group,
             hosts.join(", "),
             self.tier
         ));
         s.push_str("[demo_origin]\nenabled = false\n");
+        s.push_str(&self.extra);
         s
     }
 

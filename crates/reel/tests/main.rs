@@ -9,5 +9,7 @@ mod common;
 mod health;
 mod reload;
 mod serve;
+mod shield;
 mod systemd;
+mod tls;
 mod tls_origin;

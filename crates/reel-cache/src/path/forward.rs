@@ -4,7 +4,7 @@
 
 use http::{HeaderMap, Method as HttpMethod};
 use reel_http::{BodyFraming, Method, Request, RequestBody, Response};
-use reel_origin::OriginRequest;
+use reel_origin::{Affinity, OriginRequest};
 use std::time::Instant;
 
 use super::answer::Answer;
@@ -25,17 +25,24 @@ impl WorkerCache {
         if *req.method() == Method::Head {
             o.method = HttpMethod::HEAD;
         }
-        o.headers = forward_headers(req, Forward::Pass, &[]);
+        o.headers = forward_headers(req, Forward::Pass, &[], &self.settings.node);
         let t0 = Instant::now();
-        match self.client.send(&site.group, o).await {
+        match self.client.send_keyed(&site.group, o, self.affinity(req, site)).await {
             Ok(resp) => {
-                stream_origin(req, resp, ans.after(Some(t0.elapsed())), &self.shared.pass_buffered)
+                let ans = ans.after(Some(t0.elapsed()));
+                stream_origin(req, resp, ans, &self.statuses, &self.shared.pass_buffered)
             }
             Err(e) => Answer::ORIGIN_ERROR
                 .counted_as(ans.result)
                 .after(Some(t0.elapsed()))
-                .on(Response::error(e.client_status())),
+                .on(Response::error(e.client_status()), &self.statuses),
         }
+    }
+
+    /// The parent a request for `req`'s object goes to is chosen by its cache key, as for
+    /// fills (see [`Affinity`]); a target that cannot be keyed hashes its path and query.
+    fn affinity(&self, req: &Request, site: &Site) -> Option<Affinity> {
+        self.key(req, site).map(|k| Affinity::of(k.as_bytes()))
     }
 
     /// Other methods: forwarded uncached with the body streamed; a successful unsafe
@@ -62,7 +69,7 @@ impl WorkerCache {
         let o = OriginRequest {
             method,
             path_and_query: pq,
-            headers: forward_headers(req, Forward::Pass, &[]),
+            headers: forward_headers(req, Forward::Pass, &[], &self.settings.node),
             host,
             body: rbody,
             idempotent: false,
@@ -88,7 +95,8 @@ impl WorkerCache {
                 }
             }
         };
-        let (res, ()) = tokio::join!(self.client.send(&site.group, o), pump);
+        let send = self.client.send_keyed(&site.group, o, self.affinity(req, site));
+        let (res, ()) = tokio::join!(send, pump);
         let ans = Answer::FWD_METHOD.after(Some(t0.elapsed()));
         match res {
             Ok(resp) => {
@@ -96,9 +104,9 @@ impl WorkerCache {
                 if (200..400).contains(&status) && req.method().is_unsafe() {
                     self.invalidate(req, site, &resp.headers).await;
                 }
-                stream_origin(req, resp, ans, &self.shared.pass_buffered)
+                stream_origin(req, resp, ans, &self.statuses, &self.shared.pass_buffered)
             }
-            Err(e) => ans.on(Response::error(e.client_status())),
+            Err(e) => ans.on(Response::error(e.client_status()), &self.statuses),
         }
     }
 

@@ -209,7 +209,7 @@ impl WorkerCache {
     /// appear in time), any other fetches on its own, uncached.
     pub(super) async fn waited_out(&self, req: &Request, site: &Site, blocking: bool) -> Response {
         if blocking {
-            return Answer::BLOCKING_TIMEOUT.on(Response::error(504));
+            return Answer::BLOCKING_TIMEOUT.on(Response::error(504), &self.statuses);
         }
         self.fetch_pass(req, site, Answer::LOCK_TIMEOUT).await
     }
@@ -247,7 +247,7 @@ impl WorkerCache {
                 client: self.client.clone(),
                 group: site.group.clone(),
                 policy: site.policy.clone(),
-                headers: forward_headers(req, Forward::SharedFill, dropped),
+                headers: forward_headers(req, Forward::SharedFill, dropped, &self.settings.node),
                 viewer: req.headers().map(|(n, v)| (n.as_bytes().to_vec(), v.to_vec())).collect(),
             })
         });

@@ -21,6 +21,8 @@
 //! - `small`: small bodies read whole on arrival and answered from memory, shared by the
 //!   workers;
 //! - `answer`: a response's cache result, `Cache-Status` and origin time as one value;
+//! - [`hops`]: this node among the others: `CDN-Loop` loop protection and its
+//!   `Cache-Status` name;
 //! - [`pass_stream`]: an origin body streamed to its one client, its buffer bounded;
 //! - [`respond`]: responses built from stored metadata, bodies streamed from the store;
 //! - [`tag`]: the per-response tag the access log and metrics read back.
@@ -32,6 +34,7 @@ mod answer;
 mod fetch;
 mod fill;
 mod forward;
+pub mod hops;
 pub mod inflight;
 pub mod llhls;
 mod lookup;

@@ -5,6 +5,8 @@
 //! sent it). An object still being filled, or a cold one, is streamed by a small task on
 //! the worker: file ranges as bytes become durable, or bytes read through the store's
 //! io_uring when the pages are not resident, so a cold disk read never blocks the worker.
+//! Over TLS and HTTP/2 the codec reads file ranges itself; pages it finds cold are read
+//! through the store as well ([`LeasedRange`]'s `read_cold`).
 
 use std::any::Any;
 use std::cell::{Cell, RefCell};
@@ -14,7 +16,7 @@ use std::rc::Rc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::{BufMut, Bytes, BytesMut};
-use reel_http::{Chunk, FileRange, Request, Response};
+use reel_http::{Chunk, ColdRead, FileRange, Request, Response};
 use reel_store::{Filling, Hit};
 use tokio::sync::mpsc;
 
@@ -54,14 +56,32 @@ pub struct Prepared {
     resident_at: Cell<Option<Instant>>,
     /// A copy of a small body, sent together with the head.
     small: std::cell::OnceCell<Bytes>,
+    /// The stored `Cache-Status` field lines (the caches before us), kept out of `raw`:
+    /// ours is appended to them as one field value.
+    upstream_status: Vec<Bytes>,
+    /// Those lines with one of our entries appended, keyed by our entry (a per-worker,
+    /// per-generation value, kept alive here so its address identifies it): rendered once
+    /// per object and entry, not per hit.
+    chained: RefCell<Vec<(Bytes, Bytes)>>,
 }
+
+/// Most chained `Cache-Status` values a [`Prepared`] keeps (one per kind of answer a stored
+/// object gets; a reload's new names start over).
+const CHAINED_MAX: usize = 8;
 
 /// Header fields never replayed from the store as they are: framing and connection
 /// management are the codec's, `Age` is recomputed, `Date` goes to the codec separately
 /// (it writes its own only when the response carries none).
 fn replayed(name: &[u8]) -> bool {
-    const SKIP: &[&[u8]] =
-        &[b"content-length", b"transfer-encoding", b"connection", b"keep-alive", b"date", b"age"];
+    const SKIP: &[&[u8]] = &[
+        b"content-length",
+        b"transfer-encoding",
+        b"connection",
+        b"keep-alive",
+        b"date",
+        b"age",
+        b"cache-status",
+    ];
     !SKIP.iter().any(|s| s.eq_ignore_ascii_case(name))
 }
 
@@ -70,9 +90,13 @@ impl Prepared {
     pub fn new(meta: StoredMeta) -> Rc<Prepared> {
         let mut raw = BytesMut::with_capacity(256);
         let mut date = None;
+        let mut upstream_status = Vec::new();
         for (n, v) in meta.headers() {
             if date.is_none() && n.eq_ignore_ascii_case(b"date") {
                 date = Some(Bytes::copy_from_slice(v));
+            }
+            if n.eq_ignore_ascii_case(b"cache-status") {
+                upstream_status.push(Bytes::copy_from_slice(v));
             }
             if replayed(n) {
                 raw.put_slice(n);
@@ -87,6 +111,8 @@ impl Prepared {
             date,
             resident_at: Cell::new(None),
             small: std::cell::OnceCell::new(),
+            upstream_status,
+            chained: RefCell::default(),
         })
     }
 
@@ -94,7 +120,28 @@ impl Prepared {
     /// decoded headers and the pre-encoded block, with a fixed allowance for the rest.
     pub fn footprint(&self) -> usize {
         let headers: usize = self.meta.headers().iter().map(|(n, v)| n.len() + v.len() + 48).sum();
-        256 + headers + self.raw.len() + self.date.as_ref().map_or(0, Bytes::len)
+        let upstream: usize = self.upstream_status.iter().map(|v| v.len() + 2).sum();
+        let chained = if upstream == 0 { 0 } else { CHAINED_MAX * (upstream + 96) };
+        256 + headers + self.raw.len() + self.date.as_ref().map_or(0, Bytes::len) + chained
+    }
+
+    /// The `Cache-Status` value of an answer from this object: the stored entries of the
+    /// caches before us, then `ours` (a pre-rendered entry of [`super::answer::StatusNames`]).
+    pub(super) fn cache_status(&self, ours: &Bytes) -> Bytes {
+        if self.upstream_status.is_empty() {
+            return ours.clone();
+        }
+        let mut chained = self.chained.borrow_mut();
+        let same = |(o, _): &&(Bytes, Bytes)| o.as_ptr() == ours.as_ptr() && o.len() == ours.len();
+        if let Some((_, v)) = chained.iter().find(same) {
+            return v.clone();
+        }
+        if chained.len() >= CHAINED_MAX {
+            chained.clear();
+        }
+        let v = super::answer::chain(self.upstream_status.iter().map(|b| &b[..]), ours);
+        chained.push((ours.clone(), v.clone()));
+        v
     }
 
     /// The in-memory copy of the body, if this worker made one.
@@ -108,13 +155,13 @@ impl Prepared {
     }
 
     /// A response head for this object: stored status (or `status`), stored headers
-    /// with the stored `Date`, `Age` and our `Cache-Status`.
-    pub fn head(&self, status: u16, now: u64, cache_status: &'static [u8]) -> Response {
+    /// with the stored `Date`, `Age` and `Cache-Status`: the stored entries, then `ours`.
+    pub(super) fn head(&self, status: u16, now: u64, ours: &Bytes) -> Response {
         let age = self.meta.current_age(now).as_secs();
         let mut buf = itoa::Buffer::new();
         let mut r = self.with_date(Response::new(status).raw_headers(self.raw.clone()));
         r = r.header("age", Bytes::copy_from_slice(buf.format(age).as_bytes()));
-        r.header("cache-status", Bytes::from_static(cache_status))
+        r.header("cache-status", self.cache_status(ours))
     }
 
     /// `r` with the stored `Date`, if there is one.
@@ -202,13 +249,23 @@ impl MetaCache {
     }
 }
 
-/// A region of a volume file handed to the codec for `sendfile`. It keeps the store
-/// handle (and so the volume's lease) alive until the codec drops it.
+/// A region of a volume file handed to the codec for `sendfile` (or, over TLS and
+/// HTTP/2, for page-cache reads). It keeps the store handle (and so the volume's lease)
+/// alive until the codec drops it.
 pub struct LeasedRange {
-    _keep: Rc<dyn Any>,
+    keep: Keep,
     fd: RawFd,
     offset: u64,
     len: u64,
+    /// Body offset of the region's first byte.
+    body_off: u64,
+}
+
+enum Keep {
+    /// A complete object: cold bytes are read through the store (io_uring).
+    Hit(Rc<Hit>),
+    /// An object being filled; its bytes were just written through the page cache.
+    Other(#[allow(dead_code)] Rc<dyn Any>),
 }
 
 impl FileRange for LeasedRange {
@@ -221,6 +278,22 @@ impl FileRange for LeasedRange {
     fn len(&self) -> u64 {
         self.len
     }
+    fn read_cold(&self, offset: u64, len: usize) -> ColdRead<'_> {
+        match &self.keep {
+            Keep::Hit(hit) => {
+                let at = self.body_off + offset.saturating_sub(self.offset);
+                Box::pin(
+                    async move { hit.read(at, len as u64).await.map_err(|e| gone(&e.to_string())) },
+                )
+            }
+            // Just written: resident, so the codec's non-blocking read rarely gets here;
+            // when it does, a plain read of recently written pages.
+            Keep::Other(_) => {
+                let fd = self.fd;
+                Box::pin(std::future::ready(reel_http::pread_bytes(fd, offset, len)))
+            }
+        }
+    }
 }
 
 impl LeasedRange {
@@ -228,7 +301,7 @@ impl LeasedRange {
     pub fn of_hit(hit: Rc<Hit>, off: u64, len: u64) -> Option<LeasedRange> {
         let r = hit.file_range(off, len).ok()?;
         let (fd, offset, len) = (r.fd.as_raw_fd(), r.offset, r.len);
-        Some(LeasedRange { _keep: hit, fd, offset, len })
+        Some(LeasedRange { keep: Keep::Hit(hit), fd, offset, len, body_off: off })
     }
 
     /// `len` bytes of a filling object's body from `off` (already written).
@@ -238,7 +311,7 @@ impl LeasedRange {
             let r = b.file_range(off, len).ok()?;
             (r.fd.as_raw_fd(), r.offset, r.len)
         };
-        Some(LeasedRange { _keep: f, fd, offset, len })
+        Some(LeasedRange { keep: Keep::Other(f), fd, offset, len, body_off: off })
     }
 }
 
@@ -444,8 +517,12 @@ mod tests {
             assert!(out == data[7..]);
             assert!(files > 0 && reads > 0);
             // The public entry point with the real probe.
-            let (out, _, _) = collect(stream_cold_hit(hit, 0, len)).await;
+            let (out, _, _) = collect(stream_cold_hit(hit.clone(), 0, len)).await;
             assert!(out == data);
+            // A leased range reads its cold bytes through the store, at file offsets.
+            let r = LeasedRange::of_hit(hit, 5000, 300_000).expect("range");
+            let got = r.read_cold(r.offset() + 1000, 70_000).await.expect("cold read");
+            assert!(got[..] == data[6000..76_000]);
         });
     }
 }

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 pub use reel_config::Prefetch;
 
+use super::hops::Node;
 use crate::key::KeyConfig;
 use crate::policy::freshness::PolicyConfig;
 use crate::policy::rules::TtlRules;
@@ -55,6 +56,9 @@ pub struct Settings {
     /// How long an LL-HLS blocking request waits, leader and followers alike (`[cache]
     /// blocking_timeout`).
     pub blocking_timeout: Duration,
+    /// This node's `CDN-Loop` and `Cache-Status` names (`[server] cdn_id`, `max_hops`,
+    /// `cache_status_name`).
+    pub node: Node,
 }
 
 impl Settings {
@@ -126,6 +130,7 @@ mod tests {
             max_variants: 32,
             lock_timeout: Duration::from_secs(10),
             blocking_timeout: Duration::from_secs(3),
+            node: Node::default(),
         };
         assert_eq!(s.site_for("live.example.com:8080").unwrap().group, "a");
         assert_eq!(s.site_for("x.example.com").unwrap().group, "a");

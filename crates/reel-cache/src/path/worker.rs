@@ -31,7 +31,7 @@ use reel_http::{Method, Request, RequestBody, Response};
 use reel_ops::metrics::WorkerMetrics;
 use reel_origin::WorkerClient;
 
-use super::answer::Answer;
+use super::answer::{Answer, StatusNames};
 use super::inflight::{Follow, Role, State};
 use super::lookup::Found;
 use super::respond::{MetaCache, ReqHeaders, unix_now};
@@ -72,6 +72,8 @@ pub struct WorkerCache {
     /// Shared with the worker's caches of later config generations (it depends on stored
     /// objects only).
     pub(super) metas: Rc<RefCell<MetaCache>>,
+    /// Our `Cache-Status` entries with this generation's name.
+    pub(super) statuses: StatusNames,
 }
 
 /// A response reel produced itself.
@@ -82,13 +84,21 @@ pub(super) fn local(status: u16) -> Response {
 impl WorkerCache {
     /// A worker's cache over the shared state, for one config generation.
     pub fn new(shared: Arc<SharedCache>, settings: Arc<Settings>, client: WorkerClient) -> Self {
-        WorkerCache { shared, settings, client, metas: Rc::default() }
+        let statuses = StatusNames::new(settings.node.cache_status_name());
+        WorkerCache { shared, settings, client, metas: Rc::default(), statuses }
     }
 
     /// This worker's cache for the next config generation: new settings and client (pass a
     /// clone of the current one to keep its pool), the same decoded-metadata cache.
     pub fn next_generation(&self, settings: Arc<Settings>, client: WorkerClient) -> Self {
-        WorkerCache { shared: self.shared.clone(), settings, client, metas: self.metas.clone() }
+        let statuses = StatusNames::new(settings.node.cache_status_name());
+        WorkerCache {
+            shared: self.shared.clone(),
+            settings,
+            client,
+            metas: self.metas.clone(),
+            statuses,
+        }
     }
 
     /// Answers one request. The response's tag carries the cache result and origin time.
@@ -98,6 +108,11 @@ impl WorkerCache {
         body: &mut RequestBody<'_>,
         m: &WorkerMetrics,
     ) -> Response {
+        if self.settings.node.is_loop(req) {
+            // RFC 8586 2, before the lookup: a request of our own fill that came back would
+            // otherwise wait on that fill.
+            return local(508);
+        }
         let host = req.host().unwrap_or("");
         let Some(site) = self.settings.site_for(host) else {
             // Not a site of ours: never an open proxy (RFC 9110 15.5.20).
@@ -174,7 +189,7 @@ impl WorkerCache {
                             Answer::HIT_SWR
                         }
                         Decision::GatewayTimeout => {
-                            return Answer::ONLY_IF_CACHED.on(Response::error(504));
+                            return Answer::ONLY_IF_CACHED.on(Response::error(504), &self.statuses);
                         }
                         Decision::MustRevalidate => {
                             match self.shared.inflight.join(key.as_bytes()) {
@@ -201,12 +216,12 @@ impl WorkerCache {
                 }
                 Found::None => {
                     if let Some(st) = fails.failed {
-                        return local(st)
-                            .header("cache-status", Answer::ORIGIN_ERROR.cache_status());
+                        let cs = self.statuses.get(Answer::ORIGIN_ERROR.status);
+                        return local(st).header("cache-status", cs);
                     }
                     if req_cc.only_if_cached {
                         // RFC 9111 5.2.1.7.
-                        return Answer::ONLY_IF_CACHED.on(Response::error(504));
+                        return Answer::ONLY_IF_CACHED.on(Response::error(504), &self.statuses);
                     }
                     match self.shared.inflight.join(key.as_bytes()) {
                         Role::Lead(lead) => {
@@ -275,6 +290,7 @@ mod tests {
             max_variants: 32,
             lock_timeout: Duration::from_secs(10),
             blocking_timeout: Duration::from_secs(3),
+            node: Default::default(),
         });
         let a =
             WorkerCache::new(SharedCache::new(store), settings.clone(), origins.worker_client());

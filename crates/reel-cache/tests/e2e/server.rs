@@ -10,10 +10,10 @@ use std::time::Duration;
 use reel_cache::key::KeyConfig;
 use reel_cache::policy::freshness::PolicyConfig;
 use reel_cache::policy::rules::{TtlRule, TtlRules};
-use reel_cache::{Prefetch, Settings, SharedCache, Site, WorkerCache};
+use reel_cache::{Node, Prefetch, Settings, SharedCache, Site, WorkerCache};
 use reel_http::{Handler, Limits, Request, RequestBody, Response};
 use reel_ops::metrics::WorkerMetrics;
-use reel_origin::{GroupSpec, HostSpec, Origins};
+use reel_origin::{Balance, GroupSpec, HostSpec, Origins};
 use reel_runtime::{ListenerSpec, Runtime, RuntimeOptions, WorkerApp};
 use reel_store::{IoMode, Store, StoreConfig};
 use tokio::net::TcpStream;
@@ -50,6 +50,10 @@ pub struct Opts {
     pub blocking_timeout: Duration,
     /// The site's LL-HLS prefetch.
     pub prefetch: Prefetch,
+    /// How the group picks a host within a tier.
+    pub balance: Balance,
+    /// `CDN-Loop` and `Cache-Status` names.
+    pub node: Node,
 }
 
 impl Opts {
@@ -69,6 +73,8 @@ impl Opts {
             key: KeyConfig::default(),
             blocking_timeout: Duration::from_secs(3),
             prefetch: Prefetch::Off,
+            balance: Balance::RoundRobin,
+            node: Node::default(),
         }
     }
 }
@@ -133,6 +139,7 @@ impl Server {
             .map(|t| t.iter().map(|a| HostSpec::new(a.to_string())).collect())
             .collect();
         let mut g = GroupSpec::new("g", tiers);
+        g.balance = opts.balance;
         g.connect_timeout = Duration::from_secs(5);
         g.first_byte_timeout = Duration::from_secs(30);
         g.idle_timeout = Duration::from_secs(30);
@@ -169,6 +176,7 @@ impl Server {
             max_variants: opts.max_variants,
             lock_timeout: opts.lock_timeout,
             blocking_timeout: opts.blocking_timeout,
+            node: opts.node,
         });
         let (sh, st, or) = (shared.clone(), settings.clone(), origins.clone());
         let listeners = vec![ListenerSpec {

@@ -1,0 +1,432 @@
+//! HTTP/2 to clients (RFC 9113) on the `h2` crate, in front of the same [`Handler`] as
+//! the HTTP/1.1 codec: each stream's head is parsed by the HTTP/1.1 parser (see
+//! [`head`]), its body is a [`RequestBody`], and the handler's [`Response`] is sent with
+//! flow control from memory or from pooled file reads (see [`send`]).
+//!
+//! # Defences
+//! * **Concurrency and heads**: at most [`H2Settings::max_concurrent_streams`] open
+//!   streams; header lists larger than `Limits::max_header_bytes` are refused, and
+//!   the same limits as HTTP/1.1 apply to the rewritten head (414, 431, 400).
+//! * **Rapid reset** (CVE-2023-44487): streams the client resets are counted per
+//!   connection per second; past [`H2Settings::max_resets_per_second`] the connection
+//!   gets GOAWAY `ENHANCE_YOUR_CALM` and closes. A stream reset while its handler runs
+//!   stops that handler at once. Independently, `h2` closes a connection that resets
+//!   more than 20 streams before they are accepted, or makes the server reset too many.
+//! * **CONTINUATION flood** (CVE-2024-27316): `h2` bounds the CONTINUATION frames of one
+//!   header block by the header list size and closes the connection past it.
+//! * **PING and SETTINGS floods**: `h2` acknowledges each before reading further frames
+//!   and keeps at most one acknowledgement pending, so a flood costs no memory and stops
+//!   being read as soon as the client stops reading our answers; such a connection has
+//!   no open stream, so it is closed at the idle timeout.
+//! * **Slow readers**: a stream waits for flow-control capacity or for its body budget
+//!   at most the idle timeout, then is reset; body bytes buffered for a stream and for a
+//!   connection are bounded ([`H2Settings::stream_buffer`],
+//!   [`H2Settings::connection_buffer`]).
+//! * **Idle connections and drain**: with no open stream for the idle timeout, or when
+//!   drain is requested, the connection sends GOAWAY, finishes the streams it has, and
+//!   closes (RFC 9113 section 6.8).
+
+mod head;
+mod send;
+
+use std::cell::Cell;
+use std::future::poll_fn;
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use h2::Reason;
+use h2::server::SendResponse;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::sync::{Notify, Semaphore, watch};
+use tokio::task::JoinSet;
+
+use crate::body::{BodyError, RequestBody};
+use crate::conn::{CloseReason, ConnOutcome, Handler};
+use crate::io::ByteStream;
+use crate::limits::Limits;
+use crate::method::Method;
+use crate::pool::BUF_SIZE;
+use crate::request::Request;
+use crate::response::Response;
+use send::{Budget, H2Chunk, SendFail};
+
+/// HTTP/2 settings and defences of a listener.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct H2Settings {
+    /// SETTINGS_MAX_CONCURRENT_STREAMS we announce. Default 128.
+    pub max_concurrent_streams: u32,
+    /// Our receive window per stream (request bodies; RFC 9113 section 6.9.2).
+    /// Default 256 KiB.
+    pub initial_stream_window: u32,
+    /// Our receive window for the whole connection. Default 1 MiB.
+    pub initial_connection_window: u32,
+    /// Streams the client may reset per second before the connection is closed with
+    /// `ENHANCE_YOUR_CALM`. Default 100.
+    pub max_resets_per_second: u32,
+    /// Response body bytes buffered per stream (pooled file buffers, and memory bytes
+    /// handed to `h2`), a bit over one flow-control window of a segment. Default 256 KiB.
+    pub stream_buffer: usize,
+    /// Pooled response body bytes buffered per connection. Default 1 MiB.
+    pub connection_buffer: usize,
+}
+
+impl Default for H2Settings {
+    fn default() -> Self {
+        H2Settings {
+            max_concurrent_streams: 128,
+            initial_stream_window: 256 * 1024,
+            initial_connection_window: 1024 * 1024,
+            max_resets_per_second: 100,
+            stream_buffer: 256 * 1024,
+            connection_buffer: 1024 * 1024,
+        }
+    }
+}
+
+/// How long a connection closing on its own (idle, abuse) may take to flush its GOAWAY.
+const CLOSE_GRACE: Duration = Duration::from_secs(2);
+
+/// Counts client resets in one-second windows.
+struct ResetMeter {
+    window: Cell<Instant>,
+    count: Cell<u32>,
+    max: u32,
+}
+
+impl ResetMeter {
+    /// Notes one reset; true when the connection is over its allowance.
+    fn note(&self) -> bool {
+        let now = Instant::now();
+        if now.duration_since(self.window.get()) >= Duration::from_secs(1) {
+            self.window.set(now);
+            self.count.set(0);
+        }
+        self.count.set(self.count.get() + 1);
+        self.count.get() > self.max
+    }
+}
+
+/// State the connection loop shares with its stream tasks.
+struct ConnShared {
+    resets: ResetMeter,
+    abuse: Notify,
+    active: Cell<usize>,
+    idle_since: Cell<Instant>,
+    changed: Notify,
+    requests: Cell<u64>,
+    conn_budget: Arc<Semaphore>,
+}
+
+/// Keeps the count of open streams right however a stream task ends.
+struct ActiveGuard(Rc<ConnShared>);
+
+impl ActiveGuard {
+    fn new(s: &Rc<ConnShared>) -> ActiveGuard {
+        s.active.set(s.active.get() + 1);
+        ActiveGuard(s.clone())
+    }
+}
+
+impl Drop for ActiveGuard {
+    fn drop(&mut self) {
+        let s = &self.0;
+        s.active.set(s.active.get().saturating_sub(1));
+        if s.active.get() == 0 {
+            s.idle_since.set(Instant::now());
+        }
+        s.changed.notify_one();
+    }
+}
+
+/// Counts the bytes that cross the connection.
+struct Counted<S> {
+    inner: S,
+    read: Rc<Cell<u64>>,
+    written: Rc<Cell<u64>>,
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Counted<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let r = Pin::new(&mut self.inner).poll_read(cx, buf);
+        let n = (buf.filled().len() - before) as u64;
+        self.read.set(self.read.get() + n);
+        r
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Counted<S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let r = Pin::new(&mut self.inner).poll_write(cx, buf);
+        if let Poll::Ready(Ok(n)) = r {
+            self.written.set(self.written.get() + n as u64);
+        }
+        r
+    }
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let r = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        if let Poll::Ready(Ok(n)) = r {
+            self.written.set(self.written.get() + n as u64);
+        }
+        r
+    }
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+fn close_reason(e: &h2::Error) -> CloseReason {
+    if e.reason() == Some(Reason::ENHANCE_YOUR_CALM) {
+        return CloseReason::Abuse("h2 flood or reset limit");
+    }
+    if let Some(io) = e.get_io() {
+        return match io.kind() {
+            io::ErrorKind::UnexpectedEof | io::ErrorKind::ConnectionReset => {
+                CloseReason::PeerClosed
+            }
+            kind => CloseReason::ReadError(kind),
+        };
+    }
+    if e.is_go_away() && e.is_remote() && e.reason() == Some(Reason::NO_ERROR) {
+        return CloseReason::PeerClosed;
+    }
+    CloseReason::Protocol(e.to_string())
+}
+
+/// Serves HTTP/2 on `stream` (after ALPN chose `h2`) until it closes. `local` is the
+/// address the underlying connection was accepted on. `drain` as for
+/// [`serve_connection`](crate::serve_connection): GOAWAY, then close when the streams
+/// in flight are done.
+pub async fn serve_h2<H: Handler, S: ByteStream + 'static>(
+    stream: S,
+    peer: SocketAddr,
+    local: SocketAddr,
+    handler: Rc<H>,
+    limits: Rc<Limits>,
+    settings: Rc<H2Settings>,
+    mut drain: watch::Receiver<bool>,
+) -> ConnOutcome {
+    let (read, written) = (Rc::new(Cell::new(0)), Rc::new(Cell::new(0)));
+    let io = Counted { inner: stream, read: read.clone(), written: written.clone() };
+    let outcome = |requests, close| ConnOutcome {
+        requests,
+        bytes_read: read.get(),
+        bytes_written: written.get(),
+        close,
+    };
+    let mut builder = h2::server::Builder::new();
+    builder
+        .max_concurrent_streams(settings.max_concurrent_streams)
+        .max_header_list_size(u32::try_from(limits.max_header_bytes).unwrap_or(u32::MAX))
+        .initial_window_size(settings.initial_stream_window)
+        .initial_connection_window_size(settings.initial_connection_window)
+        .max_send_buffer_size(settings.stream_buffer.min(u32::MAX as usize))
+        .max_pending_accept_reset_streams(20)
+        .max_local_error_reset_streams(Some(256));
+    let handshake = builder.handshake::<_, H2Chunk>(io);
+    let mut conn = match tokio::time::timeout(limits.header_timeout, handshake).await {
+        Err(_) => return outcome(0, CloseReason::HeaderTimeout),
+        Ok(Err(e)) => return outcome(0, close_reason(&e)),
+        Ok(Ok(c)) => c,
+    };
+    let shared = Rc::new(ConnShared {
+        resets: ResetMeter {
+            window: Cell::new(Instant::now()),
+            count: Cell::new(0),
+            max: settings.max_resets_per_second,
+        },
+        abuse: Notify::new(),
+        active: Cell::new(0),
+        idle_since: Cell::new(Instant::now()),
+        changed: Notify::new(),
+        requests: Cell::new(0),
+        conn_budget: Arc::new(Semaphore::new((settings.connection_buffer / BUF_SIZE).max(1))),
+    });
+    let mut tasks = JoinSet::new();
+    let mut drain_live = true;
+    let mut closing: Option<(CloseReason, Option<tokio::time::Instant>)> = None;
+    if *drain.borrow_and_update() {
+        conn.graceful_shutdown();
+        closing = Some((CloseReason::Drain, None));
+    }
+    let close = loop {
+        let idle_at = tokio::time::Instant::from_std(shared.idle_since.get() + limits.idle_timeout);
+        let idle = shared.active.get() == 0 && closing.is_none();
+        let deadline = closing.as_ref().and_then(|c| c.1);
+        tokio::select! {
+            accepted = conn.accept() => match accepted {
+                Some(Ok((request, respond))) => {
+                    let task = stream_task(
+                        handler.clone(),
+                        shared.clone(),
+                        request,
+                        respond,
+                        limits.clone(),
+                        settings.clone(),
+                        peer,
+                        local,
+                    );
+                    tasks.spawn_local(task);
+                }
+                Some(Err(e)) => {
+                    break closing.map_or_else(|| close_reason(&e), |c| c.0);
+                }
+                None => break closing.map_or(CloseReason::PeerClosed, |c| c.0),
+            },
+            changed = drain.changed(), if drain_live && closing.is_none() => {
+                if changed.is_err() {
+                    drain_live = false;
+                } else if *drain.borrow() {
+                    conn.graceful_shutdown();
+                    closing = Some((CloseReason::Drain, None));
+                }
+            }
+            () = tokio::time::sleep_until(idle_at), if idle => {
+                conn.graceful_shutdown();
+                let grace = tokio::time::Instant::now() + CLOSE_GRACE;
+                closing = Some((CloseReason::IdleTimeout, Some(grace)));
+            }
+            () = shared.abuse.notified(), if !matches!(closing, Some((CloseReason::Abuse(_), _))) => {
+                tracing::info!(%peer, "HTTP/2 client resets too many streams; closing");
+                conn.abrupt_shutdown(Reason::ENHANCE_YOUR_CALM);
+                let grace = tokio::time::Instant::now() + CLOSE_GRACE;
+                closing = Some((CloseReason::Abuse("rapid reset"), Some(grace)));
+            }
+            () = shared.changed.notified() => {}
+            () = sleep_until_opt(deadline) => {
+                break closing.map_or(CloseReason::IdleTimeout, |c| c.0);
+            }
+        }
+    };
+    // Streams still running cannot be answered any more: the JoinSet aborts them.
+    drop(tasks);
+    outcome(shared.requests.get(), close)
+}
+
+async fn sleep_until_opt(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Answers one stream.
+#[allow(clippy::too_many_arguments)]
+async fn stream_task<H: Handler>(
+    handler: Rc<H>,
+    shared: Rc<ConnShared>,
+    request: http::Request<h2::RecvStream>,
+    mut respond: SendResponse<H2Chunk>,
+    limits: Rc<Limits>,
+    settings: Rc<H2Settings>,
+    peer: SocketAddr,
+    local: SocketAddr,
+) {
+    let _active = ActiveGuard::new(&shared);
+    let started = Instant::now();
+    let (parts, mut recv) = request.into_parts();
+    let mut req = Request::new(peer, local);
+    let mut scratch = Vec::new();
+    let end_stream = recv.is_end_stream();
+    if let Err(e) = head::request_from_parts(&mut req, &parts, end_stream, &mut scratch, &limits) {
+        tracing::debug!(%peer, status = e.status, reason = e.reason, "HTTP/2 request refused");
+        handler.on_reject(peer, e.status);
+        let h = head::response_head(&Response::error(e.status), false);
+        if let Ok(mut send) = respond.send_response(h.head, false) {
+            let body = bytes::Bytes::from_static(crate::reason_phrase(e.status).as_bytes());
+            let _ = send.send_data(H2Chunk::Bytes(body), true);
+        }
+        return;
+    }
+    drop(scratch);
+    let mut body = RequestBody::h2(&mut recv, limits.max_body_bytes, limits.idle_timeout);
+    let handled = {
+        // Boxed: a handler's future can be large, and the stream's task is allocated
+        // cache-aligned (zeroed fresh pages per stream); a plain heap block is reused.
+        let work = Box::pin(handler.handle(&req, &mut body));
+        let reset = poll_fn(|cx| respond.poll_reset(cx));
+        tokio::select! {
+            resp = work => Some(resp),
+            _ = reset => None,
+        }
+    };
+    let Some(mut resp) = handled else {
+        // Reset while the handler worked: stop the work, count the reset.
+        if shared.resets.note() {
+            shared.abuse.notify_one();
+        }
+        handler.on_response(&req, 0, 0, started.elapsed(), 0);
+        return;
+    };
+    if let Some(err) = body.error().cloned() {
+        resp = match err {
+            BodyError::TooLarge => Response::error(413),
+            BodyError::Malformed(_) => Response::error(400),
+            BodyError::Timeout => Response::error(408),
+            BodyError::Incomplete | BodyError::Io(_) => {
+                respond.send_reset(Reason::CANCEL);
+                handler.on_response(&req, 0, 0, started.elapsed(), resp.tag);
+                return;
+            }
+        };
+    }
+    let tag = resp.tag;
+    let h = head::response_head(&resp, *req.method() == Method::Head);
+    let status = h.status;
+    let mut bytes = h.head_bytes;
+    let result = match respond.send_response(h.head, !h.has_body) {
+        Err(e) => Err(SendFail::Peer(e)),
+        Ok(_) if !h.has_body => Ok(0),
+        Ok(mut send) => {
+            let budget = Budget {
+                stream: Arc::new(Semaphore::new((settings.stream_buffer / BUF_SIZE).max(1))),
+                conn: shared.conn_budget.clone(),
+                stall: limits.idle_timeout,
+                window: settings.stream_buffer,
+            };
+            let r = send::send_body(&mut send, resp.body, h.length, &budget).await;
+            if let Err(f) = &r {
+                let reason = match f {
+                    SendFail::Stalled => Reason::CANCEL,
+                    _ => Reason::INTERNAL_ERROR,
+                };
+                send.send_reset(reason);
+            }
+            r
+        }
+    };
+    match result {
+        Ok(n) => bytes += n,
+        Err(SendFail::Peer(e)) => {
+            if e.is_reset() && e.is_remote() && shared.resets.note() {
+                shared.abuse.notify_one();
+            }
+        }
+        Err(_) => {}
+    }
+    shared.requests.set(shared.requests.get() + 1);
+    handler.on_response(&req, status, bytes, started.elapsed(), tag);
+}

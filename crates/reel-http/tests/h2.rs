@@ -1,0 +1,372 @@
+//! HTTP/2 over TLS (real handshakes on 127.0.0.1, ALPN `h2`): the same handler as
+//! HTTP/1.1, many streams on one connection byte-exact, HEAD, bodies, limits, and the
+//! defences: rapid reset, CONTINUATION flood, PING flood, slow readers, drain.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use bytes::Bytes;
+use reel_http::{CloseReason, H2Settings, Limits};
+use reel_tls::testing::TestCa;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::common::{FILE_LEN, Server, file_data};
+
+type Tls = tokio_rustls::client::TlsStream<TcpStream>;
+
+async fn tls(addr: SocketAddr, ca: &TestCa, alpn: &[&[u8]]) -> Tls {
+    let tcp = TcpStream::connect(addr).await.unwrap();
+    let name = rustls::pki_types::ServerName::try_from("test.example").unwrap();
+    let s =
+        tokio_rustls::TlsConnector::from(ca.client_config(alpn)).connect(name, tcp).await.unwrap();
+    assert_eq!(s.get_ref().1.alpn_protocol(), alpn.first().copied());
+    s
+}
+
+/// An `h2` client connection driven by a local task.
+async fn client(server: &Server) -> h2::client::SendRequest<Bytes> {
+    let s = tls(server.addr, server.ca.as_ref().unwrap(), &[b"h2", b"http/1.1"]).await;
+    let (send, conn) = h2::client::handshake(s).await.unwrap();
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    send
+}
+
+struct Got {
+    status: u16,
+    headers: http::HeaderMap,
+    body: Vec<u8>,
+}
+
+async fn request(
+    send: &h2::client::SendRequest<Bytes>,
+    method: &str,
+    path: &str,
+    body: Option<&[u8]>,
+) -> Result<Got, h2::Error> {
+    let mut send = send.clone().ready().await?;
+    let req = http::Request::builder()
+        .method(method)
+        .uri(format!("https://test.example{path}"))
+        .body(())
+        .unwrap();
+    let (resp, mut stream) = send.send_request(req, body.is_none())?;
+    if let Some(b) = body {
+        stream.send_data(Bytes::copy_from_slice(b), true)?;
+    }
+    let resp = resp.await?;
+    let (parts, mut recv) = resp.into_parts();
+    let mut out = Vec::new();
+    while let Some(chunk) = recv.data().await {
+        let chunk = chunk?;
+        let _ = recv.flow_control().release_capacity(chunk.len());
+        out.extend_from_slice(&chunk);
+    }
+    Ok(Got { status: parts.status.as_u16(), headers: parts.headers, body: out })
+}
+
+async fn get(send: &h2::client::SendRequest<Bytes>, path: &str) -> Got {
+    request(send, "GET", path, None).await.unwrap()
+}
+
+fn server() -> Server {
+    Server::start_h2(Limits::default(), H2Settings::default())
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn many_multiplexed_streams_return_their_own_bytes() {
+    let server = server();
+    let c = client(&server).await;
+    let mut work = Vec::new();
+    for i in 0..120u64 {
+        let c = c.clone();
+        work.push(tokio::spawn(async move {
+            let (off, len) = (i * 104_729 % (FILE_LEN - 300_000), 1000 + i * 2_111);
+            let r = get(&c, &format!("/file?off={off}&len={len}")).await;
+            assert_eq!(r.status, 200);
+            assert_eq!(r.headers["content-length"], len.to_string().as_str());
+            assert!(r.body == file_data()[off as usize..(off + len) as usize], "stream {i}");
+        }));
+    }
+    for w in work {
+        w.await.unwrap();
+    }
+    // Memory and streaming bodies, and the request as the handler saw it.
+    let r = get(&c, "/hello").await;
+    assert_eq!(r.body, b"hello world");
+    let r = get(&c, "/stream").await;
+    assert_eq!(r.body.len(), 3 + 5000 + 20_000);
+    assert!(r.headers.get("transfer-encoding").is_none());
+    let r = get(&c, "/info?q=1").await;
+    assert_eq!(String::from_utf8(r.body).unwrap(), "GET /info q=q=1 host=test.example v=2 ka=true");
+    // The whole 24 MiB file on one stream.
+    let r = get(&c, "/file").await;
+    assert!(r.body == file_data());
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn head_methods_bodies_and_limits() {
+    let limits = Limits { max_body_bytes: 10_000, ..Limits::default() };
+    let server = Server::start_h2(limits, H2Settings::default());
+    let c = client(&server).await;
+    let r = request(&c, "HEAD", "/file?len=5000", None).await.unwrap();
+    assert_eq!((r.status, r.body.len()), (200, 0));
+    assert_eq!(r.headers["content-length"], "5000");
+    let r = request(&c, "POST", "/methods", None).await.unwrap();
+    assert_eq!(r.status, 405);
+    assert_eq!(r.headers["allow"], "GET, HEAD");
+    let r = request(&c, "POST", "/echo", Some(b"hello h2")).await.unwrap();
+    assert_eq!((r.status, r.body.as_slice()), (200, &b"hello h2"[..]));
+    let r = request(&c, "POST", "/echo", Some(&vec![b'x'; 20_000])).await.unwrap();
+    assert_eq!(r.status, 413);
+    // A head over the limits: the stream is refused, the connection lives on.
+    let long = format!("/{}", "a".repeat(9000));
+    assert_eq!(get(&c, &long).await.status, 414);
+    let r = get(&c, "/file?off=5&len=5").await;
+    assert_eq!(r.body, &file_data()[5..10]);
+    // A file shorter than its range: the stream is reset, never ended short.
+    let e = request(&c, "GET", &format!("/file?off={}&len=100000", FILE_LEN - 40), None).await;
+    assert!(e.is_err(), "a short body must not complete");
+    assert_eq!(get(&c, "/hello").await.status, 200);
+    // HTTP/1.1 still works on the same listener for clients that do not offer h2.
+    let mut s = tls(server.addr, server.ca.as_ref().unwrap(), &[b"http/1.1"]).await;
+    s.write_all(b"GET /hello HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n").await.unwrap();
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out).await;
+    assert!(String::from_utf8_lossy(&out).ends_with("hello world"));
+}
+
+/// A hand-written HTTP/2 client for the misbehaving cases.
+struct Raw {
+    s: Tls,
+    buf: Vec<u8>,
+}
+
+const CANCEL: u32 = 0x8;
+const ENHANCE_YOUR_CALM: u32 = 0xb;
+
+impl Raw {
+    async fn connect(server: &Server) -> Raw {
+        let mut s = tls(server.addr, server.ca.as_ref().unwrap(), &[b"h2"]).await;
+        s.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").await.unwrap();
+        let mut r = Raw { s, buf: Vec::new() };
+        r.frame(0x4, 0, 0, &[]).await;
+        // The server's SETTINGS, acknowledged.
+        loop {
+            let (ty, flags, _, _) = r.read().await.expect("server SETTINGS");
+            if ty == 0x4 && flags & 1 == 0 {
+                break;
+            }
+        }
+        r.frame(0x4, 0x1, 0, &[]).await;
+        r
+    }
+
+    fn bytes(ty: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+        let mut f = Vec::with_capacity(9 + payload.len());
+        f.extend_from_slice(&(payload.len() as u32).to_be_bytes()[1..]);
+        f.push(ty);
+        f.push(flags);
+        f.extend_from_slice(&stream.to_be_bytes());
+        f.extend_from_slice(payload);
+        f
+    }
+
+    async fn frame(&mut self, ty: u8, flags: u8, stream: u32, payload: &[u8]) {
+        let f = Raw::bytes(ty, flags, stream, payload);
+        let _ = self.s.write_all(&f).await;
+    }
+
+    /// HPACK block of `GET https://t{path}` (static-table and literal fields only).
+    fn get_block(path: &str) -> Vec<u8> {
+        let mut b = vec![0x82, 0x87, 0x01, 0x01, b't', 0x04, path.len() as u8];
+        b.extend_from_slice(path.as_bytes());
+        b
+    }
+
+    /// The next frame, `None` at EOF or after 10 s of silence.
+    async fn read(&mut self) -> Option<(u8, u8, u32, Vec<u8>)> {
+        loop {
+            if self.buf.len() >= 9 {
+                let len = u32::from_be_bytes([0, self.buf[0], self.buf[1], self.buf[2]]) as usize;
+                if self.buf.len() >= 9 + len {
+                    let ty = self.buf[3];
+                    let flags = self.buf[4];
+                    let id =
+                        u32::from_be_bytes([self.buf[5], self.buf[6], self.buf[7], self.buf[8]]);
+                    let payload = self.buf[9..9 + len].to_vec();
+                    self.buf.drain(..9 + len);
+                    return Some((ty, flags, id & 0x7fff_ffff, payload));
+                }
+            }
+            let mut tmp = [0u8; 65536];
+            match tokio::time::timeout(Duration::from_secs(10), self.s.read(&mut tmp)).await {
+                Ok(Ok(n)) if n > 0 => self.buf.extend_from_slice(&tmp[..n]),
+                _ => return None,
+            }
+        }
+    }
+
+    /// Reads until GOAWAY; its error code, `None` if the connection ended without one.
+    async fn goaway(&mut self) -> Option<u32> {
+        while let Some((ty, _, _, payload)) = self.read().await {
+            if ty == 0x7 {
+                return Some(u32::from_be_bytes([payload[4], payload[5], payload[6], payload[7]]));
+            }
+        }
+        None
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn rapid_reset_gets_goaway_while_other_connections_are_served() {
+    let settings = H2Settings { max_resets_per_second: 20, ..H2Settings::default() };
+    let server = Server::start_h2(Limits::default(), settings);
+    let good = client(&server).await;
+    // Streams accepted and running (/slow), then reset: counted by the server.
+    let mut raw = Raw::connect(&server).await;
+    let mut id = 1u32;
+    for _ in 0..40 {
+        raw.frame(0x1, 0x5, id, &Raw::get_block("/slow")).await;
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        raw.frame(0x3, 0, id, &CANCEL.to_be_bytes()).await;
+        id += 2;
+    }
+    assert_eq!(raw.goaway().await, Some(ENHANCE_YOUR_CALM));
+    // The classic attack shape: HEADERS and RST_STREAM back to back in one write.
+    let mut raw = Raw::connect(&server).await;
+    let mut burst = Vec::new();
+    for i in 0..500u32 {
+        let id = 2 * i + 1;
+        burst.extend(Raw::bytes(0x1, 0x5, id, &Raw::get_block("/hello")));
+        burst.extend(Raw::bytes(0x3, 0, id, &CANCEL.to_be_bytes()));
+    }
+    let _ = raw.s.write_all(&burst).await;
+    assert_eq!(raw.goaway().await, Some(ENHANCE_YOUR_CALM));
+    // Meanwhile, an honest connection is served as usual.
+    assert_eq!(get(&good, "/hello").await.body, b"hello world");
+    let mut abuse = 0;
+    for _ in 0..2 {
+        if matches!(server.outcome().close, CloseReason::Abuse(_)) {
+            abuse += 1;
+        }
+    }
+    assert_eq!(abuse, 2);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn continuation_flood_gets_goaway() {
+    let server = server();
+    let good = client(&server).await;
+    let mut raw = Raw::connect(&server).await;
+    // HEADERS without END_HEADERS, then CONTINUATION frames that never end the block.
+    let mut block = vec![0x82, 0x87, 0x01, 0x01, b't', 0x04, 0x01, b'/'];
+    block.extend_from_slice(&[0x40, 0x01, b'x', 0x7f, 0x81, 0x7f]);
+    raw.frame(0x1, 0x1, 1, &block).await;
+    let mut flood = Vec::new();
+    for _ in 0..10_000 {
+        flood.extend(Raw::bytes(0x9, 0, 1, b"yyyyyyyy"));
+    }
+    let _ = raw.s.write_all(&flood).await;
+    let code = raw.goaway().await;
+    assert!(code.is_some(), "no GOAWAY");
+    assert_eq!(get(&good, "/hello").await.status, 200);
+    let o = server.outcome();
+    assert!(matches!(o.close, CloseReason::Abuse(_) | CloseReason::Protocol(_)), "{o:?}");
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn ping_flood_from_a_client_that_does_not_read_is_bounded_and_closed_when_idle() {
+    let limits = Limits { idle_timeout: Duration::from_millis(800), ..Limits::default() };
+    let server = Server::start_h2(limits, H2Settings::default());
+    let mut raw = Raw::connect(&server).await;
+    let mut flood = Vec::new();
+    for i in 0..2000u64 {
+        flood.extend(Raw::bytes(0x6, 0, 0, &i.to_be_bytes()));
+    }
+    // Written without reading the answers (bounded by the TCP buffers on both sides).
+    let writer = tokio::spawn(async move {
+        for _ in 0..200 {
+            if tokio::time::timeout(Duration::from_millis(200), raw.s.write_all(&flood))
+                .await
+                .is_err()
+            {
+                break;
+            }
+        }
+        raw
+    });
+    let good = client(&server).await;
+    assert_eq!(get(&good, "/hello").await.status, 200);
+    let o = server.outcome();
+    assert_eq!(o.close, CloseReason::IdleTimeout);
+    drop(writer.await.unwrap());
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_stream_whose_reader_stalls_is_reset_and_its_buffers_come_back() {
+    let limits = Limits { idle_timeout: Duration::from_millis(600), ..Limits::default() };
+    let server = Server::start_h2(limits, H2Settings::default());
+    let mut raw = Raw::connect(&server).await;
+    // Open the connection window wide, request the 24 MiB file, never read.
+    raw.frame(0x8, 0, 0, &(1u32 << 30).to_be_bytes()).await;
+    raw.frame(0x1, 0x5, 1, &Raw::get_block("/file")).await;
+    // The stalled stream holds at most its budget; once reset, nothing is held.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let good = client(&server).await;
+    assert_eq!(get(&good, "/pool").await.body, b"0");
+    assert_eq!(get(&good, "/hello").await.status, 200);
+    drop(raw);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn drain_sends_goaway_finishes_streams_and_closes() {
+    let server = server();
+    let c = client(&server).await;
+    let slow = {
+        let c = c.clone();
+        tokio::spawn(async move { get(&c, "/slow").await })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    server.drain();
+    let r = slow.await.unwrap();
+    assert_eq!((r.status, r.body.as_slice()), (200, &b"slow done"[..]));
+    assert_eq!(server.outcome().close, CloseReason::Drain);
+    // New streams on the drained connection are refused.
+    assert!(request(&c, "GET", "/hello", None).await.is_err());
+}
+
+/// `curl --http2` (Debian's curl is built with nghttp2), skipped visibly when absent.
+#[test]
+fn curl_http2_interoperates() {
+    let Some(curl) = which("curl") else {
+        eprintln!("SKIPPED: curl is not installed");
+        return;
+    };
+    let server = server();
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca.pem");
+    std::fs::write(&ca, server.ca.as_ref().unwrap().pem()).unwrap();
+    let out = std::process::Command::new(curl)
+        .args(["-sS", "--http2", "--cacert"])
+        .arg(&ca)
+        .args(["--resolve", &format!("test.example:{}:127.0.0.1", server.addr.port())])
+        .args(["-w", "\n%{http_version} %{http_code}"])
+        .arg(format!("https://test.example:{}/file?off=100&len=300000", server.addr.port()))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let (body, tail) = out.stdout.split_at(300_000);
+    assert!(body == &file_data()[100..300_100]);
+    assert_eq!(String::from_utf8_lossy(tail), "\n2 200");
+}
+
+fn which(cmd: &str) -> Option<std::path::PathBuf> {
+    std::env::var_os("PATH")?
+        .to_str()?
+        .split(':')
+        .map(|d| std::path::Path::new(d).join(cmd))
+        .find(|p| p.is_file())
+}

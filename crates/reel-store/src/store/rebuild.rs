@@ -1,0 +1,409 @@
+//! Rebuild: what the store learns at open (the volume headers: which volumes are free,
+//! sealed, in what order) and the index load that follows in the background.
+//!
+//! The load takes the checkpoint's entries for the volumes it covers (module
+//! `checkpoint`), scans the record headers of every other sealed volume (bodies are not
+//! read: a record counts once its header checks out and its commit trailer matches),
+//! replays the records in log order on top, and merges the result into the live index.
+//! Lookups miss until then. Live writes since open all went to fresh incarnations, so
+//! they are newer than anything loaded: a live entry always wins, and a key removed or
+//! purged while loading is not brought back.
+
+use std::collections::{HashMap, HashSet};
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use bytes::Bytes;
+
+use super::Store;
+use super::index::{Entry, Slot};
+use crate::format::{
+    self, ALIGN, Kind, LEN_UNKNOWN, RECORD_FIXED_LEN, TRAILER_LEN, VOLUME_HEADER_LEN, VolumeHeader,
+};
+use crate::io;
+
+/// What remove and purge calls record while the index is loading, so the load does not
+/// bring back what they removed.
+#[derive(Default)]
+pub(super) struct LoadState {
+    pub(super) active: bool,
+    pub(super) keys: HashSet<u128>,
+    pub(super) prefixes: Vec<Box<[u8]>>,
+}
+
+impl Store {
+    /// At open: reads every volume header and sets up allocation (free volumes, sealed
+    /// ones in incarnation order, the next incarnation). Keeps one volume free, so the
+    /// first fills have room before any reclaim: if none is, the oldest is dropped
+    /// outright (its header rewritten as free; nothing of it is loaded).
+    pub(super) fn read_volume_headers(&self) -> std::io::Result<()> {
+        // In parallel on the I/O pool: cold, these reads are what open waits for.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let pool = io::pool().ok();
+        for vol in &self.vols {
+            let (file, idx, vs, tx) = (vol.file.clone(), vol.idx, self.volume_size, tx.clone());
+            let job = move || {
+                let mut hdr = vec![0u8; VOLUME_HEADER_LEN as usize];
+                let h =
+                    file.read_exact_at(&mut hdr, 0).ok().and_then(|_| VolumeHeader::decode(&hdr));
+                let seq = match h {
+                    Some(h) if h.index == idx && h.volume_size == vs => h.seq,
+                    _ => 0,
+                };
+                let _ = tx.send((seq, idx));
+            };
+            match pool {
+                Some(p) if p.spawn(job.clone()) => {}
+                _ => job(),
+            }
+        }
+        drop(tx);
+        let mut order: Vec<(u64, u32)> = rx.iter().collect();
+        if order.len() != self.vols.len() {
+            return Err(std::io::Error::other("volume headers could not be read"));
+        }
+        for &(seq, v) in &order {
+            self.vols[v as usize].seq.store(seq, Ordering::SeqCst);
+        }
+        order.sort_unstable();
+        let mut a = self.lock_alloc();
+        for &(seq, v) in &order {
+            if seq == 0 {
+                a.free.push_back(v);
+            } else {
+                a.sealed.push_back(v);
+                a.next_seq = a.next_seq.max(seq + 1);
+            }
+        }
+        a.next_seq = a.next_seq.max(1);
+        self.open_seq.store(a.next_seq, Ordering::SeqCst);
+        if a.free.is_empty()
+            && let Some(v) = a.sealed.pop_front()
+        {
+            let vol = &self.vols[v as usize];
+            vol.seq.store(0, Ordering::SeqCst);
+            let hdr = VolumeHeader { index: v, volume_size: self.volume_size, seq: 0 }.encode();
+            vol.file.write_all_at(&hdr, 0)?;
+            a.free.push_back(v);
+        }
+        Ok(())
+    }
+
+    /// Loads the index (checkpoint, scan of what it does not cover, merge). Runs once,
+    /// on the maintenance thread (or in `open` for stores without it).
+    pub(super) fn load_index(&self) {
+        let t0 = Instant::now();
+        let open_seq = self.open_seq.load(Ordering::SeqCst);
+        let ckpt = self.read_checkpoint();
+        let mut index: HashMap<u128, Entry> = HashMap::new();
+        let mut scan = Vec::new();
+        for vol in &self.vols {
+            let seq = vol.seq.load(Ordering::SeqCst);
+            if seq == 0 || seq >= open_seq {
+                continue;
+            }
+            if !ckpt.as_ref().is_some_and(|c| c.covers(vol.idx as usize, seq)) {
+                scan.push((vol.idx, seq));
+            }
+        }
+        let covered: Vec<bool> = self
+            .vols
+            .iter()
+            .map(|v| {
+                ckpt.as_ref()
+                    .is_some_and(|c| c.covers(v.idx as usize, v.seq.load(Ordering::SeqCst)))
+            })
+            .collect();
+        let entries = ckpt.map(|c| c.entries).unwrap_or_default();
+        let from_ckpt = entries.len();
+        let in_covered = move |(_, e): &(u128, Entry)| covered.get(e.vol as usize) == Some(&true);
+        let scanned = scan.len();
+        let mut dropped = 0;
+        let (objects, bytes) = if scan.is_empty() {
+            // A clean restart: the checkpoint is the index.
+            self.merge(entries.into_iter().filter(in_covered))
+        } else {
+            index.extend(entries.into_iter().filter(in_covered));
+            let mut results = self.scan_volumes(&scan);
+            results.sort_by_key(|r| r.1);
+            for (v, seq, res) in results {
+                dropped += res.dropped;
+                for r in res.records {
+                    apply_record(&mut index, v, seq, r);
+                }
+            }
+            self.merge(index)
+        };
+        self.c.recovered.store(objects, Ordering::Relaxed);
+        self.c.dropped.store(dropped, Ordering::Relaxed);
+        self.c.load_millis.store(t0.elapsed().as_millis() as u64, Ordering::Relaxed);
+        // A load that had to scan writes a fresh checkpoint soon, so the next open
+        // need not scan again; otherwise the periodic one comes in its time.
+        if scanned > 0 {
+            self.c.changes.fetch_add(1, Ordering::SeqCst);
+        } else {
+            let due = self.started.elapsed().as_secs() + super::maint::CHECKPOINT_EVERY;
+            self.c.checkpoint_due.store(due, Ordering::Relaxed);
+        }
+        self.loading.store(false, Ordering::SeqCst);
+        self.load_cv.notify_all();
+        tracing::info!(
+            objects,
+            bytes,
+            dropped,
+            from_checkpoint = from_ckpt,
+            volumes_scanned = scanned,
+            millis = t0.elapsed().as_millis() as u64,
+            "store index loaded"
+        );
+    }
+
+    /// Scans volumes in parallel on the I/O pool (its threads never exit).
+    fn scan_volumes(&self, scan: &[(u32, u64)]) -> Vec<(u32, u64, ScanResult)> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let pool = io::pool().ok();
+        for &(v, seq) in scan {
+            let file = self.vols[v as usize].file.clone();
+            let vs = self.volume_size;
+            let tx = tx.clone();
+            let job = move || {
+                let _ = tx.send((v, seq, scan_volume(&file, seq, vs)));
+            };
+            match pool {
+                Some(p) if p.spawn(job.clone()) => {}
+                _ => job(),
+            }
+        }
+        drop(tx);
+        rx.iter().collect()
+    }
+
+    /// Moves the loaded entries into the live index: live entries (newer) win, keys
+    /// removed while loading stay removed. Returns the objects and bytes added.
+    fn merge(&self, index: impl IntoIterator<Item = (u128, Entry)>) -> (u64, u64) {
+        let mut g = self.load_state.lock().unwrap_or_else(|p| p.into_inner());
+        let (mut objects, mut bytes) = (0, 0);
+        for (h, e) in index {
+            let vol = &self.vols[e.vol as usize];
+            if g.keys.contains(&h)
+                || g.prefixes.iter().any(|p| e.key.starts_with(p))
+                || vol.quarantined.load(Ordering::SeqCst)
+                || vol.seq.load(Ordering::SeqCst) != e.seq
+            {
+                continue;
+            }
+            let Ok(mut s) = self.shard(h).write() else { continue };
+            let span = e.span;
+            match s.get(&h) {
+                None => {
+                    s.insert(h, Slot::Ready(Arc::new(e)));
+                    objects += 1;
+                    bytes += span;
+                }
+                // A fill started since open: the loaded object is what it replaces (and
+                // what comes back if it aborts).
+                Some(Slot::Filling(f)) => {
+                    let mut r = f.replaced.lock().unwrap_or_else(|p| p.into_inner());
+                    if r.is_some() {
+                        continue;
+                    }
+                    *r = Some(Arc::new(e));
+                }
+                Some(Slot::Ready(_)) => continue,
+            }
+            drop(s);
+            vol.objects.lock().unwrap_or_else(|p| p.into_inner()).push(h);
+        }
+        self.c.objects.fetch_add(objects, Ordering::Relaxed);
+        self.c.bytes_used.fetch_add(bytes, Ordering::Relaxed);
+        g.active = false;
+        g.keys = HashSet::new();
+        g.prefixes = Vec::new();
+        (objects, bytes)
+    }
+
+    /// Blocks until the index is loaded (tools and tests; serving does not wait).
+    pub fn wait_loaded(&self) {
+        let mut g = self.load_state.lock().unwrap_or_else(|p| p.into_inner());
+        while g.active || self.loading.load(Ordering::SeqCst) {
+            g = self.load_cv.wait(g).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+}
+
+/// A record found by the scan.
+pub(super) struct ScannedRecord {
+    pub(super) kind: Kind,
+    pub(super) key: Box<[u8]>,
+    pub(super) meta: Bytes,
+    pub(super) rec_off: u64,
+    pub(super) body_off: u64,
+    pub(super) body_len: u64,
+    pub(super) span: u64,
+    pub(super) stored_at: u64,
+    pub(super) target: Option<(u64, u64)>,
+}
+
+#[derive(Default)]
+struct ScanResult {
+    records: Vec<ScannedRecord>,
+    dropped: u64,
+}
+
+/// Reads a volume front to back through a window, so small records cost no read of
+/// their own and large ones only their header and trailer.
+struct Window<'a> {
+    file: &'a File,
+    buf: Vec<u8>,
+    start: u64,
+    len: usize,
+    end: u64,
+}
+
+impl Window<'_> {
+    /// `n` bytes at `off`; a miss reads `max(n, want)` bytes from `off` (up to the
+    /// volume's end). `None` if the file ends first or a read fails.
+    fn get(&mut self, off: u64, n: usize, want: usize) -> Option<&[u8]> {
+        let hit = off >= self.start && off + n as u64 <= self.start + self.len as u64;
+        if !hit {
+            let size = (n.max(want) as u64).min(self.end.saturating_sub(off)) as usize;
+            if size < n {
+                return None;
+            }
+            if self.buf.len() < size {
+                self.buf.resize(size, 0);
+            }
+            self.file.read_exact_at(&mut self.buf[..size], off).ok()?;
+            (self.start, self.len) = (off, size);
+        }
+        let at = (off - self.start) as usize;
+        Some(&self.buf[at..at + n])
+    }
+}
+
+/// Read size when the records seen so far are small: many of them per read.
+const WINDOW_SMALL: usize = 1 << 20;
+/// Read size next to large records: their header (or trailer and the next header).
+const WINDOW_LARGE: usize = 16 << 10;
+
+/// Scans the record headers of one volume of incarnation `seq`. A record counts if its
+/// header checks out (magic, version, incarnation, lengths, header CRC) and its commit
+/// trailer matches (incarnation, length, header CRC, its own CRC); the body of an
+/// object is not read. The small body of a metadata, tombstone or purge record is read
+/// and checked against the trailer's CRC.
+fn scan_volume(file: &File, seq: u64, volume_size: u64) -> ScanResult {
+    let mut res = ScanResult::default();
+    let mut w = Window { file, buf: Vec::new(), start: 0, len: 0, end: volume_size };
+    let mut off = VOLUME_HEADER_LEN;
+    let mut want = WINDOW_SMALL;
+    while off + ALIGN <= volume_size {
+        let Some(h) =
+            w.get(off, RECORD_FIXED_LEN, want).and_then(|b| format::decode_record_fixed(b, seq))
+        else {
+            break;
+        };
+        if off + h.span > volume_size {
+            break;
+        }
+        let Some(full) = w.get(off, h.header_len() as usize, want) else { break };
+        if !format::verify_header_crc(&h, full) {
+            break;
+        }
+        let k1 = RECORD_FIXED_LEN + h.key_len as usize;
+        let (key, meta): (Box<[u8]>, Bytes) =
+            (full[RECORD_FIXED_LEN..k1].into(), Bytes::copy_from_slice(&full[k1..]));
+        let next = off + h.span;
+        want = if h.span < WINDOW_SMALL as u64 / 8 { WINDOW_SMALL } else { WINDOW_LARGE };
+        if h.body_len == LEN_UNKNOWN {
+            res.dropped += 1;
+            off = next;
+            continue;
+        }
+        let body_off = off + h.body_rel();
+        let small = h.kind != Kind::Object;
+        // For a small record, its body with the trailer; for an object, the trailer.
+        let (at, n) = if small {
+            (body_off, h.body_len as usize + TRAILER_LEN)
+        } else {
+            (body_off + h.body_len, TRAILER_LEN)
+        };
+        let mut target = None;
+        let valid = w.get(at, n, want).is_some_and(|b| {
+            let (body, t) = b.split_at(n - TRAILER_LEN);
+            match format::decode_trailer(t, seq, h.body_len, h.header_crc) {
+                Some(crc) if small => {
+                    if body.len() == 16 {
+                        let s = u64::from_le_bytes(body[..8].try_into().unwrap_or_default());
+                        let o = u64::from_le_bytes(body[8..].try_into().unwrap_or_default());
+                        target = Some((s, o));
+                    }
+                    crc32c::crc32c(body) == crc
+                }
+                Some(_) => true,
+                None => false,
+            }
+        });
+        if !valid {
+            res.dropped += 1;
+            off = next;
+            continue;
+        }
+        res.records.push(ScannedRecord {
+            kind: h.kind,
+            key,
+            meta,
+            rec_off: off,
+            body_off,
+            body_len: h.body_len,
+            span: h.span,
+            stored_at: h.stored_at,
+            target,
+        });
+        off = next;
+    }
+    res
+}
+
+/// Replays one record onto the index being rebuilt, in log order.
+pub(super) fn apply_record(index: &mut HashMap<u128, Entry>, v: u32, seq: u64, r: ScannedRecord) {
+    let h = format::key_hash(&r.key);
+    match r.kind {
+        Kind::Object => {
+            index.insert(
+                h,
+                Entry {
+                    key: r.key,
+                    meta: r.meta,
+                    vol: v,
+                    seq,
+                    rec_off: r.rec_off,
+                    body_off: r.body_off,
+                    body_len: r.body_len,
+                    span: r.span,
+                    stored_at: r.stored_at,
+                    accessed: AtomicBool::new(false),
+                },
+            );
+        }
+        Kind::Meta => {
+            if let Some(e) = index.get_mut(&h)
+                && r.target == Some((e.seq, e.rec_off))
+                && e.key == r.key
+            {
+                e.meta = r.meta;
+            }
+        }
+        Kind::Tombstone => {
+            if let Some(e) = index.get(&h)
+                && e.key == r.key
+                && r.target.is_none_or(|t| t == (e.seq, e.rec_off))
+            {
+                index.remove(&h);
+            }
+        }
+        Kind::PurgePrefix => index.retain(|_, e| !e.key.starts_with(&r.key)),
+    }
+}

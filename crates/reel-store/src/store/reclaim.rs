@@ -1,0 +1,144 @@
+//! Reclaim: making room by recycling the oldest sealed volume, whole-volume FIFO with a
+//! second chance for objects read since they were written.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use bytes::Bytes;
+
+use super::Store;
+use super::index::{Entry, Shard, Slot};
+use super::volumes::Volume;
+use crate::StoreError;
+use crate::format::{self, VOLUME_HEADER_LEN, VolumeHeader};
+
+impl Store {
+    /// Runs due maintenance on the calling task: volumes whose leases drained go back
+    /// to the free queue, and the oldest sealed volume is reclaimed when no volume is
+    /// free. (A new volume's header is written by the first record that goes into it,
+    /// so a failure is that writer's to see.) The store's maintenance thread calls it when the last
+    /// free volume is taken and once a second, so no fill waits for it; calling it
+    /// directly forces a pass (tools, tests). Returns at once if another task is
+    /// reclaiming.
+    pub async fn maintain(self: &Arc<Self>) {
+        // Not while the index loads: the load would put back entries of a reclaimed
+        // volume.
+        if self.loading.load(Ordering::SeqCst) {
+            return;
+        }
+        let victim = {
+            let mut a = self.lock_alloc();
+            self.promote_drained(&mut a);
+            if a.reclaim_running || !a.free.is_empty() {
+                None
+            } else {
+                match a.sealed.front() {
+                    Some(&v) if self.vols[v as usize].writers.load(Ordering::SeqCst) == 0 => {
+                        a.sealed.pop_front();
+                        a.reclaim_running = true;
+                        Some(v)
+                    }
+                    _ => None,
+                }
+            }
+        };
+        if let Some(v) = victim {
+            self.reclaim(v).await;
+            let mut a = self.lock_alloc();
+            a.reclaim_running = false;
+        }
+    }
+
+    /// Reclaims volume `v` (already taken off the sealed queue): objects read since
+    /// they were written are re-appended (up to half a volume), the rest dropped; the
+    /// volume is invalidated on disk and becomes free once no lease holds it.
+    async fn reclaim(self: &Arc<Self>, v: u32) {
+        let vol = self.vols[v as usize].clone();
+        vol.reclaiming.store(true, Ordering::SeqCst);
+        let seq = vol.seq.load(Ordering::SeqCst);
+        let hashes: Vec<u128> = vol.objects.lock().map(|o| o.clone()).unwrap_or_default();
+        let mut budget = (self.volume_size - VOLUME_HEADER_LEN) / 2;
+        let mut keep = Vec::new();
+        for h in hashes {
+            let e = match self.shard(h).read().ok().as_deref().and_then(|s| s.get(&h)) {
+                Some(Slot::Ready(e)) if e.vol == v && e.seq == seq => e.clone(),
+                _ => continue,
+            };
+            if e.accessed.load(Ordering::Relaxed) && e.span <= budget {
+                budget -= e.span;
+                keep.push(e);
+            }
+        }
+        for e in keep {
+            if self.copy_entry(&vol, &e).await.is_ok() {
+                self.c.second_chance.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        let dropped = self.drop_volume_entries(&vol, seq);
+        self.c.changes.fetch_add(1, Ordering::Relaxed);
+        self.c.evictions.fetch_add(dropped, Ordering::Relaxed);
+        self.c.reclaims.fetch_add(1, Ordering::Relaxed);
+        vol.seq.store(0, Ordering::SeqCst);
+        let hdr = VolumeHeader { index: v, volume_size: self.volume_size, seq: 0 }.encode();
+        if let Err(e) = self.io.write_all_at(&vol.file, Bytes::from(hdr), 0).await {
+            self.write_error(&e);
+            self.quarantine(&vol);
+            return;
+        }
+        let mut a = self.lock_alloc();
+        if vol.leases.load(Ordering::SeqCst) == 0 {
+            a.free.push_back(v);
+        } else {
+            a.draining.push(v);
+        }
+    }
+
+    /// Re-appends one object (second chance) and repoints the index if it still names
+    /// the old copy.
+    ///
+    /// The copy's trailer is written only while the index still names the original: a
+    /// copy of an object that was replaced or removed meanwhile (by a record that may
+    /// lie earlier in the log) is left without trailer, so a rebuild never brings the
+    /// old object back, and no tombstone (which could fail for want of space) is needed.
+    async fn copy_entry(
+        self: &Arc<Self>,
+        vol: &Arc<Volume>,
+        e: &Arc<Entry>,
+    ) -> Result<(), StoreError> {
+        let body = match self.io.read_exact_at(&vol.file, e.body_len as usize, e.body_off).await {
+            Ok(b) => b,
+            Err(err) => {
+                self.read_error(vol, &err);
+                return Err(err.into());
+            }
+        };
+        let mut w =
+            self.start_writer(&e.key, e.meta.clone(), Some(e.body_len), e.stored_at, true)?;
+        w.append(Bytes::from(body)).await?;
+        let span = w.final_header().await?;
+        let h = format::key_hash(&e.key);
+        let current =
+            |s: &Shard| matches!(s.get(&h), Some(Slot::Ready(cur)) if Arc::ptr_eq(cur, e));
+        if !self.shard(h).read().is_ok_and(|s| current(&s)) {
+            return Err(StoreError::Aborted);
+        }
+        // Anything that replaces or removes the key from now on is allocated after the
+        // copy, so it also comes after it in the log.
+        let new = w.seal(span).await?;
+        let replaced = {
+            let mut s = self.shard(h).write().map_err(|_| StoreError::Aborted)?;
+            let ok = current(&s);
+            if ok {
+                self.c.bytes_used.fetch_add(new.span, Ordering::Relaxed);
+                self.c.bytes_used.fetch_sub(e.span, Ordering::Relaxed);
+                s.insert(h, Slot::Ready(new.clone()));
+            }
+            ok
+        };
+        if !replaced {
+            return Err(StoreError::Aborted);
+        }
+        self.vols[new.vol as usize].objects.lock().unwrap_or_else(|p| p.into_inner()).push(h);
+        Ok(())
+    }
+}

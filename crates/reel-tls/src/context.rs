@@ -1,0 +1,87 @@
+//! One immutable rustls server configuration per TLS listener, and the session-ticket
+//! keys every configuration shares.
+//!
+//! Resumption across workers: every worker serves a listener from the same
+//! `Arc<ServerConfig>`, and every configuration (across listeners and reloads) holds the
+//! same [`Tickets`], so a TLS 1.3 ticket (or TLS 1.2 ticket) issued by one worker is
+//! accepted by all, and still after a reload. The ticket keys live only in memory and
+//! rotate every 6 hours; tickets made with the previous key are still accepted, so a
+//! rotation never forces full handshakes. No server-side session cache is kept (it would
+//! be a lock shared by the workers): resumption is by tickets only.
+
+use std::sync::Arc;
+
+use rustls::server::{NoServerSessionStorage, ProducesTickets, ServerConfig};
+
+use crate::cert::{LoadedCert, provider};
+use crate::error::TlsError;
+use crate::sni::SniResolver;
+
+/// ALPN protocol id of HTTP/2 (RFC 9113 section 3.2).
+pub const ALPN_H2: &[u8] = b"h2";
+/// ALPN protocol id of HTTP/1.1 (RFC 7301 section 6).
+pub const ALPN_HTTP11: &[u8] = b"http/1.1";
+
+/// The process's session-ticket keys (see the module docs). Cheap to clone.
+#[derive(Clone)]
+pub struct Tickets(Arc<dyn ProducesTickets>);
+
+impl std::fmt::Debug for Tickets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tickets").field("lifetime", &self.0.lifetime()).finish()
+    }
+}
+
+impl Tickets {
+    /// New random keys, rotated every 6 hours (rustls' `TicketRotator`).
+    pub fn new() -> Result<Tickets, TlsError> {
+        rustls::crypto::ring::Ticketer::new()
+            .map(Tickets)
+            .map_err(|e| TlsError::Config { key: String::new(), reason: e.to_string() })
+    }
+}
+
+/// A TLS listener's serving state: the rustls configuration and what it was built from.
+#[derive(Debug)]
+pub struct ListenerTls {
+    /// Shared by every worker serving the listener.
+    pub config: Arc<ServerConfig>,
+    /// The certificate selection inside `config`.
+    pub resolver: Arc<SniResolver>,
+    /// The listener's default certificate first, then the SNI ones.
+    pub certs: Vec<Arc<LoadedCert>>,
+    /// Whether ALPN offers `h2`.
+    pub http2: bool,
+}
+
+/// Builds a listener's configuration: TLS 1.3 and 1.2 with the `ring` provider's suites,
+/// certificates chosen by [`SniResolver`], ALPN `h2` (when `http2`) then `http/1.1`, the
+/// shared `tickets`, no 0-RTT data (it could be replayed). `key` is the listener's
+/// configuration key, for errors.
+pub fn server_config(
+    key: &str,
+    default: Arc<LoadedCert>,
+    extra: &[Arc<LoadedCert>],
+    strict: bool,
+    http2: bool,
+    tickets: &Tickets,
+) -> Result<ListenerTls, TlsError> {
+    let resolver = Arc::new(SniResolver::new(&default, extra, strict));
+    let mut config = ServerConfig::builder_with_provider(provider())
+        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
+        .map_err(|e| TlsError::Config { key: key.to_owned(), reason: e.to_string() })?
+        .with_no_client_auth()
+        .with_cert_resolver(resolver.clone());
+    config.alpn_protocols = if http2 {
+        vec![ALPN_H2.to_vec(), ALPN_HTTP11.to_vec()]
+    } else {
+        vec![ALPN_HTTP11.to_vec()]
+    };
+    config.ticketer = tickets.0.clone();
+    config.session_storage = Arc::new(NoServerSessionStorage {});
+    config.max_early_data_size = 0;
+    let mut certs = Vec::with_capacity(extra.len() + 1);
+    certs.push(default);
+    certs.extend(extra.iter().cloned());
+    Ok(ListenerTls { config: Arc::new(config), resolver, certs, http2 })
+}

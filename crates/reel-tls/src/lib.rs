@@ -1,0 +1,37 @@
+//! TLS for reel's client-facing listeners, on rustls with the `ring` provider.
+//!
+//! # What this crate owns
+//! * [`cert`]: loading a PEM certificate chain and its private key (refusing missing or
+//!   unreadable files, files without PEM items, keys that do not match the certificate),
+//!   in-memory self-signed certificates (rcgen), and what `/status` and `/metrics` show
+//!   about a certificate (names, expiry).
+//! * [`sni`]: choosing a certificate by the server name a client sends (exact names, then
+//!   one-label wildcards, then the listener's default unless strict).
+//! * [`context`]: one immutable `rustls::ServerConfig` per TLS listener (ALPN `h2` and/or
+//!   `http/1.1`, TLS 1.3 and 1.2) sharing one process-wide session-ticket key rotator, so a
+//!   ticket issued on one worker resumes on any other, and after a reload.
+//! * [`accept`]: the server handshake of one accepted TCP connection, bounded in time, on
+//!   the worker that accepted it, with what it negotiated (version, resumption, ALPN) and
+//!   per-worker handshake counters.
+//!
+//! It depends on no other reel crate: the binary converts configuration into
+//! [`cert::CertSpec`]s and [`context::ListenerTls`].
+
+#![deny(unsafe_code)]
+
+pub mod accept;
+pub mod cert;
+pub mod context;
+mod error;
+pub mod sni;
+#[cfg(feature = "testing")]
+pub mod testing;
+
+pub use accept::{
+    Alpn, HandshakeCounters, HandshakeError, HandshakeInfo, HandshakeSnapshot, TlsStream,
+    TlsVersion, accept,
+};
+pub use cert::{CertSource, CertSpec, LoadedCert, self_signed};
+pub use context::{ListenerTls, Tickets, server_config};
+pub use error::TlsError;
+pub use sni::SniResolver;

@@ -1,0 +1,348 @@
+//! Real handshakes on 127.0.0.1 with certificates made by the test: loading and refusing
+//! certificate files, ALPN, SNI selection and strictness, resumption across separately
+//! built configurations (as on two workers or across a reload), the handshake deadline,
+//! and an `openssl s_client` interoperability check.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use reel_tls::testing::{TestCa, client_config_tls12};
+use reel_tls::{
+    Alpn, CertSource, CertSpec, HandshakeCounters, HandshakeError, HandshakeInfo, ListenerTls,
+    LoadedCert, Tickets, TlsError, TlsVersion, server_config,
+};
+use rustls::pki_types::{CertificateDer, ServerName};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+
+fn spec(cert: &Path, key: &Path, names: &[&str], at: &str) -> CertSpec {
+    CertSpec {
+        source: CertSource::Files { cert: cert.to_owned(), key: key.to_owned() },
+        names: names.iter().map(|s| s.to_string()).collect(),
+        cert_key: format!("{at}.cert"),
+        key_key: format!("{at}.key"),
+    }
+}
+
+fn load(s: &CertSpec) -> Arc<LoadedCert> {
+    Arc::new(reel_tls::cert::load(s).expect("certificate loads"))
+}
+
+/// Serves `tls` on a fresh port: each connection is handshaken, its outcome reported, and
+/// on success the server answers one line `<alpn>\n` and closes.
+async fn serve(
+    tls: Arc<ListenerTls>,
+    timeout: Duration,
+) -> (u16, mpsc::UnboundedReceiver<Result<HandshakeInfo, HandshakeError>>, Arc<HandshakeCounters>) {
+    let l = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let port = l.local_addr().expect("addr").port();
+    let (tx, rx) = mpsc::unbounded_channel();
+    let counters = Arc::new(HandshakeCounters::default());
+    let c = counters.clone();
+    tokio::spawn(async move {
+        loop {
+            let Ok((tcp, _)) = l.accept().await else { return };
+            let (tls, tx, c) = (tls.clone(), tx.clone(), c.clone());
+            tokio::spawn(async move {
+                let r = reel_tls::accept(&tls, tcp, timeout).await;
+                let outcome = r.as_ref().map(|(_, i)| *i).map_err(Clone::clone);
+                c.record(&outcome);
+                let _ = tx.send(outcome);
+                if let Ok((mut s, info)) = r {
+                    let line = if info.alpn == Alpn::H2 { "h2\n" } else { "http/1.1\n" };
+                    let _ = s.write_all(line.as_bytes()).await;
+                    let _ = s.shutdown().await;
+                }
+            });
+        }
+    });
+    (port, rx, counters)
+}
+
+/// Connects with `config` for `name`; returns the line the server sent and the leaf
+/// certificate it presented.
+async fn connect(
+    port: u16,
+    config: Arc<rustls::ClientConfig>,
+    name: &str,
+) -> std::io::Result<(String, CertificateDer<'static>)> {
+    let tcp = TcpStream::connect(("127.0.0.1", port)).await?;
+    let server_name = ServerName::try_from(name.to_owned()).expect("name");
+    let mut s = tokio_rustls::TlsConnector::from(config).connect(server_name, tcp).await?;
+    let leaf = s.get_ref().1.peer_certificates().and_then(|c| c.first().cloned()).expect("leaf");
+    let mut line = String::new();
+    s.read_to_string(&mut line).await?;
+    Ok((line, leaf))
+}
+
+#[tokio::test]
+async fn alpn_versions_and_counters_over_real_handshakes() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let ca = TestCa::new();
+    let (c, k) = ca.write_leaf(dir.path(), "edge", &["edge.test"]);
+    let cert = load(&spec(&c, &k, &[], "listener[0]"));
+    assert_eq!(cert.names, vec!["edge.test"]);
+    let tickets = Tickets::new().expect("tickets");
+    let tls = Arc::new(
+        server_config("listener[0]", cert.clone(), &[], false, true, &tickets).expect("config"),
+    );
+    let (port, mut rx, counters) = serve(tls, Duration::from_secs(5)).await;
+
+    let (line, _) =
+        connect(port, ca.client_config(&[b"h2", b"http/1.1"]), "edge.test").await.expect("h2");
+    assert_eq!(line, "h2\n");
+    let info = rx.recv().await.expect("outcome").expect("handshake");
+    assert_eq!((info.version, info.alpn, info.resumed), (TlsVersion::Tls13, Alpn::H2, false));
+
+    let (line, _) = connect(port, ca.client_config(&[b"http/1.1"]), "edge.test").await.expect("h1");
+    assert_eq!(line, "http/1.1\n");
+    rx.recv().await.expect("outcome").expect("handshake");
+    let (line, _) = connect(port, ca.client_config(&[]), "edge.test").await.expect("no alpn");
+    assert_eq!(line, "http/1.1\n");
+    rx.recv().await.expect("outcome").expect("handshake");
+
+    let (line, _) =
+        connect(port, client_config_tls12(&[ca.der()]), "edge.test").await.expect("1.2");
+    assert_eq!(line, "http/1.1\n");
+    let info = rx.recv().await.expect("outcome").expect("handshake");
+    assert_eq!(info.version, TlsVersion::Tls12);
+
+    // A client that speaks no TLS at all.
+    let mut raw = TcpStream::connect(("127.0.0.1", port)).await.expect("connect");
+    raw.write_all(b"GET / HTTP/1.1\r\nHost: edge.test\r\n\r\n").await.expect("write");
+    let err = rx.recv().await.expect("outcome").expect_err("not TLS");
+    assert_eq!(err.label(), "protocol_error", "{err}");
+
+    let snap = counters.snapshot();
+    assert_eq!(snap.completed(TlsVersion::Tls13, false), 3);
+    assert_eq!(snap.completed(TlsVersion::Tls12, false), 1);
+    assert_eq!(snap.failed("protocol_error"), 1);
+    assert!(snap.rows().contains(&("ok", "tls1.3", false, 3)));
+}
+
+#[tokio::test]
+async fn http2_off_offers_only_http11() {
+    let ca = TestCa::new();
+    let dir = tempfile::tempdir().expect("tmp");
+    let (c, k) = ca.write_leaf(dir.path(), "edge", &["edge.test"]);
+    let tickets = Tickets::new().expect("tickets");
+    let tls = server_config("l", load(&spec(&c, &k, &[], "l")), &[], false, false, &tickets);
+    let (port, _rx, _) = serve(Arc::new(tls.expect("config")), Duration::from_secs(5)).await;
+    let (line, _) =
+        connect(port, ca.client_config(&[b"h2", b"http/1.1"]), "edge.test").await.expect("h1");
+    assert_eq!(line, "http/1.1\n");
+    // A client that insists on h2 only is refused (RFC 7301 section 3.2).
+    assert!(connect(port, ca.client_config(&[b"h2"]), "edge.test").await.is_err());
+}
+
+#[tokio::test]
+async fn sni_picks_the_certificate_and_strict_listeners_refuse_unknown_names() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let ca = TestCa::new();
+    let (dc, dk) = ca.write_leaf(dir.path(), "default", &["edge.test"]);
+    let (vc, vk) = ca.write_leaf(dir.path(), "video", &["video.example.com"]);
+    let (wc, wk) = ca.write_leaf(dir.path(), "cdn", &["*.cdn.example.com"]);
+    let default = load(&spec(&dc, &dk, &[], "listener[0]"));
+    let extra = vec![
+        load(&spec(&vc, &vk, &["video.example.com"], "certificate[0]")),
+        load(&spec(&wc, &wk, &["*.cdn.example.com"], "certificate[1]")),
+    ];
+    let tickets = Tickets::new().expect("tickets");
+    let client = ca.client_config(&[b"http/1.1"]);
+    let leaf_of = |c: &LoadedCert| c.certified.cert[0].clone();
+
+    let lax = server_config("l", default.clone(), &extra, false, true, &tickets).expect("config");
+    let (port, _rx, _) = serve(Arc::new(lax), Duration::from_secs(5)).await;
+    let (_, leaf) = connect(port, client.clone(), "video.example.com").await.expect("video");
+    assert_eq!(leaf, leaf_of(&extra[0]));
+    let (_, leaf) = connect(port, client.clone(), "a.cdn.example.com").await.expect("cdn");
+    assert_eq!(leaf, leaf_of(&extra[1]));
+    let (_, leaf) = connect(port, client.clone(), "edge.test").await.expect("default");
+    assert_eq!(leaf, leaf_of(&default));
+    // An unknown name gets the default certificate, which the client then rejects.
+    assert!(connect(port, client.clone(), "other.test").await.is_err());
+
+    let strict = server_config("l", default.clone(), &extra, true, true, &tickets).expect("config");
+    let (port, mut rx, counters) = serve(Arc::new(strict), Duration::from_secs(5)).await;
+    let (_, leaf) = connect(port, client.clone(), "a.cdn.example.com").await.expect("cdn");
+    assert_eq!(leaf, leaf_of(&extra[1]));
+    rx.recv().await.expect("outcome").expect("handshake");
+    let (_, leaf) = connect(port, client.clone(), "edge.test").await.expect("default name");
+    assert_eq!(leaf, leaf_of(&default));
+    rx.recv().await.expect("outcome").expect("handshake");
+    let err = connect(port, client.clone(), "other.test").await.expect_err("refused");
+    assert!(err.to_string().contains("alert"), "{err}");
+    assert_eq!(rx.recv().await.expect("outcome"), Err(HandshakeError::UnknownName));
+    // Without SNI (a client connecting to an IP address) a strict listener refuses too.
+    let err = connect(port, client.clone(), "127.0.0.1").await.expect_err("no sni");
+    assert!(err.to_string().contains("alert"), "{err}");
+    assert_eq!(rx.recv().await.expect("outcome"), Err(HandshakeError::UnknownName));
+    assert_eq!(counters.snapshot().failed("unknown_name"), 2);
+}
+
+#[tokio::test]
+async fn tickets_resume_across_separately_built_configurations_only_when_shared() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let ca = TestCa::new();
+    let (c, k) = ca.write_leaf(dir.path(), "edge", &["edge.test"]);
+    let cert = load(&spec(&c, &k, &[], "l"));
+    let tickets = Tickets::new().expect("tickets");
+    // Two "workers" (or the configuration before and after a reload), each built on its own.
+    let a = server_config("l", cert.clone(), &[], false, true, &tickets).expect("a");
+    let b = server_config("l", cert.clone(), &[], false, true, &tickets).expect("b");
+    let (pa, mut ra, _) = serve(Arc::new(a), Duration::from_secs(5)).await;
+    let (pb, mut rb, counters_b) = serve(Arc::new(b), Duration::from_secs(5)).await;
+    let client = ca.client_config(&[b"h2"]);
+    connect(pa, client.clone(), "edge.test").await.expect("full");
+    assert!(!ra.recv().await.expect("outcome").expect("ok").resumed);
+    for _ in 0..2 {
+        connect(pb, client.clone(), "edge.test").await.expect("resumed");
+        let info = rb.recv().await.expect("outcome").expect("ok");
+        assert!(info.resumed && info.version == TlsVersion::Tls13, "{info:?}");
+    }
+    assert_eq!(counters_b.snapshot().completed(TlsVersion::Tls13, true), 2);
+
+    // Keys not shared: the ticket is not accepted and a full handshake follows.
+    let other = server_config("l", cert, &[], false, true, &Tickets::new().expect("t")).expect("c");
+    let (pc, mut rc, _) = serve(Arc::new(other), Duration::from_secs(5)).await;
+    let client = ca.client_config(&[b"h2"]);
+    connect(pa, client.clone(), "edge.test").await.expect("full");
+    ra.recv().await.expect("outcome").expect("ok");
+    connect(pc, client, "edge.test").await.expect("full again");
+    assert!(!rc.recv().await.expect("outcome").expect("ok").resumed);
+}
+
+#[tokio::test]
+async fn a_silent_client_times_out() {
+    let cert = Arc::new(
+        reel_tls::cert::load(&CertSpec {
+            source: CertSource::SelfSigned { names: vec!["localhost".into()] },
+            names: Vec::new(),
+            cert_key: "l.tls_cert".into(),
+            key_key: "l.tls_key".into(),
+        })
+        .expect("self-signed"),
+    );
+    let tickets = Tickets::new().expect("tickets");
+    let tls = server_config("l", cert, &[], false, true, &tickets).expect("config");
+    let (port, mut rx, counters) = serve(Arc::new(tls), Duration::from_millis(200)).await;
+    let _silent = TcpStream::connect(("127.0.0.1", port)).await.expect("connect");
+    assert_eq!(rx.recv().await.expect("outcome"), Err(HandshakeError::Timeout));
+    let closing = TcpStream::connect(("127.0.0.1", port)).await.expect("connect");
+    drop(closing);
+    assert_eq!(rx.recv().await.expect("outcome"), Err(HandshakeError::Closed));
+    assert_eq!(counters.snapshot().failed("timeout"), 1);
+}
+
+#[test]
+fn bad_files_are_refused_with_the_key_they_came_from() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let ca = TestCa::new();
+    let (c1, k1) = ca.write_leaf(dir.path(), "one", &["one.test"]);
+    let (_, k2) = ca.write_leaf(dir.path(), "two", &["two.test"]);
+    let missing = dir.path().join("missing.pem");
+    let text = dir.path().join("text.pem");
+    std::fs::write(&text, "just some text\n").expect("write");
+    let bad_der = dir.path().join("bad.pem");
+    std::fs::write(&bad_der, "-----BEGIN CERTIFICATE-----\nAAECAwQ=\n-----END CERTIFICATE-----\n")
+        .expect("write");
+    let load = |c: &Path, k: &Path| reel_tls::cert::load(&spec(c, k, &[], "listener[1]"));
+
+    match load(&c1, &k2) {
+        Err(e @ TlsError::KeyMismatch { .. }) => {
+            assert_eq!(e.config_key(), "listener[1].key");
+            assert!(e.to_string().contains("does not match"), "{e}");
+        }
+        other => panic!("expected a key mismatch, got {other:?}"),
+    }
+    let e = load(&missing, &k1).expect_err("missing");
+    assert!(matches!(e, TlsError::Read { .. }) && e.config_key() == "listener[1].cert", "{e}");
+    let e = load(&c1, &missing).expect_err("missing key");
+    assert!(matches!(e, TlsError::Read { .. }) && e.config_key() == "listener[1].key", "{e}");
+    let e = load(&text, &k1).expect_err("not pem");
+    assert!(matches!(e, TlsError::NotPem { what: "certificate", .. }), "{e}");
+    let e = load(&c1, &text).expect_err("key not pem");
+    assert!(matches!(e, TlsError::NotPem { what: "private key", .. }), "{e}");
+    assert_eq!(e.config_key(), "listener[1].key");
+    // A certificate file given as the key: PEM, but no key in it.
+    let e = load(&c1, &c1).expect_err("cert as key");
+    assert!(matches!(e, TlsError::NotPem { what: "private key", .. }), "{e}");
+    let e = load(&bad_der, &k1).expect_err("bad der");
+    assert!(matches!(e, TlsError::BadCert { .. }), "{e}");
+    let e = load(dir.path(), &k1).expect_err("a directory");
+    assert!(matches!(e, TlsError::Read { .. }), "{e}");
+    assert!(load(&c1, &k1).is_ok());
+}
+
+/// RSA certificates work as well as ECDSA ones; made with the openssl command line,
+/// which the test skips (saying so) where it is not installed.
+#[tokio::test]
+async fn rsa_certificates_and_openssl_s_client_interoperate() {
+    let Some(openssl) = which("openssl") else {
+        eprintln!("SKIPPED: openssl is not installed");
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tmp");
+    let (c, k) = (dir.path().join("rsa.pem"), dir.path().join("rsa.key"));
+    let st = std::process::Command::new(&openssl)
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=rsa.test",
+        ])
+        .args([
+            "-addext",
+            "subjectAltName=DNS:rsa.test",
+            "-addext",
+            "basicConstraints=critical,CA:FALSE",
+        ])
+        .arg("-keyout")
+        .arg(&k)
+        .arg("-out")
+        .arg(&c)
+        .output()
+        .expect("openssl runs");
+    assert!(st.status.success(), "{}", String::from_utf8_lossy(&st.stderr));
+    let cert = load(&spec(&c, &k, &[], "l"));
+    assert_eq!(cert.names, vec!["rsa.test"]);
+    // Expires in 2 days: a warning.
+    assert!(cert.expiry_warning(std::time::SystemTime::now()).is_some());
+    let tickets = Tickets::new().expect("tickets");
+    let tls = server_config("l", cert.clone(), &[], false, true, &tickets).expect("config");
+    let (port, mut rx, _) = serve(Arc::new(tls), Duration::from_secs(5)).await;
+    let client =
+        reel_tls::testing::client_config_trusting(&[cert.certified.cert[0].clone()], &[b"h2"]);
+    let (line, _) = connect(port, client, "rsa.test").await.expect("rsa handshake");
+    assert_eq!(line, "h2\n");
+    rx.recv().await.expect("outcome").expect("ok");
+
+    let out = tokio::process::Command::new(&openssl)
+        .args(["s_client", "-connect", &format!("127.0.0.1:{port}"), "-servername", "rsa.test"])
+        .args(["-alpn", "h2,http/1.1"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .expect("s_client runs");
+    let text =
+        format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("TLSv1.3"), "{text}");
+    assert!(text.contains("ALPN protocol: h2"), "{text}");
+    let info = rx.recv().await.expect("outcome").expect("ok");
+    assert_eq!((info.alpn, info.version), (Alpn::H2, TlsVersion::Tls13));
+}
+
+fn which(cmd: &str) -> Option<std::path::PathBuf> {
+    std::env::var_os("PATH")?
+        .to_str()?
+        .split(':')
+        .map(|d| Path::new(d).join(cmd))
+        .find(|p| p.is_file())
+}
