@@ -26,10 +26,6 @@ fn demo(part: Duration) -> DemoOrigin {
 fn server(o: &DemoOrigin, prefetch: Prefetch) -> Server {
     let mut opts = Opts::new(o.local_addr());
     opts.prefetch = prefetch;
-    // Volumes of a size whose first reservation for a body of unknown length (1 MiB)
-    // holds a whole streamed part: such a fill grows in place only while it is the last
-    // allocation of its volume, and here playlists and other parts are stored meanwhile.
-    opts.store = (256 << 20, 32 << 20);
     Server::start(opts)
 }
 
