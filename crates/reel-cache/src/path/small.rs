@@ -4,7 +4,8 @@
 //! answers with one send of head and body, whether the fill is still being written or not.
 //! That is what lets one origin response release every waiter at once: an LL-HLS blocking
 //! playlist reload wakes hundreds of them at the same instant, and none waits for the store
-//! write or reads the store back.
+//! write or reads the store back. A request that finds such a fill while its body is still
+//! being read waits for that release with the leader's followers.
 //!
 //! Entries are keyed by the identity of the stored metadata blob (the store hands out
 //! clones of one `Bytes` per object version, fills and hits alike) and kept with it, so an

@@ -37,6 +37,7 @@ use super::lookup::Found;
 use super::respond::{MetaCache, ReqHeaders, unix_now};
 use super::settings::{Settings, Site};
 use super::shared::SharedCache;
+use super::small::SMALL_BODY;
 use super::tag::Tag;
 use crate::policy::cache_control::RequestCacheControl;
 use crate::policy::freshness::{Decision, decide, stale_if_error_ok};
@@ -162,6 +163,7 @@ impl WorkerCache {
             if blocking { deadline } else { tokio::time::Instant::now() + self.follow_bound(false) }
         };
         let mut fails = Failures { retried: blocking, failed: None };
+        let mut small_waited = false;
         for _ in 0..MAX_ROUNDS {
             match self.find(&key, &hdrs) {
                 Found::Hit(stored) => {
@@ -212,6 +214,22 @@ impl WorkerCache {
                     return self.serve_hit(req, stored.hit, &stored.prep, now, answer).await;
                 }
                 Found::Filling { fill, prep } => {
+                    // A small body is read whole before the leader releases its followers
+                    // (`small`): a request that finds the fill in that moment waits with
+                    // them, once, rather than stream it ahead of them.
+                    if !small_waited
+                        && fill.expected_len().is_some_and(|n| {
+                            n <= SMALL_BODY && self.small_body(&prep, fill.meta(), n).is_none()
+                        })
+                        && let Some(f) = self.shared.inflight.follow(key.as_bytes())
+                    {
+                        small_waited = true;
+                        // Past the wait's bound the fill is streamed as it is.
+                        if let Some(State::Failed(st)) = self.follow(f, m, until()).await {
+                            fails.record(st);
+                        }
+                        continue;
+                    }
                     return self.serve_filling(req, fill, prep, Answer::MISS_COLLAPSED).await;
                 }
                 Found::None => {

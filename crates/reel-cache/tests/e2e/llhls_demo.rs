@@ -26,6 +26,8 @@ fn demo(part: Duration) -> DemoOrigin {
 fn server(o: &DemoOrigin, prefetch: Prefetch) -> Server {
     let mut opts = Opts::new(o.local_addr());
     opts.prefetch = prefetch;
+    // Several parts: on a loaded machine the waiters may be sent late in a part's time.
+    opts.blocking_timeout = Duration::from_secs(10);
     Server::start(opts)
 }
 
