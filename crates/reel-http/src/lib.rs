@@ -44,14 +44,21 @@
 //!   `max_header_bytes` or more than `max_headers` fields → 431; Content-Length over
 //!   `max_body_bytes` → 413; an `Expect` other than `100-continue` → 417; an HTTP
 //!   version other than 1.0/1.1 → 505. Unknown method tokens are accepted and reach the
-//!   handler ([`Response::for_unsupported_method`] builds 405/501).
+//!   handler ([`Response::for_unsupported_method`] builds 405/501). Each refusal is
+//!   reported to [`Handler::on_reject`] with the request line and the rule it broke
+//!   ([`Refusal`]), so it can be logged like any answered request.
+//! * **Interim responses.** A handler forwards 1xx responses (an origin's `103 Early
+//!   Hints`) ahead of its final one with [`RequestBody::with_interims`]: written as they
+//!   come while its work goes on, to HTTP/1.1 clients only (RFC 9110 section 15.2).
 //! * **Keep-alive.** HTTP/1.1 keeps the connection unless `Connection: close`;
 //!   HTTP/1.0 only with `Connection: keep-alive` (echoed back). Pipelined requests
 //!   are answered in order. An unread `Content-Length` body of up to [`DRAIN_LIMIT`]
 //!   bytes is discarded before the response is written; a larger one, an unread
 //!   chunked body, or a body whose `100 Continue` was never sent closes the connection
 //!   after the response (which then carries `Connection: close`). On drain, a request
-//!   already received is still answered (with `Connection: close`).
+//!   already received is still answered (with `Connection: close`). A handler whose
+//!   [`Handler::keep_alive`] says `false` gets `Connection: close` on every response
+//!   while idle connections stay open until their next request (a lame-duck server).
 //! * **Timeouts.** `header_timeout` runs from the first byte of a head (slowloris →
 //!   408 + close); `idle_timeout` closes idle keep-alive connections silently and also
 //!   bounds stalled body reads and writes. After an error response the socket is
@@ -66,6 +73,7 @@ mod conn;
 mod date;
 mod fileread;
 mod http2;
+mod interim;
 #[allow(unsafe_code)]
 mod io;
 mod limits;
@@ -77,8 +85,12 @@ mod response;
 mod sys;
 
 pub use body::{BodyError, MAX_CHUNK_LINE, RequestBody};
-pub use conn::{CloseReason, ConnOutcome, DRAIN_LIMIT, Handler, serve_connection, serve_stream};
+pub use conn::{
+    CloseReason, ConnOutcome, DRAIN_LIMIT, Handler, REFUSAL_EXCERPT, Refusal, Sent,
+    serve_connection, serve_stream,
+};
 pub use http2::{H2Settings, serve_h2};
+pub use interim::{Interim, MAX_INTERIMS};
 pub use io::ByteStream;
 pub use limits::{Limits, MAX_HEADERS_CAP};
 pub use method::Method;

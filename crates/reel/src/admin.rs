@@ -10,8 +10,14 @@
 //! | `POST /admin/drain`, `POST /admin/resume` | `/healthz` answers 503 (draining) or resumes |
 //! | `POST /admin/purge?url=URL[&prefix=1][&soft=1]` | purge one URL, or every URL under a prefix |
 //!
-//! With a token configured, every request needs `Authorization: Bearer <token>` (401
-//! otherwise).
+//! Every request must name this listener in `Host`: `localhost`, a loopback address or the
+//! address the connection reached, any port (421 otherwise), so a browser page whose name
+//! was rebound to 127.0.0.1 cannot talk to it. With a token configured, every request
+//! needs `Authorization: Bearer <token>` (401 otherwise). The `POST` endpoints, which change
+//! state, also need `X-Reel-Admin: <anything>` or `Content-Type: application/json` (403
+//! otherwise): a cross-site form or a simple `fetch` can send neither without a CORS
+//! preflight, which this listener never grants, so a page in the operator's browser cannot
+//! drain the node even without a token.
 
 use std::net::SocketAddr;
 use std::rc::Rc;
@@ -34,12 +40,24 @@ pub struct Admin {
     addr: SocketAddr,
     stop: watch::Sender<bool>,
     thread: Option<JoinHandle<()>>,
+    /// A duplicate of the listening socket, for a successor process.
+    listener: std::net::TcpListener,
 }
 
 impl Admin {
     /// The bound address.
     pub fn local_addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// A duplicate of the listening socket (for a binary upgrade).
+    pub fn listener_fd(&self) -> std::io::Result<std::os::fd::OwnedFd> {
+        self.listener.try_clone().map(Into::into)
+    }
+
+    /// Stops accepting (connections in flight are dropped); see [`Admin::stop`].
+    pub fn stop_accepting(&self) {
+        let _ = self.stop.send(true);
     }
 
     /// Stops accepting and waits for the thread.
@@ -51,14 +69,23 @@ impl Admin {
     }
 }
 
-/// Binds the admin address and serves it on a new thread.
-pub fn start(shared: Arc<Shared>) -> anyhow::Result<Admin> {
+/// Binds the admin address (or takes `inherited`, a socket the process took over) and
+/// serves it on a new thread.
+pub fn start(
+    shared: Arc<Shared>,
+    inherited: Option<std::net::TcpListener>,
+) -> anyhow::Result<Admin> {
     let cfg = &shared.live().cfg;
     let addr = cfg.admin.address;
     crate::preflight::check_environment(cfg)?;
-    let std_listener =
-        std::net::TcpListener::bind(addr).with_context(|| format!("binding admin {addr}"))?;
+    let std_listener = match inherited {
+        Some(l) => l,
+        None => {
+            std::net::TcpListener::bind(addr).with_context(|| format!("binding admin {addr}"))?
+        }
+    };
     std_listener.set_nonblocking(true)?;
+    let keep = std_listener.try_clone()?;
     let addr = std_listener.local_addr()?;
     let (stop, stop_rx) = watch::channel(false);
     let thread = std::thread::Builder::new().name("reel-admin".into()).spawn(move || {
@@ -72,7 +99,7 @@ pub fn start(shared: Arc<Shared>) -> anyhow::Result<Admin> {
         let local = tokio::task::LocalSet::new();
         local.block_on(&rt, serve(std_listener, shared, stop_rx));
     })?;
-    Ok(Admin { addr, stop, thread: Some(thread) })
+    Ok(Admin { addr, stop, thread: Some(thread), listener: keep })
 }
 
 async fn serve(l: std::net::TcpListener, shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
@@ -119,6 +146,37 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
+/// Whether `Host` names this listener (DNS rebinding defence): `localhost` or an IP literal
+/// that is loopback or the address the connection reached. Any port: an ssh tunnel may
+/// forward another one.
+fn host_allowed(req: &Request) -> bool {
+    let Some(authority) = req.host() else { return false };
+    let host = match authority.strip_prefix('[') {
+        Some(rest) => match rest.split_once(']') {
+            Some((h, port)) if port.is_empty() || port.starts_with(':') => h,
+            _ => return false,
+        },
+        None => authority.split_once(':').map_or(authority, |(h, _)| h),
+    };
+    if host.eq_ignore_ascii_case("localhost") {
+        return true;
+    }
+    host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback() || ip == req.local().ip())
+}
+
+/// Whether a state-changing request is one a browser only sends cross-site after a CORS
+/// preflight (Fetch standard, "CORS-safelisted request-header"): a custom header or a JSON
+/// content type. Forms and simple requests carry neither.
+fn deliberate(req: &Request) -> bool {
+    if req.header("x-reel-admin").is_some_and(|v| !v.is_empty()) {
+        return true;
+    }
+    req.header("content-type").is_some_and(|v| {
+        let media = v.split(|&b| b == b';').next().unwrap_or(b"").trim_ascii();
+        media.eq_ignore_ascii_case(b"application/json")
+    })
+}
+
 impl AdminHandler {
     fn authorized(&self, req: &Request) -> bool {
         let live = self.shared.live();
@@ -154,6 +212,33 @@ impl AdminHandler {
                 w.accepted.load(Ordering::Relaxed),
             );
         }
+        p.family(
+            "reel_connections_refused_total",
+            Kind::Counter,
+            "Connections closed at accept over a connection limit, per worker.",
+        );
+        for (i, w) in s.worker_stats().iter().enumerate() {
+            let idx = i.to_string();
+            p.sample(
+                "reel_connections_refused_total",
+                &[("worker", &idx)],
+                w.refused.load(Ordering::Relaxed),
+            );
+        }
+        let up = s.upgrade_status();
+        p.single("reel_upgrades_total", Kind::Counter, "Binary upgrades attempted.", up.attempts);
+        p.single(
+            "reel_upgrade_failures_total",
+            Kind::Counter,
+            "Binary upgrades that failed (this process kept serving).",
+            up.failures,
+        );
+        p.single(
+            "reel_store_frozen",
+            Kind::Gauge,
+            "1 while the store takes no writes (handed over in a binary upgrade).",
+            s.store.is_frozen(),
+        );
         let st = s.store.stats();
         p.single("reel_store_objects", Kind::Gauge, "Objects in the store.", st.objects);
         p.single("reel_store_bytes", Kind::Gauge, "Bytes used in the store.", st.bytes_used);
@@ -256,6 +341,7 @@ impl AdminHandler {
                     "cpu": s.plan.workers.get(i),
                     "open_connections": w.open.load(Ordering::Relaxed),
                     "accepted": w.accepted.load(Ordering::Relaxed),
+                    "refused": w.refused.load(Ordering::Relaxed),
                     "pinned": w.pinned.load(Ordering::Relaxed),
                 })
             })
@@ -277,6 +363,7 @@ impl AdminHandler {
             200,
             json!({
                 "version": env!("CARGO_PKG_VERSION"),
+                "pid": std::process::id(),
                 "uptime_secs": s.started.elapsed().map(|d| d.as_secs()).unwrap_or(0),
                 "config": {
                     "file": s.config_path.display().to_string(),
@@ -285,6 +372,8 @@ impl AdminHandler {
                     "loaded_at": loaded,
                 },
                 "reload": s.reload_status(),
+                "upgrade": s.upgrade_status(),
+                "closing_connections": s.closing(),
                 "listeners": s.listeners(),
                 "draining": s.health().is_some_and(|h| h.draining()),
                 "health": s.health().map(|h| h.answer().verdict.clone()),
@@ -299,6 +388,7 @@ impl AdminHandler {
                     "evictions": st.evictions, "write_errors": st.write_errors,
                     "read_errors": st.read_errors, "volumes": st.volumes,
                     "quarantined_volumes": st.quarantined_volumes,
+                    "frozen": s.store.is_frozen(),
                 },
             }),
         )
@@ -325,10 +415,23 @@ impl AdminHandler {
 
 impl Handler for AdminHandler {
     async fn handle(&self, req: &Request, _body: &mut RequestBody<'_>) -> Response {
+        if !host_allowed(req) {
+            return json_response(
+                421,
+                json!({"error": "the Host must be localhost or this admin listener's address"}),
+            );
+        }
         if !self.authorized(req) {
             return Response::error(401).header("www-authenticate", Bytes::from_static(b"Bearer"));
         }
         let post = *req.method() == Method::Post;
+        if post && !deliberate(req) {
+            return json_response(
+                403,
+                json!({"error": "state-changing admin requests need the header X-Reel-Admin: 1 \
+                                 (or Content-Type: application/json)"}),
+            );
+        }
         match (req.path(), post) {
             ("/metrics", false) => self.metrics(),
             ("/status", false) => self.status(),
@@ -353,5 +456,55 @@ impl Handler for AdminHandler {
             }
             _ => Response::error(404),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(local: &str, host: &str, extra: &str) -> Request {
+        let addr = |s: &str| s.parse::<SocketAddr>().expect("address");
+        let mut r = Request::new(addr("192.0.2.1:5000"), addr(local));
+        let raw = format!("POST /admin/drain HTTP/1.1\r\nHost: {host}\r\n{extra}\r\n");
+        r.parse_head(raw.as_bytes(), &reel_http::Limits::default()).expect("valid head");
+        r
+    }
+
+    #[test]
+    fn host_names_the_listener() {
+        for (local, host) in [
+            ("127.0.0.1:9090", "127.0.0.1:9090"),
+            ("127.0.0.1:9090", "localhost"),
+            ("127.0.0.1:9090", "127.0.0.2"),
+            ("[::1]:9090", "[::1]:9090"),
+            ("[::1]:9090", "[::1]"),
+            ("10.0.0.5:9090", "10.0.0.5:9090"),
+            ("10.0.0.5:9090", "localhost:19090"),
+        ] {
+            assert!(host_allowed(&req(local, host, "")), "{host} on {local}");
+        }
+        for (local, host) in [
+            ("127.0.0.1:9090", "evil.example:9090"),
+            ("127.0.0.1:9090", "localhost.evil.example"),
+            ("127.0.0.1:9090", "10.0.0.5:9090"),
+            ("[::1]:9090", "[::1]x"),
+            ("10.0.0.5:9090", "edge1.internal:9090"),
+        ] {
+            assert!(!host_allowed(&req(local, host, "")), "{host} on {local}");
+        }
+    }
+
+    #[test]
+    fn only_preflighted_requests_change_state() {
+        let yes = |extra: &str| deliberate(&req("127.0.0.1:9090", "localhost", extra));
+        assert!(yes("X-Reel-Admin: 1\r\n"));
+        assert!(yes("content-type: application/json\r\n"));
+        assert!(yes("Content-Type: APPLICATION/JSON ; charset=utf-8\r\n"));
+        assert!(!yes(""));
+        assert!(!yes("X-Reel-Admin:\r\n"));
+        assert!(!yes("content-type: text/plain\r\n"));
+        assert!(!yes("content-type: application/x-www-form-urlencoded\r\n"));
+        assert!(!yes("content-type: application/jsonx\r\n"));
     }
 }

@@ -9,15 +9,21 @@ mod alloc;
 mod check;
 #[cfg(feature = "demo")]
 mod demo;
+mod fds;
 mod generation;
+mod handoff;
+mod inherit;
+mod lifecycle;
 mod logging;
 mod options;
 mod plan;
 mod preflight;
+mod refused;
 mod reload;
 mod server;
 mod shared;
 mod tls;
+mod upgrade;
 mod worker;
 
 use std::path::PathBuf;
@@ -49,7 +55,8 @@ enum Command {
     /// Run the server (the default).
     Serve {
         /// Serve every Host from this one origin (`http://HOST:PORT` or `https://HOST:PORT`), on
-        /// top of the config.
+        /// top of the config: its sites keep their cache keys and policies, its origin groups
+        /// and demo origin are not used.
         #[arg(long)]
         origin: Option<String>,
     },

@@ -53,12 +53,54 @@ pub struct Object {
     pub body: Vec<u8>,
     /// Delay before the response head is sent.
     pub delay: Duration,
+    /// Raw interim (1xx) responses sent first, before the delay and the gate.
+    pub interim: Vec<u8>,
+    /// Held back (after the interim responses) until the test opens this gate.
+    pub gate: Option<Gate>,
+}
+
+/// A gate an origin response waits at until the test opens it.
+#[derive(Clone, Debug, Default)]
+pub struct Gate(Arc<(Mutex<bool>, Condvar)>);
+
+impl Gate {
+    /// Lets every response waiting at the gate (and later ones) go.
+    pub fn open(&self) {
+        *self.0.0.lock().unwrap() = true;
+        self.0.1.notify_all();
+    }
+
+    fn wait(&self) {
+        let mut open = self.0.0.lock().unwrap();
+        while !*open {
+            open = self.0.1.wait(open).unwrap();
+        }
+    }
 }
 
 impl Object {
     /// A 200 with this body and no caching headers.
     pub fn ok(body: impl Into<Vec<u8>>) -> Object {
-        Object { status: 200, headers: Vec::new(), body: body.into(), delay: Duration::ZERO }
+        Object {
+            status: 200,
+            headers: Vec::new(),
+            body: body.into(),
+            delay: Duration::ZERO,
+            interim: Vec::new(),
+            gate: None,
+        }
+    }
+
+    /// Sends these raw interim responses first.
+    pub fn interim(mut self, raw: &str) -> Object {
+        self.interim.extend_from_slice(raw.as_bytes());
+        self
+    }
+
+    /// Holds the final response back until `gate` opens.
+    pub fn gated(mut self, gate: &Gate) -> Object {
+        self.gate = Some(gate.clone());
+        self
     }
 
     /// Adds a response header.
@@ -211,6 +253,12 @@ fn origin_conn(s: TcpStream, state: &Mutex<OriginState>, name: &str) {
                 None => Object { status: 404, ..Object::ok("not found at the origin") },
             }
         };
+        if !obj.interim.is_empty() && w.write_all(&obj.interim).is_err() {
+            return;
+        }
+        if let Some(g) = &obj.gate {
+            g.wait();
+        }
         if !obj.delay.is_zero() {
             std::thread::sleep(obj.delay);
         }
@@ -281,7 +329,11 @@ pub struct Conn {
 impl Conn {
     /// Connects.
     pub fn open(addr: SocketAddr) -> io::Result<Conn> {
-        let s = TcpStream::connect(addr)?;
+        Conn::from_stream(TcpStream::connect(addr)?)
+    }
+
+    /// Wraps a connected stream.
+    pub fn from_stream(s: TcpStream) -> io::Result<Conn> {
         s.set_read_timeout(Some(PATIENCE))?;
         s.set_nodelay(true)?;
         Ok(Conn { w: s.try_clone()?, r: BufReader::new(s) })
@@ -410,6 +462,8 @@ pub struct Conf {
     pub access_log: String,
     /// `store.size`.
     pub store_size: String,
+    /// `store.volume_size`.
+    pub volume_size: String,
     /// `server.shutdown_timeout`.
     pub shutdown_timeout: String,
     /// `cache.negative_ttl`.
@@ -430,6 +484,8 @@ pub struct Conf {
     pub extra: String,
     /// Extra arguments of `reel serve`.
     pub serve_args: Vec<String>,
+    /// The whole file instead of what the fields above render (a shipped config).
+    pub raw: Option<String>,
 }
 
 impl Conf {
@@ -445,6 +501,7 @@ impl Conf {
             http: String::new(),
             access_log: "flush_interval = \"100ms\"\n".into(),
             store_size: "64MiB".into(),
+            volume_size: "4MiB".into(),
             shutdown_timeout: "20s".into(),
             negative_ttl: "0s".into(),
             log_level: "info".into(),
@@ -455,11 +512,15 @@ impl Conf {
             listener_lines: HashMap::new(),
             extra: String::new(),
             serve_args: Vec::new(),
+            raw: None,
         }
     }
 
     /// The TOML text.
     pub fn render(&self) -> String {
+        if let Some(raw) = &self.raw {
+            return raw.clone();
+        }
         let d = self.dir.display();
         let mut s = format!(
             "[server]\nshutdown_timeout = \"{}\"\n{}\n[log]\nlevel = \"{}\"\nformat = \"json\"\n\n",
@@ -480,8 +541,8 @@ impl Conf {
             self.access_log
         ));
         s.push_str(&format!(
-            "[store]\npath = \"{d}/store\"\nsize = \"{}\"\nvolume_size = \"4MiB\"\nio = \"threads\"\n\n",
-            self.store_size
+            "[store]\npath = \"{d}/store\"\nsize = \"{}\"\nvolume_size = \"{}\"\nio = \"threads\"\n\n",
+            self.store_size, self.volume_size
         ));
         s.push_str(&format!(
             "[cache]\nnegative_ttl = \"{}\"\n\n{}\n",
@@ -581,8 +642,13 @@ impl Reel {
 
     /// Like [`Reel::start`] with extra environment variables.
     pub fn start_env(conf: &Conf, env: &[(&str, &str)]) -> Reel {
+        Reel::start_with(conf, Path::new(BIN), env)
+    }
+
+    /// Like [`Reel::start_env`] with the binary (or a wrapper script) at `bin`.
+    pub fn start_with(conf: &Conf, bin: &Path, env: &[(&str, &str)]) -> Reel {
         conf.write();
-        let mut cmd = Command::new(BIN);
+        let mut cmd = Command::new(bin);
         cmd.arg("serve")
             .arg("--config")
             .arg(conf.path())
@@ -674,10 +740,12 @@ impl Reel {
         self.token.iter().map(|t| ("authorization", format!("Bearer {t}"))).collect()
     }
 
-    /// A request to the admin listener (with the token, if set).
+    /// A request to the admin listener (with the token, if set, and the `X-Reel-Admin`
+    /// header state-changing requests need).
     pub fn admin_req(&self, method: &str, target: &str) -> Resp {
         let a = self.auth();
-        let h: Vec<(&str, &str)> = a.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let mut h: Vec<(&str, &str)> = a.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        h.push(("x-reel-admin", "1"));
         request(self.admin, method, "127.0.0.1", target, &h)
     }
 

@@ -9,13 +9,14 @@ use std::borrow::Cow;
 use std::time::{Duration, Instant};
 
 use http::{HeaderMap, HeaderName, HeaderValue, uri::PathAndQuery};
-use reel_http::{Request, Response};
+use reel_http::{Request, RequestBody, Response};
 use reel_origin::{Affinity, OriginRequest, OriginResponse, WorkerClient};
 
 use super::answer::Answer;
 use super::fill::{fill_task, header_pairs};
 use super::hops::Node;
 use super::inflight::{Lead, State};
+use super::interim;
 use super::lookup::Stored;
 use super::respond::{Prepared, ReqHeaders, unix_now};
 use super::serve::stream_origin;
@@ -327,10 +328,13 @@ impl WorkerCache {
     }
 
     /// The leader's fetch: from the origin into the store, streamed to this client while
-    /// it arrives. With `stale`, a revalidation of that stored object.
+    /// it arrives. With `stale`, a revalidation of that stored object. The origin's interim
+    /// responses go to this client through `body` as they come.
+    #[allow(clippy::too_many_arguments)]
     pub(super) async fn fetch(
         &self,
         req: &Request,
+        body: &mut RequestBody<'_>,
         site: &Site,
         key: &CacheKey,
         lead: Lead,
@@ -344,14 +348,17 @@ impl WorkerCache {
             return local(400);
         };
         oreq.first_byte_timeout = self.first_byte_bound(key);
+        let (sink, mut interims) = interim::channel();
+        oreq.interim = Some(sink);
         let hdrs = ReqHeaders(req);
         let withheld = Withheld { dropped, per_viewer: false };
         let partial_key = key_omits_query(req, key);
         let viewer = Viewer { headers: &hdrs, cc: req_cc, withheld, partial_key };
         let revalidating =
             stale.as_ref().map(|s| Revalidating { store_key: &s.store_key, meta: &s.prep.meta });
-        let (fetched, origin_time) =
-            self.fetcher(site).fetch_and_store(key, oreq, viewer, revalidating, lead).await;
+        let fetcher = self.fetcher(site);
+        let work = fetcher.fetch_and_store(key, oreq, viewer, revalidating, lead);
+        let (fetched, origin_time) = body.with_interims(&mut interims, work).await;
         match (fetched, stale) {
             (Fetched::Failed(st), stale) => {
                 self.origin_failed(req, st, stale, req_cc, origin_time).await

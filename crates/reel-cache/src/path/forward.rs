@@ -9,6 +9,7 @@ use std::time::Instant;
 
 use super::answer::Answer;
 use super::fetch::{Forward, forward_headers, origin_form, origin_path};
+use super::interim;
 use super::serve::stream_origin;
 use super::settings::Site;
 use super::worker::{WorkerCache, local};
@@ -16,8 +17,15 @@ use crate::key::CacheKey;
 
 impl WorkerCache {
     /// GET/HEAD forwarded without storing (request `no-store`, or a response the leader
-    /// could not share): the client's own conditionals and Range go along.
-    pub(super) async fn fetch_pass(&self, req: &Request, site: &Site, ans: Answer) -> Response {
+    /// could not share): the client's own conditionals and Range go along, the origin's
+    /// interim responses come back through `body`.
+    pub(super) async fn fetch_pass(
+        &self,
+        req: &Request,
+        body: &mut RequestBody<'_>,
+        site: &Site,
+        ans: Answer,
+    ) -> Response {
         let (Some(pq), Some(host)) = (origin_path(req), origin_host(req)) else {
             return local(400);
         };
@@ -26,8 +34,16 @@ impl WorkerCache {
             o.method = HttpMethod::HEAD;
         }
         o.headers = forward_headers(req, Forward::Pass, &[], &self.settings.node);
+        let (sink, mut interims) = interim::channel();
+        o.interim = Some(sink);
         let t0 = Instant::now();
-        match self.client.send_keyed(&site.group, o, self.affinity(req, site)).await {
+        match body
+            .with_interims(
+                &mut interims,
+                self.client.send_keyed(&site.group, o, self.affinity(req, site)),
+            )
+            .await
+        {
             Ok(resp) => {
                 let ans = ans.after(Some(t0.elapsed()));
                 stream_origin(req, resp, ans, &self.statuses, &self.shared.pass_buffered)
@@ -46,7 +62,9 @@ impl WorkerCache {
     }
 
     /// Other methods: forwarded uncached with the body streamed; a successful unsafe
-    /// request invalidates what we store for its URL (RFC 9111 4.4).
+    /// request invalidates what we store for its URL (RFC 9111 4.4). The origin's interim
+    /// responses reach the client once its body has been read (the two share the
+    /// connection).
     pub(super) async fn pass(
         &self,
         req: &Request,
@@ -66,6 +84,7 @@ impl WorkerCache {
         } else {
             (None, reel_origin::RequestBody::Empty)
         };
+        let (sink, mut interims) = interim::channel();
         let o = OriginRequest {
             method,
             path_and_query: pq,
@@ -74,9 +93,10 @@ impl WorkerCache {
             body: rbody,
             idempotent: false,
             first_byte_timeout: None,
+            interim: Some(sink),
         };
         let t0 = Instant::now();
-        let pump = async {
+        let pump = async |body: &mut RequestBody<'_>| {
             let Some(s) = sender else { return };
             loop {
                 match body.next_chunk().await {
@@ -95,8 +115,24 @@ impl WorkerCache {
                 }
             }
         };
-        let send = self.client.send_keyed(&site.group, o, self.affinity(req, site));
-        let (res, ()) = tokio::join!(send, pump);
+        // The upload and the origin request go together; once the body is read, what is
+        // left of the wait is the interims'.
+        let mut send =
+            std::pin::pin!(self.client.send_keyed(&site.group, o, self.affinity(req, site)));
+        let mut early = None;
+        {
+            let mut upload = std::pin::pin!(pump(body));
+            loop {
+                tokio::select! {
+                    r = &mut send, if early.is_none() => early = Some(r),
+                    () = &mut upload => break,
+                }
+            }
+        }
+        let res = match early {
+            Some(r) => r,
+            None => body.with_interims(&mut interims, send).await,
+        };
         let ans = Answer::FWD_METHOD.after(Some(t0.elapsed()));
         match res {
             Ok(resp) => {

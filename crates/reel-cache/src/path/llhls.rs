@@ -32,7 +32,7 @@ use std::time::Duration;
 
 use http::HeaderMap;
 use http::uri::PathAndQuery;
-use reel_http::{Request, Response};
+use reel_http::{Request, RequestBody, Response};
 use reel_origin::{OriginRequest, WorkerClient};
 use reel_store::{Filling, Lookup};
 
@@ -207,11 +207,17 @@ impl WorkerCache {
 
     /// A follower waited its bound: a blocking request answers 504 (its media did not
     /// appear in time), any other fetches on its own, uncached.
-    pub(super) async fn waited_out(&self, req: &Request, site: &Site, blocking: bool) -> Response {
+    pub(super) async fn waited_out(
+        &self,
+        req: &Request,
+        body: &mut RequestBody<'_>,
+        site: &Site,
+        blocking: bool,
+    ) -> Response {
         if blocking {
             return Answer::BLOCKING_TIMEOUT.on(Response::error(504), &self.statuses);
         }
-        self.fetch_pass(req, site, Answer::LOCK_TIMEOUT).await
+        self.fetch_pass(req, body, site, Answer::LOCK_TIMEOUT).await
     }
 
     /// A fill from the origin just started for `key`: when it is a playlist, read it once

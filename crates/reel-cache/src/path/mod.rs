@@ -20,6 +20,7 @@
 //!   playlists announce;
 //! - `small`: small bodies read whole on arrival and answered from memory, shared by the
 //!   workers;
+//! - `interim`: the origin's 1xx responses, forwarded to the waiting client, never stored;
 //! - `answer`: a response's cache result, `Cache-Status` and origin time as one value;
 //! - [`hops`]: this node among the others: `CDN-Loop` loop protection and its
 //!   `Cache-Status` name;
@@ -36,6 +37,7 @@ mod fill;
 mod forward;
 pub mod hops;
 pub mod inflight;
+mod interim;
 pub mod llhls;
 mod lookup;
 pub mod pass_stream;

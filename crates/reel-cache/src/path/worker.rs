@@ -120,7 +120,7 @@ impl WorkerCache {
             return local(421);
         };
         match req.method() {
-            Method::Get | Method::Head => self.get(req, site, m).await,
+            Method::Get | Method::Head => self.get(req, body, site, m).await,
             // Extension methods too (RFC 9110 9.1, 16.1): the origin knows what they mean.
             // TRACE and CONNECT never: one reflects the request, the other tunnels.
             Method::Post
@@ -139,7 +139,15 @@ impl WorkerCache {
         }
     }
 
-    async fn get(&self, req: &Request, site: &Site, m: &WorkerMetrics) -> Response {
+    /// `body` carries the origin's interim responses to the client (a GET has no body to
+    /// read).
+    async fn get(
+        &self,
+        req: &Request,
+        body: &mut RequestBody<'_>,
+        site: &Site,
+        m: &WorkerMetrics,
+    ) -> Response {
         let Some(key) = self.key(req, site) else { return local(400) };
         let hdrs = ReqHeaders(req);
         let req_cc = if site.honor_client_cache_control {
@@ -153,7 +161,7 @@ impl WorkerCache {
             if let Found::Filling { fill, prep } = self.find(&key, &hdrs) {
                 return self.serve_filling(req, fill, prep, Answer::MISS_COLLAPSED).await;
             }
-            return self.fetch_pass(req, site, Answer::FWD_REQUEST).await;
+            return self.fetch_pass(req, body, site, Answer::FWD_REQUEST).await;
         }
         // A blocking request (LL-HLS) waits `blocking_timeout` in all, and its leader's
         // failure is final: another round would hold one more origin request.
@@ -197,7 +205,7 @@ impl WorkerCache {
                             match self.shared.inflight.join(key.as_bytes()) {
                                 Role::Lead(lead) => {
                                     return self
-                                        .fetch(req, site, &key, lead, Some(stored), &req_cc)
+                                        .fetch(req, body, site, &key, lead, Some(stored), &req_cc)
                                         .await;
                                 }
                                 Role::Follow(f) => match self.follow(f, m, until()).await {
@@ -206,7 +214,9 @@ impl WorkerCache {
                                         continue;
                                     }
                                     Some(_) => continue,
-                                    None => return self.waited_out(req, site, blocking).await,
+                                    None => {
+                                        return self.waited_out(req, body, site, blocking).await;
+                                    }
                                 },
                             }
                         }
@@ -243,21 +253,23 @@ impl WorkerCache {
                     }
                     match self.shared.inflight.join(key.as_bytes()) {
                         Role::Lead(lead) => {
-                            return self.fetch(req, site, &key, lead, None, &req_cc).await;
+                            return self.fetch(req, body, site, &key, lead, None, &req_cc).await;
                         }
                         Role::Follow(f) => match self.follow(f, m, until()).await {
                             Some(State::NotShared) => {
-                                return self.fetch_pass(req, site, Answer::PASS_NOT_STORED).await;
+                                return self
+                                    .fetch_pass(req, body, site, Answer::PASS_NOT_STORED)
+                                    .await;
                             }
                             Some(State::Failed(st)) => fails.record(st),
                             Some(_) => {}
-                            None => return self.waited_out(req, site, blocking).await,
+                            None => return self.waited_out(req, body, site, blocking).await,
                         },
                     }
                 }
             }
         }
-        self.fetch_pass(req, site, Answer::PASS_NOT_STORED).await
+        self.fetch_pass(req, body, site, Answer::PASS_NOT_STORED).await
     }
 
     /// Waits for the leader of this key's fetch, counted as a coalesced waiter, until
