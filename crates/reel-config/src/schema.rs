@@ -596,9 +596,17 @@ pub struct CacheConfig {
     /// `Cache-Control` only.
     pub targeted_cache_control: Vec<String>,
     /// How long a request waits for another request's origin fetch of the same object to
-    /// get its response (coalescing) before it fetches on its own, uncached. Duration;
-    /// default `"10s"` (the default `first_byte_timeout`); greater than 0.
+    /// get its response (coalescing) before it fetches on its own, uncached; LL-HLS blocking
+    /// requests wait `blocking_timeout` instead. Duration; default `"10s"` (the default
+    /// `first_byte_timeout`); greater than 0.
     pub lock_timeout: Duration,
+    /// How long an LL-HLS blocking request waits (draft-pantos-hls-rfc8216bis §6.2.5.2,
+    /// §6.2.6): a playlist reload with `_HLS_msn`, or a request for a part a playlist hints
+    /// (`EXT-X-PRELOAD-HINT`), both of which the origin holds until the media exists. It
+    /// bounds the one origin request for such a target instead of the origin group's
+    /// `first_byte_timeout`, and the requests coalesced onto it instead of `lock_timeout`;
+    /// then they get 504. Duration; default `"3s"` (a few part durations); greater than 0.
+    pub blocking_timeout: Duration,
     /// Most `Vary` variants stored per URL. A response for a further variant is stored in
     /// place of the URL's oldest variant. Count, 1-1024; default 32.
     pub max_variants: u32,
@@ -647,6 +655,7 @@ impl Default for CacheConfig {
                 "CDN-Cache-Control".to_string(),
             ],
             lock_timeout: Duration::from_secs(10),
+            blocking_timeout: Duration::from_secs(3),
             max_variants: 32,
             fill_drop_headers: DEFAULT_FILL_DROP_HEADERS.iter().map(|s| s.to_string()).collect(),
             rule: Vec::new(),
@@ -710,6 +719,23 @@ pub struct SiteConfig {
     /// segments, so viewers cannot force origin fetches. Default `honor`.
     #[serde(default)]
     pub client_cache_control: ClientCacheControl,
+    /// LL-HLS prefetch: `hinted` requests, as soon as a playlist from the origin passes
+    /// through, the part its `EXT-X-PRELOAD-HINT` names and the parts it lists that are
+    /// not stored yet, so viewers find them in flight or stored; `off` fetches only what
+    /// viewers ask for. Default `off`.
+    #[serde(default)]
+    pub prefetch: Prefetch,
+}
+
+/// What a site fetches before viewers ask (LL-HLS, draft-pantos-hls-rfc8216bis §4.4.5.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Prefetch {
+    /// The preload-hinted part and the listed parts not stored yet.
+    Hinted,
+    /// Nothing: only what viewers request.
+    #[default]
+    Off,
 }
 
 /// How a site treats the cache directives of viewers' requests.

@@ -595,6 +595,7 @@ pub(crate) fn check(cfg: &Config, found: &mut Found) {
         }
     }
     positive_duration(found, "cache.lock_timeout".into(), c.lock_timeout);
+    positive_duration(found, "cache.blocking_timeout".into(), c.blocking_timeout);
     if !(1..=1024).contains(&c.max_variants) {
         bad(found, "cache.max_variants", "must be between 1 and 1024");
     }

@@ -874,3 +874,19 @@ fn http2_settings_are_bounded() {
     let ps = problems(&ok);
     assert!(ps.is_empty(), "{ps:#?}");
 }
+
+#[test]
+fn llhls_keys_default_and_validate() {
+    let cfg = Config::parse_and_validate(BASE, "t.toml").expect("valid");
+    assert_eq!(cfg.cache.blocking_timeout, Duration::from_secs(3));
+    assert!(cfg.site.iter().all(|s| s.prefetch == reel_config::Prefetch::Off));
+    let ps = problems(&format!("{BASE}\n[cache]\nblocking_timeout = \"0s\"\n"));
+    assert!(find(&ps, "cache.blocking_timeout").message.contains("greater than 0"), "{ps:#?}");
+    let hinted =
+        BASE.replace("origin_group = \"main\"", "origin_group = \"main\"\nprefetch = \"hinted\"");
+    let cfg = Config::parse_and_validate(&hinted, "t.toml").expect("valid");
+    assert_eq!(cfg.site[0].prefetch, reel_config::Prefetch::Hinted);
+    let bad =
+        BASE.replace("origin_group = \"main\"", "origin_group = \"main\"\nprefetch = \"all\"");
+    assert!(Config::parse_and_validate(&bad, "t.toml").is_err());
+}

@@ -238,6 +238,7 @@ pub fn cache_settings(cfg: &Config, origin_flag: bool) -> reel_cache::Settings {
                 ..policy.clone()
             },
             honor_client_cache_control: s.client_cache_control == ClientCacheControl::Honor,
+            prefetch: s.prefetch,
         })
         .collect();
     let fallback = origin_flag.then(|| Site {
@@ -247,6 +248,8 @@ pub fn cache_settings(cfg: &Config, origin_flag: bool) -> reel_cache::Settings {
         pass_methods: true,
         policy: policy.clone(),
         honor_client_cache_control: true,
+        // A catch-all fetches only what viewers ask for, as any site by default.
+        prefetch: reel_cache::Prefetch::Off,
     });
     let rules = TtlRules::new(c.rule.iter().map(|r| {
         (
@@ -263,6 +266,7 @@ pub fn cache_settings(cfg: &Config, origin_flag: bool) -> reel_cache::Settings {
         fill_drop_headers: c.fill_drop_headers.iter().map(|h| h.to_ascii_lowercase()).collect(),
         max_variants: c.max_variants as usize,
         lock_timeout: c.lock_timeout.get(),
+        blocking_timeout: c.blocking_timeout.get(),
         node: node(cfg),
     }
 }
@@ -346,6 +350,7 @@ hosts = ["live.example.com"]
 origin_group = "a"
 ignore_query = ["token"]
 methods = "refuse"
+prefetch = "hinted"
 [[origin_group]]
 name = "a"
 retries = 3
@@ -396,10 +401,14 @@ retries = 3
         assert_eq!(s.policy.negative_ttl, None, "0s: do not cache 404s");
         assert!(s.policy.heuristic);
         assert!(s.site_for("other.example").is_none());
+        assert_eq!(site.prefetch, reel_cache::Prefetch::Hinted);
+        assert_eq!(s.blocking_timeout, Duration::from_secs(3), "[cache] blocking_timeout default");
         assert_eq!(s.node.cache_status_name(), "reel", "[server] defaults");
         assert!(s.node.loop_entry().starts_with("reel; t="));
         let with_flag = cache_settings(&c, true);
-        assert_eq!(with_flag.site_for("other.example").expect("fallback").group, FLAG_GROUP);
+        let fallback = with_flag.site_for("other.example").expect("fallback");
+        assert_eq!(fallback.group, FLAG_GROUP);
+        assert_eq!(fallback.prefetch, reel_cache::Prefetch::Off);
         let claimed = with_flag.site_for("live.example.com").expect("site");
         assert_eq!(claimed.group, FLAG_GROUP, "--origin serves the sites' Hosts too");
         assert_eq!(claimed.key.ignore_query, ["token"], "with the site's own key");

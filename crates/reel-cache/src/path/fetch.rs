@@ -22,6 +22,7 @@ use super::respond::{Prepared, ReqHeaders, unix_now};
 use super::serve::stream_origin;
 use super::settings::{Settings, Site};
 use super::shared::SharedCache;
+use super::small::read_small;
 use super::worker::{WorkerCache, local};
 use crate::key::{CacheKey, KeyConfig};
 use crate::policy::HeaderLookup;
@@ -285,10 +286,25 @@ impl Fetcher<'_> {
             lead.publish(State::NotShared);
             return (Fetched::NotStored(resp), origin_time);
         }
+        let mut resp = resp;
         match self.begin_fill(key, &vary, viewer.headers, &resp, times, rule).await {
-            Ok((writer, fill)) => {
+            Ok((mut writer, fill)) => {
+                // A small body is read whole before anyone is told, then answered from
+                // memory (`small`).
+                let first = match read_small(&mut resp).await {
+                    Ok(b) => b,
+                    Err(e) => {
+                        writer.abort();
+                        let status = e.client_status();
+                        lead.publish(State::Failed(status));
+                        return (Fetched::Failed(status), origin_time);
+                    }
+                };
+                if let Some(b) = &first {
+                    self.shared.small.insert(fill.meta(), b.clone());
+                }
                 lead.publish(State::Filling);
-                tokio::task::spawn_local(fill_task(writer, resp, lead));
+                tokio::task::spawn_local(fill_task(writer, resp, lead, first));
                 (Fetched::Filling(fill), origin_time)
             }
             Err(_) => {
@@ -331,6 +347,7 @@ impl WorkerCache {
         else {
             return local(400);
         };
+        oreq.first_byte_timeout = self.first_byte_bound(key);
         let (sink, mut interims) = interim::channel();
         oreq.interim = Some(sink);
         let hdrs = ReqHeaders(req);
@@ -357,6 +374,7 @@ impl WorkerCache {
             (Fetched::Filling(fill), stale) => {
                 // The metadata was encoded just now, so it decodes.
                 let Some(prep) = self.prepared(fill.meta()) else { return local(502) };
+                self.watch_playlist(req, site, key, &fill, &prep);
                 let ans = if stale.is_some() { Answer::REFRESHED } else { Answer::MISS_STORED };
                 self.serve_filling(req, fill, prep, ans.after(origin_time)).await
             }

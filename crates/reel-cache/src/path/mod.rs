@@ -16,6 +16,10 @@
 //!   through one fetch-and-store step, and the origin requests they send;
 //! - `fill`: writing an origin response into the store;
 //! - `forward`: what is not cached (pass-through) and the invalidation it causes;
+//! - [`llhls`]: LL-HLS blocking requests (their wait bound) and the prefetch of the parts
+//!   playlists announce;
+//! - `small`: small bodies read whole on arrival and answered from memory, shared by the
+//!   workers;
 //! - `interim`: the origin's 1xx responses, forwarded to the waiting client, never stored;
 //! - `answer`: a response's cache result, `Cache-Status` and origin time as one value;
 //! - [`hops`]: this node among the others: `CDN-Loop` loop protection and its
@@ -34,12 +38,14 @@ mod forward;
 pub mod hops;
 pub mod inflight;
 mod interim;
+pub mod llhls;
 mod lookup;
 pub mod pass_stream;
 pub mod respond;
 mod serve;
 pub mod settings;
 pub mod shared;
+pub mod small;
 pub mod tag;
 mod variants;
 pub mod worker;

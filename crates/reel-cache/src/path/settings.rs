@@ -6,6 +6,8 @@
 
 use std::time::Duration;
 
+pub use reel_config::Prefetch;
+
 use super::hops::Node;
 use crate::key::KeyConfig;
 use crate::policy::freshness::PolicyConfig;
@@ -27,6 +29,8 @@ pub struct Site {
     pub policy: PolicyConfig,
     /// Whether viewers' request cache directives apply (`client_cache_control = "honor"`).
     pub honor_client_cache_control: bool,
+    /// LL-HLS prefetch of hinted and listed parts (`prefetch`).
+    pub prefetch: Prefetch,
 }
 
 /// Everything the cache path reads from the config (the binary builds it from `[cache]`,
@@ -49,6 +53,9 @@ pub struct Settings {
     pub max_variants: usize,
     /// How long a follower waits for its leader's origin response (`[cache] lock_timeout`).
     pub lock_timeout: Duration,
+    /// How long an LL-HLS blocking request waits, leader and followers alike (`[cache]
+    /// blocking_timeout`).
+    pub blocking_timeout: Duration,
     /// This node's `CDN-Loop` and `Cache-Status` names (`[server] cdn_id`, `max_hops`,
     /// `cache_status_name`).
     pub node: Node,
@@ -104,6 +111,7 @@ mod tests {
             pass_methods: true,
             policy: PolicyConfig::default(),
             honor_client_cache_control: true,
+            prefetch: Prefetch::Off,
         }
     }
 
@@ -121,6 +129,7 @@ mod tests {
             fill_drop_headers: Settings::default_fill_drop_headers(),
             max_variants: 32,
             lock_timeout: Duration::from_secs(10),
+            blocking_timeout: Duration::from_secs(3),
             node: Node::default(),
         };
         assert_eq!(s.site_for("live.example.com:8080").unwrap().group, "a");

@@ -5,8 +5,10 @@ use std::sync::Arc;
 use reel_store::{Lookup, Store, StoreError};
 
 use super::inflight::Inflight;
+use super::llhls::Streams;
 use super::pass_stream::PassBuffered;
 use super::settings::Settings;
+use super::small::SmallBodies;
 use super::variants::Marker;
 use crate::key::{CacheKey, prefix_for_purge};
 use crate::policy::meta::StoredMeta;
@@ -23,6 +25,10 @@ pub struct SharedCache {
     pub inflight: Arc<Inflight>,
     /// Bytes of pass-through bodies held between origins and clients.
     pub pass_buffered: Arc<PassBuffered>,
+    /// The LL-HLS streams whose playlists passed through.
+    pub streams: Arc<Streams>,
+    /// Small bodies read whole on arrival, answered from memory.
+    pub small: Arc<SmallBodies>,
 }
 
 /// Why a purge request was refused.
@@ -48,7 +54,13 @@ pub enum PurgeError {
 impl SharedCache {
     /// Wraps the store.
     pub fn new(store: Arc<Store>) -> Arc<SharedCache> {
-        Arc::new(SharedCache { store, inflight: Inflight::new(), pass_buffered: Arc::default() })
+        Arc::new(SharedCache {
+            store,
+            inflight: Inflight::new(),
+            pass_buffered: Arc::default(),
+            streams: Arc::default(),
+            small: Arc::default(),
+        })
     }
 
     /// Removes what the store holds for the primary key `key`: its object, or its Vary

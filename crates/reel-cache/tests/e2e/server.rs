@@ -10,7 +10,7 @@ use std::time::Duration;
 use reel_cache::key::KeyConfig;
 use reel_cache::policy::freshness::PolicyConfig;
 use reel_cache::policy::rules::{TtlRule, TtlRules};
-use reel_cache::{Node, Settings, SharedCache, Site, WorkerCache};
+use reel_cache::{Node, Prefetch, Settings, SharedCache, Site, WorkerCache};
 use reel_http::{Handler, Limits, Request, RequestBody, Response};
 use reel_ops::metrics::WorkerMetrics;
 use reel_origin::{Balance, GroupSpec, HostSpec, Origins};
@@ -46,6 +46,10 @@ pub struct Opts {
     pub lock_timeout: Duration,
     /// The site's cache-key options.
     pub key: KeyConfig,
+    /// How long an LL-HLS blocking request waits.
+    pub blocking_timeout: Duration,
+    /// The site's LL-HLS prefetch.
+    pub prefetch: Prefetch,
     /// How the group picks a host within a tier.
     pub balance: Balance,
     /// `CDN-Loop` and `Cache-Status` names.
@@ -67,6 +71,8 @@ impl Opts {
             max_variants: 32,
             lock_timeout: Duration::from_secs(30),
             key: KeyConfig::default(),
+            blocking_timeout: Duration::from_secs(3),
+            prefetch: Prefetch::Off,
             balance: Balance::RoundRobin,
             node: Node::default(),
         }
@@ -160,6 +166,7 @@ impl Server {
                 pass_methods: true,
                 policy: opts.policy.clone(),
                 honor_client_cache_control: opts.honor_client_cache_control,
+                prefetch: opts.prefetch,
             }],
             fallback: None,
             policy: opts.policy,
@@ -168,6 +175,7 @@ impl Server {
             fill_drop_headers: opts.fill_drop_headers,
             max_variants: opts.max_variants,
             lock_timeout: opts.lock_timeout,
+            blocking_timeout: opts.blocking_timeout,
             node: opts.node,
         });
         let (sh, st, or) = (shared.clone(), settings.clone(), origins.clone());
