@@ -252,7 +252,15 @@ impl Fetcher<'_> {
             }
         };
         let origin_time = Some(t0.elapsed());
-        let times = ResponseTimes { request_time, response_time: unix_now() };
+        let response_time = unix_now();
+        // RFC 9111 4.2.3 ages a response by the origin's time to answer, taken as transit
+        // delay. An LL-HLS blocking request is held on purpose until its answer exists (its
+        // Date says when): ageing it by the hold made a playlist with max-age shorter than
+        // the hold stale on arrival, and fetched again by the next viewer.
+        let held = self.shared.streams.is_hinted(key.as_bytes())
+            || crate::hls::is_blocking_reload(key.path_and_query());
+        let request_time = if held { response_time } else { request_time };
+        let times = ResponseTimes { request_time, response_time };
         let status = resp.status.as_u16();
         let rule = self.settings.rules.find(key.path());
 

@@ -265,3 +265,30 @@ fn playlists_are_cached_per_hls_target_whatever_the_query_options_say() {
     assert!(hit.cache_status().contains("hit"), "{}", hit.cache_status());
     assert_eq!(o.count(b), 0);
 }
+
+#[test]
+fn a_held_blocking_reload_is_not_aged_by_the_hold() {
+    let (o, s) = crate::setup();
+    let mut r = held(b"#EXTM3U\n#EXT-X-VERSION:9\n", Duration::from_millis(2500));
+    r.headers = vec![
+        ("cache-control".into(), "max-age=2".into()),
+        ("content-type".into(), "application/vnd.apple.mpegurl".into()),
+    ];
+    o.route("/age/p.m3u8", r);
+    // Held 2.5 s by the origin, released fresh (its Date is the release): the next viewer
+    // gets the stored copy.
+    let blocking = "/age/p.m3u8?_HLS_msn=3&_HLS_part=0";
+    assert_eq!(concurrent(s.addr, blocking, 1)[0].0, 200);
+    s.settle();
+    let (st, cs) = &concurrent(s.addr, blocking, 1)[0];
+    assert_eq!((*st, cs.contains("hit")), (200, true), "{cs}");
+    assert_eq!(o.count(blocking), 1);
+    // An ordinary request that took as long is aged by it (RFC 9111 4.2.3): stale on
+    // arrival, fetched again.
+    let plain = "/age/p.m3u8?v=1";
+    assert_eq!(concurrent(s.addr, plain, 1)[0].0, 200);
+    s.settle();
+    let (st, cs) = &concurrent(s.addr, plain, 1)[0];
+    assert_eq!((*st, cs.contains("hit")), (200, false), "{cs}");
+    assert_eq!(o.count(plain), 2);
+}
