@@ -293,6 +293,9 @@ pub struct HttpConfig {
     /// A keep-alive connection with no request in flight is closed after this long. Duration;
     /// default `"60s"`.
     pub idle_timeout: Duration,
+    /// Time to receive a whole request body, from the end of its head; then 408 and
+    /// close. Duration; default `"120s"`.
+    pub body_timeout: Duration,
     /// Open client connections per worker core; beyond this new connections are closed at
     /// accept. Count; default 20000.
     pub max_connections_per_worker: u32,
@@ -328,6 +331,7 @@ impl Default for HttpConfig {
             max_body: ByteSize::mib(64),
             header_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(60),
+            body_timeout: Duration::from_secs(120),
             max_connections_per_worker: 20_000,
             max_connections_per_client: 2048,
             reserved_fds: 256,
@@ -607,6 +611,10 @@ pub struct CacheConfig {
     /// `first_byte_timeout`, and the requests coalesced onto it instead of `lock_timeout`;
     /// then they get 504. Duration; default `"3s"` (a few part durations); greater than 0.
     pub blocking_timeout: Duration,
+    /// Longest time one fill may take, from its origin request to the end of the body: a
+    /// dripping origin cannot hold a key (and its waiting viewers) for longer. On expiry
+    /// the fill is discarded, never stored short. Duration; default `"10m"`.
+    pub fill_timeout: Duration,
     /// Most `Vary` variants stored per URL. A response for a further variant is stored in
     /// place of the URL's oldest variant. Count, 1-1024; default 32.
     pub max_variants: u32,
@@ -655,6 +663,7 @@ impl Default for CacheConfig {
                 "CDN-Cache-Control".to_string(),
             ],
             lock_timeout: Duration::from_secs(10),
+            fill_timeout: Duration::from_secs(600),
             blocking_timeout: Duration::from_secs(3),
             max_variants: 32,
             fill_drop_headers: DEFAULT_FILL_DROP_HEADERS.iter().map(|s| s.to_string()).collect(),

@@ -451,6 +451,7 @@ pub(crate) fn check(cfg: &Config, found: &mut Found) {
     }
     positive_duration(found, "http.header_timeout".into(), h.header_timeout);
     positive_duration(found, "http.idle_timeout".into(), h.idle_timeout);
+    positive_duration(found, "http.body_timeout".into(), h.body_timeout);
     if h.max_connections_per_worker == 0 {
         bad(found, "http.max_connections_per_worker", "must be at least 1");
     }
@@ -595,6 +596,7 @@ pub(crate) fn check(cfg: &Config, found: &mut Found) {
         }
     }
     positive_duration(found, "cache.lock_timeout".into(), c.lock_timeout);
+    positive_duration(found, "cache.fill_timeout".into(), c.fill_timeout);
     positive_duration(found, "cache.blocking_timeout".into(), c.blocking_timeout);
     if !(1..=1024).contains(&c.max_variants) {
         bad(found, "cache.max_variants", "must be between 1 and 1024");

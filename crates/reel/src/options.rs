@@ -37,6 +37,7 @@ pub fn http_limits(cfg: &Config) -> reel_http::Limits {
         max_body_bytes: h.max_body.bytes(),
         header_timeout: h.header_timeout.get(),
         idle_timeout: h.idle_timeout.get(),
+        body_timeout: h.body_timeout.get(),
     }
 }
 
@@ -267,6 +268,7 @@ pub fn cache_settings(cfg: &Config, origin_flag: bool) -> reel_cache::Settings {
         max_variants: c.max_variants as usize,
         lock_timeout: c.lock_timeout.get(),
         blocking_timeout: c.blocking_timeout.get(),
+        fill_timeout: c.fill_timeout.get(),
         node: node(cfg),
     }
 }

@@ -241,6 +241,10 @@ impl Fetcher<'_> {
     ) -> (Fetched, Option<Duration>) {
         let request_time = unix_now();
         let t0 = Instant::now();
+        let far = t0 + Duration::from_secs(86_400 * 365);
+        let deadline = tokio::time::Instant::from_std(
+            t0.checked_add(self.settings.fill_timeout).map_or(far, |d| d.min(far)),
+        );
         // The key, not the target, picks the parent: one owner per object (see Affinity).
         let affinity = Some(Affinity::of(key.as_bytes()));
         let resp = match self.client.send_keyed(self.group, oreq, affinity).await {
@@ -312,7 +316,7 @@ impl Fetcher<'_> {
                     self.shared.small.insert(fill.meta(), b.clone());
                 }
                 lead.publish(State::Filling);
-                tokio::task::spawn_local(fill_task(writer, resp, lead, first));
+                tokio::task::spawn_local(fill_task(writer, resp, lead, first, deadline));
                 (Fetched::Filling(fill), origin_time)
             }
             Err(_) => {

@@ -145,11 +145,15 @@ impl Fetcher<'_> {
 /// What the origin client has already received when a read completes goes into the same
 /// append ([`gather`]): every append wakes every reader of the fill, and a streamed part
 /// with a thousand readers arrives as many small reads.
+///
+/// `deadline` ends the fill (`[cache] fill_timeout` after its origin request): an origin
+/// that drips a byte now and then never trips the idle bound, and would hold the key.
 pub(super) async fn fill_task(
     mut writer: reel_store::FillWriter,
     mut resp: OriginResponse,
     mut lead: Lead,
     first: Option<Bytes>,
+    deadline: tokio::time::Instant,
 ) {
     if let Some(b) = first
         && writer.append(b).await.is_err()
@@ -159,9 +163,15 @@ pub(super) async fn fill_task(
         return;
     }
     loop {
-        let (data, end) = match resp.next_chunk().await {
-            Ok(Some(c)) => gather(&mut resp, c),
-            r => (None, Some(r.map(|_| ()))),
+        let (data, end) = match tokio::time::timeout_at(deadline, resp.next_chunk()).await {
+            Ok(Ok(Some(c))) => gather(&mut resp, c),
+            Ok(r) => (None, Some(r.map(|_| ()))),
+            Err(_) => {
+                tracing::debug!("fill_timeout passed mid-body; fill discarded");
+                writer.abort();
+                lead.publish(State::Failed(504));
+                return;
+            }
         };
         if let Some(d) = data
             && writer.append(d).await.is_err()

@@ -53,6 +53,8 @@ pub struct Settings {
     pub max_variants: usize,
     /// How long a follower waits for its leader's origin response (`[cache] lock_timeout`).
     pub lock_timeout: Duration,
+    /// Longest a fill may take from its origin request to the end of its body.
+    pub fill_timeout: Duration,
     /// How long an LL-HLS blocking request waits, leader and followers alike (`[cache]
     /// blocking_timeout`).
     pub blocking_timeout: Duration,
@@ -129,6 +131,7 @@ mod tests {
             fill_drop_headers: Settings::default_fill_drop_headers(),
             max_variants: 32,
             lock_timeout: Duration::from_secs(10),
+            fill_timeout: Duration::from_secs(600),
             blocking_timeout: Duration::from_secs(3),
             node: Node::default(),
         };

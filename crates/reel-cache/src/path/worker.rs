@@ -319,6 +319,7 @@ mod tests {
             fill_drop_headers: Settings::default_fill_drop_headers(),
             max_variants: 32,
             lock_timeout: Duration::from_secs(10),
+            fill_timeout: Duration::from_secs(600),
             blocking_timeout: Duration::from_secs(3),
             node: Default::default(),
         });

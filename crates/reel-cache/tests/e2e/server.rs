@@ -44,6 +44,8 @@ pub struct Opts {
     pub max_variants: usize,
     /// How long a follower waits for its leader's origin response.
     pub lock_timeout: Duration,
+    /// Longest a fill may take.
+    pub fill_timeout: Duration,
     /// The site's cache-key options.
     pub key: KeyConfig,
     /// How long an LL-HLS blocking request waits.
@@ -70,6 +72,7 @@ impl Opts {
             store: (64 << 20, 4 << 20),
             max_variants: 32,
             lock_timeout: Duration::from_secs(30),
+            fill_timeout: Duration::from_secs(600),
             key: KeyConfig::default(),
             blocking_timeout: Duration::from_secs(3),
             prefetch: Prefetch::Off,
@@ -175,6 +178,7 @@ impl Server {
             fill_drop_headers: opts.fill_drop_headers,
             max_variants: opts.max_variants,
             lock_timeout: opts.lock_timeout,
+            fill_timeout: opts.fill_timeout,
             blocking_timeout: opts.blocking_timeout,
             node: opts.node,
         });
