@@ -890,3 +890,13 @@ fn llhls_keys_default_and_validate() {
         BASE.replace("origin_group = \"main\"", "origin_group = \"main\"\nprefetch = \"all\"");
     assert!(Config::parse_and_validate(&bad, "t.toml").is_err());
 }
+
+#[test]
+fn heuristic_freshness_is_on_unless_switched_off() {
+    // RFC 9111 4.2.2, as Squid and Traffic Server do by default.
+    let cfg = Config::parse_and_validate(BASE, "t.toml").expect("valid");
+    assert!(cfg.cache.heuristic_freshness);
+    let off = format!("{BASE}\n[cache]\nheuristic_freshness = false\n");
+    let cfg = Config::parse_and_validate(&off, "t.toml").expect("valid");
+    assert!(!cfg.cache.heuristic_freshness);
+}
