@@ -12,7 +12,9 @@
 #   SKIP_BUILD (1 = use existing binaries)  CARGO_TARGET_DIR (where binaries are built/found)
 #   PORT_BASE (18180: origin, +1 nginx-cache, +2 varnish, +3 nginx-static, +4 reel, +5 reel admin,
 #              +6 reel https, +7 nginx-cache https, +8 reel sliced, +9 its admin, +10 nginx slice)
-#   SECTIONS ("plain tls"): which tables to measure. tls: reel's and nginx-cache's HTTPS
+#   SECTIONS ("plain tls llhls"): which tables to measure. llhls: LL_VIEWERS LL-HLS players
+#     through reel, nginx-cache and Varnish (reel-load llhls: edge-added latency, origin
+#     requests per part and playlist version). tls: reel's and nginx-cache's HTTPS
 #     listeners (same ECDSA P-256 certificate, same core): HTTP/1.1 keep-alive (reel-load
 #     fixed), HTTP/2 (h2load -c H2_CLIENTS -m H2_STREAMS), full and resumed TLS 1.3
 #     handshakes (reel-load connect, HS_CONNS connections, one 1 KiB request each).
@@ -28,6 +30,7 @@
 #     disk each), so nothing is evicted. Needs the demo origin (it counts body bytes sent).
 #   SEEK_VIEWERS (48)  SEEK_DUR (30)  SEEK_SIZE (1073741824)  SEEK_CHUNK (2097152)
 #   SEEK_RATE (2097152)  SEEK_RUN (5)  SEEK_DELAY_MS (20)  SEEK_READ_AHEAD (2)  SEEK_ROUNDS (3)
+#   LL_VIEWERS (LL-HLS viewers, 1000)  LL_DUR (s per LL-HLS run, 10)
 # Output: the markdown table on stdout and in benches/runs/<date>-<host>/results.md; raw
 # outputs in benches/runs/<date>-<host>/raw/ (gitignored).
 set -euo pipefail
@@ -46,7 +49,9 @@ HERD_VIEWERS=${HERD_VIEWERS:-100}
 HERD_DUR=${HERD_DUR:-4}
 STREAM_MS=${STREAM_MS:-1000}
 PORT_BASE=${PORT_BASE:-18180}
-SECTIONS=${SECTIONS:-plain tls}
+SECTIONS=${SECTIONS:-plain tls llhls}
+LL_VIEWERS=${LL_VIEWERS:-1000}
+LL_DUR=${LL_DUR:-10}
 H2_CLIENTS=${H2_CLIENTS:-8}
 H2_STREAMS=${H2_STREAMS:-16}
 HS_CONNS=${HS_CONNS:-32}
@@ -239,6 +244,7 @@ nginx_conf "$WORK/nginx-cache" \
             proxy_http_version 1.1;
             proxy_set_header Connection \"\";
             proxy_cache edge;
+            proxy_cache_key \$scheme\$proxy_host\$uri\$is_args\$args;
             proxy_cache_lock on;
             proxy_cache_valid 200 1h;
             add_header X-Cache \$upstream_cache_status;
@@ -282,8 +288,22 @@ enabled = false
 
 [admin]
 address = "127.0.0.1:$REEL_ADMIN_PORT"
+
+[[site]]
+hosts = ["127.0.0.1", "localhost"]
+origin_group = "origin"
+prefetch = "hinted"             # LL-HLS, as the demo site
+
+[[origin_group]]
+name = "origin"
+
+  [origin_group.health]
+  enabled = false
+
+  [[origin_group.tier]]
+  hosts = ["127.0.0.1:$ORIGIN_PORT"]
 EOF
-    taskset -c "$SRV_CPU" "$REEL_BIN" serve --config "$WORK/reel/reel.toml" --origin "$ORIGIN" \
+    taskset -c "$SRV_CPU" "$REEL_BIN" serve --config "$WORK/reel/reel.toml" \
         >"$WORK/reel/stdout.log" 2>"$WORK/reel/stderr.log" &
     rpid=$!
     STARTED+=("$rpid")
@@ -305,6 +325,8 @@ fi
 if has plain; then
     start_nginx nginx-static $((PORT_BASE + 3)) "$SRV_CPU"
     SERVERS+=("nginx-static|http://127.0.0.1:$((PORT_BASE + 3))")
+fi
+if has plain || has llhls; then
     taskset -c "$SRV_CPU" varnishd -F -n "$WORK/varnish/n" -a "127.0.0.1:$((PORT_BASE + 2))" \
         -f "$WORK/varnish/default.vcl" -s malloc,1G >"$WORK/varnish/varnishd.log" 2>&1 &
     VPID=$!
@@ -425,6 +447,42 @@ if has plain && [[ $ORIGIN_KIND == demo ]]; then
         put "$name" "herd.origin" 1 $((o1 - o0))
         put "$name" "herd.segments" 1 "$(kv segments "$out")"
         log "herd $name: ttfb p50 $(kv segment_ttfb_us.p50 "$out") us p99 $(kv segment_ttfb_us.p99 "$out") us, $((o1 - o0)) origin requests"
+    done
+fi
+
+# ---------------------------------------------------------------- LL-HLS
+# LL_VIEWERS players on the demo origin's live stream through each cache: blocking reloads
+# for the next part (_HLS_msn/_HLS_part, delta updates) and the preload-hinted part, as
+# `reel-load llhls` plays them. Edge-added latency = arrival (the kernel's receive time)
+# minus the origin's x-origin-release-ms; origin requests per part and per playlist
+# version from the origin's requests_by_target, reset before each run.
+if has llhls && [[ $ORIGIN_KIND == demo ]]; then
+    for s in "${SERVERS[@]}"; do
+        IFS='|' read -r name base <<<"$s"
+        [[ $name == nginx-static ]] && continue      # static files: no live stream
+        curl -s -m 5 -X POST "$ORIGIN/__origin/reset" >/dev/null || true
+        out=$RAW/llhls-$name.kv
+        load "$out" llhls -v "$LL_VIEWERS" -d "$LL_DUR" --origin "$ORIGIN" "$base/live/index.m3u8"
+        put "$name" "ll.pl50" 1 "$(kv llhls.playlist_latency_us.p50 "$out")"
+        put "$name" "ll.pl99" 1 "$(kv llhls.playlist_latency_us.p99 "$out")"
+        put "$name" "ll.pl999" 1 "$(kv llhls.playlist_latency_us.p999 "$out")"
+        put "$name" "ll.pt50" 1 "$(kv llhls.part_first_byte_latency_us.p50 "$out")"
+        put "$name" "ll.pt99" 1 "$(kv llhls.part_first_byte_latency_us.p99 "$out")"
+        put "$name" "ll.pt999" 1 "$(kv llhls.part_first_byte_latency_us.p999 "$out")"
+        put "$name" "ll.ver_mean" 1 "$(kv llhls.origin.per_playlist_version.mean "$out")"
+        put "$name" "ll.ver_max" 1 "$(kv llhls.origin.per_playlist_version.max "$out")"
+        put "$name" "ll.part_mean" 1 "$(kv llhls.origin.per_part.mean "$out")"
+        put "$name" "ll.part_max" 1 "$(kv llhls.origin.per_part.max "$out")"
+        put "$name" "ll.blocking" 1 "$(kv llhls.playlists_blocking "$out")"
+        put "$name" "ll.parts" 1 "$(kv llhls.parts "$out")"
+        put "$name" "ll.errors" 1 "$(kv errors_total "$out")"
+        put "$name" "ll.behind" 1 "$(kv llhls.viewers_fell_behind "$out")"
+        log "llhls $name: playlist p99 $(kv llhls.playlist_latency_us.p99 "$out") us," \
+            "part first byte p99 $(kv llhls.part_first_byte_latency_us.p99 "$out") us," \
+            "origin per version $(kv llhls.origin.per_playlist_version.mean "$out")" \
+            "(max $(kv llhls.origin.per_playlist_version.max "$out")), per part" \
+            "$(kv llhls.origin.per_part.mean "$out") (max $(kv llhls.origin.per_part.max "$out"))," \
+            "errors $(kv errors_total "$out"), behind $(kv llhls.viewers_fell_behind "$out")"
     done
 fi
 
@@ -624,7 +682,7 @@ fi
 
 # ---------------------------------------------------------------- table
 # errors: summed over every measured run of a server
-awk -F'|' '$2 ~ /\.errors$/ && $2 !~ /^tls-/ { e[$1] += $4 } END { for (n in e) printf "%s|errors_sum|1|%d\n", n, e[n] }' "$DATA" >> "$DATA"
+awk -F'|' '$2 ~ /\.errors$/ && $2 !~ /^(tls-|ll\.)/ { e[$1] += $4 } END { for (n in e) printf "%s|errors_sum|1|%d\n", n, e[n] }' "$DATA" >> "$DATA"
 awk -F'|' '$2 ~ /^tls-.*\.errors$/ { e[$1] += $4 } END { for (n in e) printf "%s|tls_errors|1|%d\n", n, e[n] }' "$DATA" >> "$DATA"
 # median over rounds per (server, metric); spread = (max - min) / median
 SUMMARY=$RAW/summary.psv
@@ -700,6 +758,36 @@ RESULTS=$RUN_DIR/results.md
     row "coalesced miss: origin requests" "herd.origin" raw
     row "errors, all measured runs" "errors_sum" raw
     fi
+    if has llhls && [[ $ORIGIN_KIND == demo ]]; then
+        echo
+        echo "## LL-HLS ($LL_VIEWERS viewers; reel, nginx proxy_cache, Varnish, each on CPU $SRV_CPU)"
+        echo
+        echo "\`reel-load llhls -v $LL_VIEWERS -d ${LL_DUR}s --origin ORIGIN URL/live/index.m3u8\` on the demo origin's live stream (2 s segments of four 0.5 s parts):" \
+            "each viewer holds a blocking reload of the next part (\`_HLS_msn\`/\`_HLS_part\`, delta updates) and the preload-hinted part, on two keep-alive connections." \
+            "Latency after release = the kernel's receive time of the response (playlist: its end; part: its first body bytes) minus the origin's \`x-origin-release-ms\`, over the responses viewers were waiting for when released." \
+            "Origin requests per distinct target the viewers asked for, from the origin's \`requests_by_target\`." \
+            "nginx: \`proxy_cache_lock on\`, key \`\$scheme\$proxy_host\$uri\$is_args\$args\`; Varnish: default VCL (the hash includes the query); reel: \`prefetch = \"hinted\"\`."
+        echo
+        echo "| metric | reel | nginx-cache | varnish | reel/nginx-cache | reel/varnish |"
+        echo "|---|---:|---:|---:|---:|---:|"
+        lrow() {  # label metric kind
+            echo "| $1 | $(fmtv reel "$2" "$3") | $(fmtv nginx-cache "$2" "$3") | $(fmtv varnish "$2" "$3") | $(ratio "$2" nginx-cache) | $(ratio "$2" varnish) |"
+        }
+        lrow "playlist after release p50 ms" "ll.pl50" ms
+        lrow "playlist after release p99 ms" "ll.pl99" ms
+        lrow "playlist after release p99.9 ms" "ll.pl999" ms
+        lrow "part first byte after release p50 ms" "ll.pt50" ms
+        lrow "part first byte after release p99 ms" "ll.pt99" ms
+        lrow "part first byte after release p99.9 ms" "ll.pt999" ms
+        lrow "origin requests per playlist version, mean" "ll.ver_mean" f2
+        lrow "origin requests per playlist version, max" "ll.ver_max" raw
+        lrow "origin requests per part, mean" "ll.part_mean" f2
+        lrow "origin requests per part, max" "ll.part_max" raw
+        lrow "blocking playlists received" "ll.blocking" raw
+        lrow "parts received" "ll.parts" raw
+        lrow "viewers that fell behind" "ll.behind" raw
+        lrow "errors" "ll.errors" raw
+    fi
     if ((${#TLS_SERVERS[@]})); then
         echo
         echo "## HTTPS and HTTP/2 (reel vs nginx-cache, TLS 1.3, the same ECDSA P-256 certificate, both on CPU $SRV_CPU)"
@@ -769,7 +857,7 @@ RESULTS=$RUN_DIR/results.md
         srow "errors" "seek.errors" raw
     fi
     echo
-    echo "Whole run: $(( $(date +%s) - T_START )) s. Command: \`$(for v in SECTIONS DUR ROUNDS CONNS OPEN_RATE STRACE_DUR LIVE_VIEWERS LIVE_DUR HERD_VIEWERS H2_CLIENTS H2_STREAMS HS_CONNS; do printf '%s="%s" ' "$v" "${!v}"; done)$(has seek && for v in SEEK_VIEWERS SEEK_DUR SEEK_SIZE SEEK_CHUNK SEEK_RATE SEEK_RUN SEEK_DELAY_MS SEEK_READ_AHEAD SEEK_ROUNDS; do printf '%s="%s" ' "$v" "${!v}"; done)benches/compare.sh\`. Raw data: raw/ (not committed)."
+    echo "Whole run: $(( $(date +%s) - T_START )) s. Command: \`$(for v in SECTIONS DUR ROUNDS CONNS OPEN_RATE STRACE_DUR LIVE_VIEWERS LIVE_DUR HERD_VIEWERS H2_CLIENTS H2_STREAMS HS_CONNS LL_VIEWERS LL_DUR; do printf '%s="%s" ' "$v" "${!v}"; done)$(has seek && for v in SEEK_VIEWERS SEEK_DUR SEEK_SIZE SEEK_CHUNK SEEK_RATE SEEK_RUN SEEK_DELAY_MS SEEK_READ_AHEAD SEEK_ROUNDS; do printf '%s="%s" ' "$v" "${!v}"; done)benches/compare.sh\`. Raw data: raw/ (not committed)."
 } > "$RESULTS"
 echo
 cat "$RESULTS"

@@ -5,8 +5,15 @@
 //! socket reads. Over TCP or TLS (`https://`, rustls): the TLS client accepts any
 //! certificate (targets are loopback only) but checks the handshake signature, so the
 //! server does all the work of a real handshake.
+//!
+//! Every read over plain TCP also asks the kernel when the bytes arrived
+//! (`SO_TIMESTAMPNS`, Unix time, see [`crate::arrival`]): one generator task serves
+//! hundreds of connections in turn, so the time a task reads a response can be
+//! milliseconds after it arrived, and latencies measured against another host's clock
+//! (the origin's release times) use the kernel's arrival time instead.
 
 use std::io;
+use std::os::fd::AsRawFd;
 use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
@@ -15,9 +22,10 @@ use std::time::Instant;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{DigitallySignedStruct, SignatureScheme};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, Interest, ReadBuf};
 use tokio::net::TcpStream;
 
+use crate::arrival;
 use crate::stats::ErrorKind;
 use crate::target::Endpoint;
 
@@ -72,6 +80,12 @@ pub struct Response {
     pub done: Instant,
     /// When the read that brought the first body byte completed (`None`: empty body).
     pub first_body: Option<Instant>,
+    /// When the kernel received the bytes of the read that brought the first body byte,
+    /// Unix µs (`None`: empty body, or no kernel timestamps).
+    pub first_body_unix_us: Option<u64>,
+    /// When the kernel received the bytes of the read that completed the response, Unix µs
+    /// (`None`: no kernel timestamps).
+    pub done_unix_us: Option<u64>,
     /// [`RELEASE_HEADER`], when present and numeric.
     pub release_ms: Option<u64>,
     /// Whether the cache answered from what it had stored: `Cache-Status` (RFC 9211) with
@@ -246,8 +260,14 @@ pub struct Conn {
     end: usize,
     /// When the last read returned bytes.
     last_read: Instant,
+    /// When the kernel received the bytes of the last read, Unix µs.
+    last_read_unix_us: Option<u64>,
+    /// Whether the socket reports arrival times (plain TCP only).
+    kernel_time: bool,
     /// When the first body byte of the current response was read.
     first_body: Option<Instant>,
+    /// When the kernel received the first body byte's read, Unix µs.
+    first_body_unix_us: Option<u64>,
 }
 
 enum Framing {
@@ -281,14 +301,46 @@ impl Conn {
         } else {
             Stream::Tcp(tcp)
         };
+        let kernel_time = match &stream {
+            Stream::Tcp(t) => arrival::enable(t.as_raw_fd()),
+            Stream::Tls(_) => false,
+        };
         Ok(Self {
             stream,
             buf: vec![0u8; BUF_SIZE].into_boxed_slice(),
             start: 0,
             end: 0,
             last_read: Instant::now(),
+            last_read_unix_us: None,
+            kernel_time,
             first_body: None,
+            first_body_unix_us: None,
         })
+    }
+
+    /// Reads into `buf[end..]`, with the kernel's arrival time when the socket gives one.
+    async fn read_more(&mut self) -> io::Result<usize> {
+        if !self.kernel_time {
+            return self.stream.read(&mut self.buf[self.end..]).await;
+        }
+        let Stream::Tcp(tcp) = &self.stream else {
+            return self.stream.read(&mut self.buf[self.end..]).await;
+        };
+        let fd = tcp.as_raw_fd();
+        loop {
+            tcp.readable().await?;
+            let buf = &mut self.buf[self.end..];
+            match tcp.try_io(Interest::READABLE, || arrival::recv(fd, buf)) {
+                Ok((n, at)) => {
+                    if at.is_some() {
+                        self.last_read_unix_us = at;
+                    }
+                    return Ok(n);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) => return Err(e),
+            }
+        }
     }
 
     /// Reads more bytes after the buffered ones; returns how many (0 = EOF).
@@ -301,7 +353,7 @@ impl Conn {
             self.end -= self.start;
             self.start = 0;
         }
-        let n = self.stream.read(&mut self.buf[self.end..]).await?;
+        let n = self.read_more().await?;
         self.end += n;
         if n > 0 {
             self.last_read = Instant::now();
@@ -317,6 +369,7 @@ impl Conn {
     ) -> Result<Response, RequestError> {
         self.stream.write_all(request).await.map_err(io_to_head_err)?;
         self.first_body = None;
+        self.first_body_unix_us = None;
         let mut first_byte = if self.end > self.start { Some(Instant::now()) } else { None };
         let (status, framing, keep_alive, head_len, release_ms, from_cache) = loop {
             if self.end > self.start {
@@ -378,6 +431,8 @@ impl Conn {
             first_byte,
             done: Instant::now(),
             first_body: self.first_body,
+            first_body_unix_us: self.first_body_unix_us,
+            done_unix_us: self.last_read_unix_us,
             release_ms,
             from_cache,
             wire_bytes: wire,
@@ -401,6 +456,7 @@ impl Conn {
             let take = avail.min(remaining) as usize;
             if take > 0 && self.first_body.is_none() {
                 self.first_body = Some(self.last_read);
+                self.first_body_unix_us = self.last_read_unix_us;
             }
             body.take(&self.buf[self.start..self.start + take]);
             self.start += take;

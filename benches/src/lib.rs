@@ -2,12 +2,14 @@
 //!
 //! This crate owns `reel-load`, a loopback-only HTTP/1.1 load generator for video
 //! caches: a hand-written keep-alive client ([`client`]), latency/throughput
-//! accounting ([`stats`]), an HLS media playlist parser ([`playlist`]), a Zipf
+//! accounting ([`stats`]), kernel arrival times of what it reads ([`arrival`], the one
+//! module with `unsafe`), an HLS media playlist parser ([`playlist`]), a Zipf
 //! sampler for VOD popularity ([`zipf`]), target validation ([`target`]) and the
 //! scenarios themselves ([`scenario`], and [`llhls`] for Low-Latency HLS viewers). The criterion micro-benchmarks in
 //! `benches/benches/` live beside it but do not use this library.
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
+pub mod arrival;
 pub mod client;
 pub mod llhls;
 pub mod playlist;

@@ -174,14 +174,9 @@ impl UnixClock {
         }
     }
 
-    /// Where a response sent at `sent`, arrived at `arrival` and released at `release_ms`
-    /// goes.
-    fn sample(
-        &self,
-        sent: Instant,
-        arrival: std::time::Instant,
-        release_ms: Option<u64>,
-    ) -> Sample {
+    /// Where a response sent at `sent`, arrived at `arrival_us` (Unix µs) and released at
+    /// `release_ms` goes.
+    fn sample(&self, sent: Instant, arrival_us: u64, release_ms: Option<u64>) -> Sample {
         let Some(release_us) = release_ms.map(|ms| ms.saturating_mul(1000)) else {
             return Sample::NoRelease;
         };
@@ -189,7 +184,7 @@ impl UnixClock {
         if self.unix_us(sent.into_std()) > release_us + 1000 {
             return Sample::Late;
         }
-        Sample::Latency(self.unix_us(arrival).saturating_sub(release_us).max(1))
+        Sample::Latency(arrival_us.saturating_sub(release_us).max(1))
     }
 }
 
@@ -238,15 +233,18 @@ impl Viewer {
         }
     }
 
+    /// Samples `r`, which arrived at `arrival` by this task's clock or at `kernel_us` (Unix
+    /// µs) by the kernel's, which wins: the task may read it well after it arrived.
     fn sample(
         &mut self,
         clock: &UnixClock,
         sent: Instant,
-        arrival: std::time::Instant,
+        (arrival, kernel_us): (std::time::Instant, Option<u64>),
         r: &Response,
         part: bool,
     ) {
-        match clock.sample(sent, arrival, r.release_ms) {
+        let arrival_us = kernel_us.unwrap_or_else(|| clock.unix_us(arrival));
+        match clock.sample(sent, arrival_us, r.release_ms) {
             Sample::Latency(us) if part => put(&mut self.part_latency, us),
             Sample::Latency(us) => put(&mut self.playlist_latency, us),
             Sample::Late => self.late += 1,
@@ -346,7 +344,11 @@ async fn view(
             && (200..300).contains(&r.status)
         {
             v.parts += 1;
-            v.sample(&clock, t, r.first_body.unwrap_or(r.first_byte), r, true);
+            let first = match r.first_body {
+                Some(at) => (at, r.first_body_unix_us),
+                None => (r.first_byte, None),
+            };
+            v.sample(&clock, t, first, r, true);
             have = Some(key(&hint));
         }
         let Ok(r) = &list_res else { continue };
@@ -357,7 +359,7 @@ async fn view(
             Some(pl) if pl.parts.iter().any(|p| key(p) == key(&hint)) => {
                 v.blocking += 1;
                 v.delta += u64::from(pl.skipped > 0);
-                v.sample(&clock, t, r.done, r, false);
+                v.sample(&clock, t, (r.done, r.done_unix_us), r, false);
                 current = Some(pl);
             }
             // A blocking reload must return a playlist holding the part it asked for.

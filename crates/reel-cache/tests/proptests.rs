@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 use reel_cache::key::{CacheKey, KeyConfig};
-use reel_cache::policy::cache_control::{RequestCacheControl, ResponseCacheControl};
+use reel_cache::policy::cache_control::{RequestCacheControl, ResponseCacheControl, targeted};
 use reel_cache::policy::freshness::PolicyConfig;
 use reel_cache::policy::meta::{ResponseTimes, StoredMeta};
 use reel_cache::policy::range::{Available, RangeOutcome, parse_range};
@@ -163,6 +163,48 @@ proptest! {
     fn cache_control_never_panics(v in "[ -~\t]{0,80}") {
         let _ = ResponseCacheControl::parse_values([v.as_bytes()]);
         let _ = RequestCacheControl::parse_values([v.as_bytes()]);
+    }
+
+    /// RFC 9213: any `CDN-Cache-Control` value either parses as a Structured Fields
+    /// Dictionary and governs, or is ignored and `Cache-Control` governs; never a panic.
+    #[test]
+    fn targeted_cache_control_governs_or_falls_back(v in "[ -~\t]{0,60}") {
+        let targets = vec!["cdn-cache-control".to_string()];
+        let h = vec![("cache-control", "max-age=77"), ("cdn-cache-control", v.as_str())];
+        let got = ResponseCacheControl::for_cache(&h, &targets);
+        match targeted(&h, &targets) {
+            Some((name, cc)) => {
+                prop_assert_eq!(name, "cdn-cache-control");
+                prop_assert_eq!(got, cc);
+            }
+            None => prop_assert_eq!(got, ResponseCacheControl::parse_values([&b"max-age=77"[..]])),
+        }
+    }
+
+    /// Directives written the same way in `CDN-Cache-Control` and `Cache-Control` mean
+    /// the same (RFC 9213 2.1), whatever `Cache-Control` itself says.
+    #[test]
+    fn targeted_directives_mean_what_cache_control_directives_mean(
+        max_age in proptest::option::of(0u32..100_000),
+        s_maxage in proptest::option::of(0u32..100_000),
+        flags in proptest::collection::vec(
+            proptest::sample::select(vec!["no-store", "private", "no-cache", "public", "must-revalidate", "immutable"]),
+            0..4,
+        ),
+        cc in "[ -~]{0,30}",
+    ) {
+        let mut d: Vec<String> = flags.iter().map(|f| f.to_string()).collect();
+        if let Some(n) = max_age { d.push(format!("max-age={n}")); }
+        if let Some(n) = s_maxage { d.push(format!("s-maxage={n}")); }
+        d.dedup();
+        prop_assume!(!d.is_empty());
+        let text = d.join(", ");
+        let targets = vec!["cdn-cache-control".to_string()];
+        let h = vec![("cache-control", cc.as_str()), ("cdn-cache-control", text.as_str())];
+        prop_assert_eq!(
+            ResponseCacheControl::for_cache(&h, &targets),
+            ResponseCacheControl::parse_values([text.as_bytes()])
+        );
     }
 
     #[test]

@@ -37,8 +37,9 @@ pub use schema::{
     AccessLogConfig, AccessLogFormat, AdminConfig, CacheConfig, CacheRule, CertificateConfig,
     ClientCacheControl, CoresConfig, CpuSet, DEFAULT_FILL_DROP_HEADERS, DemoOriginConfig,
     HealthConfig, HostPort, HttpConfig, ListenerConfig, LogConfig, LogFormat, MethodsPolicy,
-    OriginBalance, OriginGroupConfig, OriginHealthConfig, PathGlob, ServerConfig, SiteConfig,
-    SliceSize, Steer, StoreConfig, StoreIo, TierConfig, TlsCert, host_pattern_matches, strip_port,
+    OriginBalance, OriginGroupConfig, OriginHealthConfig, PathGlob, Prefetch, ServerConfig,
+    SiteConfig, SliceSize, Steer, StoreConfig, StoreIo, TierConfig, TlsCert, host_pattern_matches,
+    strip_port,
 };
 pub use units::{ByteSize, Duration, UnitError};
 

@@ -293,6 +293,9 @@ pub struct HttpConfig {
     /// A keep-alive connection with no request in flight is closed after this long. Duration;
     /// default `"60s"`.
     pub idle_timeout: Duration,
+    /// Time to receive a whole request body, from the end of its head; then 408 and
+    /// close. Duration; default `"120s"`.
+    pub body_timeout: Duration,
     /// Open client connections per worker core; beyond this new connections are closed at
     /// accept. Count; default 20000.
     pub max_connections_per_worker: u32,
@@ -303,6 +306,20 @@ pub struct HttpConfig {
     /// probes, origin connections): client connections are capped at the descriptor limit
     /// minus these and what the process holds at start. Count; default 256.
     pub reserved_fds: u32,
+    /// HTTP/2: streams a client may have open at once (SETTINGS_MAX_CONCURRENT_STREAMS).
+    /// Count; default 128.
+    pub h2_max_concurrent_streams: u32,
+    /// HTTP/2: our receive window per stream (request bodies). Size; default `"256KiB"`.
+    pub h2_stream_window: ByteSize,
+    /// HTTP/2: our receive window per connection. Size; default `"1MiB"`.
+    pub h2_connection_window: ByteSize,
+    /// HTTP/2: stream resets a client may send per second before GOAWAY
+    /// (`ENHANCE_YOUR_CALM`, CVE-2023-44487). Count; default 100.
+    pub h2_max_resets_per_second: u32,
+    /// HTTP/2: response bytes buffered per stream for a slow reader. Size; default `"256KiB"`.
+    pub h2_stream_buffer: ByteSize,
+    /// HTTP/2: response bytes buffered per connection. Size; default `"1MiB"`.
+    pub h2_connection_buffer: ByteSize,
 }
 
 impl Default for HttpConfig {
@@ -314,9 +331,16 @@ impl Default for HttpConfig {
             max_body: ByteSize::mib(64),
             header_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(60),
+            body_timeout: Duration::from_secs(120),
             max_connections_per_worker: 20_000,
             max_connections_per_client: 2048,
             reserved_fds: 256,
+            h2_max_concurrent_streams: 128,
+            h2_stream_window: ByteSize::kib(256),
+            h2_connection_window: ByteSize::mib(1),
+            h2_max_resets_per_second: 100,
+            h2_stream_buffer: ByteSize::kib(256),
+            h2_connection_buffer: ByteSize::mib(1),
         }
     }
 }
@@ -576,9 +600,21 @@ pub struct CacheConfig {
     /// `Cache-Control` only.
     pub targeted_cache_control: Vec<String>,
     /// How long a request waits for another request's origin fetch of the same object to
-    /// get its response (coalescing) before it fetches on its own, uncached. Duration;
-    /// default `"10s"` (the default `first_byte_timeout`); greater than 0.
+    /// get its response (coalescing) before it fetches on its own, uncached; LL-HLS blocking
+    /// requests wait `blocking_timeout` instead. Duration; default `"10s"` (the default
+    /// `first_byte_timeout`); greater than 0.
     pub lock_timeout: Duration,
+    /// How long an LL-HLS blocking request waits (draft-pantos-hls-rfc8216bis §6.2.5.2,
+    /// §6.2.6): a playlist reload with `_HLS_msn`, or a request for a part a playlist hints
+    /// (`EXT-X-PRELOAD-HINT`), both of which the origin holds until the media exists. It
+    /// bounds the one origin request for such a target instead of the origin group's
+    /// `first_byte_timeout`, and the requests coalesced onto it instead of `lock_timeout`;
+    /// then they get 504. Duration; default `"3s"` (a few part durations); greater than 0.
+    pub blocking_timeout: Duration,
+    /// Longest time one fill may take, from its origin request to the end of the body: a
+    /// dripping origin cannot hold a key (and its waiting viewers) for longer. On expiry
+    /// the fill is discarded, never stored short. Duration; default `"10m"`.
+    pub fill_timeout: Duration,
     /// Most `Vary` variants stored per URL. A response for a further variant is stored in
     /// place of the URL's oldest variant. Count, 1-1024; default 32.
     pub max_variants: u32,
@@ -631,6 +667,8 @@ impl Default for CacheConfig {
                 "CDN-Cache-Control".to_string(),
             ],
             lock_timeout: Duration::from_secs(10),
+            fill_timeout: Duration::from_secs(600),
+            blocking_timeout: Duration::from_secs(3),
             max_variants: 32,
             fill_drop_headers: DEFAULT_FILL_DROP_HEADERS.iter().map(|s| s.to_string()).collect(),
             read_ahead_per_worker: 64,
@@ -707,6 +745,23 @@ pub struct SiteConfig {
     /// read-ahead fetches one client connection has in flight. Default 2.
     #[serde(default = "default_read_ahead")]
     pub read_ahead: u32,
+    /// LL-HLS prefetch: `hinted` requests, as soon as a playlist from the origin passes
+    /// through, the part its `EXT-X-PRELOAD-HINT` names and the parts it lists that are
+    /// not stored yet, so viewers find them in flight or stored; `off` fetches only what
+    /// viewers ask for. Default `off`.
+    #[serde(default)]
+    pub prefetch: Prefetch,
+}
+
+/// What a site fetches before viewers ask (LL-HLS, draft-pantos-hls-rfc8216bis §4.4.5.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Prefetch {
+    /// The preload-hinted part and the listed parts not stored yet.
+    Hinted,
+    /// Nothing: only what viewers request.
+    #[default]
+    Off,
 }
 
 fn default_read_ahead() -> u32 {
@@ -726,6 +781,7 @@ impl Default for SiteConfig {
             client_cache_control: ClientCacheControl::default(),
             slice: SliceSize::default(),
             read_ahead: default_read_ahead(),
+            prefetch: Prefetch::default(),
         }
     }
 }

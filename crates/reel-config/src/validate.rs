@@ -451,8 +451,33 @@ pub(crate) fn check(cfg: &Config, found: &mut Found) {
     }
     positive_duration(found, "http.header_timeout".into(), h.header_timeout);
     positive_duration(found, "http.idle_timeout".into(), h.idle_timeout);
+    positive_duration(found, "http.body_timeout".into(), h.body_timeout);
     if h.max_connections_per_worker == 0 {
         bad(found, "http.max_connections_per_worker", "must be at least 1");
+    }
+    for (key, v) in [
+        ("http.h2_max_concurrent_streams", h.h2_max_concurrent_streams),
+        ("http.h2_max_resets_per_second", h.h2_max_resets_per_second),
+    ] {
+        if v == 0 {
+            bad(found, key, "must be at least 1");
+        }
+    }
+    // RFC 9113 6.9.2: a window is 65,535 to 2^31-1 octets (the connection's starts at 65,535).
+    for (key, v) in [
+        ("http.h2_stream_window", h.h2_stream_window),
+        ("http.h2_connection_window", h.h2_connection_window),
+    ] {
+        if !(65_535..=(1 << 31) - 1).contains(&v.bytes()) {
+            bad(found, key, format!("{v} is outside 65535B-2GiB (RFC 9113 6.9.2)"));
+        }
+    }
+    if h.h2_stream_buffer.bytes() < 16 * 1024 || h.h2_connection_buffer < h.h2_stream_buffer {
+        bad(
+            found,
+            "http.h2_stream_buffer",
+            "must be at least 16KiB and at most h2_connection_buffer",
+        );
     }
 
     // Health endpoint.
@@ -574,6 +599,8 @@ pub(crate) fn check(cfg: &Config, found: &mut Found) {
     if c.read_ahead_per_worker > 4096 {
         bad(found, "cache.read_ahead_per_worker", "at most 4096");
     }
+    positive_duration(found, "cache.fill_timeout".into(), c.fill_timeout);
+    positive_duration(found, "cache.blocking_timeout".into(), c.blocking_timeout);
     if !(1..=1024).contains(&c.max_variants) {
         bad(found, "cache.max_variants", "must be between 1 and 1024");
     }
@@ -753,62 +780,4 @@ pub(crate) fn check(cfg: &Config, found: &mut Found) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn cdn_ids_and_cache_status_names() {
-        for ok in ["reel", "cdn.example.com", "cdn.example.com:8443", "192.0.2.1", "a_b-c"] {
-            assert!(is_cdn_id(ok), "{ok}");
-        }
-        for no in ["", "a b", "a,b", "a;b", "a=b", "\"q\"", "[::1]"] {
-            assert!(!is_cdn_id(no), "{no}");
-        }
-        for ok in ["reel", "reel-shield", "edge/1", "*x", "a:b"] {
-            assert!(is_sf_token(ok), "{ok}");
-        }
-        for no in ["", "1edge", "-x", "a b", "a;b", "a,b"] {
-            assert!(!is_sf_token(no), "{no}");
-        }
-    }
-
-    #[test]
-    fn levels() {
-        for ok in ["info", "WARN", "info,reel_cache=debug", "reel=trace, hyper=off"] {
-            assert_eq!(check_level(ok), Ok(()), "{ok}");
-        }
-        for badl in ["", "inof", "reel=verbose", "=info", "info,,"] {
-            assert!(check_level(badl).is_err(), "{badl}");
-        }
-    }
-
-    #[test]
-    fn site_hosts() {
-        assert_eq!(check_site_host("Live.Example.com"), Ok("live.example.com".into()));
-        assert!(check_site_host("*.example.com").is_ok());
-        assert!(check_site_host("127.0.0.1").is_ok());
-        assert!(check_site_host("[::1]").is_ok());
-        for b in ["*", "example.com:80", "::1", "a b", "*.[::1]", "", "*."] {
-            assert!(check_site_host(b).is_err(), "{b}");
-        }
-    }
-
-    #[test]
-    fn certificate_names() {
-        assert_eq!(check_cert_name("Video.Example.com"), Ok("video.example.com".into()));
-        assert_eq!(check_cert_name("*.cdn.example.com"), Ok("*.cdn.example.com".into()));
-        for b in ["*", "*.", "a.*.example.com", "10.0.0.1", "example.com:443", "[::1]", "", "**.x"]
-        {
-            assert!(check_cert_name(b).is_err(), "{b}");
-        }
-    }
-
-    #[test]
-    fn collisions() {
-        let p = |s: &str| s.parse::<SocketAddr>().expect("addr");
-        assert!(collide(p("127.0.0.1:80"), p("127.0.0.1:80")));
-        assert!(collide(p("0.0.0.0:80"), p("127.0.0.1:80")));
-        assert!(!collide(p("127.0.0.1:80"), p("127.0.0.2:80")));
-        assert!(!collide(p("127.0.0.1:0"), p("127.0.0.1:0")));
-    }
-}
+mod tests;

@@ -873,3 +873,56 @@ fn slices_are_off_by_default_and_sized_within_the_volume() {
     let ps = problems(&format!("{BASE}\n[cache]\nread_ahead_per_worker = 5000\n"));
     assert!(find(&ps, "cache.read_ahead_per_worker").message.contains("4096"));
 }
+
+#[test]
+fn http2_settings_are_bounded() {
+    let text = format!(
+        "{BASE}\n[http]\nh2_max_concurrent_streams = 0\nh2_stream_window = \"1KiB\"\n\
+         h2_connection_window = \"4GiB\"\nh2_max_resets_per_second = 0\n\
+         h2_stream_buffer = \"2MiB\"\nh2_connection_buffer = \"1MiB\"\n"
+    );
+    let ps = problems(&text);
+    for key in [
+        "http.h2_max_concurrent_streams",
+        "http.h2_stream_window",
+        "http.h2_connection_window",
+        "http.h2_max_resets_per_second",
+        "http.h2_stream_buffer",
+    ] {
+        let p = find(&ps, key);
+        assert!(p.line > 0, "{p:?}");
+    }
+    let ok =
+        format!("{BASE}\n[http]\nh2_max_concurrent_streams = 1000\nh2_stream_window = \"60KiB\"\n");
+    assert!(problems(&ok).iter().any(|p| p.key == "http.h2_stream_window"), "60KiB < 65535B");
+    let ok =
+        format!("{BASE}\n[http]\nh2_max_concurrent_streams = 1000\nh2_stream_window = \"1MiB\"\n");
+    let ps = problems(&ok);
+    assert!(ps.is_empty(), "{ps:#?}");
+}
+
+#[test]
+fn llhls_keys_default_and_validate() {
+    let cfg = Config::parse_and_validate(BASE, "t.toml").expect("valid");
+    assert_eq!(cfg.cache.blocking_timeout, Duration::from_secs(3));
+    assert!(cfg.site.iter().all(|s| s.prefetch == reel_config::Prefetch::Off));
+    let ps = problems(&format!("{BASE}\n[cache]\nblocking_timeout = \"0s\"\n"));
+    assert!(find(&ps, "cache.blocking_timeout").message.contains("greater than 0"), "{ps:#?}");
+    let hinted =
+        BASE.replace("origin_group = \"main\"", "origin_group = \"main\"\nprefetch = \"hinted\"");
+    let cfg = Config::parse_and_validate(&hinted, "t.toml").expect("valid");
+    assert_eq!(cfg.site[0].prefetch, reel_config::Prefetch::Hinted);
+    let bad =
+        BASE.replace("origin_group = \"main\"", "origin_group = \"main\"\nprefetch = \"all\"");
+    assert!(Config::parse_and_validate(&bad, "t.toml").is_err());
+}
+
+#[test]
+fn heuristic_freshness_is_on_unless_switched_off() {
+    // RFC 9111 4.2.2, as Squid and Traffic Server do by default.
+    let cfg = Config::parse_and_validate(BASE, "t.toml").expect("valid");
+    assert!(cfg.cache.heuristic_freshness);
+    let off = format!("{BASE}\n[cache]\nheuristic_freshness = false\n");
+    let cfg = Config::parse_and_validate(&off, "t.toml").expect("valid");
+    assert!(!cfg.cache.heuristic_freshness);
+}

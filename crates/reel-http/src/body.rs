@@ -1,6 +1,8 @@
 //! Request bodies: `Content-Length` and chunked (RFC 9112 sections 6 and 7.1), read on
 //! demand by the handler from the connection's read buffer.
 
+use std::time::Instant;
+
 use bytes::{Buf, Bytes};
 
 use crate::io::Io;
@@ -21,7 +23,8 @@ pub enum BodyError {
     /// Invalid chunked framing.
     #[error("malformed chunked body: {0}")]
     Malformed(&'static str),
-    /// No body bytes arrived within the idle timeout.
+    /// No body bytes arrived within the idle timeout, or the whole body not within
+    /// `Limits::body_timeout`.
     #[error("timed out reading the request body")]
     Timeout,
     /// The client closed the connection before the body was complete.
@@ -30,6 +33,22 @@ pub enum BodyError {
     /// Socket error while reading.
     #[error("I/O error reading the request body: {0:?}")]
     Io(std::io::ErrorKind),
+}
+
+/// `total` from now, or far in the future when that overflows.
+fn deadline_after(total: std::time::Duration) -> Instant {
+    let now = Instant::now();
+    now.checked_add(total).unwrap_or_else(|| now + std::time::Duration::from_secs(86_400 * 365))
+}
+
+/// `f`, waiting at most `stall` and not past `deadline`.
+async fn timeout<F: std::future::Future>(
+    stall: std::time::Duration,
+    deadline: Instant,
+    f: F,
+) -> Result<F::Output, tokio::time::error::Elapsed> {
+    let by = deadline.min(Instant::now().checked_add(stall).unwrap_or(deadline));
+    tokio::time::timeout_at(by.into(), f).await
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -66,15 +85,25 @@ impl<'a> RequestBody<'a> {
         expect_continue: bool,
         max: u64,
         max_trailers: usize,
+        total: std::time::Duration,
     ) -> Self {
-        RequestBody(Inner::H1(H1Body::new(io, framing, expect_continue, max, max_trailers)))
+        let mut b = H1Body::new(io, framing, expect_continue, max, max_trailers);
+        b.deadline = deadline_after(total);
+        RequestBody(Inner::H1(b))
     }
 
     /// The body of an HTTP/2 request: the DATA frames of its stream (RFC 9113 section
-    /// 8.1), at most `max` bytes, each read waiting at most `stall`.
-    pub(crate) fn h2(recv: &'a mut h2::RecvStream, max: u64, stall: std::time::Duration) -> Self {
+    /// 8.1), at most `max` bytes, each read waiting at most `stall` and all of them at
+    /// most `total`.
+    pub(crate) fn h2(
+        recv: &'a mut h2::RecvStream,
+        max: u64,
+        stall: std::time::Duration,
+        total: std::time::Duration,
+    ) -> Self {
         let state = if recv.is_end_stream() { H2State::Done } else { H2State::Open };
-        RequestBody(Inner::H2(H2Body { recv, state, received: 0, max, stall }))
+        let deadline = deadline_after(total);
+        RequestBody(Inner::H2(H2Body { recv, state, received: 0, max, stall, deadline }))
     }
 
     /// Whether the whole body has been read (always true for requests without one).
@@ -170,6 +199,7 @@ struct H2Body<'a> {
     received: u64,
     max: u64,
     stall: std::time::Duration,
+    deadline: Instant,
 }
 
 impl H2Body<'_> {
@@ -177,7 +207,7 @@ impl H2Body<'_> {
         let r = match &self.state {
             H2State::Done => return Ok(None),
             H2State::Failed(e) => return Err(e.clone()),
-            H2State::Open => match tokio::time::timeout(self.stall, self.recv.data()).await {
+            H2State::Open => match timeout(self.stall, self.deadline, self.recv.data()).await {
                 Err(_) => Err(BodyError::Timeout),
                 Ok(None) => {
                     self.state = H2State::Done;
@@ -214,6 +244,8 @@ struct H1Body<'a> {
     continue_pending: bool,
     /// Whether interim responses may be written (an HTTP/1.1 request).
     interims: bool,
+    /// When the whole body must have arrived.
+    deadline: Instant,
 }
 
 impl<'a> H1Body<'a> {
@@ -237,6 +269,7 @@ impl<'a> H1Body<'a> {
             max,
             max_trailers,
             interims: false,
+            deadline: deadline_after(std::time::Duration::MAX),
         }
     }
 
@@ -264,7 +297,7 @@ impl<'a> H1Body<'a> {
                 .await
                 .map_err(|e| BodyError::Io(e.kind()))?;
         }
-        match tokio::time::timeout(self.io.stall, self.io.read_more()).await {
+        match timeout(self.io.stall, self.deadline, self.io.read_more()).await {
             Err(_) => Err(BodyError::Timeout),
             Ok(Ok(0)) => Err(BodyError::Incomplete),
             Ok(Ok(_)) => Ok(()),

@@ -262,6 +262,7 @@ async fn serve_io<H: Handler>(
             req.expects_continue(),
             limits.max_body_bytes,
             limits.max_header_bytes,
+            limits.body_timeout,
         );
         if req.version() == Version::Http11 {
             // RFC 9110 section 15.2: never a 1xx to an HTTP/1.0 client.

@@ -33,6 +33,10 @@ pub struct Limits {
     /// silently. It also bounds how long a single body read, or a write that makes no
     /// progress (a client that stopped reading), may wait.
     pub idle_timeout: Duration,
+    /// Time allowed to receive a whole request body, from the end of its head: a client
+    /// dripping a byte per `idle_timeout` cannot hold a request open longer. On expiry
+    /// the connection gets 408 and is closed.
+    pub body_timeout: Duration,
 }
 
 impl Default for Limits {
@@ -44,6 +48,7 @@ impl Default for Limits {
             max_body_bytes: 64 * 1024 * 1024,
             header_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(60),
+            body_timeout: Duration::from_secs(120),
         }
     }
 }

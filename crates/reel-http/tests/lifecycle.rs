@@ -153,3 +153,33 @@ fn stalled_request_body_gets_408_and_close() {
     c.assert_closed();
     assert_eq!(server.outcome().close, CloseReason::Body(reel_http::BodyError::Timeout));
 }
+
+#[test]
+fn a_body_dripped_within_the_idle_timeout_is_cut_at_the_body_timeout() {
+    let server = Server::with_limits(Limits {
+        idle_timeout: Duration::from_secs(5),
+        body_timeout: Duration::from_millis(600),
+        ..Limits::default()
+    });
+    let mut c = server.connect();
+    c.send(b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 1000\r\n\r\n");
+    // A byte every 20 ms: each read is well within the idle timeout; the server answers
+    // while the client is still sending, long before the body could be complete.
+    c.stream.tcp().set_read_timeout(Some(Duration::from_millis(1))).expect("timeout");
+    let mut sent = 0;
+    let mut peek = [0u8; 1];
+    while sent < 999 {
+        if c.stream.write_all(b"x").is_err() || c.stream.tcp().peek(&mut peek).is_ok() {
+            break;
+        }
+        sent += 1;
+        sleep(Duration::from_millis(20));
+    }
+    assert!(sent < 999, "the server waited for the whole dripped body");
+    c.stream.tcp().set_read_timeout(None).expect("timeout");
+    let r = c.response(false);
+    assert_eq!(r.status, 408);
+    assert!(r.closes());
+    c.assert_closed();
+    assert_eq!(server.outcome().close, CloseReason::Body(reel_http::BodyError::Timeout));
+}

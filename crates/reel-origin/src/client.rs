@@ -50,6 +50,10 @@ pub struct OriginRequest {
     pub body: RequestBody,
     /// Whether the request may be sent twice. GET and HEAD are always treated as idempotent.
     pub idempotent: bool,
+    /// This request's bound from sending it to the response head, instead of the group's
+    /// `first_byte_timeout`: for requests the origin holds on purpose (an LL-HLS blocking
+    /// playlist reload or a preload-hinted part). `None`: the group's.
+    pub first_byte_timeout: Option<Duration>,
     /// Where the origin's interim responses go, as they arrive (see [`InterimSink`]).
     pub interim: Option<InterimSink>,
 }
@@ -99,6 +103,7 @@ impl OriginRequest {
             host: host.into(),
             body: RequestBody::Empty,
             idempotent: true,
+            first_byte_timeout: None,
             interim: None,
         }
     }
@@ -343,6 +348,7 @@ struct Head {
     headers: HeaderMap,
     host: Option<HeaderValue>,
     idempotent: bool,
+    first_byte_timeout: Duration,
     interim: Option<InterimSink>,
 }
 
@@ -405,6 +411,7 @@ impl WorkerClient {
             headers,
             host: HeaderValue::from_str(&req.host).ok().filter(|v| !v.is_empty()),
             idempotent,
+            first_byte_timeout: req.first_byte_timeout.unwrap_or(g.spec.first_byte_timeout),
             interim: req.interim,
         };
         let plan = self.plan(gi, affinity);
@@ -545,7 +552,7 @@ impl WorkerClient {
                 });
             }
             let started = Instant::now();
-            let result = tokio::time::timeout(g.first_byte_timeout, sender.send(req)).await;
+            let result = tokio::time::timeout(head.first_byte_timeout, sender.send(req)).await;
             let first_byte = started.elapsed();
             let mut err = match result {
                 Ok(Ok(resp)) => {

@@ -304,6 +304,32 @@ async fn first_byte_timeout() {
 }
 
 #[tokio::test]
+async fn a_request_s_own_first_byte_timeout_replaces_the_group_s() {
+    let s =
+        Server::start(Behavior { head_delay: Duration::from_millis(400), ..Behavior::default() })
+            .await;
+    let mut g = group("g", vec![vec![s.host()]]);
+    g.first_byte_timeout = Duration::from_millis(100);
+    g.retries = 0;
+    let origins = Origins::new(vec![g]).unwrap();
+    let client = origins.worker_client();
+    // Longer than the group's: the held response arrives.
+    let mut held = get("/held");
+    held.first_byte_timeout = Some(Duration::from_secs(30));
+    let mut r = client.send("g", held).await.unwrap();
+    assert_eq!(read_all(&mut r).await.unwrap(), b"hello");
+    // Shorter than the group's: it is the bound.
+    s.set(|b| b.head_delay = Duration::from_secs(30));
+    let mut g = group("g", vec![vec![s.host()]]);
+    g.first_byte_timeout = Duration::from_secs(60);
+    let origins = Origins::new(vec![g]).unwrap();
+    let mut short = get("/short");
+    short.first_byte_timeout = Some(Duration::from_millis(200));
+    let e = origins.worker_client().send("g", short).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::FirstByteTimeout);
+}
+
+#[tokio::test]
 async fn idle_timeout_between_chunks() {
     let s = Server::start(Behavior {
         chunks: vec![b"first".to_vec(), b"second".to_vec()],

@@ -21,6 +21,8 @@ pub struct Live {
     pub cfg: Config,
     /// HTTP codec limits.
     pub limits: reel_http::Limits,
+    /// HTTP/2 settings of the TLS listeners that offer it.
+    pub h2: reel_http::H2Settings,
     /// Origin groups (health checks run while this generation is alive). Shared with the
     /// previous generation when `[[origin_group]]` did not change, so workers keep their
     /// connection pools.
@@ -107,6 +109,7 @@ impl Live {
         Ok(Live {
             generation,
             limits: options::http_limits(&cfg),
+            h2: options::h2_settings(&cfg),
             cache: Arc::new(options::cache_settings(&cfg, origin_flag.is_some())),
             cfg,
             origins,

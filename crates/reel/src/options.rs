@@ -37,6 +37,23 @@ pub fn http_limits(cfg: &Config) -> reel_http::Limits {
         max_body_bytes: h.max_body.bytes(),
         header_timeout: h.header_timeout.get(),
         idle_timeout: h.idle_timeout.get(),
+        body_timeout: h.body_timeout.get(),
+    }
+}
+
+/// `[http]` `h2_*`: HTTP/2 settings and defences.
+pub fn h2_settings(cfg: &Config) -> reel_http::H2Settings {
+    let h = &cfg.http;
+    // Validation bounds the windows to 2^31-1 and the buffers to what a config can name.
+    let window = |b: reel_config::ByteSize| u32::try_from(b.bytes()).unwrap_or(u32::MAX >> 1);
+    let size = |b: reel_config::ByteSize| usize::try_from(b.bytes()).unwrap_or(usize::MAX);
+    reel_http::H2Settings {
+        max_concurrent_streams: h.h2_max_concurrent_streams,
+        initial_stream_window: window(h.h2_stream_window),
+        initial_connection_window: window(h.h2_connection_window),
+        max_resets_per_second: h.h2_max_resets_per_second,
+        stream_buffer: size(h.h2_stream_buffer),
+        connection_buffer: size(h.h2_connection_buffer),
     }
 }
 
@@ -223,6 +240,7 @@ pub fn cache_settings(cfg: &Config, origin_flag: bool) -> reel_cache::Settings {
             },
             honor_client_cache_control: s.client_cache_control == ClientCacheControl::Honor,
             slicing: reel_cache::Slicing { size: s.slice.bytes(), read_ahead: s.read_ahead },
+            prefetch: s.prefetch,
         })
         .collect();
     let fallback = origin_flag.then(|| Site {
@@ -233,6 +251,8 @@ pub fn cache_settings(cfg: &Config, origin_flag: bool) -> reel_cache::Settings {
         policy: policy.clone(),
         honor_client_cache_control: true,
         slicing: reel_cache::Slicing::default(),
+        // A catch-all fetches only what viewers ask for, as any site by default.
+        prefetch: reel_cache::Prefetch::Off,
     });
     let rules = TtlRules::new(c.rule.iter().map(|r| {
         (
@@ -250,6 +270,8 @@ pub fn cache_settings(cfg: &Config, origin_flag: bool) -> reel_cache::Settings {
         max_variants: c.max_variants as usize,
         lock_timeout: c.lock_timeout.get(),
         read_ahead_per_worker: c.read_ahead_per_worker as usize,
+        blocking_timeout: c.blocking_timeout.get(),
+        fill_timeout: c.fill_timeout.get(),
         node: node(cfg),
     }
 }
@@ -335,6 +357,7 @@ ignore_query = ["token"]
 methods = "refuse"
 slice = "1MiB"
 read_ahead = 3
+prefetch = "hinted"
 [[origin_group]]
 name = "a"
 retries = 3
@@ -387,10 +410,14 @@ retries = 3
         assert_eq!(s.policy.negative_ttl, None, "0s: do not cache 404s");
         assert!(s.policy.heuristic);
         assert!(s.site_for("other.example").is_none());
+        assert_eq!(site.prefetch, reel_cache::Prefetch::Hinted);
+        assert_eq!(s.blocking_timeout, Duration::from_secs(3), "[cache] blocking_timeout default");
         assert_eq!(s.node.cache_status_name(), "reel", "[server] defaults");
         assert!(s.node.loop_entry().starts_with("reel; t="));
         let with_flag = cache_settings(&c, true);
-        assert_eq!(with_flag.site_for("other.example").expect("fallback").group, FLAG_GROUP);
+        let fallback = with_flag.site_for("other.example").expect("fallback");
+        assert_eq!(fallback.group, FLAG_GROUP);
+        assert_eq!(fallback.prefetch, reel_cache::Prefetch::Off);
         let claimed = with_flag.site_for("live.example.com").expect("site");
         assert_eq!(claimed.group, FLAG_GROUP, "--origin serves the sites' Hosts too");
         assert_eq!(claimed.key.ignore_query, ["token"], "with the site's own key");

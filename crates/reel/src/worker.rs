@@ -43,7 +43,6 @@ impl App {
             shared: shared.clone(),
             metrics,
             tls_counters,
-            h2: Rc::new(reel_http::H2Settings::default()),
             generation: RefCell::new(Gen::first(&shared.live_full(), &shared.cache)),
         });
         App { state }
@@ -59,7 +58,7 @@ impl WorkerApp for App {
         drain: watch::Receiver<bool>,
     ) {
         let g = self.state.current();
-        let limits = g.limits.clone();
+        let (limits, h2) = (g.limits.clone(), g.h2.clone());
         match g.live.tls.listener(listener).cloned() {
             None => {
                 drop(g);
@@ -68,17 +67,8 @@ impl WorkerApp for App {
             Some(tls) => {
                 drop(g);
                 let s = &self.state;
-                crate::tls::serve(
-                    tls,
-                    stream,
-                    peer,
-                    s.clone(),
-                    limits,
-                    s.h2.clone(),
-                    drain,
-                    &s.tls_counters,
-                )
-                .await;
+                crate::tls::serve(tls, stream, peer, s.clone(), limits, h2, drain, &s.tls_counters)
+                    .await;
             }
         }
     }
@@ -118,6 +108,7 @@ struct Gen {
     generation: u64,
     live: Arc<Live>,
     limits: Rc<reel_http::Limits>,
+    h2: Rc<reel_http::H2Settings>,
     /// This worker's origin client (its keep-alive pool), for `live.origins`.
     client: reel_origin::WorkerClient,
     cache: Rc<reel_cache::WorkerCache>,
@@ -156,6 +147,7 @@ impl Gen {
             generation: live.generation,
             live: live.clone(),
             limits: Rc::new(live.limits.clone()),
+            h2: Rc::new(live.h2.clone()),
             client,
             cache: Rc::new(cache),
             log,
@@ -168,7 +160,6 @@ pub struct WorkerState {
     shared: Arc<Shared>,
     metrics: Arc<WorkerMetrics>,
     tls_counters: Arc<reel_tls::HandshakeCounters>,
-    h2: Rc<reel_http::H2Settings>,
     generation: RefCell<Rc<Gen>>,
 }
 

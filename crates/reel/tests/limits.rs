@@ -149,3 +149,28 @@ fn a_second_reel_on_the_same_data_address_is_refused() {
     // The first one serves on, alone.
     assert_eq!(get(first.data, "/healthz").status, 200);
 }
+
+#[test]
+fn a_second_reel_on_the_same_store_exits_1_naming_the_holder() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = Origin::start("o");
+    let conf = Conf::new(dir.path(), &o);
+    let first = Reel::start(&conf);
+    // The same store directory by mistake, on other ports (data and admin port 0).
+    let second = conf.clone();
+    second.write();
+    let out = Command::new(BIN)
+        .args(["serve", "--config"])
+        .arg(second.path())
+        .current_dir(&second.dir)
+        .env_remove("NOTIFY_SOCKET")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains(&format!("in use by another process (pid {})", first.pid())), "{err}");
+    // The first one serves on, its store untouched.
+    assert_eq!(get(first.data, "/healthz").status, 200);
+}

@@ -695,3 +695,38 @@ fn sessions_resume_across_workers() {
         metric(&m, r#"reel_tls_handshakes_total{result="ok",version="tls1.3",resumed="true"}"#);
     assert_eq!(resumed, Some(24.0), "every later handshake resumed, on whichever worker:\n{m}");
 }
+
+#[test]
+fn http2_settings_come_from_the_config_and_a_reload_applies_them_to_new_connections() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let origin = Origin::start("o");
+    let pki = Pki::new(dir.path());
+    pki.leaf("edge", &["edge.example.test"]);
+    let mut conf = tls_conf(dir.path(), &origin, &pki);
+    conf.http = "h2_max_concurrent_streams = 7\n".into();
+    let mut reel = Reel::start(&conf);
+    let addr = reel.listener_addr("https").expect("https listener");
+    // The client learns the server's SETTINGS_MAX_CONCURRENT_STREAMS once the connection
+    // has read them: after the first response.
+    let announced = |addr| {
+        rt().block_on(async {
+            let s = tls_connect(addr, pki.client(&[b"h2"]), "edge.example.test").await;
+            let (send, mut conn) = h2::client::handshake(s.expect("TLS")).await.expect("h2");
+            let req = async {
+                let r = h2_req(&send, "GET", "/healthz", &[]).await;
+                assert!(r.is_ok(), "no answer over HTTP/2: {:?}", r.err());
+            };
+            tokio::select! {
+                () = req => {}
+                r = &mut conn => panic!("connection ended first: {r:?}"),
+            }
+            conn.max_concurrent_send_streams()
+        })
+    };
+    assert_eq!(announced(addr), 7);
+    conf.http = "h2_max_concurrent_streams = 9\n".into();
+    reel.rewrite(&conf);
+    let st = reel.sighup_reload();
+    assert_eq!(st["reload"]["last_ok"], true, "{st}");
+    assert_eq!(announced(addr), 9);
+}

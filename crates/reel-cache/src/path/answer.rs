@@ -26,6 +26,7 @@ pub(super) enum Status {
     MissCollapsed,
     NotStorable,
     LockTimeout,
+    BlockingTimeout,
     OriginError,
     Revalidated,
     Refreshed,
@@ -35,7 +36,7 @@ pub(super) enum Status {
 }
 
 impl Status {
-    const ALL: [Status; 14] = [
+    const ALL: [Status; 15] = [
         Status::Hit,
         Status::HitStale,
         Status::HitSwr,
@@ -44,6 +45,7 @@ impl Status {
         Status::MissCollapsed,
         Status::NotStorable,
         Status::LockTimeout,
+        Status::BlockingTimeout,
         Status::OriginError,
         Status::Revalidated,
         Status::Refreshed,
@@ -63,6 +65,7 @@ impl Status {
             Status::MissCollapsed => "fwd=miss; collapsed",
             Status::NotStorable => "fwd=miss; detail=not-storable",
             Status::LockTimeout => "fwd=miss; detail=lock-timeout",
+            Status::BlockingTimeout => "fwd=miss; detail=blocking-timeout",
             Status::OriginError => "fwd=miss; detail=origin-error",
             Status::Revalidated => "fwd=stale; fwd-status=304",
             Status::Refreshed => "fwd=stale; stored",
@@ -145,6 +148,8 @@ impl Answer {
     /// Fetched on its own, uncached, after waiting `lock_timeout` for another request's
     /// fetch of the same object.
     pub const LOCK_TIMEOUT: Answer = answer(CacheResult::Pass, Status::LockTimeout);
+    /// An LL-HLS blocking request whose media did not arrive within `blocking_timeout`.
+    pub const BLOCKING_TIMEOUT: Answer = answer(CacheResult::Coalesced, Status::BlockingTimeout);
     /// The origin failed this request's fetch.
     pub const ORIGIN_ERROR: Answer = answer(CacheResult::Miss, Status::OriginError);
     /// Revalidated: the origin answered 304 and the stored object was freshened.

@@ -23,6 +23,7 @@ use super::serve::stream_origin;
 use super::settings::{Settings, Site};
 use super::shared::SharedCache;
 use super::slice::Part;
+use super::small::read_small;
 use super::worker::{WorkerCache, local};
 use crate::key::{CacheKey, KeyConfig};
 use crate::policy::HeaderLookup;
@@ -244,6 +245,10 @@ impl Fetcher<'_> {
     ) -> (Fetched, Option<Duration>) {
         let request_time = unix_now();
         let t0 = Instant::now();
+        let far = t0 + Duration::from_secs(86_400 * 365);
+        let deadline = tokio::time::Instant::from_std(
+            t0.checked_add(self.settings.fill_timeout).map_or(far, |d| d.min(far)),
+        );
         // The key, not the target, picks the parent: one owner per object (see Affinity).
         let affinity = Some(Affinity::of(key.as_bytes()));
         let resp = match self.client.send_keyed(self.group, oreq, affinity).await {
@@ -255,7 +260,15 @@ impl Fetcher<'_> {
             }
         };
         let origin_time = Some(t0.elapsed());
-        let times = ResponseTimes { request_time, response_time: unix_now() };
+        let response_time = unix_now();
+        // RFC 9111 4.2.3 ages a response by the origin's time to answer, taken as transit
+        // delay. An LL-HLS blocking request is held on purpose until its answer exists (its
+        // Date says when): ageing it by the hold made a playlist with max-age shorter than
+        // the hold stale on arrival, and fetched again by the next viewer.
+        let held = self.shared.streams.is_hinted(key.as_bytes())
+            || crate::hls::is_blocking_reload(key.path_and_query());
+        let request_time = if held { response_time } else { request_time };
+        let times = ResponseTimes { request_time, response_time };
         let status = resp.status.as_u16();
         let rule = self.settings.rules.find(key.path());
 
@@ -298,14 +311,29 @@ impl Fetcher<'_> {
             lead.publish(State::NotShared);
             return (Fetched::NotStored(resp), origin_time);
         }
+        let mut resp = resp;
         let begun = match &viewer.part {
             Some(part) if status == 206 => self.begin_part(part, key, &resp, times, rule).await,
             _ => self.begin_fill(key, &vary, viewer.headers, &resp, times, rule).await,
         };
         match begun {
-            Ok((writer, fill)) => {
+            Ok((mut writer, fill)) => {
+                // A small body is read whole before anyone is told, then answered from
+                // memory (`small`).
+                let first = match read_small(&mut resp).await {
+                    Ok(b) => b,
+                    Err(e) => {
+                        writer.abort();
+                        let status = e.client_status();
+                        lead.publish(State::Failed(status));
+                        return (Fetched::Failed(status), origin_time);
+                    }
+                };
+                if let Some(b) = &first {
+                    self.shared.small.insert(fill.meta(), b.clone());
+                }
                 lead.publish(State::Filling);
-                tokio::task::spawn_local(fill_task(writer, resp, lead));
+                tokio::task::spawn_local(fill_task(writer, resp, lead, first, deadline));
                 (Fetched::Filling(fill), origin_time)
             }
             Err(e) => {
@@ -352,6 +380,7 @@ impl WorkerCache {
         else {
             return local(400);
         };
+        oreq.first_byte_timeout = self.first_byte_bound(key);
         let (sink, mut interims) = interim::channel();
         oreq.interim = Some(sink);
         let hdrs = ReqHeaders(req);
@@ -378,6 +407,7 @@ impl WorkerCache {
             (Fetched::Filling(fill), stale) => {
                 // The metadata was encoded just now, so it decodes.
                 let Some(prep) = self.prepared(fill.meta()) else { return local(502) };
+                self.watch_playlist(req, site, key, &fill, &prep);
                 let ans = if stale.is_some() { Answer::REFRESHED } else { Answer::MISS_STORED };
                 self.serve_filling(req, fill, prep, ans.after(origin_time)).await
             }

@@ -154,28 +154,56 @@ impl Fetcher<'_> {
     }
 }
 
-/// Writes the origin body into the store. Runs detached from the client that started it,
-/// so the followers keep getting bytes if that client goes away.
+/// Writes the origin body into the store, `first` (what was read of it already) first.
+/// Runs detached from the client that started it, so the followers keep getting bytes if
+/// that client goes away.
+///
+/// What the origin client has already received when a read completes goes into the same
+/// append ([`gather`]): every append wakes every reader of the fill, and a streamed part
+/// with a thousand readers arrives as many small reads.
+///
+/// `deadline` ends the fill (`[cache] fill_timeout` after its origin request): an origin
+/// that drips a byte now and then never trips the idle bound, and would hold the key.
 pub(super) async fn fill_task(
     mut writer: reel_store::FillWriter,
     mut resp: OriginResponse,
     mut lead: Lead,
+    first: Option<Bytes>,
+    deadline: tokio::time::Instant,
 ) {
+    if let Some(b) = first
+        && writer.append(b).await.is_err()
+    {
+        writer.abort();
+        lead.publish(State::Failed(502));
+        return;
+    }
     loop {
-        match resp.next_chunk().await {
-            Ok(Some(c)) => {
-                if writer.append(c).await.is_err() {
-                    writer.abort();
-                    lead.publish(State::Failed(502));
-                    return;
-                }
+        let (data, end) = match tokio::time::timeout_at(deadline, resp.next_chunk()).await {
+            Ok(Ok(Some(c))) => gather(&mut resp, c),
+            Ok(r) => (None, Some(r.map(|_| ()))),
+            Err(_) => {
+                tracing::debug!("fill_timeout passed mid-body; fill discarded");
+                writer.abort();
+                lead.publish(State::Failed(504));
+                return;
             }
-            Ok(None) => {
+        };
+        if let Some(d) = data
+            && writer.append(d).await.is_err()
+        {
+            writer.abort();
+            lead.publish(State::Failed(502));
+            return;
+        }
+        match end {
+            None => {}
+            Some(Ok(())) => {
                 let ok = writer.commit().await.is_ok();
                 lead.publish(if ok { State::Done } else { State::Failed(502) });
                 return;
             }
-            Err(e) => {
+            Some(Err(e)) => {
                 // Never cached truncated: readers of this fill see it aborted and their
                 // connections close instead of ending short.
                 tracing::debug!(error = %e, "origin body failed mid-transfer; fill discarded");
@@ -184,5 +212,57 @@ pub(super) async fn fill_task(
                 return;
             }
         }
+    }
+}
+
+/// Appends gathered at most: a store write of this size is still one quick call.
+const GATHER_MAX: usize = 1 << 20;
+
+/// `first` and whatever of `resp`'s body is already there (read without waiting), as one
+/// piece; and the end of the body if it came too (`Ok`: complete, `Err`: failed).
+fn gather(
+    resp: &mut OriginResponse,
+    first: Bytes,
+) -> (Option<Bytes>, Option<Result<(), reel_origin::OriginError>>) {
+    let mut more: Option<bytes::BytesMut> = None;
+    let mut end = None;
+    while more.as_ref().map_or(first.len(), bytes::BytesMut::len) < GATHER_MAX {
+        match ready_now(resp.next_chunk()) {
+            None => break,
+            Some(Ok(Some(c))) => {
+                more.get_or_insert_with(|| bytes::BytesMut::from(&first[..])).extend_from_slice(&c)
+            }
+            Some(r) => {
+                end = Some(r.map(|_| ()));
+                break;
+            }
+        }
+    }
+    (Some(more.map_or(first, bytes::BytesMut::freeze)), end)
+}
+
+/// `f`'s output if it is ready without waiting. Reading an origin body is cancel-safe: a
+/// read that was not ready loses nothing.
+fn ready_now<F: std::future::Future>(f: F) -> Option<F::Output> {
+    let mut f = std::pin::pin!(f);
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match f.as_mut().poll(&mut cx) {
+        std::task::Poll::Ready(v) => Some(v),
+        std::task::Poll::Pending => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ready_now;
+
+    #[test]
+    fn ready_now_takes_what_is_there_and_waits_for_nothing() {
+        assert_eq!(ready_now(async { 7 }), Some(7));
+        assert_eq!(ready_now(std::future::pending::<u8>()), None);
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        assert_eq!(ready_now(rx.recv()), None);
+        tx.send(1).unwrap();
+        assert_eq!(ready_now(rx.recv()), Some(Some(1)), "nothing lost by the read that waited");
     }
 }

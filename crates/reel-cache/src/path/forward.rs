@@ -92,6 +92,7 @@ impl WorkerCache {
             host,
             body: rbody,
             idempotent: false,
+            first_byte_timeout: None,
             interim: Some(sink),
         };
         let t0 = Instant::now();

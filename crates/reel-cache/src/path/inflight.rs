@@ -95,6 +95,12 @@ impl Inflight {
         Role::Lead(Lead { map: self.clone(), key: key.into(), tx, finished: false })
     }
 
+    /// Follows the current leader for `key`, if there is one; never leads.
+    pub fn follow(&self, key: &[u8]) -> Option<Follow> {
+        let shard = self.shard(key).lock().unwrap_or_else(|p| p.into_inner());
+        shard.get(key).map(|tx| Follow { rx: tx.subscribe() })
+    }
+
     /// Only becomes the leader if nobody is fetching `key` (background revalidation).
     pub fn try_lead(self: &Arc<Self>, key: &[u8]) -> Option<Lead> {
         match self.join(key) {
@@ -195,6 +201,20 @@ mod tests {
         assert_eq!(f2.wait().await, State::Done, "a late follower sees the latest news");
         assert!(m.is_empty());
         assert!(matches!(m.join(b"k"), Role::Lead(_)));
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn follow_only_joins_a_fetch_under_way() {
+        let m = Inflight::new();
+        assert!(m.follow(b"k").is_none());
+        assert!(m.is_empty(), "following nothing leads nothing");
+        let Role::Lead(mut lead) = m.join(b"k") else { panic!() };
+        let f = m.follow(b"k").expect("a fetch is under way");
+        let t = tokio::spawn(f.wait());
+        lead.publish(State::Filling);
+        assert_eq!(t.await.unwrap(), State::Filling);
+        lead.publish(State::Done);
+        assert!(m.follow(b"k").is_none());
     }
 
     #[tokio::test(flavor = "current_thread")]

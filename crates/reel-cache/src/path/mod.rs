@@ -16,6 +16,10 @@
 //!   through one fetch-and-store step, and the origin requests they send;
 //! - `fill`: writing an origin response into the store;
 //! - `forward`: what is not cached (pass-through) and the invalidation it causes;
+//! - [`llhls`]: LL-HLS blocking requests (their wait bound) and the prefetch of the parts
+//!   playlists announce;
+//! - `small`: small bodies read whole on arrival and answered from memory, shared by the
+//!   workers;
 //! - `interim`: the origin's 1xx responses, forwarded to the waiting client, never stored;
 //! - `answer`: a response's cache result, `Cache-Status` and origin time as one value;
 //! - `slice`: sliced objects (`[[site]] slice`): a head per URL, slices fetched by `Range`,
@@ -40,6 +44,7 @@ mod forward;
 pub mod hops;
 pub mod inflight;
 mod interim;
+pub mod llhls;
 mod lookup;
 mod partial;
 pub mod pass_stream;
@@ -50,6 +55,7 @@ mod serve;
 pub mod settings;
 pub mod shared;
 pub mod slice;
+pub mod small;
 pub mod tag;
 mod variants;
 pub mod worker;

@@ -17,6 +17,7 @@ use super::pieces::{self, Whole};
 use super::respond::{
     LeasedRange, Prepared, ReqHeaders, stream_cold_hit, stream_filling, unix_now,
 };
+use super::small::SMALL_BODY;
 use super::worker::{WorkerCache, local};
 use crate::policy::HeaderLookup;
 use crate::policy::conditional::{self, Outcome, Validators};
@@ -25,9 +26,6 @@ use crate::policy::multipart::{Multipart, fresh_boundary};
 use crate::policy::range::{
     Available, RangeOutcome, RangeSet, content_range, content_range_unsatisfied, parse_range,
 };
-
-/// Whole bodies up to this size are kept per worker in memory and sent with their head.
-const SMALL_BODY: u64 = 16 * 1024;
 
 impl WorkerCache {
     /// A complete stored object: conditionals, ranges, HEAD, then sendfile (or a stream
@@ -82,7 +80,7 @@ impl WorkerCache {
         if code == 200 && n <= SMALL_BODY {
             // A small whole body (a playlist) leaves with its head in one send from a
             // per-worker copy, instead of send + sendfile: one syscall less per hit.
-            if let Some(b) = prep.small_body() {
+            if let Some(b) = self.small_body(prep, hit.meta(), n) {
                 return r.bytes(b).tagged(t);
             }
             if self.metas.borrow_mut().admit_small(n)
@@ -121,9 +119,18 @@ impl WorkerCache {
             Outcome::NotModified => return not_modified(&prep, now, &cs).tagged(t),
             Outcome::PreconditionFailed => return precondition_failed(&prep, &cs).tagged(t),
         }
+        let head = *req.method() == Method::Head;
+        if req.header("range").is_none()
+            && let Some(n) = fill.expected_len().filter(|&n| n <= SMALL_BODY)
+            && let Some(b) = self.small_body(&prep, fill.meta(), n)
+        {
+            // The whole body came with the origin's response (`small`): one send, however
+            // many requests the fill released at once.
+            let r = prep.head(status, now, &cs);
+            return if head { r.with_content_length(n) } else { r.bytes(b) }.tagged(t);
+        }
         let fill = Rc::new(RefCell::new(fill));
         let total = fill.borrow().expected_len();
-        let head = *req.method() == Method::Head;
         let range = match (head, status, req.header("range")) {
             (false, 200, Some(r)) if conditional::if_range_holds(&hdrs, &v) => parse_range(r),
             _ => None,

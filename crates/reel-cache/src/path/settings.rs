@@ -6,6 +6,8 @@
 
 use std::time::Duration;
 
+pub use reel_config::Prefetch;
+
 use super::hops::Node;
 use crate::key::KeyConfig;
 use crate::policy::freshness::PolicyConfig;
@@ -27,6 +29,8 @@ pub struct Site {
     pub policy: PolicyConfig,
     /// Whether viewers' request cache directives apply (`client_cache_control = "honor"`).
     pub honor_client_cache_control: bool,
+    /// LL-HLS prefetch of hinted and listed parts (`prefetch`).
+    pub prefetch: Prefetch,
     /// Slice caching (`slice`, `read_ahead`).
     pub slicing: Slicing,
 }
@@ -70,6 +74,11 @@ pub struct Settings {
     pub lock_timeout: Duration,
     /// Most read-ahead slice fetches in flight per worker (`[cache] read_ahead_per_worker`).
     pub read_ahead_per_worker: usize,
+    /// Longest a fill may take from its origin request to the end of its body.
+    pub fill_timeout: Duration,
+    /// How long an LL-HLS blocking request waits, leader and followers alike (`[cache]
+    /// blocking_timeout`).
+    pub blocking_timeout: Duration,
     /// This node's `CDN-Loop` and `Cache-Status` names (`[server] cdn_id`, `max_hops`,
     /// `cache_status_name`).
     pub node: Node,
@@ -126,6 +135,7 @@ mod tests {
             policy: PolicyConfig::default(),
             honor_client_cache_control: true,
             slicing: Slicing::default(),
+            prefetch: Prefetch::Off,
         }
     }
 
@@ -144,6 +154,8 @@ mod tests {
             max_variants: 32,
             lock_timeout: Duration::from_secs(10),
             read_ahead_per_worker: 64,
+            fill_timeout: Duration::from_secs(600),
+            blocking_timeout: Duration::from_secs(3),
             node: Node::default(),
         };
         assert_eq!(s.site_for("live.example.com:8080").unwrap().group, "a");

@@ -5,9 +5,11 @@ use std::sync::Arc;
 use reel_store::{Lookup, Store, StoreError};
 
 use super::inflight::Inflight;
+use super::llhls::Streams;
 use super::pass_stream::PassBuffered;
 use super::settings::Settings;
 use super::slice::{SliceCounters, derived_keys, head_key_of};
+use super::small::SmallBodies;
 use super::variants::Marker;
 use crate::key::{CacheKey, prefix_for_purge};
 use crate::policy::meta::StoredMeta;
@@ -26,6 +28,10 @@ pub struct SharedCache {
     pub pass_buffered: Arc<PassBuffered>,
     /// Counters of sliced objects.
     pub slices: SliceCounters,
+    /// The LL-HLS streams whose playlists passed through.
+    pub streams: Arc<Streams>,
+    /// Small bodies read whole on arrival, answered from memory.
+    pub small: Arc<SmallBodies>,
 }
 
 /// Why a purge request was refused.
@@ -56,6 +62,8 @@ impl SharedCache {
             inflight: Inflight::new(),
             pass_buffered: Arc::default(),
             slices: SliceCounters::default(),
+            streams: Arc::default(),
+            small: Arc::default(),
         })
     }
 

@@ -13,6 +13,7 @@
 //!                                                                    │ (its fetch failed: once more, one of
 //!                                                                    │  the followers leading)
 //!                                                                    └ lock_timeout ─ fetch on its own, uncached
+//!                                                                      (LL-HLS blocking: blocking_timeout ─ 504)
 //! sliced site, no whole object stored ─ slice (head, slices by Range, read-ahead)
 //! other methods ─ pass through (body streamed) ─ 2xx/3xx: invalidate URL, Location, Content-Location
 //! (extension methods too; TRACE and CONNECT never)
@@ -20,7 +21,7 @@
 //!
 //! `lookup` finds the stored representation, `serve` answers from it, `fetch` makes the
 //! one origin fetch per key and `fill` writes it into the store, `forward` passes what is
-//! not cached.
+//! not cached, `llhls` bounds the waits of LL-HLS blocking requests.
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -38,6 +39,7 @@ use super::readahead::ReadAhead;
 use super::respond::{MetaCache, ReqHeaders, unix_now};
 use super::settings::{Settings, Site};
 use super::shared::SharedCache;
+use super::small::SMALL_BODY;
 use super::tag::Tag;
 use crate::policy::cache_control::RequestCacheControl;
 use crate::policy::freshness::{Decision, decide, stale_if_error_ok};
@@ -168,7 +170,15 @@ impl WorkerCache {
             // Range, or slicing turned on by a reload): that one is served as it is.
             return self.get_sliced(req, body, site, &key, size, &req_cc, m).await;
         }
-        let mut fails = Failures::default();
+        // A blocking request (LL-HLS) waits `blocking_timeout` in all, and its leader's
+        // failure is final: another round would hold one more origin request.
+        let blocking = self.blocking(&key);
+        let deadline = tokio::time::Instant::now() + self.follow_bound(blocking);
+        let until = || {
+            if blocking { deadline } else { tokio::time::Instant::now() + self.follow_bound(false) }
+        };
+        let mut fails = Failures { retried: blocking, failed: None };
+        let mut small_waited = false;
         for _ in 0..MAX_ROUNDS {
             match self.find(&key, &hdrs) {
                 Found::Hit(stored) => {
@@ -205,16 +215,14 @@ impl WorkerCache {
                                         .fetch(req, body, site, &key, lead, Some(stored), &req_cc)
                                         .await;
                                 }
-                                Role::Follow(f) => match self.follow(f, m).await {
+                                Role::Follow(f) => match self.follow(f, m, until()).await {
                                     Some(State::Failed(st)) => {
                                         fails.record(st);
                                         continue;
                                     }
                                     Some(_) => continue,
                                     None => {
-                                        return self
-                                            .fetch_pass(req, body, site, Answer::LOCK_TIMEOUT)
-                                            .await;
+                                        return self.waited_out(req, body, site, blocking).await;
                                     }
                                 },
                             }
@@ -223,6 +231,22 @@ impl WorkerCache {
                     return self.serve_hit(req, stored.hit, &stored.prep, now, answer).await;
                 }
                 Found::Filling { fill, prep } => {
+                    // A small body is read whole before the leader releases its followers
+                    // (`small`): a request that finds the fill in that moment waits with
+                    // them, once, rather than stream it ahead of them.
+                    if !small_waited
+                        && fill.expected_len().is_some_and(|n| {
+                            n <= SMALL_BODY && self.small_body(&prep, fill.meta(), n).is_none()
+                        })
+                        && let Some(f) = self.shared.inflight.follow(key.as_bytes())
+                    {
+                        small_waited = true;
+                        // Past the wait's bound the fill is streamed as it is.
+                        if let Some(State::Failed(st)) = self.follow(f, m, until()).await {
+                            fails.record(st);
+                        }
+                        continue;
+                    }
                     return self.serve_filling(req, fill, prep, Answer::MISS_COLLAPSED).await;
                 }
                 Found::None => {
@@ -241,7 +265,7 @@ impl WorkerCache {
                         Role::Lead(lead) => {
                             return self.fetch(req, body, site, &key, lead, None, &req_cc).await;
                         }
-                        Role::Follow(f) => match self.follow(f, m).await {
+                        Role::Follow(f) => match self.follow(f, m, until()).await {
                             Some(State::NotShared) => {
                                 return self
                                     .fetch_pass(req, body, site, Answer::PASS_NOT_STORED)
@@ -249,11 +273,7 @@ impl WorkerCache {
                             }
                             Some(State::Failed(st)) => fails.record(st),
                             Some(_) => {}
-                            None => {
-                                return self
-                                    .fetch_pass(req, body, site, Answer::LOCK_TIMEOUT)
-                                    .await;
-                            }
+                            None => return self.waited_out(req, body, site, blocking).await,
                         },
                     }
                 }
@@ -262,12 +282,18 @@ impl WorkerCache {
         self.fetch_pass(req, body, site, Answer::PASS_NOT_STORED).await
     }
 
-    /// Waits for the leader of this key's fetch, counted as a coalesced waiter, at most
-    /// `[cache] lock_timeout` (as pingora's cache lock): `None` when the leader's origin
-    /// has not answered by then, and the request fetches on its own.
-    async fn follow(&self, f: Follow, m: &WorkerMetrics) -> Option<State> {
+    /// Waits for the leader of this key's fetch, counted as a coalesced waiter, until
+    /// `until` (`[cache] lock_timeout` from now, as pingora's cache lock, or for a blocking
+    /// request its `blocking_timeout` deadline): `None` when the leader's origin has not
+    /// answered by then.
+    async fn follow(
+        &self,
+        f: Follow,
+        m: &WorkerMetrics,
+        until: tokio::time::Instant,
+    ) -> Option<State> {
         m.coalesced_waiters.fetch_add(1, Relaxed);
-        let s = tokio::time::timeout(self.settings.lock_timeout, f.wait()).await.ok();
+        let s = tokio::time::timeout_at(until, f.wait()).await.ok();
         m.coalesced_waiters.fetch_sub(1, Relaxed);
         s
     }
@@ -304,6 +330,8 @@ mod tests {
             max_variants: 32,
             lock_timeout: Duration::from_secs(10),
             read_ahead_per_worker: 64,
+            fill_timeout: Duration::from_secs(600),
+            blocking_timeout: Duration::from_secs(3),
             node: Default::default(),
         });
         let a =

@@ -237,3 +237,23 @@ fn a_follower_waits_at_most_the_lock_timeout() {
     s.settle();
     assert!(crate::client::get(&s, "/slow", &[]).cache_status().contains("hit"));
 }
+
+#[test]
+fn a_dripping_origin_holds_a_fill_no_longer_than_fill_timeout() {
+    let (o, s) = crate::setup_with(|o| o.fill_timeout = Duration::from_millis(800));
+    let body = body_of(200_000, 5);
+    let mut r = Route::ok(body.clone(), &[("cache-control", "max-age=600")]);
+    // A piece every 250 ms: always within the origin's idle bound, 5 s in all.
+    r.pieces = 20;
+    r.piece_delay = Duration::from_millis(250);
+    o.route("/d/seg.ts", r);
+    let first = crate::client::get(&s, "/d/seg.ts", &[]);
+    assert_eq!(first.status, 200);
+    assert!(!first.complete && first.body.len() < body.len(), "closed short, never complete");
+    // Nothing was stored: the next request goes to the origin again, and with a quick
+    // origin gets the whole object.
+    o.route("/d/seg.ts", Route::ok(body.clone(), &[("cache-control", "max-age=600")]));
+    let second = crate::client::get(&s, "/d/seg.ts", &[]);
+    assert!(second.complete && second.body == body);
+    assert_eq!(o.count("/d/seg.ts"), 2);
+}

@@ -15,6 +15,7 @@ mod headers;
 mod hostile;
 mod keys_purge;
 mod llhls;
+mod llhls_demo;
 mod memory;
 mod pass;
 mod ranges;

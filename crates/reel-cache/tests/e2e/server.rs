@@ -10,7 +10,7 @@ use std::time::Duration;
 use reel_cache::key::KeyConfig;
 use reel_cache::policy::freshness::PolicyConfig;
 use reel_cache::policy::rules::{TtlRule, TtlRules};
-use reel_cache::{Node, Settings, SharedCache, Site, Slicing, WorkerCache};
+use reel_cache::{Node, Prefetch, Settings, SharedCache, Site, Slicing, WorkerCache};
 use reel_http::{Handler, Limits, Request, RequestBody, Response};
 use reel_ops::metrics::WorkerMetrics;
 use reel_origin::{Balance, GroupSpec, HostSpec, Origins};
@@ -44,12 +44,18 @@ pub struct Opts {
     pub max_variants: usize,
     /// How long a follower waits for its leader's origin response.
     pub lock_timeout: Duration,
+    /// Longest a fill may take.
+    pub fill_timeout: Duration,
     /// The site's cache-key options.
     pub key: KeyConfig,
     /// The site's slice caching.
     pub slicing: Slicing,
     /// Most read-ahead slice fetches in flight per worker.
     pub read_ahead_per_worker: usize,
+    /// How long an LL-HLS blocking request waits.
+    pub blocking_timeout: Duration,
+    /// The site's LL-HLS prefetch.
+    pub prefetch: Prefetch,
     /// How the group picks a host within a tier.
     pub balance: Balance,
     /// `CDN-Loop` and `Cache-Status` names.
@@ -70,9 +76,12 @@ impl Opts {
             store: (64 << 20, 4 << 20),
             max_variants: 32,
             lock_timeout: Duration::from_secs(30),
+            fill_timeout: Duration::from_secs(600),
             key: KeyConfig::default(),
             slicing: Slicing::default(),
             read_ahead_per_worker: 64,
+            blocking_timeout: Duration::from_secs(3),
+            prefetch: Prefetch::Off,
             balance: Balance::RoundRobin,
             node: Node::default(),
         }
@@ -167,6 +176,7 @@ impl Server {
                 policy: opts.policy.clone(),
                 honor_client_cache_control: opts.honor_client_cache_control,
                 slicing: opts.slicing,
+                prefetch: opts.prefetch,
             }],
             fallback: None,
             policy: opts.policy,
@@ -176,6 +186,8 @@ impl Server {
             max_variants: opts.max_variants,
             lock_timeout: opts.lock_timeout,
             read_ahead_per_worker: opts.read_ahead_per_worker,
+            fill_timeout: opts.fill_timeout,
+            blocking_timeout: opts.blocking_timeout,
             node: opts.node,
         });
         let (sh, st, or) = (shared.clone(), settings.clone(), origins.clone());

@@ -381,7 +381,8 @@ async fn stream_task<H: Handler>(
         return;
     }
     drop(scratch);
-    let mut body = RequestBody::h2(&mut recv, limits.max_body_bytes, limits.idle_timeout);
+    let mut body =
+        RequestBody::h2(&mut recv, limits.max_body_bytes, limits.idle_timeout, limits.body_timeout);
     let handled = {
         // Boxed: a handler's future can be large, and the stream's task is allocated
         // cache-aligned (zeroed fresh pages per stream); a plain heap block is reused.
