@@ -37,8 +37,11 @@ pub(super) struct LoadState {
     pub(super) unmatched: HashMap<u128, Box<[u8]>>,
     /// Of those, the ones the load found on disk, with the record each tombstone must
     /// name (incarnation, offset); written by the next maintenance pass.
-    pub(super) tombstones_due: Vec<(Box<[u8]>, (u64, u64))>,
+    pub(super) tombstones_due: Vec<DueTombstone>,
 }
+
+/// A key and the record (incarnation, offset) its tombstone names.
+pub(super) type DueTombstone = (Box<[u8]>, (u64, u64));
 
 impl Store {
     /// At open: reads every volume header and sets up allocation (free volumes, sealed
