@@ -22,6 +22,7 @@ mod routing;
 mod stale;
 mod storing;
 mod targeted;
+mod unknown_length;
 mod vary;
 
 use origin::Origin;
