@@ -284,7 +284,8 @@ async fn short_body_reset_timeout_and_connect_errors_are_classified() {
             .unwrap();
     assert!(dropped.errors.reset > 0 && dropped.requests == 0, "{dropped}");
 
-    let mut c = common(300);
+    // Long enough for each connection's 200 ms timeout to fire even on a loaded machine.
+    let mut c = common(1500);
     c.timeout = Duration::from_millis(200);
     let hung = run_fixed(&FixedConfig { urls: vec![s.url("/hang")], connections: 2, common: c })
         .await

@@ -9,6 +9,7 @@ pub mod path;
 pub mod policy;
 pub mod result;
 
+pub use path::hops::Node;
 pub use path::inflight::Inflight;
 pub use path::pass_stream::{PASS_BUFFER, PassBuffered};
 pub use path::settings::{Settings, Site};

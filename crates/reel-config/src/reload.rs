@@ -53,6 +53,9 @@ const fn restart(key: &'static str) -> ReloadKey {
 /// Restart keys are never inside an array of tables.
 pub const RELOAD_KEYS: &[ReloadKey] = &[
     restart("server.shutdown_timeout"),
+    live("server.cdn_id"),
+    live("server.max_hops"),
+    live("server.cache_status_name"),
     live("log.level"),
     restart("log.format"),
     live("listener[].name"),

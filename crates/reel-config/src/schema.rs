@@ -23,11 +23,33 @@ pub struct ServerConfig {
     /// On SIGTERM, stop accepting and let in-flight requests finish for at most this long,
     /// then close what is left. Duration; default `"10s"`; `"0s"` closes immediately.
     pub shutdown_timeout: Duration,
+    /// This CDN's name in the `CDN-Loop` field (RFC 8586) of every request sent to an
+    /// origin or a parent; the same on every node of one deployment (edges and shields). A
+    /// host name, `host:port` or a token; default `"reel"`.
+    pub cdn_id: String,
+    /// A request that arrives with `cdn_id` in its `CDN-Loop` field more than this many
+    /// times is answered `508 Loop Detected` and nothing is fetched. Count, 0-64; default 3.
+    pub max_hops: u32,
+    /// This node's name in the `Cache-Status` field (RFC 9211), after the entries of the
+    /// caches before it. A token; default `""`, which uses `cdn_id`.
+    pub cache_status_name: String,
 }
 
 impl Default for ServerConfig {
     fn default() -> Self {
-        ServerConfig { shutdown_timeout: Duration::from_secs(10) }
+        ServerConfig {
+            shutdown_timeout: Duration::from_secs(10),
+            cdn_id: "reel".to_string(),
+            max_hops: 3,
+            cache_status_name: String::new(),
+        }
+    }
+}
+
+impl ServerConfig {
+    /// The name this node gives itself in `Cache-Status`: `cache_status_name`, or `cdn_id`.
+    pub fn cache_status_name(&self) -> &str {
+        if self.cache_status_name.is_empty() { &self.cdn_id } else { &self.cache_status_name }
     }
 }
 

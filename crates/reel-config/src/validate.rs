@@ -307,8 +307,63 @@ fn is_header_value(v: &str) -> bool {
     v.bytes().all(|b| b == b'\t' || (b' '..=b'~').contains(&b))
 }
 
+/// RFC 9110 5.6.2 `tchar`.
+fn is_tchar(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+}
+
+/// RFC 8586 2 `cdn-id`: a `uri-host [ ":" port ]` or a pseudonym (a token). Bracketed IPv6
+/// literals are left out: a name or a token identifies a CDN better than an address.
+fn is_cdn_id(id: &str) -> bool {
+    !id.is_empty() && id.len() <= 255 && id.bytes().all(|b| is_tchar(b) || b == b':')
+}
+
+/// RFC 8941 3.3.4 `sf-token`, the form of a `Cache-Status` cache name (RFC 9211 2).
+fn is_sf_token(name: &str) -> bool {
+    let b = name.as_bytes();
+    !b.is_empty()
+        && name.len() <= 255
+        && (b[0].is_ascii_alphabetic() || b[0] == b'*')
+        && b.iter().all(|&c| is_tchar(c) || c == b':' || c == b'/')
+}
+
+/// `[server]`: the names this node uses in `CDN-Loop` and `Cache-Status`.
+fn check_server(found: &mut Found, s: &crate::schema::ServerConfig) {
+    if !is_cdn_id(&s.cdn_id) {
+        bad(
+            found,
+            "server.cdn_id",
+            format!(
+                "{:?} is not a CDN-Loop cdn-id (RFC 8586): a host name, host:port or a token",
+                s.cdn_id
+            ),
+        );
+    }
+    if s.max_hops > 64 {
+        bad(found, "server.max_hops", "must be 0-64");
+    }
+    let name = s.cache_status_name();
+    if !is_sf_token(name) {
+        let key = if s.cache_status_name.is_empty() {
+            "server.cdn_id"
+        } else {
+            "server.cache_status_name"
+        };
+        let hint =
+            if s.cache_status_name.is_empty() { "; set server.cache_status_name" } else { "" };
+        bad(
+            found,
+            key,
+            format!(
+                "{name:?} is not a Cache-Status cache name (RFC 9211): a token starting with a letter{hint}"
+            ),
+        );
+    }
+}
+
 /// Runs every rule, appending `(key path, message)` for each violation.
 pub(crate) fn check(cfg: &Config, found: &mut Found) {
+    check_server(found, &cfg.server);
     if let Err(e) = check_level(&cfg.log.level) {
         bad(found, "log.level", e);
     }
@@ -674,6 +729,22 @@ pub(crate) fn check(cfg: &Config, found: &mut Found) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cdn_ids_and_cache_status_names() {
+        for ok in ["reel", "cdn.example.com", "cdn.example.com:8443", "192.0.2.1", "a_b-c"] {
+            assert!(is_cdn_id(ok), "{ok}");
+        }
+        for no in ["", "a b", "a,b", "a;b", "a=b", "\"q\"", "[::1]"] {
+            assert!(!is_cdn_id(no), "{no}");
+        }
+        for ok in ["reel", "reel-shield", "edge/1", "*x", "a:b"] {
+            assert!(is_sf_token(ok), "{ok}");
+        }
+        for no in ["", "1edge", "-x", "a b", "a;b", "a,b"] {
+            assert!(!is_sf_token(no), "{no}");
+        }
+    }
 
     #[test]
     fn levels() {

@@ -96,6 +96,8 @@ fn production_example_uses_its_features() {
 fn minimal_document_takes_documented_defaults() {
     let cfg = Config::parse_and_validate(BASE, "t.toml").expect("valid");
     assert_eq!(cfg.server.shutdown_timeout, Duration::from_secs(10));
+    assert_eq!((cfg.server.cdn_id.as_str(), cfg.server.max_hops), ("reel", 3));
+    assert_eq!(cfg.server.cache_status_name(), "reel", "defaults to cdn_id");
     assert_eq!(cfg.log.level, "info");
     assert_eq!(cfg.listener[0].backlog, 4096);
     assert_eq!(cfg.http.max_request_line, ByteSize::kib(8));
@@ -805,6 +807,27 @@ fn fill_drop_headers_are_field_names_and_never_host() {
     assert!(find(&ps, "cache.fill_drop_headers[1]").message.contains("not a header field name"));
     assert!(find(&ps, "cache.fill_drop_headers[2]").message.contains("Host is always sent"));
     assert!(ps.iter().all(|p| p.key != "cache.fill_drop_headers[0]"), "{ps:#?}");
+}
+
+#[test]
+fn cdn_loop_and_cache_status_names_are_checked() {
+    let with = |lines: &str| format!("[server]\n{lines}\n{BASE}");
+    let cfg = Config::parse_and_validate(
+        &with("cdn_id = \"cdn.example.com:8443\"\ncache_status_name = \"edge-1\""),
+        "t.toml",
+    )
+    .expect("valid");
+    assert_eq!(cfg.server.cache_status_name(), "edge-1");
+    let ps = problems(&with("cdn_id = \"a b\"\nmax_hops = 65"));
+    assert!(find(&ps, "server.cdn_id").message.contains("RFC 8586"), "{ps:#?}");
+    assert!(find(&ps, "server.max_hops").message.contains("0-64"), "{ps:#?}");
+    // A cdn_id that is not a Cache-Status name needs cache_status_name.
+    let ps = problems(&with("cdn_id = \"192.0.2.1\""));
+    assert!(find(&ps, "server.cdn_id").message.contains("set server.cache_status_name"), "{ps:#?}");
+    let ps = problems(&with("cache_status_name = \"edge 1\""));
+    assert!(find(&ps, "server.cache_status_name").message.contains("RFC 9211"), "{ps:#?}");
+    let ok = with("cdn_id = \"192.0.2.1\"\ncache_status_name = \"edge\"");
+    Config::parse_and_validate(&ok, "t.toml").expect("valid");
 }
 
 #[test]

@@ -107,6 +107,21 @@ impl<'a> RequestBody<'a> {
         }
     }
 
+    /// Lets [`RequestBody::with_interims`] write interim responses (an HTTP/1.1 request).
+    pub(crate) fn allow_interims(&mut self) {
+        if let Inner::H1(b) = &mut self.0 {
+            b.interims = true;
+        }
+    }
+
+    /// The connection, when interim responses may be written on it.
+    pub(crate) fn interim_io(&mut self) -> Option<&mut Io> {
+        match &mut self.0 {
+            Inner::H1(b) if b.interims => Some(&mut *b.io),
+            _ => None,
+        }
+    }
+
     /// Whether a `100 Continue` is still owed (the client waits for it before sending).
     pub(crate) fn continue_pending(&self) -> bool {
         match &self.0 {
@@ -197,6 +212,8 @@ struct H1Body<'a> {
     max: u64,
     max_trailers: usize,
     continue_pending: bool,
+    /// Whether interim responses may be written (an HTTP/1.1 request).
+    interims: bool,
 }
 
 impl<'a> H1Body<'a> {
@@ -219,6 +236,7 @@ impl<'a> H1Body<'a> {
             received: 0,
             max,
             max_trailers,
+            interims: false,
         }
     }
 

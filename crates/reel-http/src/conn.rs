@@ -38,19 +38,66 @@ pub trait Handler: 'static {
     /// [`Response::for_unsupported_method`]).
     fn handle(&self, req: &Request, body: &mut RequestBody<'_>) -> impl Future<Output = Response>;
 
-    /// Called after each response to a parsed request was written (or failed):
-    /// `status` as sent, `bytes` written for the whole response including head,
-    /// `elapsed` from the complete head to the end of the response. Default: no-op.
-    /// `tag` is the [`Response::tag`] the handler set (0 when the connection loop replaced
-    /// the response, e.g. with a 413).
-    fn on_response(&self, req: &Request, status: u16, bytes: u64, elapsed: Duration, tag: u64) {
-        let _ = (req, status, bytes, elapsed, tag);
+    /// Called after each response to a parsed request was written (or failed); see
+    /// [`Sent`]. Default: no-op.
+    fn on_response(&self, req: &Request, sent: &Sent) {
+        let _ = (req, sent);
     }
 
-    /// Called when a request head is refused before reaching [`Handler::handle`] (400,
-    /// 408, 413, 414, 417, 431, 501, 505). Default: no-op.
-    fn on_reject(&self, peer: SocketAddr, status: u16) {
-        let _ = (peer, status);
+    /// Called when a request head was refused before reaching [`Handler::handle`] (400,
+    /// 408, 413, 414, 417, 431, 501, 505), once the refusal was written; see [`Refusal`].
+    /// Default: no-op.
+    fn on_reject(&self, refusal: &Refusal<'_>) {
+        let _ = refusal;
+    }
+}
+
+/// Most bytes of a refused request's line handed to [`Handler::on_reject`].
+pub const REFUSAL_EXCERPT: usize = 512;
+
+/// What the connection loop knows of a request head it refused ([`Handler::on_reject`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Refusal<'a> {
+    /// The client's address.
+    pub peer: SocketAddr,
+    /// The status answered.
+    pub status: u16,
+    /// The rule or limit the head broke (`"request line too long"`, `"duplicate
+    /// Content-Length"`, `"header timeout"`, ...).
+    pub reason: &'static str,
+    /// The request line as received, without its line ending (empty lines before it
+    /// skipped), or the first bytes received when no line ended; at most
+    /// [`REFUSAL_EXCERPT`] bytes. Raw client bytes: escape them before logging.
+    pub request_line: &'a [u8],
+    /// Bytes written for the refusal.
+    pub bytes: u64,
+    /// From the head's first byte to the refusal written.
+    pub elapsed: Duration,
+}
+
+/// What the connection loop reports to [`Handler::on_response`] about one answered request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sent {
+    /// Status as sent; 0 when no response was written (the request body failed).
+    pub status: u16,
+    /// Bytes written for the whole response, head included.
+    pub bytes: u64,
+    /// Time to first byte: from the complete request head until the response head went out
+    /// (its first write was issued). What the server took to answer, whatever the client's
+    /// link; `None` when no response was written.
+    pub first_byte: Option<Duration>,
+    /// From the complete request head to the end of the response: includes the time the
+    /// client took to receive the body.
+    pub total: Duration,
+    /// The [`Response::tag`] the handler set (0 when the connection loop replaced the
+    /// response, e.g. with a 413).
+    pub tag: u64,
+}
+
+impl Sent {
+    /// Nothing was written: the request failed before its response.
+    pub(crate) fn nothing(total: Duration, tag: u64) -> Sent {
+        Sent { status: 0, bytes: 0, first_byte: None, total, tag }
     }
 }
 
@@ -172,22 +219,23 @@ async fn serve_io<H: Handler>(
                 Wait::Closed(r) => break 'conn r,
             }
         }
-        let deadline = tokio::time::Instant::now() + limits.header_timeout;
+        let head_started = Instant::now();
+        let deadline = tokio::time::Instant::from_std(head_started) + limits.header_timeout;
         let head_len = loop {
             match req.parse_head(&io.rbuf, &limits) {
                 Ok(HeadStatus::Complete(n)) => break n,
                 Ok(HeadStatus::Partial) => {}
                 Err(e) => {
                     tracing::debug!(%peer, status = e.status, reason = e.reason, "request refused");
-                    handler.on_reject(peer, e.status);
-                    refuse(&mut io, &mut wbuf, e.status).await;
+                    let refused = (e.status, e.reason, head_started);
+                    refuse(&mut io, &mut wbuf, &*handler, peer, refused).await;
                     break 'conn CloseReason::Rejected(e.status);
                 }
             }
             match tokio::time::timeout_at(deadline, io.read_more()).await {
                 Err(_) => {
-                    handler.on_reject(peer, 408);
-                    refuse(&mut io, &mut wbuf, 408).await;
+                    let refused = (408, "header timeout", head_started);
+                    refuse(&mut io, &mut wbuf, &*handler, peer, refused).await;
                     break 'conn CloseReason::HeaderTimeout;
                 }
                 Ok(Ok(0)) => break 'conn CloseReason::PeerClosedMidRequest,
@@ -206,6 +254,10 @@ async fn serve_io<H: Handler>(
             limits.max_body_bytes,
             limits.max_header_bytes,
         );
+        if req.version() == Version::Http11 {
+            // RFC 9110 section 15.2: never a 1xx to an HTTP/1.0 client.
+            body.allow_interims();
+        }
         let mut resp = handler.handle(&req, &mut body).await;
 
         // Decide what happens to the rest of the body before answering, so a client
@@ -219,7 +271,7 @@ async fn serve_io<H: Handler>(
                 BodyError::Malformed(_) => resp = Response::error(400),
                 BodyError::Timeout => resp = Response::error(408),
                 BodyError::Incomplete | BodyError::Io(_) => {
-                    handler.on_response(&req, 0, 0, started.elapsed(), resp.tag);
+                    handler.on_response(&req, &Sent::nothing(started.elapsed(), resp.tag));
                     break 'conn CloseReason::Body(err);
                 }
             }
@@ -231,7 +283,7 @@ async fn serve_io<H: Handler>(
                 must_close = true;
                 body_failure = Some(BodyError::Incomplete);
             } else if let Err(e) = body.discard().await {
-                handler.on_response(&req, 0, 0, started.elapsed(), resp.tag);
+                handler.on_response(&req, &Sent::nothing(started.elapsed(), resp.tag));
                 break 'conn CloseReason::Body(e);
             }
         }
@@ -244,15 +296,19 @@ async fn serve_io<H: Handler>(
             keep_alive,
         };
         let tag = resp.tag;
+        let first_byte = started.elapsed();
         let result = write_response(&mut io, &mut wbuf, resp, &ctx).await;
         requests += 1;
         let (status, write_result) = result;
         handler.on_response(
             &req,
-            status,
-            io.bytes_written - written_before,
-            started.elapsed(),
-            tag,
+            &Sent {
+                status,
+                bytes: io.bytes_written - written_before,
+                first_byte: Some(first_byte),
+                total: started.elapsed(),
+                tag,
+            },
         );
         match write_result {
             Ok(true) => {}
@@ -310,13 +366,43 @@ async fn wait_request(
     }
 }
 
-/// Answers a refused head with `status` and `Connection: close`, then lingers.
-async fn refuse(io: &mut Io, wbuf: &mut Vec<u8>, status: u16) {
+/// Answers a refused head (`status`, `reason`, the head's first byte at `started`) with
+/// `Connection: close`, reports it to the handler, then lingers.
+async fn refuse<H: Handler>(
+    io: &mut Io,
+    wbuf: &mut Vec<u8>,
+    handler: &H,
+    peer: SocketAddr,
+    (status, reason, started): (u16, &'static str, Instant),
+) {
+    let line = request_line_excerpt(&io.rbuf);
+    let before = io.bytes_written;
     let ctx = HeadContext { version: Version::Http11, head_request: false, keep_alive: false };
     let (_, r) = write_response(io, wbuf, Response::error(status), &ctx).await;
+    handler.on_reject(&Refusal {
+        peer,
+        status,
+        reason,
+        request_line: &io.rbuf[line],
+        bytes: io.bytes_written - before,
+        elapsed: started.elapsed(),
+    });
     if r.is_ok() {
         linger(io).await;
     }
+}
+
+/// Where the request line of `buf` lies: after the empty lines a client may send first
+/// (RFC 9112 section 2.2), up to its line ending or, when none arrived, to the end of what
+/// was received; at most [`REFUSAL_EXCERPT`] bytes.
+fn request_line_excerpt(buf: &[u8]) -> std::ops::Range<usize> {
+    let start = buf.iter().position(|&b| b != b'\r' && b != b'\n').unwrap_or(buf.len());
+    let rest = &buf[start..];
+    let mut len = memchr::memchr(b'\n', rest).unwrap_or(rest.len());
+    if len > 0 && rest[len - 1] == b'\r' {
+        len -= 1;
+    }
+    start..start + len.min(REFUSAL_EXCERPT)
 }
 
 /// Half-closes and reads (discarding) until the client closes, for at most [`LINGER`]:
@@ -498,6 +584,18 @@ fn hex_line(n: u64, buf: &mut [u8; 20]) -> &[u8] {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn request_line_excerpts() {
+        let ex = |b: &[u8]| b[request_line_excerpt(b)].to_vec();
+        assert_eq!(ex(b"GET / HTTP/1.1\r\nHost: h\r\n"), b"GET / HTTP/1.1");
+        assert_eq!(ex(b"\r\n\nGET /a HTTP/1.0\nX: y"), b"GET /a HTTP/1.0");
+        assert_eq!(ex(b"GET /partial"), b"GET /partial");
+        assert_eq!(ex(b"GET /cr\r"), b"GET /cr");
+        assert_eq!(ex(b"\r\n"), b"");
+        assert_eq!(ex(b""), b"");
+        assert_eq!(ex(&[b'a'; 2000]).len(), REFUSAL_EXCERPT);
+    }
 
     #[test]
     fn hex_lines() {

@@ -17,6 +17,7 @@
 //!
 //! A write that makes no progress for `stall` (the idle timeout) fails with `TimedOut`.
 
+use std::future::poll_fn;
 use std::io::{self, IoSlice};
 use std::os::fd::AsRawFd;
 use std::pin::Pin;
@@ -295,6 +296,39 @@ impl Io {
                 return Ok(());
             }
         }
+    }
+
+    /// The poll form of a write, for what is written while a handler works (interim
+    /// responses): writes some of `buf` (at least one byte) or registers for writability.
+    pub(crate) fn poll_write_some(
+        &mut self,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let r = match &mut self.transport {
+            Transport::Tcp(s) => Pin::new(s).poll_write(cx, buf),
+            Transport::Stream(s) => Pin::new(&mut **s).poll_write(cx, buf),
+        };
+        if let Poll::Ready(Ok(n)) = r {
+            self.bytes_written += n as u64;
+        }
+        r
+    }
+
+    /// Pushes out what a stream buffered (TLS records); nothing to do on TCP.
+    pub(crate) fn poll_flush(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match &mut self.transport {
+            Transport::Tcp(_) => Poll::Ready(Ok(())),
+            Transport::Stream(s) => Pin::new(&mut **s).poll_flush(cx),
+        }
+    }
+
+    /// [`Io::poll_flush`] as a future, waiting at most the stall timeout.
+    pub(crate) async fn flush(&mut self) -> io::Result<()> {
+        let stall = self.stall;
+        tokio::time::timeout(stall, poll_fn(|cx| self.poll_flush(cx)))
+            .await
+            .map_err(|_| timed_out())?
     }
 
     /// Half-closes the sending side (TLS: `close_notify`, then TCP FIN).

@@ -44,7 +44,12 @@
 //!   `max_header_bytes` or more than `max_headers` fields → 431; Content-Length over
 //!   `max_body_bytes` → 413; an `Expect` other than `100-continue` → 417; an HTTP
 //!   version other than 1.0/1.1 → 505. Unknown method tokens are accepted and reach the
-//!   handler ([`Response::for_unsupported_method`] builds 405/501).
+//!   handler ([`Response::for_unsupported_method`] builds 405/501). Each refusal is
+//!   reported to [`Handler::on_reject`] with the request line and the rule it broke
+//!   ([`Refusal`]), so it can be logged like any answered request.
+//! * **Interim responses.** A handler forwards 1xx responses (an origin's `103 Early
+//!   Hints`) ahead of its final one with [`RequestBody::with_interims`]: written as they
+//!   come while its work goes on, to HTTP/1.1 clients only (RFC 9110 section 15.2).
 //! * **Keep-alive.** HTTP/1.1 keeps the connection unless `Connection: close`;
 //!   HTTP/1.0 only with `Connection: keep-alive` (echoed back). Pipelined requests
 //!   are answered in order. An unread `Content-Length` body of up to [`DRAIN_LIMIT`]
@@ -58,6 +63,7 @@
 //!   half-closed and drained briefly before closing, so the kernel does not reset the
 //!   response away.
 
+#![deny(unsafe_code)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
 mod body;
@@ -65,17 +71,24 @@ mod conn;
 mod date;
 mod fileread;
 mod http2;
+mod interim;
+#[allow(unsafe_code)]
 mod io;
 mod limits;
 mod method;
 mod pool;
 mod request;
 mod response;
+#[allow(unsafe_code)]
 mod sys;
 
 pub use body::{BodyError, MAX_CHUNK_LINE, RequestBody};
-pub use conn::{CloseReason, ConnOutcome, DRAIN_LIMIT, Handler, serve_connection, serve_stream};
+pub use conn::{
+    CloseReason, ConnOutcome, DRAIN_LIMIT, Handler, REFUSAL_EXCERPT, Refusal, Sent,
+    serve_connection, serve_stream,
+};
 pub use http2::{H2Settings, serve_h2};
+pub use interim::{Interim, MAX_INTERIMS};
 pub use io::ByteStream;
 pub use limits::{Limits, MAX_HEADERS_CAP};
 pub use method::Method;

@@ -160,8 +160,8 @@ pub type HeaderName = Cow<'static, str>;
 /// A response to one request.
 #[derive(Debug)]
 pub struct Response {
-    /// Status code, 200..=999 (1xx interim responses are not supported; a 1xx here is
-    /// sent as 500).
+    /// Status code, 200..=999 (a 1xx here is sent as 500: interim responses go out
+    /// through [`RequestBody::with_interims`](crate::RequestBody::with_interims)).
     pub status: u16,
     /// Fields in the order they are written, after the generated `Date`,
     /// `Content-Length`/`Transfer-Encoding` and `Connection`.
@@ -412,6 +412,8 @@ pub(crate) fn valid_value(v: &[u8]) -> bool {
 pub fn reason_phrase(status: u16) -> &'static str {
     match status {
         100 => "Continue",
+        102 => "Processing",
+        103 => "Early Hints",
         200 => "OK",
         201 => "Created",
         202 => "Accepted",
@@ -448,6 +450,7 @@ pub fn reason_phrase(status: u16) -> &'static str {
         503 => "Service Unavailable",
         504 => "Gateway Timeout",
         505 => "HTTP Version Not Supported",
+        508 => "Loop Detected",
         _ => "",
     }
 }

@@ -160,11 +160,10 @@ impl Handler for TestHandler {
                 // Drops the test file's pages from the page cache (test only: the server
                 // itself never does this), so the next read of it is cold.
                 let fd = self.file.as_raw_fd();
-                // SAFETY: plain syscalls on an fd this handler owns; no memory is passed.
-                let r = unsafe {
-                    libc::fsync(fd);
-                    libc::posix_fadvise(fd, 0, 0, libc::POSIX_FADV_DONTNEED)
-                };
+                // SAFETY: a plain syscall on an fd this handler owns; no memory is passed.
+                unsafe { libc::fsync(fd) };
+                // SAFETY: as above.
+                let r = unsafe { libc::posix_fadvise(fd, 0, 0, libc::POSIX_FADV_DONTNEED) };
                 Response::new(if r == 0 { 200 } else { 500 })
             }
             "/cold-reads" => Response::new(200).bytes(self.cold_reads.get().to_string()),
@@ -182,6 +181,15 @@ impl Handler for TestHandler {
                     Chunk::Bytes(Bytes::from(vec![b'z'; 20_000])),
                 ];
                 Response::new(200).stream(ScriptStream { chunks, fail }, declared)
+            }
+            "/hinted" => {
+                // A 103 written while the work (a short sleep) goes on.
+                let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+                let link = Bytes::from_static(b"</h.css>; rel=preload");
+                let _ = tx
+                    .send(reel_http::Interim { status: 103, headers: vec![("link".into(), link)] });
+                body.with_interims(&mut rx, tokio::time::sleep(Duration::from_millis(50))).await;
+                Response::new(200).bytes("hinted")
             }
             "/slow" => {
                 tokio::time::sleep(Duration::from_millis(400)).await;

@@ -4,6 +4,8 @@ mod bodies;
 mod common;
 mod fuzz;
 mod h2;
+mod hooks;
+mod interim;
 mod lifecycle;
 mod protocol;
 mod smuggling;

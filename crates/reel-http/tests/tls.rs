@@ -144,3 +144,17 @@ fn limits_and_timeouts_hold_over_tls() {
     assert_eq!(r.status, 408);
     assert_eq!(server.outcome().close, CloseReason::HeaderTimeout);
 }
+
+#[test]
+fn interim_responses_go_out_over_tls_ahead_of_the_final_one() {
+    let server = Server::start_tls();
+    let mut c = server.connect();
+    for _ in 0..2 {
+        c.send(&get("/hinted"));
+        let r = c.response(false);
+        assert_eq!(r.status, 103);
+        assert_eq!(r.header("link"), Some("</h.css>; rel=preload"));
+        let r = c.response(false);
+        assert_eq!((r.status, r.body.as_slice()), (200, &b"hinted"[..]));
+    }
+}

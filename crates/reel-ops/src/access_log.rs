@@ -73,6 +73,18 @@ pub struct Entry<'a> {
     pub total_time: Duration,
     /// The User-Agent header (empty if none).
     pub user_agent: &'a [u8],
+    /// Set for a request refused before it was parsed (400, 408, 413, 414, 431, 501,
+    /// 505, ...): `method`, `host`, `target` and `user_agent` are then empty.
+    pub refused: Option<Refused<'a>>,
+}
+
+/// What is known of a request the HTTP codec refused.
+#[derive(Debug, Clone, Copy)]
+pub struct Refused<'a> {
+    /// The request line as received, or its first bytes (raw; escaped when written).
+    pub request_line: &'a [u8],
+    /// The rule or limit it broke.
+    pub reason: &'a str,
 }
 
 /// The process-wide access log: the writer thread's mailbox and counters.
@@ -374,6 +386,12 @@ fn json_line(s: &mut Vec<u8>, e: &Entry<'_>) {
     }
     let _ = write!(s, ",\"total_ms\":{:.3},\"ua\":", e.total_time.as_secs_f64() * 1000.0);
     json_str(s, e.user_agent);
+    if let Some(r) = &e.refused {
+        s.extend_from_slice(b",\"request\":");
+        json_str(s, r.request_line);
+        s.extend_from_slice(b",\"error\":");
+        json_str(s, r.reason.as_bytes());
+    }
     s.extend_from_slice(b"}\n");
 }
 
@@ -394,9 +412,19 @@ fn quoted(s: &mut Vec<u8>, b: &[u8]) {
 fn combined_line(s: &mut Vec<u8>, e: &Entry<'_>) {
     let _ = write!(s, "{} - - [", e.client.ip());
     clf_time(s, e.time);
-    let _ = write!(s, "] \"{} ", e.method);
-    quoted(s, e.target);
-    let _ = write!(s, " HTTP/1.1\" {} {} \"-\" \"", e.status, e.bytes);
+    match &e.refused {
+        // `%r` is the request line as it came, as nginx logs a request it refused.
+        Some(r) => {
+            s.extend_from_slice(b"] \"");
+            quoted(s, r.request_line);
+        }
+        None => {
+            let _ = write!(s, "] \"{} ", e.method);
+            quoted(s, e.target);
+            s.extend_from_slice(b" HTTP/1.1");
+        }
+    }
+    let _ = write!(s, "\" {} {} \"-\" \"", e.status, e.bytes);
     quoted(s, e.user_agent);
     s.extend_from_slice(b"\" host=\"");
     quoted(s, e.host);
@@ -407,7 +435,13 @@ fn combined_line(s: &mut Vec<u8>, e: &Entry<'_>) {
         }
         None => s.extend_from_slice(b" origin_ms=-"),
     }
-    let _ = writeln!(s, " total_ms={:.3}", e.total_time.as_secs_f64() * 1000.0);
+    let _ = write!(s, " total_ms={:.3}", e.total_time.as_secs_f64() * 1000.0);
+    if let Some(r) = &e.refused {
+        s.extend_from_slice(b" error=\"");
+        quoted(s, r.reason.as_bytes());
+        s.push(b'"');
+    }
+    s.push(b'\n');
 }
 
 /// (year, month, day, hour, minute, second, millisecond) in UTC.
@@ -458,7 +492,44 @@ mod tests {
             origin_time: None,
             total_time: Duration::from_micros(1500),
             user_agent: b"player/1.0",
+            refused: None,
         }
+    }
+
+    fn refused_entry(line: &[u8]) -> Entry<'_> {
+        Entry {
+            method: "",
+            host: b"",
+            target: b"",
+            status: 414,
+            bytes: 120,
+            cache: "local",
+            user_agent: b"",
+            refused: Some(Refused { request_line: line, reason: "request line too long" }),
+            ..entry(b"")
+        }
+    }
+
+    #[test]
+    fn refused_requests_log_their_line_escaped() {
+        let line = b"GET /a\"b\xff\x01";
+        let mut s = Vec::new();
+        json_line(&mut s, &refused_entry(line));
+        let v: serde_json::Value = serde_json::from_slice(&s).expect("valid JSON");
+        assert_eq!(v["request"], "GET /a\"b\\xff\u{1}");
+        assert_eq!(v["error"], "request line too long");
+        assert_eq!((v["status"].as_u64(), v["cache"].as_str()), (Some(414), Some("local")));
+        let mut s = Vec::new();
+        combined_line(&mut s, &refused_entry(line));
+        assert_eq!(
+            text(s),
+            "127.0.0.1 - - [18/Nov/2026:11:06:40 +0000] \"GET /a\\x22b\\xff\\x01\" 414 120 \"-\" \
+             \"\" host=\"\" cache=local origin_ms=- total_ms=1.500 error=\"request line too long\"\n"
+        );
+        let mut s = Vec::new();
+        json_line(&mut s, &entry(b"/ok"));
+        let v: serde_json::Value = serde_json::from_slice(&s).expect("valid JSON");
+        assert!(v.get("request").is_none() && v.get("error").is_none(), "{v}");
     }
 
     fn wait_for(p: &std::path::Path, lines: usize) -> String {
@@ -557,9 +628,7 @@ mod tests {
         use std::os::unix::fs::OpenOptionsExt;
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("fifo");
-        let c = std::ffi::CString::new(p.to_str().unwrap()).unwrap();
-        // SAFETY: c is a valid NUL-terminated path.
-        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        crate::sys::mkfifo(&p).unwrap();
         // A reader that never reads: once the pipe buffer is full, the writer blocks.
         let _reader =
             OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(&p).unwrap();
@@ -612,9 +681,7 @@ mod tests {
         use std::os::unix::fs::OpenOptionsExt;
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("fifo");
-        let c = std::ffi::CString::new(p.to_str().unwrap()).unwrap();
-        // SAFETY: c is a valid NUL-terminated path.
-        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        crate::sys::mkfifo(&p).unwrap();
         // A reader that never reads: once the pipe buffer is full, the writer blocks.
         let _reader =
             OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(&p).unwrap();

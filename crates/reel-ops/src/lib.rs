@@ -5,9 +5,12 @@
 //! - [`health`] and [`sampler`]: load figures, overload hysteresis, the `/healthz` answer;
 //! - [`access_log`]: per-worker buffered access log with a non-blocking writer thread;
 //! - [`notify`]: systemd readiness notifications.
+#![deny(unsafe_code)]
 
 pub mod access_log;
 pub mod health;
 pub mod metrics;
 pub mod notify;
 pub mod sampler;
+#[allow(unsafe_code)]
+mod sys;

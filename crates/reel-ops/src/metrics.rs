@@ -38,10 +38,16 @@ pub struct WorkerMetrics {
     /// One row per outcome, one column per status class.
     requests: Box<[[AtomicU64; N_CLASSES]]>,
     bytes_out: AtomicU64,
-    /// Latency of every request, first byte received to last byte written.
+    /// Latency of every request, complete request head to last byte written (includes the
+    /// time the client takes to receive the body).
     pub latency: Histogram,
-    /// Latency of cache hits only (the performance-health signal).
+    /// The same, cache hits only.
     pub hit_latency: Histogram,
+    /// Time to first byte of every request: complete request head to the response head
+    /// going out (what the server took, whatever the client's link).
+    pub first_byte: Histogram,
+    /// The same, cache hits only (the performance-health signal).
+    pub hit_first_byte: Histogram,
     /// Requests that wait on another request's origin fetch right now.
     pub coalesced_waiters: AtomicU64,
     /// Client-side protocol errors answered 4xx by the codec.
@@ -57,14 +63,24 @@ impl WorkerMetrics {
             bytes_out: AtomicU64::new(0),
             latency: Histogram::default(),
             hit_latency: Histogram::default(),
+            first_byte: Histogram::default(),
+            hit_first_byte: Histogram::default(),
             coalesced_waiters: AtomicU64::new(0),
             client_errors: AtomicU64::new(0),
         }
     }
 
     /// Records one finished request; `outcome` indexes [`Outcomes::labels`] (an index
-    /// outside it counts bytes and latency but no request).
-    pub fn record(&self, status: u16, outcome: usize, bytes: u64, took: Duration) {
+    /// outside it counts bytes and latency but no request). `first_byte` is the time to the
+    /// response head (`None` when no response was written), `took` the total.
+    pub fn record(
+        &self,
+        status: u16,
+        outcome: usize,
+        bytes: u64,
+        first_byte: Option<Duration>,
+        took: Duration,
+    ) {
         let class = match status / 100 {
             c @ 1..=5 => c as usize,
             _ => 0,
@@ -74,8 +90,15 @@ impl WorkerMetrics {
         }
         self.bytes_out.fetch_add(bytes, Relaxed);
         self.latency.record(took);
-        if outcome == self.outcomes.hit {
+        let hit = outcome == self.outcomes.hit;
+        if hit {
             self.hit_latency.record(took);
+        }
+        if let Some(fb) = first_byte {
+            self.first_byte.record(fb);
+            if hit {
+                self.hit_first_byte.record(fb);
+            }
         }
     }
 
@@ -102,7 +125,8 @@ impl WorkerMetrics {
 
 /// Renders the request counters, bytes and latency of all workers (summed):
 /// `reel_requests_total{status,cache}`, `reel_bytes_out_total`, `reel_coalesced_waiters`,
-/// `reel_client_errors_total`, `reel_request_duration_seconds`, `reel_hit_duration_seconds`.
+/// `reel_client_errors_total`, `reel_request_duration_seconds`, `reel_hit_duration_seconds`,
+/// `reel_first_byte_seconds`, `reel_hit_first_byte_seconds`.
 pub fn render_workers(p: &mut PromWriter, workers: &[Arc<WorkerMetrics>]) {
     p.family(
         "reel_requests_total",
@@ -144,16 +168,22 @@ pub fn render_workers(p: &mut PromWriter, workers: &[Arc<WorkerMetrics>]) {
         "Malformed or refused client requests.",
         sum(|w| w.client_errors.load(Relaxed)),
     );
-    for (name, help, pick) in [
+    type Pick = fn(&WorkerMetrics) -> HistogramSnapshot;
+    let histograms: [(&str, &str, Pick); 4] = [
         (
             "reel_request_duration_seconds",
-            "Time from request to last byte written.",
-            (|w: &WorkerMetrics| w.latency.snapshot()) as fn(&WorkerMetrics) -> HistogramSnapshot,
+            "Time from request to last byte written (includes the client's download time).",
+            |w| w.latency.snapshot(),
         ),
-        ("reel_hit_duration_seconds", "Time to serve cache hits.", |w: &WorkerMetrics| {
-            w.hit_latency.snapshot()
+        ("reel_hit_duration_seconds", "The same, cache hits only.", |w| w.hit_latency.snapshot()),
+        ("reel_first_byte_seconds", "Time from request to the response head going out.", |w| {
+            w.first_byte.snapshot()
         }),
-    ] {
+        ("reel_hit_first_byte_seconds", "The same, cache hits only.", |w| {
+            w.hit_first_byte.snapshot()
+        }),
+    ];
+    for (name, help, pick) in histograms {
         p.family(name, Kind::Histogram, help);
         let mut total = HistogramSnapshot::default();
         for w in workers {
@@ -174,10 +204,11 @@ mod tests {
     fn prometheus_text_sums_workers() {
         let a = Arc::new(WorkerMetrics::new(&OUTCOMES));
         let b = Arc::new(WorkerMetrics::new(&OUTCOMES));
-        a.record(200, 0, 100, Duration::from_millis(1));
-        b.record(200, 0, 50, Duration::from_millis(1));
-        b.record(502, 1, 10, Duration::from_millis(20));
-        b.record(0, 2, 0, Duration::from_millis(20));
+        let ms = Duration::from_millis;
+        a.record(200, 0, 100, Some(ms(1)), ms(1));
+        b.record(200, 0, 50, Some(ms(1)), ms(3000));
+        b.record(502, 1, 10, Some(ms(20)), ms(20));
+        b.record(0, 2, 0, None, ms(20));
         let mut p = PromWriter::new();
         render_workers(&mut p, &[a.clone(), b.clone()]);
         let t = p.finish();
@@ -187,8 +218,11 @@ mod tests {
         assert!(!t.contains("cache=\"miss\"} 0"), "zero series are left out: {t}");
         assert!(t.contains("reel_bytes_out_total 160\n"));
         assert!(t.contains("reel_request_duration_seconds_count 4\n"));
-        assert!(t.contains("reel_hit_duration_seconds_bucket{le=\"0.001\"} 2\n"), "{t}");
+        assert!(t.contains("reel_hit_duration_seconds_bucket{le=\"0.001\"} 1\n"), "{t}");
         assert!(t.contains("reel_hit_duration_seconds_count 2\n"), "{t}");
+        // The slow hit's head left after 1 ms: time to first byte does not see the download.
+        assert!(t.contains("reel_hit_first_byte_seconds_bucket{le=\"0.001\"} 2\n"), "{t}");
+        assert!(t.contains("reel_first_byte_seconds_count 3\n"), "nothing written: {t}");
         assert_eq!(b.requests_total(), 3);
         assert_eq!(b.requests_from_cache(), 2);
     }
@@ -196,7 +230,7 @@ mod tests {
     #[test]
     fn an_unknown_outcome_counts_no_request() {
         let w = WorkerMetrics::new(&OUTCOMES);
-        w.record(200, 99, 10, Duration::from_millis(1));
+        w.record(200, 99, 10, None, Duration::from_millis(1));
         assert_eq!(w.requests_total(), 0);
         assert_eq!(w.bytes_out(), 10);
         assert_eq!(w.latency.snapshot().count(), 1);

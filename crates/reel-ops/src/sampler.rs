@@ -65,6 +65,7 @@ struct Sample {
     cached: u64,
     latency: HistogramSnapshot,
     hit_latency: HistogramSnapshot,
+    hit_first_byte: HistogramSnapshot,
 }
 
 impl Health {
@@ -149,12 +150,14 @@ impl Health {
             cached: 0,
             latency: HistogramSnapshot::default(),
             hit_latency: HistogramSnapshot::default(),
+            hit_first_byte: HistogramSnapshot::default(),
         };
         for w in &self.inputs.workers {
             s.requests += w.requests_total();
             s.cached += w.requests_from_cache();
             s.latency.add(&w.latency.snapshot());
             s.hit_latency.add(&w.hit_latency.snapshot());
+            s.hit_first_byte.add(&w.hit_first_byte.snapshot());
         }
         s
     }
@@ -168,6 +171,7 @@ impl Health {
         let cached = now.cached.saturating_sub(first.cached);
         let lat = now.latency.since(&first.latency);
         let hit = now.hit_latency.since(&first.hit_latency);
+        let hit_fb = now.hit_first_byte.since(&first.hit_first_byte);
         LoadFigures {
             cpu_percent: round1(cpu.min(100.0)),
             connections: (self.inputs.connections)(),
@@ -175,7 +179,8 @@ impl Health {
             hit_ratio: if requests > 0 { round3(cached as f64 / requests as f64) } else { 0.0 },
             p50_ms: lat.quantile_ms(0.5).unwrap_or(0.0),
             p99_ms: lat.quantile_ms(0.99).unwrap_or(0.0),
-            hit_p99_ms: hit.quantile_ms(0.99).unwrap_or(0.0),
+            hit_p99_ms: hit_fb.quantile_ms(0.99).unwrap_or(0.0),
+            hit_total_p99_ms: hit.quantile_ms(0.99).unwrap_or(0.0),
             window_secs: round1(secs),
         }
     }
@@ -196,9 +201,7 @@ fn round3(x: f64) -> f64 {
 }
 
 fn clock_ticks_per_sec() -> f64 {
-    // SAFETY: sysconf has no preconditions; it only reads a system constant.
-    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if t > 0 { t as f64 } else { 100.0 }
+    crate::sys::clock_ticks_per_sec()
 }
 
 /// utime + stime of one thread of this process, in clock ticks (0 if it is gone).
@@ -263,22 +266,45 @@ mod tests {
             inputs(vec![w.clone()], Arc::new(AtomicU64::new(0))),
             Thresholds::default(),
         );
+        let ms = Duration::from_millis;
         for _ in 0..3 {
-            w.record(200, HIT, 10, Duration::from_millis(1));
+            w.record(200, HIT, 10, Some(ms(1)), ms(1));
         }
-        w.record(200, MISS, 10, Duration::from_millis(40));
+        w.record(200, MISS, 10, Some(ms(30)), ms(40));
         std::thread::sleep(Duration::from_millis(20));
         h.tick();
         let l = &h.answer().verdict.load;
         assert_eq!(l.hit_ratio, 0.75);
         assert!(l.requests_per_sec > 0.0);
         assert_eq!(l.p99_ms, 50.0);
+        assert_eq!(l.hit_p99_ms, 1.0);
+    }
+
+    #[test]
+    fn a_slow_viewer_of_a_hit_is_not_overload() {
+        let w = Arc::new(WorkerMetrics::new(&OUTCOMES));
+        let h = Health::new(
+            inputs(vec![w.clone()], Arc::new(AtomicU64::new(0))),
+            Thresholds::default(),
+        );
+        // The head left after 1 ms; the viewer took 10 s to receive the body.
+        for _ in 0..3 {
+            w.record(200, HIT, 16 << 20, Some(Duration::from_millis(1)), Duration::from_secs(10));
+        }
+        h.tick();
+        let a = h.answer();
+        assert_eq!(a.status, 200, "{:?}", a.verdict);
+        assert_eq!(a.verdict.load.hit_p99_ms, 1.0);
+        assert_eq!(a.verdict.load.hit_total_p99_ms, 10_000.0);
+        // A hit whose head took 60 ms is overload.
+        w.record(200, HIT, 10, Some(Duration::from_millis(60)), Duration::from_millis(60));
+        h.tick();
+        assert_eq!(h.answer().status, 503);
     }
 
     #[test]
     fn own_thread_cpu_time_is_readable() {
-        // SAFETY: gettid has no preconditions.
-        let tid = unsafe { libc::gettid() };
+        let tid = crate::sys::gettid();
         let mut x = 0u64;
         for i in 0..20_000_000u64 {
             x = x.wrapping_mul(31).wrapping_add(i);

@@ -50,6 +50,43 @@ pub struct OriginRequest {
     pub body: RequestBody,
     /// Whether the request may be sent twice. GET and HEAD are always treated as idempotent.
     pub idempotent: bool,
+    /// Where the origin's interim responses go, as they arrive (see [`InterimSink`]).
+    pub interim: Option<InterimSink>,
+}
+
+/// An interim (1xx) response from the origin, other than `100 Continue`, without
+/// hop-by-hop fields: for a proxy to forward ahead of the final response (RFC 9110
+/// section 15.2), e.g. `103 Early Hints` (RFC 8297). Never the answer to the request.
+#[derive(Debug, Clone)]
+pub struct InterimResponse {
+    /// 102..=199 (a 101 switches protocols and is never interim).
+    pub status: StatusCode,
+    /// Its fields.
+    pub headers: HeaderMap,
+}
+
+/// Called with each [`InterimResponse`] to a request, as it arrives, before the final
+/// response head: from HTTP/1.1 origins (hyper reports no 1xx of HTTP/2 ones), on every
+/// attempt. `100 Continue` answers reel's own expectation and is not reported.
+#[derive(Clone)]
+pub struct InterimSink(Arc<dyn Fn(InterimResponse) + Send + Sync>);
+
+impl InterimSink {
+    /// A sink calling `f` (from the connection's task, so it must not block).
+    pub fn new(f: impl Fn(InterimResponse) + Send + Sync + 'static) -> Self {
+        InterimSink(Arc::new(f))
+    }
+
+    /// Hands `r` to the sink.
+    pub fn call(&self, r: InterimResponse) {
+        (self.0)(r);
+    }
+}
+
+impl std::fmt::Debug for InterimSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("InterimSink")
+    }
 }
 
 impl OriginRequest {
@@ -62,6 +99,7 @@ impl OriginRequest {
             host: host.into(),
             body: RequestBody::Empty,
             idempotent: true,
+            interim: None,
         }
     }
 
@@ -305,6 +343,7 @@ struct Head {
     headers: HeaderMap,
     host: Option<HeaderValue>,
     idempotent: bool,
+    interim: Option<InterimSink>,
 }
 
 impl WorkerClient {
@@ -366,6 +405,7 @@ impl WorkerClient {
             headers,
             host: HeaderValue::from_str(&req.host).ok().filter(|v| !v.is_empty()),
             idempotent,
+            interim: req.interim,
         };
         let plan = self.plan(gi, affinity);
         if plan.is_empty() {
@@ -485,7 +525,7 @@ impl WorkerClient {
                 .or_else(|| head.host.clone())
                 .or_else(|| HeaderValue::from_str(&host.addr).ok())
                 .unwrap_or_else(|| HeaderValue::from_static("localhost"));
-            let req = sender.request(
+            let mut req = sender.request(
                 head.method.clone(),
                 head.pq.clone(),
                 head.headers.clone(),
@@ -493,6 +533,17 @@ impl WorkerClient {
                 &host.addr,
                 this_body,
             );
+            if let Some(sink) = &head.interim {
+                let sink = sink.clone();
+                hyper::ext::on_informational(&mut req, move |r| {
+                    if r.status() == StatusCode::CONTINUE {
+                        return;
+                    }
+                    let mut headers = r.headers().clone();
+                    strip_hop_by_hop(&mut headers);
+                    sink.call(InterimResponse { status: r.status(), headers });
+                });
+            }
             let started = Instant::now();
             let result = tokio::time::timeout(g.first_byte_timeout, sender.send(req)).await;
             let first_byte = started.elapsed();

@@ -36,7 +36,10 @@ use std::time::Instant;
 
 pub use balance::Affinity;
 pub use body::{BodyAborted, BodyClosed, BodySender, RequestBody, StreamBody};
-pub use client::{OriginBody, OriginRequest, OriginResponse, OriginTiming, WorkerClient};
+pub use client::{
+    InterimResponse, InterimSink, OriginBody, OriginRequest, OriginResponse, OriginTiming,
+    WorkerClient,
+};
 pub use error::{ErrorKind, OriginError};
 pub use headers::strip_hop_by_hop;
 pub use spec::{Balance, GroupSpec, HealthSpec, HostSpec, SpecError, TlsSpec};

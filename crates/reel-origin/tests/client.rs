@@ -591,3 +591,39 @@ async fn head_response_with_content_length_has_no_body() {
     assert_eq!(r.headers.get("content-length").unwrap(), "5");
     assert_eq!(r.next_chunk().await.unwrap(), None);
 }
+
+#[tokio::test]
+async fn interim_responses_reach_the_requests_sink_and_the_final_one_is_the_answer() {
+    use std::sync::{Arc, Mutex};
+    let hints = b"HTTP/1.1 100 Continue\r\n\r\n\
+                  HTTP/1.1 103 Early Hints\r\nlink: </a.css>; rel=preload\r\n\
+                  connection: x-hop\r\nx-hop: 1\r\n\r\n\
+                  HTTP/1.1 103 Early Hints\r\nlink: </b.js>; rel=preload\r\n\r\n";
+    let s = Server::start(Behavior {
+        interim: hints.to_vec(),
+        head_delay: Duration::from_millis(50),
+        ..Behavior::default()
+    })
+    .await;
+    let origins = Origins::new(vec![group("g", vec![vec![s.host()]])]).unwrap();
+    let client = origins.worker_client();
+    let seen: Arc<Mutex<Vec<reel_origin::InterimResponse>>> = Arc::default();
+    let sink = seen.clone();
+    let mut req = get("/hinted");
+    req.interim = Some(reel_origin::InterimSink::new(move |i| sink.lock().unwrap().push(i)));
+    let mut r = client.send("g", req).await.unwrap();
+    assert_eq!(r.status, 200);
+    assert_eq!(read_all(&mut r).await.unwrap(), b"hello");
+    let seen = seen.lock().unwrap().clone();
+    // 100 Continue answers an expectation between reel and the origin: not reported.
+    let statuses: Vec<u16> = seen.iter().map(|i| i.status.as_u16()).collect();
+    assert_eq!(statuses, [103, 103]);
+    assert_eq!(seen[0].headers["link"], "</a.css>; rel=preload");
+    assert!(!seen[0].headers.contains_key("x-hop"), "hop-by-hop fields are removed");
+    assert!(!seen[0].headers.contains_key("connection"));
+    assert_eq!(seen[1].headers["link"], "</b.js>; rel=preload");
+    // The connection goes on serving requests without a sink.
+    let mut r = client.send("g", get("/plain")).await.unwrap();
+    assert_eq!(read_all(&mut r).await.unwrap(), b"hello");
+    assert_eq!(s.connections(), 1);
+}

@@ -22,9 +22,11 @@
 //! IRQ affinity changes after the plan was made (irqbalance) — then the hash is the better
 //! default.
 
+#![deny(unsafe_code)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod plan;
+#[allow(unsafe_code)]
 pub mod steer;
 mod workers;
 

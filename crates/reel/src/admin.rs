@@ -10,8 +10,14 @@
 //! | `POST /admin/drain`, `POST /admin/resume` | `/healthz` answers 503 (draining) or resumes |
 //! | `POST /admin/purge?url=URL[&prefix=1][&soft=1]` | purge one URL, or every URL under a prefix |
 //!
-//! With a token configured, every request needs `Authorization: Bearer <token>` (401
-//! otherwise).
+//! Every request must name this listener in `Host`: `localhost`, a loopback address or the
+//! address the connection reached, any port (421 otherwise), so a browser page whose name
+//! was rebound to 127.0.0.1 cannot talk to it. With a token configured, every request
+//! needs `Authorization: Bearer <token>` (401 otherwise). The `POST` endpoints, which change
+//! state, also need `X-Reel-Admin: <anything>` or `Content-Type: application/json` (403
+//! otherwise): a cross-site form or a simple `fetch` can send neither without a CORS
+//! preflight, which this listener never grants, so a page in the operator's browser cannot
+//! drain the node even without a token.
 
 use std::net::SocketAddr;
 use std::rc::Rc;
@@ -117,6 +123,37 @@ fn query_param<'a>(q: &'a str, name: &str) -> Option<&'a str> {
 
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// Whether `Host` names this listener (DNS rebinding defence): `localhost` or an IP literal
+/// that is loopback or the address the connection reached. Any port: an ssh tunnel may
+/// forward another one.
+fn host_allowed(req: &Request) -> bool {
+    let Some(authority) = req.host() else { return false };
+    let host = match authority.strip_prefix('[') {
+        Some(rest) => match rest.split_once(']') {
+            Some((h, port)) if port.is_empty() || port.starts_with(':') => h,
+            _ => return false,
+        },
+        None => authority.split_once(':').map_or(authority, |(h, _)| h),
+    };
+    if host.eq_ignore_ascii_case("localhost") {
+        return true;
+    }
+    host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback() || ip == req.local().ip())
+}
+
+/// Whether a state-changing request is one a browser only sends cross-site after a CORS
+/// preflight (Fetch standard, "CORS-safelisted request-header"): a custom header or a JSON
+/// content type. Forms and simple requests carry neither.
+fn deliberate(req: &Request) -> bool {
+    if req.header("x-reel-admin").is_some_and(|v| !v.is_empty()) {
+        return true;
+    }
+    req.header("content-type").is_some_and(|v| {
+        let media = v.split(|&b| b == b';').next().unwrap_or(b"").trim_ascii();
+        media.eq_ignore_ascii_case(b"application/json")
+    })
 }
 
 impl AdminHandler {
@@ -325,10 +362,23 @@ impl AdminHandler {
 
 impl Handler for AdminHandler {
     async fn handle(&self, req: &Request, _body: &mut RequestBody<'_>) -> Response {
+        if !host_allowed(req) {
+            return json_response(
+                421,
+                json!({"error": "the Host must be localhost or this admin listener's address"}),
+            );
+        }
         if !self.authorized(req) {
             return Response::error(401).header("www-authenticate", Bytes::from_static(b"Bearer"));
         }
         let post = *req.method() == Method::Post;
+        if post && !deliberate(req) {
+            return json_response(
+                403,
+                json!({"error": "state-changing admin requests need the header X-Reel-Admin: 1 \
+                                 (or Content-Type: application/json)"}),
+            );
+        }
         match (req.path(), post) {
             ("/metrics", false) => self.metrics(),
             ("/status", false) => self.status(),
@@ -353,5 +403,55 @@ impl Handler for AdminHandler {
             }
             _ => Response::error(404),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(local: &str, host: &str, extra: &str) -> Request {
+        let addr = |s: &str| s.parse::<SocketAddr>().expect("address");
+        let mut r = Request::new(addr("192.0.2.1:5000"), addr(local));
+        let raw = format!("POST /admin/drain HTTP/1.1\r\nHost: {host}\r\n{extra}\r\n");
+        r.parse_head(raw.as_bytes(), &reel_http::Limits::default()).expect("valid head");
+        r
+    }
+
+    #[test]
+    fn host_names_the_listener() {
+        for (local, host) in [
+            ("127.0.0.1:9090", "127.0.0.1:9090"),
+            ("127.0.0.1:9090", "localhost"),
+            ("127.0.0.1:9090", "127.0.0.2"),
+            ("[::1]:9090", "[::1]:9090"),
+            ("[::1]:9090", "[::1]"),
+            ("10.0.0.5:9090", "10.0.0.5:9090"),
+            ("10.0.0.5:9090", "localhost:19090"),
+        ] {
+            assert!(host_allowed(&req(local, host, "")), "{host} on {local}");
+        }
+        for (local, host) in [
+            ("127.0.0.1:9090", "evil.example:9090"),
+            ("127.0.0.1:9090", "localhost.evil.example"),
+            ("127.0.0.1:9090", "10.0.0.5:9090"),
+            ("[::1]:9090", "[::1]x"),
+            ("10.0.0.5:9090", "edge1.internal:9090"),
+        ] {
+            assert!(!host_allowed(&req(local, host, "")), "{host} on {local}");
+        }
+    }
+
+    #[test]
+    fn only_preflighted_requests_change_state() {
+        let yes = |extra: &str| deliberate(&req("127.0.0.1:9090", "localhost", extra));
+        assert!(yes("X-Reel-Admin: 1\r\n"));
+        assert!(yes("content-type: application/json\r\n"));
+        assert!(yes("Content-Type: APPLICATION/JSON ; charset=utf-8\r\n"));
+        assert!(!yes(""));
+        assert!(!yes("X-Reel-Admin:\r\n"));
+        assert!(!yes("content-type: text/plain\r\n"));
+        assert!(!yes("content-type: application/x-www-form-urlencoded\r\n"));
+        assert!(!yes("content-type: application/jsonx\r\n"));
     }
 }

@@ -6,24 +6,28 @@ use std::process::ExitCode;
 use crate::EX_USAGE;
 
 /// Prints every problem with file, line, column and key; exit 0 or 64. Besides the file's
-/// own rules, the file must not ask for a part this binary was built without.
+/// own rules, the file must not ask for a part this binary was built without, nor name an
+/// environment variable that is not set (as `serve` and reloads refuse both), and the
+/// certificates it names must load.
 pub fn run(path: &Path) -> ExitCode {
-    let problems = match reel_config::load_and_validate(path) {
-        Ok(cfg) => match crate::preflight::check_build(&cfg) {
+    let problems: Vec<String> = match reel_config::load_and_validate(path) {
+        Ok(cfg) => {
+            let mut found: Vec<String> =
+                crate::preflight::problems(&cfg, false).iter().map(|e| e.to_string()).collect();
             // The files the config names: certificates must load and match their keys.
-            Ok(()) => match tls_problems(&cfg) {
-                Ok(()) => {
-                    println!(
-                        "reel: configuration file {} is valid (hash {})",
-                        path.display(),
-                        cfg.hash()
-                    );
-                    return ExitCode::SUCCESS;
-                }
-                Err(problems) => problems,
-            },
-            Err(e) => vec![e.to_string()],
-        },
+            if let Err(tls) = tls_problems(&cfg) {
+                found.extend(tls);
+            }
+            if found.is_empty() {
+                println!(
+                    "reel: configuration file {} is valid (hash {})",
+                    path.display(),
+                    cfg.hash()
+                );
+                return ExitCode::SUCCESS;
+            }
+            found
+        }
         Err(errs) => errs.problems.iter().map(|p| p.to_string()).collect(),
     };
     for p in &problems {

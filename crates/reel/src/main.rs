@@ -49,7 +49,8 @@ enum Command {
     /// Run the server (the default).
     Serve {
         /// Serve every Host from this one origin (`http://HOST:PORT` or `https://HOST:PORT`), on
-        /// top of the config.
+        /// top of the config: its sites keep their cache keys and policies, its origin groups
+        /// and demo origin are not used.
         #[arg(long)]
         origin: Option<String>,
     },

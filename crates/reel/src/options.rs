@@ -97,17 +97,19 @@ pub fn access_log_format(cfg: &Config) -> reel_ops::access_log::Format {
     }
 }
 
-/// `[[origin_group]]`, plus the group of `--origin` when given.
+/// `[[origin_group]]`; with `--origin`, only the flag's group (it serves every Host, so the
+/// config's groups would only run health checks nobody uses).
 pub fn origin_groups(cfg: &Config, origin_flag: Option<&OriginFlag>) -> Vec<GroupSpec> {
-    let mut groups: Vec<GroupSpec> = cfg.origin_group.iter().map(group).collect();
-    if let Some(o) = origin_flag {
-        let mut host = HostSpec::new(o.addr.to_string());
-        host.tls = o.tls;
-        let mut g = GroupSpec::new(FLAG_GROUP, vec![vec![host]]);
-        g.health.enabled = false;
-        groups.push(g);
+    match origin_flag {
+        Some(o) => {
+            let mut host = HostSpec::new(o.addr.to_string());
+            host.tls = o.tls;
+            let mut g = GroupSpec::new(FLAG_GROUP, vec![vec![host]]);
+            g.health.enabled = false;
+            vec![g]
+        }
+        None => cfg.origin_group.iter().map(group).collect(),
     }
-    groups
 }
 
 fn group(g: &reel_config::OriginGroupConfig) -> GroupSpec {
@@ -157,8 +159,9 @@ fn group(g: &reel_config::OriginGroupConfig) -> GroupSpec {
     s
 }
 
-/// `[cache]`, `[[cache.rule]]` and `[[site]]`; with `--origin`, a catch-all site served by
-/// [`FLAG_GROUP`].
+/// `[cache]`, `[[cache.rule]]` and `[[site]]`. With `--origin` every Host comes from
+/// [`FLAG_GROUP`]: each site keeps its key, methods and policy but fetches from the flag's
+/// origin, and a catch-all site takes the Hosts no site claims.
 pub fn cache_settings(cfg: &Config, origin_flag: bool) -> reel_cache::Settings {
     use reel_cache::Site;
     use reel_cache::key::KeyConfig;
@@ -180,7 +183,7 @@ pub fn cache_settings(cfg: &Config, origin_flag: bool) -> reel_cache::Settings {
         .iter()
         .map(|s| Site {
             hosts: s.hosts.clone(),
-            group: s.origin_group.clone(),
+            group: if origin_flag { FLAG_GROUP.to_string() } else { s.origin_group.clone() },
             key: KeyConfig { ignore_query: s.ignore_query.clone(), drop_query: s.drop_query },
             pass_methods: s.methods == MethodsPolicy::Pass,
             policy: PolicyConfig {
@@ -214,7 +217,14 @@ pub fn cache_settings(cfg: &Config, origin_flag: bool) -> reel_cache::Settings {
         fill_drop_headers: c.fill_drop_headers.iter().map(|h| h.to_ascii_lowercase()).collect(),
         max_variants: c.max_variants as usize,
         lock_timeout: c.lock_timeout.get(),
+        node: node(cfg),
     }
+}
+
+/// `[server]` `cdn_id`, `max_hops` and `cache_status_name`.
+pub fn node(cfg: &Config) -> reel_cache::Node {
+    let s = &cfg.server;
+    reel_cache::Node::new(&s.cdn_id, s.cache_status_name(), s.max_hops)
 }
 
 /// `[demo_origin]`.
@@ -333,10 +343,16 @@ retries = 3
         assert_eq!(s.policy.negative_ttl, None, "0s: do not cache 404s");
         assert!(s.policy.heuristic);
         assert!(s.site_for("other.example").is_none());
+        assert_eq!(s.node.cache_status_name(), "reel", "[server] defaults");
+        assert!(s.node.loop_entry().starts_with("reel; t="));
         let with_flag = cache_settings(&c, true);
         assert_eq!(with_flag.site_for("other.example").expect("fallback").group, FLAG_GROUP);
+        let claimed = with_flag.site_for("live.example.com").expect("site");
+        assert_eq!(claimed.group, FLAG_GROUP, "--origin serves the sites' Hosts too");
+        assert_eq!(claimed.key.ignore_query, ["token"], "with the site's own key");
         let hp = OriginFlag { addr: "10.0.0.1:8000".parse().expect("host"), tls: false };
-        assert_eq!(origin_groups(&c, Some(&hp)).last().map(|g| g.name.as_str()), Some(FLAG_GROUP));
+        let groups = origin_groups(&c, Some(&hp));
+        assert_eq!(groups.iter().map(|g| g.name.as_str()).collect::<Vec<_>>(), [FLAG_GROUP]);
     }
 
     #[test]

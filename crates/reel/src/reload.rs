@@ -106,7 +106,7 @@ fn apply(
     runtime: &reel_runtime::Runtime,
 ) -> Result<Vec<String>, ReloadError> {
     let read = reel_config::load_and_validate(&shared.config_path)?;
-    preflight::check_build(&read)?;
+    preflight::check_build(&read, shared.origin_flag.is_some())?;
     preflight::check_environment(&read)?;
     let old = shared.live_full();
     let needs_restart = old.cfg.diff_needs_restart(&read);

@@ -42,12 +42,11 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(crate::EX_USAGE));
         }
     };
-    if let Err(e) = preflight::check_build(&cfg) {
-        eprintln!("{e}");
-        return Ok(ExitCode::from(crate::EX_USAGE));
-    }
-    if let Err(e) = preflight::check_environment(&cfg) {
-        eprintln!("{}: {e}", args.config.display());
+    let problems = preflight::problems(&cfg, args.origin.is_some());
+    if !problems.is_empty() {
+        for e in &problems {
+            eprintln!("{e}");
+        }
         return Ok(ExitCode::from(crate::EX_USAGE));
     }
     let tickets = reel_tls::Tickets::new().context("making session-ticket keys")?;
@@ -71,8 +70,12 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         None => None,
     };
 
+    // `--origin` serves every Host: the demo origin would serve nobody.
     #[cfg(feature = "demo")]
-    let _demo = crate::demo::start(&cfg).context("starting the demo origin")?;
+    let _demo = match &origin_override {
+        None => crate::demo::start(&cfg).context("starting the demo origin")?,
+        Some(_) => None,
+    };
 
     let spec = options::core_spec(&cfg);
     let plan = reel_runtime::plan_system(&spec).context("planning cores")?;
@@ -134,7 +137,13 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     };
 
     notify::ready();
-    info!(version = env!("CARGO_PKG_VERSION"), "reel is serving");
+    let node = options::node(&shared.live().cfg);
+    info!(
+        version = env!("CARGO_PKG_VERSION"),
+        cdn_loop = node.loop_entry(),
+        cache_status = node.cache_status_name(),
+        "reel is serving"
+    );
 
     let shutdown = runtime.shutdown_handle();
     let drain_deadline = shared.live().cfg.server.shutdown_timeout.get();

@@ -15,8 +15,8 @@ use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use reel_cache::CacheResult;
-use reel_http::{Handler, Method, Request, RequestBody, Response};
-use reel_ops::access_log::{Entry, LogBuffer};
+use reel_http::{Handler, Method, Refusal, Request, RequestBody, Response, Sent};
+use reel_ops::access_log::{Entry, LogBuffer, Refused};
 use reel_ops::metrics::WorkerMetrics;
 use reel_runtime::{WorkerApp, WorkerCtx};
 use tokio::net::TcpStream;
@@ -209,10 +209,11 @@ impl Handler for WorkerState {
         g.cache.handle(req, body, &self.metrics).await
     }
 
-    fn on_response(&self, req: &Request, status: u16, bytes: u64, elapsed: Duration, tag: u64) {
+    fn on_response(&self, req: &Request, sent: &Sent) {
+        let Sent { status, bytes, first_byte, total: elapsed, tag } = *sent;
         let tag = reel_cache::Tag::from_raw(tag);
         let result = tag.result();
-        self.metrics.record(status, result.index(), bytes, elapsed);
+        self.metrics.record(status, result.index(), bytes, first_byte, elapsed);
         let g = self.generation.borrow();
         if let Some(log) = &g.log {
             log.log(&Entry {
@@ -227,12 +228,31 @@ impl Handler for WorkerState {
                 origin_time: tag.origin_time(),
                 total_time: elapsed,
                 user_agent: req.header("user-agent").unwrap_or(b""),
+                refused: None,
             });
         }
     }
 
-    fn on_reject(&self, _peer: SocketAddr, status: u16) {
-        self.metrics.record(status, CacheResult::Local.index(), 0, Duration::ZERO);
+    fn on_reject(&self, r: &Refusal<'_>) {
+        self.metrics.record(r.status, CacheResult::Local.index(), r.bytes, None, Duration::ZERO);
         self.metrics.client_errors.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        // As nginx does: a line with what is known, so the log matches the counters.
+        let g = self.generation.borrow();
+        if let Some(log) = &g.log {
+            log.log(&Entry {
+                time: SystemTime::now() - r.elapsed,
+                client: r.peer,
+                method: "",
+                host: b"",
+                target: b"",
+                status: r.status,
+                bytes: r.bytes,
+                cache: CacheResult::Local.as_str(),
+                origin_time: None,
+                total_time: r.elapsed,
+                user_agent: b"",
+                refused: Some(Refused { request_line: r.request_line, reason: r.reason }),
+            });
+        }
     }
 }

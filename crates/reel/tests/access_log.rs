@@ -100,3 +100,69 @@ fn sigterm_waits_until_every_line_is_written() {
     assert_eq!(logged, n, "every request of the session is in the log");
     assert_eq!(lines.len(), text.lines().count(), "every line is whole");
 }
+
+/// Sends `raw` on a new connection; returns the status of the answer.
+fn raw_status(addr: std::net::SocketAddr, raw: &[u8]) -> u16 {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(PATIENCE)).unwrap();
+    let _ = s.write_all(raw);
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    String::from_utf8_lossy(&out)
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn refused_requests_get_a_line_with_what_was_known() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = Origin::start("a");
+    let mut conf = Conf::new(dir.path(), &o);
+    conf.http = "header_timeout = \"1s\"\nmax_request_line = \"1KiB\"\n".into();
+    let reel = Reel::start(&conf);
+    let log = dir.path().join("access.log");
+
+    let long = format!("GET /{} HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n", "a".repeat(4000));
+    assert_eq!(raw_status(reel.data, long.as_bytes()), 414);
+    let hostile = b"GET /x\"y\\\xff HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\n";
+    assert_eq!(raw_status(reel.data, hostile), 400);
+    assert_eq!(raw_status(reel.data, b"GET /v HTTP/3.0\r\nHost: 127.0.0.1\r\n\r\n"), 505);
+    assert_eq!(raw_status(reel.data, b"GET /half HTTP/1.1\r\nHost: 127"), 408);
+
+    let refused = |status: u16| {
+        eventually(&format!("the {status} line"), || {
+            lines(&log).into_iter().find(|v| v["status"] == status)
+        })
+    };
+    let l = refused(414);
+    assert_eq!(l["client"], "127.0.0.1");
+    assert_eq!(l["cache"], "local");
+    assert!(l["bytes"].as_u64().unwrap() > 0, "{l}");
+    let req = l["request"].as_str().unwrap();
+    assert!(req.starts_with("GET /aaaa") && req.len() <= 512, "{req}");
+    assert_eq!(l["error"], "request line too long");
+
+    let l = refused(400);
+    assert_eq!(l["request"], "GET /x\"y\\\\xff HTTP/1.1", "escaped: {l}");
+    assert_eq!(l["error"], "malformed request line or line ending");
+    let l = refused(505);
+    assert_eq!(
+        (l["request"].as_str(), l["error"].as_str()),
+        (Some("GET /v HTTP/3.0"), Some("unsupported HTTP version"))
+    );
+    let l = refused(408);
+    assert_eq!(
+        (l["request"].as_str(), l["error"].as_str()),
+        (Some("GET /half HTTP/1.1"), Some("header timeout"))
+    );
+
+    // A request that was parsed keeps the usual fields and has neither.
+    assert_eq!(get(reel.data, "/healthz").status, 200);
+    let ok = eventually("the healthz line", || {
+        lines(&log).into_iter().find(|v| v["path"] == "/healthz")
+    });
+    assert!(ok.get("request").is_none() && ok.get("error").is_none(), "{ok}");
+}

@@ -167,6 +167,8 @@ fn metrics_have_every_family() {
         "reel_bytes_out_total",
         "reel_request_duration_seconds",
         "reel_hit_duration_seconds",
+        "reel_first_byte_seconds",
+        "reel_hit_first_byte_seconds",
         "reel_origin_requests_total",
         "reel_origin_responses_total",
         "reel_origin_errors_total",
@@ -201,4 +203,85 @@ fn metrics_have_every_family() {
         .sum();
     assert!(open >= 1.0, "the held connection is open");
     assert_eq!(metric(&m, "reel_reloads_total"), Some(0.0));
+}
+
+/// A raw HTTP/1.0 request without a Host field; returns the status.
+fn status_without_host(addr: std::net::SocketAddr, target: &str) -> u16 {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(PATIENCE)).unwrap();
+    s.write_all(format!("GET {target} HTTP/1.0\r\n\r\n").as_bytes()).unwrap();
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    let text = String::from_utf8_lossy(&out);
+    text.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0)
+}
+
+#[test]
+fn admin_without_a_token_refuses_foreign_hosts_and_cross_site_posts() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = Origin::start("a");
+    let reel = Reel::start(&Conf::new(dir.path(), &o));
+    let port = reel.admin.port();
+    let admin = |method: &str, host: &str, target: &str, headers: &[(&str, &str)]| {
+        request(reel.admin, method, host, target, headers)
+    };
+    let healthz = || get(reel.data, "/healthz").status;
+
+    // DNS rebinding: a page on a name that resolves to 127.0.0.1 sends its own name.
+    for host in [format!("rebind.attacker.example:{port}"), "rebind.attacker.example".into()] {
+        let r = admin("GET", &host, "/status", &[]);
+        assert_eq!(r.status, 421, "{host}: {}", r.text());
+        assert!(r.text().contains("Host"), "{}", r.text());
+        let r = admin("POST", &host, "/admin/drain", &[("x-reel-admin", "1")]);
+        assert_eq!(r.status, 421, "{host}");
+    }
+    assert_eq!(healthz(), 200, "not drained through a foreign Host");
+    assert_eq!(status_without_host(reel.admin, "/status"), 421, "a Host is required");
+    // The listener's own address and localhost, with or without a port (an ssh tunnel may
+    // use another one): Prometheus and curl keep working.
+    for host in [
+        format!("127.0.0.1:{port}"),
+        "127.0.0.1".into(),
+        format!("localhost:{port}"),
+        "LocalHost".into(),
+        "localhost:19090".into(),
+    ] {
+        assert_eq!(admin("GET", &host, "/metrics", &[]).status, 200, "{host}");
+        assert_eq!(admin("GET", &host, "/status", &[]).status, 200, "{host}");
+    }
+
+    // What a cross-site form or a simple fetch can send does not change state.
+    for (target, headers) in [
+        ("/admin/drain", vec![]),
+        ("/admin/drain", vec![("content-type", "application/x-www-form-urlencoded")]),
+        ("/admin/drain", vec![("content-type", "text/plain")]),
+        ("/admin/drain", vec![("content-type", "multipart/form-data; boundary=x")]),
+        ("/admin/reload", vec![]),
+        ("/admin/purge?url=http://127.0.0.1/x.ts", vec![]),
+        ("/admin/resume", vec![]),
+    ] {
+        let r = admin("POST", "127.0.0.1", target, &headers);
+        assert_eq!(r.status, 403, "{target} {headers:?}: {}", r.text());
+        assert!(r.text().contains("X-Reel-Admin"), "{}", r.text());
+    }
+    assert_eq!(healthz(), 200, "not drained by a simple request");
+    assert_eq!(reel.status()["reload"]["attempts"], 0, "no reload by a simple request");
+
+    // A request a browser only sends cross-site after a CORS preflight reel never grants.
+    let r = admin("POST", &format!("127.0.0.1:{port}"), "/admin/drain", &[("x-reel-admin", "1")]);
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(healthz(), 503);
+    let r = admin("POST", "localhost", "/admin/resume", &[("content-type", "application/json")]);
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(healthz(), 200);
+    let r = admin(
+        "POST",
+        "127.0.0.1",
+        "/admin/purge?url=http://127.0.0.1/x.ts",
+        &[("content-type", "Application/JSON; charset=utf-8")],
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    // The admin's own helper (as the docs' ADMIN alias) sends the header.
+    assert_eq!(reel.admin_req("POST", "/admin/reload").status, 200);
 }

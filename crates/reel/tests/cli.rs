@@ -9,8 +9,9 @@ fn repo_config_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../config")
 }
 
-/// `reel check` accepts every shipped config; a build without the `demo` feature rejects
-/// (with the key's position) those that enable the demo origin, and `serve` refuses them.
+/// `reel check` accepts every shipped config (given the variables it names); a build without
+/// the `demo` feature rejects (with the key's position) those that enable the demo origin,
+/// and `serve` refuses them.
 #[test]
 fn check_accepts_every_shipped_config() {
     let mut n = 0;
@@ -19,8 +20,15 @@ fn check_accepts_every_shipped_config() {
         if p.extension().is_none_or(|x| x != "toml") {
             continue;
         }
-        let wants_demo = reel_config::Config::load(&p).unwrap().demo_origin.enabled;
-        let out = Command::new(BIN).arg("check").arg("--config").arg(&p).output().unwrap();
+        let cfg = reel_config::Config::load(&p).unwrap();
+        let wants_demo = cfg.demo_origin.enabled;
+        // The environment the config names is there, as the unit's EnvironmentFile gives it.
+        let mut check = Command::new(BIN);
+        check.arg("check").arg("--config").arg(&p);
+        if !cfg.admin.token_env.is_empty() {
+            check.env(&cfg.admin.token_env, "a-token");
+        }
+        let out = check.output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         if wants_demo && !cfg!(feature = "demo") {
             assert_eq!(out.status.code(), Some(64), "{}: {err}", p.display());
@@ -129,4 +137,53 @@ fn plan_prints_a_table_and_shell_assignments() {
     for var in ["NICS=", "IRQ_CPUS=", "WORKER_CPUS=", "NIC_IRQS="] {
         assert!(env.lines().any(|l| l.starts_with(var)), "{var} in\n{env}");
     }
+}
+
+/// `admin.token_env` on line 7, its value at column 13.
+const TOKEN_ENV: &str = r#"[[listener]]
+name = "http"
+address = "127.0.0.1:0"
+
+[admin]
+address = "127.0.0.1:0"
+token_env = "REEL_TEST_CHECK_TOKEN"
+
+[store]
+path = "store"
+size = "2MiB"
+volume_size = "1MiB"
+"#;
+
+/// `reel check` reports a `token_env` naming an unset variable like any other problem (as
+/// `serve` refuses it), at its position.
+#[test]
+fn check_flags_an_unset_token_env_at_its_position() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("token.toml");
+    std::fs::write(&p, TOKEN_ENV).unwrap();
+    let at = format!("{}:7:13: admin.token_env: ", p.display());
+    for sub in ["check", "serve"] {
+        let out = Command::new(BIN)
+            .arg(sub)
+            .arg("--config")
+            .arg(&p)
+            .current_dir(dir.path())
+            .env_remove("REEL_TEST_CHECK_TOKEN")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(64), "{sub}: {err}");
+        assert!(
+            err.lines().any(|l| l.starts_with(&at) && l.contains("REEL_TEST_CHECK_TOKEN")),
+            "{sub}: the problem at {at}\n{err}"
+        );
+    }
+    let out = Command::new(BIN)
+        .arg("check")
+        .arg("--config")
+        .arg(&p)
+        .env("REEL_TEST_CHECK_TOKEN", "s3cret")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
 }

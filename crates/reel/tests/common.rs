@@ -53,12 +53,54 @@ pub struct Object {
     pub body: Vec<u8>,
     /// Delay before the response head is sent.
     pub delay: Duration,
+    /// Raw interim (1xx) responses sent first, before the delay and the gate.
+    pub interim: Vec<u8>,
+    /// Held back (after the interim responses) until the test opens this gate.
+    pub gate: Option<Gate>,
+}
+
+/// A gate an origin response waits at until the test opens it.
+#[derive(Clone, Debug, Default)]
+pub struct Gate(Arc<(Mutex<bool>, Condvar)>);
+
+impl Gate {
+    /// Lets every response waiting at the gate (and later ones) go.
+    pub fn open(&self) {
+        *self.0.0.lock().unwrap() = true;
+        self.0.1.notify_all();
+    }
+
+    fn wait(&self) {
+        let mut open = self.0.0.lock().unwrap();
+        while !*open {
+            open = self.0.1.wait(open).unwrap();
+        }
+    }
 }
 
 impl Object {
     /// A 200 with this body and no caching headers.
     pub fn ok(body: impl Into<Vec<u8>>) -> Object {
-        Object { status: 200, headers: Vec::new(), body: body.into(), delay: Duration::ZERO }
+        Object {
+            status: 200,
+            headers: Vec::new(),
+            body: body.into(),
+            delay: Duration::ZERO,
+            interim: Vec::new(),
+            gate: None,
+        }
+    }
+
+    /// Sends these raw interim responses first.
+    pub fn interim(mut self, raw: &str) -> Object {
+        self.interim.extend_from_slice(raw.as_bytes());
+        self
+    }
+
+    /// Holds the final response back until `gate` opens.
+    pub fn gated(mut self, gate: &Gate) -> Object {
+        self.gate = Some(gate.clone());
+        self
     }
 
     /// Adds a response header.
@@ -81,8 +123,12 @@ impl Object {
 #[derive(Default)]
 struct OriginState {
     objects: HashMap<String, Object>,
+    /// Served for paths without an object of their own (else 404).
+    default: Option<Object>,
     hits: HashMap<String, u64>,
     conditional: HashMap<String, u64>,
+    /// The last `CDN-Loop` received per path, its field lines joined by ", ".
+    cdn_loop: HashMap<String, String>,
 }
 
 /// A small HTTP/1.1 origin on 127.0.0.1:0: serves the objects put into it (404 otherwise,
@@ -126,6 +172,21 @@ impl Origin {
         self.state.lock().unwrap().objects.insert(path.into(), obj);
     }
 
+    /// Serves `obj` for every path without an object of its own, from now on.
+    pub fn put_default(&self, obj: Object) {
+        self.state.lock().unwrap().default = Some(obj);
+    }
+
+    /// Requests received so far, per path.
+    pub fn all_hits(&self) -> HashMap<String, u64> {
+        self.state.lock().unwrap().hits.clone()
+    }
+
+    /// The `CDN-Loop` of the last request for `path` (field lines joined by ", ").
+    pub fn cdn_loop(&self, path: &str) -> Option<String> {
+        self.state.lock().unwrap().cdn_loop.get(path).cloned()
+    }
+
     /// Requests received for `path` so far.
     pub fn hits(&self, path: &str) -> u64 {
         self.state.lock().unwrap().hits.get(path).copied().unwrap_or(0)
@@ -151,6 +212,7 @@ fn origin_conn(s: TcpStream, state: &Mutex<OriginState>, name: &str) {
         let method = parts.next().unwrap_or("").to_string();
         let target = parts.next().unwrap_or("/").to_string();
         let mut inm = None;
+        let mut cdn_loop: Vec<String> = Vec::new();
         let mut body_len = 0usize;
         loop {
             let mut h = String::new();
@@ -164,6 +226,8 @@ fn origin_conn(s: TcpStream, state: &Mutex<OriginState>, name: &str) {
             if let Some((k, v)) = h.split_once(':') {
                 if k.eq_ignore_ascii_case("if-none-match") {
                     inm = Some(v.trim().to_string());
+                } else if k.eq_ignore_ascii_case("cdn-loop") {
+                    cdn_loop.push(v.trim().to_string());
                 } else if k.eq_ignore_ascii_case("content-length") {
                     body_len = v.trim().parse().unwrap_or(0);
                 }
@@ -180,12 +244,21 @@ fn origin_conn(s: TcpStream, state: &Mutex<OriginState>, name: &str) {
             if inm.is_some() {
                 *st.conditional.entry(path.clone()).or_default() += 1;
             }
-            match st.objects.get(&path) {
+            if !cdn_loop.is_empty() {
+                st.cdn_loop.insert(path.clone(), cdn_loop.join(", "));
+            }
+            match st.objects.get(&path).or(st.default.as_ref()) {
                 Some(o) => o.clone(),
                 None if path == "/healthz" => Object::ok("ok"),
                 None => Object { status: 404, ..Object::ok("not found at the origin") },
             }
         };
+        if !obj.interim.is_empty() && w.write_all(&obj.interim).is_err() {
+            return;
+        }
+        if let Some(g) = &obj.gate {
+            g.wait();
+        }
         if !obj.delay.is_zero() {
             std::thread::sleep(obj.delay);
         }
@@ -385,6 +458,8 @@ pub struct Conf {
     pub access_log: String,
     /// `store.size`.
     pub store_size: String,
+    /// `store.volume_size`.
+    pub volume_size: String,
     /// `server.shutdown_timeout`.
     pub shutdown_timeout: String,
     /// `cache.negative_ttl`.
@@ -395,12 +470,18 @@ pub struct Conf {
     pub origin_group: String,
     /// Extra lines of its `[[origin_group.tier]]` table.
     pub tier: String,
+    /// Its `retries`.
+    pub retries: u32,
+    /// Lines of `[server]` besides `shutdown_timeout`.
+    pub server: String,
     /// Extra lines per listener name (e.g. its TLS keys).
     pub listener_lines: HashMap<String, String>,
     /// Top-level tables appended verbatim (e.g. `[[certificate]]`).
     pub extra: String,
     /// Extra arguments of `reel serve`.
     pub serve_args: Vec<String>,
+    /// The whole file instead of what the fields above render (a shipped config).
+    pub raw: Option<String>,
 }
 
 impl Conf {
@@ -416,23 +497,30 @@ impl Conf {
             http: String::new(),
             access_log: "flush_interval = \"100ms\"\n".into(),
             store_size: "64MiB".into(),
+            volume_size: "4MiB".into(),
             shutdown_timeout: "20s".into(),
             negative_ttl: "0s".into(),
             log_level: "info".into(),
             origin_group: String::new(),
             tier: String::new(),
+            retries: 0,
+            server: String::new(),
             listener_lines: HashMap::new(),
             extra: String::new(),
             serve_args: Vec::new(),
+            raw: None,
         }
     }
 
     /// The TOML text.
     pub fn render(&self) -> String {
+        if let Some(raw) = &self.raw {
+            return raw.clone();
+        }
         let d = self.dir.display();
         let mut s = format!(
-            "[server]\nshutdown_timeout = \"{}\"\n\n[log]\nlevel = \"{}\"\nformat = \"json\"\n\n",
-            self.shutdown_timeout, self.log_level
+            "[server]\nshutdown_timeout = \"{}\"\n{}\n[log]\nlevel = \"{}\"\nformat = \"json\"\n\n",
+            self.shutdown_timeout, self.server, self.log_level
         );
         for (name, addr) in &self.listeners {
             let more = self.listener_lines.get(name).map(String::as_str).unwrap_or("");
@@ -449,8 +537,8 @@ impl Conf {
             self.access_log
         ));
         s.push_str(&format!(
-            "[store]\npath = \"{d}/store\"\nsize = \"{}\"\nvolume_size = \"4MiB\"\nio = \"threads\"\n\n",
-            self.store_size
+            "[store]\npath = \"{d}/store\"\nsize = \"{}\"\nvolume_size = \"{}\"\nio = \"threads\"\n\n",
+            self.store_size, self.volume_size
         ));
         s.push_str(&format!(
             "[cache]\nnegative_ttl = \"{}\"\n\n{}\n",
@@ -461,7 +549,8 @@ impl Conf {
         );
         let hosts: Vec<String> = self.origins.iter().map(|a| format!("\"{a}\"")).collect();
         s.push_str(&format!(
-            "[[origin_group]]\nname = \"o\"\nconnect_timeout = \"5s\"\nfirst_byte_timeout = \"20s\"\nretries = 0\n{}\n  [origin_group.health]\n  enabled = false\n\n  [[origin_group.tier]]\n  hosts = [{}]\n{}\n",
+            "[[origin_group]]\nname = \"o\"\nconnect_timeout = \"5s\"\nfirst_byte_timeout = \"20s\"\nretries = {}\n{}\n  [origin_group.health]\n  enabled = false\n\n  [[origin_group.tier]]\n  hosts = [{}]\n{}\n",
+            self.retries,
             self.origin_group,
             hosts.join(", "),
             self.tier
@@ -642,10 +731,12 @@ impl Reel {
         self.token.iter().map(|t| ("authorization", format!("Bearer {t}"))).collect()
     }
 
-    /// A request to the admin listener (with the token, if set).
+    /// A request to the admin listener (with the token, if set, and the `X-Reel-Admin`
+    /// header state-changing requests need).
     pub fn admin_req(&self, method: &str, target: &str) -> Resp {
         let a = self.auth();
-        let h: Vec<(&str, &str)> = a.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let mut h: Vec<(&str, &str)> = a.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        h.push(("x-reel-admin", "1"));
         request(self.admin, method, "127.0.0.1", target, &h)
     }
 

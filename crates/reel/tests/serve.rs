@@ -117,3 +117,69 @@ fn sigterm_lets_the_in_flight_request_finish_and_exits_0() {
     assert_eq!(st.code(), Some(0), "{}", reel.logs.dump());
     assert!(!reel.logs.with_message("reel stopped").is_empty());
 }
+
+/// `config/reel.toml` as shipped, with its fixed ports moved to free ones, a JSON process
+/// log for the test to read, a small store, and its origin group pointed at `dead` (nothing
+/// listens there).
+fn shipped_demo_config(dead: std::net::SocketAddr) -> String {
+    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/reel.toml");
+    let text = std::fs::read_to_string(p).unwrap();
+    let mut out = String::new();
+    for line in text.lines() {
+        let line = match line.trim_start() {
+            l if l.starts_with("address = \"127.0.0.1:") => "address = \"127.0.0.1:0\"".into(),
+            l if l.starts_with("hosts = [\"127.0.0.1:8081\"]") => format!("hosts = [\"{dead}\"]"),
+            l if l.starts_with("format = \"human\"") => "format = \"json\"".into(),
+            l if l.starts_with("size = \"1GiB\"") => "size = \"64MiB\"".into(),
+            l if l.starts_with("volume_size = ") => "volume_size = \"4MiB\"".into(),
+            _ => line.to_string(),
+        };
+        out.push_str(&line);
+        out.push('\n');
+    }
+    let code: String = out.lines().map(|l| l.split('#').next().unwrap_or("")).collect();
+    for gone in ["127.0.0.1:8080", "127.0.0.1:9090", "127.0.0.1:8081", "\"human\""] {
+        assert!(!code.contains(gone), "{gone} left in the config:\n{out}");
+    }
+    let cfg = reel_config::Config::parse_and_validate(&out, "reel.toml").expect("still valid");
+    assert!(cfg.demo_origin.enabled, "the demo origin stays enabled");
+    out
+}
+
+/// The README's `reel serve --config F --origin http://H:P`: every Host, those the config's
+/// `[[site]]`s claim included, comes from that one origin, and the demo origin the config
+/// enables does not start.
+#[test]
+fn origin_flag_serves_every_host_and_starts_no_demo_origin() {
+    let dir = tempfile::tempdir().unwrap();
+    let origin = Origin::start("flag");
+    origin.put("/live/index.m3u8", Object::ok("#EXTM3U from the flag's origin\n"));
+    origin.put("/v/seg.ts", Object::ok("segment from the flag's origin"));
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let mut conf = Conf::new(dir.path(), &origin);
+    conf.raw = Some(shipped_demo_config(dead));
+    conf.serve_args = vec!["--origin".into(), format!("http://{}", origin.addr)];
+    let reel = Reel::start(&conf);
+
+    // Hosts the shipped [[site]] claims (127.0.0.1, localhost) and one it does not.
+    for host in ["127.0.0.1", "localhost:8080", "unclaimed.example"] {
+        for (path, body) in [
+            ("/live/index.m3u8", "#EXTM3U from the flag's origin\n"),
+            ("/v/seg.ts", "segment from the flag's origin"),
+        ] {
+            let r = request(reel.data, "GET", host, path, &[]);
+            assert_eq!((r.status, r.text().as_str()), (200, body), "{host}{path}");
+            assert_eq!(r.header("x-origin"), Some("flag"), "{host}{path}");
+        }
+    }
+    assert!(
+        reel.logs.with_message("demo origin listening").is_empty(),
+        "the demo origin started:\n{}",
+        reel.logs.dump()
+    );
+    let groups: Vec<String> = reel.status()["origins"]["groups"]
+        .as_array()
+        .map(|g| g.iter().filter_map(|g| g["name"].as_str().map(String::from)).collect())
+        .unwrap_or_default();
+    assert_eq!(groups, ["--origin"], "only the flag's origin is used");
+}

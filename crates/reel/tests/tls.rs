@@ -227,8 +227,11 @@ fn http2_serves_hits_misses_coalesced_misses_ranges_conditionals_and_head() {
         assert!(h.status == 200 || h.status == 503, "{}", h.status);
         assert_eq!(h.headers["content-type"], "application/json");
     });
-    let log = std::fs::read_to_string(dir.path().join("access.log")).unwrap_or_default();
-    assert!(log.contains("/slow.ts"), "HTTP/2 requests are access-logged");
+    // Workers hand their lines over every flush_interval: wait for it.
+    eventually("HTTP/2 requests in the access log", || {
+        let log = std::fs::read_to_string(dir.path().join("access.log")).unwrap_or_default();
+        log.contains("/slow.ts").then_some(())
+    });
 }
 
 #[test]

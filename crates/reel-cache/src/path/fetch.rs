@@ -9,12 +9,14 @@ use std::borrow::Cow;
 use std::time::{Duration, Instant};
 
 use http::{HeaderMap, HeaderName, HeaderValue, uri::PathAndQuery};
-use reel_http::{Request, Response};
-use reel_origin::{OriginRequest, OriginResponse, WorkerClient};
+use reel_http::{Request, RequestBody, Response};
+use reel_origin::{Affinity, OriginRequest, OriginResponse, WorkerClient};
 
 use super::answer::Answer;
 use super::fill::{fill_task, header_pairs};
+use super::hops::Node;
 use super::inflight::{Lead, State};
+use super::interim;
 use super::lookup::Stored;
 use super::respond::{Prepared, ReqHeaders, unix_now};
 use super::serve::stream_origin;
@@ -73,12 +75,18 @@ pub(super) enum Forward {
 /// lists, and the fixed ones). For fills, also without the fields that would make the
 /// origin answer something other than the whole representation, and without `drop`
 /// (`[cache] fill_drop_headers`: host, path and method overrides). Then reel's own
-/// `X-Forwarded-For`: added after the client's `Connection` list was applied, so no
-/// client can have it stripped.
-pub(super) fn forward_headers(req: &Request, why: Forward, drop: &[String]) -> HeaderMap {
+/// `X-Forwarded-For` and `CDN-Loop` (what came in, then our entry, RFC 8586): added after
+/// the client's `Connection` list was applied and never dropped, so no client can have
+/// them stripped.
+pub(super) fn forward_headers(
+    req: &Request,
+    why: Forward,
+    drop: &[String],
+    node: &Node,
+) -> HeaderMap {
     let mut h = HeaderMap::new();
     for (n, v) in req.headers() {
-        if n.eq_ignore_ascii_case("host") {
+        if n.eq_ignore_ascii_case("host") || n.eq_ignore_ascii_case("cdn-loop") {
             continue;
         }
         if why != Forward::Pass {
@@ -104,6 +112,7 @@ pub(super) fn forward_headers(req: &Request, why: Forward, drop: &[String]) -> H
     if let Ok(v) = HeaderValue::from_str(&ip) {
         h.append("x-forwarded-for", v);
     }
+    h.insert("cdn-loop", node.cdn_loop(req));
     h
 }
 
@@ -115,10 +124,10 @@ fn fill_request(
     key: &CacheKey,
     why: Forward,
     stale: Option<&StoredMeta>,
-    drop: &[String],
+    settings: &Settings,
 ) -> Option<OriginRequest> {
     let pq = origin_path(req)?;
-    let mut headers = forward_headers(req, why, drop);
+    let mut headers = forward_headers(req, why, &settings.fill_drop_headers, &settings.node);
     if let Some(meta) = stale {
         for (n, v) in conditional::revalidation_headers(meta) {
             if let Ok(v) = HeaderValue::from_bytes(&v) {
@@ -231,7 +240,9 @@ impl Fetcher<'_> {
     ) -> (Fetched, Option<Duration>) {
         let request_time = unix_now();
         let t0 = Instant::now();
-        let resp = match self.client.send(self.group, oreq).await {
+        // The key, not the target, picks the parent: one owner per object (see Affinity).
+        let affinity = Some(Affinity::of(key.as_bytes()));
+        let resp = match self.client.send_keyed(self.group, oreq, affinity).await {
             Ok(r) => r,
             Err(e) => {
                 let status = e.client_status();
@@ -301,10 +312,13 @@ impl WorkerCache {
     }
 
     /// The leader's fetch: from the origin into the store, streamed to this client while
-    /// it arrives. With `stale`, a revalidation of that stored object.
+    /// it arrives. With `stale`, a revalidation of that stored object. The origin's interim
+    /// responses go to this client through `body` as they come.
+    #[allow(clippy::too_many_arguments)]
     pub(super) async fn fetch(
         &self,
         req: &Request,
+        body: &mut RequestBody<'_>,
         site: &Site,
         key: &CacheKey,
         lead: Lead,
@@ -313,17 +327,21 @@ impl WorkerCache {
     ) -> Response {
         let stale_meta = stale.as_ref().map(|s| &s.prep.meta);
         let dropped = &self.settings.fill_drop_headers;
-        let Some(oreq) = fill_request(req, key, Forward::Fill, stale_meta, dropped) else {
+        let Some(mut oreq) = fill_request(req, key, Forward::Fill, stale_meta, &self.settings)
+        else {
             return local(400);
         };
+        let (sink, mut interims) = interim::channel();
+        oreq.interim = Some(sink);
         let hdrs = ReqHeaders(req);
         let withheld = Withheld { dropped, per_viewer: false };
         let partial_key = key_omits_query(req, key);
         let viewer = Viewer { headers: &hdrs, cc: req_cc, withheld, partial_key };
         let revalidating =
             stale.as_ref().map(|s| Revalidating { store_key: &s.store_key, meta: &s.prep.meta });
-        let (fetched, origin_time) =
-            self.fetcher(site).fetch_and_store(key, oreq, viewer, revalidating, lead).await;
+        let fetcher = self.fetcher(site);
+        let work = fetcher.fetch_and_store(key, oreq, viewer, revalidating, lead);
+        let (fetched, origin_time) = body.with_interims(&mut interims, work).await;
         match (fetched, stale) {
             (Fetched::Failed(st), stale) => {
                 self.origin_failed(req, st, stale, req_cc, origin_time).await
@@ -346,6 +364,7 @@ impl WorkerCache {
                 req,
                 resp,
                 Answer::MISS_NOT_STORED.after(origin_time),
+                &self.statuses,
                 &self.shared.pass_buffered,
             ),
             // Only a revalidation is freshened or covered by stale-if-error.
@@ -380,7 +399,7 @@ impl WorkerCache {
         }
         let Some(lead) = self.shared.inflight.try_lead(key.as_bytes()) else { return };
         let stale = Some(&stored.prep.meta);
-        let Some(oreq) = fill_request(req, key, Forward::SharedFill, stale, dropped) else {
+        let Some(oreq) = fill_request(req, key, Forward::SharedFill, stale, &self.settings) else {
             return;
         };
         let headers: Vec<(Vec<u8>, Vec<u8>)> =
@@ -426,6 +445,6 @@ impl WorkerCache {
                 return self.serve_hit(req, s.hit, &s.prep, now, ans).await;
             }
         }
-        Answer::ORIGIN_ERROR.after(origin_time).on(Response::error(status))
+        Answer::ORIGIN_ERROR.after(origin_time).on(Response::error(status), &self.statuses)
     }
 }

@@ -4,11 +4,12 @@
 
 use http::{HeaderMap, Method as HttpMethod};
 use reel_http::{BodyFraming, Method, Request, RequestBody, Response};
-use reel_origin::OriginRequest;
+use reel_origin::{Affinity, OriginRequest};
 use std::time::Instant;
 
 use super::answer::Answer;
 use super::fetch::{Forward, forward_headers, origin_form, origin_path};
+use super::interim;
 use super::serve::stream_origin;
 use super::settings::Site;
 use super::worker::{WorkerCache, local};
@@ -16,8 +17,15 @@ use crate::key::CacheKey;
 
 impl WorkerCache {
     /// GET/HEAD forwarded without storing (request `no-store`, or a response the leader
-    /// could not share): the client's own conditionals and Range go along.
-    pub(super) async fn fetch_pass(&self, req: &Request, site: &Site, ans: Answer) -> Response {
+    /// could not share): the client's own conditionals and Range go along, the origin's
+    /// interim responses come back through `body`.
+    pub(super) async fn fetch_pass(
+        &self,
+        req: &Request,
+        body: &mut RequestBody<'_>,
+        site: &Site,
+        ans: Answer,
+    ) -> Response {
         let (Some(pq), Some(host)) = (origin_path(req), origin_host(req)) else {
             return local(400);
         };
@@ -25,21 +33,38 @@ impl WorkerCache {
         if *req.method() == Method::Head {
             o.method = HttpMethod::HEAD;
         }
-        o.headers = forward_headers(req, Forward::Pass, &[]);
+        o.headers = forward_headers(req, Forward::Pass, &[], &self.settings.node);
+        let (sink, mut interims) = interim::channel();
+        o.interim = Some(sink);
         let t0 = Instant::now();
-        match self.client.send(&site.group, o).await {
+        match body
+            .with_interims(
+                &mut interims,
+                self.client.send_keyed(&site.group, o, self.affinity(req, site)),
+            )
+            .await
+        {
             Ok(resp) => {
-                stream_origin(req, resp, ans.after(Some(t0.elapsed())), &self.shared.pass_buffered)
+                let ans = ans.after(Some(t0.elapsed()));
+                stream_origin(req, resp, ans, &self.statuses, &self.shared.pass_buffered)
             }
             Err(e) => Answer::ORIGIN_ERROR
                 .counted_as(ans.result)
                 .after(Some(t0.elapsed()))
-                .on(Response::error(e.client_status())),
+                .on(Response::error(e.client_status()), &self.statuses),
         }
     }
 
+    /// The parent a request for `req`'s object goes to is chosen by its cache key, as for
+    /// fills (see [`Affinity`]); a target that cannot be keyed hashes its path and query.
+    fn affinity(&self, req: &Request, site: &Site) -> Option<Affinity> {
+        self.key(req, site).map(|k| Affinity::of(k.as_bytes()))
+    }
+
     /// Other methods: forwarded uncached with the body streamed; a successful unsafe
-    /// request invalidates what we store for its URL (RFC 9111 4.4).
+    /// request invalidates what we store for its URL (RFC 9111 4.4). The origin's interim
+    /// responses reach the client once its body has been read (the two share the
+    /// connection).
     pub(super) async fn pass(
         &self,
         req: &Request,
@@ -59,16 +84,18 @@ impl WorkerCache {
         } else {
             (None, reel_origin::RequestBody::Empty)
         };
+        let (sink, mut interims) = interim::channel();
         let o = OriginRequest {
             method,
             path_and_query: pq,
-            headers: forward_headers(req, Forward::Pass, &[]),
+            headers: forward_headers(req, Forward::Pass, &[], &self.settings.node),
             host,
             body: rbody,
             idempotent: false,
+            interim: Some(sink),
         };
         let t0 = Instant::now();
-        let pump = async {
+        let pump = async |body: &mut RequestBody<'_>| {
             let Some(s) = sender else { return };
             loop {
                 match body.next_chunk().await {
@@ -87,7 +114,24 @@ impl WorkerCache {
                 }
             }
         };
-        let (res, ()) = tokio::join!(self.client.send(&site.group, o), pump);
+        // The upload and the origin request go together; once the body is read, what is
+        // left of the wait is the interims'.
+        let mut send =
+            std::pin::pin!(self.client.send_keyed(&site.group, o, self.affinity(req, site)));
+        let mut early = None;
+        {
+            let mut upload = std::pin::pin!(pump(body));
+            loop {
+                tokio::select! {
+                    r = &mut send, if early.is_none() => early = Some(r),
+                    () = &mut upload => break,
+                }
+            }
+        }
+        let res = match early {
+            Some(r) => r,
+            None => body.with_interims(&mut interims, send).await,
+        };
         let ans = Answer::FWD_METHOD.after(Some(t0.elapsed()));
         match res {
             Ok(resp) => {
@@ -95,9 +139,9 @@ impl WorkerCache {
                 if (200..400).contains(&status) && req.method().is_unsafe() {
                     self.invalidate(req, site, &resp.headers).await;
                 }
-                stream_origin(req, resp, ans, &self.shared.pass_buffered)
+                stream_origin(req, resp, ans, &self.statuses, &self.shared.pass_buffered)
             }
-            Err(e) => ans.on(Response::error(e.client_status())),
+            Err(e) => ans.on(Response::error(e.client_status()), &self.statuses),
         }
     }
 

@@ -16,7 +16,10 @@
 //!   through one fetch-and-store step, and the origin requests they send;
 //! - `fill`: writing an origin response into the store;
 //! - `forward`: what is not cached (pass-through) and the invalidation it causes;
+//! - `interim`: the origin's 1xx responses, forwarded to the waiting client, never stored;
 //! - `answer`: a response's cache result, `Cache-Status` and origin time as one value;
+//! - [`hops`]: this node among the others: `CDN-Loop` loop protection and its
+//!   `Cache-Status` name;
 //! - [`pass_stream`]: an origin body streamed to its one client, its buffer bounded;
 //! - [`respond`]: responses built from stored metadata, bodies streamed from the store;
 //! - [`tag`]: the per-response tag the access log and metrics read back.
@@ -28,7 +31,9 @@ mod answer;
 mod fetch;
 mod fill;
 mod forward;
+pub mod hops;
 pub mod inflight;
+mod interim;
 mod lookup;
 pub mod pass_stream;
 pub mod respond;

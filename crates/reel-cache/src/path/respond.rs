@@ -56,14 +56,32 @@ pub struct Prepared {
     resident_at: Cell<Option<Instant>>,
     /// A copy of a small body, sent together with the head.
     small: std::cell::OnceCell<Bytes>,
+    /// The stored `Cache-Status` field lines (the caches before us), kept out of `raw`:
+    /// ours is appended to them as one field value.
+    upstream_status: Vec<Bytes>,
+    /// Those lines with one of our entries appended, keyed by our entry (a per-worker,
+    /// per-generation value, kept alive here so its address identifies it): rendered once
+    /// per object and entry, not per hit.
+    chained: RefCell<Vec<(Bytes, Bytes)>>,
 }
+
+/// Most chained `Cache-Status` values a [`Prepared`] keeps (one per kind of answer a stored
+/// object gets; a reload's new names start over).
+const CHAINED_MAX: usize = 8;
 
 /// Header fields never replayed from the store as they are: framing and connection
 /// management are the codec's, `Age` is recomputed, `Date` goes to the codec separately
 /// (it writes its own only when the response carries none).
 fn replayed(name: &[u8]) -> bool {
-    const SKIP: &[&[u8]] =
-        &[b"content-length", b"transfer-encoding", b"connection", b"keep-alive", b"date", b"age"];
+    const SKIP: &[&[u8]] = &[
+        b"content-length",
+        b"transfer-encoding",
+        b"connection",
+        b"keep-alive",
+        b"date",
+        b"age",
+        b"cache-status",
+    ];
     !SKIP.iter().any(|s| s.eq_ignore_ascii_case(name))
 }
 
@@ -72,9 +90,13 @@ impl Prepared {
     pub fn new(meta: StoredMeta) -> Rc<Prepared> {
         let mut raw = BytesMut::with_capacity(256);
         let mut date = None;
+        let mut upstream_status = Vec::new();
         for (n, v) in meta.headers() {
             if date.is_none() && n.eq_ignore_ascii_case(b"date") {
                 date = Some(Bytes::copy_from_slice(v));
+            }
+            if n.eq_ignore_ascii_case(b"cache-status") {
+                upstream_status.push(Bytes::copy_from_slice(v));
             }
             if replayed(n) {
                 raw.put_slice(n);
@@ -89,6 +111,8 @@ impl Prepared {
             date,
             resident_at: Cell::new(None),
             small: std::cell::OnceCell::new(),
+            upstream_status,
+            chained: RefCell::default(),
         })
     }
 
@@ -96,7 +120,28 @@ impl Prepared {
     /// decoded headers and the pre-encoded block, with a fixed allowance for the rest.
     pub fn footprint(&self) -> usize {
         let headers: usize = self.meta.headers().iter().map(|(n, v)| n.len() + v.len() + 48).sum();
-        256 + headers + self.raw.len() + self.date.as_ref().map_or(0, Bytes::len)
+        let upstream: usize = self.upstream_status.iter().map(|v| v.len() + 2).sum();
+        let chained = if upstream == 0 { 0 } else { CHAINED_MAX * (upstream + 96) };
+        256 + headers + self.raw.len() + self.date.as_ref().map_or(0, Bytes::len) + chained
+    }
+
+    /// The `Cache-Status` value of an answer from this object: the stored entries of the
+    /// caches before us, then `ours` (a pre-rendered entry of [`super::answer::StatusNames`]).
+    pub(super) fn cache_status(&self, ours: &Bytes) -> Bytes {
+        if self.upstream_status.is_empty() {
+            return ours.clone();
+        }
+        let mut chained = self.chained.borrow_mut();
+        let same = |(o, _): &&(Bytes, Bytes)| o.as_ptr() == ours.as_ptr() && o.len() == ours.len();
+        if let Some((_, v)) = chained.iter().find(same) {
+            return v.clone();
+        }
+        if chained.len() >= CHAINED_MAX {
+            chained.clear();
+        }
+        let v = super::answer::chain(self.upstream_status.iter().map(|b| &b[..]), ours);
+        chained.push((ours.clone(), v.clone()));
+        v
     }
 
     /// The in-memory copy of the body, if this worker made one.
@@ -110,13 +155,13 @@ impl Prepared {
     }
 
     /// A response head for this object: stored status (or `status`), stored headers
-    /// with the stored `Date`, `Age` and our `Cache-Status`.
-    pub fn head(&self, status: u16, now: u64, cache_status: &'static [u8]) -> Response {
+    /// with the stored `Date`, `Age` and `Cache-Status`: the stored entries, then `ours`.
+    pub(super) fn head(&self, status: u16, now: u64, ours: &Bytes) -> Response {
         let age = self.meta.current_age(now).as_secs();
         let mut buf = itoa::Buffer::new();
         let mut r = self.with_date(Response::new(status).raw_headers(self.raw.clone()));
         r = r.header("age", Bytes::copy_from_slice(buf.format(age).as_bytes()));
-        r.header("cache-status", Bytes::from_static(cache_status))
+        r.header("cache-status", self.cache_status(ours))
     }
 
     /// `r` with the stored `Date`, if there is one.

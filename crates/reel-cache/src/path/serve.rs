@@ -11,7 +11,7 @@ use reel_http::{Method, Request, Response};
 use reel_origin::OriginResponse;
 use reel_store::Hit;
 
-use super::answer::Answer;
+use super::answer::{Answer, StatusNames, chain};
 use super::pass_stream::{PassBuffered, stream_body};
 use super::respond::{
     LeasedRange, Prepared, ReqHeaders, stream_cold_hit, stream_filling, unix_now,
@@ -37,15 +37,15 @@ impl WorkerCache {
         now: u64,
         ans: Answer,
     ) -> Response {
-        let (t, cs) = (ans.tag(), ans.cache_status);
+        let (t, cs) = (ans.tag(), self.statuses.get(ans.status));
         let status = prep.meta.status();
         let len = hit.body_len();
         let hdrs = ReqHeaders(req);
         let v = Validators::of(&prep.meta);
         match conditional::evaluate(req.method().as_str().as_bytes(), status, &hdrs, &v, now) {
             Outcome::Proceed => {}
-            Outcome::NotModified => return not_modified(prep, now, cs).tagged(t),
-            Outcome::PreconditionFailed => return precondition_failed(cs).tagged(t),
+            Outcome::NotModified => return not_modified(prep, now, &cs).tagged(t),
+            Outcome::PreconditionFailed => return precondition_failed(prep, &cs).tagged(t),
         }
         let head = *req.method() == Method::Head;
         let (code, start, n, content_range) = match range_of(req, &prep.meta, status, len, head) {
@@ -54,13 +54,13 @@ impl WorkerCache {
             }
             RangeOutcome::Unsatisfiable { total } => {
                 return prep
-                    .head(416, now, cs)
+                    .head(416, now, &cs)
                     .header("content-range", content_range_unsatisfied(total))
                     .tagged(t);
             }
             RangeOutcome::Full | RangeOutcome::Wait => (status, 0, len, None),
         };
-        let mut r = prep.head(code, now, cs);
+        let mut r = prep.head(code, now, &cs);
         if let Some(cr) = content_range {
             r = r.header("content-range", cr);
         }
@@ -102,15 +102,15 @@ impl WorkerCache {
         prep: Rc<Prepared>,
         ans: Answer,
     ) -> Response {
-        let (t, cs) = (ans.tag(), ans.cache_status);
+        let (t, cs) = (ans.tag(), self.statuses.get(ans.status));
         let now = unix_now();
         let status = prep.meta.status();
         let hdrs = ReqHeaders(req);
         let v = Validators::of(&prep.meta);
         match conditional::evaluate(req.method().as_str().as_bytes(), status, &hdrs, &v, now) {
             Outcome::Proceed => {}
-            Outcome::NotModified => return not_modified(&prep, now, cs).tagged(t),
-            Outcome::PreconditionFailed => return precondition_failed(cs).tagged(t),
+            Outcome::NotModified => return not_modified(&prep, now, &cs).tagged(t),
+            Outcome::PreconditionFailed => return precondition_failed(&prep, &cs).tagged(t),
         }
         let fill = Rc::new(RefCell::new(fill));
         let total = fill.borrow().expected_len();
@@ -133,7 +133,7 @@ impl WorkerCache {
                 match set.resolve(avail) {
                     RangeOutcome::Partial { range, total } => {
                         let r = prep
-                            .head(206, now, cs)
+                            .head(206, now, &cs)
                             .header("content-range", content_range(range, total))
                             .stream(
                                 stream_filling(fill, range.start, Some(range.end + 1)),
@@ -143,7 +143,7 @@ impl WorkerCache {
                     }
                     RangeOutcome::Unsatisfiable { total } => {
                         return prep
-                            .head(416, now, cs)
+                            .head(416, now, &cs)
                             .header("content-range", content_range_unsatisfied(total))
                             .tagged(t);
                     }
@@ -158,7 +158,7 @@ impl WorkerCache {
                 }
             }
         }
-        let r = prep.head(status, now, cs);
+        let r = prep.head(status, now, &cs);
         if head {
             let len = match total {
                 Some(l) => l,
@@ -193,13 +193,13 @@ fn range_of(req: &Request, meta: &StoredMeta, status: u16, len: u64, head: bool)
 
 /// A 412 computed from a stored response (RFC 9110 13.1.1, 13.1.4), with the
 /// `Cache-Status` of the cached answer it replaces.
-fn precondition_failed(cs: &'static [u8]) -> Response {
-    Response::error(412).header("cache-status", Bytes::from_static(cs))
+fn precondition_failed(prep: &Prepared, cs: &Bytes) -> Response {
+    Response::error(412).header("cache-status", prep.cache_status(cs))
 }
 
 /// A 304 from a stored response: the fields RFC 9110 15.4.5 asks for, `Date` the
 /// stored one.
-fn not_modified(prep: &Prepared, now: u64, cs: &'static [u8]) -> Response {
+fn not_modified(prep: &Prepared, now: u64, cs: &Bytes) -> Response {
     let mut r = prep.with_date(Response::new(304));
     for (n, v) in prep.meta.headers() {
         let keep = [
@@ -217,25 +217,34 @@ fn not_modified(prep: &Prepared, now: u64, cs: &'static [u8]) -> Response {
         }
     }
     let age = prep.meta.current_age(now).as_secs();
-    r.header("age", age.to_string()).header("cache-status", Bytes::from_static(cs))
+    r.header("age", age.to_string()).header("cache-status", prep.cache_status(cs))
 }
 
-/// Streams an origin response to the client as it arrives.
+/// Streams an origin response to the client as it arrives, its `Cache-Status` entries
+/// (a parent's) followed by ours.
 pub(super) fn stream_origin(
     req: &Request,
     resp: OriginResponse,
     ans: Answer,
+    names: &StatusNames,
     gauge: &Arc<PassBuffered>,
 ) -> Response {
     let mut r = Response::new(resp.status.as_u16());
     for (n, v) in resp.headers.iter() {
         // The origin's Date goes along (RFC 9110 6.6.1); the codec frames the body.
-        if n == http::header::CONTENT_LENGTH {
+        if n == http::header::CONTENT_LENGTH || n.as_str() == "cache-status" {
             continue;
         }
         r = r.header(n.as_str().to_string(), Bytes::copy_from_slice(v.as_bytes()));
     }
-    r = ans.on(r);
+    let upstream = resp.headers.get_all("cache-status");
+    r = if upstream.iter().next().is_some() {
+        let ours = names.get(ans.status);
+        r.header("cache-status", chain(upstream.iter().map(|v| v.as_bytes()), &ours))
+            .tagged(ans.tag())
+    } else {
+        ans.on(r, names)
+    };
     let len = resp.body.content_length();
     let no_body = *req.method() == Method::Head || matches!(resp.status.as_u16(), 204 | 304);
     if no_body {

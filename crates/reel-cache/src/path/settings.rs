@@ -6,6 +6,7 @@
 
 use std::time::Duration;
 
+use super::hops::Node;
 use crate::key::KeyConfig;
 use crate::policy::freshness::PolicyConfig;
 use crate::policy::rules::TtlRules;
@@ -48,6 +49,9 @@ pub struct Settings {
     pub max_variants: usize,
     /// How long a follower waits for its leader's origin response (`[cache] lock_timeout`).
     pub lock_timeout: Duration,
+    /// This node's `CDN-Loop` and `Cache-Status` names (`[server] cdn_id`, `max_hops`,
+    /// `cache_status_name`).
+    pub node: Node,
 }
 
 impl Settings {
@@ -117,6 +121,7 @@ mod tests {
             fill_drop_headers: Settings::default_fill_drop_headers(),
             max_variants: 32,
             lock_timeout: Duration::from_secs(10),
+            node: Node::default(),
         };
         assert_eq!(s.site_for("live.example.com:8080").unwrap().group, "a");
         assert_eq!(s.site_for("x.example.com").unwrap().group, "a");

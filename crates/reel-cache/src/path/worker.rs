@@ -30,7 +30,7 @@ use reel_http::{Method, Request, RequestBody, Response};
 use reel_ops::metrics::WorkerMetrics;
 use reel_origin::WorkerClient;
 
-use super::answer::Answer;
+use super::answer::{Answer, StatusNames};
 use super::inflight::{Follow, Role, State};
 use super::lookup::Found;
 use super::respond::{MetaCache, ReqHeaders, unix_now};
@@ -71,6 +71,8 @@ pub struct WorkerCache {
     /// Shared with the worker's caches of later config generations (it depends on stored
     /// objects only).
     pub(super) metas: Rc<RefCell<MetaCache>>,
+    /// Our `Cache-Status` entries with this generation's name.
+    pub(super) statuses: StatusNames,
 }
 
 /// A response reel produced itself.
@@ -81,13 +83,21 @@ pub(super) fn local(status: u16) -> Response {
 impl WorkerCache {
     /// A worker's cache over the shared state, for one config generation.
     pub fn new(shared: Arc<SharedCache>, settings: Arc<Settings>, client: WorkerClient) -> Self {
-        WorkerCache { shared, settings, client, metas: Rc::default() }
+        let statuses = StatusNames::new(settings.node.cache_status_name());
+        WorkerCache { shared, settings, client, metas: Rc::default(), statuses }
     }
 
     /// This worker's cache for the next config generation: new settings and client (pass a
     /// clone of the current one to keep its pool), the same decoded-metadata cache.
     pub fn next_generation(&self, settings: Arc<Settings>, client: WorkerClient) -> Self {
-        WorkerCache { shared: self.shared.clone(), settings, client, metas: self.metas.clone() }
+        let statuses = StatusNames::new(settings.node.cache_status_name());
+        WorkerCache {
+            shared: self.shared.clone(),
+            settings,
+            client,
+            metas: self.metas.clone(),
+            statuses,
+        }
     }
 
     /// Answers one request. The response's tag carries the cache result and origin time.
@@ -97,13 +107,18 @@ impl WorkerCache {
         body: &mut RequestBody<'_>,
         m: &WorkerMetrics,
     ) -> Response {
+        if self.settings.node.is_loop(req) {
+            // RFC 8586 2, before the lookup: a request of our own fill that came back would
+            // otherwise wait on that fill.
+            return local(508);
+        }
         let host = req.host().unwrap_or("");
         let Some(site) = self.settings.site_for(host) else {
             // Not a site of ours: never an open proxy (RFC 9110 15.5.20).
             return local(421);
         };
         match req.method() {
-            Method::Get | Method::Head => self.get(req, site, m).await,
+            Method::Get | Method::Head => self.get(req, body, site, m).await,
             // Extension methods too (RFC 9110 9.1, 16.1): the origin knows what they mean.
             // TRACE and CONNECT never: one reflects the request, the other tunnels.
             Method::Post
@@ -122,7 +137,15 @@ impl WorkerCache {
         }
     }
 
-    async fn get(&self, req: &Request, site: &Site, m: &WorkerMetrics) -> Response {
+    /// `body` carries the origin's interim responses to the client (a GET has no body to
+    /// read).
+    async fn get(
+        &self,
+        req: &Request,
+        body: &mut RequestBody<'_>,
+        site: &Site,
+        m: &WorkerMetrics,
+    ) -> Response {
         let Some(key) = self.key(req, site) else { return local(400) };
         let hdrs = ReqHeaders(req);
         let req_cc = if site.honor_client_cache_control {
@@ -136,7 +159,7 @@ impl WorkerCache {
             if let Found::Filling { fill, prep } = self.find(&key, &hdrs) {
                 return self.serve_filling(req, fill, prep, Answer::MISS_COLLAPSED).await;
             }
-            return self.fetch_pass(req, site, Answer::FWD_REQUEST).await;
+            return self.fetch_pass(req, body, site, Answer::FWD_REQUEST).await;
         }
         let mut fails = Failures::default();
         for _ in 0..MAX_ROUNDS {
@@ -166,13 +189,13 @@ impl WorkerCache {
                             Answer::HIT_SWR
                         }
                         Decision::GatewayTimeout => {
-                            return Answer::ONLY_IF_CACHED.on(Response::error(504));
+                            return Answer::ONLY_IF_CACHED.on(Response::error(504), &self.statuses);
                         }
                         Decision::MustRevalidate => {
                             match self.shared.inflight.join(key.as_bytes()) {
                                 Role::Lead(lead) => {
                                     return self
-                                        .fetch(req, site, &key, lead, Some(stored), &req_cc)
+                                        .fetch(req, body, site, &key, lead, Some(stored), &req_cc)
                                         .await;
                                 }
                                 Role::Follow(f) => match self.follow(f, m).await {
@@ -183,7 +206,7 @@ impl WorkerCache {
                                     Some(_) => continue,
                                     None => {
                                         return self
-                                            .fetch_pass(req, site, Answer::LOCK_TIMEOUT)
+                                            .fetch_pass(req, body, site, Answer::LOCK_TIMEOUT)
                                             .await;
                                     }
                                 },
@@ -197,32 +220,36 @@ impl WorkerCache {
                 }
                 Found::None => {
                     if let Some(st) = fails.failed {
-                        return local(st)
-                            .header("cache-status", Answer::ORIGIN_ERROR.cache_status());
+                        let cs = self.statuses.get(Answer::ORIGIN_ERROR.status);
+                        return local(st).header("cache-status", cs);
                     }
                     if req_cc.only_if_cached {
                         // RFC 9111 5.2.1.7.
-                        return Answer::ONLY_IF_CACHED.on(Response::error(504));
+                        return Answer::ONLY_IF_CACHED.on(Response::error(504), &self.statuses);
                     }
                     match self.shared.inflight.join(key.as_bytes()) {
                         Role::Lead(lead) => {
-                            return self.fetch(req, site, &key, lead, None, &req_cc).await;
+                            return self.fetch(req, body, site, &key, lead, None, &req_cc).await;
                         }
                         Role::Follow(f) => match self.follow(f, m).await {
                             Some(State::NotShared) => {
-                                return self.fetch_pass(req, site, Answer::PASS_NOT_STORED).await;
+                                return self
+                                    .fetch_pass(req, body, site, Answer::PASS_NOT_STORED)
+                                    .await;
                             }
                             Some(State::Failed(st)) => fails.record(st),
                             Some(_) => {}
                             None => {
-                                return self.fetch_pass(req, site, Answer::LOCK_TIMEOUT).await;
+                                return self
+                                    .fetch_pass(req, body, site, Answer::LOCK_TIMEOUT)
+                                    .await;
                             }
                         },
                     }
                 }
             }
         }
-        self.fetch_pass(req, site, Answer::PASS_NOT_STORED).await
+        self.fetch_pass(req, body, site, Answer::PASS_NOT_STORED).await
     }
 
     /// Waits for the leader of this key's fetch, counted as a coalesced waiter, at most
@@ -266,6 +293,7 @@ mod tests {
             fill_drop_headers: Settings::default_fill_drop_headers(),
             max_variants: 32,
             lock_timeout: Duration::from_secs(10),
+            node: Default::default(),
         });
         let a =
             WorkerCache::new(SharedCache::new(store), settings.clone(), origins.worker_client());

@@ -19,6 +19,7 @@ mod memory;
 mod pass;
 mod ranges;
 mod routing;
+mod shield;
 mod stale;
 mod storing;
 mod targeted;

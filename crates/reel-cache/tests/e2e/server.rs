@@ -10,10 +10,10 @@ use std::time::Duration;
 use reel_cache::key::KeyConfig;
 use reel_cache::policy::freshness::PolicyConfig;
 use reel_cache::policy::rules::{TtlRule, TtlRules};
-use reel_cache::{Settings, SharedCache, Site, WorkerCache};
+use reel_cache::{Node, Settings, SharedCache, Site, WorkerCache};
 use reel_http::{Handler, Limits, Request, RequestBody, Response};
 use reel_ops::metrics::WorkerMetrics;
-use reel_origin::{GroupSpec, HostSpec, Origins};
+use reel_origin::{Balance, GroupSpec, HostSpec, Origins};
 use reel_runtime::{ListenerSpec, Runtime, RuntimeOptions, WorkerApp};
 use reel_store::{IoMode, Store, StoreConfig};
 use tokio::net::TcpStream;
@@ -46,6 +46,10 @@ pub struct Opts {
     pub lock_timeout: Duration,
     /// The site's cache-key options.
     pub key: KeyConfig,
+    /// How the group picks a host within a tier.
+    pub balance: Balance,
+    /// `CDN-Loop` and `Cache-Status` names.
+    pub node: Node,
 }
 
 impl Opts {
@@ -63,6 +67,8 @@ impl Opts {
             max_variants: 32,
             lock_timeout: Duration::from_secs(30),
             key: KeyConfig::default(),
+            balance: Balance::RoundRobin,
+            node: Node::default(),
         }
     }
 }
@@ -127,6 +133,7 @@ impl Server {
             .map(|t| t.iter().map(|a| HostSpec::new(a.to_string())).collect())
             .collect();
         let mut g = GroupSpec::new("g", tiers);
+        g.balance = opts.balance;
         g.connect_timeout = Duration::from_secs(5);
         g.first_byte_timeout = Duration::from_secs(30);
         g.idle_timeout = Duration::from_secs(30);
@@ -161,6 +168,7 @@ impl Server {
             fill_drop_headers: opts.fill_drop_headers,
             max_variants: opts.max_variants,
             lock_timeout: opts.lock_timeout,
+            node: opts.node,
         });
         let (sh, st, or) = (shared.clone(), settings.clone(), origins.clone());
         let listeners = vec![ListenerSpec {

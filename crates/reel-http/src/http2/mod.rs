@@ -46,7 +46,7 @@ use tokio::sync::{Notify, Semaphore, watch};
 use tokio::task::JoinSet;
 
 use crate::body::{BodyError, RequestBody};
-use crate::conn::{CloseReason, ConnOutcome, Handler};
+use crate::conn::{CloseReason, ConnOutcome, Handler, Sent};
 use crate::io::ByteStream;
 use crate::limits::Limits;
 use crate::method::Method;
@@ -353,12 +353,24 @@ async fn stream_task<H: Handler>(
     let end_stream = recv.is_end_stream();
     if let Err(e) = head::request_from_parts(&mut req, &parts, end_stream, &mut scratch, &limits) {
         tracing::debug!(%peer, status = e.status, reason = e.reason, "HTTP/2 request refused");
-        handler.on_reject(peer, e.status);
         let h = head::response_head(&Response::error(e.status), false);
+        let body = bytes::Bytes::from_static(crate::reason_phrase(e.status).as_bytes());
+        let mut bytes = 0;
         if let Ok(mut send) = respond.send_response(h.head, false) {
-            let body = bytes::Bytes::from_static(crate::reason_phrase(e.status).as_bytes());
+            bytes = h.head_bytes + body.len() as u64;
             let _ = send.send_data(H2Chunk::Bytes(body), true);
         }
+        // The request line HTTP/1.1 would have had (RFC 9113 section 8.3.1).
+        let mut line = format!("{} {} HTTP/2", parts.method, parts.uri).into_bytes();
+        line.truncate(crate::REFUSAL_EXCERPT);
+        handler.on_reject(&crate::Refusal {
+            peer,
+            status: e.status,
+            reason: e.reason,
+            request_line: &line,
+            bytes,
+            elapsed: started.elapsed(),
+        });
         return;
     }
     drop(scratch);
@@ -378,7 +390,7 @@ async fn stream_task<H: Handler>(
         if shared.resets.note() {
             shared.abuse.notify_one();
         }
-        handler.on_response(&req, 0, 0, started.elapsed(), 0);
+        handler.on_response(&req, &Sent::nothing(started.elapsed(), 0));
         return;
     };
     if let Some(err) = body.error().cloned() {
@@ -388,7 +400,7 @@ async fn stream_task<H: Handler>(
             BodyError::Timeout => Response::error(408),
             BodyError::Incomplete | BodyError::Io(_) => {
                 respond.send_reset(Reason::CANCEL);
-                handler.on_response(&req, 0, 0, started.elapsed(), resp.tag);
+                handler.on_response(&req, &Sent::nothing(started.elapsed(), resp.tag));
                 return;
             }
         };
@@ -397,6 +409,7 @@ async fn stream_task<H: Handler>(
     let h = head::response_head(&resp, *req.method() == Method::Head);
     let status = h.status;
     let mut bytes = h.head_bytes;
+    let first_byte = started.elapsed();
     let result = match respond.send_response(h.head, !h.has_body) {
         Err(e) => Err(SendFail::Peer(e)),
         Ok(_) if !h.has_body => Ok(0),
@@ -428,5 +441,8 @@ async fn stream_task<H: Handler>(
         Err(_) => {}
     }
     shared.requests.set(shared.requests.get() + 1);
-    handler.on_response(&req, status, bytes, started.elapsed(), tag);
+    handler.on_response(
+        &req,
+        &Sent { status, bytes, first_byte: Some(first_byte), total: started.elapsed(), tag },
+    );
 }

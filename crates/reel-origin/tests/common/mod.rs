@@ -42,6 +42,8 @@ pub struct Behavior {
     pub fault: Fault,
     pub extra_headers: Vec<(String, String)>,
     pub health_status: u16,
+    /// Raw interim (1xx) responses written before the head delay.
+    pub interim: Vec<u8>,
 }
 
 impl Default for Behavior {
@@ -56,6 +58,7 @@ impl Default for Behavior {
             fault: Fault::None,
             extra_headers: Vec::new(),
             health_status: 200,
+            interim: Vec::new(),
         }
     }
 }
@@ -256,6 +259,9 @@ async fn serve(mut s: TcpStream, st: Arc<State>) {
             return;
         }
         if b.fault == Fault::CloseBeforeHeaders {
+            return;
+        }
+        if !b.interim.is_empty() && s.write_all(&b.interim).await.is_err() {
             return;
         }
         tokio::time::sleep(b.head_delay).await;
