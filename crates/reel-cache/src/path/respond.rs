@@ -28,6 +28,17 @@ pub const STREAM_CHUNK: u64 = 256 * 1024;
 /// How long a residency probe of an object is trusted before probing again.
 const RESIDENT_TRUST: Duration = Duration::from_secs(1);
 
+/// MEASUREMENT ONLY: `REEL_RESIDENT_TRUST_MS` overrides [`RESIDENT_TRUST`].
+fn resident_trust() -> Duration {
+    static T: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
+    *T.get_or_init(|| {
+        std::env::var("REEL_RESIDENT_TRUST_MS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .map_or(RESIDENT_TRUST, Duration::from_millis)
+    })
+}
+
 /// The request's header section, for the policy functions.
 pub struct ReqHeaders<'a>(pub &'a Request);
 
@@ -177,7 +188,7 @@ impl Prepared {
     /// second, not per request).
     pub fn resident(&self, hit: &Hit, off: u64, len: u64) -> bool {
         let now = Instant::now();
-        if self.resident_at.get().is_some_and(|t| now.duration_since(t) < RESIDENT_TRUST) {
+        if self.resident_at.get().is_some_and(|t| now.duration_since(t) < resident_trust()) {
             return true;
         }
         let r = hit.is_resident(off, len);
