@@ -53,6 +53,7 @@ const fn restart(key: &'static str) -> ReloadKey {
 /// Restart keys are never inside an array of tables.
 pub const RELOAD_KEYS: &[ReloadKey] = &[
     restart("server.shutdown_timeout"),
+    live("server.shutdown_delay"),
     live("server.cdn_id"),
     live("server.max_hops"),
     live("server.cache_status_name"),
@@ -76,6 +77,8 @@ pub const RELOAD_KEYS: &[ReloadKey] = &[
     live("http.header_timeout"),
     live("http.idle_timeout"),
     live("http.max_connections_per_worker"),
+    live("http.max_connections_per_client"),
+    live("http.reserved_fds"),
     live("health.path"),
     live("health.max_cpu_percent"),
     live("health.resume_cpu_percent"),

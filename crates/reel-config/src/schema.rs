@@ -23,6 +23,10 @@ pub struct ServerConfig {
     /// On SIGTERM, stop accepting and let in-flight requests finish for at most this long,
     /// then close what is left. Duration; default `"10s"`; `"0s"` closes immediately.
     pub shutdown_timeout: Duration,
+    /// On SIGTERM, first keep accepting and serving for this long while `/healthz` answers
+    /// 503 `stopping` and keep-alive clients are told `Connection: close`, so balancers
+    /// move traffic away before the drain starts. Duration; default `"0s"`.
+    pub shutdown_delay: Duration,
     /// This CDN's name in the `CDN-Loop` field (RFC 8586) of every request sent to an
     /// origin or a parent; the same on every node of one deployment (edges and shields). A
     /// host name, `host:port` or a token; default `"reel"`.
@@ -39,6 +43,7 @@ impl Default for ServerConfig {
     fn default() -> Self {
         ServerConfig {
             shutdown_timeout: Duration::from_secs(10),
+            shutdown_delay: Duration::ZERO,
             cdn_id: "reel".to_string(),
             max_hops: 3,
             cache_status_name: String::new(),
@@ -291,6 +296,13 @@ pub struct HttpConfig {
     /// Open client connections per worker core; beyond this new connections are closed at
     /// accept. Count; default 20000.
     pub max_connections_per_worker: u32,
+    /// Open connections from one client address (all workers); beyond this new ones from
+    /// it are closed at accept. Count; default 2048; 0 = no cap.
+    pub max_connections_per_client: u32,
+    /// File descriptors kept free of client connections (for the admin listener, health
+    /// probes, origin connections): client connections are capped at the descriptor limit
+    /// minus these and what the process holds at start. Count; default 256.
+    pub reserved_fds: u32,
 }
 
 impl Default for HttpConfig {
@@ -303,6 +315,8 @@ impl Default for HttpConfig {
             header_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(60),
             max_connections_per_worker: 20_000,
+            max_connections_per_client: 2048,
+            reserved_fds: 256,
         }
     }
 }

@@ -186,7 +186,16 @@ pub struct DemoOrigin {
 /// returned here, then serves on a new thread until [`DemoOrigin::shutdown`] or drop.
 pub fn spawn(addr: SocketAddr, cfg: DemoOriginConfig) -> Result<DemoOrigin, Error> {
     cfg.validate()?;
-    let std_listener = std::net::TcpListener::bind(addr)?;
+    spawn_on(std::net::TcpListener::bind(addr)?, cfg)
+}
+
+/// Like [`spawn`] on a socket that is already listening (e.g. one a restarting server
+/// inherited from the process it replaces).
+pub fn spawn_on(
+    std_listener: std::net::TcpListener,
+    cfg: DemoOriginConfig,
+) -> Result<DemoOrigin, Error> {
+    cfg.validate()?;
     std_listener.set_nonblocking(true)?;
     let local_addr = std_listener.local_addr()?;
     let stats = OriginStats::new();

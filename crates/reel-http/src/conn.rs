@@ -50,6 +50,15 @@ pub trait Handler: 'static {
     fn on_reject(&self, refusal: &Refusal<'_>) {
         let _ = refusal;
     }
+
+    /// Asked before each response is written: `false` sends it with `Connection: close`
+    /// and closes the connection after it, while idle connections stay open until their
+    /// next request (a server about to stop tells keep-alive clients to go elsewhere
+    /// without closing under a request already on its way). On HTTP/2 the connection sends
+    /// GOAWAY and closes once its streams are done. Default: `true`.
+    fn keep_alive(&self) -> bool {
+        true
+    }
 }
 
 /// Most bytes of a refused request's line handed to [`Handler::on_reject`].
@@ -289,7 +298,7 @@ async fn serve_io<H: Handler>(
         }
 
         let draining = drain_live && *drain.borrow();
-        let keep_alive = req.keep_alive() && !must_close && !draining;
+        let keep_alive = req.keep_alive() && !must_close && !draining && handler.keep_alive();
         let ctx = HeadContext {
             version: req.version(),
             head_request: *req.method() == Method::Head,

@@ -56,7 +56,9 @@
 //!   bytes is discarded before the response is written; a larger one, an unread
 //!   chunked body, or a body whose `100 Continue` was never sent closes the connection
 //!   after the response (which then carries `Connection: close`). On drain, a request
-//!   already received is still answered (with `Connection: close`).
+//!   already received is still answered (with `Connection: close`). A handler whose
+//!   [`Handler::keep_alive`] says `false` gets `Connection: close` on every response
+//!   while idle connections stay open until their next request (a lame-duck server).
 //! * **Timeouts.** `header_timeout` runs from the first byte of a head (slowloris →
 //!   408 + close); `idle_timeout` closes idle keep-alive connections silently and also
 //!   bounds stalled body reads and writes. After an error response the socket is

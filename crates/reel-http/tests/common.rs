@@ -9,6 +9,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::os::fd::{AsRawFd, RawFd};
 use std::pin::Pin;
 use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::task::{Context, Poll};
 use std::thread;
@@ -102,6 +103,8 @@ impl BodyStream for ScriptStream {
 pub struct TestHandler {
     file: Rc<File>,
     file_len: u64,
+    /// Answers `false` to [`Handler::keep_alive`] once set.
+    closing: Arc<AtomicBool>,
     cold_reads: Rc<Cell<u64>>,
 }
 
@@ -202,6 +205,10 @@ impl Handler for TestHandler {
             _ => Response::error(404),
         }
     }
+
+    fn keep_alive(&self) -> bool {
+        !self.closing.load(Ordering::SeqCst)
+    }
 }
 
 /// Total bytes of the served test file.
@@ -212,6 +219,7 @@ pub struct Server {
     /// The CA of a TLS server's certificate (for `test.example`).
     pub ca: Option<Arc<TestCa>>,
     drain: watch::Sender<bool>,
+    closing: Arc<AtomicBool>,
     outcomes: mpsc::Receiver<ConnOutcome>,
     stop: Option<oneshot::Sender<()>>,
     thread: Option<thread::JoinHandle<()>>,
@@ -263,6 +271,8 @@ impl Server {
         let (out_tx, outcomes) = mpsc::channel();
         let (drain, drain_rx) = watch::channel(false);
         let (stop, mut stop_rx) = oneshot::channel::<()>();
+        let closing = Arc::new(AtomicBool::new(false));
+        let handler_closing = closing.clone();
         let thread = thread::Builder::new().name("reel-srv".into()).spawn(move || {
             let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
             let local = tokio::task::LocalSet::new();
@@ -273,6 +283,7 @@ impl Server {
                 let handler = Rc::new(TestHandler {
                     file: Rc::new(tmp),
                     file_len: FILE_LEN,
+                    closing: handler_closing,
                     cold_reads: Rc::new(Cell::new(0)),
                 });
                 let limits = Rc::new(limits);
@@ -307,7 +318,7 @@ impl Server {
             });
         }).unwrap();
         let addr = addr_rx.recv().unwrap();
-        Server { addr, ca, drain, outcomes, stop: Some(stop), thread: Some(thread) }
+        Server { addr, ca, drain, closing, outcomes, stop: Some(stop), thread: Some(thread) }
     }
 
     /// A client over TCP, or over TLS for a TLS server.
@@ -320,6 +331,11 @@ impl Server {
 
     pub fn drain(&self) {
         self.drain.send_replace(true);
+    }
+
+    /// From now on the handler asks for every response to close its connection.
+    pub fn close_after_responses(&self) {
+        self.closing.store(true, Ordering::SeqCst);
     }
 
     /// Next finished connection's outcome (generous timeout: the machine is loaded).

@@ -370,3 +370,16 @@ fn which(cmd: &str) -> Option<std::path::PathBuf> {
         .map(|d| std::path::Path::new(d).join(cmd))
         .find(|p| p.is_file())
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_handler_that_ends_keep_alive_gets_goaway_after_the_next_request() {
+    let server = server();
+    let c = client(&server).await;
+    assert_eq!(get(&c, "/hello").await.status, 200);
+    server.close_after_responses();
+    // The request that arrives next is answered in full; the connection then goes.
+    let r = get(&c, "/slow").await;
+    assert_eq!((r.status, r.body.as_slice()), (200, &b"slow done"[..]));
+    assert_eq!(server.outcome().close, CloseReason::NotKeepAlive);
+    assert!(request(&c, "GET", "/hello", None).await.is_err(), "new streams go elsewhere");
+}

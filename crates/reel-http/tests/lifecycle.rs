@@ -43,6 +43,26 @@ fn slowloris_head_gets_408_and_close() {
 }
 
 #[test]
+fn a_handler_that_stops_keep_alive_closes_after_the_next_response_not_while_idle() {
+    let server = Server::start();
+    let mut c = server.connect();
+    c.send(&get("/hello"));
+    let r = c.response(false);
+    assert!(!r.closes(), "keep-alive until the handler says otherwise");
+    // An idle connection is left alone: the client's next request is answered, and
+    // that answer tells it to go.
+    server.close_after_responses();
+    sleep(Duration::from_millis(200));
+    c.send(&get("/hello"));
+    let r = c.response(false);
+    assert_eq!(r.status, 200);
+    assert!(r.closes(), "connection: close on the next response");
+    c.assert_closed();
+    let o = server.outcome();
+    assert_eq!((o.requests, o.close), (2, CloseReason::NotKeepAlive));
+}
+
+#[test]
 fn idle_keep_alive_connection_closes_silently() {
     let server = Server::with_limits(short_timeouts());
     let mut c = server.connect();

@@ -75,8 +75,11 @@ pub struct LoadFigures {
 pub enum Status {
     /// Take traffic.
     Ok,
-    /// An operator asked the node to drain (`POST /admin/drain`) or it is shutting down.
+    /// An operator asked the node to drain (`POST /admin/drain`).
     Draining,
+    /// The process got SIGTERM: it serves for `server.shutdown_delay` more so balancers
+    /// can move traffic away, then drains and exits.
+    Stopping,
     /// The segment store cannot serve.
     StoreUnavailable,
     /// A load threshold tripped and has not cleared yet.
@@ -159,6 +162,13 @@ pub struct Verdict {
 }
 
 impl Verdict {
+    /// The same verdict for a process that is stopping: that wins over everything.
+    pub fn stopping(mut self) -> Verdict {
+        self.status = Status::Stopping;
+        self.reasons = vec!["stopping".to_string()];
+        self
+    }
+
     /// The HTTP status a balancer should see: 200 to take traffic, 503 otherwise.
     pub fn http_status(&self) -> u16 {
         if self.status == Status::Ok { 200 } else { 503 }
@@ -241,5 +251,12 @@ mod tests {
         assert_eq!(j["status"], "ok");
         assert_eq!(j["workers"], 2);
         assert!(j["load"]["cpu_percent"].is_number());
+        let s = verdict(true, true, &o, 2, LoadFigures::default()).stopping();
+        assert_eq!((s.status, s.http_status()), (Status::Stopping, 503));
+        let j: serde_json::Value = serde_json::from_str(&s.to_json()).unwrap();
+        assert_eq!(
+            (j["status"].as_str(), j["reasons"][0].as_str()),
+            (Some("stopping"), Some("stopping"))
+        );
     }
 }

@@ -4,10 +4,12 @@
 //!   shared Prometheus writer of `reel-metrics`;
 //! - [`health`] and [`sampler`]: load figures, overload hysteresis, the `/healthz` answer;
 //! - [`access_log`]: per-worker buffered access log with a non-blocking writer thread;
-//! - [`notify`]: systemd readiness notifications.
+//! - [`notify`]: systemd readiness notifications;
+//! - [`activation`]: descriptors inherited at exec (socket activation, upgrades).
 #![deny(unsafe_code)]
 
 pub mod access_log;
+pub mod activation;
 pub mod health;
 pub mod metrics;
 pub mod notify;

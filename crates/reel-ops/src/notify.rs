@@ -37,6 +37,18 @@ pub fn stopping() -> bool {
     notify("STOPPING=1")
 }
 
+/// `MAINPID=`: after a binary upgrade, `pid` (the successor) is the service's main
+/// process; systemd watches it from now on (sent by the current main process, which
+/// `NotifyAccess=main` accepts).
+pub fn main_pid(pid: u32) -> bool {
+    notify(&format!("MAINPID={pid}\nSTATUS=serving (upgraded)"))
+}
+
+/// `STATUS=`: a free-form line `systemctl status` shows.
+pub fn status(text: &str) -> bool {
+    notify(&format!("STATUS={text}"))
+}
+
 fn monotonic_usec() -> u64 {
     crate::sys::monotonic_usec()
 }
@@ -63,6 +75,9 @@ mod tests {
         assert!(ready());
         let n = rx.recv(&mut buf).unwrap();
         assert_eq!(&buf[..n], b"READY=1\nSTATUS=serving");
+        assert!(main_pid(77));
+        let n = rx.recv(&mut buf).unwrap();
+        assert_eq!(&buf[..n], b"MAINPID=77\nSTATUS=serving (upgraded)");
         // SAFETY: as for set_var above.
         unsafe { std::env::remove_var("NOTIFY_SOCKET") };
         assert!(!stopping());

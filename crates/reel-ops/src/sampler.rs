@@ -46,6 +46,7 @@ pub struct Inputs {
 pub struct Health {
     answer: ArcSwap<HealthAnswer>,
     draining: AtomicBool,
+    stopping: AtomicBool,
     thresholds: ArcSwap<Thresholds>,
     state: Mutex<SamplerState>,
     inputs: Inputs,
@@ -76,6 +77,7 @@ impl Health {
         let h = Arc::new(Health {
             answer: ArcSwap::from_pointee(render(v)),
             draining: AtomicBool::new(false),
+            stopping: AtomicBool::new(false),
             thresholds: ArcSwap::from_pointee(thresholds),
             state: Mutex::new(SamplerState::default()),
             inputs,
@@ -100,6 +102,13 @@ impl Health {
         self.draining.load(Ordering::SeqCst)
     }
 
+    /// Marks the process as stopping (SIGTERM; 503 `stopping`, which nothing clears) and
+    /// republishes at once.
+    pub fn set_stopping(&self) {
+        self.stopping.store(true, Ordering::SeqCst);
+        self.tick();
+    }
+
     /// Replaces the thresholds (config reload).
     pub fn set_thresholds(&self, t: Thresholds) {
         self.thresholds.store(Arc::new(t));
@@ -120,13 +129,16 @@ impl Health {
         let figures = self.figures(&first, &now);
         let t = self.thresholds.load();
         st.overload.update(&t, &figures);
-        let v = verdict(
+        let mut v = verdict(
             self.draining(),
             (self.inputs.store_ok)(),
             &st.overload,
             self.inputs.workers.len(),
             figures,
         );
+        if self.stopping.load(Ordering::SeqCst) {
+            v = v.stopping();
+        }
         self.answer.store(Arc::new(render(v)));
     }
 

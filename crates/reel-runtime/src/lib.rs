@@ -4,9 +4,13 @@
 //!   service the NIC queue interrupts, with the evidence printed by `reel plan`.
 //! * [`start`] runs one pinned OS thread per worker CPU, each with a tokio `current_thread`
 //!   runtime and `LocalSet`, its own listening socket per listener in a `SO_REUSEPORT` group,
-//!   an accept loop with a per-worker connection cap, and a [`WorkerApp`] instance that serves
-//!   every connection the worker accepts. Nothing is work-stolen: a connection lives and dies
-//!   on the worker that accepted it.
+//!   an accept loop with connection limits (per worker, per process, per client address;
+//!   see [`limits`]), and a [`WorkerApp`] instance that serves every connection the worker
+//!   accepts. Nothing is work-stolen: a connection lives and dies on the worker that
+//!   accepted it.
+//! * [`start_with`] takes over listening sockets the process inherited (systemd socket
+//!   activation, a binary upgrade) instead of binding; [`Runtime::export_listeners`] hands
+//!   them to a successor.
 //! * [`Runtime::set_listeners`] changes listeners live; [`Runtime::shutdown`] drains.
 //!
 //! # CPU steering
@@ -25,15 +29,19 @@
 #![deny(unsafe_code)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+pub mod limits;
 pub mod plan;
+mod sockets;
 #[allow(unsafe_code)]
 pub mod steer;
 mod workers;
 
+pub use limits::Refusal;
 pub use plan::{
     CorePlan, CoreSpec, CpuEntry, CpuSelect, PlanError, RealSysFs, Role, SysFs, plan_system,
 };
+pub use sockets::Inherited;
 pub use workers::{
     ListenerSpec, Runtime, RuntimeError, RuntimeOptions, ShutdownHandle, ShutdownReport, Steer,
-    WorkerApp, WorkerCtx, WorkerStats, start,
+    WorkerApp, WorkerCtx, WorkerStats, start, start_with,
 };

@@ -1,5 +1,6 @@
 //! Pinned worker threads, their per-worker `SO_REUSEPORT` listeners, accept loops, connection
-//! caps, live listener changes and graceful shutdown.
+//! limits, live listener changes, the export of listening sockets for a successor process,
+//! and graceful shutdown.
 //!
 //! Each worker owns one OS thread pinned to its planned CPU, a tokio `current_thread` runtime
 //! with a `LocalSet`, and its own listening socket per listener, so the kernel spreads
@@ -19,11 +20,13 @@ use std::task::{Context, Poll};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use socket2::{Domain, Protocol, SockRef, Socket, Type};
+use socket2::SockRef;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Notify, mpsc, watch};
 use tokio::task::LocalSet;
 
+use crate::limits::{Caps, Conns, Refusal};
+use crate::sockets::{Inherited, adopt_group, bind_group};
 use crate::steer;
 
 /// One listening address; every worker binds its own socket for it.
@@ -50,9 +53,17 @@ pub enum Steer {
 /// Tunables of the runtime.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RuntimeOptions {
-    /// Open connections per worker at which the worker stops accepting until one closes.
-    /// Must be at least 1.
+    /// Open connections per worker; a connection accepted beyond it is closed at accept
+    /// (see [`WorkerApp::on_refused`]). Must be at least 1.
     pub max_connections_per_worker: usize,
+    /// Open connections from one client address, all workers together; 0 = no cap.
+    pub max_connections_per_client: usize,
+    /// Open client connections of the whole process (its descriptor budget); 0 = no cap.
+    pub max_connections: usize,
+    /// Connections over a limit that [`WorkerApp::on_refused`] may answer at once, all
+    /// workers together (each holds a descriptor meanwhile, from the reserve the limits
+    /// keep); beyond this a refused connection is closed unanswered.
+    pub max_answering_refused: usize,
     /// Connection steering within the reuseport group.
     pub steer: Steer,
     /// CPUs servicing NIC interrupts (from [`crate::CorePlan::irq_cpus`]); only used to build
@@ -66,6 +77,9 @@ impl Default for RuntimeOptions {
     fn default() -> Self {
         Self {
             max_connections_per_worker: 16_384,
+            max_connections_per_client: 0,
+            max_connections: 0,
+            max_answering_refused: 64,
             steer: Steer::Hash,
             irq_cpus: Vec::new(),
             pin: true,
@@ -155,8 +169,8 @@ pub struct WorkerStats {
     pub accepted: AtomicU64,
     /// Failed `accept` calls since start.
     pub accept_errors: AtomicU64,
-    /// Times the worker reached its connection cap and paused accepting.
-    pub cap_pauses: AtomicU64,
+    /// Connections closed at accept because a connection limit was reached.
+    pub refused: AtomicU64,
     /// Whether the thread is pinned to its CPU.
     pub pinned: AtomicBool,
 }
@@ -174,6 +188,22 @@ pub trait WorkerApp: 'static {
         listener: &str,
         drain: watch::Receiver<bool>,
     ) -> impl Future<Output = ()>;
+
+    /// A connection accepted over a limit (`why`), about to be closed: the app may answer
+    /// it briefly (e.g. a 503 to the request it sent) before dropping it. The runtime runs
+    /// at most a few of these per worker at once and closes the rest unanswered; the
+    /// default closes it at once.
+    fn on_refused(
+        &self,
+        stream: TcpStream,
+        peer: SocketAddr,
+        listener: &str,
+        why: Refusal,
+    ) -> impl Future<Output = ()> {
+        let _ = (peer, listener, why);
+        drop(stream);
+        async {}
+    }
 
     /// Per-worker background work (timers, cache maintenance), started once per worker next to
     /// the accept loops. It is dropped when the worker exits after shutdown.
@@ -216,6 +246,8 @@ impl ShutdownHandle {
 struct Shared {
     drain: watch::Sender<bool>,
     deadline: Mutex<Option<Instant>>,
+    caps: Caps,
+    conns: Conns,
 }
 
 impl Shared {
@@ -238,9 +270,8 @@ enum Command {
         remove: Vec<String>,
         done: std_mpsc::Sender<Result<(), String>>,
     },
-    SetCap {
-        cap: usize,
-        done: std_mpsc::Sender<Result<(), String>>,
+    Export {
+        done: std_mpsc::Sender<Result<Vec<(String, std::os::fd::OwnedFd)>, String>>,
     },
 }
 
@@ -273,54 +304,6 @@ impl std::fmt::Debug for Runtime {
     }
 }
 
-/// Binds one socket of a reuseport group.
-fn bind_one(addr: SocketAddr, backlog: i32) -> io::Result<Socket> {
-    let s = Socket::new(
-        Domain::for_address(addr),
-        Type::STREAM.nonblocking().cloexec(),
-        Some(Protocol::TCP),
-    )?;
-    s.set_reuse_address(true)?;
-    s.set_reuse_port(true)?;
-    if addr.is_ipv6() {
-        // An explicit [::] listener must not also claim the IPv4 port a separate 0.0.0.0
-        // listener may want.
-        s.set_only_v6(true)?;
-    }
-    s.bind(&addr.into())?;
-    s.listen(backlog)?;
-    Ok(s)
-}
-
-/// Binds `n` sockets for `spec`, all on the same port, in worker order, and attaches the
-/// steering program to the group.
-fn bind_group(
-    spec: &ListenerSpec,
-    n: usize,
-    prog: Option<&[steer::Insn]>,
-) -> Result<(Vec<std::net::TcpListener>, SocketAddr), RuntimeError> {
-    let err = |source| RuntimeError::Bind { name: spec.name.clone(), addr: spec.addr, source };
-    let mut socks = Vec::with_capacity(n);
-    let mut addr = spec.addr;
-    for i in 0..n {
-        let s = bind_one(addr, spec.backlog).map_err(err)?;
-        if i == 0 {
-            // With port 0 each bind would get its own port: resolve it once, share it.
-            addr = s
-                .local_addr()
-                .map_err(err)?
-                .as_socket()
-                .ok_or_else(|| err(io::Error::other("bound address is not an inet address")))?;
-        }
-        socks.push(s);
-    }
-    if let (Some(p), Some(first)) = (prog, socks.first()) {
-        steer::attach(first, p)
-            .map_err(|source| RuntimeError::Steer { name: spec.name.clone(), source })?;
-    }
-    Ok((socks.into_iter().map(Into::into).collect(), addr))
-}
-
 fn thread_tid() -> i32 {
     // "/proc/thread-self" -> "<pid>/task/<tid>"; avoids an unsafe gettid call.
     std::fs::read_link("/proc/thread-self")
@@ -335,6 +318,26 @@ fn thread_tid() -> i32 {
 pub fn start<F, A>(
     plan_workers: &[usize],
     listeners: Vec<ListenerSpec>,
+    opts: RuntimeOptions,
+    factory: F,
+) -> Result<Runtime, RuntimeError>
+where
+    F: Fn(&WorkerCtx) -> A + Send + Sync + 'static,
+    A: WorkerApp,
+{
+    start_with(plan_workers, listeners, Inherited::new(), opts, factory)
+}
+
+/// [`start`] with listening sockets the process inherited (from systemd's socket
+/// activation or from the process it replaces), by listener name: a listener found in
+/// `inherited` takes those sockets (spread over the workers, see [`Inherited`]) instead of
+/// binding, so connections waiting in their queues are served, not reset. The steering
+/// program is not attached to inherited sockets (the group keeps the one it has).
+/// Inherited sockets no listener names are closed.
+pub fn start_with<F, A>(
+    plan_workers: &[usize],
+    listeners: Vec<ListenerSpec>,
+    mut inherited: Inherited,
     opts: RuntimeOptions,
     factory: F,
 ) -> Result<Runtime, RuntimeError>
@@ -364,15 +367,26 @@ where
         (0..n).map(|_| Vec::new()).collect();
     let mut infos = BTreeMap::new();
     for spec in &listeners {
-        let (socks, addr) = bind_group(spec, n, steer_prog.as_deref())?;
-        for (w, s) in socks.into_iter().enumerate() {
-            per_worker[w].push((spec.name.clone(), s));
+        let (socks, addr) = match inherited.remove(&spec.name) {
+            Some(socks) => adopt_group(spec, socks, n)?,
+            None => bind_group(spec, n, steer_prog.as_deref(), &[])?,
+        };
+        for (w, socks) in socks.into_iter().enumerate() {
+            per_worker[w].extend(socks.into_iter().map(|s| (spec.name.clone(), s)));
         }
         infos.insert(spec.name.clone(), ListenerInfo { spec: spec.clone(), addr });
     }
+    for (name, socks) in inherited {
+        tracing::warn!(listener = %name, sockets = socks.len(), "closing inherited sockets no listener uses");
+    }
 
     let (drain, _) = watch::channel(false);
-    let shared = Arc::new(Shared { drain, deadline: Mutex::new(None) });
+    let caps = Caps::default();
+    caps.per_worker.store(opts.max_connections_per_worker, Ordering::Relaxed);
+    caps.per_client.store(opts.max_connections_per_client, Ordering::Relaxed);
+    caps.total.store(opts.max_connections, Ordering::Relaxed);
+    caps.answering.store(opts.max_answering_refused, Ordering::Relaxed);
+    let shared = Arc::new(Shared { drain, deadline: Mutex::new(None), caps, conns: Conns::new() });
     let factory = Arc::new(factory);
     let (ready_tx, ready_rx) = std_mpsc::channel::<(usize, Result<i32, String>)>();
     let mut rt = Runtime {
@@ -385,12 +399,7 @@ where
         let stats = Arc::new(WorkerStats::default());
         let (cmd_tx, cmd_rx) = mpsc::unbounded_channel();
         let ctx = WorkerCtx { index, cpu, n_workers: n, stats: stats.clone() };
-        let cfg = WorkerCfg {
-            ctx,
-            pin: opts.pin,
-            cap: opts.max_connections_per_worker,
-            shared: shared.clone(),
-        };
+        let cfg = WorkerCfg { ctx, pin: opts.pin, shared: shared.clone() };
         let factory = factory.clone();
         let ready = ready_tx.clone();
         let spawned = thread::Builder::new()
@@ -511,9 +520,10 @@ impl Runtime {
                 }
                 _ => {
                     // Binding errors return here, before any worker was told anything.
-                    let (socks, addr) = bind_group(spec, n, self.steer_prog.as_deref())?;
-                    for (w, s) in socks.into_iter().enumerate() {
-                        per_worker[w].push((spec.name.clone(), s));
+                    let own: Vec<SocketAddr> = current.values().map(|i| i.addr).collect();
+                    let (socks, addr) = bind_group(spec, n, self.steer_prog.as_deref(), &own)?;
+                    for (w, socks) in socks.into_iter().enumerate() {
+                        per_worker[w].extend(socks.into_iter().map(|s| (spec.name.clone(), s)));
                     }
                     add_infos.push(ListenerInfo { spec: spec.clone(), addr });
                     if current.contains_key(&spec.name) {
@@ -565,11 +575,29 @@ impl Runtime {
         first_err.map_or(Ok(()), Err)
     }
 
-    /// Changes every worker's connection cap. A worker paused at its old cap resumes
-    /// accepting at once when the cap rises; when it falls, connections above it stay open
-    /// and the worker accepts again once it is below. Blocks until every worker applied it.
+    /// Changes the connection cap of every worker; takes effect at the next accept.
+    /// Connections above a lowered cap stay open.
     pub fn set_max_connections_per_worker(&self, cap: usize) -> Result<(), RuntimeError> {
-        if cap == 0 {
+        let c = &self.shared.caps;
+        self.set_connection_limits(
+            cap,
+            c.per_client.load(Ordering::Relaxed),
+            c.total.load(Ordering::Relaxed),
+            c.answering.load(Ordering::Relaxed),
+        )
+    }
+
+    /// Changes every connection limit (see [`RuntimeOptions`]: per worker, per client
+    /// address, for the process, refused connections answered at once); takes effect at
+    /// the next accept. Connections above a lowered limit stay open.
+    pub fn set_connection_limits(
+        &self,
+        per_worker: usize,
+        per_client: usize,
+        total: usize,
+        answering: usize,
+    ) -> Result<(), RuntimeError> {
+        if per_worker == 0 {
             return Err(RuntimeError::InvalidOptions(
                 "max_connections_per_worker must be at least 1".into(),
             ));
@@ -577,22 +605,41 @@ impl Runtime {
         if *self.shared.drain.borrow() {
             return Err(RuntimeError::ShuttingDown);
         }
+        let c = &self.shared.caps;
+        c.per_worker.store(per_worker, Ordering::Relaxed);
+        c.per_client.store(per_client, Ordering::Relaxed);
+        c.total.store(total, Ordering::Relaxed);
+        c.answering.store(answering, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Open client connections of the whole process.
+    pub fn open_connections(&self) -> usize {
+        self.shared.conns.total()
+    }
+
+    /// Duplicates of every worker's listening sockets, by listener name, in worker order:
+    /// what a successor process needs to take over the listeners (the sockets stay open
+    /// here too). Blocks until every worker answered.
+    pub fn export_listeners(&self) -> Result<Vec<(String, std::os::fd::OwnedFd)>, RuntimeError> {
+        if *self.shared.drain.borrow() {
+            return Err(RuntimeError::ShuttingDown);
+        }
         let mut waits = Vec::with_capacity(self.workers.len());
         for w in &self.workers {
             let (done, rx) = std_mpsc::channel();
-            w.cmd
-                .send(Command::SetCap { cap, done })
-                .map_err(|_| RuntimeError::WorkerGone(w.index))?;
+            w.cmd.send(Command::Export { done }).map_err(|_| RuntimeError::WorkerGone(w.index))?;
             waits.push((w.index, rx));
         }
+        let mut out = Vec::new();
         for (index, rx) in waits {
             match rx.recv() {
-                Ok(Ok(())) => {}
+                Ok(Ok(v)) => out.extend(v),
                 Ok(Err(message)) => return Err(RuntimeError::Worker { index, message }),
                 Err(_) => return Err(RuntimeError::WorkerGone(index)),
             }
         }
-        Ok(())
+        Ok(out)
     }
 
     /// Triggers shutdown (see [`ShutdownHandle::shutdown`]) and waits for it.
@@ -630,7 +677,6 @@ impl Drop for Runtime {
 struct WorkerCfg {
     ctx: WorkerCtx,
     pin: bool,
-    cap: usize,
     shared: Arc<Shared>,
 }
 
@@ -638,8 +684,9 @@ struct WorkerCfg {
 struct Local {
     stats: Arc<WorkerStats>,
     open: Cell<usize>,
-    cap: Cell<usize>,
-    /// Woken whenever a connection closes or the cap changes.
+    /// The caps and the process-wide counts.
+    shared: Arc<Shared>,
+    /// Woken whenever a connection closes.
     closed: Notify,
     /// Woken whenever a listener is added, so the acceptor polls it.
     listeners_changed: Notify,
@@ -650,15 +697,28 @@ struct Local {
     next: Cell<usize>,
 }
 
-/// Decrements the open count when a connection task ends or is dropped at the deadline.
-struct ConnGuard(Rc<Local>);
+/// Decrements the open counts when a connection task ends or is dropped at the deadline.
+struct ConnGuard {
+    local: Rc<Local>,
+    client: std::net::IpAddr,
+}
 
 impl Drop for ConnGuard {
     fn drop(&mut self) {
-        let l = &self.0;
+        let l = &self.local;
         l.open.set(l.open.get().saturating_sub(1));
         l.stats.open.fetch_sub(1, Ordering::Relaxed);
+        l.shared.conns.release(self.client);
         l.closed.notify_waiters();
+    }
+}
+
+/// Counts a refused connection being answered (process-wide).
+struct RefusingGuard(Arc<Shared>);
+
+impl Drop for RefusingGuard {
+    fn drop(&mut self) {
+        self.0.conns.end_answering();
     }
 }
 
@@ -692,7 +752,7 @@ fn worker_thread<A: WorkerApp>(
     let state = Rc::new(Local {
         stats: cfg.ctx.stats.clone(),
         open: Cell::new(0),
-        cap: Cell::new(cfg.cap),
+        shared: cfg.shared.clone(),
         closed: Notify::new(),
         listeners_changed: Notify::new(),
         drain: cfg.shared.drain.subscribe(),
@@ -766,14 +826,12 @@ fn worker_thread<A: WorkerApp>(
     dropped
 }
 
-/// Registers a bound socket with this worker's reactor and hands it to the acceptor.
-/// Must run inside the worker's runtime context.
+/// Registers a bound socket with this worker's reactor and hands it to the acceptor (a
+/// worker may hold several sockets of one listener, see [`crate::start_with`]). Must run
+/// inside the worker's runtime context.
 fn add_listener(state: &Local, name: String, l: std::net::TcpListener) -> Result<(), String> {
     let l = TcpListener::from_std(l).map_err(|e| format!("registering listener {name:?}: {e}"))?;
-    let mut ls = state.listeners.borrow_mut();
-    ls.retain(|(n, _)| **n != *name);
-    ls.push((Rc::from(name.as_str()), l));
-    drop(ls);
+    state.listeners.borrow_mut().push((Rc::from(name.as_str()), l));
     state.listeners_changed.notify_waiters();
     Ok(())
 }
@@ -797,24 +855,36 @@ async fn command_loop(state: Rc<Local>, mut rx: mpsc::UnboundedReceiver<Command>
                 }
                 let _ = done.send(result);
             }
-            Command::SetCap { cap, done } => {
-                state.cap.set(cap);
-                // A paused acceptor re-checks the cap when woken.
-                state.closed.notify_waiters();
-                let _ = done.send(Ok(()));
+            Command::Export { done } => {
+                use std::os::fd::AsFd;
+                let r = state
+                    .listeners
+                    .borrow()
+                    .iter()
+                    .map(|(n, l)| {
+                        l.as_fd()
+                            .try_clone_to_owned()
+                            .map(|fd| (n.to_string(), fd))
+                            .map_err(|e| format!("duplicating listener {n:?}: {e}"))
+                    })
+                    .collect();
+                let _ = done.send(r);
             }
         }
     }
 }
 
-/// Re-runs `listen(2)` on a listening socket, which updates its backlog in place.
+/// Re-runs `listen(2)` on a listener's sockets, which updates their backlog in place.
 fn relisten_one(state: &Local, name: &str, backlog: i32) -> Result<(), String> {
-    match state.listeners.borrow().iter().find(|(n, _)| **n == *name) {
-        Some((_, l)) => SockRef::from(l)
+    let ls = state.listeners.borrow();
+    let mut found = false;
+    for (_, l) in ls.iter().filter(|(n, _)| **n == *name) {
+        found = true;
+        SockRef::from(l)
             .listen(backlog)
-            .map_err(|e| format!("changing backlog of {name:?}: {e}")),
-        None => Err(format!("listener {name:?} not found")),
+            .map_err(|e| format!("changing backlog of {name:?}: {e}"))?;
     }
+    if found { Ok(()) } else { Err(format!("listener {name:?} not found")) }
 }
 
 /// A finished accept: the listener's name and the result.
@@ -842,18 +912,13 @@ struct ErrorLog {
     suppressed: u64,
 }
 
-/// The worker's single acceptor over all its listeners. A connection is only taken from a
-/// socket while the worker is under its cap, so the cap holds exactly however many listeners
-/// there are; meanwhile the kernel backlog holds new connections.
+/// The worker's single acceptor over all its listeners. Every connection is taken from
+/// the kernel at once; one over a limit (this worker's cap, the process's descriptor
+/// budget, its client address's cap) is closed at accept, after the app had a short
+/// chance to answer it, so nothing waits in a backlog nobody takes from.
 async fn accept_loop<A: WorkerApp>(state: Rc<Local>, app: Rc<A>) {
     let mut log = ErrorLog { last: None, suppressed: 0 };
     loop {
-        if state.open.get() >= state.cap.get() {
-            state.stats.cap_pauses.fetch_add(1, Ordering::Relaxed);
-            while state.open.get() >= state.cap.get() {
-                state.closed.notified().await;
-            }
-        }
         let (name, res) = tokio::select! {
             r = std::future::poll_fn(|cx| poll_accept_any(&state, cx)) => r,
             // A new listener has no waker registered yet: poll the set again.
@@ -861,16 +926,21 @@ async fn accept_loop<A: WorkerApp>(state: Rc<Local>, app: Rc<A>) {
         };
         match res {
             Ok((stream, peer)) => {
-                state.open.set(state.open.get() + 1);
-                state.stats.open.fetch_add(1, Ordering::Relaxed);
                 state.stats.accepted.fetch_add(1, Ordering::Relaxed);
-                let guard = ConnGuard(state.clone());
-                let app = app.clone();
-                let drain = state.drain.clone();
-                tokio::task::spawn_local(async move {
-                    let _guard = guard;
-                    app.on_conn(stream, peer, &name, drain).await;
-                });
+                match admit(&state, peer) {
+                    Ok(client) => {
+                        state.open.set(state.open.get() + 1);
+                        state.stats.open.fetch_add(1, Ordering::Relaxed);
+                        let guard = ConnGuard { local: state.clone(), client };
+                        let app = app.clone();
+                        let drain = state.drain.clone();
+                        tokio::task::spawn_local(async move {
+                            let _guard = guard;
+                            app.on_conn(stream, peer, &name, drain).await;
+                        });
+                    }
+                    Err(why) => refuse(&state, &app, stream, peer, name, why),
+                }
             }
             Err(e) => {
                 state.stats.accept_errors.fetch_add(1, Ordering::Relaxed);
@@ -891,6 +961,41 @@ async fn accept_loop<A: WorkerApp>(state: Rc<Local>, app: Rc<A>) {
             }
         }
     }
+}
+
+/// Checks the connection limits for a connection from `peer`.
+fn admit(state: &Local, peer: SocketAddr) -> Result<std::net::IpAddr, Refusal> {
+    let caps = &state.shared.caps;
+    if state.open.get() >= caps.per_worker.load(Ordering::Relaxed) {
+        return Err(Refusal::Worker);
+    }
+    state.shared.conns.admit(
+        peer.ip(),
+        caps.total.load(Ordering::Relaxed),
+        caps.per_client.load(Ordering::Relaxed),
+    )
+}
+
+/// Closes a connection over a limit, letting the app answer it first while few are.
+fn refuse<A: WorkerApp>(
+    state: &Rc<Local>,
+    app: &Rc<A>,
+    stream: TcpStream,
+    peer: SocketAddr,
+    name: Rc<str>,
+    why: Refusal,
+) {
+    state.stats.refused.fetch_add(1, Ordering::Relaxed);
+    let cap = state.shared.caps.answering.load(Ordering::Relaxed);
+    if *state.drain.borrow() || !state.shared.conns.start_answering(cap) {
+        return;
+    }
+    let guard = RefusingGuard(state.shared.clone());
+    let app = app.clone();
+    tokio::task::spawn_local(async move {
+        let _guard = guard;
+        app.on_refused(stream, peer, &name, why).await;
+    });
 }
 
 /// How long to pause after a failed accept. Descriptor or memory exhaustion persists until

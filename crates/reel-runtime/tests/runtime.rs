@@ -7,7 +7,8 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use reel_runtime::{
-    ListenerSpec, Runtime, RuntimeError, RuntimeOptions, Steer, WorkerApp, WorkerCtx, start,
+    ListenerSpec, Refusal, Runtime, RuntimeError, RuntimeOptions, Steer, WorkerApp, WorkerCtx,
+    start,
 };
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -190,6 +191,16 @@ impl WorkerApp for Hold {
             }
         }
     }
+
+    async fn on_refused(
+        &self,
+        mut stream: TcpStream,
+        _peer: SocketAddr,
+        _listener: &str,
+        why: Refusal,
+    ) {
+        let _ = stream.write_all(format!("no:{}\n", why.as_str()).as_bytes()).await;
+    }
 }
 
 fn greeted(s: &mut StdStream, within: Duration) -> bool {
@@ -205,113 +216,176 @@ fn greeted(s: &mut StdStream, within: Duration) -> bool {
     }
 }
 
-#[test]
-fn connection_cap_pauses_accepting_until_one_closes() {
+/// What a refused connection reads: `no:<why>` and then end of file.
+fn refused_with(s: &mut StdStream) -> String {
+    s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    text
+}
+
+fn hold_with(opts: RuntimeOptions, names: &[&str]) -> Runtime {
     let cpu = worker_cpus()[0];
-    let rt = start(
-        &[cpu],
-        vec![spec("http", "127.0.0.1:0")],
+    let specs = names.iter().map(|n| spec(n, "127.0.0.1:0")).collect();
+    start(&[cpu], specs, opts, |_: &WorkerCtx| Hold).unwrap()
+}
+
+#[test]
+fn a_connection_over_the_worker_cap_is_closed_at_accept() {
+    let rt = hold_with(
         RuntimeOptions { max_connections_per_worker: 2, ..Default::default() },
-        |_: &WorkerCtx| Hold,
-    )
-    .unwrap();
+        &["http"],
+    );
     let addr = rt.local_addr("http").unwrap();
     let mut conns: Vec<StdStream> = (0..2).map(|_| connect(addr)).collect();
     for c in &mut conns {
         assert!(greeted(c, IO_TIMEOUT));
     }
-    // These complete the handshake in the kernel backlog but are not accepted.
-    let mut waiting: Vec<StdStream> = (0..2).map(|_| connect(addr)).collect();
-    for w in &mut waiting {
-        assert!(!greeted(w, Duration::from_millis(300)));
+    // Accepted, answered by on_refused and closed: nothing waits in the backlog.
+    for _ in 0..3 {
+        assert_eq!(refused_with(&mut connect(addr)), "no:worker\n");
     }
     let stats = rt.stats()[0].clone();
     assert_eq!(stats.open.load(Ordering::Relaxed), 2);
-    assert_eq!(stats.accepted.load(Ordering::Relaxed), 2);
-    assert!(stats.cap_pauses.load(Ordering::Relaxed) >= 1);
+    assert_eq!(stats.accepted.load(Ordering::Relaxed), 5);
+    assert_eq!(stats.refused.load(Ordering::Relaxed), 3);
+    assert_eq!(rt.open_connections(), 2);
 
     drop(conns.remove(0));
-    assert!(greeted(&mut waiting[0], IO_TIMEOUT));
-    assert!(!greeted(&mut waiting[1], Duration::from_millis(300)));
-    assert_eq!(stats.accepted.load(Ordering::Relaxed), 3);
-    assert_eq!(stats.open.load(Ordering::Relaxed), 2);
-
-    drop(conns);
-    assert!(greeted(&mut waiting[1], IO_TIMEOUT));
-    drop(waiting);
+    wait_until("the close to be seen", || rt.open_connections() == 1);
+    let mut again = connect(addr);
+    assert!(greeted(&mut again, IO_TIMEOUT));
+    drop((conns, again));
     let report = rt.shutdown(Duration::from_secs(10));
     assert_eq!(report.dropped_connections, 0);
 }
 
 #[test]
 fn connection_cap_holds_across_listeners() {
-    let cpu = worker_cpus()[0];
-    let rt = start(
-        &[cpu],
-        vec![spec("a", "127.0.0.1:0"), spec("b", "127.0.0.1:0")],
+    let rt = hold_with(
         RuntimeOptions { max_connections_per_worker: 1, ..Default::default() },
-        |_: &WorkerCtx| Hold,
-    )
-    .unwrap();
+        &["a", "b"],
+    );
     let a = rt.local_addr("a").unwrap();
     let b = rt.local_addr("b").unwrap();
     let mut first = connect(a);
     assert!(greeted(&mut first, IO_TIMEOUT));
-    let mut on_b = connect(b);
-    let mut on_a = connect(a);
-    assert!(!greeted(&mut on_b, Duration::from_millis(300)));
-    assert!(!greeted(&mut on_a, Duration::from_millis(300)));
+    assert_eq!(refused_with(&mut connect(b)), "no:worker\n");
+    assert_eq!(refused_with(&mut connect(a)), "no:worker\n");
     assert_eq!(rt.stats()[0].open.load(Ordering::Relaxed), 1);
     drop(first);
-    // Exactly one of the two waiting connections is taken next.
-    let end = Instant::now() + IO_TIMEOUT;
-    let mut served = None;
-    while served.is_none() {
-        assert!(Instant::now() < end, "no waiting connection was served");
-        if greeted(&mut on_a, Duration::from_millis(50)) {
-            served = Some(true);
-        } else if greeted(&mut on_b, Duration::from_millis(50)) {
-            served = Some(false);
-        }
-    }
-    let other = if served == Some(true) { &mut on_b } else { &mut on_a };
-    assert!(!greeted(other, Duration::from_millis(300)));
-    assert_eq!(rt.stats()[0].accepted.load(Ordering::Relaxed), 2);
-    drop((on_a, on_b));
+    wait_until("the close to be seen", || rt.open_connections() == 0);
+    let mut on_b = connect(b);
+    assert!(greeted(&mut on_b, IO_TIMEOUT));
+    drop(on_b);
     assert_eq!(rt.shutdown(Duration::from_secs(10)).dropped_connections, 0);
 }
 
 #[test]
-fn the_connection_cap_changes_live() {
+fn the_connection_limits_change_live() {
+    let rt = hold_with(
+        RuntimeOptions { max_connections_per_worker: 1, ..Default::default() },
+        &["http"],
+    );
+    let addr = rt.local_addr("http").unwrap();
+    let mut first = connect(addr);
+    assert!(greeted(&mut first, IO_TIMEOUT));
+    assert_eq!(refused_with(&mut connect(addr)), "no:worker\n", "at the cap of 1");
+
+    rt.set_max_connections_per_worker(2).unwrap();
+    let mut second = connect(addr);
+    assert!(greeted(&mut second, IO_TIMEOUT));
+    assert_eq!(refused_with(&mut connect(addr)), "no:worker\n", "at the cap of 2");
+
+    // Lowering it keeps the open connections; new ones are refused until below it.
+    rt.set_max_connections_per_worker(1).unwrap();
+    drop(first);
+    wait_until("the close to be seen", || rt.open_connections() == 1);
+    assert_eq!(refused_with(&mut connect(addr)), "no:worker\n", "one open, cap 1");
+    drop(second);
+    wait_until("the close to be seen", || rt.open_connections() == 0);
+    let mut third = connect(addr);
+    assert!(greeted(&mut third, IO_TIMEOUT));
+
+    // The per-client and process caps change the same way.
+    rt.set_connection_limits(10, 1, 0, 64).unwrap();
+    assert_eq!(refused_with(&mut connect(addr)), "no:client\n");
+    rt.set_connection_limits(10, 0, 1, 64).unwrap();
+    assert_eq!(refused_with(&mut connect(addr)), "no:process\n");
+    // With no place to answer refusals, they are closed unanswered.
+    rt.set_connection_limits(10, 0, 1, 0).unwrap();
+    assert_eq!(refused_with(&mut connect(addr)), "");
+
+    assert!(matches!(rt.set_max_connections_per_worker(0), Err(RuntimeError::InvalidOptions(_))));
+    drop(third);
+    assert_eq!(rt.shutdown(Duration::from_secs(10)).dropped_connections, 0);
+}
+
+/// Connects from `from` (a loopback address other than 127.0.0.1 is another client).
+fn connect_from(from: &str, to: SocketAddr) -> StdStream {
+    let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    s.bind(&format!("{from}:0").parse::<SocketAddr>().unwrap().into()).unwrap();
+    s.connect(&to.into()).unwrap();
+    let s: StdStream = s.into();
+    s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+    s
+}
+
+#[test]
+fn per_client_and_process_caps_count_every_worker() {
+    let rt = start(
+        &worker_cpus(),
+        vec![spec("http", "127.0.0.1:0")],
+        RuntimeOptions {
+            max_connections_per_client: 2,
+            max_connections: 3,
+            pin: false,
+            ..Default::default()
+        },
+        |_: &WorkerCtx| Hold,
+    )
+    .unwrap();
+    let addr = rt.local_addr("http").unwrap();
+    // Two workers: the kernel spreads these, the caps hold over both.
+    let mut a: Vec<StdStream> = (0..2).map(|_| connect_from("127.0.0.1", addr)).collect();
+    for c in &mut a {
+        assert!(greeted(c, IO_TIMEOUT));
+    }
+    for _ in 0..4 {
+        assert_eq!(refused_with(&mut connect_from("127.0.0.1", addr)), "no:client\n");
+    }
+    let mut b = connect_from("127.0.0.2", addr);
+    assert!(greeted(&mut b, IO_TIMEOUT), "another client address has its own count");
+    assert_eq!(refused_with(&mut connect_from("127.0.0.3", addr)), "no:process\n");
+    drop(a.remove(0));
+    wait_until("the close to be seen", || rt.open_connections() == 2);
+    let mut c = connect_from("127.0.0.1", addr);
+    assert!(greeted(&mut c, IO_TIMEOUT));
+    drop((a, b, c));
+    assert_eq!(rt.shutdown(Duration::from_secs(10)).dropped_connections, 0);
+}
+
+#[test]
+fn by_default_a_refused_connection_is_just_closed() {
     let cpu = worker_cpus()[0];
     let rt = start(
         &[cpu],
         vec![spec("http", "127.0.0.1:0")],
         RuntimeOptions { max_connections_per_worker: 1, ..Default::default() },
-        |_: &WorkerCtx| Hold,
+        echo_factory,
     )
     .unwrap();
     let addr = rt.local_addr("http").unwrap();
     let mut first = connect(addr);
-    assert!(greeted(&mut first, IO_TIMEOUT));
+    assert!(roundtrip(&mut first, "1").ends_with(":http:1\n"));
     let mut second = connect(addr);
-    assert!(!greeted(&mut second, Duration::from_millis(300)), "paused at the cap of 1");
-
-    // Raising the cap wakes the paused worker without any connection closing.
-    rt.set_max_connections_per_worker(2).unwrap();
-    assert!(greeted(&mut second, IO_TIMEOUT));
-    let mut third = connect(addr);
-    assert!(!greeted(&mut third, Duration::from_millis(300)), "paused at the cap of 2");
-
-    // Lowering it keeps the open connections; the worker accepts again once below it.
-    rt.set_max_connections_per_worker(1).unwrap();
+    let _ = second.write_all(b"2\n");
+    let mut buf = Vec::new();
+    // End of file (or a reset, when the line arrived after the close): never an echo.
+    let r = second.read_to_end(&mut buf);
+    assert!(buf.is_empty(), "{r:?} {buf:?}");
+    assert_eq!(rt.stats()[0].refused.load(Ordering::Relaxed), 1);
     drop(first);
-    assert!(!greeted(&mut third, Duration::from_millis(300)), "one open, cap 1");
-    drop(second);
-    assert!(greeted(&mut third, IO_TIMEOUT));
-
-    assert!(matches!(rt.set_max_connections_per_worker(0), Err(RuntimeError::InvalidOptions(_))));
-    drop(third);
     assert_eq!(rt.shutdown(Duration::from_secs(10)).dropped_connections, 0);
 }
 
@@ -642,4 +716,111 @@ fn handles_are_shareable_across_threads() {
     send_sync::<Runtime>();
     send_sync::<reel_runtime::ShutdownHandle>();
     send_sync::<reel_runtime::WorkerStats>();
+}
+
+/// A listening socket with `SO_REUSEPORT`, as another process running reel would hold.
+fn reuseport_listener() -> std::net::TcpListener {
+    let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    s.set_reuse_port(true).unwrap();
+    s.bind(&"127.0.0.1:0".parse::<SocketAddr>().unwrap().into()).unwrap();
+    s.listen(16).unwrap();
+    s.into()
+}
+
+#[test]
+fn an_address_another_process_listens_on_is_refused_even_with_reuseport() {
+    let other = reuseport_listener();
+    let taken = other.local_addr().unwrap();
+    let err = start(
+        &worker_cpus(),
+        vec![spec("http", &taken.to_string())],
+        RuntimeOptions::default(),
+        echo_factory,
+    )
+    .unwrap_err();
+    assert!(
+        matches!(err, RuntimeError::Bind { ref source, .. } if source.kind() == ErrorKind::AddrInUse),
+        "{err}"
+    );
+    assert!(err.to_string().contains("another process already listens"), "{err}");
+    // A live listener change to that address is refused the same way.
+    let rt = start(
+        &worker_cpus(),
+        vec![spec("a", "127.0.0.1:0")],
+        RuntimeOptions::default(),
+        echo_factory,
+    )
+    .unwrap();
+    let e = rt.set_listeners(vec![spec("a", &taken.to_string())]).unwrap_err();
+    assert!(
+        matches!(e, RuntimeError::Bind { ref source, .. } if source.kind() == ErrorKind::AddrInUse)
+    );
+    // Renaming a listener keeps its address: that is our own group, not another process.
+    let a = rt.local_addr("a").unwrap();
+    rt.set_listeners(vec![spec("renamed", &a.to_string())]).unwrap();
+    assert_eq!(rt.local_addr("renamed"), Some(a));
+    drop(other);
+    rt.shutdown(Duration::from_secs(10));
+}
+
+/// Socket inodes listening on 127.0.0.1:`port` (from /proc/net/tcp).
+fn listening_inodes(port: u16) -> Vec<u64> {
+    let want = format!("0100007F:{port:04X}");
+    let mut v: Vec<u64> = std::fs::read_to_string("/proc/net/tcp")
+        .unwrap()
+        .lines()
+        .skip(1)
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() > 9 && f[1] == want && f[3] == "0A").then(|| f[9].parse().unwrap())
+        })
+        .collect();
+    v.sort_unstable();
+    v
+}
+
+#[test]
+fn exported_sockets_start_a_successor_on_the_same_sockets() {
+    let first = start(
+        &worker_cpus(),
+        vec![spec("http", "127.0.0.1:0")],
+        RuntimeOptions { pin: false, ..Default::default() },
+        echo_factory,
+    )
+    .unwrap();
+    let addr = first.local_addr("http").unwrap();
+    let before = listening_inodes(addr.port());
+    assert_eq!(before.len(), 2);
+    let mut kept = connect(addr);
+    assert!(roundtrip(&mut kept, "old").ends_with(":http:old\n"));
+
+    let exported = first.export_listeners().unwrap();
+    assert_eq!(exported.len(), 2);
+    let mut inherited = reel_runtime::Inherited::new();
+    for (name, fd) in exported {
+        inherited.entry(name).or_default().push(std::net::TcpListener::from(fd));
+    }
+    // The successor has one worker: it takes both sockets, so none is left untaken.
+    let second = reel_runtime::start_with(
+        &worker_cpus()[..1],
+        vec![spec("http", "127.0.0.1:0"), spec("new", "127.0.0.1:0")],
+        inherited,
+        RuntimeOptions { pin: false, ..Default::default() },
+        echo_factory,
+    )
+    .unwrap();
+    assert_eq!(second.local_addr("http"), Some(addr), "port 0 in the spec: the inherited port");
+    // The first stops accepting; its open connection is unaffected.
+    first.set_listeners(vec![]).unwrap();
+    assert_eq!(listening_inodes(addr.port()), before, "the very same sockets");
+    for i in 0..20 {
+        let mut c = connect(addr);
+        assert!(roundtrip(&mut c, &i.to_string()).starts_with("0:http:"));
+    }
+    assert!(roundtrip(&mut kept, "still").ends_with(":http:still\n"));
+    drop(kept);
+    first.shutdown(Duration::from_secs(10));
+    assert_eq!(listening_inodes(addr.port()), before);
+    second.shutdown(Duration::from_secs(10));
+    assert!(listening_inodes(addr.port()).is_empty());
 }

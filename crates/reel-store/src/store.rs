@@ -15,6 +15,7 @@
 mod checkpoint;
 mod fill;
 mod handles;
+mod handover;
 mod index;
 mod maint;
 mod rebuild;
@@ -94,10 +95,11 @@ pub struct Store {
     load_state: Mutex<LoadState>,
     load_cv: Condvar,
     checkpointing: AtomicBool,
-    /// Set by [`Store::close`]: nothing new is written.
+    /// Set by [`Store::close`] and [`Store::freeze`]: nothing new is written.
     closed: AtomicBool,
-    /// The directory's exclusive lock, held while the store lives.
-    _lock: std::fs::File,
+    /// The directory's exclusive lock, held while the store lives (given up for a
+    /// successor process by [`Store::release_lock`]).
+    lock: Mutex<Option<std::fs::File>>,
 }
 
 impl Store {
@@ -107,13 +109,30 @@ impl Store {
     /// and lookups miss until it is loaded ([`Store::wait_loaded`], `index_loading` in
     /// [`StoreStats`]). Fills and removals work at once.
     pub fn open(cfg: StoreConfig) -> Result<Arc<Store>, StoreError> {
-        Store::open_with(cfg, true, true)
+        Store::open_inner(cfg, true, true, false)
+    }
+
+    /// [`Store::open`] for a process that takes the store over from another one still
+    /// running (a binary upgrade): frozen from the start ([`Store::freeze`]), so nothing,
+    /// not even a reclaim after the index loads, is written until [`Store::thaw`].
+    pub fn open_frozen(cfg: StoreConfig) -> Result<Arc<Store>, StoreError> {
+        Store::open_inner(cfg, true, true, true)
     }
 
     /// [`Store::open`]; `background: false` leaves maintenance to explicit
     /// [`Store::maintain`] calls and loads the index before returning, unless `load` is
     /// false too (tests that must see when a reclaim or the load runs).
+    #[cfg(test)]
     fn open_with(cfg: StoreConfig, background: bool, load: bool) -> Result<Arc<Store>, StoreError> {
+        Store::open_inner(cfg, background, load, false)
+    }
+
+    fn open_inner(
+        cfg: StoreConfig,
+        background: bool,
+        load: bool,
+        frozen: bool,
+    ) -> Result<Arc<Store>, StoreError> {
         let vs = cfg.volume_size;
         if vs < (1 << 20) || !vs.is_multiple_of(ALIGN) {
             return Err(StoreError::Config(format!(
@@ -163,8 +182,8 @@ impl Store {
             load_state: Mutex::new(LoadState { active: true, ..LoadState::default() }),
             load_cv: Condvar::new(),
             checkpointing: AtomicBool::new(false),
-            closed: AtomicBool::new(false),
-            _lock: lock,
+            closed: AtomicBool::new(frozen),
+            lock: Mutex::new(Some(lock)),
         };
         store.read_volume_headers().map_err(|e| open_err(&cfg.path, e))?;
         let store = Arc::new(store);
@@ -189,6 +208,9 @@ impl Store {
     /// tombstone follows once the load has found it there (nothing is written if it did
     /// not), and this returns true.
     pub async fn remove(self: &Arc<Self>, key: &[u8]) -> Result<bool, StoreError> {
+        // Before the index changes: a removal whose tombstone cannot be written would
+        // come back at the next start.
+        self.check_writable()?;
         let h = format::key_hash(key);
         let take = || -> Result<Option<Slot>, StoreError> {
             let mut shard = self.shard(h).write().map_err(|_| StoreError::Aborted)?;
@@ -222,6 +244,7 @@ impl Store {
     /// Removes every key starting with `prefix` (purge). Persistent: one purge record
     /// is appended. Returns the number of keys removed.
     pub async fn remove_prefix(self: &Arc<Self>, prefix: &[u8]) -> Result<u64, StoreError> {
+        self.check_writable()?;
         {
             let mut g = self.load_state.lock().unwrap_or_else(|p| p.into_inner());
             if g.active {
@@ -263,6 +286,7 @@ impl Store {
         if meta.len() > MAX_META_LEN {
             return Err(StoreError::KeyOrMetaTooLong);
         }
+        self.check_writable()?;
         let h = format::key_hash(key);
         let Some(old) = self.ready_entry(h, key) else { return Ok(false) };
         self.append_small(Kind::Meta, key, &meta, Some((old.seq, old.rec_off))).await?;

@@ -3,6 +3,7 @@
 mod basic;
 mod crash;
 mod faults;
+mod handover;
 mod model;
 mod unknown_len;
 

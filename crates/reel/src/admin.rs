@@ -40,12 +40,24 @@ pub struct Admin {
     addr: SocketAddr,
     stop: watch::Sender<bool>,
     thread: Option<JoinHandle<()>>,
+    /// A duplicate of the listening socket, for a successor process.
+    listener: std::net::TcpListener,
 }
 
 impl Admin {
     /// The bound address.
     pub fn local_addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// A duplicate of the listening socket (for a binary upgrade).
+    pub fn listener_fd(&self) -> std::io::Result<std::os::fd::OwnedFd> {
+        self.listener.try_clone().map(Into::into)
+    }
+
+    /// Stops accepting (connections in flight are dropped); see [`Admin::stop`].
+    pub fn stop_accepting(&self) {
+        let _ = self.stop.send(true);
     }
 
     /// Stops accepting and waits for the thread.
@@ -57,14 +69,23 @@ impl Admin {
     }
 }
 
-/// Binds the admin address and serves it on a new thread.
-pub fn start(shared: Arc<Shared>) -> anyhow::Result<Admin> {
+/// Binds the admin address (or takes `inherited`, a socket the process took over) and
+/// serves it on a new thread.
+pub fn start(
+    shared: Arc<Shared>,
+    inherited: Option<std::net::TcpListener>,
+) -> anyhow::Result<Admin> {
     let cfg = &shared.live().cfg;
     let addr = cfg.admin.address;
     crate::preflight::check_environment(cfg)?;
-    let std_listener =
-        std::net::TcpListener::bind(addr).with_context(|| format!("binding admin {addr}"))?;
+    let std_listener = match inherited {
+        Some(l) => l,
+        None => {
+            std::net::TcpListener::bind(addr).with_context(|| format!("binding admin {addr}"))?
+        }
+    };
     std_listener.set_nonblocking(true)?;
+    let keep = std_listener.try_clone()?;
     let addr = std_listener.local_addr()?;
     let (stop, stop_rx) = watch::channel(false);
     let thread = std::thread::Builder::new().name("reel-admin".into()).spawn(move || {
@@ -78,7 +99,7 @@ pub fn start(shared: Arc<Shared>) -> anyhow::Result<Admin> {
         let local = tokio::task::LocalSet::new();
         local.block_on(&rt, serve(std_listener, shared, stop_rx));
     })?;
-    Ok(Admin { addr, stop, thread: Some(thread) })
+    Ok(Admin { addr, stop, thread: Some(thread), listener: keep })
 }
 
 async fn serve(l: std::net::TcpListener, shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
@@ -191,6 +212,33 @@ impl AdminHandler {
                 w.accepted.load(Ordering::Relaxed),
             );
         }
+        p.family(
+            "reel_connections_refused_total",
+            Kind::Counter,
+            "Connections closed at accept over a connection limit, per worker.",
+        );
+        for (i, w) in s.worker_stats().iter().enumerate() {
+            let idx = i.to_string();
+            p.sample(
+                "reel_connections_refused_total",
+                &[("worker", &idx)],
+                w.refused.load(Ordering::Relaxed),
+            );
+        }
+        let up = s.upgrade_status();
+        p.single("reel_upgrades_total", Kind::Counter, "Binary upgrades attempted.", up.attempts);
+        p.single(
+            "reel_upgrade_failures_total",
+            Kind::Counter,
+            "Binary upgrades that failed (this process kept serving).",
+            up.failures,
+        );
+        p.single(
+            "reel_store_frozen",
+            Kind::Gauge,
+            "1 while the store takes no writes (handed over in a binary upgrade).",
+            s.store.is_frozen(),
+        );
         let st = s.store.stats();
         p.single("reel_store_objects", Kind::Gauge, "Objects in the store.", st.objects);
         p.single("reel_store_bytes", Kind::Gauge, "Bytes used in the store.", st.bytes_used);
@@ -293,6 +341,7 @@ impl AdminHandler {
                     "cpu": s.plan.workers.get(i),
                     "open_connections": w.open.load(Ordering::Relaxed),
                     "accepted": w.accepted.load(Ordering::Relaxed),
+                    "refused": w.refused.load(Ordering::Relaxed),
                     "pinned": w.pinned.load(Ordering::Relaxed),
                 })
             })
@@ -314,6 +363,7 @@ impl AdminHandler {
             200,
             json!({
                 "version": env!("CARGO_PKG_VERSION"),
+                "pid": std::process::id(),
                 "uptime_secs": s.started.elapsed().map(|d| d.as_secs()).unwrap_or(0),
                 "config": {
                     "file": s.config_path.display().to_string(),
@@ -322,6 +372,8 @@ impl AdminHandler {
                     "loaded_at": loaded,
                 },
                 "reload": s.reload_status(),
+                "upgrade": s.upgrade_status(),
+                "closing_connections": s.closing(),
                 "listeners": s.listeners(),
                 "draining": s.health().is_some_and(|h| h.draining()),
                 "health": s.health().map(|h| h.answer().verdict.clone()),
@@ -336,6 +388,7 @@ impl AdminHandler {
                     "evictions": st.evictions, "write_errors": st.write_errors,
                     "read_errors": st.read_errors, "volumes": st.volumes,
                     "quarantined_volumes": st.quarantined_volumes,
+                    "frozen": s.store.is_frozen(),
                 },
             }),
         )

@@ -9,15 +9,21 @@ mod alloc;
 mod check;
 #[cfg(feature = "demo")]
 mod demo;
+mod fds;
 mod generation;
+mod handoff;
+mod inherit;
+mod lifecycle;
 mod logging;
 mod options;
 mod plan;
 mod preflight;
+mod refused;
 mod reload;
 mod server;
 mod shared;
 mod tls;
+mod upgrade;
 mod worker;
 
 use std::path::PathBuf;

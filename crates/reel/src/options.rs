@@ -8,6 +8,8 @@ use reel_config::{AccessLogFormat, Config, CpuSet, HostPort, MethodsPolicy};
 use reel_origin::{Balance, GroupSpec, HealthSpec, HostSpec, TlsSpec};
 use reel_runtime::{CorePlan, CoreSpec, CpuSelect, ListenerSpec, RuntimeOptions};
 
+use crate::fds::FdBudget;
+
 /// Name of the origin group that `--origin` creates.
 pub const FLAG_GROUP: &str = "--origin";
 
@@ -51,10 +53,38 @@ pub fn core_spec(cfg: &Config) -> CoreSpec {
     }
 }
 
-/// `[cores]` steering and `http.max_connections_per_worker`, for the planned cores.
-pub fn runtime(cfg: &Config, plan: &CorePlan) -> RuntimeOptions {
+/// The connection limits of `[http]`: per worker, per client address, and for the whole
+/// process the descriptor budget `fds` leaves after `reserved_fds`.
+pub fn connection_limits(cfg: &Config, fds: &FdBudget) -> Result<ConnectionLimits, String> {
+    Ok(ConnectionLimits {
+        per_worker: cfg.http.max_connections_per_worker as usize,
+        per_client: cfg.http.max_connections_per_client as usize,
+        total: fds.max_connections(cfg.http.reserved_fds)?,
+        // A quarter of the reserve answers connections refused at accept.
+        answering: (cfg.http.reserved_fds / 4).max(1) as usize,
+    })
+}
+
+/// Connection limits as the runtime takes them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConnectionLimits {
+    /// `http.max_connections_per_worker`.
+    pub per_worker: usize,
+    /// `http.max_connections_per_client` (0 = none).
+    pub per_client: usize,
+    /// The process's budget of client connections.
+    pub total: usize,
+    /// Refused connections answered at once (each holds a reserved descriptor).
+    pub answering: usize,
+}
+
+/// `[cores]` steering and the connection limits, for the planned cores.
+pub fn runtime(cfg: &Config, plan: &CorePlan, limits: ConnectionLimits) -> RuntimeOptions {
     RuntimeOptions {
-        max_connections_per_worker: cfg.http.max_connections_per_worker as usize,
+        max_connections_per_worker: limits.per_worker,
+        max_connections_per_client: limits.per_client,
+        max_connections: limits.total,
+        max_answering_refused: limits.answering,
         steer: match cfg.cores.steer {
             reel_config::Steer::Hash => reel_runtime::Steer::Hash,
             reel_config::Steer::Cpu => reel_runtime::Steer::Cpu,
@@ -322,8 +352,15 @@ retries = 3
         let ls = listeners(&c);
         assert_eq!((ls[0].name.as_str(), ls[0].backlog), ("http", 100));
         let plan = CorePlan { cpus: vec![], workers: vec![0], irq_cpus: vec![1], warnings: vec![] };
-        let r = runtime(&c, &plan);
+        let limits = connection_limits(&c, &FdBudget { limit: 1000, base: 10 }).unwrap();
+        assert_eq!(
+            limits,
+            ConnectionLimits { per_worker: 7, per_client: 2048, total: 734, answering: 64 }
+        );
+        let r = runtime(&c, &plan, limits);
         assert_eq!((r.max_connections_per_worker, r.irq_cpus), (7, vec![1]));
+        assert_eq!((r.max_connections_per_client, r.max_connections), (2048, 734));
+        assert!(connection_limits(&c, &FdBudget { limit: 100, base: 10 }).is_err());
         let g = origin_groups(&c, None);
         assert_eq!(g.len(), 1);
         assert_eq!(g[0].retries, 3);

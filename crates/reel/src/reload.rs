@@ -1,6 +1,6 @@
 //! Live reload (SIGHUP, `POST /admin/reload`): re-read and validate the file, keep the
 //! running values of the keys that need a restart (`reel_config::RELOAD_KEYS` decides which),
-//! build the next generation, apply what lives outside it (listeners, the connection cap,
+//! build the next generation, apply what lives outside it (listeners, connection limits,
 //! the log filter, health thresholds), then swap it in. A file with any problem changes
 //! nothing.
 
@@ -54,9 +54,12 @@ pub enum ReloadError {
     /// Binding or closing listeners failed; what was bound is shown in `/status`.
     #[error("listeners: {0}")]
     Listeners(#[source] RuntimeError),
-    /// The workers did not take the new connection cap.
-    #[error("http.max_connections_per_worker: {0}")]
+    /// The workers did not take the new connection limits.
+    #[error("http connection limits: {0}")]
     ConnectionCap(#[source] RuntimeError),
+    /// The descriptor limit leaves no client connections with `http.reserved_fds`.
+    #[error("http.reserved_fds: {0}")]
+    FdBudget(String),
     /// The server is shutting down.
     #[error("the server is shutting down")]
     ShuttingDown,
@@ -121,6 +124,7 @@ fn apply(
         warn!("{}", new.problem(&w.key, w.message));
     }
     let generation = shared.generation.load(Ordering::SeqCst) + 1;
+    let limits = options::connection_limits(&new, &shared.fds).map_err(ReloadError::FdBudget)?;
     let live = Live::build(new, generation, shared.origin_flag.as_ref(), Some(&old), tls)?;
     if old.cfg.listener != live.cfg.listener {
         let r = runtime.set_listeners(options::listeners(&live.cfg));
@@ -128,9 +132,15 @@ fn apply(
         shared.record_listeners(runtime);
         r.map_err(ReloadError::Listeners)?;
     }
-    let cap = live.cfg.http.max_connections_per_worker;
-    if cap != old.cfg.http.max_connections_per_worker {
-        runtime.set_max_connections_per_worker(cap as usize).map_err(ReloadError::ConnectionCap)?;
+    if options::connection_limits(&old.cfg, &shared.fds).ok() != Some(limits) {
+        runtime
+            .set_connection_limits(
+                limits.per_worker,
+                limits.per_client,
+                limits.total,
+                limits.answering,
+            )
+            .map_err(ReloadError::ConnectionCap)?;
     }
     shared.generation.store(generation, Ordering::SeqCst);
     if live.cfg.log.level != old.cfg.log.level

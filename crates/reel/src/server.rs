@@ -1,10 +1,11 @@
 //! `reel serve`: assembles the process from the config and runs it until a signal stops it.
 //!
-//! Start-up order: config, logging, the demo origin (if enabled), origins, the core plan,
-//! the workers (every listener bound before anything is announced), the health sampler,
-//! the admin listener, then `READY=1`. The main thread then waits for signals:
-//! SIGHUP reloads, SIGUSR1 reopens the access log, SIGTERM/SIGINT drain, write out the
-//! access log and exit 0 (1 if a worker thread panicked).
+//! Start-up order: config, logging, inherited sockets (from the process this one replaces,
+//! or systemd's socket activation), the demo origin (if enabled), origins, the core plan,
+//! the store (during an upgrade only once the old process stopped writing it), the workers
+//! (every listener bound or taken over before anything is announced), the health sampler,
+//! the admin listener, signal handlers, then `READY=1` (or, in an upgrade, `Serving` to the
+//! old process). `lifecycle` then runs the signal loop and the stop sequences.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -15,11 +16,12 @@ use anyhow::Context;
 use reel_config::Config;
 use reel_ops::notify;
 use reel_ops::sampler::{Health, Inputs};
-use reel_runtime::ShutdownReport;
 use tokio::signal::unix::{SignalKind, signal};
 use tracing::{error, info, warn};
 
 use crate::admin;
+use crate::inherit::Inherited;
+use crate::lifecycle::{self, Process, Signals};
 use crate::options;
 use crate::preflight;
 use crate::shared::Shared;
@@ -69,11 +71,14 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         }
         None => None,
     };
+    let mut inherited = Inherited::collect(&cfg).context("taking over inherited sockets")?;
 
     // `--origin` serves every Host: the demo origin would serve nobody.
     #[cfg(feature = "demo")]
-    let _demo = match &origin_override {
-        None => crate::demo::start(&cfg).context("starting the demo origin")?,
+    let demo = match &origin_override {
+        None => {
+            crate::demo::start(&cfg, inherited.demo.take()).context("starting the demo origin")?
+        }
         Some(_) => None,
     };
 
@@ -84,11 +89,39 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     }
     info!(workers = ?plan.workers, irq_cpus = ?plan.irq_cpus, "core plan");
 
-    let shared = Shared::new(cfg, args.config.clone(), origin_override, &plan, tls, tickets)?;
-    let opts = options::runtime(&shared.live().cfg, &plan);
+    // The old process must have stopped writing the store before this one opens it.
+    if let Some(p) = &inherited.predecessor {
+        p.want_store(cfg.server.shutdown_timeout.get() + crate::upgrade::SERVE_WAIT)
+            .context("taking over the store")?;
+    }
+    // During an upgrade the old process may still read volumes this one's fills would
+    // reuse: the store is opened frozen, and writes nothing until the old one has exited
+    // (misses meanwhile are passed through).
+    let upgrading = inherited.predecessor.is_some();
+    let shared =
+        Shared::new(cfg, args.config.clone(), origin_override, &plan, tls, tickets, upgrading)?;
+    if upgrading {
+        // The old process serves meanwhile: start with the whole index, hits are hits.
+        shared.store.wait_loaded();
+    }
+    let limits = match options::connection_limits(&shared.live().cfg, &shared.fds) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("{}: {e}", args.config.display());
+            return Ok(ExitCode::from(crate::EX_USAGE));
+        }
+    };
+    info!(
+        descriptors = shared.fds.limit,
+        open_at_start = shared.fds.base,
+        max_connections = limits.total,
+        "connection budget"
+    );
+    let opts = options::runtime(&shared.live().cfg, &plan, limits);
     let listeners = options::listeners(&shared.live().cfg);
     let factory_shared = shared.clone();
-    let runtime = reel_runtime::start(&plan.workers, listeners, opts, move |ctx| {
+    let data = std::mem::take(&mut inherited.data);
+    let runtime = reel_runtime::start_with(&plan.workers, listeners, data, opts, move |ctx| {
         App::new(ctx, &factory_shared)
     })
     .context("starting workers")?;
@@ -112,10 +145,10 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     health.spawn_sampler(stop.clone()).context("starting the health sampler")?;
     shared.set_health(health.clone(), stats);
 
-    let admin = admin::start(shared.clone()).context("starting the admin listener")?;
+    let admin = admin::start(shared.clone(), inherited.admin.take())
+        .context("starting the admin listener")?;
     info!(address = %admin.local_addr(), "admin listening");
 
-    let ctl = shared.clone();
     let control = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -124,94 +157,60 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     // moment reel says it is ready, and SIGHUP's default action would kill the process.
     let signals = {
         let _in_runtime = control.enter();
-        (
-            signal(SignalKind::hangup()),
-            signal(SignalKind::user_defined1()),
-            signal(SignalKind::terminate()),
-            signal(SignalKind::interrupt()),
-        )
-    };
-    let (mut hup, mut usr1, mut term, mut int) = match signals {
-        (Ok(a), Ok(b), Ok(c), Ok(d)) => (a, b, c, d),
-        _ => anyhow::bail!("cannot install signal handlers"),
+        (|| -> std::io::Result<Signals> {
+            Ok(Signals {
+                hup: signal(SignalKind::hangup())?,
+                usr1: signal(SignalKind::user_defined1())?,
+                usr2: signal(SignalKind::user_defined2())?,
+                term: signal(SignalKind::terminate())?,
+                int: signal(SignalKind::interrupt())?,
+            })
+        })()
+        .context("installing signal handlers")?
     };
 
-    notify::ready();
+    match inherited.predecessor.take() {
+        Some(p) => {
+            let old = p.pid;
+            shared.update_upgrade(|u| u.predecessor = Some(old));
+            let s = shared.clone();
+            p.serving(move || {
+                s.store.thaw();
+                s.update_upgrade(|u| u.predecessor = None);
+                info!("the store takes writes again");
+                notify::ready();
+            })
+            .context("telling the old process this one serves")?;
+        }
+        None => {
+            notify::ready();
+        }
+    }
     let node = options::node(&shared.live().cfg);
     info!(
         version = env!("CARGO_PKG_VERSION"),
+        pid = std::process::id(),
         cdn_loop = node.loop_entry(),
         cache_status = node.cache_status_name(),
         "reel is serving"
     );
 
-    let shutdown = runtime.shutdown_handle();
-    let drain_deadline = shared.live().cfg.server.shutdown_timeout.get();
-    // The control thread only waits for signals and admin requests, so a reload may block
-    // it briefly (binding new listeners waits for every worker to apply the change).
-    let runtime = control.block_on(async move {
-        let mut reload_requests = ctl.take_reload_requests();
-        loop {
-            tokio::select! {
-                _ = hup.recv() => {
-                    let _ = crate::reload::reload(&ctl, &runtime);
-                }
-                Some(reply) = reload_requests.recv() => {
-                    let _ = reply.send(crate::reload::reload(&ctl, &runtime));
-                }
-                _ = usr1.recv() => ctl.reopen_access_log(),
-                _ = term.recv() => break,
-                _ = int.recv() => break,
-            }
-        }
-        runtime
-    });
-    notify::stopping();
-    info!(deadline = ?drain_deadline, "shutting down: draining connections");
-    health.set_draining(true);
-    shutdown.shutdown(drain_deadline);
-    let report = runtime.wait();
+    let process = Process {
+        shared: shared.clone(),
+        runtime,
+        admin,
+        health,
+        #[cfg(feature = "demo")]
+        demo,
+    };
+    let code = control.block_on(lifecycle::run(process, signals));
     stop.store(true, Ordering::Relaxed);
-    admin.stop();
-    // The workers are gone and have handed over their buffers: write them out.
-    shared.close_access_log();
-    // A clean close: the next start loads the index checkpoint instead of scanning.
-    if let Err(e) = shared.store.close() {
-        warn!(error = %e, "store index checkpoint not written");
+    if code != ExitCode::SUCCESS {
+        error!("reel stopped with a failure");
     }
-    if report.dropped_connections > 0 {
-        warn!(
-            dropped = report.dropped_connections,
-            "connections still open at the deadline were closed"
-        );
-    }
-    Ok(exit_code(&report))
-}
-
-/// The exit status after a shutdown: a worker thread that panicked means the process did
-/// not stop cleanly, whatever else went well.
-fn exit_code(report: &ShutdownReport) -> ExitCode {
-    if report.panicked_workers > 0 {
-        error!(panicked = report.panicked_workers, "worker threads panicked; exiting with failure");
-        return ExitCode::FAILURE;
-    }
-    info!("reel stopped");
-    ExitCode::SUCCESS
+    Ok(code)
 }
 
 fn load(path: &Path) -> Result<Config, String> {
     reel_config::load_and_validate(path).map_err(|e| e.to_string())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_panicked_worker_fails_the_exit_status() {
-        let clean = ShutdownReport { dropped_connections: 3, panicked_workers: 0 };
-        assert_eq!(exit_code(&clean), ExitCode::SUCCESS);
-        let panicked = ShutdownReport { dropped_connections: 0, panicked_workers: 1 };
-        assert_eq!(exit_code(&panicked), ExitCode::FAILURE);
-    }
 }

@@ -1,11 +1,12 @@
 //! The process-wide state ([`Shared`]) that workers, the admin listener and the control
 //! thread all see: the current [`Live`] generation (swapped atomically with `arc-swap`, so
 //! every worker sees a new one on its next request without a lock), the store, per-worker
-//! counters, health, the bound listeners and the reload bookkeeping.
+//! counters, health, the bound listeners, the reload and upgrade bookkeeping, and whether
+//! keep-alive clients are being told to close (stopping, or handed to a successor).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime};
 
@@ -21,9 +22,11 @@ use serde::Serialize;
 use tokio::sync::{mpsc, oneshot};
 use tracing::{info, warn};
 
+use crate::fds::FdBudget;
 use crate::generation::Live;
 use crate::options;
 use crate::reload::{ReloadError, ReloadStatus};
+use crate::upgrade::UpgradeStatus;
 
 /// How long shutdown waits for the access-log writer to write what workers handed over.
 const ACCESS_LOG_CLOSE: Duration = Duration::from_secs(5);
@@ -63,6 +66,11 @@ pub struct Shared {
     listeners: Mutex<Vec<BoundListener>>,
     /// When the process started.
     pub started: SystemTime,
+    /// The descriptor limit and what was open before serving (`http.reserved_fds`).
+    pub fds: FdBudget,
+    /// Responses tell keep-alive clients to close (the process stops, or hands over).
+    closing: AtomicBool,
+    upgrade: Mutex<UpgradeStatus>,
     /// Session-ticket keys shared by every worker and every generation.
     pub tickets: reel_tls::Tickets,
     /// Per-worker TLS handshake counters, in worker order.
@@ -79,8 +87,10 @@ impl Shared {
         plan: &CorePlan,
         tls: crate::tls::TlsState,
         tickets: reel_tls::Tickets,
+        frozen: bool,
     ) -> anyhow::Result<Arc<Shared>> {
-        let store = reel_store::Store::open(options::store(&cfg))
+        let open = if frozen { reel_store::Store::open_frozen } else { reel_store::Store::open };
+        let store = open(options::store(&cfg))
             .with_context(|| format!("opening the store at {}", cfg.store.path.display()))?;
         let live = Live::build(cfg, 1, origin_flag.as_ref(), None, tls)?;
         let (reload_tx, reload_rx) = mpsc::channel(4);
@@ -101,9 +111,35 @@ impl Shared {
             generation: AtomicU64::new(1),
             listeners: Mutex::new(Vec::new()),
             started: SystemTime::now(),
+            fds: FdBudget::take(),
+            closing: AtomicBool::new(false),
+            upgrade: Mutex::new(UpgradeStatus::default()),
             tickets,
             tls_counters: (0..n).map(|_| Arc::default()).collect(),
         }))
+    }
+
+    /// From now on every response tells its keep-alive client to close (idle connections
+    /// are left alone until their next request).
+    pub fn set_closing(&self) {
+        self.closing.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether responses tell keep-alive clients to close.
+    pub fn closing(&self) -> bool {
+        self.closing.load(Ordering::Relaxed)
+    }
+
+    /// Changes the upgrade bookkeeping.
+    pub fn update_upgrade(&self, f: impl FnOnce(&mut UpgradeStatus)) {
+        if let Ok(mut u) = self.upgrade.lock() {
+            f(&mut u);
+        }
+    }
+
+    /// The upgrade bookkeeping, for `/status`.
+    pub fn upgrade_status(&self) -> UpgradeStatus {
+        self.upgrade.lock().map(|u| u.clone()).unwrap_or_default()
     }
 
     /// The current generation (lock-free).

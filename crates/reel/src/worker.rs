@@ -83,6 +83,19 @@ impl WorkerApp for App {
         }
     }
 
+    async fn on_refused(
+        &self,
+        stream: TcpStream,
+        peer: SocketAddr,
+        listener: &str,
+        why: reel_runtime::Refusal,
+    ) {
+        // A TLS client would need a handshake first: over a limit it is just closed.
+        if self.state.current().live.tls.listener(listener).is_none() {
+            crate::refused::answer(stream, peer, why).await;
+        }
+    }
+
     async fn run(&self, _ctx: WorkerCtx, mut drain: watch::Receiver<bool>) {
         // Hand buffered access-log lines to the writer on a timer, so a quiet worker's
         // lines are not held back; stop when the worker drains.
@@ -231,6 +244,10 @@ impl Handler for WorkerState {
                 refused: None,
             });
         }
+    }
+
+    fn keep_alive(&self) -> bool {
+        !self.shared.closing()
     }
 
     fn on_reject(&self, r: &Refusal<'_>) {

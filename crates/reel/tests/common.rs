@@ -329,7 +329,11 @@ pub struct Conn {
 impl Conn {
     /// Connects.
     pub fn open(addr: SocketAddr) -> io::Result<Conn> {
-        let s = TcpStream::connect(addr)?;
+        Conn::from_stream(TcpStream::connect(addr)?)
+    }
+
+    /// Wraps a connected stream.
+    pub fn from_stream(s: TcpStream) -> io::Result<Conn> {
         s.set_read_timeout(Some(PATIENCE))?;
         s.set_nodelay(true)?;
         Ok(Conn { w: s.try_clone()?, r: BufReader::new(s) })
@@ -638,8 +642,13 @@ impl Reel {
 
     /// Like [`Reel::start`] with extra environment variables.
     pub fn start_env(conf: &Conf, env: &[(&str, &str)]) -> Reel {
+        Reel::start_with(conf, Path::new(BIN), env)
+    }
+
+    /// Like [`Reel::start_env`] with the binary (or a wrapper script) at `bin`.
+    pub fn start_with(conf: &Conf, bin: &Path, env: &[(&str, &str)]) -> Reel {
         conf.write();
-        let mut cmd = Command::new(BIN);
+        let mut cmd = Command::new(bin);
         cmd.arg("serve")
             .arg("--config")
             .arg(conf.path())

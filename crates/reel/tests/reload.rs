@@ -325,7 +325,7 @@ fn origin_connections_survive_a_reload_that_leaves_the_origins_alone() {
 }
 
 #[test]
-fn the_connection_cap_changes_with_a_reload() {
+fn the_connection_cap_closes_at_accept_and_changes_with_a_reload() {
     let dir = tempfile::tempdir().unwrap();
     let a = Origin::start("a");
     let mut conf = Conf::new(dir.path(), &a);
@@ -333,37 +333,40 @@ fn the_connection_cap_changes_with_a_reload() {
     let mut reel = Reel::start(&conf);
     let workers = reel.workers();
     let addr = reel.data;
-    // One more held connection than workers: at a cap of 1, at least one waits unaccepted.
-    let served = Arc::new(AtomicU64::new(0));
-    let stop = Arc::new(AtomicBool::new(false));
-    let clients: Vec<_> = (0..=workers)
-        .map(|_| {
-            let (served, stop) = (served.clone(), stop.clone());
-            std::thread::spawn(move || {
+    // Connections that stay open, each having had one answer.
+    let open = |n: usize| -> Vec<(Conn, Resp)> {
+        (0..n)
+            .map(|_| {
                 let mut c = Conn::open(addr).expect("connect");
-                let r = c.get("127.0.0.1", "/healthz").expect("answer");
-                assert_eq!(r.status, 200);
-                served.fetch_add(1, Ordering::SeqCst);
-                while !stop.load(Ordering::SeqCst) {
-                    std::thread::sleep(std::time::Duration::from_millis(20));
-                }
+                let r = c.get("127.0.0.1", "/healthz").expect("an answer, not a wait");
+                (c, r)
             })
-        })
-        .collect();
-    eventually("a first answer", || (served.load(Ordering::SeqCst) >= 1).then_some(()));
-    assert!(served.load(Ordering::SeqCst) <= workers as u64, "the cap of 1 holds");
+            .collect()
+    };
+    // One more than workers at a cap of 1: at least one is refused at accept, with a
+    // 503 that says why (never left waiting in the backlog).
+    let first = open(workers + 1);
+    let refused: Vec<&Resp> = first.iter().map(|(_, r)| r).filter(|r| r.status == 503).collect();
+    assert!(!refused.is_empty(), "the cap of 1 holds");
+    assert!(first.iter().all(|(_, r)| r.status == 200 || r.status == 503));
+    for r in &refused {
+        assert_eq!(r.header("connection"), Some("close"));
+        assert_eq!(r.json()["status"], "overloaded");
+        assert!(r.text().contains("max_connections_per_worker"), "{}", r.text());
+    }
+    let m = reel.metrics();
+    let total: f64 = (0..workers)
+        .filter_map(|w| metric(&m, &format!("reel_connections_refused_total{{worker=\"{w}\"}}")))
+        .sum();
+    assert_eq!(total as usize, refused.len(), "{m}");
 
-    conf.http = format!("max_connections_per_worker = {}\n", workers + 1);
+    conf.http = format!("max_connections_per_worker = {}\n", workers + 2);
     reel.rewrite(&conf);
     let r = reel.admin_req("POST", "/admin/reload");
     assert_eq!(r.status, 200, "{}", r.text());
     let restart = &r.json()["status"]["needs_restart"];
     assert_eq!(restart.as_array().map(Vec::len), Some(0), "applied live: {restart}");
-    eventually("the waiting connections to be served", || {
-        (served.load(Ordering::SeqCst) == workers as u64 + 1).then_some(())
-    });
-    stop.store(true, Ordering::SeqCst);
-    for c in clients {
-        c.join().unwrap();
-    }
+    let more = open(workers + 1);
+    assert!(more.iter().all(|(_, r)| r.status == 200), "the raised cap admits them");
+    drop((first, more));
 }

@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::Command;
+use std::time::Duration;
 
 use crate::common::*;
 
@@ -24,9 +25,12 @@ fn units_pass_systemd_analyze_verify() {
     let dir = tempfile::tempdir().unwrap();
     let script = irq_script().canonicalize().unwrap();
     let mut units = Vec::new();
-    for name in ["reel.service", "reel-irq.service"] {
+    for name in ["reel.service", "reel-irq.service", "reel.socket"] {
         let text = std::fs::read_to_string(systemd_dir().join(name)).unwrap();
-        assert!(text.contains("/usr/local/"), "{name} names the installed paths");
+        assert!(
+            name.ends_with(".socket") || text.contains("/usr/local/"),
+            "{name} names the installed paths"
+        );
         let text = text
             .replace("/usr/local/lib/reel/reel-irq.sh", &script.display().to_string())
             .replace("/usr/local/bin/reel", BIN);
@@ -181,4 +185,25 @@ fn the_binary_speaks_the_sd_notify_protocol() {
     reel.signal(libc::SIGTERM);
     assert_eq!(recv(), "STOPPING=1");
     assert!(reel.wait_exit().success());
+}
+
+#[test]
+fn the_socket_unit_and_the_stop_timeout_match_the_production_config() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../config/production.toml");
+    let cfg = reel_config::load_and_validate(&dir).expect("production config");
+    let unit = std::fs::read_to_string(systemd_dir().join("reel.socket")).unwrap();
+    let listen: Vec<&str> = unit.lines().filter_map(|l| l.strip_prefix("ListenStream=")).collect();
+    let mut want: Vec<String> = cfg.listener.iter().map(|l| l.address.to_string()).collect();
+    want.push(cfg.admin.address.to_string());
+    assert_eq!(listen, want);
+    let service = std::fs::read_to_string(systemd_dir().join("reel.service")).unwrap();
+    let stop: u64 = service
+        .lines()
+        .find_map(|l| l.strip_prefix("TimeoutStopSec="))
+        .and_then(|v| v.parse().ok())
+        .expect("TimeoutStopSec in seconds");
+    let s = &cfg.server;
+    let needed = s.shutdown_delay.get() + s.shutdown_timeout.get() + Duration::from_secs(5);
+    assert!(Duration::from_secs(stop) > needed, "TimeoutStopSec={stop} <= {needed:?}");
+    assert!(!s.shutdown_delay.get().is_zero(), "production waits for the balancers");
 }

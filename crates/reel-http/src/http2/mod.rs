@@ -273,6 +273,13 @@ pub async fn serve_h2<H: Handler, S: ByteStream + 'static>(
         closing = Some((CloseReason::Drain, None));
     }
     let close = loop {
+        // A handler that ends keep-alive (a server about to stop) sends GOAWAY at the
+        // connection's next event: the streams in flight finish, new ones go to a new
+        // connection (a stream the client opened meanwhile is refused, which it retries).
+        if closing.is_none() && !handler.keep_alive() {
+            conn.graceful_shutdown();
+            closing = Some((CloseReason::NotKeepAlive, None));
+        }
         let idle_at = tokio::time::Instant::from_std(shared.idle_since.get() + limits.idle_timeout);
         let idle = shared.active.get() == 0 && closing.is_none();
         let deadline = closing.as_ref().and_then(|c| c.1);

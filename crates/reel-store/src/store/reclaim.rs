@@ -30,7 +30,8 @@ impl Store {
         let victim = {
             let mut a = self.lock_alloc();
             self.promote_drained(&mut a);
-            if a.reclaim_running || !a.free.is_empty() {
+            // Under the lock `freeze` takes: no reclaim starts once it returned.
+            if a.reclaim_running || !a.free.is_empty() || self.closed.load(Ordering::SeqCst) {
                 None
             } else {
                 match a.sealed.front() {

@@ -1,0 +1,190 @@
+//! Connection limits checked at accept: per worker, per process (the file-descriptor
+//! budget) and per client address. A connection over any of them is closed at accept
+//! (handed to [`crate::WorkerApp::on_refused`] first), so the listen backlog never fills
+//! with connections nobody will take and the descriptors kept in reserve stay free for
+//! the admin listener, health probes and origin connections.
+//!
+//! The process and client counts are shared by every worker: one atomic for the total, a
+//! sharded map of addresses (one short lock per accept and per close).
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Shards of the per-client map; a power of two.
+const SHARDS: usize = 64;
+
+/// Why a connection was closed at accept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// The accepting worker holds `max_connections_per_worker` connections.
+    Worker,
+    /// The process holds `max_connections` connections (its descriptor budget).
+    Process,
+    /// The client address holds `max_connections_per_client` connections.
+    Client,
+}
+
+impl Refusal {
+    /// A short name for logs and metrics labels.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Refusal::Worker => "worker",
+            Refusal::Process => "process",
+            Refusal::Client => "client",
+        }
+    }
+}
+
+/// The live caps (0 means "no cap" for the process and client caps).
+#[derive(Debug, Default)]
+pub(crate) struct Caps {
+    pub(crate) per_worker: AtomicUsize,
+    pub(crate) per_client: AtomicUsize,
+    pub(crate) total: AtomicUsize,
+    pub(crate) answering: AtomicUsize,
+}
+
+/// Open connections of the whole process, and per client address.
+#[derive(Debug)]
+pub(crate) struct Conns {
+    total: AtomicUsize,
+    answering: AtomicUsize,
+    clients: Box<[Mutex<HashMap<IpAddr, u32>>]>,
+}
+
+impl Conns {
+    pub(crate) fn new() -> Conns {
+        Conns {
+            total: AtomicUsize::new(0),
+            answering: AtomicUsize::new(0),
+            clients: (0..SHARDS).map(|_| Mutex::default()).collect(),
+        }
+    }
+
+    /// Open connections of the process.
+    pub(crate) fn total(&self) -> usize {
+        self.total.load(Ordering::Relaxed)
+    }
+
+    /// Open connections from `ip`.
+    #[cfg(test)]
+    pub(crate) fn of(&self, ip: IpAddr) -> u32 {
+        let ip = ip.to_canonical();
+        self.shard(ip).lock().map(|m| m.get(&ip).copied().unwrap_or(0)).unwrap_or(0)
+    }
+
+    fn shard(&self, ip: IpAddr) -> &Mutex<HashMap<IpAddr, u32>> {
+        let h = match ip {
+            IpAddr::V4(a) => u32::from(a) as usize,
+            // The interface identifier varies most within one network.
+            IpAddr::V6(a) => (u128::from(a) as u64 ^ (u128::from(a) >> 64) as u64) as usize,
+        };
+        &self.clients[(h ^ (h >> 16)) & (SHARDS - 1)]
+    }
+
+    /// Counts a new connection from `ip` unless the process cap (`total`) or the client
+    /// cap (`per_client`) is reached; 0 means no cap. On success returns what
+    /// [`Conns::release`] must be given when the connection closes.
+    pub(crate) fn admit(
+        &self,
+        ip: IpAddr,
+        total: usize,
+        per_client: usize,
+    ) -> Result<IpAddr, Refusal> {
+        let before = self.total.fetch_add(1, Ordering::AcqRel);
+        if total != 0 && before >= total {
+            self.total.fetch_sub(1, Ordering::AcqRel);
+            return Err(Refusal::Process);
+        }
+        // Counted also without a cap, so a cap set by a reload sees every open connection.
+        // An IPv4 client seen through a dual-stack socket is the same client.
+        let ip = ip.to_canonical();
+        let mut m = self.shard(ip).lock().unwrap_or_else(|p| p.into_inner());
+        let n = m.entry(ip).or_insert(0);
+        if per_client != 0 && *n as usize >= per_client {
+            if *n == 0 {
+                m.remove(&ip);
+            }
+            drop(m);
+            self.total.fetch_sub(1, Ordering::AcqRel);
+            return Err(Refusal::Client);
+        }
+        *n += 1;
+        Ok(ip)
+    }
+
+    /// Takes one of `cap` places for answering a refused connection; false when all are
+    /// taken.
+    pub(crate) fn start_answering(&self, cap: usize) -> bool {
+        if self.answering.fetch_add(1, Ordering::AcqRel) >= cap {
+            self.answering.fetch_sub(1, Ordering::AcqRel);
+            return false;
+        }
+        true
+    }
+
+    /// Gives back a place taken by [`Conns::start_answering`].
+    pub(crate) fn end_answering(&self) {
+        self.answering.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// Gives back one connection counted by [`Conns::admit`].
+    pub(crate) fn release(&self, ip: IpAddr) {
+        self.total.fetch_sub(1, Ordering::AcqRel);
+        let mut m = self.shard(ip).lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = m.get_mut(&ip) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                m.remove(&ip);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn caps_refuse_and_released_places_come_back() {
+        let c = Conns::new();
+        let a = c.admit(ip("10.0.0.1"), 3, 2).unwrap();
+        let _b = c.admit(ip("10.0.0.1"), 3, 2).unwrap();
+        assert_eq!(c.admit(ip("10.0.0.1"), 3, 2).unwrap_err(), Refusal::Client);
+        assert_eq!(c.total(), 2, "a refusal gives its place back");
+        let _d = c.admit(ip("10.0.0.2"), 3, 2).unwrap();
+        assert_eq!(c.admit(ip("10.0.0.3"), 3, 2).unwrap_err(), Refusal::Process);
+        c.release(a);
+        assert_eq!(c.of(ip("10.0.0.1")), 1);
+        c.admit(ip("10.0.0.1"), 3, 2).unwrap();
+        assert_eq!(c.total(), 3);
+    }
+
+    #[test]
+    fn without_caps_connections_are_still_counted_and_mapped_v4_is_one_client() {
+        let c = Conns::new();
+        for _ in 0..100 {
+            c.admit(ip("10.0.0.1"), 0, 0).unwrap();
+        }
+        assert_eq!(c.total(), 100);
+        assert_eq!(c.of(ip("10.0.0.1")), 100, "a cap set later sees them");
+        assert_eq!(c.admit(ip("10.0.0.1"), 0, 100).unwrap_err(), Refusal::Client);
+        let c = Conns::new();
+        c.admit(ip("::ffff:10.0.0.9"), 0, 1).unwrap();
+        assert_eq!(c.admit(ip("10.0.0.9"), 0, 1).unwrap_err(), Refusal::Client);
+        assert!(c.start_answering(2) && c.start_answering(2));
+        assert!(!c.start_answering(2), "two places");
+        c.end_answering();
+        assert!(c.start_answering(2));
+        let k = c.admit(ip("10.0.0.8"), 0, 1).unwrap();
+        c.release(k);
+        assert_eq!(c.of(ip("10.0.0.8")), 0);
+        assert_eq!(c.total(), 1);
+    }
+}
