@@ -355,9 +355,16 @@ pstat_start() {  # output file, PIDs (space separated); prints the perf PID or n
     sleep 0.3
     echo "$pid"
 }
-pstat_stop() { [[ -z "${1:-}" ]] || { kill -INT "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }; }
+pstat_stop() {   # perf PID: stops it and waits until it wrote its counts (perf was started
+    # in a command substitution, so it is not this shell's child and `wait` cannot be used)
+    [[ -n "${1:-}" ]] || return 0
+    kill -INT "$1" 2>/dev/null || return 0
+    local i
+    for i in $(seq 100); do kill -0 "$1" 2>/dev/null || return 0; sleep 0.05; done
+}
 pstat_get() {    # file, event (e.g. syscalls:sys_enter_madvise): the count, empty if unknown
-    [[ -s "$1" ]] && awk -F, -v e="$2" '$3 == e && $1 ~ /^[0-9]+$/ { print $1 }' "$1"
+    [[ -s "$1" ]] || return 0
+    awk -F, -v e="$2" '$3 == e && $1 ~ /^[0-9]+$/ { print $1 }' "$1"
 }
 rss_kib() {      # PIDs: summed VmRSS in KiB
     local t=0 p v
