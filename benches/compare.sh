@@ -298,6 +298,10 @@ path = "$WORK/reel/store"
 size = "$STORE_SIZE"
 volume_size = "64MiB"
 
+[http]
+# Every client of the benchmark comes from 127.0.0.1 (the conns section holds 10,000).
+max_connections_per_client = 0
+
 [access_log]
 enabled = false
 

@@ -215,7 +215,7 @@ pub async fn serve_stream<H: Handler, S: ByteStream + 'static>(
 
 /// The connection loop. `c` is captured and used in place (not moved into a local), so
 /// the future stores it once: as an `async fn` it would be stored twice (the argument and
-/// its binding), 232 more bytes per connection.
+/// its binding), the size of a `Conn` more per connection.
 #[allow(clippy::manual_async_fn)]
 fn serve_io<H: Handler>(mut c: Conn<H>) -> impl Future<Output = ConnOutcome> {
     async move {
@@ -224,10 +224,30 @@ fn serve_io<H: Handler>(mut c: Conn<H>) -> impl Future<Output = ConnOutcome> {
             // pipelined request already buffered is parsed at once).
             if c.io.rbuf.is_empty() {
                 c.io.release_rbuf();
-                release_wbuf(&mut c.wbuf);
-                match wait_request(&mut c.io, &c.limits, &mut c.drain, &mut c.drain_live).await {
-                    Wait::Data => {}
-                    Wait::Closed(r) => break r,
+                // Written out here rather than as a function taking references: they
+                // would be stored in the idle connection's future too.
+                let idle = tokio::time::sleep(c.limits.idle_timeout);
+                tokio::pin!(idle);
+                let wait = loop {
+                    if c.drain_live && *c.drain.borrow_and_update() {
+                        break drain_now(&mut c.io).await;
+                    }
+                    tokio::select! {
+                        r = poll_fn(|cx| c.io.poll_read_idle(cx)) => break match r {
+                            Ok(0) => Wait::Closed(CloseReason::PeerClosed),
+                            Ok(_) => Wait::Data,
+                            Err(e) => Wait::Closed(CloseReason::ReadError(e.kind())),
+                        },
+                        () = &mut idle => break Wait::Closed(CloseReason::IdleTimeout),
+                        changed = c.drain.changed(), if c.drain_live => {
+                            if changed.is_err() {
+                                c.drain_live = false;
+                            }
+                        }
+                    }
+                };
+                if let Wait::Closed(r) = wait {
+                    break r;
                 }
             }
             // Boxed: a request's future (its `Request`, the handler's future) exists only
@@ -236,7 +256,6 @@ fn serve_io<H: Handler>(mut c: Conn<H>) -> impl Future<Output = ConnOutcome> {
                 break r;
             }
         };
-        release_wbuf(&mut c.wbuf);
         let io = &c.io;
         ConnOutcome {
             requests: c.requests,
@@ -250,7 +269,6 @@ fn serve_io<H: Handler>(mut c: Conn<H>) -> impl Future<Output = ConnOutcome> {
 /// A connection's state between requests.
 struct Conn<H> {
     io: Io,
-    wbuf: Vec<u8>,
     handler: Rc<H>,
     limits: Rc<Limits>,
     peer: SocketAddr,
@@ -270,17 +288,18 @@ impl<H> Conn<H> {
         limits: Rc<Limits>,
         drain: watch::Receiver<bool>,
     ) -> Self {
-        // The response-head buffer is taken from the worker's free list per response.
-        let wbuf = Vec::new();
-        Conn { io, wbuf, handler, limits, peer, local, drain, drain_live: true, requests: 0 }
+        Conn { io, handler, limits, peer, local, drain, drain_live: true, requests: 0 }
     }
 }
 
 /// Reads, answers and reports one request whose first bytes are in the read buffer;
 /// `Some` when the connection must close.
 async fn one_request<H: Handler>(c: &mut Conn<H>) -> Option<CloseReason> {
-    let Conn { io, wbuf, handler, limits, peer, local, drain, drain_live, requests } = c;
+    let Conn { io, handler, limits, peer, local, drain, drain_live, requests } = c;
     let (handler, limits, peer) = (&**handler, &**limits, *peer);
+    // Taken from the worker's free list by the first write, given back when dropped.
+    let mut wbuf = WriteBuf(Vec::new());
+    let wbuf = &mut wbuf.0;
     // Its head buffers come from the worker's free list and go back when it is dropped.
     let mut req = Request::new(peer, *local);
     let req = &mut req;
@@ -395,47 +414,26 @@ async fn one_request<H: Handler>(c: &mut Conn<H>) -> Option<CloseReason> {
     None
 }
 
-/// Gives the response-head buffer back to the worker's free list, if one is held.
-fn release_wbuf(wbuf: &mut Vec<u8>) {
-    if wbuf.capacity() > 0 {
-        bufs::give(std::mem::take(wbuf));
+/// A request's response-head buffer: given back to the worker's free list when dropped.
+struct WriteBuf(Vec<u8>);
+
+impl Drop for WriteBuf {
+    fn drop(&mut self) {
+        if self.0.capacity() > 0 {
+            bufs::give(std::mem::take(&mut self.0));
+        }
     }
 }
 
-/// Waits for the first byte of a request on an idle connection.
-async fn wait_request(
-    io: &mut Io,
-    limits: &Limits,
-    drain: &mut watch::Receiver<bool>,
-    drain_live: &mut bool,
-) -> Wait {
-    let idle = tokio::time::sleep(limits.idle_timeout);
-    tokio::pin!(idle);
-    loop {
-        if *drain_live && *drain.borrow_and_update() {
-            // A request the client already sent is answered (with `Connection: close`)
-            // rather than dropped; only a truly idle connection closes at once. The
-            // yield lets the reactor poll epoll so readiness for bytes already in the
-            // kernel is known.
-            tokio::task::yield_now().await;
-            return match io.try_read_now() {
-                Ok(n) if n > 0 => Wait::Data,
-                _ => Wait::Closed(CloseReason::Drain),
-            };
-        }
-        tokio::select! {
-            r = io.read_more() => return match r {
-                Ok(0) => Wait::Closed(CloseReason::PeerClosed),
-                Ok(_) => Wait::Data,
-                Err(e) => Wait::Closed(CloseReason::ReadError(e.kind())),
-            },
-            () = &mut idle => return Wait::Closed(CloseReason::IdleTimeout),
-            changed = drain.changed(), if *drain_live => {
-                if changed.is_err() {
-                    *drain_live = false;
-                }
-            }
-        }
+/// Drain was asked while the connection is idle. A request the client already sent is
+/// answered (with `Connection: close`) rather than dropped; only a truly idle connection
+/// closes at once. The yield lets the reactor poll epoll so readiness for bytes already in
+/// the kernel is known.
+async fn drain_now(io: &mut Io) -> Wait {
+    tokio::task::yield_now().await;
+    match io.try_read_now() {
+        Ok(n) if n > 0 => Wait::Data,
+        _ => Wait::Closed(CloseReason::Drain),
     }
 }
 

@@ -78,6 +78,22 @@ impl Drop for Io {
     }
 }
 
+/// One `poll_read` of a byte stream into the spare capacity of `rbuf`; the bytes read.
+fn poll_stream_read(
+    s: &mut dyn ByteStream,
+    rbuf: &mut BytesMut,
+    cx: &mut Context<'_>,
+) -> Poll<io::Result<usize>> {
+    let spare = rbuf.spare_capacity_mut();
+    let mut rb = ReadBuf::uninit(spare);
+    std::task::ready!(Pin::new(s).poll_read(cx, &mut rb))?;
+    let n = rb.filled().len();
+    // SAFETY: `poll_read` initialised the first `n` bytes of the spare capacity (ReadBuf
+    // tracks what was filled); `n` never exceeds it.
+    unsafe { rbuf.set_len(rbuf.len() + n) };
+    Poll::Ready(Ok(n))
+}
+
 fn timed_out() -> io::Error {
     io::Error::new(io::ErrorKind::TimedOut, "peer made no progress")
 }
@@ -141,6 +157,48 @@ impl Io {
         }
     }
 
+    /// The poll form of [`Io::read_more`], for the wait of an idle connection: it needs no
+    /// future of its own (the waker is kept by the socket's registration), and on TCP no
+    /// buffer is taken before the socket is readable.
+    pub(crate) fn poll_read_idle(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
+        let s = match &mut self.transport {
+            Transport::Tcp(s) => s,
+            Transport::Stream(s) => {
+                make_room(&mut self.rbuf);
+                let r = poll_stream_read(&mut **s, &mut self.rbuf, cx);
+                if let Poll::Ready(Ok(n)) = r {
+                    self.bytes_read += n as u64;
+                }
+                return r;
+            }
+        };
+        loop {
+            std::task::ready!(s.poll_read_ready(cx))?;
+            make_room(&mut self.rbuf);
+            let spare = self.rbuf.capacity() - self.rbuf.len();
+            match s.try_read_buf(&mut self.rbuf) {
+                Ok(n) => {
+                    self.bytes_read += n as u64;
+                    if n > 0 && n < spare {
+                        // Drained: forget readiness (see `read_more`).
+                        let _ = s.try_io(Interest::READABLE, || {
+                            Err::<(), _>(io::ErrorKind::WouldBlock.into())
+                        });
+                    }
+                    return Poll::Ready(Ok(n));
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    // Stale readiness, now cleared: the next poll registers the waker.
+                    if self.rbuf.is_empty() {
+                        bufs::give(std::mem::take(&mut self.rbuf));
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Poll::Ready(Err(e)),
+            }
+        }
+    }
+
     /// Reads whatever is already available without waiting; `WouldBlock` when nothing
     /// is, `Ok(0)` at EOF.
     pub(crate) fn try_read_now(&mut self) -> io::Result<usize> {
@@ -156,17 +214,8 @@ impl Io {
             Transport::Stream(s) => {
                 // One poll with a no-op waker: what the stream can hand over right now.
                 let mut cx = Context::from_waker(Waker::noop());
-                let spare = self.rbuf.spare_capacity_mut();
-                let mut rb = ReadBuf::uninit(spare);
-                match Pin::new(&mut **s).poll_read(&mut cx, &mut rb) {
-                    Poll::Ready(Ok(())) => {
-                        let n = rb.filled().len();
-                        // SAFETY: `poll_read` initialised the first `n` bytes of the spare
-                        // capacity (ReadBuf tracks what was filled); `n` never exceeds it.
-                        unsafe { self.rbuf.set_len(self.rbuf.len() + n) };
-                        n
-                    }
-                    Poll::Ready(Err(e)) => return Err(e),
+                match poll_stream_read(&mut **s, &mut self.rbuf, &mut cx) {
+                    Poll::Ready(r) => r?,
                     Poll::Pending => return Err(io::ErrorKind::WouldBlock.into()),
                 }
             }
