@@ -39,12 +39,10 @@ fn irq(row: &str) -> u64 {
 
 /// User + system CPU time of the whole process.
 fn cpu() -> Duration {
-    // SAFETY: getrusage writes into the zeroed struct we own; no other memory is touched.
-    let ru = unsafe {
-        let mut ru: libc::rusage = std::mem::zeroed();
-        libc::getrusage(libc::RUSAGE_SELF, &mut ru);
-        ru
-    };
+    // SAFETY: rusage is plain integers, for which all-zero bytes are a valid value.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage writes into the struct we own; no other memory is touched.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
     let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
     tv(ru.ru_utime) + tv(ru.ru_stime)
 }
