@@ -853,7 +853,6 @@ if has conns; then
     [[ -n "${PIDS_OF[reel]:-}" ]] && CONN_SERVERS+=("reel|$REEL_PORT")
     CONN_SERVERS+=("nginx-cache|$((PORT_BASE + 1))")
     established() { ss -Htn state established "( sport = :$1 )" | wc -l; }
-    declare -A RSS_BASE=()
     for round in $(seq "$ROUNDS"); do
         for s in "${CONN_SERVERS[@]}"; do
             IFS='|' read -r name port <<<"$s"
@@ -870,10 +869,6 @@ if has conns; then
             put "$name" busy.pcpu_us "$round" "$(per $((p1 - p0)) "$req" "$((1000000 / CLK_TCK))")"
             put "$name" busy.cpu_us "$round" "$(per $((c1 - c0)) "$req" "$((1000000 / CLK_TCK))")"
             m0=$(rss_kib "$pids")
-            # RSS from before the first round's idle connections: memory a server keeps
-            # after them (free lists, allocator caches) counts in the later rounds too.
-            [[ -n "${RSS_BASE[$name]:-}" ]] || RSS_BASE[$name]=$m0
-            m0=${RSS_BASE[$name]}
             k0=$(awk '$1 == "TCP:" { for (i = 2; i < NF; i++) if ($i == "mem") print $(i + 1) }' /proc/net/sockstat)
             idle_out=$RAW/$name-idle-r$round.kv
             hold=$((CONN_IDLE / 2000 + 3 * CONN_DUR + 15))
@@ -896,8 +891,13 @@ if has conns; then
             m2=$(rss_kib "$pids")
             req=$(kv requests "$out"); req=${req:-0}
             put "$name" idle.conns "$round" "$n"
-            put "$name" idle.rss_b "$round" "$(per $(((m1 - m0) * 1024)) "$n")"
-            put "$name" idle.rss_after_b "$round" "$(per $(((m2 - m0) * 1024)) "$n")"
+            # Memory from the first round only: later rounds reuse what the first one's
+            # connections left in the server's allocator (and nginx's cache loader exits
+            # between rounds), so their growth understates the cost of a connection.
+            if ((round == 1)); then
+                put "$name" idle.rss_b "$round" "$(per $(((m1 - m0) * 1024)) "$n")"
+                put "$name" idle.rss_after_b "$round" "$(per $(((m2 - m0) * 1024)) "$n")"
+            fi
             put "$name" idle.kernel_b "$round" "$(per $(((k1 - k0) * 4096)) "$n")"
             if ((req > 0)); then
                 put "$name" busyidle.p99 "$round" "$(kv latency_us.p99 "$out")"
@@ -1145,7 +1145,7 @@ RESULTS=$RUN_DIR/results.md
         echo "## Many idle keep-alive connections"
         echo
         echo "\`reel-load idle -c $CONN_IDLE\` (one 1 KiB request each, then silent) held open while \`reel-load fixed -c $CONN_BUSY -d ${CONN_DUR}s\` runs on the 1 KiB object; \"alone\" is the same busy run before." \
-            "Memory per idle connection = growth of the serving processes' RSS once the idle ones are connected, from before the first round's (memory kept after a round counts in the next), / connections; RSS moves in 2 MiB steps where transparent huge pages back the heap (±210 B per connection at 10,000); kernel = growth of the TCP socket memory (/proc/net/sockstat, both ends of loopback). Median of $ROUNDS rounds."
+            "Memory per idle connection = growth of the serving processes' RSS once the idle ones are connected, / connections, in the first round (later rounds reuse memory the first one left; run the section alone, as other sections leave memory behind too); RSS moves in 2 MiB steps where transparent huge pages back the heap (±210 B per connection at 10,000); kernel = growth of the TCP socket memory (/proc/net/sockstat, both ends of loopback). Median of $ROUNDS rounds."
         echo
         header "${names[@]}"
         nrow "idle connections held" idle.conns raw "${names[@]}"
