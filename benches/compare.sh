@@ -11,7 +11,9 @@
 #   HERD_VIEWERS (100)  HERD_DUR (s, 4)  STREAM_MS (slow-origin body spread, 1000)
 #   SKIP_BUILD (1 = use existing binaries)  CARGO_TARGET_DIR (where binaries are built/found)
 #   PORT_BASE (18180: origin, +1 nginx-cache, +2 varnish, +3 nginx-static, +4 reel, +5 reel admin,
-#              +6 reel https, +7 nginx-cache https, +8 reel sliced, +9 its admin, +10 nginx slice)
+#              +6 reel https, +7 nginx-cache https, +8 the latency origin, +9/+10 reel-vod
+#              (admin), +11 nginx-vod, +12 varnish-vod, +13/+14 reel-cold, +15/+16
+#              reel-cold-threads, +17 nginx-cold, +18 reel sliced, +19 its admin, +20 nginx slice)
 #   SECTIONS ("plain tls llhls"): which tables to measure. llhls: LL_VIEWERS LL-HLS players
 #     through reel, nginx-cache and Varnish (reel-load llhls: edge-added latency, origin
 #     requests per part and playlist version). tls: reel's and nginx-cache's HTTPS
@@ -31,6 +33,23 @@
 #   SEEK_VIEWERS (48)  SEEK_DUR (30)  SEEK_SIZE (1073741824)  SEEK_CHUNK (2097152)
 #   SEEK_RATE (2097152)  SEEK_RUN (5)  SEEK_DELAY_MS (20)  SEEK_READ_AHEAD (2)  SEEK_ROUNDS (3)
 #   LL_VIEWERS (LL-HLS viewers, 1000)  LL_DUR (s per LL-HLS run, 10)
+#   STORE_SIZE (reel's store for the plain, tls and mix rows, "2GiB")
+#   mix: reel's CPU per hit on MIX_N (400) distinct 2 MiB segments against one, nginx-static
+#     beside it (its copies in /dev/shm); store reads and residency checks per 100 hits
+#     (perf stat on reel's syscalls).
+#   vod: a VOD library 4x the store: VOD_STORE_MIB (1024) store, nginx proxy_cache max_size
+#     and Varnish malloc of the same bytes, 2 MiB objects, Zipf s=1.0 over 4x as many as fit,
+#     VOD_VIEWERS (200) viewers one request every VOD_INTERVAL (2s), from a demo origin with
+#     its production latency table; VOD_WARM (15) s of load, then VOD_DUR (60) s measured,
+#     then VOD_HIT_DUR (20) s over a catalog that fits (all hits); VOD_ROUNDS (ROUNDS) rounds.
+#   cold: the store evicted from the page cache before each run (sync + fadvise by dd, the
+#     harness's, never the server's); open loop COLD_RATE (1000) req/s for COLD_DUR (5) s over
+#     256 KiB objects, every fifth request a cold object: reel on io_uring, reel with
+#     REEL_STORE_IO=threads, nginx proxy_cache; hot p99 against an all-hot run at the same rate.
+#   conns: CONN_IDLE (10000) idle keep-alive connections (one request each, then silent) next to
+#     CONN_BUSY (64) busy ones on the 1 KiB object for CONN_DUR (5) s: memory per idle
+#     connection (serving processes' RSS), CPU per hit and hit p99 against the busy ones alone;
+#     reel and nginx proxy_cache.
 # Output: the markdown table on stdout and in benches/runs/<date>-<host>/results.md; raw
 # outputs in benches/runs/<date>-<host>/raw/ (gitignored).
 set -euo pipefail
@@ -64,6 +83,20 @@ SEEK_RUN=${SEEK_RUN:-5}
 SEEK_DELAY_MS=${SEEK_DELAY_MS:-20}
 SEEK_READ_AHEAD=${SEEK_READ_AHEAD:-2}
 SEEK_ROUNDS=${SEEK_ROUNDS:-3}
+STORE_SIZE=${STORE_SIZE:-2GiB}
+MIX_N=${MIX_N:-400}
+VOD_STORE_MIB=${VOD_STORE_MIB:-1024}
+VOD_VIEWERS=${VOD_VIEWERS:-200}
+VOD_INTERVAL=${VOD_INTERVAL:-2s}
+VOD_WARM=${VOD_WARM:-15}
+VOD_DUR=${VOD_DUR:-60}
+VOD_HIT_DUR=${VOD_HIT_DUR:-20}
+VOD_ROUNDS=${VOD_ROUNDS:-$ROUNDS}
+COLD_RATE=${COLD_RATE:-1000}
+COLD_DUR=${COLD_DUR:-5}
+CONN_IDLE=${CONN_IDLE:-10000}
+CONN_BUSY=${CONN_BUSY:-64}
+CONN_DUR=${CONN_DUR:-5}
 has() { [[ " $SECTIONS " == *" $1 "* ]]; }
 TGT=${CARGO_TARGET_DIR:-$ROOT/target}
 SRV_CPU=0
@@ -73,6 +106,7 @@ REEL_PORT=$((PORT_BASE + 4))
 REEL_ADMIN_PORT=$((PORT_BASE + 5))
 REEL_TLS_PORT=$((PORT_BASE + 6))
 NGINX_TLS_PORT=$((PORT_BASE + 7))
+LAT_ORIGIN_PORT=$((PORT_BASE + 8))
 T_START=$(date +%s)
 RUN_DIR=$HERE/runs/$(date -u +%Y-%m-%d)-$(hostname -s)
 RAW=$RUN_DIR/raw
@@ -84,13 +118,14 @@ die() { log "ERROR: $*"; exit 1; }
 # ---------------------------------------------------------------- installs
 need=()
 for p in nginx varnish strace curl openssl nghttp2-client; do dpkg -s "$p" >/dev/null 2>&1 || need+=("$p"); done
+command -v perf >/dev/null 2>&1 || need+=(linux-perf)
 if ((${#need[@]})); then
     log "installing: ${need[*]}"
     apt-get update -qq >/dev/null
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
 fi
 
-for port in $(seq "$PORT_BASE" $((PORT_BASE + 10))); do
+for port in $(seq "$PORT_BASE" $((PORT_BASE + 20))); do
     if ss -ltnH "sport = :$port" | grep -q .; then die "port $port already in use"; fi
 done
 
@@ -113,6 +148,7 @@ ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 WORK=$(mktemp -d /tmp/reel-compare.XXXXXX)
 chmod 755 "$WORK"            # varnish's child runs as user vcache and must traverse it
 STARTED=()                   # PIDs we started
+SCRATCH=()                   # directories outside $WORK to remove at exit
 declare -A PIDS_OF=()        # server -> PIDs doing the serving (for strace)
 descendants() { local p=$1 c; echo "$p"; for c in $(ps -o pid= --ppid "$p"); do descendants "$c"; done; }
 cleanup() {
@@ -129,7 +165,7 @@ cleanup() {
     for pid in "${all[@]}"; do
         if kill -0 "$pid" 2>/dev/null; then log "PID $pid still alive, KILL"; kill -KILL "$pid" 2>/dev/null || true; fi
     done
-    rm -rf "$WORK"
+    rm -rf "$WORK" "${SCRATCH[@]}"
     exit "$rc"
 }
 trap cleanup EXIT
@@ -162,9 +198,10 @@ nginx_conf() {  # dir, extra http lines, server block
     cat > "$d/nginx.conf" <<EOF
 user root;
 worker_processes 1;
+worker_rlimit_nofile 65536;
 pid $d/nginx.pid;
 error_log $d/error.log warn;
-events { worker_connections 4096; }
+events { worker_connections 20000; }
 http {
     include /etc/nginx/mime.types;
     types { video/iso.segment m4s; }
@@ -251,10 +288,14 @@ nginx_conf "$WORK/nginx-cache" \
         } }"
 nginx_conf "$WORK/nginx-static" "" "    server { listen 127.0.0.1:$((PORT_BASE + 3)); root $WORK/static; }"
 mkdir -p "$WORK/varnish"
-cat > "$WORK/varnish/default.vcl" <<EOF
+varnish_vcl() {  # file, origin port: stock behaviour plus an X-Cache header (HIT / MISS)
+    cat > "$1" <<EOF
 vcl 4.1;
-backend origin { .host = "127.0.0.1"; .port = "$ORIGIN_PORT"; }
+backend origin { .host = "127.0.0.1"; .port = "$2"; }
+sub vcl_deliver { if (obj.hits > 0) { set resp.http.X-Cache = "HIT"; } else { set resp.http.X-Cache = "MISS"; } }
 EOF
+}
+varnish_vcl "$WORK/varnish/default.vcl" "$ORIGIN_PORT"
 
 # reel: n/a when not built or when it does not come up
 REEL_BIN=$TGT/release/reel
@@ -280,8 +321,12 @@ nic = []
 
 [store]
 path = "$WORK/reel/store"
-size = "2GiB"
+size = "$STORE_SIZE"
 volume_size = "64MiB"
+
+[http]
+# Every client of the benchmark comes from 127.0.0.1 (the conns section holds 10,000).
+max_connections_per_client = 0
 
 [access_log]
 enabled = false
@@ -318,11 +363,9 @@ EOF
 elif has plain || has tls; then
     log "no $REEL_BIN: reel's row is n/a"
 fi
-if has plain || has tls; then
-    start_nginx nginx-cache $((PORT_BASE + 1)) "$SRV_CPU"
-    SERVERS+=("nginx-cache|http://127.0.0.1:$((PORT_BASE + 1))")
-fi
-if has plain; then
+start_nginx nginx-cache $((PORT_BASE + 1)) "$SRV_CPU"
+SERVERS+=("nginx-cache|http://127.0.0.1:$((PORT_BASE + 1))")
+if has plain || has mix; then
     start_nginx nginx-static $((PORT_BASE + 3)) "$SRV_CPU"
     SERVERS+=("nginx-static|http://127.0.0.1:$((PORT_BASE + 3))")
 fi
@@ -344,6 +387,111 @@ DATA=$RAW/data.psv       # server|metric|round|value
 put() { echo "$1|$2|$3|$4" >> "$DATA"; }
 cpu0_busy() { awk '$1 == "cpu0" { print $2 + $3 + $4 + $7 + $8 }' /proc/stat; }
 irq_sum() { awk -v k="$1:" '$1 == k { s = $2 + $3 } END { print s + 0 }' /proc/interrupts; }
+# Syscall and TLB-flush tracepoints counted for given PIDs (their threads, and threads they
+# start) by `perf stat`: per process, unlike /proc/interrupts, so other jobs on the machine
+# do not count. Empty when perf is missing or refuses.
+PERF_EVENTS=syscalls:sys_enter_madvise,syscalls:sys_enter_fadvise64,tlb:tlb_flush,syscalls:sys_enter_preadv2,syscalls:sys_enter_pread64,syscalls:sys_enter_io_uring_enter,syscalls:sys_enter_cachestat,syscalls:sys_enter_sendfile64
+pstat_start() {  # output file, PIDs (space separated); prints the perf PID or nothing
+    command -v perf >/dev/null 2>&1 || return 0
+    perf stat -x, -o "$1" -e "$PERF_EVENTS" -p "$(echo $2 | tr ' ' ',')" >/dev/null 2>&1 &
+    local pid=$!
+    STARTED+=("$pid")
+    sleep 0.3
+    echo "$pid"
+}
+pstat_stop() {   # perf PID: stops it and waits until it wrote its counts (perf was started
+    # in a command substitution, so it is not this shell's child and `wait` cannot be used)
+    [[ -n "${1:-}" ]] || return 0
+    kill -INT "$1" 2>/dev/null || return 0
+    local i
+    for i in $(seq 100); do kill -0 "$1" 2>/dev/null || return 0; sleep 0.05; done
+}
+pstat_get() {    # file, event (e.g. syscalls:sys_enter_madvise): the count, empty if unknown
+    [[ -s "$1" ]] || return 0
+    awk -F, -v e="$2" '$3 == e && $1 ~ /^[0-9]+$/ { print $1 }' "$1"
+}
+rss_kib() {      # PIDs: summed VmRSS in KiB
+    local t=0 p v
+    for p in $1; do
+        v=$(awk '/^VmRSS:/ { print $2 }' "/proc/$p/status" 2>/dev/null || true)
+        t=$((t + ${v:-0}))
+    done
+    echo "$t"
+}
+per() { awk -v a="$1" -v b="$2" -v m="${3:-1}" 'BEGIN { if (b > 0) printf "%.3f", a * m / b; else print "" }'; }
+# Drops a directory's files from the page cache: written back first (dirty pages cannot be
+# dropped), then POSIX_FADV_DONTNEED through dd. Prints the bytes still resident.
+evict_dir() {
+    local f left=0 r
+    while IFS= read -r -d '' f; do
+        sync "$f" 2>/dev/null || true
+        dd if="$f" iflag=nocache count=0 status=none 2>/dev/null || true
+        r=$(fincore --bytes --noheadings --output RES "$f" 2>/dev/null || echo 0)
+        left=$((left + ${r:-0}))
+    done < <(find "$1" -type f -print0)
+    echo "$left"
+}
+# A reel with one worker on CPU $SRV_CPU and a plain listener. name, port, admin port, store
+# size, volume size, origin URL, then optional `VAR=value` environment settings.
+start_reel_plain() {
+    local name=$1 port=$2 admin=$3 size=$4 vol=$5 origin=$6 pid
+    shift 6
+    mkdir -p "$WORK/$name/store"
+    cat > "$WORK/$name/reel.toml" <<EOF
+[[listener]]
+name = "http"
+address = "127.0.0.1:$port"
+backlog = 4096
+
+[cores]
+workers = [$SRV_CPU]
+irq = "auto"
+nic = []
+
+[store]
+path = "$WORK/$name/store"
+size = "$size"
+volume_size = "$vol"
+
+[access_log]
+enabled = false
+
+[admin]
+address = "127.0.0.1:$admin"
+EOF
+    env "$@" taskset -c "$SRV_CPU" "$REEL_BIN" serve --config "$WORK/$name/reel.toml" --origin "$origin" \
+        >"$WORK/$name/stdout.log" 2>"$WORK/$name/stderr.log" &
+    pid=$!
+    STARTED+=("$pid")
+    wait_http "http://127.0.0.1:$port/obj/16" "$WORK/$name/stderr.log" 300 "$pid" || return 1
+    PIDS_OF[$name]=$(descendants "$pid" | tr '\n' ' ')
+    log "$name up on :$port (pid $pid)"
+}
+# nginx proxy_cache in front of an origin port, on CPU $SRV_CPU: name, port, origin port, max_size
+start_nginx_cache() {
+    local name=$1 port=$2 oport=$3 max=$4
+    nginx_conf "$WORK/$name" \
+        "    proxy_cache_path $WORK/$name/cache levels=1:2 keys_zone=$name:64m max_size=$max inactive=1h use_temp_path=off;
+    upstream origin { server 127.0.0.1:$oport; keepalive 32; }" \
+        "    server { listen 127.0.0.1:$port;
+        location / {
+            proxy_pass http://origin;
+            proxy_http_version 1.1;
+            proxy_set_header Connection \"\";
+            proxy_cache $name;
+            proxy_cache_lock on;
+            proxy_cache_valid 200 1h;
+            add_header X-Cache \$upstream_cache_status;
+        } }"
+    start_nginx "$name" "$port" "$SRV_CPU"
+}
+# curl over a URL with a glob range (e.g. seg_[000-399].ts), one keep-alive process; fails
+# unless every answer is 200.
+fetch_all() {
+    local codes
+    codes=$(curl -s -m 600 -w '%{stderr}%{http_code}\n' "$1" 2>&1 >/dev/null | sort | uniq -c || true)
+    [[ "$(awk '$2 != 200' <<<"$codes")" == "" && -n "$codes" ]] || { log "fetching $1: $codes"; return 1; }
+}
 kv() { grep -m1 "^$1=" "$2" 2>/dev/null | cut -d= -f2 || true; }
 load() {         # output file, reel-load args... (bounded by its own --duration, plus a guard)
     local out=$1; shift
@@ -573,12 +721,12 @@ elif has seek; then
         curl -s -m 5 "$ORIGIN/__origin/stats" | grep -o '"body_bytes": *[0-9]*' | grep -o '[0-9]*$' || echo 0
     }
     reel_waits() {
-        curl -s -m 5 "http://127.0.0.1:$((PORT_BASE + 9))/metrics" | awk '$1 == "reel_slice_waits_total" { print $2 + 0 }'
+        curl -s -m 5 "http://127.0.0.1:$((PORT_BASE + 19))/metrics" | awk '$1 == "reel_slice_waits_total" { print $2 + 0 }'
     }
     nginx_conf "$WORK/nginx-slice" \
         "    proxy_cache_path $WORK/nginx-slice/cache levels=1:2 keys_zone=slice:64m max_size=$(( SEEK_ROUNDS * SEEK_SIZE / 1048576 + 512 ))m inactive=1h use_temp_path=off;
     upstream origin { server 127.0.0.1:$ORIGIN_PORT; keepalive 32; }" \
-        "    server { listen 127.0.0.1:$((PORT_BASE + 10));
+        "    server { listen 127.0.0.1:$((PORT_BASE + 20));
         location / {
             slice 2m;
             proxy_cache slice;
@@ -596,7 +744,7 @@ elif has seek; then
         cat > "$WORK/reel-slice/reel.toml" <<EOF
 [[listener]]
 name = "http"
-address = "127.0.0.1:$((PORT_BASE + 8))"
+address = "127.0.0.1:$((PORT_BASE + 18))"
 backlog = 4096
 
 [cores]
@@ -613,7 +761,7 @@ volume_size = "64MiB"
 enabled = false
 
 [admin]
-address = "127.0.0.1:$((PORT_BASE + 9))"
+address = "127.0.0.1:$((PORT_BASE + 19))"
 
 [[site]]
 hosts = ["127.0.0.1", "localhost"]
@@ -632,16 +780,16 @@ EOF
             >"$WORK/reel-slice/stdout.log" 2>"$WORK/reel-slice/stderr.log" &
         rpid=$!
         STARTED+=("$rpid")
-        if wait_http "http://127.0.0.1:$((PORT_BASE + 8))/healthz" "$WORK/reel-slice/stderr.log" 100 "$rpid"; then
+        if wait_http "http://127.0.0.1:$((PORT_BASE + 18))/healthz" "$WORK/reel-slice/stderr.log" 100 "$rpid"; then
             PIDS_OF[reel]=$(descendants "$rpid" | tr '\n' ' ')
-            SEEK_SERVERS+=("reel|http://127.0.0.1:$((PORT_BASE + 8))")
-            log "reel (sliced) up on :$((PORT_BASE + 8)) (pid $rpid)"
+            SEEK_SERVERS+=("reel|http://127.0.0.1:$((PORT_BASE + 18))")
+            log "reel (sliced) up on :$((PORT_BASE + 18)) (pid $rpid)"
         else
             log "reel (sliced) did not start: its column is n/a"
         fi
     fi
-    start_nginx nginx-slice $((PORT_BASE + 10)) "$SRV_CPU"
-    SEEK_SERVERS+=("nginx-slice|http://127.0.0.1:$((PORT_BASE + 10))")
+    start_nginx nginx-slice $((PORT_BASE + 20)) "$SRV_CPU"
+    SEEK_SERVERS+=("nginx-slice|http://127.0.0.1:$((PORT_BASE + 20))")
     for round in $(seq "$SEEK_ROUNDS"); do
         for s in "${SEEK_SERVERS[@]}"; do
             IFS='|' read -r name base <<<"$s"
@@ -680,9 +828,293 @@ EOF
     done
 fi
 
+# ---------------------------------------------------------------- mix: many distinct segments
+# reel's cost per hit on MIX_N distinct 2 MiB segments against one (the residency check and
+# the page cache at work), and how often it reads from the store per hit; nginx-static on
+# the same bytes (copies in /dev/shm) as the physical reference: many distinct objects miss
+# the CPU caches for everyone.
+MIX_SERVERS=()
+if has mix; then
+    MIXDIR=$(mktemp -d /dev/shm/reel-mix.XXXXXX)
+    SCRATCH+=("$MIXDIR")
+    chmod 755 "$MIXDIR"
+    mkdir -p "$WORK/static/vod"
+    ln -sfn "$MIXDIR" "$WORK/static/vod/cat"
+    last=$(printf '%03d' $((MIX_N - 1)))
+    (cd "$MIXDIR" && curl -sf -m 600 -o "seg_#1.ts" "$ORIGIN/vod/cat/seg_[000-$last].ts") || die "fetching the mix objects"
+    MIX_URLS=()
+    for i in $(seq 0 $((MIX_N - 1))); do MIX_URLS+=("$(printf '/vod/cat/seg_%03d.ts' "$i")"); done
+    [[ -n "${PIDS_OF[reel]:-}" ]] && MIX_SERVERS+=("reel|http://127.0.0.1:$REEL_PORT")
+    MIX_SERVERS+=("nginx-static|http://127.0.0.1:$((PORT_BASE + 3))")
+    for s in "${MIX_SERVERS[@]}"; do
+        IFS='|' read -r name base <<<"$s"
+        fetch_all "$base/vod/cat/seg_[000-$last].ts" && fetch_all "$base/vod/cat/seg_[000-$last].ts" ||
+            die "warming the mix objects on $name"
+        log "mix: $name warm"
+    done
+    for round in $(seq "$ROUNDS"); do
+        for wl in mix1 mixn; do
+            for s in "${MIX_SERVERS[@]}"; do
+                IFS='|' read -r name base <<<"$s"
+                urls=()
+                if [[ $wl == mix1 ]]; then urls=("$base${MIX_URLS[0]}"); else for u in "${MIX_URLS[@]}"; do urls+=("$base$u"); done; fi
+                out=$RAW/$name-$wl-r$round.kv
+                ps=$(pstat_start "$RAW/$name-$wl-r$round.perf" "${PIDS_OF[$name]}")
+                c0=$(cpu0_busy); p0=$(proc_ticks "${PIDS_OF[$name]}")
+                load "$out" fixed -c "$CONNS" -d "$DUR" "${urls[@]}"
+                c1=$(cpu0_busy); p1=$(proc_ticks "${PIDS_OF[$name]}")
+                pstat_stop "$ps"
+                req=$(kv requests "$out"); req=${req:-0}
+                ((req > 0)) || { log "$name $wl r$round: no requests"; continue; }
+                put "$name" "$wl.rps" "$round" "$(kv requests_per_s "$out")"
+                put "$name" "$wl.errors" "$round" "$(kv errors_total "$out")"
+                put "$name" "$wl.cpu_us" "$round" "$(per $((c1 - c0)) "$req" "$((1000000 / CLK_TCK))")"
+                put "$name" "$wl.pcpu_us" "$round" "$(per $((p1 - p0)) "$req" "$((1000000 / CLK_TCK))")"
+                pf=$RAW/$name-$wl-r$round.perf
+                reads=0
+                for e in preadv2 pread64 io_uring_enter; do
+                    v=$(pstat_get "$pf" "syscalls:sys_enter_$e"); reads=$((reads + ${v:-0}))
+                done
+                if [[ -s $pf ]]; then
+                    put "$name" "$wl.reads100" "$round" "$(per "$reads" "$req" 100)"
+                    put "$name" "$wl.cachestat100" "$round" "$(per "$(pstat_get "$pf" syscalls:sys_enter_cachestat)" "$req" 100)"
+                fi
+                log "r$round $wl $name: $(kv requests_per_s "$out") req/s, CPU0 $(per $((c1 - c0)) "$req" "$((1000000 / CLK_TCK))") us/req, store reads $reads"
+            done
+        done
+    done
+fi
+
+# ---------------------------------------------------------------- vod: a library 4x the store
+# Zipf s=1.0 over 2 MiB objects, four times as many as the store holds, from a demo origin
+# with its production latency table; the caches evict all the time. Hits are told apart by
+# each server's own header (reel's Cache-Status, X-Cache from nginx's $upstream_cache_status
+# and from the Varnish VCL).
+VOD_SERVERS=()
+if has vod; then
+    VOD_OBJECTS=$((VOD_STORE_MIB * 4 / 2))
+    VOD_FIT=$((VOD_STORE_MIB / 4))
+    taskset -c "$GEN_CPU" "$TGT/release/reel-demo-origin" --listen "127.0.0.1:$LAT_ORIGIN_PORT" \
+        >"$WORK/origin/lat-stdout.log" 2>"$WORK/origin/lat-stderr.log" &
+    STARTED+=("$!")
+    wait_http "http://127.0.0.1:$LAT_ORIGIN_PORT/__origin/stats" "$WORK/origin/lat-stderr.log" || die "latency origin failed"
+    LAT_ORIGIN=http://127.0.0.1:$LAT_ORIGIN_PORT
+    lat_origin_count() {
+        curl -s -m 5 "$LAT_ORIGIN/__origin/stats" | grep -o '"total": *[0-9]*' | head -1 | grep -o '[0-9]*$' || echo 0
+    }
+    if [[ -x "$REEL_BIN" ]] && start_reel_plain reel-vod $((PORT_BASE + 9)) $((PORT_BASE + 10)) \
+        "${VOD_STORE_MIB}MiB" 64MiB "$LAT_ORIGIN"; then
+        VOD_SERVERS+=("reel-vod|http://127.0.0.1:$((PORT_BASE + 9))|cache-status: hit")
+    fi
+    start_nginx_cache nginx-vod $((PORT_BASE + 11)) "$LAT_ORIGIN_PORT" "${VOD_STORE_MIB}m"
+    VOD_SERVERS+=("nginx-vod|http://127.0.0.1:$((PORT_BASE + 11))|x-cache: hit")
+    mkdir -p "$WORK/varnish-vod"
+    varnish_vcl "$WORK/varnish-vod/default.vcl" "$LAT_ORIGIN_PORT"
+    taskset -c "$SRV_CPU" varnishd -F -n "$WORK/varnish-vod/n" -a "127.0.0.1:$((PORT_BASE + 12))" \
+        -f "$WORK/varnish-vod/default.vcl" -s "malloc,${VOD_STORE_MIB}M" >"$WORK/varnish-vod/varnishd.log" 2>&1 &
+    VVPID=$!
+    STARTED+=("$VVPID")
+    wait_http "http://127.0.0.1:$((PORT_BASE + 12))/obj/16" "$WORK/varnish-vod/varnishd.log" || die "varnish-vod failed"
+    PIDS_OF[varnish-vod]=$(descendants "$VVPID" | tr '\n' ' ')
+    VOD_SERVERS+=("varnish-vod|http://127.0.0.1:$((PORT_BASE + 12))|x-cache: hit")
+    vod_run() {   # output, base, mark header, objects, duration
+        load "$1" zipf -v "$VOD_VIEWERS" --objects "$4" --exponent 1.0 --interval "$VOD_INTERVAL" \
+            -d "$5" --timeout 30s --mark-header "$3" "$2/obj/2097152?v={i}"
+    }
+    for round in $(seq "$VOD_ROUNDS"); do
+        for s in "${VOD_SERVERS[@]}"; do
+            IFS='|' read -r name base mark <<<"$s"
+            pids=${PIDS_OF[$name]}
+            # Evictions: the catalog 4x the store, after a warm-up that fills it.
+            vod_run /dev/null "$base" "$mark" "$VOD_OBJECTS" "$VOD_WARM"
+            out=$RAW/$name-vod-r$round.kv
+            ps=$(pstat_start "$RAW/$name-vod-r$round.perf" "$pids")
+            c0=$(cpu0_busy); p0=$(proc_ticks "$pids"); t0=$(irq_sum TLB); o0=$(lat_origin_count)
+            vod_run "$out" "$base" "$mark" "$VOD_OBJECTS" "$VOD_DUR"
+            c1=$(cpu0_busy); p1=$(proc_ticks "$pids"); t1=$(irq_sum TLB); o1=$(lat_origin_count)
+            pstat_stop "$ps"
+            req=$(kv requests "$out"); req=${req:-0}
+            ((req > 0)) || { log "$name vod r$round: no requests"; continue; }
+            el=$(kv elapsed_s "$out")
+            pf=$RAW/$name-vod-r$round.perf
+            put "$name" vod.req "$round" "$req"
+            put "$name" vod.hit_ratio "$round" "$(per "$(kv marked "$out")" "$req")"
+            put "$name" vod.origin_gbps "$round" "$(awk -v o=$((o1 - o0)) -v e="$el" 'BEGIN { printf "%.3f", o * 2097152 * 8 / e / 1e9 }')"
+            put "$name" vod.gbps "$round" "$(kv gbit_per_s "$out")"
+            put "$name" vod.pcpu_us "$round" "$(per $((p1 - p0)) "$req" "$((1000000 / CLK_TCK))")"
+            put "$name" vod.cpu_us "$round" "$(per $((c1 - c0)) "$req" "$((1000000 / CLK_TCK))")"
+            put "$name" vod.hit_p50 "$round" "$(kv marked_latency_us.p50 "$out")"
+            put "$name" vod.hit_p99 "$round" "$(kv marked_latency_us.p99 "$out")"
+            put "$name" vod.miss_p99 "$round" "$(kv unmarked_latency_us.p99 "$out")"
+            put "$name" vod.errors "$round" "$(kv errors_total "$out")"
+            put "$name" vod.tlb_irq "$round" "$(per $((t1 - t0)) "$req" 1000)"
+            if [[ -s $pf ]]; then
+                put "$name" vod.tlb_flush "$round" "$(per "$(pstat_get "$pf" tlb:tlb_flush)" "$req" 1000)"
+                put "$name" vod.madvise "$round" "$(per "$(pstat_get "$pf" syscalls:sys_enter_madvise)" "$req" 1000)"
+                put "$name" vod.fadvise "$round" "$(per "$(pstat_get "$pf" syscalls:sys_enter_fadvise64)" "$req" 1000)"
+            fi
+            log "r$round vod $name: $req req, hits $(kv marked "$out"), origin $((o1 - o0)), hit p99 $(kv marked_latency_us.p99 "$out") us, errors $(kv errors_total "$out")"
+            # All hits: a catalog half the store, every object fetched first.
+            last=$((VOD_FIT - 1))
+            fetch_all "$base/obj/2097152?v=[0-$last]" && fetch_all "$base/obj/2097152?v=[0-$last]" ||
+                log "$name: warming the all-hit catalog failed"
+            out=$RAW/$name-vodhit-r$round.kv
+            vod_run "$out" "$base" "$mark" "$VOD_FIT" "$VOD_HIT_DUR"
+            req=$(kv requests "$out"); req=${req:-0}
+            ((req > 0)) || continue
+            put "$name" vodhit.hit_ratio "$round" "$(per "$(kv marked "$out")" "$req")"
+            put "$name" vodhit.hit_p50 "$round" "$(kv marked_latency_us.p50 "$out")"
+            put "$name" vodhit.hit_p99 "$round" "$(kv marked_latency_us.p99 "$out")"
+            log "r$round vod all-hit $name: $req req, hits $(kv marked "$out"), hit p99 $(kv marked_latency_us.p99 "$out") us"
+        done
+    done
+fi
+
+# ---------------------------------------------------------------- cold: reads from the disk
+# Before each run the harness drops the store's files from the page cache; then an open loop
+# at COLD_RATE where every fifth request names a 256 KiB object not read since (each cold
+# object once per run) and the others one of four hot ones. The hot hits share the worker
+# with the cold reads: their p99 against an all-hot run at the same rate.
+COLD_SERVERS=()
+if has cold; then
+    COLD_N=$((COLD_RATE * COLD_DUR / 5))
+    # 256 KiB bodies take 260 KiB each with their record header; 32 MiB volumes, one spare.
+    cold_mib=$(((COLD_N + 8) * 260 / 1024 * 5 / 4 / 32 * 32 + 64))
+    if [[ -x "$REEL_BIN" ]]; then
+        start_reel_plain reel-cold $((PORT_BASE + 13)) $((PORT_BASE + 14)) "${cold_mib}MiB" 32MiB "$ORIGIN" &&
+            COLD_SERVERS+=("reel-cold|http://127.0.0.1:$((PORT_BASE + 13))|$WORK/reel-cold/store")
+        start_reel_plain reel-cold-threads $((PORT_BASE + 15)) $((PORT_BASE + 16)) "${cold_mib}MiB" 32MiB \
+            "$ORIGIN" REEL_STORE_IO=threads &&
+            COLD_SERVERS+=("reel-cold-threads|http://127.0.0.1:$((PORT_BASE + 15))|$WORK/reel-cold-threads/store")
+    fi
+    start_nginx_cache nginx-cold $((PORT_BASE + 17)) "$ORIGIN_PORT" 4g
+    COLD_SERVERS+=("nginx-cold|http://127.0.0.1:$((PORT_BASE + 17))|$WORK/nginx-cold/cache")
+    for s in "${COLD_SERVERS[@]}"; do
+        IFS='|' read -r name base dir <<<"$s"
+        for pass in 1 2; do
+            fetch_all "$base/obj/262144?hot=[0-3]" && fetch_all "$base/obj/262144?cold=[0-$((COLD_N - 1))]" ||
+                die "warming the cold objects on $name"
+        done
+        log "cold: $name stored $COLD_N cold and 4 hot objects"
+    done
+    for round in $(seq "$ROUNDS"); do
+        for s in "${COLD_SERVERS[@]}"; do
+            IFS='|' read -r name base dir <<<"$s"
+            pids=${PIDS_OF[$name]}
+            mixed=(); hot=()
+            for h in 0 1 2 3; do hot+=("$base/obj/262144?hot=$h"); done
+            for j in $(seq 0 $((COLD_N - 1))); do
+                mixed+=("${hot[$((j % 4))]}" "${hot[$(((j + 1) % 4))]}" "${hot[$(((j + 2) % 4))]}" "${hot[$(((j + 3) % 4))]}" "$base/obj/262144?cold=$j")
+            done
+            left=$(evict_dir "$dir")
+            out=$RAW/$name-cold-r$round.kv
+            c0=$(cpu0_busy); p0=$(proc_ticks "$pids"); a0=$(irq_sum CAL); r0=$(irq_sum RES)
+            load "$out" open -c 32 -r "$COLD_RATE" -d "$COLD_DUR" --mark-url cold "${mixed[@]}"
+            c1=$(cpu0_busy); p1=$(proc_ticks "$pids"); a1=$(irq_sum CAL); r1=$(irq_sum RES)
+            req=$(kv requests "$out"); req=${req:-0}
+            ((req > 0)) || { log "$name cold r$round: no requests"; continue; }
+            cold=$(kv marked "$out")
+            put "$name" cold.hot_p50 "$round" "$(kv unmarked_latency_us.p50 "$out")"
+            put "$name" cold.hot_p99 "$round" "$(kv unmarked_latency_us.p99 "$out")"
+            put "$name" cold.cold_p99 "$round" "$(kv marked_latency_us.p99 "$out")"
+            put "$name" cold.cold_share "$round" "$(per "$cold" "$req")"
+            put "$name" cold.pcpu_us "$round" "$(per $((p1 - p0)) "$req" "$((1000000 / CLK_TCK))")"
+            put "$name" cold.cal "$round" "$(per $((a1 - a0)) "$cold" 1000)"
+            put "$name" cold.res "$round" "$(per $((r1 - r0)) "$cold" 1000)"
+            put "$name" cold.errors "$round" "$(kv errors_total "$out")"
+            pm=$((p1 - p0)); rm=$req
+            log "r$round cold $name: evicted (left $left bytes), $req req, $cold cold, hot p99 $(kv unmarked_latency_us.p99 "$out") us, cold p99 $(kv marked_latency_us.p99 "$out") us"
+            out=$RAW/$name-allhot-r$round.kv
+            c0=$(cpu0_busy); p0=$(proc_ticks "$pids"); a0=$(irq_sum CAL); r0=$(irq_sum RES)
+            load "$out" open -c 32 -r "$COLD_RATE" -d "$COLD_DUR" --mark-url cold "${hot[@]}"
+            c1=$(cpu0_busy); p1=$(proc_ticks "$pids"); a1=$(irq_sum CAL); r1=$(irq_sum RES)
+            req=$(kv requests "$out"); req=${req:-0}
+            ((req > 0)) || continue
+            put "$name" allhot.hot_p50 "$round" "$(kv unmarked_latency_us.p50 "$out")"
+            put "$name" allhot.hot_p99 "$round" "$(kv unmarked_latency_us.p99 "$out")"
+            put "$name" allhot.pcpu_us "$round" "$(per $((p1 - p0)) "$req" "$((1000000 / CLK_TCK))")"
+            # The extra CPU of the mixed run over the all-hot one, per cold read.
+            put "$name" cold.cpu_per_cold "$round" "$(awk -v pm="$pm" -v rm="$rm" -v ph=$((p1 - p0)) -v rh="$req" -v c="$cold" -v t="$CLK_TCK" \
+                'BEGIN { if (c > 0 && rh > 0) printf "%.1f", (pm / rm - ph / rh) * rm * 1e6 / t / c }')"
+            log "r$round all-hot $name: hot p99 $(kv unmarked_latency_us.p99 "$out") us"
+        done
+    done
+fi
+
+# ---------------------------------------------------------------- conns: many idle viewers
+# CONN_BUSY connections in a closed loop on the 1 KiB object, alone and then beside CONN_IDLE
+# keep-alive connections that made one request each and sit idle. Memory per idle connection
+# = growth of the serving processes' RSS while the idle ones are held, divided by them.
+CONN_SERVERS=()
+if has conns; then
+    [[ -n "${PIDS_OF[reel]:-}" ]] && CONN_SERVERS+=("reel|$REEL_PORT")
+    CONN_SERVERS+=("nginx-cache|$((PORT_BASE + 1))")
+    established() { ss -Htn state established "( sport = :$1 )" | wc -l; }
+    for round in $(seq "$ROUNDS"); do
+        for s in "${CONN_SERVERS[@]}"; do
+            IFS='|' read -r name port <<<"$s"
+            pids=${PIDS_OF[$name]}
+            url=http://127.0.0.1:$port/live/playlist.m3u8
+            out=$RAW/$name-busy-r$round.kv
+            c0=$(cpu0_busy); p0=$(proc_ticks "$pids")
+            load "$out" fixed -c "$CONN_BUSY" -d "$CONN_DUR" "$url"
+            c1=$(cpu0_busy); p1=$(proc_ticks "$pids")
+            req=$(kv requests "$out"); req=${req:-0}
+            ((req > 0)) || { log "$name busy r$round: no requests"; continue; }
+            put "$name" busy.p99 "$round" "$(kv latency_us.p99 "$out")"
+            put "$name" busy.rps "$round" "$(kv requests_per_s "$out")"
+            put "$name" busy.pcpu_us "$round" "$(per $((p1 - p0)) "$req" "$((1000000 / CLK_TCK))")"
+            put "$name" busy.cpu_us "$round" "$(per $((c1 - c0)) "$req" "$((1000000 / CLK_TCK))")"
+            m0=$(rss_kib "$pids")
+            k0=$(awk '$1 == "TCP:" { for (i = 2; i < NF; i++) if ($i == "mem") print $(i + 1) }' /proc/net/sockstat)
+            idle_out=$RAW/$name-idle-r$round.kv
+            hold=$((CONN_IDLE / 2000 + 3 * CONN_DUR + 15))
+            timeout $((hold + 60)) taskset -c "$GEN_CPU" "$LOAD" idle -c "$CONN_IDLE" --connect-rate 2000 --buffer 4096 \
+                -d "$hold" --timeout 10s "$url" --kv >"$idle_out" 2>"$idle_out.err" &
+            ipid=$!
+            STARTED+=("$ipid")
+            for i in $(seq 300); do
+                (($(established "$port") >= CONN_IDLE)) && break
+                sleep 0.1
+            done
+            sleep 1
+            n=$(established "$port")
+            m1=$(rss_kib "$pids")
+            k1=$(awk '$1 == "TCP:" { for (i = 2; i < NF; i++) if ($i == "mem") print $(i + 1) }' /proc/net/sockstat)
+            out=$RAW/$name-busyidle-r$round.kv
+            c0=$(cpu0_busy); p0=$(proc_ticks "$pids")
+            load "$out" fixed -c "$CONN_BUSY" -d "$CONN_DUR" "$url"
+            c1=$(cpu0_busy); p1=$(proc_ticks "$pids")
+            m2=$(rss_kib "$pids")
+            req=$(kv requests "$out"); req=${req:-0}
+            put "$name" idle.conns "$round" "$n"
+            # Memory from the first round only: later rounds reuse what the first one's
+            # connections left in the server's allocator (and nginx's cache loader exits
+            # between rounds), so their growth understates the cost of a connection.
+            if ((round == 1)); then
+                put "$name" idle.rss_b "$round" "$(per $(((m1 - m0) * 1024)) "$n")"
+                put "$name" idle.rss_after_b "$round" "$(per $(((m2 - m0) * 1024)) "$n")"
+            fi
+            put "$name" idle.kernel_b "$round" "$(per $(((k1 - k0) * 4096)) "$n")"
+            if ((req > 0)); then
+                put "$name" busyidle.p99 "$round" "$(kv latency_us.p99 "$out")"
+                put "$name" busyidle.rps "$round" "$(kv requests_per_s "$out")"
+                put "$name" busyidle.pcpu_us "$round" "$(per $((p1 - p0)) "$req" "$((1000000 / CLK_TCK))")"
+                put "$name" busyidle.cpu_us "$round" "$(per $((c1 - c0)) "$req" "$((1000000 / CLK_TCK))")"
+            fi
+            wait "$ipid" 2>/dev/null || true
+            put "$name" idle.held "$round" "$(kv held "$idle_out")"
+            put "$name" idle.errors "$round" "$(kv errors_total "$idle_out")"
+            log "r$round conns $name: $n idle held, RSS +$((m1 - m0)) KiB ($(per $(((m1 - m0) * 1024)) "$n") B each), busy p99 alone/with idle $(kv latency_us.p99 "$RAW/$name-busy-r$round.kv") / $(kv latency_us.p99 "$out") us"
+            # Let the server close them before the next run.
+            for i in $(seq 100); do (($(established "$port") < CONN_BUSY)) && break; sleep 0.1; done
+        done
+    done
+fi
+
 # ---------------------------------------------------------------- table
 # errors: summed over every measured run of a server
-awk -F'|' '$2 ~ /\.errors$/ && $2 !~ /^(tls-|ll\.)/ { e[$1] += $4 } END { for (n in e) printf "%s|errors_sum|1|%d\n", n, e[n] }' "$DATA" >> "$DATA"
+awk -F'|' '$2 ~ /^(1k|256k|2m|open|live)\.errors$/ { e[$1] += $4 } END { for (n in e) printf "%s|errors_sum|1|%d\n", n, e[n] }' "$DATA" >> "$DATA"
 awk -F'|' '$2 ~ /^tls-.*\.errors$/ { e[$1] += $4 } END { for (n in e) printf "%s|tls_errors|1|%d\n", n, e[n] }' "$DATA" >> "$DATA"
 # median over rounds per (server, metric); spread = (max - min) / median
 SUMMARY=$RAW/summary.psv
@@ -856,8 +1288,147 @@ RESULTS=$RUN_DIR/results.md
         srow "CPU µs per MiB served" "seek.cpu_us_mib" raw
         srow "errors" "seek.errors" raw
     fi
+    # A row over the given servers: label, metric, kind, servers...; then "reel/<peer>" ratios
+    # for the peers named in RATIO_PEERS (first server is reel's).
+    nrow() {
+        local label=$1 met=$2 kind=$3 cells="" n first peer a b
+        shift 3
+        first=$1
+        for n in "$@"; do cells+=" $(fmtv "$n" "$met" "$kind") |"; done
+        for peer in "${RATIO_PEERS[@]}"; do
+            a=${MED[$first|$met]:-}; b=${MED[$peer|$met]:-}
+            if [[ -n "$a" && -n "$b" ]]; then
+                cells+=" $(awk -v a="$a" -v b="$b" 'BEGIN { if (b + 0 == 0) print "-"; else printf "%.2f", a / b }') |"
+            else
+                cells+=" n/a |"
+            fi
+        done
+        echo "| $label |$cells"
+    }
+    # Ratio of two metrics of the same server (medians): label, metric a, metric b, servers...
+    qrow() {
+        local label=$1 ma=$2 mb=$3 cells="" n a b
+        shift 3
+        for n in "$@"; do
+            a=${MED[$n|$ma]:-}; b=${MED[$n|$mb]:-}
+            if [[ -n "$a" && -n "$b" ]]; then
+                cells+=" $(awk -v a="$a" -v b="$b" 'BEGIN { if (b + 0 == 0) print "-"; else printf "%.2f", a / b }') |"
+            else
+                cells+=" n/a |"
+            fi
+        done
+        for n in "${RATIO_PEERS[@]}"; do cells+=" |"; done
+        echo "| $label |$cells"
+    }
+    header() {   # servers...
+        local h="| metric |" l="|---|" n
+        for n in "$@"; do h+=" $n |"; l+="---:|"; done
+        for n in "${RATIO_PEERS[@]}"; do h+=" ${1}/$n |"; l+="---:|"; done
+        echo "$h"; echo "$l"
+    }
+    if ((${#MIX_SERVERS[@]})); then
+        names=(); for s in "${MIX_SERVERS[@]}"; do names+=("${s%%|*}"); done
+        RATIO_PEERS=(); [[ " ${names[*]} " == *" reel "* ]] && RATIO_PEERS=(nginx-static)
+        echo
+        echo "## Many distinct segments: $MIX_N x 2 MiB against one"
+        echo
+        echo "\`reel-load fixed -c $CONNS -d ${DUR}s\` over one 2 MiB segment, then over $MIX_N distinct ones (each connection walks the list from its own start); median of $ROUNDS rounds." \
+            "CPU0 = CPU 0 busy time / requests, server = the server processes' CPU time / requests. Store reads = \`preadv2\` + \`pread64\` + \`io_uring_enter\` calls of the serving process" \
+            "(perf stat), residency checks = \`cachestat\` calls, both per 100 hits. nginx-static serves copies in /dev/shm."
+        echo
+        header "${names[@]}"
+        nrow "1 segment: req/s" mix1.rps rps "${names[@]}"
+        nrow "1 segment: CPU0 µs/req" mix1.cpu_us f1 "${names[@]}"
+        nrow "1 segment: server CPU µs/req" mix1.pcpu_us f1 "${names[@]}"
+        nrow "$MIX_N segments: req/s" mixn.rps rps "${names[@]}"
+        nrow "$MIX_N segments: CPU0 µs/req" mixn.cpu_us f1 "${names[@]}"
+        nrow "$MIX_N segments: server CPU µs/req" mixn.pcpu_us f1 "${names[@]}"
+        qrow "CPU0 per hit, $MIX_N segments / 1 segment" mixn.cpu_us mix1.cpu_us "${names[@]}"
+        qrow "server CPU per hit, $MIX_N segments / 1 segment" mixn.pcpu_us mix1.pcpu_us "${names[@]}"
+        nrow "store reads per 100 hits, 1 segment" mix1.reads100 f2 "${names[@]}"
+        nrow "store reads per 100 hits, $MIX_N segments" mixn.reads100 f2 "${names[@]}"
+        nrow "residency checks (cachestat) per 100 hits, $MIX_N segments" mixn.cachestat100 f2 "${names[@]}"
+    fi
+    if ((${#VOD_SERVERS[@]})); then
+        names=(); for s in "${VOD_SERVERS[@]}"; do names+=("${s%%|*}"); done
+        RATIO_PEERS=("${names[@]:1}")
+        echo
+        echo "## A VOD library 4x the store (evictions under load)"
+        echo
+        echo "Store ${VOD_STORE_MIB} MiB (reel \`[store] size\`, nginx \`max_size\`, Varnish \`malloc\`); $((VOD_STORE_MIB * 4 / 2)) objects of 2 MiB (\`/obj/2097152?v={i}\`)," \
+            "Zipf s=1.0; \`reel-load zipf -v $VOD_VIEWERS --interval $VOD_INTERVAL\` ($VOD_VIEWERS viewers, one request every $VOD_INTERVAL each) for ${VOD_DUR}s after ${VOD_WARM}s of the same load;" \
+            "the origin is reel-demo-origin with its production latency table (p50 33 ms, p99 166 ms). Hits are the responses the server marks as hits." \
+            "All-hit: the same viewers over the $((VOD_STORE_MIB / 4)) most popular objects (half the store), every one fetched first, for ${VOD_HIT_DUR}s." \
+            "TLB (IRQ) = the machine-wide /proc/interrupts row; tlb_flush, madvise and fadvise64 = perf stat of the serving processes. Median of $VOD_ROUNDS rounds."
+        echo
+        header "${names[@]}"
+        nrow "hit ratio" vod.hit_ratio f2 "${names[@]}"
+        nrow "origin Gbit/s" vod.origin_gbps f2 "${names[@]}"
+        nrow "delivered Gbit/s" vod.gbps f2 "${names[@]}"
+        nrow "server CPU µs/req" vod.pcpu_us f1 "${names[@]}"
+        nrow "CPU0 µs/req" vod.cpu_us f1 "${names[@]}"
+        nrow "hit p50 ms, evicting" vod.hit_p50 ms "${names[@]}"
+        nrow "hit p99 ms, evicting" vod.hit_p99 ms "${names[@]}"
+        nrow "hit p99 ms, all hits" vodhit.hit_p99 ms "${names[@]}"
+        qrow "hit p99 evicting / all hits" vod.hit_p99 vodhit.hit_p99 "${names[@]}"
+        nrow "hit ratio of the all-hit run" vodhit.hit_ratio f2 "${names[@]}"
+        nrow "miss p99 ms" vod.miss_p99 ms "${names[@]}"
+        nrow "TLB shootdowns (IRQ, machine) per 1000 req" vod.tlb_irq f2 "${names[@]}"
+        nrow "tlb_flush (serving processes) per 1000 req" vod.tlb_flush f2 "${names[@]}"
+        nrow "madvise per 1000 req" vod.madvise f2 "${names[@]}"
+        nrow "fadvise64 per 1000 req" vod.fadvise f2 "${names[@]}"
+        nrow "errors (median run)" vod.errors raw "${names[@]}"
+    fi
+    if ((${#COLD_SERVERS[@]})); then
+        names=(); for s in "${COLD_SERVERS[@]}"; do names+=("${s%%|*}"); done
+        RATIO_PEERS=()
+        echo
+        echo "## Cold reads beside hot hits"
+        echo
+        echo "Before each run the harness writes back and drops the store's files from the page cache (\`sync FILE; dd if=FILE iflag=nocache count=0\`)." \
+            "\`reel-load open -c 32 -r $COLD_RATE -d ${COLD_DUR}s\`: every fifth request is a 256 KiB object not read since ($((COLD_RATE * COLD_DUR / 5)) of them, each once), the others one of four hot 256 KiB objects;" \
+            "all-hot: the four hot ones only, same rate. One worker serves both. reel-cold: io_uring; reel-cold-threads: \`REEL_STORE_IO=threads\`." \
+            "CAL / RES = machine-wide function-call / rescheduling IPIs per 1000 cold reads. CPU per cold read = extra server CPU of the mixed run over the all-hot one. Median of $ROUNDS rounds."
+        echo
+        header "${names[@]}"
+        nrow "hot p50 ms, with cold reads" cold.hot_p50 ms "${names[@]}"
+        nrow "hot p99 ms, with cold reads" cold.hot_p99 ms "${names[@]}"
+        nrow "hot p99 ms, all hot" allhot.hot_p99 ms "${names[@]}"
+        qrow "hot p99 with cold / all hot" cold.hot_p99 allhot.hot_p99 "${names[@]}"
+        nrow "cold p99 ms" cold.cold_p99 ms "${names[@]}"
+        nrow "cold share of requests" cold.cold_share f2 "${names[@]}"
+        nrow "server CPU µs/req, with cold" cold.pcpu_us f1 "${names[@]}"
+        nrow "server CPU µs/req, all hot" allhot.pcpu_us f1 "${names[@]}"
+        nrow "server CPU µs per cold read" cold.cpu_per_cold f1 "${names[@]}"
+        nrow "CAL IPIs per 1000 cold reads" cold.cal f1 "${names[@]}"
+        nrow "RES IPIs per 1000 cold reads" cold.res f1 "${names[@]}"
+        nrow "errors (median run)" cold.errors raw "${names[@]}"
+    fi
+    if ((${#CONN_SERVERS[@]})); then
+        names=(); for s in "${CONN_SERVERS[@]}"; do names+=("${s%%|*}"); done
+        RATIO_PEERS=("${names[@]:1}")
+        echo
+        echo "## Many idle keep-alive connections"
+        echo
+        echo "\`reel-load idle -c $CONN_IDLE\` (one 1 KiB request each, then silent) held open while \`reel-load fixed -c $CONN_BUSY -d ${CONN_DUR}s\` runs on the 1 KiB object; \"alone\" is the same busy run before." \
+            "Memory per idle connection = growth of the serving processes' RSS once the idle ones are connected, / connections, in the first round (later rounds reuse memory the first one left; run the section alone, as other sections leave memory behind too); RSS moves in 2 MiB steps where transparent huge pages back the heap (±210 B per connection at 10,000); kernel = growth of the TCP socket memory (/proc/net/sockstat, both ends of loopback). Median of $ROUNDS rounds."
+        echo
+        header "${names[@]}"
+        nrow "idle connections held" idle.conns raw "${names[@]}"
+        nrow "RSS per idle connection, bytes" idle.rss_b f1 "${names[@]}"
+        nrow "RSS per idle connection after the busy run, bytes" idle.rss_after_b f1 "${names[@]}"
+        nrow "kernel socket memory per connection, bytes" idle.kernel_b f1 "${names[@]}"
+        nrow "busy p99 ms, alone" busy.p99 ms "${names[@]}"
+        nrow "busy p99 ms, with idle" busyidle.p99 ms "${names[@]}"
+        qrow "busy p99 with idle / alone" busyidle.p99 busy.p99 "${names[@]}"
+        nrow "server CPU µs/hit, alone" busy.pcpu_us f1 "${names[@]}"
+        nrow "server CPU µs/hit, with idle" busyidle.pcpu_us f1 "${names[@]}"
+        nrow "req/s, alone" busy.rps rps "${names[@]}"
+        nrow "req/s, with idle" busyidle.rps rps "${names[@]}"
+        nrow "idle connections closed early (errors)" idle.errors raw "${names[@]}"
+    fi
     echo
-    echo "Whole run: $(( $(date +%s) - T_START )) s. Command: \`$(for v in SECTIONS DUR ROUNDS CONNS OPEN_RATE STRACE_DUR LIVE_VIEWERS LIVE_DUR HERD_VIEWERS H2_CLIENTS H2_STREAMS HS_CONNS LL_VIEWERS LL_DUR; do printf '%s="%s" ' "$v" "${!v}"; done)$(has seek && for v in SEEK_VIEWERS SEEK_DUR SEEK_SIZE SEEK_CHUNK SEEK_RATE SEEK_RUN SEEK_DELAY_MS SEEK_READ_AHEAD SEEK_ROUNDS; do printf '%s="%s" ' "$v" "${!v}"; done)benches/compare.sh\`. Raw data: raw/ (not committed)."
+    echo "Whole run: $(( $(date +%s) - T_START )) s. Command: \`$(for v in SECTIONS DUR ROUNDS CONNS OPEN_RATE STRACE_DUR LIVE_VIEWERS LIVE_DUR HERD_VIEWERS H2_CLIENTS H2_STREAMS HS_CONNS LL_VIEWERS LL_DUR STORE_SIZE MIX_N VOD_STORE_MIB VOD_VIEWERS VOD_INTERVAL VOD_WARM VOD_DUR VOD_HIT_DUR VOD_ROUNDS COLD_RATE COLD_DUR CONN_IDLE CONN_BUSY CONN_DUR; do printf '%s="%s" ' "$v" "${!v}"; done)$(has seek && for v in SEEK_VIEWERS SEEK_DUR SEEK_SIZE SEEK_CHUNK SEEK_RATE SEEK_RUN SEEK_DELAY_MS SEEK_READ_AHEAD SEEK_ROUNDS; do printf '%s="%s" ' "$v" "${!v}"; done)benches/compare.sh\`. Raw data: raw/ (not committed)."
 } > "$RESULTS"
 echo
 cat "$RESULTS"

@@ -97,6 +97,8 @@ pub struct Response {
     pub body_bytes: u64,
     /// False when the server asked to close (`Connection: close`, HTTP/1.0, or a close-delimited body).
     pub keep_alive: bool,
+    /// The response carried the connection's mark header (see [`Conn::mark_header`]).
+    pub marked: bool,
 }
 
 /// Where body bytes go.
@@ -268,6 +270,9 @@ pub struct Conn {
     first_body: Option<Instant>,
     /// When the kernel received the first body byte's read, Unix µs.
     first_body_unix_us: Option<u64>,
+    /// `(name, substring)`: a response whose field `name` contains `substring` (ASCII case
+    /// insensitive) is marked, e.g. `("x-cache", "hit")` to tell hits from misses.
+    pub mark_header: Option<Arc<(String, String)>>,
 }
 
 enum Framing {
@@ -289,6 +294,16 @@ impl Conn {
 
     /// [`Conn::connect`], choosing whether TLS sessions are resumed.
     pub async fn connect_with(to: Endpoint, resume: bool) -> Result<Self, RequestError> {
+        Self::connect_buffered(to, resume, BUF_SIZE).await
+    }
+
+    /// [`Conn::connect_with`] with a read buffer of `buf` bytes (at least 4 KiB): small for
+    /// many mostly idle connections, large to drain big bodies in few reads.
+    pub async fn connect_buffered(
+        to: Endpoint,
+        resume: bool,
+        buf: usize,
+    ) -> Result<Self, RequestError> {
         let tcp = TcpStream::connect(to.addr).await.map_err(RequestError::Connect)?;
         tcp.set_nodelay(true).map_err(RequestError::Connect)?;
         let stream = if to.tls {
@@ -307,7 +322,7 @@ impl Conn {
         };
         Ok(Self {
             stream,
-            buf: vec![0u8; BUF_SIZE].into_boxed_slice(),
+            buf: vec![0u8; buf.max(4096)].into_boxed_slice(),
             start: 0,
             end: 0,
             last_read: Instant::now(),
@@ -315,7 +330,14 @@ impl Conn {
             kernel_time,
             first_body: None,
             first_body_unix_us: None,
+            mark_header: None,
         })
+    }
+
+    /// Waits until the server sends something or closes while no request is outstanding;
+    /// returns the bytes read (0: the server closed the connection).
+    pub async fn wait_idle(&mut self) -> io::Result<usize> {
+        self.fill().await
     }
 
     /// Reads into `buf[end..]`, with the kernel's arrival time when the socket gives one.
@@ -371,7 +393,7 @@ impl Conn {
         self.first_body = None;
         self.first_body_unix_us = None;
         let mut first_byte = if self.end > self.start { Some(Instant::now()) } else { None };
-        let (status, framing, keep_alive, head_len, release_ms, from_cache) = loop {
+        let (status, framing, keep_alive, head_len, release_ms, from_cache, marked) = loop {
             if self.end > self.start {
                 let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
                 let mut resp = httparse::Response::new(&mut headers);
@@ -385,12 +407,23 @@ impl Conn {
                             .find(|h| h.name.eq_ignore_ascii_case(RELEASE_HEADER))
                             .and_then(|h| std::str::from_utf8(h.value).ok()?.trim().parse().ok());
                         let from_cache = cache_answer(resp.headers);
+                        let marked = self.mark_header.as_deref().is_some_and(|(name, sub)| {
+                            resp.headers.iter().any(|h| {
+                                h.name.eq_ignore_ascii_case(name)
+                                    && h.value.len() >= sub.len()
+                                    && h.value
+                                        .windows(sub.len())
+                                        .any(|w| w.eq_ignore_ascii_case(sub.as_bytes()))
+                            })
+                        });
                         self.start += n;
                         if (100..200).contains(&status) {
                             // Interim response (RFC 9110 §15.2): the real one follows.
                             continue;
                         }
-                        break (status, framing, keep_alive, n as u64, release_ms, from_cache);
+                        break (
+                            status, framing, keep_alive, n as u64, release_ms, from_cache, marked,
+                        );
                     }
                     Ok(httparse::Status::Partial) if self.end - self.start == self.buf.len() => {
                         return Err(RequestError::Protocol(
@@ -438,6 +471,7 @@ impl Conn {
             wire_bytes: wire,
             body_bytes: got,
             keep_alive,
+            marked,
         })
     }
 

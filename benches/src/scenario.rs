@@ -10,6 +10,12 @@
 //! - [`run_vod`]: viewers walking Zipf-popular VOD titles.
 //! - [`run_herd`]: all viewers requesting the same cold object at the same
 //!   instant, repeatedly: time to first byte of coalesced misses.
+//! - [`run_zipf`]: viewers requesting objects of a catalog by Zipf popularity, paced.
+//! - [`run_idle`]: many keep-alive connections that make one request and then sit idle.
+//!
+//! A [`Mark`] splits the latency of `fixed`, `open` and `zipf` in two: responses that
+//! carry a given header value (a cache's hits) or that answer given URLs (cold objects)
+//! against the rest.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -50,6 +56,28 @@ pub struct Common {
     pub timeout: Duration,
     /// Extra request header lines, `name: value`.
     pub headers: Vec<String>,
+    /// Which responses are reported apart.
+    pub mark: Mark,
+}
+
+/// Which responses count as marked. Marking is on when either is set.
+#[derive(Debug, Clone, Default)]
+pub struct Mark {
+    /// `(name, substring)`: the response's field `name` contains `substring` (ASCII case
+    /// insensitive), e.g. `("cache-status", "hit")`.
+    pub header: Option<(String, String)>,
+    /// The request's path contains this.
+    pub url: Option<String>,
+}
+
+impl Mark {
+    fn on(&self) -> bool {
+        self.header.is_some() || self.url.is_some()
+    }
+
+    fn url_marks(&self, path: &str) -> bool {
+        self.url.as_deref().is_some_and(|u| path.contains(u))
+    }
 }
 
 impl Common {
@@ -157,6 +185,43 @@ pub struct HerdConfig {
     pub common: Common,
 }
 
+/// `zipf`: viewers requesting objects of a catalog by Zipf popularity: object k of
+/// `objects` (0 = most popular) has weight 1/(k+1)^s.
+#[derive(Debug, Clone)]
+pub struct ZipfConfig {
+    /// URL whose path contains `{i}` or `{i:0N}`, replaced by the object's rank.
+    pub target: Target,
+    /// Objects in the catalog.
+    pub objects: usize,
+    /// Zipf exponent (0 = uniform).
+    pub exponent: f64,
+    /// Viewers, one keep-alive connection each.
+    pub viewers: usize,
+    /// A viewer sends a request every `interval` (starts spread over the first one);
+    /// `None`: back to back.
+    pub interval: Option<Duration>,
+    /// RNG seed (viewer v uses `seed + v`).
+    pub seed: u64,
+    /// Duration, timeout, headers, mark.
+    pub common: Common,
+}
+
+/// `idle`: `connections` keep-alive connections, opened at `connect_rate` per second,
+/// each making one request and then holding the connection open, silent, to the end.
+#[derive(Debug, Clone)]
+pub struct IdleConfig {
+    /// What each connection requests once.
+    pub target: Target,
+    /// Connections.
+    pub connections: usize,
+    /// New connections per second.
+    pub connect_rate: f64,
+    /// Read buffer per connection, bytes.
+    pub buffer: usize,
+    /// Duration, timeout, headers.
+    pub common: Common,
+}
+
 /// A keep-alive connection that reconnects after failures and enforces the request timeout.
 pub(crate) struct Client {
     addr: Endpoint,
@@ -164,19 +229,30 @@ pub(crate) struct Client {
     timeout: Duration,
     /// TLS session resumption.
     resume: bool,
+    /// Marks responses carrying this field value (see [`Mark::header`]).
+    mark: Option<std::sync::Arc<(String, String)>>,
 }
 
 impl Client {
     pub(crate) fn new(addr: Endpoint, timeout: Duration) -> Self {
-        Self { addr, conn: None, timeout, resume: true }
+        Self { addr, conn: None, timeout, resume: true, mark: None }
+    }
+
+    /// A client whose responses are marked by `mark`'s header rule.
+    fn marking(addr: Endpoint, timeout: Duration, mark: &Mark) -> Self {
+        let mut c = Self::new(addr, timeout);
+        c.mark = mark.header.clone().map(std::sync::Arc::new);
+        c
     }
 
     pub(crate) async fn connect(&mut self) -> Result<(), ErrorKind> {
         if self.conn.is_none() {
-            let c = tokio::time::timeout(self.timeout, Conn::connect_with(self.addr, self.resume))
-                .await
-                .map_err(|_| ErrorKind::Timeout)?
-                .map_err(|e| e.kind())?;
+            let mut c =
+                tokio::time::timeout(self.timeout, Conn::connect_with(self.addr, self.resume))
+                    .await
+                    .map_err(|_| ErrorKind::Timeout)?
+                    .map_err(|e| e.kind())?;
+            c.mark_header = self.mark.clone();
             self.conn = Some(c);
         }
         Ok(())
@@ -187,12 +263,16 @@ impl Client {
         request: &[u8],
         body: Body<'_>,
     ) -> Result<Response, ErrorKind> {
-        let (addr, resume) = (self.addr, self.resume);
+        let (addr, resume, mark) = (self.addr, self.resume, self.mark.clone());
         let slot = &mut self.conn;
         let res = tokio::time::timeout(self.timeout, async {
             let c = match slot {
                 Some(c) => c,
-                None => slot.insert(Conn::connect_with(addr, resume).await?),
+                None => {
+                    let mut c = Conn::connect_with(addr, resume).await?;
+                    c.mark_header = mark;
+                    slot.insert(c)
+                }
             };
             c.send(request, body).await
         })
@@ -218,6 +298,20 @@ impl Client {
 
 /// Records a finished request measured from `from`, or its error (with a backoff after connect failures).
 pub(crate) async fn account(stats: &mut Stats, from: Instant, res: &Result<Response, ErrorKind>) {
+    account_marked(stats, from, res, None).await
+}
+
+/// [`account`], filing the latency as marked or not when marking is on: `url_mark` is
+/// `Some(whether the URL is marked)` then.
+async fn account_marked(
+    stats: &mut Stats,
+    from: Instant,
+    res: &Result<Response, ErrorKind>,
+    url_mark: Option<bool>,
+) {
+    if let (Some(u), Ok(r)) = (url_mark, res) {
+        stats.record_mark(u || r.marked, r.done.saturating_duration_since(from.into_std()));
+    }
     match res {
         Ok(r) => stats.record(
             r.status,
@@ -245,6 +339,11 @@ fn requests(
     }
     let reqs = urls.iter().map(|u| build_get(&u.host_header, &u.path, headers)).collect();
     Ok((first.endpoint(), reqs))
+}
+
+/// Per URL: `Some(marked by its path)` when marking is on, else `None`.
+fn url_marks(urls: &[Target], mark: &Mark) -> Vec<Option<bool>> {
+    urls.iter().map(|u| mark.on().then(|| mark.url_marks(&u.path))).collect()
 }
 
 pub(crate) fn check_count(n: usize, what: &'static str) -> Result<(), ScenarioError> {
@@ -276,22 +375,23 @@ pub async fn run_fixed(cfg: &FixedConfig) -> Result<Report, ScenarioError> {
     cfg.common.check()?;
     check_count(cfg.connections, "connections must be 1..=1000000")?;
     let (addr, reqs) = requests(&cfg.urls, &cfg.common.headers)?;
+    let marks = url_marks(&cfg.urls, &cfg.common.mark);
     let start = Instant::now();
     let deadline = start + cfg.common.duration;
     let mut set = JoinSet::new();
     for c in 0..cfg.connections {
-        let reqs = reqs.clone();
+        let (reqs, marks) = (reqs.clone(), marks.clone());
         let timeout = cfg.common.timeout;
+        let mut client = Client::marking(addr, timeout, &cfg.common.mark);
         set.spawn(async move {
             let mut stats = Stats::new();
-            let mut client = Client::new(addr, timeout);
             let mut i = c;
             while Instant::now() < deadline {
-                let req = &reqs[i % reqs.len()];
+                let k = i % reqs.len();
                 i += 1;
                 let t = Instant::now();
-                let res = client.get(req, Body::Discard).await;
-                account(&mut stats, t, &res).await;
+                let res = client.get(&reqs[k], Body::Discard).await;
+                account_marked(&mut stats, t, &res, marks[k]).await;
             }
             stats
         });
@@ -345,6 +445,7 @@ pub async fn run_open(cfg: &OpenConfig) -> Result<Report, ScenarioError> {
         return Err(ScenarioError::Invalid("rate must be in (0, 1e7] req/s"));
     }
     let (addr, reqs) = requests(&cfg.urls, &cfg.common.headers)?;
+    let marks = url_marks(&cfg.urls, &cfg.common.mark);
     let start = Instant::now();
     let deadline = start + cfg.common.duration;
     let hard = deadline + cfg.common.timeout;
@@ -352,11 +453,11 @@ pub async fn run_open(cfg: &OpenConfig) -> Result<Report, ScenarioError> {
     let rate = cfg.rate;
     let mut set = JoinSet::new();
     for c in 0..conns {
-        let reqs = reqs.clone();
+        let (reqs, marks) = (reqs.clone(), marks.clone());
         let timeout = cfg.common.timeout;
+        let mut client = Client::marking(addr, timeout, &cfg.common.mark);
         set.spawn(async move {
             let mut stats = Stats::new();
-            let mut client = Client::new(addr, timeout);
             // Connect ahead of the schedule so the first request does not pay for it.
             if let Err(kind) = client.connect().await {
                 stats.error(kind);
@@ -368,9 +469,9 @@ pub async fn run_open(cfg: &OpenConfig) -> Result<Report, ScenarioError> {
                     break;
                 }
                 tokio::time::sleep_until(due).await;
-                let req = &reqs[(k as usize) % reqs.len()];
-                let res = client.get(req, Body::Discard).await;
-                account(&mut stats, due, &res).await;
+                let i = (k as usize) % reqs.len();
+                let res = client.get(&reqs[i], Body::Discard).await;
+                account_marked(&mut stats, due, &res, marks[i]).await;
                 k += conns as u64;
             }
             stats
@@ -564,6 +665,119 @@ pub async fn run_vod(cfg: &VodConfig) -> Result<Report, ScenarioError> {
     let stats = collect(set, deadline + cfg.common.timeout + Duration::from_secs(1)).await;
     let url = cfg.server.with_path(cfg.title_template.clone()).url();
     Ok(stats.report("vod", &url, cfg.viewers, start.elapsed()))
+}
+
+/// Runs the `zipf` scenario (see [`ZipfConfig`]). Latency counts from the send: a viewer
+/// never has more than one request out.
+pub async fn run_zipf(cfg: &ZipfConfig) -> Result<Report, ScenarioError> {
+    cfg.common.check()?;
+    check_count(cfg.viewers, "viewers must be 1..=1000000")?;
+    check_count(cfg.objects, "objects must be 1..=1000000")?;
+    if !cfg.target.path.starts_with('/') || title_path(&cfg.target.path, 0).is_none() {
+        return Err(ScenarioError::Invalid("the URL's path must contain {i} or {i:0N}"));
+    }
+    if cfg.interval.is_some_and(|i| i.is_zero()) {
+        return Err(ScenarioError::Invalid("interval must be > 0"));
+    }
+    let zipf = Zipf::new(cfg.objects, cfg.exponent);
+    let reqs: std::sync::Arc<Vec<(Vec<u8>, Option<bool>)>> = std::sync::Arc::new(
+        (0..cfg.objects)
+            .map(|i| {
+                let path = title_path(&cfg.target.path, i).unwrap_or_default();
+                let get = build_get(&cfg.target.host_header, &path, &cfg.common.headers);
+                (get, cfg.common.mark.on().then(|| cfg.common.mark.url_marks(&path)))
+            })
+            .collect(),
+    );
+    let start = Instant::now();
+    let deadline = start + cfg.common.duration;
+    let mut set = JoinSet::new();
+    for v in 0..cfg.viewers {
+        let (zipf, reqs) = (zipf.clone(), reqs.clone());
+        let mut client =
+            Client::marking(cfg.target.endpoint(), cfg.common.timeout, &cfg.common.mark);
+        let interval = cfg.interval;
+        let seed = cfg.seed.wrapping_add(v as u64);
+        let viewers = cfg.viewers as u32;
+        set.spawn(async move {
+            let mut stats = Stats::new();
+            let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+            let mut due = start + interval.map_or(Duration::ZERO, |i| i * v as u32 / viewers);
+            loop {
+                tokio::time::sleep_until(due).await;
+                if Instant::now() >= deadline {
+                    break;
+                }
+                let (req, mark) = &reqs[zipf.sample(&mut rng)];
+                let t = Instant::now();
+                let res = client.get(req, Body::Discard).await;
+                account_marked(&mut stats, t, &res, *mark).await;
+                // Late viewers do not catch up with a burst.
+                due = interval.map_or_else(Instant::now, |i| (due + i).max(Instant::now()));
+            }
+            stats
+        });
+    }
+    let stats = collect(set, deadline + cfg.common.timeout + Duration::from_secs(1)).await;
+    Ok(stats.report("zipf", &cfg.target.url(), cfg.viewers, start.elapsed()))
+}
+
+/// Runs the `idle` scenario (see [`IdleConfig`]). A connection the server closes before
+/// the end counts as a `reset` error; the ones still open at the end as `held`.
+pub async fn run_idle(cfg: &IdleConfig) -> Result<Report, ScenarioError> {
+    cfg.common.check()?;
+    check_count(cfg.connections, "connections must be 1..=1000000")?;
+    if !(cfg.connect_rate.is_finite() && cfg.connect_rate > 0.0) {
+        return Err(ScenarioError::Invalid("connect rate must be > 0"));
+    }
+    let req = std::sync::Arc::new(build_get(
+        &cfg.target.host_header,
+        &cfg.target.path,
+        &cfg.common.headers,
+    ));
+    let start = Instant::now();
+    let deadline = start + cfg.common.duration;
+    let mut set = JoinSet::new();
+    for c in 0..cfg.connections {
+        let req = req.clone();
+        let (addr, timeout, buffer) = (cfg.target.endpoint(), cfg.common.timeout, cfg.buffer);
+        let at = start + Duration::from_secs_f64(c as f64 / cfg.connect_rate);
+        set.spawn(async move {
+            let mut stats = Stats::new();
+            tokio::time::sleep_until(at).await;
+            if at >= deadline {
+                return stats;
+            }
+            let t = Instant::now();
+            let conn = tokio::time::timeout(timeout, Conn::connect_buffered(addr, true, buffer));
+            let mut conn = match conn.await {
+                Ok(Ok(c)) => c,
+                Ok(Err(e)) => {
+                    stats.error(e.kind());
+                    return stats;
+                }
+                Err(_) => {
+                    stats.error(ErrorKind::Timeout);
+                    return stats;
+                }
+            };
+            let res = match tokio::time::timeout(timeout, conn.send(&req, Body::Discard)).await {
+                Ok(r) => r.map_err(|e| e.kind()),
+                Err(_) => Err(ErrorKind::Timeout),
+            };
+            account(&mut stats, t, &res).await;
+            if !res.is_ok_and(|r| r.keep_alive) {
+                return stats;
+            }
+            tokio::select! {
+                _ = conn.wait_idle() => stats.error(ErrorKind::Reset),
+                () = tokio::time::sleep_until(deadline) => stats.held += 1,
+            }
+            stats
+        });
+    }
+    let stats = collect(set, deadline + cfg.common.timeout + Duration::from_secs(1)).await;
+    Ok(stats.report("idle", &cfg.target.url(), cfg.connections, start.elapsed()))
 }
 
 /// Runs the herd scenario: round n starts at `start + lead + n * interval`; every

@@ -103,6 +103,14 @@ pub struct Stats {
     pub playlists: u64,
     /// Failures by kind.
     pub errors: ErrorCounts,
+    /// Completed responses that were marked (see `Mark` in the scenarios).
+    pub marked: u64,
+    /// Latency of marked responses in µs.
+    pub marked_latency: Histogram<u64>,
+    /// Latency of the other responses in µs, when marking is on.
+    pub unmarked_latency: Histogram<u64>,
+    /// Connections that were established and stayed open (`idle`).
+    pub held: u64,
 }
 
 impl Default for Stats {
@@ -143,6 +151,20 @@ impl Stats {
             segment_ttfb: hist(),
             playlists: 0,
             errors: ErrorCounts::default(),
+            marked: 0,
+            marked_latency: hist(),
+            unmarked_latency: hist(),
+            held: 0,
+        }
+    }
+
+    /// Files a completed response's latency as marked or not (marking on).
+    pub fn record_mark(&mut self, marked: bool, latency: Duration) {
+        if marked {
+            self.marked += 1;
+            put(&mut self.marked_latency, us(latency));
+        } else {
+            put(&mut self.unmarked_latency, us(latency));
         }
     }
 
@@ -187,6 +209,10 @@ impl Stats {
         self.segments += o.segments;
         self.playlists += o.playlists;
         self.errors.add(&o.errors);
+        self.marked += o.marked;
+        self.held += o.held;
+        let _ = self.marked_latency.add(&o.marked_latency);
+        let _ = self.unmarked_latency.add(&o.unmarked_latency);
         // Auto-resizing histograms with equal precision cannot fail to add.
         let _ = self.latency.add(&o.latency);
         let _ = self.ttfb.add(&o.ttfb);
@@ -203,6 +229,14 @@ impl Stats {
     ) -> Report {
         let secs = elapsed.as_secs_f64().max(1e-9);
         let q = |h: &Histogram<u64>, p: f64| if h.is_empty() { 0 } else { h.value_at_quantile(p) };
+        let pct = |h: &Histogram<u64>| Percentiles {
+            p50: q(h, 0.5),
+            p90: q(h, 0.9),
+            p99: q(h, 0.99),
+            p999: q(h, 0.999),
+            max: h.max(),
+            mean: if h.is_empty() { 0.0 } else { h.mean() },
+        };
         Report {
             scenario: scenario.to_string(),
             target: target.to_string(),
@@ -231,6 +265,11 @@ impl Stats {
             playlists: self.playlists,
             errors_total: self.errors.total(),
             errors: self.errors,
+            marked: self.marked,
+            marked_latency_us: pct(&self.marked_latency),
+            unmarked: self.unmarked_latency.len(),
+            unmarked_latency_us: pct(&self.unmarked_latency),
+            held: self.held,
         }
     }
 }
@@ -298,6 +337,16 @@ pub struct Report {
     pub errors_total: u64,
     /// Errors by kind.
     pub errors: ErrorCounts,
+    /// Marked responses (by `--mark-header` or `--mark-url`); 0 when marking is off.
+    pub marked: u64,
+    /// Latency of the marked responses.
+    pub marked_latency_us: Percentiles,
+    /// The other responses, when marking is on.
+    pub unmarked: u64,
+    /// Latency of the other responses.
+    pub unmarked_latency_us: Percentiles,
+    /// Connections held open to the end (`idle`).
+    pub held: u64,
 }
 
 fn ms(us: u64) -> String {
@@ -335,6 +384,24 @@ impl fmt::Display for Report {
                 ms(self.segment_ttfb_us.p99),
                 self.playlists
             )?;
+        }
+        if self.marked > 0 || self.unmarked > 0 {
+            for (name, n, l) in [
+                ("marked", self.marked, &self.marked_latency_us),
+                ("unmarked", self.unmarked, &self.unmarked_latency_us),
+            ] {
+                writeln!(
+                    f,
+                    "{name:<13} {n}: p50 {}  p99 {}  p99.9 {}  max {}",
+                    ms(l.p50),
+                    ms(l.p99),
+                    ms(l.p999),
+                    ms(l.max)
+                )?;
+            }
+        }
+        if self.held > 0 {
+            writeln!(f, "held          {} connections open to the end", self.held)?;
         }
         let e = &self.errors;
         writeln!(

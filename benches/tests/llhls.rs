@@ -30,6 +30,7 @@ fn cfg(o: &DemoOrigin, viewers: usize, ms: u64) -> LlhlsConfig {
             duration: Duration::from_millis(ms),
             timeout: Duration::from_secs(5),
             headers: vec![],
+            mark: Default::default(),
         },
     }
 }

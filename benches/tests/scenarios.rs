@@ -7,8 +7,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use reel_benches::scenario::{
-    Common, ConnectConfig, FixedConfig, HerdConfig, LiveConfig, OpenConfig, VodConfig, run_connect,
-    run_fixed, run_herd, run_live, run_open, run_vod,
+    Common, ConnectConfig, FixedConfig, HerdConfig, IdleConfig, LiveConfig, Mark, OpenConfig,
+    VodConfig, ZipfConfig, run_connect, run_fixed, run_herd, run_idle, run_live, run_open, run_vod,
+    run_zipf,
 };
 use reel_benches::target::Target;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -85,6 +86,7 @@ fn common(ms: u64) -> Common {
         duration: Duration::from_millis(ms),
         timeout: Duration::from_secs(5),
         headers: vec!["x-test: 1".into()],
+        mark: Default::default(),
     }
 }
 
@@ -165,6 +167,10 @@ async fn serve_conn<S: AsyncRead + AsyncWrite + Unpin>(mut sock: S, seen: Seen, 
             } else {
                 ok(&body(5000), "")
             }
+        } else if let Some(n) = path.strip_prefix("/zipf/") {
+            // Even ranks answer as hits, odd ones as misses.
+            let hit = n.parse::<u64>().unwrap().is_multiple_of(2);
+            ok(&body(100), if hit { "X-Cache: HIT\r\n" } else { "X-Cache: MISS\r\n" })
         } else if path.starts_with("/herd/") {
             ok(&body(100), "")
         } else {
@@ -423,6 +429,81 @@ async fn herd_rounds_hit_one_fresh_url_each() {
     }
     assert_eq!(r.segments, 8 * seen.len() as u64);
     assert_eq!(r.body_bytes, r.segments * 100);
+}
+
+#[tokio::test]
+async fn zipf_viewers_favour_low_ranks_and_split_hits_by_header() {
+    let s = Server::start().await;
+    let mut c = common(800);
+    c.mark = Mark { header: Some(("x-cache".into(), "hit".into())), url: None };
+    let r = run_zipf(&ZipfConfig {
+        target: s.url("/zipf/{i}"),
+        objects: 50,
+        exponent: 1.0,
+        viewers: 4,
+        interval: None,
+        seed: 7,
+        common: c,
+    })
+    .await
+    .unwrap();
+    assert_eq!(r.errors_total, 0, "{r}");
+    assert_eq!(r.requests, s.count(|p| p.starts_with("/zipf/")));
+    let rank = |p: &str| p.strip_prefix("/zipf/").and_then(|n| n.parse::<u64>().ok());
+    let even = s.count(|p| rank(p).is_some_and(|n| n.is_multiple_of(2)));
+    assert_eq!(r.marked, even, "hits are the even ranks: {r}");
+    assert_eq!(r.unmarked, r.requests - even);
+    assert!(
+        s.count(|p| p == "/zipf/0") > s.count(|p| p == "/zipf/49"),
+        "rank 0 is the most popular"
+    );
+    assert!(s.count(|p| rank(p).is_some_and(|n| n >= 50)) == 0);
+
+    // Paced: one request per viewer per 100 ms, and marking by URL.
+    let mut c = common(500);
+    c.mark = Mark { header: None, url: Some("/zipf/1".into()) };
+    let paced = run_zipf(&ZipfConfig {
+        target: s.url("/zipf/{i}"),
+        objects: 2,
+        exponent: 0.0,
+        viewers: 2,
+        interval: Some(Duration::from_millis(100)),
+        seed: 1,
+        common: c,
+    })
+    .await
+    .unwrap();
+    assert_eq!(paced.errors_total, 0);
+    assert!(paced.requests >= 6 && paced.requests <= 12, "{paced}");
+    assert_eq!(paced.marked + paced.unmarked, paced.requests);
+}
+
+#[tokio::test]
+async fn idle_connections_make_one_request_and_stay_open() {
+    let s = Server::start().await;
+    let r = run_idle(&IdleConfig {
+        target: s.url("/ok/500"),
+        connections: 20,
+        connect_rate: 1000.0,
+        buffer: 4096,
+        common: common(600),
+    })
+    .await
+    .unwrap();
+    assert_eq!(r.errors_total, 0, "{r}");
+    assert_eq!((r.requests, r.held), (20, 20));
+    assert_eq!(s.count(|p| p == "/ok/500"), 20);
+    // A server that closes after the response leaves nothing to hold.
+    let r = run_idle(&IdleConfig {
+        target: s.url("/close/10"),
+        connections: 5,
+        connect_rate: 1000.0,
+        buffer: 4096,
+        common: common(300),
+    })
+    .await
+    .unwrap();
+    assert_eq!((r.requests, r.held, r.errors_total), (5, 0, 0), "{r}");
 }
 
 #[test]

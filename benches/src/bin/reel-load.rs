@@ -1,5 +1,6 @@
 //! `reel-load`: the command-line front end of the load generator (scenarios
-//! `fixed`, `open`, `live`, `llhls`, `vod`, `herd`, `seek`), loopback targets only. It runs on one
+//! `fixed`, `connect`, `open`, `live`, `llhls`, `vod`, `herd`, `seek`, `zipf`, `idle`),
+//! loopback targets only. It runs on one
 //! current-thread tokio runtime: pin it to its own core with `taskset`.
 
 use std::time::Duration;
@@ -8,8 +9,9 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand};
 use reel_benches::llhls::{LlhlsConfig, LlhlsReport, run_llhls};
 use reel_benches::scenario::{
-    Common, ConnectConfig, FixedConfig, HerdConfig, LiveConfig, OpenConfig, VodConfig, run_connect,
-    run_fixed, run_herd, run_live, run_open, run_vod,
+    Common, ConnectConfig, FixedConfig, HerdConfig, IdleConfig, LiveConfig, Mark, OpenConfig,
+    VodConfig, ZipfConfig, run_connect, run_fixed, run_herd, run_idle, run_live, run_open, run_vod,
+    run_zipf,
 };
 use reel_benches::seek::{SeekConfig, SeekReport, run_seek};
 use reel_benches::stats::Report;
@@ -42,6 +44,22 @@ struct CommonArgs {
     /// Print the report as flat `key=value` lines (`latency_us.p99=1234`), for shell scripts.
     #[arg(long, conflicts_with = "json")]
     kv: bool,
+    /// Report responses whose field contains a value apart, `name: substring` (ASCII case
+    /// insensitive), e.g. `cache-status: hit` (fixed, open, zipf).
+    #[arg(long, value_parser = parse_mark_header)]
+    mark_header: Option<(String, String)>,
+    /// Report responses to URLs whose path contains this apart (fixed, open, zipf).
+    #[arg(long)]
+    mark_url: Option<String>,
+}
+
+fn parse_mark_header(s: &str) -> Result<(String, String), String> {
+    let (n, v) = s.split_once(':').ok_or("expected `name: substring`")?;
+    let (n, v) = (n.trim(), v.trim());
+    if n.is_empty() || v.is_empty() {
+        return Err("expected `name: substring`".into());
+    }
+    Ok((n.to_string(), v.to_string()))
 }
 
 #[derive(Subcommand)]
@@ -168,6 +186,47 @@ enum Scenario {
         #[command(flatten)]
         common: CommonArgs,
     },
+    /// Viewers requesting objects of a catalog by Zipf popularity (object k has weight
+    /// 1/(k+1)^s), one request every `--interval` each (default: back to back).
+    Zipf {
+        /// Number of viewers (one connection each).
+        #[arg(short, long, default_value_t = 100)]
+        viewers: usize,
+        /// Objects in the catalog.
+        #[arg(long, default_value_t = 1000)]
+        objects: usize,
+        /// Zipf exponent (0 = uniform).
+        #[arg(long, default_value_t = 1.0)]
+        exponent: f64,
+        /// Time between a viewer's requests.
+        #[arg(long, value_parser = parse_duration)]
+        interval: Option<Duration>,
+        /// RNG seed.
+        #[arg(long, default_value_t = 42)]
+        seed: u64,
+        /// URL whose path contains `{i}` or `{i:0N}` (the object's rank), e.g.
+        /// `http://127.0.0.1:8080/obj/2097152?v={i}`.
+        url: String,
+        #[command(flatten)]
+        common: CommonArgs,
+    },
+    /// Many keep-alive connections, each making one request and then sitting idle to the
+    /// end of the run.
+    Idle {
+        /// Connections.
+        #[arg(short, long, default_value_t = 1000)]
+        connections: usize,
+        /// New connections per second.
+        #[arg(long, default_value_t = 2000.0)]
+        connect_rate: f64,
+        /// Read buffer per connection, bytes.
+        #[arg(long, default_value_t = 8192)]
+        buffer: usize,
+        /// URL each connection requests once.
+        url: String,
+        #[command(flatten)]
+        common: CommonArgs,
+    },
     /// Rounds of all viewers requesting the same cold URL at the same instant.
     Herd {
         /// Viewers per round.
@@ -207,7 +266,12 @@ fn targets(urls: &[String]) -> Result<Vec<Target>> {
 }
 
 fn common(c: &CommonArgs) -> Common {
-    Common { duration: c.duration, timeout: c.timeout, headers: c.headers.clone() }
+    Common {
+        duration: c.duration,
+        timeout: c.timeout,
+        headers: c.headers.clone(),
+        mark: Mark { header: c.mark_header.clone(), url: c.mark_url.clone() },
+    }
 }
 
 /// Report format.
@@ -359,6 +423,28 @@ fn main() -> Result<()> {
                     common: common(c),
                 };
                 (Any::Seek(run_seek(&cfg).await?), fmt(c))
+            }
+            Scenario::Zipf { viewers, objects, exponent, interval, seed, url, common: c } => {
+                let cfg = ZipfConfig {
+                    target: Target::parse(url).with_context(|| format!("target {url}"))?,
+                    objects: *objects,
+                    exponent: *exponent,
+                    viewers: *viewers,
+                    interval: *interval,
+                    seed: *seed,
+                    common: common(c),
+                };
+                (Any::Plain(run_zipf(&cfg).await?), fmt(c))
+            }
+            Scenario::Idle { connections, connect_rate, buffer, url, common: c } => {
+                let cfg = IdleConfig {
+                    target: Target::parse(url).with_context(|| format!("target {url}"))?,
+                    connections: *connections,
+                    connect_rate: *connect_rate,
+                    buffer: *buffer,
+                    common: common(c),
+                };
+                (Any::Plain(run_idle(&cfg).await?), fmt(c))
             }
             Scenario::Herd { viewers, interval, url, common: c } => {
                 let cfg = HerdConfig {

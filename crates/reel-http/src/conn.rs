@@ -12,6 +12,7 @@ use tokio::net::TcpStream;
 use tokio::sync::watch;
 
 use crate::body::{BodyError, RequestBody};
+use crate::bufs;
 use crate::io::{ByteStream, Io, Transport};
 use crate::limits::Limits;
 use crate::method::Method;
@@ -175,20 +176,25 @@ enum Wait {
 ///   means "never drain".
 /// * Timeouts from `limits`: idle keep-alive (silent close), head (408 + close),
 ///   stalled body reads and writes (close).
-pub async fn serve_connection<H: Handler>(
+///
+/// Between requests the returned future holds the connection's state and the wait for
+/// its next bytes, and no buffer (see the `bufs` module).
+pub fn serve_connection<H: Handler>(
     stream: TcpStream,
     peer: SocketAddr,
     handler: Rc<H>,
     limits: Rc<Limits>,
     drain: watch::Receiver<bool>,
-) -> ConnOutcome {
+) -> impl Future<Output = ConnOutcome> {
+    // Set up here rather than in an `async` body, which would keep its arguments beside
+    // the connection's state for the connection's whole life.
     let local =
         stream.local_addr().unwrap_or_else(|_| SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0)));
     // Responses leave in whole writes (or MSG_MORE + sendfile); Nagle would only delay
     // the last segment of each.
     let _ = stream.set_nodelay(true);
     let io = Io::new(Transport::Tcp(stream), limits.idle_timeout);
-    serve_io(io, peer, local, handler, limits, drain).await
+    serve_io(Conn::new(io, peer, local, handler, limits, drain))
 }
 
 /// [`serve_connection`] over any byte stream, e.g. TLS over TCP (HTTPS/1.1): the same
@@ -204,175 +210,231 @@ pub async fn serve_stream<H: Handler, S: ByteStream + 'static>(
     drain: watch::Receiver<bool>,
 ) -> ConnOutcome {
     let io = Io::new(Transport::Stream(Box::new(stream)), limits.idle_timeout);
-    serve_io(io, peer, local, handler, limits, drain).await
+    serve_io(Conn::new(io, peer, local, handler, limits, drain)).await
 }
 
-async fn serve_io<H: Handler>(
-    mut io: Io,
-    peer: SocketAddr,
-    local: SocketAddr,
+/// The connection loop. `c` is captured and used in place (not moved into a local), so
+/// the future stores it once: as an `async fn` it would be stored twice (the argument and
+/// its binding), the size of a `Conn` more per connection.
+#[allow(clippy::manual_async_fn)]
+fn serve_io<H: Handler>(mut c: Conn<H>) -> impl Future<Output = ConnOutcome> {
+    async move {
+        let close = loop {
+            // Wait for the first byte of the next head, holding no buffer meanwhile (a
+            // pipelined request already buffered is parsed at once).
+            if c.io.rbuf.is_empty() {
+                c.io.release_rbuf();
+                // Written out here rather than as a function taking references: they
+                // would be stored in the idle connection's future too.
+                let idle = tokio::time::sleep(c.limits.idle_timeout);
+                tokio::pin!(idle);
+                let wait = loop {
+                    if c.drain_live && *c.drain.borrow_and_update() {
+                        break drain_now(&mut c.io).await;
+                    }
+                    tokio::select! {
+                        r = poll_fn(|cx| c.io.poll_read_idle(cx)) => break match r {
+                            Ok(0) => Wait::Closed(CloseReason::PeerClosed),
+                            Ok(_) => Wait::Data,
+                            Err(e) => Wait::Closed(CloseReason::ReadError(e.kind())),
+                        },
+                        () = &mut idle => break Wait::Closed(CloseReason::IdleTimeout),
+                        changed = c.drain.changed(), if c.drain_live => {
+                            if changed.is_err() {
+                                c.drain_live = false;
+                            }
+                        }
+                    }
+                };
+                if let Wait::Closed(r) = wait {
+                    break r;
+                }
+            }
+            // Boxed: a request's future (its `Request`, the handler's future) exists only
+            // while the request is in progress, so an idle connection's task stays small.
+            if let Some(r) = Box::pin(one_request(&mut c)).await {
+                break r;
+            }
+        };
+        let io = &c.io;
+        ConnOutcome {
+            requests: c.requests,
+            bytes_read: io.bytes_read,
+            bytes_written: io.bytes_written,
+            close,
+        }
+    }
+}
+
+/// A connection's state between requests.
+struct Conn<H> {
+    io: Io,
     handler: Rc<H>,
     limits: Rc<Limits>,
-    mut drain: watch::Receiver<bool>,
-) -> ConnOutcome {
-    let mut req = Request::new(peer, local);
-    let mut wbuf: Vec<u8> = Vec::with_capacity(1024);
-    let mut requests = 0u64;
-    let mut drain_live = true;
-
-    let close = 'conn: loop {
-        // Wait for the first byte of the next head.
-        if io.rbuf.is_empty() {
-            match wait_request(&mut io, &limits, &mut drain, &mut drain_live).await {
-                Wait::Data => {}
-                Wait::Closed(r) => break 'conn r,
-            }
-        }
-        let head_started = Instant::now();
-        let deadline = tokio::time::Instant::from_std(head_started) + limits.header_timeout;
-        let head_len = loop {
-            match req.parse_head(&io.rbuf, &limits) {
-                Ok(HeadStatus::Complete(n)) => break n,
-                Ok(HeadStatus::Partial) => {}
-                Err(e) => {
-                    tracing::debug!(%peer, status = e.status, reason = e.reason, "request refused");
-                    let refused = (e.status, e.reason, head_started);
-                    refuse(&mut io, &mut wbuf, &*handler, peer, refused).await;
-                    break 'conn CloseReason::Rejected(e.status);
-                }
-            }
-            match tokio::time::timeout_at(deadline, io.read_more()).await {
-                Err(_) => {
-                    let refused = (408, "header timeout", head_started);
-                    refuse(&mut io, &mut wbuf, &*handler, peer, refused).await;
-                    break 'conn CloseReason::HeaderTimeout;
-                }
-                Ok(Ok(0)) => break 'conn CloseReason::PeerClosedMidRequest,
-                Ok(Ok(_)) => {}
-                Ok(Err(e)) => break 'conn CloseReason::ReadError(e.kind()),
-            }
-        };
-        io.rbuf.advance(head_len);
-        let started = Instant::now();
-        let written_before = io.bytes_written;
-
-        let mut body = RequestBody::new(
-            &mut io,
-            req.body_framing(),
-            req.expects_continue(),
-            limits.max_body_bytes,
-            limits.max_header_bytes,
-            limits.body_timeout,
-        );
-        if req.version() == Version::Http11 {
-            // RFC 9110 section 15.2: never a 1xx to an HTTP/1.0 client.
-            body.allow_interims();
-        }
-        let mut resp = handler.handle(&req, &mut body).await;
-
-        // Decide what happens to the rest of the body before answering, so a client
-        // still sending its body is never blocked against our response.
-        let mut must_close = false;
-        let mut body_failure = None;
-        if let Some(err) = body.error().cloned() {
-            must_close = true;
-            match err {
-                BodyError::TooLarge => resp = Response::error(413),
-                BodyError::Malformed(_) => resp = Response::error(400),
-                BodyError::Timeout => resp = Response::error(408),
-                BodyError::Incomplete | BodyError::Io(_) => {
-                    handler.on_response(&req, &Sent::nothing(started.elapsed(), resp.tag));
-                    break 'conn CloseReason::Body(err);
-                }
-            }
-            body_failure = Some(err);
-        } else if !body.is_complete() {
-            let small = body.length_remaining().is_some_and(|n| n <= DRAIN_LIMIT);
-            if body.continue_pending() || !small {
-                // The client may or may not send the rest; only closing is safe.
-                must_close = true;
-                body_failure = Some(BodyError::Incomplete);
-            } else if let Err(e) = body.discard().await {
-                handler.on_response(&req, &Sent::nothing(started.elapsed(), resp.tag));
-                break 'conn CloseReason::Body(e);
-            }
-        }
-
-        let draining = drain_live && *drain.borrow();
-        let keep_alive = req.keep_alive() && !must_close && !draining && handler.keep_alive();
-        let ctx = HeadContext {
-            version: req.version(),
-            head_request: *req.method() == Method::Head,
-            keep_alive,
-        };
-        let tag = resp.tag;
-        let first_byte = started.elapsed();
-        let result = write_response(&mut io, &mut wbuf, resp, &ctx).await;
-        requests += 1;
-        let (status, write_result) = result;
-        handler.on_response(
-            &req,
-            &Sent {
-                status,
-                bytes: io.bytes_written - written_before,
-                first_byte: Some(first_byte),
-                total: started.elapsed(),
-                tag,
-            },
-        );
-        match write_result {
-            Ok(true) => {}
-            Ok(false) => {
-                let reason = match (body_failure, draining) {
-                    (Some(BodyError::Incomplete), _) => CloseReason::UnreadBody,
-                    (Some(e), _) => CloseReason::Body(e),
-                    (None, true) => CloseReason::Drain,
-                    (None, false) => CloseReason::NotKeepAlive,
-                };
-                linger(&mut io).await;
-                break 'conn reason;
-            }
-            Err(WriteFailure::Aborted) => break 'conn CloseReason::ResponseAborted,
-            Err(WriteFailure::Io(kind)) => break 'conn CloseReason::WriteError(kind),
-        }
-    };
-    ConnOutcome { requests, bytes_read: io.bytes_read, bytes_written: io.bytes_written, close }
+    peer: SocketAddr,
+    local: SocketAddr,
+    drain: watch::Receiver<bool>,
+    /// `false` once the drain sender is gone ("never drain").
+    drain_live: bool,
+    requests: u64,
 }
 
-/// Waits for the first byte of a request on an idle connection.
-async fn wait_request(
-    io: &mut Io,
-    limits: &Limits,
-    drain: &mut watch::Receiver<bool>,
-    drain_live: &mut bool,
-) -> Wait {
-    let idle = tokio::time::sleep(limits.idle_timeout);
-    tokio::pin!(idle);
-    loop {
-        if *drain_live && *drain.borrow_and_update() {
-            // A request the client already sent is answered (with `Connection: close`)
-            // rather than dropped; only a truly idle connection closes at once. The
-            // yield lets the reactor poll epoll so readiness for bytes already in the
-            // kernel is known.
-            tokio::task::yield_now().await;
-            return match io.try_read_now() {
-                Ok(n) if n > 0 => Wait::Data,
-                _ => Wait::Closed(CloseReason::Drain),
-            };
-        }
-        tokio::select! {
-            r = io.read_more() => return match r {
-                Ok(0) => Wait::Closed(CloseReason::PeerClosed),
-                Ok(_) => Wait::Data,
-                Err(e) => Wait::Closed(CloseReason::ReadError(e.kind())),
-            },
-            () = &mut idle => return Wait::Closed(CloseReason::IdleTimeout),
-            changed = drain.changed(), if *drain_live => {
-                if changed.is_err() {
-                    *drain_live = false;
-                }
+impl<H> Conn<H> {
+    fn new(
+        io: Io,
+        peer: SocketAddr,
+        local: SocketAddr,
+        handler: Rc<H>,
+        limits: Rc<Limits>,
+        drain: watch::Receiver<bool>,
+    ) -> Self {
+        Conn { io, handler, limits, peer, local, drain, drain_live: true, requests: 0 }
+    }
+}
+
+/// Reads, answers and reports one request whose first bytes are in the read buffer;
+/// `Some` when the connection must close.
+async fn one_request<H: Handler>(c: &mut Conn<H>) -> Option<CloseReason> {
+    let Conn { io, handler, limits, peer, local, drain, drain_live, requests } = c;
+    let (handler, limits, peer) = (&**handler, &**limits, *peer);
+    // Taken from the worker's free list by the first write, given back when dropped.
+    let mut wbuf = WriteBuf(Vec::new());
+    let wbuf = &mut wbuf.0;
+    // Its head buffers come from the worker's free list and go back when it is dropped.
+    let mut req = Request::new(peer, *local);
+    let req = &mut req;
+    let head_started = Instant::now();
+    let deadline = tokio::time::Instant::from_std(head_started) + limits.header_timeout;
+    let head_len = loop {
+        match req.parse_head(&io.rbuf, limits) {
+            Ok(HeadStatus::Complete(n)) => break n,
+            Ok(HeadStatus::Partial) => {}
+            Err(e) => {
+                tracing::debug!(%peer, status = e.status, reason = e.reason, "request refused");
+                let refused = (e.status, e.reason, head_started);
+                refuse(io, wbuf, handler, peer, refused).await;
+                return Some(CloseReason::Rejected(e.status));
             }
         }
+        match tokio::time::timeout_at(deadline, io.read_more()).await {
+            Err(_) => {
+                let refused = (408, "header timeout", head_started);
+                refuse(io, wbuf, handler, peer, refused).await;
+                return Some(CloseReason::HeaderTimeout);
+            }
+            Ok(Ok(0)) => return Some(CloseReason::PeerClosedMidRequest),
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => return Some(CloseReason::ReadError(e.kind())),
+        }
+    };
+    io.rbuf.advance(head_len);
+    let started = Instant::now();
+    let written_before = io.bytes_written;
+
+    let mut body = RequestBody::new(
+        io,
+        req.body_framing(),
+        req.expects_continue(),
+        limits.max_body_bytes,
+        limits.max_header_bytes,
+        limits.body_timeout,
+    );
+    if req.version() == Version::Http11 {
+        // RFC 9110 section 15.2: never a 1xx to an HTTP/1.0 client.
+        body.allow_interims();
+    }
+    // Boxed: the handler's future exists only while it runs, so the connection's own
+    // future (what an idle connection costs) does not carry its size.
+    let mut resp = Box::pin(handler.handle(req, &mut body)).await;
+
+    // Decide what happens to the rest of the body before answering, so a client
+    // still sending its body is never blocked against our response.
+    let mut must_close = false;
+    let mut body_failure = None;
+    if let Some(err) = body.error().cloned() {
+        must_close = true;
+        match err {
+            BodyError::TooLarge => resp = Response::error(413),
+            BodyError::Malformed(_) => resp = Response::error(400),
+            BodyError::Timeout => resp = Response::error(408),
+            BodyError::Incomplete | BodyError::Io(_) => {
+                handler.on_response(req, &Sent::nothing(started.elapsed(), resp.tag));
+                return Some(CloseReason::Body(err));
+            }
+        }
+        body_failure = Some(err);
+    } else if !body.is_complete() {
+        let small = body.length_remaining().is_some_and(|n| n <= DRAIN_LIMIT);
+        if body.continue_pending() || !small {
+            // The client may or may not send the rest; only closing is safe.
+            must_close = true;
+            body_failure = Some(BodyError::Incomplete);
+        } else if let Err(e) = body.discard().await {
+            handler.on_response(req, &Sent::nothing(started.elapsed(), resp.tag));
+            return Some(CloseReason::Body(e));
+        }
+    }
+
+    let draining = *drain_live && *drain.borrow();
+    let keep_alive = req.keep_alive() && !must_close && !draining && handler.keep_alive();
+    let ctx = HeadContext {
+        version: req.version(),
+        head_request: *req.method() == Method::Head,
+        keep_alive,
+    };
+    let tag = resp.tag;
+    let first_byte = started.elapsed();
+    let result = write_response(io, wbuf, resp, &ctx).await;
+    *requests += 1;
+    let (status, write_result) = result;
+    handler.on_response(
+        req,
+        &Sent {
+            status,
+            bytes: io.bytes_written - written_before,
+            first_byte: Some(first_byte),
+            total: started.elapsed(),
+            tag,
+        },
+    );
+    match write_result {
+        Ok(true) => {}
+        Ok(false) => {
+            let reason = match (body_failure, draining) {
+                (Some(BodyError::Incomplete), _) => CloseReason::UnreadBody,
+                (Some(e), _) => CloseReason::Body(e),
+                (None, true) => CloseReason::Drain,
+                (None, false) => CloseReason::NotKeepAlive,
+            };
+            linger(io).await;
+            return Some(reason);
+        }
+        Err(WriteFailure::Aborted) => return Some(CloseReason::ResponseAborted),
+        Err(WriteFailure::Io(kind)) => return Some(CloseReason::WriteError(kind)),
+    }
+    None
+}
+
+/// A request's response-head buffer: given back to the worker's free list when dropped.
+struct WriteBuf(Vec<u8>);
+
+impl Drop for WriteBuf {
+    fn drop(&mut self) {
+        if self.0.capacity() > 0 {
+            bufs::give(std::mem::take(&mut self.0));
+        }
+    }
+}
+
+/// Drain was asked while the connection is idle. A request the client already sent is
+/// answered (with `Connection: close`) rather than dropped; only a truly idle connection
+/// closes at once. The yield lets the reactor poll epoll so readiness for bytes already in
+/// the kernel is known.
+async fn drain_now(io: &mut Io) -> Wait {
+    tokio::task::yield_now().await;
+    match io.try_read_now() {
+        Ok(n) if n > 0 => Wait::Data,
+        _ => Wait::Closed(CloseReason::Drain),
     }
 }
 
@@ -461,13 +523,12 @@ async fn write_response(
     resp: Response,
     ctx: &HeadContext,
 ) -> (u16, Result<bool, WriteFailure>) {
+    if wbuf.capacity() == 0 {
+        *wbuf = bufs::take();
+    }
     wbuf.clear();
     let head = encode_head(&resp, ctx, wbuf);
     let r = write_body(io, wbuf, resp.body, &head).await;
-    if wbuf.capacity() > 64 * 1024 {
-        // Do not let one large coalesced body pin memory for the connection's life.
-        *wbuf = Vec::with_capacity(1024);
-    }
     (head.status, r.map(|()| !head.close))
 }
 

@@ -1,6 +1,11 @@
 //! Per-connection socket state: the read buffer and the write primitives of the single
 //! response-writing path, over one of two transports.
 //!
+//! The read buffer comes from the worker's free list (see `bufs`) when bytes are there to
+//! read and goes back once it is empty between requests: on TCP a connection waits for
+//! readability with no buffer, so an idle keep-alive connection holds none. (A byte stream
+//! is read through its own poll, so a TLS connection keeps one while it waits.)
+//!
 //! * **Plain TCP** ([`Transport::Tcp`]): writes go through `TcpStream::try_io`, so a write
 //!   costs one syscall while the socket is writable and falls back to awaiting readiness
 //!   only on `EAGAIN`; file bodies leave by `sendfile(2)` from the page cache.
@@ -28,6 +33,7 @@ use bytes::BytesMut;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, Interest, ReadBuf};
 use tokio::net::TcpStream;
 
+use crate::bufs::{self, READ_SIZE};
 use crate::fileread;
 use crate::pool::{BUF_SIZE, PoolBuf};
 use crate::response::FileRange;
@@ -35,8 +41,6 @@ use crate::sys;
 
 /// Largest single `sendfile` request; the kernel caps one call near 2 GiB anyway.
 const SENDFILE_MAX: u64 = 1 << 30;
-/// Read granularity of the per-connection buffer.
-const READ_CHUNK: usize = 8 * 1024;
 
 /// A bidirectional byte stream other than a plain TCP socket (TLS, a test pipe).
 pub trait ByteStream: AsyncRead + AsyncWrite + Unpin {}
@@ -55,33 +59,68 @@ pub(crate) struct Io {
     pub(crate) bytes_written: u64,
 }
 
+/// Makes room for a read in `rbuf`: a buffer from the free list when it holds none, more
+/// room when it is nearly full (a head larger than one buffer).
+fn make_room(rbuf: &mut BytesMut) {
+    if rbuf.capacity() == 0 {
+        *rbuf = bufs::take();
+    }
+    if rbuf.capacity() - rbuf.len() < READ_SIZE / 4 {
+        rbuf.reserve(READ_SIZE);
+    }
+}
+
+impl Drop for Io {
+    fn drop(&mut self) {
+        if self.rbuf.capacity() > 0 {
+            bufs::give(std::mem::take(&mut self.rbuf));
+        }
+    }
+}
+
+/// One `poll_read` of a byte stream into the spare capacity of `rbuf`; the bytes read.
+fn poll_stream_read(
+    s: &mut dyn ByteStream,
+    rbuf: &mut BytesMut,
+    cx: &mut Context<'_>,
+) -> Poll<io::Result<usize>> {
+    let spare = rbuf.spare_capacity_mut();
+    let mut rb = ReadBuf::uninit(spare);
+    std::task::ready!(Pin::new(s).poll_read(cx, &mut rb))?;
+    let n = rb.filled().len();
+    // SAFETY: `poll_read` initialised the first `n` bytes of the spare capacity (ReadBuf
+    // tracks what was filled); `n` never exceeds it.
+    unsafe { rbuf.set_len(rbuf.len() + n) };
+    Poll::Ready(Ok(n))
+}
+
 fn timed_out() -> io::Error {
     io::Error::new(io::ErrorKind::TimedOut, "peer made no progress")
 }
 
 impl Io {
     pub(crate) fn new(transport: Transport, stall: Duration) -> Self {
-        Self {
-            transport,
-            rbuf: BytesMut::with_capacity(READ_CHUNK),
-            stall,
-            bytes_read: 0,
-            bytes_written: 0,
-        }
+        Self { transport, rbuf: BytesMut::new(), stall, bytes_read: 0, bytes_written: 0 }
     }
 
     fn reserve(&mut self) {
-        if self.rbuf.capacity() - self.rbuf.len() < READ_CHUNK / 4 {
-            self.rbuf.reserve(READ_CHUNK);
+        make_room(&mut self.rbuf);
+    }
+
+    /// Gives the read buffer back to the free list if it holds no unread byte.
+    pub(crate) fn release_rbuf(&mut self) {
+        if self.rbuf.is_empty() && self.rbuf.capacity() > 0 {
+            bufs::give(std::mem::take(&mut self.rbuf));
         }
     }
 
-    /// Reads more bytes into `rbuf`; `Ok(0)` is EOF. Cancel-safe.
+    /// Reads more bytes into `rbuf`; `Ok(0)` is EOF. Cancel-safe. On TCP no buffer is held
+    /// while waiting unless `rbuf` already holds unread bytes.
     pub(crate) async fn read_more(&mut self) -> io::Result<usize> {
-        self.reserve();
         let s = match &mut self.transport {
             Transport::Tcp(s) => s,
             Transport::Stream(s) => {
+                make_room(&mut self.rbuf);
                 let n = s.read_buf(&mut self.rbuf).await?;
                 self.bytes_read += n as u64;
                 return Ok(n);
@@ -89,6 +128,7 @@ impl Io {
         };
         loop {
             s.readable().await?;
+            make_room(&mut self.rbuf);
             let spare = self.rbuf.capacity() - self.rbuf.len();
             match s.try_read_buf(&mut self.rbuf) {
                 Ok(n) => {
@@ -105,9 +145,56 @@ impl Io {
                     }
                     return Ok(n);
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    // Readiness was stale: wait again without holding an empty buffer.
+                    if self.rbuf.is_empty() {
+                        bufs::give(std::mem::take(&mut self.rbuf));
+                    }
+                }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// The poll form of [`Io::read_more`], for the wait of an idle connection: it needs no
+    /// future of its own (the waker is kept by the socket's registration), and on TCP no
+    /// buffer is taken before the socket is readable.
+    pub(crate) fn poll_read_idle(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
+        let s = match &mut self.transport {
+            Transport::Tcp(s) => s,
+            Transport::Stream(s) => {
+                make_room(&mut self.rbuf);
+                let r = poll_stream_read(&mut **s, &mut self.rbuf, cx);
+                if let Poll::Ready(Ok(n)) = r {
+                    self.bytes_read += n as u64;
+                }
+                return r;
+            }
+        };
+        loop {
+            std::task::ready!(s.poll_read_ready(cx))?;
+            make_room(&mut self.rbuf);
+            let spare = self.rbuf.capacity() - self.rbuf.len();
+            match s.try_read_buf(&mut self.rbuf) {
+                Ok(n) => {
+                    self.bytes_read += n as u64;
+                    if n > 0 && n < spare {
+                        // Drained: forget readiness (see `read_more`).
+                        let _ = s.try_io(Interest::READABLE, || {
+                            Err::<(), _>(io::ErrorKind::WouldBlock.into())
+                        });
+                    }
+                    return Poll::Ready(Ok(n));
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    // Stale readiness, now cleared: the next poll registers the waker.
+                    if self.rbuf.is_empty() {
+                        bufs::give(std::mem::take(&mut self.rbuf));
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Poll::Ready(Err(e)),
             }
         }
     }
@@ -117,21 +204,18 @@ impl Io {
     pub(crate) fn try_read_now(&mut self) -> io::Result<usize> {
         self.reserve();
         let n = match &mut self.transport {
-            Transport::Tcp(s) => s.try_read_buf(&mut self.rbuf)?,
+            Transport::Tcp(s) => match s.try_read_buf(&mut self.rbuf) {
+                Ok(n) => n,
+                Err(e) => {
+                    self.release_rbuf();
+                    return Err(e);
+                }
+            },
             Transport::Stream(s) => {
                 // One poll with a no-op waker: what the stream can hand over right now.
                 let mut cx = Context::from_waker(Waker::noop());
-                let spare = self.rbuf.spare_capacity_mut();
-                let mut rb = ReadBuf::uninit(spare);
-                match Pin::new(&mut **s).poll_read(&mut cx, &mut rb) {
-                    Poll::Ready(Ok(())) => {
-                        let n = rb.filled().len();
-                        // SAFETY: `poll_read` initialised the first `n` bytes of the spare
-                        // capacity (ReadBuf tracks what was filled); `n` never exceeds it.
-                        unsafe { self.rbuf.set_len(self.rbuf.len() + n) };
-                        n
-                    }
-                    Poll::Ready(Err(e)) => return Err(e),
+                match poll_stream_read(&mut **s, &mut self.rbuf, &mut cx) {
+                    Poll::Ready(r) => r?,
                     Poll::Pending => return Err(io::ErrorKind::WouldBlock.into()),
                 }
             }

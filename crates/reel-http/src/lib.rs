@@ -12,7 +12,12 @@
 //! * **Thread per core.** [`serve_connection`] runs inside a tokio `current_thread`
 //!   runtime + `LocalSet`; handlers and body streams need not be `Send`, per-worker
 //!   state uses `Rc`.
-//! * **One response path.** Heads are serialized into a per-connection buffer (the
+//! * **Idle connections hold no buffers.** The read buffer, the response-head buffer and
+//!   the request head's copy come from per-worker free lists when a request's bytes
+//!   arrive and go back once its response is written and nothing more is buffered (see
+//!   [`conn_buffers_lent`]); the handler's future lives in its own allocation only while
+//!   it runs, so the connection's task stays small between requests.
+//! * **One response path.** Heads are serialized into a buffer taken for the request (the
 //!   `Date` value is formatted once per second per thread). A small in-memory body is
 //!   appended to the head and leaves in one `send`; a large one in one `writev`. A file
 //!   body leaves as `send(head, MSG_MORE)` followed by `sendfile(2)` loops straight from
@@ -69,6 +74,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 mod body;
+mod bufs;
 mod conn;
 mod date;
 mod fileread;
@@ -85,6 +91,7 @@ mod response;
 mod sys;
 
 pub use body::{BodyError, MAX_CHUNK_LINE, RequestBody};
+pub use bufs::{FREE_MAX, lent as conn_buffers_lent};
 pub use conn::{
     CloseReason, ConnOutcome, DRAIN_LIMIT, Handler, REFUSAL_EXCERPT, Refusal, Sent,
     serve_connection, serve_stream,

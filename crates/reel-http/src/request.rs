@@ -1,14 +1,16 @@
 //! Request heads: parsing with `httparse` plus the strict validation RFC 9112 asks of a
 //! server facing untrusted clients (request smuggling shapes are rejected, not repaired).
 //!
-//! A [`Request`] owns a copy of the head bytes and keeps every field as a range into it,
-//! so one `Request` per connection is reused for each request without allocating once
-//! its buffers have grown.
+//! A [`Request`] owns a copy of the head bytes and keeps every field as a range into it.
+//! The copy and the field positions live in buffers of the worker's free list (see the
+//! `bufs` module): taken by the first parse, given back when the request is dropped, so
+//! a request costs no allocation once the worker is warm.
 
 use std::mem::MaybeUninit;
 use std::net::SocketAddr;
 use std::ops::Range;
 
+use crate::bufs::{self, HeadBufs};
 use crate::limits::{Limits, MAX_HEADERS_CAP};
 use crate::method::Method;
 
@@ -58,7 +60,7 @@ const fn bad(reason: &'static str) -> HeadError {
     HeadError { status: 400, reason }
 }
 
-/// One parsed request head. Reused across the requests of a connection.
+/// One parsed request head.
 #[derive(Debug, Clone)]
 pub struct Request {
     head: Vec<u8>,
@@ -78,16 +80,16 @@ pub struct Request {
 
 impl Request {
     /// An empty request for a connection from `peer` accepted on `local`; fill it with
-    /// [`Request::parse_head`].
+    /// [`Request::parse_head`]. It holds no buffer until then.
     pub fn new(peer: SocketAddr, local: SocketAddr) -> Self {
         Self {
-            head: Vec::with_capacity(1024),
+            head: Vec::new(),
             method: Method::Get,
             target: 0..0,
             path: 0..0,
             query: None,
             version: Version::Http11,
-            headers: Vec::with_capacity(32),
+            headers: Vec::new(),
             host: None,
             keep_alive: false,
             framing: BodyFraming::None,
@@ -196,6 +198,17 @@ impl Request {
         std::str::from_utf8(&self.head[r]).unwrap_or("")
     }
 
+    /// Gives the head's buffers back to the worker's free list: the request is empty (no
+    /// fields, an empty target) until the next [`Request::parse_head`].
+    pub(crate) fn release(&mut self) {
+        let head = std::mem::take(&mut self.head);
+        let fields = std::mem::take(&mut self.headers);
+        (self.target, self.path, self.query, self.host) = (0..0, 0..0, None, None);
+        if head.capacity() > 0 {
+            bufs::give(HeadBufs { head, fields });
+        }
+    }
+
     /// Parses one request head from the start of `buf` into `self`, enforcing `limits`.
     ///
     /// On [`HeadStatus::Complete(n)`](HeadStatus::Complete) the first `n` bytes of `buf`
@@ -263,6 +276,10 @@ impl Request {
 
         // Copy the head once so the request can outlive the read buffer's next refill;
         // all later accessors index into this copy.
+        if self.head.capacity() == 0 {
+            let b: HeadBufs = bufs::take();
+            (self.head, self.headers) = (b.head, b.fields);
+        }
         self.head.clear();
         self.head.extend_from_slice(&buf[..n]);
         self.headers.clear();
@@ -431,6 +448,12 @@ impl Request {
             None => self.path = path_start..end,
         }
         Ok(())
+    }
+}
+
+impl Drop for Request {
+    fn drop(&mut self) {
+        self.release();
     }
 }
 

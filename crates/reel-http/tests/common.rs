@@ -171,6 +171,8 @@ impl Handler for TestHandler {
             }
             "/cold-reads" => Response::new(200).bytes(self.cold_reads.get().to_string()),
             "/pool" => Response::new(200).bytes(reel_http::PoolBuf::in_use().to_string()),
+            "/lent" => Response::new(200).bytes(reel_http::conn_buffers_lent().to_string()),
+            "/head-len" => Response::new(200).bytes(req.raw_head().len().to_string()),
             "/stream" => {
                 let fail = query_num(req, "fail").is_some();
                 let declared = query_num(req, "len");

@@ -5,6 +5,7 @@ mod common;
 mod fuzz;
 mod h2;
 mod hooks;
+mod idle;
 mod interim;
 mod lifecycle;
 mod protocol;

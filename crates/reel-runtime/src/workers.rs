@@ -934,9 +934,11 @@ async fn accept_loop<A: WorkerApp>(state: Rc<Local>, app: Rc<A>) {
                         let guard = ConnGuard { local: state.clone(), client };
                         let app = app.clone();
                         let drain = state.drain.clone();
+                        // The guard is used in place, not moved into a local: the
+                        // task of an idle connection stores it once.
                         tokio::task::spawn_local(async move {
-                            let _guard = guard;
                             app.on_conn(stream, peer, &name, drain).await;
+                            drop(guard);
                         });
                     }
                     Err(why) => refuse(&state, &app, stream, peer, name, why),

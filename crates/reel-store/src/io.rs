@@ -384,9 +384,63 @@ enum Slot {
     Abandoned(Keep),
 }
 
+/// Ring setup flags (`io_uring_setup(2)`). The default is `COOP_TASKRUN` alone: measured
+/// with the `cold_reads` example (256 KiB cold reads, 8 in flight, six rounds each), it
+/// removed the rescheduling IPIs a completion sent to the worker (0.055 per read to 0) and
+/// took CPU per read from 107 to 94 µs (medians); `SINGLE_ISSUER` and `DEFER_TASKRUN` added
+/// nothing measurable (97 and 105 µs), and function-call IPIs stayed at 0.09-0.10 per read
+/// with every setup (benches/README.md, item 3). `REEL_STORE_URING_SETUP` (a comma list of
+/// `coop`, `single`, `defer`; `none` for none) overrides it, for measuring.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Setup {
+    /// `IORING_SETUP_COOP_TASKRUN`: a completion does not interrupt the running task.
+    coop: bool,
+    /// `IORING_SETUP_SINGLE_ISSUER`: one task submits.
+    single: bool,
+    /// `IORING_SETUP_DEFER_TASKRUN` (with `SINGLE_ISSUER` and `TASKRUN_FLAG`): completions
+    /// are posted only when this thread asks (`reap`).
+    defer: bool,
+}
+
+impl Setup {
+    fn from_env() -> Setup {
+        static SETUP: std::sync::OnceLock<Setup> = std::sync::OnceLock::new();
+        *SETUP.get_or_init(|| match std::env::var("REEL_STORE_URING_SETUP") {
+            Ok(v) => {
+                let has = |w: &str| v.split(',').any(|t| t.trim() == w);
+                Setup {
+                    coop: has("coop"),
+                    single: has("single") || has("defer"),
+                    defer: has("defer"),
+                }
+            }
+            Err(_) => Setup::DEFAULT,
+        })
+    }
+
+    const DEFAULT: Setup = Setup { coop: true, single: false, defer: false };
+    const NONE: Setup = Setup { coop: false, single: false, defer: false };
+
+    fn build(self) -> io::Result<IoUring> {
+        let mut b = IoUring::builder();
+        if self.coop {
+            b.setup_coop_taskrun();
+        }
+        if self.single {
+            b.setup_single_issuer();
+        }
+        if self.defer {
+            b.setup_defer_taskrun().setup_taskrun_flag();
+        }
+        b.build(RING_ENTRIES)
+    }
+}
+
 /// One worker thread's ring. Per-thread state, so `Rc`/`RefCell`.
 struct Ring {
     uring: RefCell<IoUring>,
+    /// Completions wait for [`Ring::reap`] to ask for them (`IORING_SETUP_DEFER_TASKRUN`).
+    deferred: bool,
     slots: RefCell<Vec<Slot>>,
     free: RefCell<Vec<usize>>,
     efd: AsyncFd<OwnedFd>,
@@ -429,7 +483,13 @@ impl Ring {
     }
 
     fn new(rt: tokio::runtime::Id) -> io::Result<Ring> {
-        let uring = IoUring::new(RING_ENTRIES)?;
+        let setup = Setup::from_env();
+        // A kernel that lacks a flag refuses the setup: then a plain ring.
+        let (uring, deferred) = match setup.build() {
+            Ok(u) => (u, setup.defer),
+            Err(_) if setup != Setup::NONE => (IoUring::new(RING_ENTRIES)?, false),
+            Err(e) => return Err(e),
+        };
         // SAFETY: eventfd has no memory-safety preconditions; the result is checked.
         let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
         if fd < 0 {
@@ -443,6 +503,7 @@ impl Ring {
         let efd = unsafe { AsyncFd::register_with_interest(efd, tokio::io::Interest::READABLE) }?;
         Ok(Ring {
             uring: RefCell::new(uring),
+            deferred,
             slots: RefCell::default(),
             free: RefCell::default(),
             efd,
@@ -568,6 +629,11 @@ impl Ring {
 
     fn reap(&self) {
         let mut uring = self.uring.borrow_mut();
+        if self.deferred {
+            // The kernel posts deferred completions when asked: `submit` enters with
+            // GETEVENTS while IORING_SQ_TASKRUN says some are pending.
+            let _ = uring.submit();
+        }
         let mut slots = self.slots.borrow_mut();
         for cqe in uring.completion() {
             let idx = cqe.user_data() as usize;

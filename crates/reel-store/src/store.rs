@@ -202,40 +202,43 @@ impl Store {
         Ok(store)
     }
 
-    /// Removes `key` (complete or filling). Persistent: a tombstone is appended. While
-    /// the index is still loading, returns true (the key may be on disk).
+    /// Removes `key` (complete or filling). Persistent: a tombstone is appended when
+    /// something was removed, nothing is written otherwise. While the index is still
+    /// loading, a key not indexed yet may be on disk: the load leaves it out, a
+    /// tombstone follows once the load has found it there (nothing is written if it did
+    /// not), and this returns true.
     pub async fn remove(self: &Arc<Self>, key: &[u8]) -> Result<bool, StoreError> {
         // Before the index changes: a removal whose tombstone cannot be written would
         // come back at the next start.
         self.check_writable()?;
         let h = format::key_hash(key);
-        // While the index loads, the key may be on disk but not indexed yet: the load
-        // must not bring it back, and the tombstone is written in any case.
-        let loading = {
-            let mut g = self.load_state.lock().unwrap_or_else(|p| p.into_inner());
-            if g.active {
-                g.keys.insert(h);
-            }
-            g.active
-        };
-        let removed = {
+        let take = || -> Result<Option<Slot>, StoreError> {
             let mut shard = self.shard(h).write().map_err(|_| StoreError::Aborted)?;
             let matches = match shard.get(&h) {
                 Some(Slot::Ready(e)) => &*e.key == key,
                 Some(Slot::Filling(f)) => &*f.key == key,
                 None => false,
             };
-            if matches { shard.remove(&h) } else { None }
+            Ok(if matches { shard.remove(&h) } else { None })
         };
-        let found = removed.is_some();
-        if let Some(slot) = removed {
-            self.retire_slot(slot);
-        } else if !loading {
-            return Ok(false);
-        }
+        // While the index loads, the key may be on disk but not indexed yet: the load
+        // must not bring it back.
+        let (removed, loading) = {
+            let mut g = self.load_state.lock().unwrap_or_else(|p| p.into_inner());
+            let removed = take()?;
+            if g.active {
+                g.keys.insert(h);
+                if removed.is_none() {
+                    g.unmatched.insert(h, key.into());
+                }
+            }
+            (removed, g.active)
+        };
+        let Some(slot) = removed else { return Ok(loading) };
+        self.retire_slot(slot);
         self.c.changes.fetch_add(1, Ordering::Relaxed);
         self.append_small(Kind::Tombstone, key, &[], None).await?;
-        Ok(found || loading)
+        Ok(true)
     }
 
     /// Removes every key starting with `prefix` (purge). Persistent: one purge record

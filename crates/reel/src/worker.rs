@@ -8,9 +8,12 @@
 //! over when the origin groups did not change, the decoded-metadata cache always does.
 
 use std::cell::RefCell;
+use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
@@ -24,6 +27,23 @@ use tokio::sync::watch;
 
 use crate::generation::Live;
 use crate::shared::Shared;
+
+/// A connection's task: either path boxed, so the task holds a pointer and awaiting it
+/// copies nothing large.
+enum ConnTask<P, T> {
+    Plain(Pin<Box<P>>),
+    Tls(Pin<Box<T>>),
+}
+
+impl<P: Future, T: Future<Output = ()>> Future for ConnTask<P, T> {
+    type Output = ();
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        match self.get_mut() {
+            ConnTask::Plain(f) => f.as_mut().poll(cx).map(drop),
+            ConnTask::Tls(f) => f.as_mut().poll(cx),
+        }
+    }
+}
 
 /// One worker's application object.
 pub struct App {
@@ -50,26 +70,29 @@ impl App {
 }
 
 impl WorkerApp for App {
-    async fn on_conn(
+    /// The connection's future, built here: it borrows nothing, and a plain connection's
+    /// task does not carry the size of the TLS path (handshake, HTTP/2), so what an idle
+    /// keep-alive connection holds stays small.
+    fn on_conn(
         &self,
         stream: TcpStream,
         peer: SocketAddr,
         listener: &str,
         drain: watch::Receiver<bool>,
-    ) {
+    ) -> impl Future<Output = ()> {
         let g = self.state.current();
         let (limits, h2) = (g.limits.clone(), g.h2.clone());
-        match g.live.tls.listener(listener).cloned() {
-            None => {
-                drop(g);
-                reel_http::serve_connection(stream, peer, self.state.clone(), limits, drain).await;
-            }
-            Some(tls) => {
-                drop(g);
-                let s = &self.state;
+        let tls = g.live.tls.listener(listener).cloned();
+        drop(g);
+        let s = self.state.clone();
+        match tls {
+            None => ConnTask::Plain(Box::pin(reel_http::serve_connection(
+                stream, peer, s, limits, drain,
+            ))),
+            Some(tls) => ConnTask::Tls(Box::pin(async move {
                 crate::tls::serve(tls, stream, peer, s.clone(), limits, h2, drain, &s.tls_counters)
                     .await;
-            }
+            })),
         }
     }
 

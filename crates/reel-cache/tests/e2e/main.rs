@@ -25,6 +25,7 @@ mod slices;
 mod stale;
 mod storing;
 mod targeted;
+mod unknown_length;
 mod vary;
 
 use origin::Origin;

@@ -32,13 +32,22 @@ pub(super) struct LoadState {
     pub(super) active: bool,
     pub(super) keys: HashSet<u128>,
     pub(super) prefixes: Vec<Box<[u8]>>,
+    /// Keys removed during the load that nothing in the live index matched: no tombstone
+    /// was written for them, since they may not be stored at all.
+    pub(super) unmatched: HashMap<u128, Box<[u8]>>,
+    /// Of those, the ones the load found on disk, with the record each tombstone must
+    /// name (incarnation, offset); written by the next maintenance pass.
+    pub(super) tombstones_due: Vec<DueTombstone>,
 }
+
+/// A key and the record (incarnation, offset) its tombstone names.
+pub(super) type DueTombstone = (Box<[u8]>, (u64, u64));
 
 impl Store {
     /// At open: reads every volume header and sets up allocation (free volumes, sealed
-    /// ones in incarnation order, the next incarnation). Keeps one volume free, so the
-    /// first fills have room before any reclaim: if none is, the oldest is dropped
-    /// outright (its header rewritten as free; nothing of it is loaded).
+    /// ones in incarnation order, the next incarnation). A full store keeps every volume:
+    /// a fill that finds no free volume while the index loads takes the oldest one then
+    /// (`Store::allocate`), after the load reclaim makes room as usual.
     pub(super) fn read_volume_headers(&self) -> std::io::Result<()> {
         // In parallel on the I/O pool: cold, these reads are what open waits for.
         let (tx, rx) = std::sync::mpsc::channel();
@@ -80,15 +89,6 @@ impl Store {
         }
         a.next_seq = a.next_seq.max(1);
         self.open_seq.store(a.next_seq, Ordering::SeqCst);
-        if a.free.is_empty()
-            && let Some(v) = a.sealed.pop_front()
-        {
-            let vol = &self.vols[v as usize];
-            vol.seq.store(0, Ordering::SeqCst);
-            let hdr = VolumeHeader { index: v, volume_size: self.volume_size, seq: 0 }.encode();
-            vol.file.write_all_at(&hdr, 0)?;
-            a.free.push_back(v);
-        }
         Ok(())
     }
 
@@ -188,11 +188,16 @@ impl Store {
         let (mut objects, mut bytes) = (0, 0);
         for (h, e) in index {
             let vol = &self.vols[e.vol as usize];
-            if g.keys.contains(&h)
-                || g.prefixes.iter().any(|p| e.key.starts_with(p))
-                || vol.quarantined.load(Ordering::SeqCst)
-                || vol.seq.load(Ordering::SeqCst) != e.seq
-            {
+            if vol.quarantined.load(Ordering::SeqCst) || vol.seq.load(Ordering::SeqCst) != e.seq {
+                continue;
+            }
+            if g.unmatched.get(&h).is_some_and(|k| *k == e.key) {
+                // Removed during the load with nothing live to match: now it is known
+                // to be on disk, its tombstone is due.
+                g.tombstones_due.push((e.key, (e.seq, e.rec_off)));
+                continue;
+            }
+            if g.keys.contains(&h) || g.prefixes.iter().any(|p| e.key.starts_with(p)) {
                 continue;
             }
             let Ok(mut s) = self.shard(h).write() else { continue };
@@ -222,7 +227,22 @@ impl Store {
         g.active = false;
         g.keys = HashSet::new();
         g.prefixes = Vec::new();
+        g.unmatched = HashMap::new();
         (objects, bytes)
+    }
+
+    /// Writes the tombstones of keys removed during the load that the load found on
+    /// disk (each aimed at the record it found, so a newer copy written since is not
+    /// touched). Run by the maintenance pass that follows the load.
+    pub(super) async fn write_load_tombstones(self: &Arc<Self>) {
+        let due = std::mem::take(
+            &mut self.load_state.lock().unwrap_or_else(|p| p.into_inner()).tombstones_due,
+        );
+        for (key, target) in due {
+            if let Err(e) = self.append_small(Kind::Tombstone, &key, &[], Some(target)).await {
+                tracing::warn!(error = %e, "tombstone of a key removed during the index load not written");
+            }
+        }
     }
 
     /// Blocks until the index is loaded (tools and tests; serving does not wait).

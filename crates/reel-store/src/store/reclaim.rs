@@ -13,9 +13,9 @@ use crate::StoreError;
 use crate::format::{self, VOLUME_HEADER_LEN, VolumeHeader};
 
 impl Store {
-    /// Runs due maintenance on the calling task: volumes whose leases drained go back
-    /// to the free queue, and the oldest sealed volume is reclaimed when no volume is
-    /// free. (A new volume's header is written by the first record that goes into it,
+    /// Runs due maintenance on the calling task: tombstones the index load found due
+    /// are written, volumes whose leases drained go back to the free queue, and the
+    /// oldest sealed volume is reclaimed when no volume is free. (A new volume's header is written by the first record that goes into it,
     /// so a failure is that writer's to see.) The store's maintenance thread calls it when the last
     /// free volume is taken and once a second, so no fill waits for it; calling it
     /// directly forces a pass (tools, tests). Returns at once if another task is
@@ -26,6 +26,7 @@ impl Store {
         if self.loading.load(Ordering::SeqCst) {
             return;
         }
+        self.write_load_tombstones().await;
         let victim = {
             let mut a = self.lock_alloc();
             self.promote_drained(&mut a);

@@ -185,6 +185,8 @@ fn writes_while_the_index_loads_win_over_the_loaded_ones() {
         s.remove_prefix(b"p/").await.unwrap();
         let mut w = s.begin_fill(b"filling", Bytes::from_static(b"m"), Some(5)).await.unwrap();
         s.load_index();
+        // The maintenance pass that follows the load writes the tombstone of "gone".
+        s.maintain().await;
         assert!(!s.stats().index_loading);
         assert_eq!(body_of(&s, b"keep").await, Some(vec![1; 20_000]));
         assert_eq!(body_of(&s, b"newer").await, Some(vec![2; 30_000]), "the live one wins");
@@ -212,5 +214,107 @@ fn writes_while_the_index_loads_win_over_the_loaded_ones() {
             }
             assert_eq!(s.stats().objects, 3, "scan {scan}: {:?}", s.stats());
         });
+    }
+}
+
+/// Keys `k0..` that `fill_until_reclaim_due` stored and the store still holds.
+fn stored_keys(s: &std::sync::Arc<Store>) -> Vec<String> {
+    (0..100).map(|i| format!("k{i}")).filter(|k| s.lookup(k.as_bytes()).is_some()).collect()
+}
+
+/// A full store was made to have a free volume at every open by dropping its oldest
+/// volume: restarts alone emptied it, one volume at a time.
+#[test]
+fn a_full_store_loses_nothing_at_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let keys = {
+        let s = small_store(dir.path(), 3, false);
+        rt(fill_until_reclaim_due(&s));
+        stored_keys(&s)
+    };
+    assert!(keys.len() >= 4, "{keys:?}");
+    for restart in 0..3 {
+        let s = small_store(dir.path(), 3, false);
+        assert_eq!(stored_keys(&s), keys, "restart {restart}");
+        assert_eq!(s.stats().objects, keys.len() as u64, "restart {restart}");
+        assert_eq!(s.stats().reclaims, 0);
+        rt(async {
+            for k in &keys {
+                assert_eq!(body_of(&s, k.as_bytes()).await, Some(vec![7; 300_000]), "{k}");
+            }
+        });
+    }
+}
+
+/// While the index of a full store loads, a fill still finds room: it takes the oldest
+/// volume (whose objects the load then leaves out); after the load, reclaim as usual.
+#[test]
+fn a_fill_on_a_full_store_while_its_index_loads_takes_the_oldest_volume() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = crate::StoreConfig {
+        path: dir.path().to_owned(),
+        size: 3 << 20,
+        volume_size: 1 << 20,
+        io: crate::IoMode::Threads,
+    };
+    let keys = {
+        let s = Store::open_with(cfg.clone(), false, true).unwrap();
+        rt(fill_until_reclaim_due(&s));
+        stored_keys(&s)
+    };
+    std::fs::remove_file(dir.path().join(super::checkpoint::FILE)).unwrap();
+    let s = Store::open_with(cfg, false, false).unwrap();
+    assert!(s.lock_alloc().free.is_empty(), "the store is full");
+    rt(async {
+        put(&s, b"during-load", 300_000).await;
+        s.load_index();
+        s.maintain().await;
+        let left = stored_keys(&s);
+        assert!(!left.is_empty() && left.len() < keys.len(), "{left:?} of {keys:?}");
+        // The oldest objects went with their volume; the rest load whole.
+        assert_eq!(left[..], keys[keys.len() - left.len()..]);
+        for k in &left {
+            assert_eq!(body_of(&s, k.as_bytes()).await, Some(vec![7; 300_000]), "{k}");
+        }
+        assert_eq!(body_of(&s, b"during-load").await, Some(vec![7; 300_000]));
+        assert_eq!(s.stats().objects, left.len() as u64 + 1, "{:?}", s.stats());
+    });
+}
+
+/// Issue 10.5: a removal that matches nothing writes nothing, also while the index
+/// loads (the tombstone of a key the load does find is written after it).
+#[test]
+fn a_removal_during_the_load_writes_only_for_keys_on_disk() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = crate::StoreConfig {
+        path: dir.path().to_owned(),
+        size: 4 << 20,
+        volume_size: 1 << 20,
+        io: crate::IoMode::Threads,
+    };
+    {
+        let s = Store::open_with(cfg.clone(), false, true).unwrap();
+        rt(put_byte(&s, b"on-disk", 10_000, 3));
+    }
+    let s = Store::open_with(cfg.clone(), false, false).unwrap();
+    rt(async {
+        assert!(s.remove(b"absent").await.unwrap(), "may be on disk while loading");
+        assert!(s.remove(b"on-disk").await.unwrap());
+        assert_eq!(s.lock_alloc().active, None, "a record was written for a key not indexed");
+        s.load_index();
+        s.maintain().await;
+        assert!(s.lookup(b"on-disk").is_none());
+        let a = s.lock_alloc();
+        assert!(a.active.is_some(), "the tombstone of the key found on disk");
+    });
+    drop(s);
+    // Not removed again after a scan, nor from the checkpoint.
+    for scan in [true, false] {
+        if scan {
+            std::fs::remove_file(dir.path().join(super::checkpoint::FILE)).unwrap();
+        }
+        let s = Store::open_with(cfg.clone(), false, true).unwrap();
+        assert!(s.lookup(b"on-disk").is_none(), "scan {scan}");
+        assert_eq!(s.stats().objects, 0);
     }
 }

@@ -129,7 +129,7 @@ impl Store {
                 }
             }
             self.promote_drained(a);
-            let Some(n) = a.free.pop_front() else {
+            let Some(n) = a.free.pop_front().or_else(|| self.take_oldest_while_loading(a)) else {
                 self.c.no_space.fetch_add(1, Ordering::Relaxed);
                 maint::kick();
                 return Err(StoreError::NoSpace);
@@ -152,6 +152,36 @@ impl Store {
             a.head = VOLUME_HEADER_LEN;
             a.pending_headers.push((n, seq));
         }
+    }
+
+    /// While the index loads, reclaim cannot run (it would race the load): a fill that
+    /// finds no free volume takes the oldest volume written before the open instead, whole
+    /// and without second chances. Its objects are not loaded. `None` once the load is
+    /// merging or done (then the maintenance thread reclaims as usual).
+    fn take_oldest_while_loading(&self, a: &mut Alloc) -> Option<u32> {
+        if !self.loading.load(Ordering::SeqCst) {
+            return None;
+        }
+        // Held while the volume changes incarnation, so the merge (which holds it
+        // throughout) sees either the old incarnation and nothing taken, or the new one.
+        let g = self.load_state.try_lock().ok()?;
+        let &v = a.sealed.front()?;
+        let vol = &self.vols[v as usize];
+        let seq = vol.seq.load(Ordering::SeqCst);
+        if !g.active
+            || seq >= self.open_seq.load(Ordering::SeqCst)
+            || vol.writers.load(Ordering::SeqCst) > 0
+            || vol.leases.load(Ordering::SeqCst) > 0
+        {
+            return None;
+        }
+        a.sealed.pop_front();
+        vol.seq.store(0, Ordering::SeqCst);
+        drop(g);
+        self.c.reclaims.fetch_add(1, Ordering::Relaxed);
+        self.c.changes.fetch_add(1, Ordering::Relaxed);
+        tracing::info!(volume = v, "store full while its index loads: oldest volume reused");
+        Some(v)
     }
 
     /// Writes the headers of volumes that started a new incarnation. A header that
@@ -196,9 +226,10 @@ impl Store {
                 Ok(r) => r,
                 Err(StoreError::NoSpace) if !reclaimed => {
                     // A removal or metadata update must not be lost for want of a free
-                    // volume: make room here (rare: only when reclaim is behind).
+                    // volume: make room here (rare: only when reclaim is behind). Boxed:
+                    // maintenance itself writes tombstones.
                     reclaimed = true;
-                    self.maintain().await;
+                    Box::pin(self.maintain()).await;
                     continue;
                 }
                 Err(e) => return Err(e),
