@@ -1,0 +1,343 @@
+//! One worker's thread: its runtime, its accept loop over its own listening sockets, the
+//! connection limits applied at accept, live listener changes and the drain.
+
+use super::*;
+
+/// What a worker thread is started with.
+pub(super) struct WorkerCfg {
+    pub(super) ctx: WorkerCtx,
+    pub(super) pin: bool,
+    pub(super) shared: Arc<Shared>,
+}
+
+/// Per-worker state shared by its local tasks.
+struct Local {
+    stats: Arc<WorkerStats>,
+    open: Cell<usize>,
+    /// The caps and the process-wide counts.
+    shared: Arc<Shared>,
+    /// Woken whenever a connection closes.
+    closed: Notify,
+    /// Woken whenever a listener is added, so the acceptor polls it.
+    listeners_changed: Notify,
+    drain: watch::Receiver<bool>,
+    /// This worker's listening sockets. Removing one closes it at once.
+    listeners: RefCell<Vec<(Rc<str>, TcpListener)>>,
+    /// Where the next accept poll starts, so a busy listener cannot starve the others.
+    next: Cell<usize>,
+}
+
+/// Decrements the open counts when a connection task ends or is dropped at the deadline.
+struct ConnGuard {
+    local: Rc<Local>,
+    client: std::net::IpAddr,
+}
+
+impl Drop for ConnGuard {
+    fn drop(&mut self) {
+        let l = &self.local;
+        l.open.set(l.open.get().saturating_sub(1));
+        l.stats.open.fetch_sub(1, Ordering::Relaxed);
+        l.shared.conns.release(self.client);
+        l.closed.notify_waiters();
+    }
+}
+
+/// Counts a refused connection being answered (process-wide).
+struct RefusingGuard(Arc<Shared>);
+
+impl Drop for RefusingGuard {
+    fn drop(&mut self) {
+        self.0.conns.end_answering();
+    }
+}
+
+pub(super) fn worker_thread<A: WorkerApp>(
+    cfg: WorkerCfg,
+    initial: Vec<(String, std::net::TcpListener)>,
+    cmd_rx: mpsc::UnboundedReceiver<Command>,
+    ready: std_mpsc::Sender<(usize, Result<i32, String>)>,
+    factory: impl FnOnce(&WorkerCtx) -> A,
+) -> usize {
+    let index = cfg.ctx.index;
+    if cfg.pin {
+        let pinned = core_affinity::set_for_current(core_affinity::CoreId { id: cfg.ctx.cpu });
+        cfg.ctx.stats.pinned.store(pinned, Ordering::Relaxed);
+        if !pinned {
+            tracing::warn!(
+                worker = index,
+                cpu = cfg.ctx.cpu,
+                "could not pin worker thread; running unpinned"
+            );
+        }
+    }
+    let rt = match tokio::runtime::Builder::new_current_thread().enable_io().enable_time().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            let _ = ready.send((index, Err(format!("building tokio runtime: {e}"))));
+            return 0;
+        }
+    };
+    let local = LocalSet::new();
+    let state = Rc::new(Local {
+        stats: cfg.ctx.stats.clone(),
+        open: Cell::new(0),
+        shared: cfg.shared.clone(),
+        closed: Notify::new(),
+        listeners_changed: Notify::new(),
+        drain: cfg.shared.drain.subscribe(),
+        listeners: RefCell::new(Vec::new()),
+        next: Cell::new(0),
+    });
+    // A factory that panics is reported as this worker's startup failure, with its message.
+    let app = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| factory(&cfg.ctx))) {
+        Ok(app) => Rc::new(app),
+        Err(payload) => {
+            let why = payload
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a non-string payload".into());
+            let _ = ready.send((index, Err(format!("panicked during startup: {why}"))));
+            return 0;
+        }
+    };
+    // Registering with the reactor needs the runtime context.
+    let setup = {
+        let _guard = rt.enter();
+        initial.into_iter().try_for_each(|(name, l)| add_listener(&state, name, l))
+    };
+    if let Err(e) = setup {
+        let _ = ready.send((index, Err(e)));
+        return 0;
+    }
+    let _ = ready.send((index, Ok(thread_tid())));
+    drop(ready);
+
+    let shared = cfg.shared.clone();
+    let ctx = cfg.ctx.clone();
+    let dropped = local.block_on(&rt, async {
+        let run_app = app.clone();
+        let drain = state.drain.clone();
+        tokio::task::spawn_local(async move { run_app.run(ctx, drain).await });
+        let cmd_task = tokio::task::spawn_local(command_loop(state.clone(), cmd_rx));
+        let acceptor = tokio::task::spawn_local(accept_loop(state.clone(), app.clone()));
+
+        let mut drain = state.drain.clone();
+        // An error means the sender is gone, which only happens with the Runtime: shut down too.
+        let _ = drain.wait_for(|d| *d).await;
+        cmd_task.abort();
+        acceptor.abort();
+        let _ = cmd_task.await;
+        let _ = acceptor.await;
+        state.listeners.borrow_mut().clear();
+        let all_closed = async {
+            while state.open.get() > 0 {
+                state.closed.notified().await;
+            }
+        };
+        match shared.deadline() {
+            Some(d) => {
+                let _ = tokio::time::timeout_at(d.into(), all_closed).await;
+            }
+            None => all_closed.await,
+        }
+        state.open.get()
+    });
+    // Dropping the LocalSet drops connections that outlived the deadline.
+    drop(local);
+    if dropped > 0 {
+        tracing::warn!(
+            worker = index,
+            dropped,
+            "shutdown deadline passed; dropped open connections"
+        );
+    }
+    dropped
+}
+
+/// Registers a bound socket with this worker's reactor and hands it to the acceptor (a
+/// worker may hold several sockets of one listener, see [`crate::start_with`]). Must run
+/// inside the worker's runtime context.
+fn add_listener(state: &Local, name: String, l: std::net::TcpListener) -> Result<(), String> {
+    let l = TcpListener::from_std(l).map_err(|e| format!("registering listener {name:?}: {e}"))?;
+    state.listeners.borrow_mut().push((Rc::from(name.as_str()), l));
+    state.listeners_changed.notify_waiters();
+    Ok(())
+}
+
+async fn command_loop(state: Rc<Local>, mut rx: mpsc::UnboundedReceiver<Command>) {
+    while let Some(cmd) = rx.recv().await {
+        match cmd {
+            Command::Apply { add, relisten, remove, done } => {
+                let mut result = Ok(());
+                // Dropping the tokio listener deregisters and closes the socket right here.
+                state.listeners.borrow_mut().retain(|(n, _)| !remove.iter().any(|r| **r == **n));
+                for (name, backlog) in relisten {
+                    if let Err(e) = relisten_one(&state, &name, backlog) {
+                        result = Err(e);
+                    }
+                }
+                for (name, l) in add {
+                    if let Err(e) = add_listener(&state, name, l) {
+                        result = Err(e);
+                    }
+                }
+                let _ = done.send(result);
+            }
+            Command::Export { done } => {
+                use std::os::fd::AsFd;
+                let r = state
+                    .listeners
+                    .borrow()
+                    .iter()
+                    .map(|(n, l)| {
+                        l.as_fd()
+                            .try_clone_to_owned()
+                            .map(|fd| (n.to_string(), fd))
+                            .map_err(|e| format!("duplicating listener {n:?}: {e}"))
+                    })
+                    .collect();
+                let _ = done.send(r);
+            }
+        }
+    }
+}
+
+/// Re-runs `listen(2)` on a listener's sockets, which updates their backlog in place.
+fn relisten_one(state: &Local, name: &str, backlog: i32) -> Result<(), String> {
+    let ls = state.listeners.borrow();
+    let mut found = false;
+    for (_, l) in ls.iter().filter(|(n, _)| **n == *name) {
+        found = true;
+        SockRef::from(l)
+            .listen(backlog)
+            .map_err(|e| format!("changing backlog of {name:?}: {e}"))?;
+    }
+    if found { Ok(()) } else { Err(format!("listener {name:?} not found")) }
+}
+
+/// A finished accept: the listener's name and the result.
+type Accepted = (Rc<str>, io::Result<(TcpStream, SocketAddr)>);
+
+/// Polls every listener of the worker once, starting after the one that accepted last.
+fn poll_accept_any(state: &Local, cx: &mut Context<'_>) -> Poll<Accepted> {
+    let ls = state.listeners.borrow();
+    let n = ls.len();
+    let start = state.next.get();
+    for i in 0..n {
+        let k = (start + i) % n;
+        let (name, l) = &ls[k];
+        if let Poll::Ready(r) = l.poll_accept(cx) {
+            state.next.set(k + 1);
+            return Poll::Ready((name.clone(), r));
+        }
+    }
+    Poll::Pending
+}
+
+/// Rate limit for accept error logs: at most one line per second per worker.
+struct ErrorLog {
+    last: Option<Instant>,
+    suppressed: u64,
+}
+
+/// The worker's single acceptor over all its listeners. Every connection is taken from
+/// the kernel at once; one over a limit (this worker's cap, the process's descriptor
+/// budget, its client address's cap) is closed at accept, after the app had a short
+/// chance to answer it, so nothing waits in a backlog nobody takes from.
+async fn accept_loop<A: WorkerApp>(state: Rc<Local>, app: Rc<A>) {
+    let mut log = ErrorLog { last: None, suppressed: 0 };
+    loop {
+        let (name, res) = tokio::select! {
+            r = std::future::poll_fn(|cx| poll_accept_any(&state, cx)) => r,
+            // A new listener has no waker registered yet: poll the set again.
+            () = state.listeners_changed.notified() => continue,
+        };
+        match res {
+            Ok((stream, peer)) => {
+                state.stats.accepted.fetch_add(1, Ordering::Relaxed);
+                match admit(&state, peer) {
+                    Ok(client) => {
+                        state.open.set(state.open.get() + 1);
+                        state.stats.open.fetch_add(1, Ordering::Relaxed);
+                        let guard = ConnGuard { local: state.clone(), client };
+                        let app = app.clone();
+                        let drain = state.drain.clone();
+                        // The guard is used in place, not moved into a local: the
+                        // task of an idle connection stores it once.
+                        tokio::task::spawn_local(async move {
+                            app.on_conn(stream, peer, &name, drain).await;
+                            drop(guard);
+                        });
+                    }
+                    Err(why) => refuse(&state, &app, stream, peer, name, why),
+                }
+            }
+            Err(e) => {
+                state.stats.accept_errors.fetch_add(1, Ordering::Relaxed);
+                let now = Instant::now();
+                if log.last.is_none_or(|t| now.duration_since(t) >= Duration::from_secs(1)) {
+                    tracing::warn!(
+                        listener = %name,
+                        error = %e,
+                        suppressed = log.suppressed,
+                        "accept failed"
+                    );
+                    log.last = Some(now);
+                    log.suppressed = 0;
+                } else {
+                    log.suppressed += 1;
+                }
+                tokio::time::sleep(accept_backoff(&e)).await;
+            }
+        }
+    }
+}
+
+/// Checks the connection limits for a connection from `peer`.
+fn admit(state: &Local, peer: SocketAddr) -> Result<std::net::IpAddr, Refusal> {
+    let caps = &state.shared.caps;
+    if state.open.get() >= caps.per_worker.load(Ordering::Relaxed) {
+        return Err(Refusal::Worker);
+    }
+    state.shared.conns.admit(
+        peer.ip(),
+        caps.total.load(Ordering::Relaxed),
+        caps.per_client.load(Ordering::Relaxed),
+    )
+}
+
+/// Closes a connection over a limit, letting the app answer it first while few are.
+fn refuse<A: WorkerApp>(
+    state: &Rc<Local>,
+    app: &Rc<A>,
+    stream: TcpStream,
+    peer: SocketAddr,
+    name: Rc<str>,
+    why: Refusal,
+) {
+    state.stats.refused.fetch_add(1, Ordering::Relaxed);
+    let cap = state.shared.caps.answering.load(Ordering::Relaxed);
+    if *state.drain.borrow() || !state.shared.conns.start_answering(cap) {
+        return;
+    }
+    let guard = RefusingGuard(state.shared.clone());
+    let app = app.clone();
+    tokio::task::spawn_local(async move {
+        let _guard = guard;
+        app.on_refused(stream, peer, &name, why).await;
+    });
+}
+
+/// How long to pause after a failed accept. Descriptor or memory exhaustion persists until
+/// connections close, so retrying at once would spin.
+fn accept_backoff(e: &io::Error) -> Duration {
+    match e.raw_os_error() {
+        Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM) => {
+            Duration::from_millis(100)
+        }
+        Some(libc::ECONNABORTED | libc::EINTR | libc::EPROTO | libc::EPERM) => Duration::ZERO,
+        _ => Duration::from_millis(10),
+    }
+}

@@ -1,0 +1,128 @@
+//! Round trips of both I/O backends.
+
+use super::*;
+
+async fn round_trip(mode: IoMode) {
+    let dir = tempfile::tempdir().unwrap();
+    let f = Arc::new(
+        std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(dir.path().join("f"))
+            .unwrap(),
+    );
+    let io = Io::new(mode).unwrap();
+    io.write_all_at(&f, Bytes::from(vec![7u8; 100_000]), 4096).await.unwrap();
+    let got = io.read_exact_at(&f, 100_000, 4096).await.unwrap();
+    assert!(got.iter().all(|&b| b == 7));
+    // Past the end of file: must be an error, never a short success.
+    let err = io.read_exact_at(&f, 10, 104_090).await.unwrap_err();
+    assert_eq!(err.kind(), io::ErrorKind::UnexpectedEof);
+    assert!(is_resident(f.as_raw_fd(), 4096, 100_000));
+    if mode == IoMode::Uring {
+        assert!(thread_has_ring());
+    }
+}
+
+#[tokio::test]
+#[cfg_attr(reel_no_uring, ignore = "io_uring is unavailable on this machine")]
+async fn uring_round_trip_and_short_read_is_error() {
+    round_trip(IoMode::Uring).await;
+}
+
+#[tokio::test]
+async fn threads_round_trip_and_short_read_is_error() {
+    round_trip(IoMode::Threads).await;
+}
+
+#[tokio::test]
+#[cfg_attr(reel_no_uring, ignore = "io_uring is unavailable on this machine")]
+async fn dropped_uring_read_parks_buffer_until_completion() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = Arc::new(File::create(dir.path().join("f")).unwrap());
+    let io = Io::new(IoMode::Uring).unwrap();
+    let f2 = Arc::new(File::open(dir.path().join("f")).unwrap());
+    drop(f);
+    {
+        let fut = io.read_at(&f2, vec![0u8; 4096], 0);
+        let mut fut = std::pin::pin!(fut);
+        let _ = futures_poll_once(fut.as_mut()).await;
+    }
+    let (r, _) = io.read_at(&f2, vec![0u8; 16], 0).await;
+    assert_eq!(r.unwrap(), 0);
+}
+
+/// Residency of ranges of a file of which only some pages are in the page cache:
+/// written, synced and evicted with `posix_fadvise(DONTNEED)` (the test does that;
+/// the store never does). The file lives next to the test binary, on the build's
+/// disk: tmpfs could not evict it. Pages never written are no good for this: a
+/// `RWF_NOWAIT` read of a hole is served by zero-filling without I/O.
+#[test]
+fn residency_counts_cached_pages_without_reading() {
+    let exe = std::env::current_exe().unwrap();
+    let dir = tempfile::tempdir_in(exe.parent().unwrap()).unwrap();
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(dir.path().join("f"))
+        .unwrap();
+    let ps = page_size();
+    f.write_all_at(&vec![7u8; 256 * ps as usize], 0).unwrap();
+    f.sync_all().unwrap();
+    let fd = f.as_raw_fd();
+    let advise = |from: u64, to: u64, advice| {
+        // SAFETY: fadvise on a descriptor owned by `f`; no memory is passed.
+        let r = unsafe {
+            libc::posix_fadvise(
+                fd,
+                (from * ps) as libc::off_t,
+                ((to - from) * ps) as libc::off_t,
+                advice,
+            )
+        };
+        assert_eq!(r, 0);
+    };
+    advise(0, 256, libc::POSIX_FADV_DONTNEED);
+    // No readahead: the reads below bring in exactly their pages.
+    advise(0, 256, libc::POSIX_FADV_RANDOM);
+    let cached = |from: u64, to: u64| {
+        let mut b = vec![0u8; ((to - from) * ps) as usize];
+        f.read_exact_at(&mut b, from * ps).unwrap();
+    };
+    cached(64, 80);
+    cached(81, 97);
+    assert!(
+        !NO_CACHESTAT.load(std::sync::atomic::Ordering::Relaxed)
+            || cachestat_pages(fd, 0, 256 * ps).is_some(),
+    );
+    if let Some(n) = cachestat_pages(fd, 0, 256 * ps) {
+        assert_eq!(n, 32, "the file system kept evicted pages (tmpfs?)");
+        assert_eq!(cachestat_pages(fd, 64 * ps, 33 * ps), Some(32));
+    }
+    let (start, end) = (64 * ps, 80 * ps);
+    // cachestat counts every page: one missing in the middle is seen (the probe, a
+    // sample, may miss it).
+    assert!(!is_resident(fd, start, 33 * ps), "page 80 is not cached");
+    // The probe goes last: a `RWF_NOWAIT` read that misses starts reading its page.
+    for resident in [is_resident, probe_pages] {
+        assert!(resident(fd, start, end - start));
+        assert!(resident(fd, start + 100, 3 * ps), "unaligned inside");
+        assert!(!resident(fd, start - 1, 2), "starts in an evicted page");
+        assert!(!resident(fd, end - 1, 2), "ends in an evicted page");
+        assert!(!resident(fd, 0, 256 * ps));
+        assert!(!resident(fd, 200 * ps, 10 * ps));
+        assert!(resident(fd, 0, 0), "an empty range needs nothing");
+    }
+}
+
+async fn futures_poll_once<F: std::future::Future + Unpin>(mut f: F) -> Option<F::Output> {
+    poll_fn(|cx| match std::pin::Pin::new(&mut f).poll(cx) {
+        Poll::Ready(v) => Poll::Ready(Some(v)),
+        Poll::Pending => Poll::Ready(None),
+    })
+    .await
+}
