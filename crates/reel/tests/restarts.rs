@@ -214,7 +214,11 @@ fn install(dir: &Path, from: &Path) -> PathBuf {
     let bin = dir.join("bin");
     std::fs::create_dir_all(&bin).unwrap();
     let tmp = bin.join(".reel.new");
-    std::fs::copy(from, &tmp).unwrap();
+    // Written by a child process: a file this process held open for writing would be
+    // inherited by any child another test forks meanwhile, and exec of it would fail with
+    // ETXTBSY until that child execs.
+    let st = std::process::Command::new("cp").arg(from).arg(&tmp).status().unwrap();
+    assert!(st.success(), "cp {} {}", from.display(), tmp.display());
     let dest = bin.join("reel");
     std::fs::rename(&tmp, &dest).unwrap();
     dest
