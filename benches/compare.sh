@@ -299,7 +299,7 @@ varnish_vcl "$WORK/varnish/default.vcl" "$ORIGIN_PORT"
 
 # reel: n/a when not built or when it does not come up
 REEL_BIN=$TGT/release/reel
-if [[ -x "$REEL_BIN" ]] && { has plain || has tls; }; then
+if [[ -x "$REEL_BIN" ]] && { has plain || has tls || has llhls; }; then
     mkdir -p "$WORK/reel/store"
     cat > "$WORK/reel/reel.toml" <<EOF
 [[listener]]
@@ -360,7 +360,7 @@ EOF
         log "reel did not start: its row is n/a"
         kill -TERM "$rpid" 2>/dev/null || true
     fi
-elif has plain || has tls; then
+elif has plain || has tls || has llhls; then
     log "no $REEL_BIN: reel's row is n/a"
 fi
 start_nginx nginx-cache $((PORT_BASE + 1)) "$SRV_CPU"
