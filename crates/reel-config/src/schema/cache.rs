@@ -1,0 +1,368 @@
+//! `[cache]`, its `[[cache.rule]]` path rules, and `[[site]]`: what is cached, for how
+//! long, under which key, per site.
+
+use super::*;
+
+/// A path pattern for `[[cache.rule]]`: `*` matches any run of characters (including `/`
+/// and the empty run); every other character matches itself. Matching is against the request
+/// path without the query string and is case-sensitive. Examples: `"*.m3u8"`, `"/live/*"`,
+/// `"/vod/*/init.mp4"`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct PathGlob(pub String);
+
+impl PathGlob {
+    /// True when `path` (no query string) matches the pattern.
+    pub fn matches(&self, path: &str) -> bool {
+        glob_match(self.0.as_bytes(), path.as_bytes())
+    }
+
+    /// The pattern text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// Wildcard match with `*` only; linear-time greedy algorithm with single backtrack point,
+/// which is exact for patterns whose only metacharacter is `*`.
+fn glob_match(pat: &[u8], text: &[u8]) -> bool {
+    let (mut p, mut t) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while t < text.len() {
+        if p < pat.len() && pat[p] == b'*' {
+            star = Some((p, t));
+            p += 1;
+        } else if p < pat.len() && pat[p] == text[t] {
+            p += 1;
+            t += 1;
+        } else if let Some((sp, st)) = star {
+            p = sp + 1;
+            t = st + 1;
+            star = Some((sp, st + 1));
+        } else {
+            return false;
+        }
+    }
+    pat[p..].iter().all(|&c| c == b'*')
+}
+
+/// `[[cache.rule]]`: a per-path freshness override; the first matching rule wins.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CacheRule {
+    /// Path pattern (see [`PathGlob`]); must start with `/` or `*`. TOML key `match`. Required.
+    #[serde(rename = "match")]
+    pub pattern: PathGlob,
+    /// Freshness lifetime given to matching responses. Duration; required; `"0s"` = stored
+    /// but always stale (every request revalidates).
+    pub ttl: Duration,
+    /// `false`: `ttl` applies only when the origin gave no explicit freshness
+    /// (Cache-Control max-age/s-maxage or Expires). `true`: `ttl` replaces the origin's
+    /// freshness. TOML key `override`. Default `false`.
+    #[serde(rename = "override", default)]
+    pub override_origin: bool,
+}
+
+/// `[cache]`: RFC 9111 caching policy.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CacheConfig {
+    /// Use RFC 9111 §4.2.2 heuristic freshness (10% of the time since Last-Modified,
+    /// capped by `heuristic_max`) for heuristically cacheable responses with no explicit
+    /// freshness, as Squid and Traffic Server do. A site can switch it off. Default `true`.
+    pub heuristic_freshness: bool,
+    /// Upper bound of a heuristic freshness lifetime. Duration; default `"1h"`.
+    pub heuristic_max: Duration,
+    /// Freshness of 404/410 responses that carry no explicit freshness; `"0s"` = do not cache
+    /// them. Duration; default `"10s"`.
+    pub negative_ttl: Duration,
+    /// Store responses that have neither ETag nor Last-Modified (they can only be refetched,
+    /// never revalidated). Default `false`.
+    pub store_without_validators: bool,
+    /// Stale-while-revalidate window (RFC 5861 §3) applied when the origin sends none;
+    /// `"0s"` = none. Duration; default `"0s"`.
+    pub stale_while_revalidate_default: Duration,
+    /// RFC 9213 targeted cache-control fields obeyed instead of `Cache-Control` and
+    /// `Expires`, highest precedence first: the first one present with a valid value wins.
+    /// Field names; default `["Reel-Cache-Control", "CDN-Cache-Control"]`; `[]` = obey
+    /// `Cache-Control` only.
+    pub targeted_cache_control: Vec<String>,
+    /// How long a request waits for another request's origin fetch of the same object to
+    /// get its response (coalescing) before it fetches on its own, uncached; LL-HLS blocking
+    /// requests wait `blocking_timeout` instead. Duration; default `"10s"` (the default
+    /// `first_byte_timeout`); greater than 0.
+    pub lock_timeout: Duration,
+    /// How long an LL-HLS blocking request waits (draft-pantos-hls-rfc8216bis §6.2.5.2,
+    /// §6.2.6): a playlist reload with `_HLS_msn`, or a request for a part a playlist hints
+    /// (`EXT-X-PRELOAD-HINT`), both of which the origin holds until the media exists. It
+    /// bounds the one origin request for such a target instead of the origin group's
+    /// `first_byte_timeout`, and the requests coalesced onto it instead of `lock_timeout`;
+    /// then they get 504. Duration; default `"3s"` (a few part durations); greater than 0.
+    pub blocking_timeout: Duration,
+    /// Longest time one fill may take, from its origin request to the end of the body: a
+    /// dripping origin cannot hold a key (and its waiting viewers) for longer. On expiry
+    /// the fill is discarded, never stored short. Duration; default `"10m"`.
+    pub fill_timeout: Duration,
+    /// Most `Vary` variants stored per URL. A response for a further variant is stored in
+    /// place of the URL's oldest variant. Count, 1-1024; default 32.
+    pub max_variants: u32,
+    /// Request header fields never sent to the origin on fills (fetches whose response may
+    /// be stored and served to everyone): fields that make origins or their frameworks
+    /// answer for another host, path, scheme or method, so one viewer could poison the
+    /// shared copy. Requests passed through uncached keep them. Field names,
+    /// case-insensitive; default [`DEFAULT_FILL_DROP_HEADERS`]; `[]` = forward everything.
+    pub fill_drop_headers: Vec<String>,
+    /// Most read-ahead slice fetches (`[[site]].read_ahead`) in flight per worker; further
+    /// read-ahead is skipped until some finish. 0 turns read-ahead off everywhere.
+    /// Count, at most 4096; default 64.
+    pub read_ahead_per_worker: u32,
+    /// Per-path overrides, tried in order. Default: none.
+    pub rule: Vec<CacheRule>,
+}
+
+/// The default of `[cache] fill_drop_headers`: host, path, scheme and method override
+/// fields known to be honoured by origin servers and web frameworks.
+pub const DEFAULT_FILL_DROP_HEADERS: [&str; 17] = [
+    "Forwarded",
+    "X-Forwarded-Host",
+    "X-Forwarded-Server",
+    "X-Forwarded-Proto",
+    "X-Forwarded-Scheme",
+    "X-Forwarded-Port",
+    "X-Forwarded-Prefix",
+    "X-Forwarded-Uri",
+    "X-Original-URL",
+    "X-Original-URI",
+    "X-Original-Host",
+    "X-Rewrite-URL",
+    "X-Host",
+    "X-HTTP-Method-Override",
+    "X-HTTP-Method",
+    "X-Method-Override",
+    "X-Envoy-Original-Path",
+];
+
+impl Default for CacheConfig {
+    fn default() -> Self {
+        CacheConfig {
+            heuristic_freshness: true,
+            heuristic_max: Duration::from_secs(3600),
+            negative_ttl: Duration::from_secs(10),
+            store_without_validators: false,
+            stale_while_revalidate_default: Duration::ZERO,
+            targeted_cache_control: vec![
+                "Reel-Cache-Control".to_string(),
+                "CDN-Cache-Control".to_string(),
+            ],
+            lock_timeout: Duration::from_secs(10),
+            fill_timeout: Duration::from_secs(600),
+            blocking_timeout: Duration::from_secs(3),
+            max_variants: 32,
+            fill_drop_headers: DEFAULT_FILL_DROP_HEADERS.iter().map(|s| s.to_string()).collect(),
+            read_ahead_per_worker: 64,
+            rule: Vec::new(),
+        }
+    }
+}
+
+impl CacheConfig {
+    /// The first rule whose pattern matches `path` (no query string).
+    pub fn rule_for(&self, path: &str) -> Option<&CacheRule> {
+        self.rule.iter().find(|r| r.pattern.matches(path))
+    }
+}
+
+/// What to do with request methods other than GET and HEAD.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MethodsPolicy {
+    /// Forward them to the origin uncached, extension methods included; TRACE and CONNECT
+    /// are never forwarded.
+    #[default]
+    Pass,
+    /// Answer 405 Method Not Allowed.
+    Refuse,
+}
+
+/// `[[site]]`: a set of Host names served from one origin group.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SiteConfig {
+    /// Host header values served: exact names (`"live.example.com"`, `"127.0.0.1"`,
+    /// `"[::1]"`) or `"*.example.com"` (any name ending in `.example.com`, not
+    /// `example.com` itself). Case-insensitive; the request's port is ignored, so entries
+    /// carry no port. A bare `"*"` is not accepted. Required, non-empty.
+    pub hosts: Vec<String>,
+    /// Name of the `[[origin_group]]` that serves misses. Required.
+    pub origin_group: String,
+    /// Query parameters removed from the cache key (and kept on the origin request).
+    /// Default `[]`.
+    #[serde(default)]
+    pub ignore_query: Vec<String>,
+    /// Remove the whole query string from the cache key (tokenised segment URLs). Default
+    /// `false`. Whenever the key leaves out parameters the origin is sent (this, or
+    /// `ignore_query`), error answers (400 and above) are not stored: negative caching is
+    /// off for such requests.
+    #[serde(default)]
+    pub drop_query: bool,
+    /// `pass` or `refuse`. Default `pass`.
+    #[serde(default)]
+    pub methods: MethodsPolicy,
+    /// Heuristic freshness for this site; unset = `[cache] heuristic_freshness`.
+    #[serde(default)]
+    pub heuristic_freshness: Option<bool>,
+    /// Store responses that carry `Set-Cookie`. The `Set-Cookie` field itself is never
+    /// stored, so no viewer ever receives another's cookie (not even the viewer whose
+    /// request filled the cache). Default `false`: such responses pass uncached.
+    #[serde(default)]
+    pub store_set_cookie: bool,
+    /// `honor`: request `Cache-Control` / `Pragma` (`no-cache`, `no-store`, `max-age`...)
+    /// act as RFC 9111 §5.2.1 describes. `ignore`: they are ignored, as CDNs do for
+    /// segments, so viewers cannot force origin fetches. Default `honor`.
+    #[serde(default)]
+    pub client_cache_control: ClientCacheControl,
+    /// `"off"`: objects are fetched and stored whole. A size (`"2MiB"`): every GET or HEAD
+    /// is answered from slices of this size, each fetched from the origin with a `Range`
+    /// request and stored as its own object, so large files (progressive MP4, DASH
+    /// on-demand, HLS byte ranges) are fetched only where viewers read them, whatever
+    /// their size. At least 64KiB and at most half of `store.volume_size`. Default `"off"`.
+    #[serde(default)]
+    pub slice: SliceSize,
+    /// With slicing on: how many slices past the one a viewer reads sequentially are
+    /// fetched ahead (read-ahead). 0 turns read-ahead off; at most 16. Also the most
+    /// read-ahead fetches one client connection has in flight. Default 2.
+    #[serde(default = "default_read_ahead")]
+    pub read_ahead: u32,
+    /// LL-HLS prefetch: `hinted` requests, as soon as a playlist from the origin passes
+    /// through, the part its `EXT-X-PRELOAD-HINT` names and the parts it lists that are
+    /// not stored yet, so viewers find them in flight or stored; `off` fetches only what
+    /// viewers ask for. Default `off`.
+    #[serde(default)]
+    pub prefetch: Prefetch,
+}
+
+/// What a site fetches before viewers ask (LL-HLS, draft-pantos-hls-rfc8216bis §4.4.5.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Prefetch {
+    /// The preload-hinted part and the listed parts not stored yet.
+    Hinted,
+    /// Nothing: only what viewers request.
+    #[default]
+    Off,
+}
+
+fn default_read_ahead() -> u32 {
+    2
+}
+
+impl Default for SiteConfig {
+    fn default() -> Self {
+        SiteConfig {
+            hosts: Vec::new(),
+            origin_group: String::new(),
+            ignore_query: Vec::new(),
+            drop_query: false,
+            methods: MethodsPolicy::default(),
+            heuristic_freshness: None,
+            store_set_cookie: false,
+            client_cache_control: ClientCacheControl::default(),
+            slice: SliceSize::default(),
+            read_ahead: default_read_ahead(),
+            prefetch: Prefetch::default(),
+        }
+    }
+}
+
+/// `[[site]].slice`: `"off"`, or the size of the slices a large object is cached in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SliceSize(pub Option<ByteSize>);
+
+impl SliceSize {
+    /// The slice size in bytes, `None` when slicing is off.
+    pub fn bytes(self) -> Option<u64> {
+        self.0.map(ByteSize::bytes)
+    }
+}
+
+impl Serialize for SliceSize {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self.0 {
+            None => s.serialize_str("off"),
+            Some(b) => b.serialize(s),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for SliceSize {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = SliceSize;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("\"off\" or a size such as \"2MiB\"")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<SliceSize, E> {
+                if v == "off" {
+                    return Ok(SliceSize(None));
+                }
+                v.parse().map(|b| SliceSize(Some(b))).map_err(E::custom)
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<SliceSize, E> {
+                u64::try_from(v)
+                    .map(|n| SliceSize(Some(ByteSize(n))))
+                    .map_err(|_| E::custom(format!("invalid size {v}: must not be negative")))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<SliceSize, E> {
+                Ok(SliceSize(Some(ByteSize(v))))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// How a site treats the cache directives of viewers' requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ClientCacheControl {
+    /// RFC 9111 §5.2.1 request directives apply.
+    #[default]
+    Honor,
+    /// Request directives are ignored.
+    Ignore,
+}
+
+impl SiteConfig {
+    /// True when the request `Host` value (optionally with `:port`) is one of `hosts`.
+    pub fn matches_host(&self, host: &str) -> bool {
+        let name = strip_port(host);
+        self.hosts.iter().any(|p| host_pattern_matches(p, name))
+    }
+}
+
+/// Removes a trailing `:port` from a Host header value, keeping IPv6 brackets.
+pub fn strip_port(host: &str) -> &str {
+    if host.starts_with('[') {
+        return match host.find(']') {
+            Some(end) => &host[..=end],
+            None => host,
+        };
+    }
+    match host.rsplit_once(':') {
+        Some((name, port)) if port.bytes().all(|b| b.is_ascii_digit()) => name,
+        _ => host,
+    }
+}
+
+/// True when Host name `name` (no port) matches a `[[site]].hosts` entry.
+pub fn host_pattern_matches(pattern: &str, name: &str) -> bool {
+    let name = name.strip_suffix('.').unwrap_or(name);
+    match pattern.strip_prefix("*.") {
+        Some(domain) => {
+            name.len() > domain.len() + 1
+                && name.as_bytes()[name.len() - domain.len() - 1] == b'.'
+                && name[name.len() - domain.len()..].eq_ignore_ascii_case(domain)
+        }
+        None => pattern.eq_ignore_ascii_case(name),
+    }
+}
