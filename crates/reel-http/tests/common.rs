@@ -25,12 +25,12 @@ use tokio::sync::{oneshot, watch};
 
 /// Content of the test file: byte `i` is `(i * 7 + i / 251) % 256`, so offsets matter.
 /// Built once per test binary.
-pub fn file_data() -> &'static [u8] {
+pub(crate) fn file_data() -> &'static [u8] {
     static DATA: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
     DATA.get_or_init(|| (0..FILE_LEN).map(|i| ((i * 7 + i / 251) % 256) as u8).collect())
 }
 
-pub struct FileSlice {
+pub(crate) struct FileSlice {
     file: Rc<File>,
     off: u64,
     len: u64,
@@ -49,7 +49,7 @@ impl FileRange for FileSlice {
 }
 
 /// A file slice that counts the reads it had to do for bytes not in the page cache.
-pub struct CountingSlice {
+pub(crate) struct CountingSlice {
     inner: FileSlice,
     cold_reads: Rc<Cell<u64>>,
 }
@@ -100,7 +100,7 @@ impl BodyStream for ScriptStream {
     }
 }
 
-pub struct TestHandler {
+pub(crate) struct TestHandler {
     file: Rc<File>,
     file_len: u64,
     /// Answers `false` to [`Handler::keep_alive`] once set.
@@ -214,9 +214,9 @@ impl Handler for TestHandler {
 }
 
 /// Total bytes of the served test file.
-pub const FILE_LEN: u64 = 24 * 1024 * 1024;
+pub(crate) const FILE_LEN: u64 = 24 * 1024 * 1024;
 
-pub struct Server {
+pub(crate) struct Server {
     pub addr: SocketAddr,
     /// The CA of a TLS server's certificate (for `test.example`).
     pub ca: Option<Arc<TestCa>>,
@@ -228,25 +228,25 @@ pub struct Server {
 }
 
 impl Server {
-    pub fn start() -> Server {
+    pub(crate) fn start() -> Server {
         Server::with_limits(Limits::default())
     }
 
-    pub fn with_limits(limits: Limits) -> Server {
+    pub(crate) fn with_limits(limits: Limits) -> Server {
         Server::spawn(limits, false, None)
     }
 
     /// A server speaking HTTPS/1.1 (TLS 1.3, certificate for `test.example`).
-    pub fn start_tls() -> Server {
+    pub(crate) fn start_tls() -> Server {
         Server::spawn(Limits::default(), true, None)
     }
 
-    pub fn with_limits_tls(limits: Limits) -> Server {
+    pub(crate) fn with_limits_tls(limits: Limits) -> Server {
         Server::spawn(limits, true, None)
     }
 
     /// A TLS server offering `h2` then `http/1.1` by ALPN.
-    pub fn start_h2(limits: Limits, h2: H2Settings) -> Server {
+    pub(crate) fn start_h2(limits: Limits, h2: H2Settings) -> Server {
         Server::spawn(limits, true, Some(h2))
     }
 
@@ -324,24 +324,24 @@ impl Server {
     }
 
     /// A client over TCP, or over TLS for a TLS server.
-    pub fn connect(&self) -> Client {
+    pub(crate) fn connect(&self) -> Client {
         match &self.ca {
             None => Client::connect(self.addr),
             Some(ca) => Client::connect_tls(self.addr, ca),
         }
     }
 
-    pub fn drain(&self) {
+    pub(crate) fn drain(&self) {
         self.drain.send_replace(true);
     }
 
     /// From now on the handler asks for every response to close its connection.
-    pub fn close_after_responses(&self) {
+    pub(crate) fn close_after_responses(&self) {
         self.closing.store(true, Ordering::SeqCst);
     }
 
     /// Next finished connection's outcome (generous timeout: the machine is loaded).
-    pub fn outcome(&self) -> ConnOutcome {
+    pub(crate) fn outcome(&self) -> ConnOutcome {
         self.outcomes.recv_timeout(Duration::from_secs(20)).expect("connection outcome")
     }
 }
@@ -358,30 +358,30 @@ impl Drop for Server {
 }
 
 #[derive(Debug)]
-pub struct Resp {
+pub(crate) struct Resp {
     pub status: u16,
     pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
 }
 
 impl Resp {
-    pub fn header(&self, name: &str) -> Option<&str> {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
         self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
     }
-    pub fn closes(&self) -> bool {
+    pub(crate) fn closes(&self) -> bool {
         self.header("connection") == Some("close")
     }
 }
 
 /// The client's side of the connection: TCP, or TLS over a TCP socket that keeps a copy
 /// of the raw bytes it received (to look at the TLS records).
-pub enum ClientStream {
+pub(crate) enum ClientStream {
     Tcp(TcpStream),
     Tls(Box<rustls::StreamOwned<rustls::ClientConnection, Tee>>),
 }
 
 /// A TCP socket that records what it reads.
-pub struct Tee {
+pub(crate) struct Tee {
     pub tcp: TcpStream,
     pub seen: Arc<Mutex<Vec<u8>>>,
 }
@@ -404,7 +404,7 @@ impl Write for Tee {
 }
 
 impl ClientStream {
-    pub fn tcp(&self) -> &TcpStream {
+    pub(crate) fn tcp(&self) -> &TcpStream {
         match self {
             ClientStream::Tcp(s) => s,
             ClientStream::Tls(s) => &s.sock.tcp,
@@ -440,7 +440,7 @@ impl Write for ClientStream {
     }
 }
 
-pub struct Client {
+pub(crate) struct Client {
     pub stream: ClientStream,
     buf: Vec<u8>,
     /// Raw bytes received (TLS clients only).
@@ -448,14 +448,14 @@ pub struct Client {
 }
 
 impl Client {
-    pub fn connect(addr: SocketAddr) -> Client {
+    pub(crate) fn connect(addr: SocketAddr) -> Client {
         let stream = TcpStream::connect(addr).unwrap();
         stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
         stream.set_nodelay(true).unwrap();
         Client { stream: ClientStream::Tcp(stream), buf: Vec::new(), seen: Arc::default() }
     }
 
-    pub fn connect_tls(addr: SocketAddr, ca: &TestCa) -> Client {
+    pub(crate) fn connect_tls(addr: SocketAddr, ca: &TestCa) -> Client {
         let tcp = TcpStream::connect(addr).unwrap();
         tcp.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
         tcp.set_nodelay(true).unwrap();
@@ -467,7 +467,7 @@ impl Client {
         Client { stream, buf: Vec::new(), seen }
     }
 
-    pub fn send(&mut self, raw: &[u8]) {
+    pub(crate) fn send(&mut self, raw: &[u8]) {
         self.stream.write_all(raw).unwrap();
     }
 
@@ -496,7 +496,7 @@ impl Client {
     }
 
     /// Reads one response; `head` means it answers a HEAD request (no body).
-    pub fn response(&mut self, head: bool) -> Resp {
+    pub(crate) fn response(&mut self, head: bool) -> Resp {
         let (status, headers, n) = loop {
             let mut hs = [httparse::EMPTY_HEADER; 64];
             let mut r = httparse::Response::new(&mut hs);
@@ -545,7 +545,7 @@ impl Client {
 
     /// Reads everything until EOF (buffered bytes included). A reset after the data
     /// counts as EOF.
-    pub fn read_to_eof(&mut self) -> Vec<u8> {
+    pub(crate) fn read_to_eof(&mut self) -> Vec<u8> {
         let mut out = std::mem::take(&mut self.buf);
         let mut tmp = [0u8; 65536];
         loop {
@@ -560,12 +560,12 @@ impl Client {
 
     /// Asserts the server closes the connection without sending anything more, then
     /// closes the client side (so the server stops lingering).
-    pub fn assert_closed(mut self) {
+    pub(crate) fn assert_closed(mut self) {
         let rest = self.read_to_eof();
         assert!(rest.is_empty(), "unexpected bytes: {:?}", String::from_utf8_lossy(&rest));
     }
 }
 
-pub fn get(path: &str) -> Vec<u8> {
+pub(crate) fn get(path: &str) -> Vec<u8> {
     format!("GET {path} HTTP/1.1\r\nHost: test\r\n\r\n").into_bytes()
 }

@@ -74,7 +74,7 @@ pub(crate) struct VolumeHeader {
 
 impl VolumeHeader {
     /// Encodes into a full header block.
-    pub fn encode(&self) -> Vec<u8> {
+    pub(crate) fn encode(&self) -> Vec<u8> {
         let mut b = vec![0u8; VOLUME_HEADER_LEN as usize];
         b[0..8].copy_from_slice(VOLUME_MAGIC);
         b[8..10].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
@@ -87,7 +87,7 @@ impl VolumeHeader {
     }
 
     /// Decodes a header block; `None` if it is not a valid version-1 header.
-    pub fn decode(b: &[u8]) -> Option<VolumeHeader> {
+    pub(crate) fn decode(b: &[u8]) -> Option<VolumeHeader> {
         if b.len() < 36 || &b[0..8] != VOLUME_MAGIC || u16_at(b, 8) != FORMAT_VERSION {
             return None;
         }
@@ -114,12 +114,12 @@ pub(crate) struct RecordHeader {
 
 impl RecordHeader {
     /// Length of header plus key plus metadata.
-    pub fn header_len(&self) -> u64 {
+    pub(crate) fn header_len(&self) -> u64 {
         RECORD_FIXED_LEN as u64 + u64::from(self.key_len) + u64::from(self.meta_len)
     }
 
     /// Offset of the body relative to the record start: 4 KiB-aligned for objects.
-    pub fn body_rel(&self) -> u64 {
+    pub(crate) fn body_rel(&self) -> u64 {
         body_rel(self.kind, self.header_len())
     }
 }

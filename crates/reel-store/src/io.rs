@@ -43,7 +43,7 @@ pub(crate) struct Io {
 
 impl Io {
     /// Resolves `mode` (the `REEL_STORE_IO` environment variable wins) and logs the choice.
-    pub fn new(mode: IoMode) -> io::Result<Io> {
+    pub(crate) fn new(mode: IoMode) -> io::Result<Io> {
         let env = std::env::var("REEL_STORE_IO").ok();
         let mode = match env.as_deref() {
             Some("threads") => IoMode::Threads,
@@ -69,12 +69,12 @@ impl Io {
     }
 
     /// Whether this store uses io_uring (per worker thread) for reads and writes.
-    pub fn is_uring(&self) -> bool {
+    pub(crate) fn is_uring(&self) -> bool {
         self.uring
     }
 
     /// Reads up to `buf.len()` bytes at `off`; returns the count and the buffer.
-    pub async fn read_at(
+    pub(crate) async fn read_at(
         &self,
         file: &Arc<File>,
         buf: Vec<u8>,
@@ -97,7 +97,7 @@ impl Io {
     }
 
     /// Writes `buf` at `off` (possibly partially); returns the count and the buffer.
-    pub async fn write_at(
+    pub(crate) async fn write_at(
         &self,
         file: &Arc<File>,
         buf: Bytes,
@@ -120,7 +120,7 @@ impl Io {
 
     /// Reads exactly `len` bytes at `off`. Short reads are retried; end of file before
     /// `len` bytes is reported as `UnexpectedEof`, never returned as data.
-    pub async fn read_exact_at(
+    pub(crate) async fn read_exact_at(
         &self,
         file: &Arc<File>,
         len: usize,
@@ -146,7 +146,7 @@ impl Io {
     }
 
     /// Writes all of `buf` at `off`, retrying short writes.
-    pub async fn write_all_at(
+    pub(crate) async fn write_all_at(
         &self,
         file: &Arc<File>,
         mut buf: Bytes,
@@ -354,7 +354,7 @@ impl Pool {
     }
 
     /// Runs `f` on a pool thread without waiting for it.
-    pub fn spawn(&self, f: impl FnOnce() + Send + 'static) -> bool {
+    pub(crate) fn spawn(&self, f: impl FnOnce() + Send + 'static) -> bool {
         self.tx.lock().ok().is_some_and(|tx| tx.send(Box::new(f)).is_ok())
     }
 

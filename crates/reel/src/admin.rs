@@ -36,7 +36,7 @@ use tracing::{info, warn};
 use crate::shared::Shared;
 
 /// A running admin listener.
-pub struct Admin {
+pub(crate) struct Admin {
     addr: SocketAddr,
     stop: watch::Sender<bool>,
     thread: Option<JoinHandle<()>>,
@@ -46,22 +46,22 @@ pub struct Admin {
 
 impl Admin {
     /// The bound address.
-    pub fn local_addr(&self) -> SocketAddr {
+    pub(crate) fn local_addr(&self) -> SocketAddr {
         self.addr
     }
 
     /// A duplicate of the listening socket (for a binary upgrade).
-    pub fn listener_fd(&self) -> std::io::Result<std::os::fd::OwnedFd> {
+    pub(crate) fn listener_fd(&self) -> std::io::Result<std::os::fd::OwnedFd> {
         self.listener.try_clone().map(Into::into)
     }
 
     /// Stops accepting (connections in flight are dropped); see [`Admin::stop`].
-    pub fn stop_accepting(&self) {
+    pub(crate) fn stop_accepting(&self) {
         let _ = self.stop.send(true);
     }
 
     /// Stops accepting and waits for the thread.
-    pub fn stop(mut self) {
+    pub(crate) fn stop(mut self) {
         let _ = self.stop.send(true);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
@@ -71,7 +71,7 @@ impl Admin {
 
 /// Binds the admin address (or takes `inherited`, a socket the process took over) and
 /// serves it on a new thread.
-pub fn start(
+pub(crate) fn start(
     shared: Arc<Shared>,
     inherited: Option<std::net::TcpListener>,
 ) -> anyhow::Result<Admin> {

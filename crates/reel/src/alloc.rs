@@ -20,12 +20,12 @@ use libmimalloc_sys::{mi_option_set, mi_option_t};
 
 /// `mi_option_purge_decommits` in mimalloc's `mi_option_e` (the same index in v2 and v3;
 /// the Rust bindings do not name it).
-pub const MI_OPTION_PURGE_DECOMMITS: mi_option_t = 5;
+pub(crate) const MI_OPTION_PURGE_DECOMMITS: mi_option_t = 5;
 /// `mi_option_purge_delay` in mimalloc's `mi_option_e` (v2 and v3).
-pub const MI_OPTION_PURGE_DELAY: mi_option_t = 15;
+pub(crate) const MI_OPTION_PURGE_DELAY: mi_option_t = 15;
 
 /// Applies reel's allocator options unless the environment already sets them.
-pub fn configure() {
+pub(crate) fn configure() {
     set_unless_env("MIMALLOC_PURGE_DELAY", MI_OPTION_PURGE_DELAY, -1);
     set_unless_env("MIMALLOC_PURGE_DECOMMITS", MI_OPTION_PURGE_DECOMMITS, 0);
 }

@@ -9,7 +9,7 @@ use crate::EX_USAGE;
 /// own rules, the file must not ask for a part this binary was built without, nor name an
 /// environment variable that is not set (as `serve` and reloads refuse both), and the
 /// certificates it names must load.
-pub fn run(path: &Path) -> ExitCode {
+pub(crate) fn run(path: &Path) -> ExitCode {
     let problems: Vec<String> = match reel_config::load_and_validate(path) {
         Ok(cfg) => {
             let mut found: Vec<String> =

@@ -9,21 +9,21 @@ use anyhow::Context;
 use reel_config::Config;
 
 /// A running demo origin and a duplicate of its listening socket (for a successor).
-pub struct Demo {
+pub(crate) struct Demo {
     _origin: reel_demo_origin::DemoOrigin,
     listener: TcpListener,
 }
 
 impl Demo {
     /// A duplicate of the listening socket.
-    pub fn listener_fd(&self) -> std::io::Result<OwnedFd> {
+    pub(crate) fn listener_fd(&self) -> std::io::Result<OwnedFd> {
         self.listener.try_clone().map(OwnedFd::from)
     }
 }
 
 /// Starts the demo origin when the config enables it, on `inherited` when the process
 /// took over its socket; it runs until the value is dropped.
-pub fn start(cfg: &Config, inherited: Option<TcpListener>) -> anyhow::Result<Option<Demo>> {
+pub(crate) fn start(cfg: &Config, inherited: Option<TcpListener>) -> anyhow::Result<Option<Demo>> {
     if !cfg.demo_origin.enabled {
         return Ok(None);
     }

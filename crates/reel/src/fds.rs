@@ -7,7 +7,7 @@ use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
 
 /// The descriptor limit and what the process held before serving.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FdBudget {
+pub(crate) struct FdBudget {
     /// The soft `RLIMIT_NOFILE` (after raising it).
     pub limit: u64,
     /// Descriptors open when the budget was taken (store volumes, logs, rings...).
@@ -16,7 +16,7 @@ pub struct FdBudget {
 
 impl FdBudget {
     /// Raises the soft limit to the hard one and counts the open descriptors.
-    pub fn take() -> FdBudget {
+    pub(crate) fn take() -> FdBudget {
         let cur = getrlimit(Resource::Nofile);
         if let (Some(soft), max) = (cur.current, cur.maximum)
             && max.is_none_or(|m| m > soft)
@@ -33,7 +33,7 @@ impl FdBudget {
     }
 
     /// Client connections the process may hold with `reserved` descriptors kept free.
-    pub fn max_connections(&self, reserved: u32) -> Result<usize, String> {
+    pub(crate) fn max_connections(&self, reserved: u32) -> Result<usize, String> {
         let left = self.limit.saturating_sub(self.base).saturating_sub(u64::from(reserved));
         if left == 0 {
             return Err(format!(

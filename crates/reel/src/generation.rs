@@ -14,7 +14,7 @@ use reel_origin::Origins;
 use crate::options;
 
 /// One generation of reloadable state.
-pub struct Live {
+pub(crate) struct Live {
     /// Generation number, 1 at start-up, +1 per successful reload.
     pub generation: u64,
     /// The config it was built from.
@@ -39,7 +39,7 @@ pub struct Live {
 
 /// Why a generation could not be built.
 #[derive(Debug, thiserror::Error)]
-pub enum GenerationError {
+pub(crate) enum GenerationError {
     /// The origin groups were rejected.
     #[error("origin groups: {0}")]
     Origins(#[from] reel_origin::SpecError),
@@ -64,7 +64,7 @@ impl Live {
     /// Builds generation `generation` from `cfg` and its TLS state `tls` (built first, see
     /// [`crate::tls::TlsState::build`]); `prev` is the running generation, whose origin
     /// groups and access log are kept when their config is unchanged.
-    pub fn build(
+    pub(crate) fn build(
         cfg: Config,
         generation: u64,
         origin_flag: Option<&OriginFlag>,

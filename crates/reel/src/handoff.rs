@@ -27,17 +27,17 @@ use rustix::net::{
 use serde::{Deserialize, Serialize};
 
 /// The environment variable naming the successor's end of the channel.
-pub const ENV_FD: &str = "REEL_UPGRADE_FD";
+pub(crate) const ENV_FD: &str = "REEL_UPGRADE_FD";
 
 /// Largest message; more than any exchange needs.
 const MAX_MSG: usize = 64 * 1024;
 /// Descriptors per packet (the kernel's SCM_MAX_FD is 253).
-pub const FDS_PER_MSG: usize = 200;
+pub(crate) const FDS_PER_MSG: usize = 200;
 
 /// What a socket handed over is for.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", content = "name", rename_all = "snake_case")]
-pub enum SocketRole {
+pub(crate) enum SocketRole {
     /// One socket of the data listener with this name (a listener has one per worker).
     Data(String),
     /// The admin listener.
@@ -49,7 +49,7 @@ pub enum SocketRole {
 /// One message of the exchange.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "t", rename_all = "snake_case")]
-pub enum Msg {
+pub(crate) enum Msg {
     /// The descriptors that come with this packet, in order.
     Sockets {
         /// Role of each descriptor.
@@ -78,26 +78,26 @@ pub enum Msg {
 
 /// One end of the channel.
 #[derive(Debug)]
-pub struct Channel {
+pub(crate) struct Channel {
     fd: OwnedFd,
 }
 
 impl Channel {
     /// A connected pair: (ours, theirs). Both are close-on-exec; the caller clears the
     /// flag on the end it passes to a child.
-    pub fn pair() -> io::Result<(Channel, OwnedFd)> {
+    pub(crate) fn pair() -> io::Result<(Channel, OwnedFd)> {
         let (a, b) =
             socketpair(AddressFamily::UNIX, SocketType::SEQPACKET, SocketFlags::CLOEXEC, None)?;
         Ok((Channel { fd: a }, b))
     }
 
     /// Wraps an inherited end.
-    pub fn from_fd(fd: OwnedFd) -> Channel {
+    pub(crate) fn from_fd(fd: OwnedFd) -> Channel {
         Channel { fd }
     }
 
     /// Sends `msg` with `fds` attached.
-    pub fn send(&self, msg: &Msg, fds: &[BorrowedFd<'_>]) -> io::Result<()> {
+    pub(crate) fn send(&self, msg: &Msg, fds: &[BorrowedFd<'_>]) -> io::Result<()> {
         let body = serde_json::to_vec(msg).map_err(io::Error::other)?;
         let mut space = vec![MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(fds.len()))];
         let mut control = SendAncillaryBuffer::new(&mut space);
@@ -113,7 +113,10 @@ impl Channel {
 
     /// Waits up to `timeout` (forever with `None`) for the next message. `Ok(None)` is
     /// end-of-file: the other process closed its end or exited.
-    pub fn recv(&self, timeout: Option<Duration>) -> io::Result<Option<(Msg, Vec<OwnedFd>)>> {
+    pub(crate) fn recv(
+        &self,
+        timeout: Option<Duration>,
+    ) -> io::Result<Option<(Msg, Vec<OwnedFd>)>> {
         if !self.readable(timeout)? {
             return Err(io::Error::new(io::ErrorKind::TimedOut, "no message in time"));
         }

@@ -21,7 +21,7 @@ const SOCKETS_WAIT: Duration = Duration::from_secs(30);
 
 /// What the process inherited.
 #[derive(Default)]
-pub struct Inherited {
+pub(crate) struct Inherited {
     /// Data listener sockets, by listener name.
     pub data: reel_runtime::Inherited,
     /// The admin listener.
@@ -33,7 +33,7 @@ pub struct Inherited {
 }
 
 /// The running process this one replaces.
-pub struct Predecessor {
+pub(crate) struct Predecessor {
     channel: Channel,
     /// Its process id.
     pub pid: u32,
@@ -42,7 +42,7 @@ pub struct Predecessor {
 impl Inherited {
     /// Collects inherited sockets: a predecessor's if `REEL_UPGRADE_FD` is set, else
     /// systemd's if `LISTEN_FDS` is meant for this process, else none.
-    pub fn collect(cfg: &Config) -> anyhow::Result<Inherited> {
+    pub(crate) fn collect(cfg: &Config) -> anyhow::Result<Inherited> {
         if let Some(v) = std::env::var_os(ENV_FD) {
             let fd = v
                 .to_str()
@@ -129,7 +129,7 @@ fn from_predecessor(channel: Channel) -> anyhow::Result<Inherited> {
 impl Predecessor {
     /// Asks the predecessor to stop writing the store and waits until it has (its fills
     /// under way finish first). If it is gone already, the store is free too.
-    pub fn want_store(&self, wait: Duration) -> anyhow::Result<()> {
+    pub(crate) fn want_store(&self, wait: Duration) -> anyhow::Result<()> {
         self.channel.send(&Msg::WantStore, &[]).context("upgrade channel")?;
         match self.channel.recv(Some(wait)).context("waiting for the store")? {
             Some((Msg::StoreReleased, _)) | None => Ok(()),
@@ -142,7 +142,7 @@ impl Predecessor {
 
     /// Tells the predecessor this process serves; `on_exit` runs (on a thread of its own)
     /// once the predecessor has exited.
-    pub fn serving(self, on_exit: impl FnOnce() + Send + 'static) -> anyhow::Result<()> {
+    pub(crate) fn serving(self, on_exit: impl FnOnce() + Send + 'static) -> anyhow::Result<()> {
         let pid = std::process::id();
         self.channel.send(&Msg::Serving { pid }, &[]).context("upgrade channel")?;
         let old = self.pid;

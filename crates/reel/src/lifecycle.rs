@@ -34,7 +34,7 @@ use crate::shared::Shared;
 use crate::upgrade::{self, Event};
 
 /// The signals the control loop handles.
-pub struct Signals {
+pub(crate) struct Signals {
     /// Reload.
     pub hup: Signal,
     /// Reopen the access log.
@@ -48,7 +48,7 @@ pub struct Signals {
 }
 
 /// What the control loop runs and stops.
-pub struct Process {
+pub(crate) struct Process {
     /// The shared state.
     pub shared: Arc<Shared>,
     /// The workers.
@@ -68,7 +68,7 @@ enum Stop {
 }
 
 /// Runs the control loop until the process stops; returns the exit status.
-pub async fn run(p: Process, mut sig: Signals) -> ExitCode {
+pub(crate) async fn run(p: Process, mut sig: Signals) -> ExitCode {
     let shared = p.shared.clone();
     let mut reload_requests = shared.take_reload_requests();
     let (events_tx, mut events) = mpsc::unbounded_channel();

@@ -18,7 +18,7 @@ static SET_FILTER: OnceLock<SetFilter> = OnceLock::new();
 
 /// Installs the global subscriber. `RUST_LOG`, when set, overrides `log.level` (also across
 /// reloads).
-pub fn init(cfg: &LogConfig) {
+pub(crate) fn init(cfg: &LogConfig) {
     let from_env = std::env::var("RUST_LOG").ok().and_then(|v| EnvFilter::try_new(v).ok());
     let env_rules = from_env.is_some();
     let filter = from_env
@@ -47,7 +47,7 @@ pub fn init(cfg: &LogConfig) {
 
 /// Applies a reloaded `log.level`. Returns an error for a directive the filter rejects
 /// (validation already accepted it, so this is unexpected) or a failed swap.
-pub fn set_level(level: &str) -> Result<(), String> {
+pub(crate) fn set_level(level: &str) -> Result<(), String> {
     let Some(set) = SET_FILTER.get() else { return Ok(()) };
     let f = EnvFilter::try_new(level).map_err(|e| format!("log.level {level:?}: {e}"))?;
     set(f)

@@ -11,10 +11,10 @@ use reel_runtime::{CorePlan, CoreSpec, CpuSelect, ListenerSpec, RuntimeOptions};
 use crate::fds::FdBudget;
 
 /// Name of the origin group that `--origin` creates.
-pub const FLAG_GROUP: &str = "--origin";
+pub(crate) const FLAG_GROUP: &str = "--origin";
 
 /// `[store]`.
-pub fn store(cfg: &Config) -> reel_store::StoreConfig {
+pub(crate) fn store(cfg: &Config) -> reel_store::StoreConfig {
     reel_store::StoreConfig {
         path: cfg.store.path.clone(),
         size: cfg.store.size.bytes(),
@@ -28,7 +28,7 @@ pub fn store(cfg: &Config) -> reel_store::StoreConfig {
 }
 
 /// `[http]`: the codec's limits.
-pub fn http_limits(cfg: &Config) -> reel_http::Limits {
+pub(crate) fn http_limits(cfg: &Config) -> reel_http::Limits {
     let h = &cfg.http;
     reel_http::Limits {
         max_request_line: h.max_request_line.bytes() as usize,
@@ -42,7 +42,7 @@ pub fn http_limits(cfg: &Config) -> reel_http::Limits {
 }
 
 /// `[http]` `h2_*`: HTTP/2 settings and defences.
-pub fn h2_settings(cfg: &Config) -> reel_http::H2Settings {
+pub(crate) fn h2_settings(cfg: &Config) -> reel_http::H2Settings {
     let h = &cfg.http;
     // Validation bounds the windows to 2^31-1 and the buffers to what a config can name.
     let window = |b: reel_config::ByteSize| u32::try_from(b.bytes()).unwrap_or(u32::MAX >> 1);
@@ -58,7 +58,7 @@ pub fn h2_settings(cfg: &Config) -> reel_http::H2Settings {
 }
 
 /// `[cores]`: what the core planner is asked for.
-pub fn core_spec(cfg: &Config) -> CoreSpec {
+pub(crate) fn core_spec(cfg: &Config) -> CoreSpec {
     let sel = |s: &CpuSet| match s {
         CpuSet::Auto => CpuSelect::Auto,
         CpuSet::List(v) => CpuSelect::List(v.clone()),
@@ -72,7 +72,7 @@ pub fn core_spec(cfg: &Config) -> CoreSpec {
 
 /// The connection limits of `[http]`: per worker, per client address, and for the whole
 /// process the descriptor budget `fds` leaves after `reserved_fds`.
-pub fn connection_limits(cfg: &Config, fds: &FdBudget) -> Result<ConnectionLimits, String> {
+pub(crate) fn connection_limits(cfg: &Config, fds: &FdBudget) -> Result<ConnectionLimits, String> {
     Ok(ConnectionLimits {
         per_worker: cfg.http.max_connections_per_worker as usize,
         per_client: cfg.http.max_connections_per_client as usize,
@@ -84,7 +84,7 @@ pub fn connection_limits(cfg: &Config, fds: &FdBudget) -> Result<ConnectionLimit
 
 /// Connection limits as the runtime takes them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ConnectionLimits {
+pub(crate) struct ConnectionLimits {
     /// `http.max_connections_per_worker`.
     pub per_worker: usize,
     /// `http.max_connections_per_client` (0 = none).
@@ -96,7 +96,7 @@ pub struct ConnectionLimits {
 }
 
 /// `[cores]` steering and the connection limits, for the planned cores.
-pub fn runtime(cfg: &Config, plan: &CorePlan, limits: ConnectionLimits) -> RuntimeOptions {
+pub(crate) fn runtime(cfg: &Config, plan: &CorePlan, limits: ConnectionLimits) -> RuntimeOptions {
     RuntimeOptions {
         max_connections_per_worker: limits.per_worker,
         max_connections_per_client: limits.per_client,
@@ -112,7 +112,7 @@ pub fn runtime(cfg: &Config, plan: &CorePlan, limits: ConnectionLimits) -> Runti
 }
 
 /// `[[listener]]`.
-pub fn listeners(cfg: &Config) -> Vec<ListenerSpec> {
+pub(crate) fn listeners(cfg: &Config) -> Vec<ListenerSpec> {
     cfg.listener
         .iter()
         .map(|l| ListenerSpec {
@@ -124,7 +124,7 @@ pub fn listeners(cfg: &Config) -> Vec<ListenerSpec> {
 }
 
 /// `[health]`: the overload thresholds.
-pub fn thresholds(cfg: &Config) -> reel_ops::health::Thresholds {
+pub(crate) fn thresholds(cfg: &Config) -> reel_ops::health::Thresholds {
     let h = &cfg.health;
     reel_ops::health::Thresholds {
         max_cpu_percent: f64::from(h.max_cpu_percent),
@@ -137,7 +137,7 @@ pub fn thresholds(cfg: &Config) -> reel_ops::health::Thresholds {
 }
 
 /// `access_log.format`.
-pub fn access_log_format(cfg: &Config) -> reel_ops::access_log::Format {
+pub(crate) fn access_log_format(cfg: &Config) -> reel_ops::access_log::Format {
     match cfg.access_log.format {
         AccessLogFormat::Json => reel_ops::access_log::Format::Json,
         AccessLogFormat::Combined => reel_ops::access_log::Format::Combined,
@@ -146,7 +146,7 @@ pub fn access_log_format(cfg: &Config) -> reel_ops::access_log::Format {
 
 /// `[[origin_group]]`; with `--origin`, only the flag's group (it serves every Host, so the
 /// config's groups would only run health checks nobody uses).
-pub fn origin_groups(cfg: &Config, origin_flag: Option<&OriginFlag>) -> Vec<GroupSpec> {
+pub(crate) fn origin_groups(cfg: &Config, origin_flag: Option<&OriginFlag>) -> Vec<GroupSpec> {
     match origin_flag {
         Some(o) => {
             let mut host = HostSpec::new(o.addr.to_string());
@@ -209,7 +209,7 @@ fn group(g: &reel_config::OriginGroupConfig) -> GroupSpec {
 /// `[cache]`, `[[cache.rule]]` and `[[site]]`. With `--origin` every Host comes from
 /// [`FLAG_GROUP`]: each site keeps its key, methods and policy but fetches from the flag's
 /// origin, and a catch-all site takes the Hosts no site claims.
-pub fn cache_settings(cfg: &Config, origin_flag: bool) -> reel_cache::Settings {
+pub(crate) fn cache_settings(cfg: &Config, origin_flag: bool) -> reel_cache::Settings {
     use reel_cache::Site;
     use reel_cache::key::KeyConfig;
     use reel_cache::policy::freshness::PolicyConfig;
@@ -277,14 +277,14 @@ pub fn cache_settings(cfg: &Config, origin_flag: bool) -> reel_cache::Settings {
 }
 
 /// `[server]` `cdn_id`, `max_hops` and `cache_status_name`.
-pub fn node(cfg: &Config) -> reel_cache::Node {
+pub(crate) fn node(cfg: &Config) -> reel_cache::Node {
     let s = &cfg.server;
     reel_cache::Node::new(&s.cdn_id, s.cache_status_name(), s.max_hops)
 }
 
 /// `[demo_origin]`.
 #[cfg(feature = "demo")]
-pub fn demo_origin(cfg: &Config) -> reel_demo_origin::DemoOriginConfig {
+pub(crate) fn demo_origin(cfg: &Config) -> reel_demo_origin::DemoOriginConfig {
     let d = &cfg.demo_origin;
     reel_demo_origin::DemoOriginConfig {
         latency_scale: d.latency_scale,
@@ -298,7 +298,7 @@ pub fn demo_origin(cfg: &Config) -> reel_demo_origin::DemoOriginConfig {
 
 /// The origin given by `--origin`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OriginFlag {
+pub(crate) struct OriginFlag {
     /// Where to connect.
     pub addr: HostPort,
     /// `https://`: TLS verified against the system roots, SNI the host name.
@@ -306,7 +306,7 @@ pub struct OriginFlag {
 }
 
 /// `--origin http://HOST[:PORT]` or `https://HOST[:PORT]` (ports 80 and 443 by default).
-pub fn parse_origin_flag(url: &str) -> Result<OriginFlag, String> {
+pub(crate) fn parse_origin_flag(url: &str) -> Result<OriginFlag, String> {
     let (rest, tls, default_port) =
         match (url.strip_prefix("http://"), url.strip_prefix("https://")) {
             (Some(rest), _) => (rest, false, 80),

@@ -8,7 +8,7 @@ use reel_runtime::plan::{RealSysFs, detect_nic_irqs, plan};
 
 /// Output format of `reel plan`.
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
-pub enum Format {
+pub(crate) enum Format {
     /// A human-readable table.
     Text,
     /// Shell assignments (`NICS`, `IRQ_CPUS`, `WORKER_CPUS`, `NIC_IRQS`) for reel-irq.sh.
@@ -16,7 +16,7 @@ pub enum Format {
 }
 
 /// Runs `reel plan`.
-pub fn run(path: &Path, format: Format) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(path: &Path, format: Format) -> anyhow::Result<ExitCode> {
     let cfg = match reel_config::load_and_validate(path) {
         Ok(c) => c,
         Err(e) => {

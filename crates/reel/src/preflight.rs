@@ -7,7 +7,7 @@ use reel_config::{Config, ConfigProblem};
 
 /// A config this process cannot run.
 #[derive(Debug, thiserror::Error)]
-pub enum PreflightError {
+pub(crate) enum PreflightError {
     /// The config asks for a part this binary was built without.
     #[error("{0}")]
     NotBuiltIn(ConfigProblem),
@@ -19,7 +19,7 @@ pub enum PreflightError {
 
 /// Parts of the config that need a cargo feature this binary lacks. With `--origin`
 /// (`origin_flag`) the demo origin is not started, so it needs no feature.
-pub fn check_build(cfg: &Config, origin_flag: bool) -> Result<(), PreflightError> {
+pub(crate) fn check_build(cfg: &Config, origin_flag: bool) -> Result<(), PreflightError> {
     if cfg.demo_origin.enabled && !origin_flag && !cfg!(feature = "demo") {
         return Err(PreflightError::NotBuiltIn(cfg.problem(
             "demo_origin.enabled",
@@ -31,7 +31,7 @@ pub fn check_build(cfg: &Config, origin_flag: bool) -> Result<(), PreflightError
 }
 
 /// Environment variables the config names.
-pub fn check_environment(cfg: &Config) -> Result<(), PreflightError> {
+pub(crate) fn check_environment(cfg: &Config) -> Result<(), PreflightError> {
     if !cfg.admin.token_env.is_empty() && cfg.admin.resolved_token().is_none() {
         return Err(PreflightError::TokenEnvUnset(cfg.problem(
             "admin.token_env",
@@ -46,7 +46,7 @@ pub fn check_environment(cfg: &Config) -> Result<(), PreflightError> {
 }
 
 /// Every preflight problem of `cfg` (`origin_flag`: see [`check_build`]).
-pub fn problems(cfg: &Config, origin_flag: bool) -> Vec<PreflightError> {
+pub(crate) fn problems(cfg: &Config, origin_flag: bool) -> Vec<PreflightError> {
     [check_build(cfg, origin_flag), check_environment(cfg)]
         .into_iter()
         .filter_map(Result::err)

@@ -36,7 +36,7 @@ impl Handler for Refuse {
 }
 
 /// The JSON body of a refusal: the shape of a `/healthz` answer, status `overloaded`.
-pub fn body(why: Refusal) -> Bytes {
+pub(crate) fn body(why: Refusal) -> Bytes {
     let reason = match why {
         Refusal::Worker => "connection limit: http.max_connections_per_worker",
         Refusal::Client => "connection limit: http.max_connections_per_client",
@@ -46,7 +46,7 @@ pub fn body(why: Refusal) -> Bytes {
 }
 
 /// Answers the refused connection's request (whatever its path) and closes it.
-pub async fn answer(stream: TcpStream, peer: SocketAddr, why: Refusal) {
+pub(crate) async fn answer(stream: TcpStream, peer: SocketAddr, why: Refusal) {
     let limits = reel_http::Limits {
         header_timeout: HEAD_WAIT,
         idle_timeout: HEAD_WAIT,

@@ -20,7 +20,7 @@ use crate::shared::Shared;
 
 /// The outcome of the last reload, shown in `/status`.
 #[derive(Debug, Clone, Serialize, Default)]
-pub struct ReloadStatus {
+pub(crate) struct ReloadStatus {
     /// Reloads attempted.
     pub attempts: u64,
     /// Reloads that failed.
@@ -37,7 +37,7 @@ pub struct ReloadStatus {
 
 /// Why a reload changed nothing (or, for listeners, only part of what it meant to).
 #[derive(Debug, thiserror::Error)]
-pub enum ReloadError {
+pub(crate) enum ReloadError {
     /// The file is unreadable or invalid (every problem, one per line).
     #[error("{0}")]
     Config(#[from] ConfigErrors),
@@ -70,7 +70,7 @@ pub enum ReloadError {
 
 /// Re-reads the config file and swaps in a new generation. An invalid file leaves the
 /// running config untouched; the error is logged and kept for `/status`.
-pub fn reload(
+pub(crate) fn reload(
     shared: &Arc<Shared>,
     runtime: &reel_runtime::Runtime,
 ) -> Result<ReloadStatus, ReloadError> {

@@ -28,7 +28,7 @@ use crate::shared::Shared;
 use crate::worker::App;
 
 /// Everything `serve` was asked to do on the command line.
-pub struct ServeArgs {
+pub(crate) struct ServeArgs {
     /// The config file.
     pub config: PathBuf,
     /// `--origin http(s)://HOST:PORT`: serve every Host from this origin.
@@ -36,7 +36,7 @@ pub struct ServeArgs {
 }
 
 /// Runs the server; returns the process exit code.
-pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let cfg = match load(&args.config) {
         Ok(c) => c,
         Err(text) => {

@@ -33,7 +33,7 @@ const ACCESS_LOG_CLOSE: Duration = Duration::from_secs(5);
 
 /// A data listener as bound (the real port when the config says port 0), shown in `/status`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct BoundListener {
+pub(crate) struct BoundListener {
     /// The `[[listener]]` name.
     pub name: String,
     /// The address every worker's socket is bound to.
@@ -41,10 +41,10 @@ pub struct BoundListener {
 }
 
 /// A reload request from the admin listener, answered with the outcome.
-pub type ReloadReply = oneshot::Sender<Result<ReloadStatus, ReloadError>>;
+pub(crate) type ReloadReply = oneshot::Sender<Result<ReloadStatus, ReloadError>>;
 
 /// Process-wide state shared by workers, the admin listener and the control thread.
-pub struct Shared {
+pub(crate) struct Shared {
     pub(crate) live: ArcSwap<Live>,
     /// The config file (reloads re-read it).
     pub config_path: PathBuf,
@@ -80,7 +80,7 @@ pub struct Shared {
 impl Shared {
     /// Builds generation 1 (with the TLS state built from `cfg` with `tickets`) and the
     /// store.
-    pub fn new(
+    pub(crate) fn new(
         cfg: Config,
         config_path: PathBuf,
         origin_flag: Option<OriginFlag>,
@@ -121,61 +121,61 @@ impl Shared {
 
     /// From now on every response tells its keep-alive client to close (idle connections
     /// are left alone until their next request).
-    pub fn set_closing(&self) {
+    pub(crate) fn set_closing(&self) {
         self.closing.store(true, Ordering::SeqCst);
     }
 
     /// Whether responses tell keep-alive clients to close.
-    pub fn closing(&self) -> bool {
+    pub(crate) fn closing(&self) -> bool {
         self.closing.load(Ordering::Relaxed)
     }
 
     /// Changes the upgrade bookkeeping.
-    pub fn update_upgrade(&self, f: impl FnOnce(&mut UpgradeStatus)) {
+    pub(crate) fn update_upgrade(&self, f: impl FnOnce(&mut UpgradeStatus)) {
         if let Ok(mut u) = self.upgrade.lock() {
             f(&mut u);
         }
     }
 
     /// The upgrade bookkeeping, for `/status`.
-    pub fn upgrade_status(&self) -> UpgradeStatus {
+    pub(crate) fn upgrade_status(&self) -> UpgradeStatus {
         self.upgrade.lock().map(|u| u.clone()).unwrap_or_default()
     }
 
     /// The current generation (lock-free).
-    pub fn live(&self) -> arc_swap::Guard<Arc<Live>> {
+    pub(crate) fn live(&self) -> arc_swap::Guard<Arc<Live>> {
         self.live.load()
     }
 
     /// The current generation as an owned `Arc`.
-    pub fn live_full(&self) -> Arc<Live> {
+    pub(crate) fn live_full(&self) -> Arc<Live> {
         self.live.load_full()
     }
 
     /// Records the health state and worker stats once the workers run.
-    pub fn set_health(&self, h: Arc<Health>, stats: Vec<Arc<WorkerStats>>) {
+    pub(crate) fn set_health(&self, h: Arc<Health>, stats: Vec<Arc<WorkerStats>>) {
         let _ = self.health.set(h);
         let _ = self.worker_stats.set(stats);
     }
 
     /// The health state, once the sampler runs.
-    pub fn health(&self) -> Option<&Arc<Health>> {
+    pub(crate) fn health(&self) -> Option<&Arc<Health>> {
         self.health.get()
     }
 
     /// Per-worker runtime stats (open connections ...), once the workers run.
-    pub fn worker_stats(&self) -> &[Arc<WorkerStats>] {
+    pub(crate) fn worker_stats(&self) -> &[Arc<WorkerStats>] {
         self.worker_stats.get().map(|v| v.as_slice()).unwrap_or(&[])
     }
 
     /// Whether the store can serve.
-    pub fn store_ok(&self) -> bool {
+    pub(crate) fn store_ok(&self) -> bool {
         let st = self.store.stats();
         st.volumes > st.quarantined_volumes
     }
 
     /// The receiving end of admin reload requests (taken once by the control thread).
-    pub fn take_reload_requests(&self) -> mpsc::Receiver<ReloadReply> {
+    pub(crate) fn take_reload_requests(&self) -> mpsc::Receiver<ReloadReply> {
         match self.reload_rx.lock().ok().and_then(|mut r| r.take()) {
             Some(rx) => rx,
             None => mpsc::channel(1).1,
@@ -183,26 +183,26 @@ impl Shared {
     }
 
     /// Asks the control thread to reload; waits for the outcome.
-    pub async fn request_reload(&self) -> Result<ReloadStatus, ReloadError> {
+    pub(crate) async fn request_reload(&self) -> Result<ReloadStatus, ReloadError> {
         let (tx, rx) = oneshot::channel();
         self.reload_tx.send(tx).await.map_err(|_| ReloadError::ShuttingDown)?;
         rx.await.map_err(|_| ReloadError::Abandoned)?
     }
 
     /// The last reload's outcome.
-    pub fn reload_status(&self) -> ReloadStatus {
+    pub(crate) fn reload_status(&self) -> ReloadStatus {
         self.reload_status.lock().map(|s| s.clone()).unwrap_or_default()
     }
 
     /// The data listeners as bound, sorted by name.
-    pub fn listeners(&self) -> Vec<BoundListener> {
+    pub(crate) fn listeners(&self) -> Vec<BoundListener> {
         self.listeners.lock().map(|l| l.clone()).unwrap_or_default()
     }
 
     /// Reads the runtime's listeners after start-up or a listener change, logs each new or
     /// moved one as `listening` (with the bound address, which is what a caller of a port-0
     /// config needs) and each removed one as `listener closed`.
-    pub fn record_listeners(&self, runtime: &reel_runtime::Runtime) {
+    pub(crate) fn record_listeners(&self, runtime: &reel_runtime::Runtime) {
         let mut now: Vec<BoundListener> = runtime
             .listeners()
             .into_iter()
@@ -227,7 +227,7 @@ impl Shared {
     }
 
     /// SIGUSR1: the access log writer reopens its file.
-    pub fn reopen_access_log(&self) {
+    pub(crate) fn reopen_access_log(&self) {
         if let Some(l) = &self.live().access_log {
             info!("reopening the access log");
             l.reopen();
@@ -236,7 +236,7 @@ impl Shared {
 
     /// At exit, once the workers are gone (and have handed over their buffers): waits for
     /// the access-log writer to write everything and stop.
-    pub fn close_access_log(&self) {
+    pub(crate) fn close_access_log(&self) {
         if let Some(l) = &self.live().access_log
             && !l.close(ACCESS_LOG_CLOSE)
         {

@@ -28,7 +28,7 @@ use tokio::sync::watch;
 
 /// A problem with a TLS key of the config: the key path and what is wrong.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Problem {
+pub(crate) struct Problem {
     /// Key path, e.g. `listener[1].tls_key`.
     pub key: String,
     /// What is wrong.
@@ -37,7 +37,7 @@ pub struct Problem {
 
 /// The TLS side of one generation.
 #[derive(Default)]
-pub struct TlsState {
+pub(crate) struct TlsState {
     listeners: HashMap<String, Arc<ListenerTls>>,
     /// Every certificate loaded, each once: the listeners' own, then `[[certificate]]`.
     certs: Vec<Arc<LoadedCert>>,
@@ -45,7 +45,7 @@ pub struct TlsState {
 
 /// Names of a `tls_cert = "self-signed"` certificate: the loopback names and every site
 /// host (wildcards included).
-pub fn self_signed_names(cfg: &Config) -> Vec<String> {
+pub(crate) fn self_signed_names(cfg: &Config) -> Vec<String> {
     let mut names: Vec<String> =
         ["localhost", "127.0.0.1", "::1"].iter().map(|s| s.to_string()).collect();
     for site in &cfg.site {
@@ -62,7 +62,7 @@ pub fn self_signed_names(cfg: &Config) -> Vec<String> {
 impl TlsState {
     /// Loads every certificate the config names and builds each TLS listener's
     /// configuration with `tickets`; every problem found is returned.
-    pub fn build(cfg: &Config, tickets: &Tickets) -> Result<TlsState, Vec<Problem>> {
+    pub(crate) fn build(cfg: &Config, tickets: &Tickets) -> Result<TlsState, Vec<Problem>> {
         let mut problems = Vec::new();
         let mut load = |spec: CertSpec| match reel_tls::cert::load(&spec) {
             Ok(c) => Some(Arc::new(c)),
@@ -145,12 +145,12 @@ impl TlsState {
     }
 
     /// The TLS configuration of listener `name`, `None` for a plain listener.
-    pub fn listener(&self, name: &str) -> Option<&Arc<ListenerTls>> {
+    pub(crate) fn listener(&self, name: &str) -> Option<&Arc<ListenerTls>> {
         self.listeners.get(name)
     }
 
     /// Certificates that have expired, are not yet valid, or expire within 30 days.
-    pub fn warnings(&self, now: SystemTime) -> Vec<Problem> {
+    pub(crate) fn warnings(&self, now: SystemTime) -> Vec<Problem> {
         self.certs
             .iter()
             .filter_map(|c| {
@@ -160,7 +160,7 @@ impl TlsState {
     }
 
     /// `/status`: each certificate's names, source and validity, and each TLS listener.
-    pub fn status(&self) -> Value {
+    pub(crate) fn status(&self) -> Value {
         let unix = |t: SystemTime| {
             t.duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0)
         };
@@ -197,7 +197,11 @@ impl TlsState {
     }
 
     /// Prometheus families: certificate expiry per server name, and handshake counts.
-    pub fn render_prometheus(&self, counters: &[Arc<HandshakeCounters>], p: &mut PromWriter) {
+    pub(crate) fn render_prometheus(
+        &self,
+        counters: &[Arc<HandshakeCounters>],
+        p: &mut PromWriter,
+    ) {
         p.family(
             "reel_tls_cert_expiry_timestamp_seconds",
             Kind::Gauge,
@@ -239,7 +243,7 @@ impl TlsState {
 }
 
 /// `file:line:column: key: message` lines for `problems` found in `cfg`.
-pub fn report(cfg: &Config, problems: &[Problem]) -> String {
+pub(crate) fn report(cfg: &Config, problems: &[Problem]) -> String {
     problems
         .iter()
         .map(|p| cfg.problem(&p.key, &p.message).to_string())
@@ -250,7 +254,7 @@ pub fn report(cfg: &Config, problems: &[Problem]) -> String {
 /// Serves one connection accepted on a TLS listener: the handshake (bounded by the head
 /// timeout, counted in `counters`), then HTTP/2 or HTTP/1.1 by ALPN.
 #[allow(clippy::too_many_arguments)]
-pub async fn serve<H: Handler>(
+pub(crate) async fn serve<H: Handler>(
     tls: Arc<ListenerTls>,
     stream: TcpStream,
     peer: SocketAddr,

@@ -25,11 +25,11 @@ use crate::shared::Shared;
 /// How long the successor may take to load its config and ask for the store.
 const START_WAIT: Duration = Duration::from_secs(60);
 /// How long it may take to open the store (rebuilding its index) and start serving.
-pub const SERVE_WAIT: Duration = Duration::from_secs(300);
+pub(crate) const SERVE_WAIT: Duration = Duration::from_secs(300);
 
 /// What became of an upgrade, for the control loop.
 #[derive(Debug)]
-pub enum Event {
+pub(crate) enum Event {
     /// The successor (this pid) accepts on the sockets: stop accepting and drain.
     Serving(u32),
     /// The upgrade failed; this process keeps serving.
@@ -38,7 +38,7 @@ pub enum Event {
 
 /// Upgrades so far, shown in `/status`.
 #[derive(Debug, Clone, Default, Serialize)]
-pub struct UpgradeStatus {
+pub(crate) struct UpgradeStatus {
     /// Upgrades attempted (SIGUSR2).
     pub attempts: u64,
     /// Upgrades that failed.
@@ -58,7 +58,7 @@ pub struct UpgradeStatus {
 }
 
 /// Starts an upgrade on a thread of its own; events arrive on `events`.
-pub fn begin(
+pub(crate) fn begin(
     shared: Arc<Shared>,
     sockets: Vec<(SocketRole, OwnedFd)>,
     fill_wait: Duration,

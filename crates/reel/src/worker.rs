@@ -46,13 +46,13 @@ impl<P: Future, T: Future<Output = ()>> Future for ConnTask<P, T> {
 }
 
 /// One worker's application object.
-pub struct App {
+pub(crate) struct App {
     state: Rc<WorkerState>,
 }
 
 impl App {
     /// Builds the worker's state on its own thread.
-    pub fn new(ctx: &WorkerCtx, shared: &Arc<Shared>) -> App {
+    pub(crate) fn new(ctx: &WorkerCtx, shared: &Arc<Shared>) -> App {
         let metrics = shared
             .metrics
             .get(ctx.index)
@@ -179,7 +179,7 @@ impl Gen {
 }
 
 /// The request handler of one worker.
-pub struct WorkerState {
+pub(crate) struct WorkerState {
     shared: Arc<Shared>,
     metrics: Arc<WorkerMetrics>,
     tls_counters: Arc<reel_tls::HandshakeCounters>,

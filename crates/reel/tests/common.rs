@@ -13,22 +13,22 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 /// The binary under test.
-pub const BIN: &str = env!("CARGO_BIN_EXE_reel");
+pub(crate) const BIN: &str = env!("CARGO_BIN_EXE_reel");
 
 /// How long anything that should happen "soon" may take on a loaded machine.
-pub const PATIENCE: Duration = Duration::from_secs(30);
+pub(crate) const PATIENCE: Duration = Duration::from_secs(30);
 
 /// Reports a test that cannot run on this machine as `SKIPPED <test>: <why>` straight to
 /// standard error: the harness captures `eprintln!` of passing tests, this line it does not,
 /// and `.ci/run` counts them.
-pub fn skip(why: &str) {
+pub(crate) fn skip(why: &str) {
     use std::io::Write as _;
     let test = std::thread::current().name().unwrap_or("?").to_owned();
     let _ = std::io::stderr().write_all(format!("SKIPPED {test}: {why}\n").as_bytes());
 }
 
 /// Polls `f` until it returns `Some`, or panics with `what` after [`PATIENCE`].
-pub fn eventually<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+pub(crate) fn eventually<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
     let deadline = Instant::now() + PATIENCE;
     loop {
         if let Some(v) = f() {
@@ -44,7 +44,7 @@ pub fn eventually<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
 
 /// One object the origin serves.
 #[derive(Clone, Debug)]
-pub struct Object {
+pub(crate) struct Object {
     /// Status code.
     pub status: u16,
     /// Extra response headers.
@@ -61,11 +61,11 @@ pub struct Object {
 
 /// A gate an origin response waits at until the test opens it.
 #[derive(Clone, Debug, Default)]
-pub struct Gate(Arc<(Mutex<bool>, Condvar)>);
+pub(crate) struct Gate(Arc<(Mutex<bool>, Condvar)>);
 
 impl Gate {
     /// Lets every response waiting at the gate (and later ones) go.
-    pub fn open(&self) {
+    pub(crate) fn open(&self) {
         *self.0.0.lock().unwrap() = true;
         self.0.1.notify_all();
     }
@@ -80,7 +80,7 @@ impl Gate {
 
 impl Object {
     /// A 200 with this body and no caching headers.
-    pub fn ok(body: impl Into<Vec<u8>>) -> Object {
+    pub(crate) fn ok(body: impl Into<Vec<u8>>) -> Object {
         Object {
             status: 200,
             headers: Vec::new(),
@@ -92,25 +92,25 @@ impl Object {
     }
 
     /// Sends these raw interim responses first.
-    pub fn interim(mut self, raw: &str) -> Object {
+    pub(crate) fn interim(mut self, raw: &str) -> Object {
         self.interim.extend_from_slice(raw.as_bytes());
         self
     }
 
     /// Holds the final response back until `gate` opens.
-    pub fn gated(mut self, gate: &Gate) -> Object {
+    pub(crate) fn gated(mut self, gate: &Gate) -> Object {
         self.gate = Some(gate.clone());
         self
     }
 
     /// Adds a response header.
-    pub fn header(mut self, name: &str, value: &str) -> Object {
+    pub(crate) fn header(mut self, name: &str, value: &str) -> Object {
         self.headers.push((name.into(), value.into()));
         self
     }
 
     /// Delays the response.
-    pub fn delay(mut self, d: Duration) -> Object {
+    pub(crate) fn delay(mut self, d: Duration) -> Object {
         self.delay = d;
         self
     }
@@ -134,7 +134,7 @@ struct OriginState {
 /// A small HTTP/1.1 origin on 127.0.0.1:0: serves the objects put into it (404 otherwise,
 /// 200 on `/healthz`), answers `If-None-Match` with 304, counts requests per path and
 /// accepted connections.
-pub struct Origin {
+pub(crate) struct Origin {
     /// Where it listens.
     pub addr: SocketAddr,
     state: Arc<Mutex<OriginState>>,
@@ -143,7 +143,7 @@ pub struct Origin {
 
 impl Origin {
     /// Starts an origin whose responses carry `x-origin: NAME`.
-    pub fn start(name: &str) -> Origin {
+    pub(crate) fn start(name: &str) -> Origin {
         let l = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("bind origin");
         let addr = l.local_addr().expect("origin addr");
         let state = Arc::new(Mutex::new(OriginState::default()));
@@ -163,37 +163,37 @@ impl Origin {
     }
 
     /// Connections accepted so far.
-    pub fn connections(&self) -> u64 {
+    pub(crate) fn connections(&self) -> u64 {
         self.accepted.load(Ordering::SeqCst)
     }
 
     /// Serves `obj` at `path` from now on.
-    pub fn put(&self, path: &str, obj: Object) {
+    pub(crate) fn put(&self, path: &str, obj: Object) {
         self.state.lock().unwrap().objects.insert(path.into(), obj);
     }
 
     /// Serves `obj` for every path without an object of its own, from now on.
-    pub fn put_default(&self, obj: Object) {
+    pub(crate) fn put_default(&self, obj: Object) {
         self.state.lock().unwrap().default = Some(obj);
     }
 
     /// Requests received so far, per path.
-    pub fn all_hits(&self) -> HashMap<String, u64> {
+    pub(crate) fn all_hits(&self) -> HashMap<String, u64> {
         self.state.lock().unwrap().hits.clone()
     }
 
     /// The `CDN-Loop` of the last request for `path` (field lines joined by ", ").
-    pub fn cdn_loop(&self, path: &str) -> Option<String> {
+    pub(crate) fn cdn_loop(&self, path: &str) -> Option<String> {
         self.state.lock().unwrap().cdn_loop.get(path).cloned()
     }
 
     /// Requests received for `path` so far.
-    pub fn hits(&self, path: &str) -> u64 {
+    pub(crate) fn hits(&self, path: &str) -> u64 {
         self.state.lock().unwrap().hits.get(path).copied().unwrap_or(0)
     }
 
     /// Conditional (`If-None-Match`) requests received for `path` so far.
-    pub fn conditional_hits(&self, path: &str) -> u64 {
+    pub(crate) fn conditional_hits(&self, path: &str) -> u64 {
         self.state.lock().unwrap().conditional.get(path).copied().unwrap_or(0)
     }
 }
@@ -288,7 +288,7 @@ fn origin_conn(s: TcpStream, state: &Mutex<OriginState>, name: &str) {
 
 /// A parsed response.
 #[derive(Debug)]
-pub struct Resp {
+pub(crate) struct Resp {
     /// Status code.
     pub status: u16,
     /// Header fields, names lower-cased.
@@ -299,48 +299,48 @@ pub struct Resp {
 
 impl Resp {
     /// The first value of a header.
-    pub fn header(&self, name: &str) -> Option<&str> {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
         self.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
     }
 
     /// The body as text.
-    pub fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         String::from_utf8_lossy(&self.body).into_owned()
     }
 
     /// The body as JSON.
-    pub fn json(&self) -> Value {
+    pub(crate) fn json(&self) -> Value {
         serde_json::from_slice(&self.body)
             .unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.text()))
     }
 
     /// The `cache-status` header, or "".
-    pub fn cache_status(&self) -> &str {
+    pub(crate) fn cache_status(&self) -> &str {
         self.header("cache-status").unwrap_or("")
     }
 }
 
 /// A keep-alive client connection.
-pub struct Conn {
+pub(crate) struct Conn {
     w: TcpStream,
     r: BufReader<TcpStream>,
 }
 
 impl Conn {
     /// Connects.
-    pub fn open(addr: SocketAddr) -> io::Result<Conn> {
+    pub(crate) fn open(addr: SocketAddr) -> io::Result<Conn> {
         Conn::from_stream(TcpStream::connect(addr)?)
     }
 
     /// Wraps a connected stream.
-    pub fn from_stream(s: TcpStream) -> io::Result<Conn> {
+    pub(crate) fn from_stream(s: TcpStream) -> io::Result<Conn> {
         s.set_read_timeout(Some(PATIENCE))?;
         s.set_nodelay(true)?;
         Ok(Conn { w: s.try_clone()?, r: BufReader::new(s) })
     }
 
     /// Sends one request and reads its response.
-    pub fn request(
+    pub(crate) fn request(
         &mut self,
         method: &str,
         host: &str,
@@ -360,7 +360,7 @@ impl Conn {
     }
 
     /// `GET target` with `Host: host`.
-    pub fn get(&mut self, host: &str, target: &str) -> io::Result<Resp> {
+    pub(crate) fn get(&mut self, host: &str, target: &str) -> io::Result<Resp> {
         self.request("GET", host, target, &[])
     }
 }
@@ -421,7 +421,7 @@ fn read_response(r: &mut impl BufRead, head_only: bool) -> io::Result<Resp> {
 }
 
 /// One request on a new connection.
-pub fn request(
+pub(crate) fn request(
     addr: SocketAddr,
     method: &str,
     host: &str,
@@ -434,7 +434,7 @@ pub fn request(
 }
 
 /// `GET target` on a new connection with `Host: 127.0.0.1`.
-pub fn get(addr: SocketAddr, target: &str) -> Resp {
+pub(crate) fn get(addr: SocketAddr, target: &str) -> Resp {
     request(addr, "GET", "127.0.0.1", target, &[])
 }
 
@@ -443,7 +443,7 @@ pub fn get(addr: SocketAddr, target: &str) -> Resp {
 
 /// A test config: everything small, in a temp dir, on port 0, JSON process log.
 #[derive(Clone)]
-pub struct Conf {
+pub(crate) struct Conf {
     /// The temp dir holding the store, the access log and the config file.
     pub dir: PathBuf,
     /// The origin hosts of the single origin group.
@@ -490,7 +490,7 @@ pub struct Conf {
 
 impl Conf {
     /// The defaults for a test against `origin`.
-    pub fn new(dir: &Path, origin: &Origin) -> Conf {
+    pub(crate) fn new(dir: &Path, origin: &Origin) -> Conf {
         Conf {
             dir: dir.to_path_buf(),
             origins: vec![origin.addr],
@@ -517,7 +517,7 @@ impl Conf {
     }
 
     /// The TOML text.
-    pub fn render(&self) -> String {
+    pub(crate) fn render(&self) -> String {
         if let Some(raw) = &self.raw {
             return raw.clone();
         }
@@ -565,12 +565,12 @@ impl Conf {
     }
 
     /// Where [`Conf::write`] puts the file.
-    pub fn path(&self) -> PathBuf {
+    pub(crate) fn path(&self) -> PathBuf {
         self.dir.join("reel.toml")
     }
 
     /// Writes the config file (atomically, so a reload never reads half a file).
-    pub fn write(&self) {
+    pub(crate) fn write(&self) {
         let tmp = self.dir.join("reel.toml.tmp");
         std::fs::write(&tmp, self.render()).expect("write config");
         std::fs::rename(&tmp, self.path()).expect("rename config");
@@ -582,7 +582,7 @@ impl Conf {
 
 /// The parsed JSON lines of a child's stderr.
 #[derive(Default)]
-pub struct Logs {
+pub(crate) struct Logs {
     lines: Mutex<Vec<Value>>,
     raw: Mutex<Vec<String>>,
     cv: Condvar,
@@ -590,7 +590,7 @@ pub struct Logs {
 
 impl Logs {
     /// Waits for a log line that satisfies `pred`.
-    pub fn wait_for(&self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+    pub(crate) fn wait_for(&self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
         let deadline = Instant::now() + PATIENCE;
         let mut g = self.lines.lock().unwrap();
         loop {
@@ -604,23 +604,23 @@ impl Logs {
     }
 
     /// Every line logged with this message.
-    pub fn with_message(&self, msg: &str) -> Vec<Value> {
+    pub(crate) fn with_message(&self, msg: &str) -> Vec<Value> {
         self.lines.lock().unwrap().iter().filter(|v| message(v) == msg).cloned().collect()
     }
 
     /// Everything logged so far, raw.
-    pub fn dump(&self) -> String {
+    pub(crate) fn dump(&self) -> String {
         self.raw.lock().map(|r| r.join("\n")).unwrap_or_default()
     }
 }
 
 /// The `fields.message` of a JSON log line.
-pub fn message(v: &Value) -> &str {
+pub(crate) fn message(v: &Value) -> &str {
     v["fields"]["message"].as_str().unwrap_or("")
 }
 
 /// A running `reel serve`, killed when dropped.
-pub struct Reel {
+pub(crate) struct Reel {
     child: Option<Child>,
     /// Its process log.
     pub logs: Arc<Logs>,
@@ -636,17 +636,17 @@ pub struct Reel {
 
 impl Reel {
     /// Writes `conf` and starts `reel serve` on it.
-    pub fn start(conf: &Conf) -> Reel {
+    pub(crate) fn start(conf: &Conf) -> Reel {
         Reel::start_env(conf, &[])
     }
 
     /// Like [`Reel::start`] with extra environment variables.
-    pub fn start_env(conf: &Conf, env: &[(&str, &str)]) -> Reel {
+    pub(crate) fn start_env(conf: &Conf, env: &[(&str, &str)]) -> Reel {
         Reel::start_with(conf, Path::new(BIN), env)
     }
 
     /// Like [`Reel::start_env`] with the binary (or a wrapper script) at `bin`.
-    pub fn start_with(conf: &Conf, bin: &Path, env: &[(&str, &str)]) -> Reel {
+    pub(crate) fn start_with(conf: &Conf, bin: &Path, env: &[(&str, &str)]) -> Reel {
         conf.write();
         let mut cmd = Command::new(bin);
         cmd.arg("serve")
@@ -697,7 +697,7 @@ impl Reel {
     }
 
     /// The bound address of listener `name` as last logged.
-    pub fn listener_addr(&self, name: &str) -> Option<SocketAddr> {
+    pub(crate) fn listener_addr(&self, name: &str) -> Option<SocketAddr> {
         self.logs
             .with_message("listening")
             .iter()
@@ -707,12 +707,12 @@ impl Reel {
     }
 
     /// The process id.
-    pub fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.child.as_ref().map(|c| c.id()).expect("running")
     }
 
     /// Sends a signal.
-    pub fn signal(&self, sig: i32) {
+    pub(crate) fn signal(&self, sig: i32) {
         // SAFETY: kill(2) on our own child's pid; it has not been reaped yet (we hold the
         // Child and only wait in `wait_exit` / drop), so the pid cannot have been reused.
         let r = unsafe { libc::kill(self.pid() as libc::pid_t, sig) };
@@ -720,7 +720,7 @@ impl Reel {
     }
 
     /// Waits for the process to exit.
-    pub fn wait_exit(&mut self) -> ExitStatus {
+    pub(crate) fn wait_exit(&mut self) -> ExitStatus {
         let mut child = self.child.take().expect("running");
         let deadline = Instant::now() + PATIENCE * 2;
         loop {
@@ -742,7 +742,7 @@ impl Reel {
 
     /// A request to the admin listener (with the token, if set, and the `X-Reel-Admin`
     /// header state-changing requests need).
-    pub fn admin_req(&self, method: &str, target: &str) -> Resp {
+    pub(crate) fn admin_req(&self, method: &str, target: &str) -> Resp {
         let a = self.auth();
         let mut h: Vec<(&str, &str)> = a.iter().map(|(k, v)| (*k, v.as_str())).collect();
         h.push(("x-reel-admin", "1"));
@@ -750,26 +750,26 @@ impl Reel {
     }
 
     /// `GET /status` as JSON.
-    pub fn status(&self) -> Value {
+    pub(crate) fn status(&self) -> Value {
         let r = self.admin_req("GET", "/status");
         assert_eq!(r.status, 200, "{}", r.text());
         r.json()
     }
 
     /// `GET /metrics` as text.
-    pub fn metrics(&self) -> String {
+    pub(crate) fn metrics(&self) -> String {
         let r = self.admin_req("GET", "/metrics");
         assert_eq!(r.status, 200, "{}", r.text());
         r.text()
     }
 
     /// Number of workers (from `/status`).
-    pub fn workers(&self) -> usize {
+    pub(crate) fn workers(&self) -> usize {
         self.status()["plan"]["workers"].as_array().map(|a| a.len()).unwrap_or(0)
     }
 
     /// Sends SIGHUP and waits until the reload it triggers was recorded.
-    pub fn sighup_reload(&self) -> Value {
+    pub(crate) fn sighup_reload(&self) -> Value {
         let before = self.status()["reload"]["attempts"].as_u64().unwrap_or(0);
         self.signal(libc::SIGHUP);
         eventually("the SIGHUP reload", || {
@@ -779,7 +779,7 @@ impl Reel {
     }
 
     /// Rewrites the config file from `conf` (and remembers it).
-    pub fn rewrite(&mut self, conf: &Conf) {
+    pub(crate) fn rewrite(&mut self, conf: &Conf) {
         conf.write();
         self.conf = conf.clone();
     }
@@ -795,7 +795,7 @@ impl Drop for Reel {
 }
 
 /// A socket address in a log line's fields.
-pub fn addr_field(v: &Value, name: &str) -> SocketAddr {
+pub(crate) fn addr_field(v: &Value, name: &str) -> SocketAddr {
     v["fields"][name]
         .as_str()
         .and_then(|s| s.parse().ok())
@@ -803,7 +803,7 @@ pub fn addr_field(v: &Value, name: &str) -> SocketAddr {
 }
 
 /// The value of an unlabelled (or first matching) sample in Prometheus text.
-pub fn metric(text: &str, name_and_labels: &str) -> Option<f64> {
+pub(crate) fn metric(text: &str, name_and_labels: &str) -> Option<f64> {
     text.lines()
         .filter(|l| !l.starts_with('#'))
         .find_map(|l| l.strip_prefix(name_and_labels)?.strip_prefix(' ')?.trim().parse().ok())

@@ -86,14 +86,14 @@ pub(super) struct StatusNames {
 
 impl StatusNames {
     /// The entries of the cache named `name`.
-    pub fn new(name: &str) -> StatusNames {
+    pub(super) fn new(name: &str) -> StatusNames {
         StatusNames {
             rendered: Status::ALL.map(|s| Bytes::from(format!("{name}; {}", s.params()))),
         }
     }
 
     /// Our entry for `s`.
-    pub fn get(&self, s: Status) -> Bytes {
+    pub(super) fn get(&self, s: Status) -> Bytes {
         self.rendered[s as usize].clone()
     }
 }
@@ -130,57 +130,58 @@ const fn answer(result: CacheResult, status: Status) -> Answer {
 
 impl Answer {
     /// Fresh stored object.
-    pub const HIT: Answer = answer(CacheResult::Hit, Status::Hit);
+    pub(super) const HIT: Answer = answer(CacheResult::Hit, Status::Hit);
     /// Stale stored object the request accepts (`max-stale`).
-    pub const HIT_STALE: Answer = answer(CacheResult::Stale, Status::HitStale);
+    pub(super) const HIT_STALE: Answer = answer(CacheResult::Stale, Status::HitStale);
     /// Stale stored object within stale-while-revalidate (RFC 5861 3).
-    pub const HIT_SWR: Answer = answer(CacheResult::Stale, Status::HitSwr);
+    pub(super) const HIT_SWR: Answer = answer(CacheResult::Stale, Status::HitSwr);
     /// Stale stored object because the origin failed (RFC 5861 4).
-    pub const STALE_IF_ERROR: Answer = answer(CacheResult::Stale, Status::StaleIfError);
+    pub(super) const STALE_IF_ERROR: Answer = answer(CacheResult::Stale, Status::StaleIfError);
     /// This request's origin fetch, stored while it streams.
-    pub const MISS_STORED: Answer = answer(CacheResult::Miss, Status::MissStored);
+    pub(super) const MISS_STORED: Answer = answer(CacheResult::Miss, Status::MissStored);
     /// Another request's fetch in progress, streamed from the store.
-    pub const MISS_COLLAPSED: Answer = answer(CacheResult::Coalesced, Status::MissCollapsed);
+    pub(super) const MISS_COLLAPSED: Answer = answer(CacheResult::Coalesced, Status::MissCollapsed);
     /// This request's origin fetch, not storable (or refused by the store).
-    pub const MISS_NOT_STORED: Answer = answer(CacheResult::Miss, Status::NotStorable);
+    pub(super) const MISS_NOT_STORED: Answer = answer(CacheResult::Miss, Status::NotStorable);
     /// Fetched on its own because the leader's response could not be shared.
-    pub const PASS_NOT_STORED: Answer = answer(CacheResult::Pass, Status::NotStorable);
+    pub(super) const PASS_NOT_STORED: Answer = answer(CacheResult::Pass, Status::NotStorable);
     /// Fetched on its own, uncached, after waiting `lock_timeout` for another request's
     /// fetch of the same object.
-    pub const LOCK_TIMEOUT: Answer = answer(CacheResult::Pass, Status::LockTimeout);
+    pub(super) const LOCK_TIMEOUT: Answer = answer(CacheResult::Pass, Status::LockTimeout);
     /// An LL-HLS blocking request whose media did not arrive within `blocking_timeout`.
-    pub const BLOCKING_TIMEOUT: Answer = answer(CacheResult::Coalesced, Status::BlockingTimeout);
+    pub(super) const BLOCKING_TIMEOUT: Answer =
+        answer(CacheResult::Coalesced, Status::BlockingTimeout);
     /// The origin failed this request's fetch.
-    pub const ORIGIN_ERROR: Answer = answer(CacheResult::Miss, Status::OriginError);
+    pub(super) const ORIGIN_ERROR: Answer = answer(CacheResult::Miss, Status::OriginError);
     /// Revalidated: the origin answered 304 and the stored object was freshened.
-    pub const REVALIDATED: Answer = answer(CacheResult::Revalidated, Status::Revalidated);
+    pub(super) const REVALIDATED: Answer = answer(CacheResult::Revalidated, Status::Revalidated);
     /// Revalidated: the origin sent a new representation, stored while it streams.
-    pub const REFRESHED: Answer = answer(CacheResult::Revalidated, Status::Refreshed);
+    pub(super) const REFRESHED: Answer = answer(CacheResult::Revalidated, Status::Refreshed);
     /// Forwarded because the request said `no-store`.
-    pub const FWD_REQUEST: Answer = answer(CacheResult::Pass, Status::FwdRequest);
+    pub(super) const FWD_REQUEST: Answer = answer(CacheResult::Pass, Status::FwdRequest);
     /// Forwarded because of the method.
-    pub const FWD_METHOD: Answer = answer(CacheResult::Pass, Status::FwdMethod);
+    pub(super) const FWD_METHOD: Answer = answer(CacheResult::Pass, Status::FwdMethod);
     /// `only-if-cached` and nothing usable stored (RFC 9111 5.2.1.7).
-    pub const ONLY_IF_CACHED: Answer = answer(CacheResult::Local, Status::OnlyIfCached);
+    pub(super) const ONLY_IF_CACHED: Answer = answer(CacheResult::Local, Status::OnlyIfCached);
 
     /// The same answer, with the origin's time.
-    pub fn after(self, origin_time: Option<Duration>) -> Answer {
+    pub(super) fn after(self, origin_time: Option<Duration>) -> Answer {
         Answer { origin_time, ..self }
     }
 
     /// The same answer, counted as `result`.
-    pub fn counted_as(self, result: CacheResult) -> Answer {
+    pub(super) fn counted_as(self, result: CacheResult) -> Answer {
         Answer { result, ..self }
     }
 
     /// The tag the codec hands back to `on_response`.
-    pub fn tag(self) -> u64 {
+    pub(super) fn tag(self) -> u64 {
         Tag::new(self.result, self.origin_time).raw()
     }
 
     /// Adds our `Cache-Status` entry (named by `names`) to `r`, which has none from
     /// upstream, and tags it.
-    pub fn on(self, r: Response, names: &StatusNames) -> Response {
+    pub(super) fn on(self, r: Response, names: &StatusNames) -> Response {
         r.header("cache-status", names.get(self.status)).tagged(self.tag())
     }
 }

@@ -124,13 +124,13 @@ enum WholeData {
 
 impl Whole {
     /// A complete object of `len` bytes.
-    pub fn hit(hit: Rc<Hit>) -> Whole {
+    pub(super) fn hit(hit: Rc<Hit>) -> Whole {
         let len = hit.body_len();
         Whole { data: Rc::new(WholeData::Hit(hit)), len }
     }
 
     /// An object being filled whose final length is `len`.
-    pub fn filling(f: Rc<RefCell<Filling>>, len: u64) -> Whole {
+    pub(super) fn filling(f: Rc<RefCell<Filling>>, len: u64) -> Whole {
         Whole { data: Rc::new(WholeData::Filling(f)), len }
     }
 }

@@ -8,11 +8,11 @@ use std::time::Duration;
 use crate::server::{HOST, Server};
 
 /// Failure guard for every read: far above anything a passing test needs.
-pub const GUARD: Duration = Duration::from_secs(30);
+pub(crate) const GUARD: Duration = Duration::from_secs(30);
 
 /// A response as the client saw it.
 #[derive(Debug, Clone)]
-pub struct Resp {
+pub(crate) struct Resp {
     /// Status code.
     pub status: u16,
     /// Header fields, names lowercased.
@@ -25,18 +25,18 @@ pub struct Resp {
 
 impl Resp {
     /// The first value of `name`.
-    pub fn header(&self, name: &str) -> Option<&str> {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
         self.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
     }
 
     /// The Cache-Status value ("" if absent).
-    pub fn cache_status(&self) -> &str {
+    pub(crate) fn cache_status(&self) -> &str {
         self.header("cache-status").unwrap_or("")
     }
 }
 
 /// One connection, for requests that need to watch a response as it arrives.
-pub struct Conn {
+pub(crate) struct Conn {
     s: TcpStream,
     buf: Vec<u8>,
     eof: bool,
@@ -48,7 +48,7 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
 
 impl Conn {
     /// Connects to `addr`.
-    pub fn open(addr: SocketAddr) -> Conn {
+    pub(crate) fn open(addr: SocketAddr) -> Conn {
         let s = loop {
             match TcpStream::connect(addr) {
                 Ok(s) => break s,
@@ -62,7 +62,7 @@ impl Conn {
     }
 
     /// Sends raw bytes.
-    pub fn send(&mut self, raw: &[u8]) {
+    pub(crate) fn send(&mut self, raw: &[u8]) {
         self.s.write_all(raw).expect("send request");
     }
 
@@ -97,7 +97,7 @@ impl Conn {
     }
 
     /// Reads a response head: status and header fields.
-    pub fn read_head(&mut self) -> (u16, Vec<(String, String)>) {
+    pub(crate) fn read_head(&mut self) -> (u16, Vec<(String, String)>) {
         let end = loop {
             if let Some(i) = find(&self.buf, b"\r\n\r\n") {
                 break i;
@@ -121,13 +121,17 @@ impl Conn {
 
     /// Raw body bytes received so far past the head (chunk framing included), reading
     /// until at least `n` are there or the connection ends.
-    pub fn raw_at_least(&mut self, n: usize) -> &[u8] {
+    pub(crate) fn raw_at_least(&mut self, n: usize) -> &[u8] {
         while self.buf.len() < n && self.more() {}
         &self.buf
     }
 
     /// Reads the body that follows a head, per its framing.
-    pub fn read_body(&mut self, headers: &[(String, String)], no_body: bool) -> (Vec<u8>, bool) {
+    pub(crate) fn read_body(
+        &mut self,
+        headers: &[(String, String)],
+        no_body: bool,
+    ) -> (Vec<u8>, bool) {
         if no_body {
             return (Vec::new(), true);
         }
@@ -183,7 +187,7 @@ impl Conn {
     }
 
     /// Reads one complete response.
-    pub fn read_response(&mut self, head_request: bool) -> Resp {
+    pub(crate) fn read_response(&mut self, head_request: bool) -> Resp {
         let (status, headers) = self.read_head();
         let no_body =
             head_request || status == 304 || status == 204 || (100..200).contains(&status);
@@ -193,12 +197,17 @@ impl Conn {
 }
 
 /// Sends one request (`Connection: close`) and reads its response.
-pub fn request(addr: SocketAddr, method: &str, target: &str, headers: &[(&str, &str)]) -> Resp {
+pub(crate) fn request(
+    addr: SocketAddr,
+    method: &str,
+    target: &str,
+    headers: &[(&str, &str)],
+) -> Resp {
     request_body(addr, method, target, headers, None)
 }
 
 /// Like [`request`], with a Content-Length body.
-pub fn request_body(
+pub(crate) fn request_body(
     addr: SocketAddr,
     method: &str,
     target: &str,
@@ -228,13 +237,13 @@ pub fn request_body(
 /// GET `target` with extra header fields, then waits until no origin fetch is in
 /// flight, so what the response started (a fill's commit, a background refresh) is done
 /// before the next step.
-pub fn get(s: &Server, target: &str, headers: &[(&str, &str)]) -> Resp {
+pub(crate) fn get(s: &Server, target: &str, headers: &[(&str, &str)]) -> Resp {
     let r = request(s.addr, "GET", target, headers);
     s.settle();
     r
 }
 
 /// Deterministic test body of `n` bytes, distinct per `seed`.
-pub fn body_of(n: usize, seed: u8) -> Vec<u8> {
+pub(crate) fn body_of(n: usize, seed: u8) -> Vec<u8> {
     (0..n).map(|i| (i as u32).wrapping_mul(2_654_435_761).wrapping_add(seed as u32) as u8).collect()
 }

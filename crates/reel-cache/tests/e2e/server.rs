@@ -20,7 +20,7 @@ use tokio::net::TcpStream;
 use tokio::sync::watch;
 
 /// The Host every test site answers for.
-pub const HOST: &str = "test.local";
+pub(crate) const HOST: &str = "test.local";
 
 /// How the server under test is set up.
 pub struct Opts {

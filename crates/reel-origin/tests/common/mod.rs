@@ -2,7 +2,7 @@
 
 #![allow(dead_code)]
 
-pub mod tls;
+pub(crate) mod tls;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -16,7 +16,7 @@ use tokio::sync::watch;
 
 /// What the server does after reading a request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Fault {
+pub(crate) enum Fault {
     None,
     /// RST instead of a response.
     ResetBeforeHeaders,
@@ -31,7 +31,7 @@ pub enum Fault {
 }
 
 #[derive(Clone, Debug)]
-pub struct Behavior {
+pub(crate) struct Behavior {
     pub status: u16,
     pub head_delay: Duration,
     pub chunks: Vec<Vec<u8>>,
@@ -64,7 +64,7 @@ impl Default for Behavior {
 }
 
 #[derive(Clone, Debug)]
-pub struct Seen {
+pub(crate) struct Seen {
     pub method: String,
     pub path: String,
     pub headers: Vec<(String, String)>,
@@ -72,12 +72,12 @@ pub struct Seen {
 }
 
 impl Seen {
-    pub fn header(&self, name: &str) -> Option<&str> {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
         self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
     }
 }
 
-pub struct State {
+pub(crate) struct State {
     pub connections: AtomicUsize,
     pub requests: AtomicUsize,
     pub health_requests: AtomicUsize,
@@ -87,7 +87,7 @@ pub struct State {
     pub progress: watch::Sender<usize>,
 }
 
-pub struct Server {
+pub(crate) struct Server {
     pub addr: SocketAddr,
     pub state: Arc<State>,
     task: tokio::task::JoinHandle<()>,
@@ -100,12 +100,12 @@ impl Drop for Server {
 }
 
 impl Server {
-    pub async fn start(behavior: Behavior) -> Server {
+    pub(crate) async fn start(behavior: Behavior) -> Server {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         Self::on(listener, behavior)
     }
 
-    pub fn on(listener: TcpListener, behavior: Behavior) -> Server {
+    pub(crate) fn on(listener: TcpListener, behavior: Behavior) -> Server {
         let addr = listener.local_addr().unwrap();
         let state = Arc::new(State {
             connections: AtomicUsize::new(0),
@@ -129,29 +129,29 @@ impl Server {
         Server { addr, state, task }
     }
 
-    pub fn host(&self) -> String {
+    pub(crate) fn host(&self) -> String {
         self.addr.to_string()
     }
 
-    pub fn requests(&self) -> usize {
+    pub(crate) fn requests(&self) -> usize {
         self.state.requests.load(Ordering::SeqCst)
     }
 
-    pub fn connections(&self) -> usize {
+    pub(crate) fn connections(&self) -> usize {
         self.state.connections.load(Ordering::SeqCst)
     }
 
-    pub fn set(&self, f: impl FnOnce(&mut Behavior)) {
+    pub(crate) fn set(&self, f: impl FnOnce(&mut Behavior)) {
         f(&mut self.state.behavior.lock().unwrap());
     }
 
-    pub fn last_seen(&self) -> Seen {
+    pub(crate) fn last_seen(&self) -> Seen {
         self.state.seen.lock().unwrap().last().cloned().expect("a request")
     }
 }
 
 /// An address nothing listens on: connecting is refused.
-pub async fn closed_port() -> String {
+pub(crate) async fn closed_port() -> String {
     let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let a = l.local_addr().unwrap();
     drop(l);
@@ -313,7 +313,7 @@ async fn serve(mut s: TcpStream, st: Arc<State>) {
 }
 
 /// A group with short timeouts and health checks off.
-pub fn group(name: &str, tiers: Vec<Vec<String>>) -> GroupSpec {
+pub(crate) fn group(name: &str, tiers: Vec<Vec<String>>) -> GroupSpec {
     let mut g = GroupSpec::new(
         name,
         tiers.into_iter().map(|t| t.into_iter().map(HostSpec::new).collect()).collect(),
@@ -327,7 +327,7 @@ pub fn group(name: &str, tiers: Vec<Vec<String>>) -> GroupSpec {
 }
 
 /// Polls `f` until it is true, for at most 10 s.
-pub async fn eventually(what: &str, mut f: impl FnMut() -> bool) {
+pub(crate) async fn eventually(what: &str, mut f: impl FnMut() -> bool) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     while !f() {
         assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");

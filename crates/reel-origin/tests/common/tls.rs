@@ -20,13 +20,13 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use tokio::net::TcpListener;
 
 /// A certificate authority and its PEM file.
-pub struct TestCa {
+pub(crate) struct TestCa {
     issuer: CertifiedIssuer<'static, KeyPair>,
     pub dir: tempfile::TempDir,
 }
 
 impl TestCa {
-    pub fn new(name: &str) -> TestCa {
+    pub(crate) fn new(name: &str) -> TestCa {
         let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
         params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
         params.distinguished_name.push(DnType::CommonName, name);
@@ -38,12 +38,15 @@ impl TestCa {
     }
 
     /// The CA certificate as a PEM bundle on disk.
-    pub fn pem_path(&self) -> PathBuf {
+    pub(crate) fn pem_path(&self) -> PathBuf {
         self.dir.path().join("ca.pem")
     }
 
     /// A server certificate for `names` (DNS names or IP addresses) and its key.
-    pub fn issue(&self, names: &[&str]) -> (CertificateDer<'static>, PrivateKeyDer<'static>) {
+    pub(crate) fn issue(
+        &self,
+        names: &[&str],
+    ) -> (CertificateDer<'static>, PrivateKeyDer<'static>) {
         let key = KeyPair::generate().unwrap();
         let mut params =
             CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>())
@@ -57,7 +60,7 @@ impl TestCa {
 
 /// One request as the origin saw it.
 #[derive(Clone, Debug)]
-pub struct TlsSeen {
+pub(crate) struct TlsSeen {
     pub version: http::Version,
     pub path: String,
     /// `Host` header for HTTP/1.1, `:authority` for HTTP/2.
@@ -66,7 +69,7 @@ pub struct TlsSeen {
 }
 
 #[derive(Default)]
-pub struct TlsState {
+pub(crate) struct TlsState {
     pub connections: AtomicUsize,
     pub handshakes: AtomicUsize,
     pub health_requests: AtomicUsize,
@@ -79,7 +82,7 @@ pub struct TlsState {
     pub gate: Mutex<Option<Arc<tokio::sync::Barrier>>>,
 }
 
-pub struct TlsServer {
+pub(crate) struct TlsServer {
     pub addr: SocketAddr,
     pub state: Arc<TlsState>,
     task: tokio::task::JoinHandle<()>,
@@ -94,7 +97,7 @@ impl Drop for TlsServer {
 impl TlsServer {
     /// Serves with a certificate from `ca` for `origin.test`, `localhost` and `127.0.0.1`;
     /// offers HTTP/2 by ALPN when `h2`.
-    pub async fn start(ca: &TestCa, h2: bool) -> TlsServer {
+    pub(crate) async fn start(ca: &TestCa, h2: bool) -> TlsServer {
         let (cert, key) = ca.issue(&["origin.test", "localhost", "127.0.0.1"]);
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let mut cfg = rustls::ServerConfig::builder_with_provider(provider)
@@ -146,27 +149,27 @@ impl TlsServer {
         TlsServer { addr, state, task }
     }
 
-    pub fn host(&self) -> String {
+    pub(crate) fn host(&self) -> String {
         self.addr.to_string()
     }
 
-    pub fn connections(&self) -> usize {
+    pub(crate) fn connections(&self) -> usize {
         self.state.connections.load(Ordering::SeqCst)
     }
 
-    pub fn handshakes(&self) -> usize {
+    pub(crate) fn handshakes(&self) -> usize {
         self.state.handshakes.load(Ordering::SeqCst)
     }
 
-    pub fn requests(&self) -> usize {
+    pub(crate) fn requests(&self) -> usize {
         self.state.seen.lock().unwrap().len()
     }
 
-    pub fn last_seen(&self) -> TlsSeen {
+    pub(crate) fn last_seen(&self) -> TlsSeen {
         self.state.seen.lock().unwrap().last().cloned().expect("a request")
     }
 
-    pub fn sni(&self) -> Vec<Option<String>> {
+    pub(crate) fn sni(&self) -> Vec<Option<String>> {
         self.state.sni.lock().unwrap().clone()
     }
 }
