@@ -121,7 +121,9 @@ fn refused_requests_get_a_line_with_what_was_known() {
     let dir = tempfile::tempdir().unwrap();
     let o = Origin::start("a");
     let mut conf = Conf::new(dir.path(), &o);
-    conf.http = "header_timeout = \"1s\"\nmax_request_line = \"1KiB\"\n".into();
+    conf.http = "header_timeout = \"1s\"\nmax_request_line = \"1KiB\"\nmax_headers = 10\n\
+                 max_body = \"1KiB\"\n"
+        .into();
     let reel = Reel::start(&conf);
     let log = dir.path().join("access.log");
 
@@ -131,6 +133,11 @@ fn refused_requests_get_a_line_with_what_was_known() {
     assert_eq!(raw_status(reel.data, hostile), 400);
     assert_eq!(raw_status(reel.data, b"GET /v HTTP/3.0\r\nHost: 127.0.0.1\r\n\r\n"), 505);
     assert_eq!(raw_status(reel.data, b"GET /half HTTP/1.1\r\nHost: 127"), 408);
+    let many: String = (0..20).map(|i| format!("x-h{i}: v\r\n")).collect();
+    let many = format!("GET /many HTTP/1.1\r\nHost: 127.0.0.1\r\n{many}\r\n");
+    assert_eq!(raw_status(reel.data, many.as_bytes()), 431);
+    let big = b"POST /big HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 5000\r\n\r\n";
+    assert_eq!(raw_status(reel.data, big), 413);
 
     let refused = |status: u16| {
         eventually(&format!("the {status} line"), || {
@@ -158,6 +165,12 @@ fn refused_requests_get_a_line_with_what_was_known() {
         (l["request"].as_str(), l["error"].as_str()),
         (Some("GET /half HTTP/1.1"), Some("header timeout"))
     );
+    let l = refused(431);
+    assert_eq!(l["request"], "GET /many HTTP/1.1", "{l}");
+    assert!(l["error"].as_str().is_some_and(|e| !e.is_empty()), "{l}");
+    let l = refused(413);
+    assert_eq!(l["request"], "POST /big HTTP/1.1", "{l}");
+    assert!(l["error"].as_str().is_some_and(|e| !e.is_empty()), "{l}");
 
     // A request that was parsed keeps the usual fields and has neither.
     assert_eq!(get(reel.data, "/healthz").status, 200);
