@@ -233,7 +233,7 @@ fn serve_io<H: Handler>(mut c: Conn<H>) -> impl Future<Output = ConnOutcome> {
                         break drain_now(&mut c.io).await;
                     }
                     tokio::select! {
-                        r = poll_fn(|cx| c.io.poll_read_idle(cx)) => break match r {
+                        r = poll_fn(|cx| c.io.poll_read(cx)) => break match r {
                             Ok(0) => Wait::Closed(CloseReason::PeerClosed),
                             Ok(_) => Wait::Data,
                             Err(e) => Wait::Closed(CloseReason::ReadError(e.kind())),

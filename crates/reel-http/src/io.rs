@@ -30,7 +30,7 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use bytes::BytesMut;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, Interest, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, Interest, ReadBuf};
 use tokio::net::TcpStream;
 
 use crate::bufs::{self, READ_SIZE};
@@ -117,50 +117,13 @@ impl Io {
     /// Reads more bytes into `rbuf`; `Ok(0)` is EOF. Cancel-safe. On TCP no buffer is held
     /// while waiting unless `rbuf` already holds unread bytes.
     pub(crate) async fn read_more(&mut self) -> io::Result<usize> {
-        let s = match &mut self.transport {
-            Transport::Tcp(s) => s,
-            Transport::Stream(s) => {
-                make_room(&mut self.rbuf);
-                let n = s.read_buf(&mut self.rbuf).await?;
-                self.bytes_read += n as u64;
-                return Ok(n);
-            }
-        };
-        loop {
-            s.readable().await?;
-            make_room(&mut self.rbuf);
-            let spare = self.rbuf.capacity() - self.rbuf.len();
-            match s.try_read_buf(&mut self.rbuf) {
-                Ok(n) => {
-                    self.bytes_read += n as u64;
-                    if n > 0 && n < spare {
-                        // A short read drained the socket. Forget read readiness now so
-                        // the next wait goes straight to epoll instead of costing a
-                        // read(2) that returns EAGAIN. No wakeup is lost: data arriving
-                        // later raises a fresh edge-triggered event, and tokio ignores
-                        // the clear if the reactor saw an event since our read.
-                        let _ = s.try_io(Interest::READABLE, || {
-                            Err::<(), _>(io::ErrorKind::WouldBlock.into())
-                        });
-                    }
-                    return Ok(n);
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    // Readiness was stale: wait again without holding an empty buffer.
-                    if self.rbuf.is_empty() {
-                        bufs::give(std::mem::take(&mut self.rbuf));
-                    }
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
-        }
+        std::future::poll_fn(|cx| self.poll_read(cx)).await
     }
 
-    /// The poll form of [`Io::read_more`], for the wait of an idle connection: it needs no
+    /// The poll form of [`Io::read_more`], also the wait of an idle connection: it needs no
     /// future of its own (the waker is kept by the socket's registration), and on TCP no
     /// buffer is taken before the socket is readable.
-    pub(crate) fn poll_read_idle(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
+    pub(crate) fn poll_read(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
         let s = match &mut self.transport {
             Transport::Tcp(s) => s,
             Transport::Stream(s) => {
@@ -180,7 +143,11 @@ impl Io {
                 Ok(n) => {
                     self.bytes_read += n as u64;
                     if n > 0 && n < spare {
-                        // Drained: forget readiness (see `read_more`).
+                        // A short read drained the socket. Forget read readiness now so
+                        // the next wait goes straight to epoll instead of costing a
+                        // read(2) that returns EAGAIN. No wakeup is lost: data arriving
+                        // later raises a fresh edge-triggered event, and tokio ignores
+                        // the clear if the reactor saw an event since our read.
                         let _ = s.try_io(Interest::READABLE, || {
                             Err::<(), _>(io::ErrorKind::WouldBlock.into())
                         });
