@@ -85,20 +85,13 @@ pub(super) fn multipart(m: &Multipart) -> Vec<Segment> {
 /// with the stored `Date`, `Age` and `Cache-Status`: the stored entries, then `ours`
 /// (RFC 9110 14.6, 15.3.7.2).
 pub(super) fn multipart_head(prep: &Prepared, now: u64, ours: &Bytes, m: &Multipart) -> Response {
-    const SKIP: &[&[u8]] = &[
-        b"content-type",
-        b"content-length",
-        b"content-range",
-        b"transfer-encoding",
-        b"connection",
-        b"keep-alive",
-        b"date",
-        b"age",
-        b"cache-status",
-    ];
+    // The part headers carry each part's type and range; the whole carries the multipart type.
+    let own = |n: &[u8]| {
+        n.eq_ignore_ascii_case(b"content-type") || n.eq_ignore_ascii_case(b"content-range")
+    };
     let mut r = prep.with_date(Response::new(206));
     for (n, v) in prep.meta.headers() {
-        if SKIP.iter().any(|s| s.eq_ignore_ascii_case(n)) {
+        if !super::respond::replayed(n) || own(n) {
             continue;
         }
         if let Ok(name) = std::str::from_utf8(n) {

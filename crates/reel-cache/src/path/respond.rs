@@ -76,7 +76,7 @@ const CHAINED_MAX: usize = 8;
 /// Header fields never replayed from the store as they are: framing and connection
 /// management are the codec's, `Age` is recomputed, `Date` goes to the codec separately
 /// (it writes its own only when the response carries none).
-fn replayed(name: &[u8]) -> bool {
+pub(super) fn replayed(name: &[u8]) -> bool {
     const SKIP: &[&[u8]] = &[
         b"content-length",
         b"transfer-encoding",
