@@ -390,10 +390,13 @@ irq_sum() { awk -v k="$1:" '$1 == k { s = $2 + $3 } END { print s + 0 }' /proc/i
 # Syscall and TLB-flush tracepoints counted for given PIDs (their threads, and threads they
 # start) by `perf stat`: per process, unlike /proc/interrupts, so other jobs on the machine
 # do not count. Empty when perf is missing or refuses.
-PERF_EVENTS=syscalls:sys_enter_madvise,syscalls:sys_enter_fadvise64,tlb:tlb_flush,syscalls:sys_enter_preadv2,syscalls:sys_enter_pread64,syscalls:sys_enter_io_uring_enter,syscalls:sys_enter_cachestat,syscalls:sys_enter_sendfile64
+PERF_EVENTS=syscalls:sys_enter_madvise,syscalls:sys_enter_fadvise64,syscalls:sys_enter_preadv2,syscalls:sys_enter_pread64,syscalls:sys_enter_io_uring_enter,syscalls:sys_enter_cachestat,syscalls:sys_enter_sendfile64
 pstat_start() {  # output file, PIDs (space separated); prints the perf PID or nothing
     command -v perf >/dev/null 2>&1 || return 0
-    perf stat -x, -o "$1" -e "$PERF_EVENTS" -p "$(echo $2 | tr ' ' ',')" >/dev/null 2>&1 &
+    # tlb:tlb_flush also fires for the flush a switch to another process's address space
+    # makes (reason 0): that is scheduling, not a shootdown, and is left out.
+    perf stat -x, -o "$1" -e "$PERF_EVENTS" -e tlb:tlb_flush --filter 'reason != 0' \
+        -p "$(echo $2 | tr ' ' ',')" >/dev/null 2>&1 &
     local pid=$!
     STARTED+=("$pid")
     sleep 0.3
@@ -917,21 +920,33 @@ if has vod; then
     wait_http "http://127.0.0.1:$((PORT_BASE + 12))/obj/16" "$WORK/varnish-vod/varnishd.log" || die "varnish-vod failed"
     PIDS_OF[varnish-vod]=$(descendants "$VVPID" | tr '\n' ' ')
     VOD_SERVERS+=("varnish-vod|http://127.0.0.1:$((PORT_BASE + 12))|x-cache: hit")
-    vod_run() {   # output, base, mark header, objects, duration
+    vod_run() {   # output, base, mark header, objects, duration, seed
         load "$1" zipf -v "$VOD_VIEWERS" --objects "$4" --exponent 1.0 --interval "$VOD_INTERVAL" \
-            -d "$5" --timeout 30s --mark-header "$3" "$2/obj/2097152?v={i}"
+            -d "$5" --seed "$6" --timeout 30s --mark-header "$3" "$2/obj/2097152?v={i}"
+    }
+    # What a server holds of the catalog, MiB: the store's bytes, the cache directory, the
+    # malloc storage in use.
+    vod_held() {
+        case $1 in
+            reel-vod) curl -sf "http://127.0.0.1:$((PORT_BASE + 10))/metrics" | awk '/^reel_store_bytes / { printf "%.0f", $2 / 1048576 }' ;;
+            nginx-vod) du -sm "$WORK/nginx-vod/cache" | cut -f1 ;;
+            varnish-vod) varnishstat -n "$WORK/varnish-vod/n" -1 -f SMA.s0.g_bytes | awk '{ printf "%.0f", $2 / 1048576 }' ;;
+        esac
     }
     for round in $(seq "$VOD_ROUNDS"); do
         for s in "${VOD_SERVERS[@]}"; do
             IFS='|' read -r name base mark <<<"$s"
             pids=${PIDS_OF[$name]}
             # Evictions: the catalog 4x the store, after a warm-up that fills it.
-            vod_run /dev/null "$base" "$mark" "$VOD_OBJECTS" "$VOD_WARM"
+            # Warm-up and measured run draw different sequences (the same for every server):
+            # a replayed warm-up would be hits for any cache that kept it.
+            vod_run /dev/null "$base" "$mark" "$VOD_OBJECTS" "$VOD_WARM" $((1000 * round))
             out=$RAW/$name-vod-r$round.kv
             ps=$(pstat_start "$RAW/$name-vod-r$round.perf" "$pids")
             c0=$(cpu0_busy); p0=$(proc_ticks "$pids"); t0=$(irq_sum TLB); o0=$(lat_origin_count)
-            vod_run "$out" "$base" "$mark" "$VOD_OBJECTS" "$VOD_DUR"
+            vod_run "$out" "$base" "$mark" "$VOD_OBJECTS" "$VOD_DUR" $((1000 * round + 500))
             c1=$(cpu0_busy); p1=$(proc_ticks "$pids"); t1=$(irq_sum TLB); o1=$(lat_origin_count)
+            put "$name" vod.held_mib "$round" "$(vod_held "$name")"
             pstat_stop "$ps"
             req=$(kv requests "$out"); req=${req:-0}
             ((req > 0)) || { log "$name vod r$round: no requests"; continue; }
@@ -959,7 +974,7 @@ if has vod; then
             fetch_all "$base/obj/2097152?v=[0-$last]" && fetch_all "$base/obj/2097152?v=[0-$last]" ||
                 log "$name: warming the all-hit catalog failed"
             out=$RAW/$name-vodhit-r$round.kv
-            vod_run "$out" "$base" "$mark" "$VOD_FIT" "$VOD_HIT_DUR"
+            vod_run "$out" "$base" "$mark" "$VOD_FIT" "$VOD_HIT_DUR" 42
             req=$(kv requests "$out"); req=${req:-0}
             ((req > 0)) || continue
             put "$name" vodhit.hit_ratio "$round" "$(per "$(kv marked "$out")" "$req")"
@@ -1356,13 +1371,14 @@ RESULTS=$RUN_DIR/results.md
         echo "## A VOD library 4x the store (evictions under load)"
         echo
         echo "Store ${VOD_STORE_MIB} MiB (reel \`[store] size\`, nginx \`max_size\`, Varnish \`malloc\`); $((VOD_STORE_MIB * 4 / 2)) objects of 2 MiB (\`/obj/2097152?v={i}\`)," \
-            "Zipf s=1.0; \`reel-load zipf -v $VOD_VIEWERS --interval $VOD_INTERVAL\` ($VOD_VIEWERS viewers, one request every $VOD_INTERVAL each) for ${VOD_DUR}s after ${VOD_WARM}s of the same load;" \
+            "Zipf s=1.0; \`reel-load zipf -v $VOD_VIEWERS --interval $VOD_INTERVAL\` ($VOD_VIEWERS viewers, one request every $VOD_INTERVAL each) for ${VOD_DUR}s after ${VOD_WARM}s of the same load with another seed;" \
             "the origin is reel-demo-origin with its production latency table (p50 33 ms, p99 166 ms). Hits are the responses the server marks as hits." \
             "All-hit: the same viewers over the $((VOD_STORE_MIB / 4)) most popular objects (half the store), every one fetched first, for ${VOD_HIT_DUR}s." \
-            "TLB (IRQ) = the machine-wide /proc/interrupts row; tlb_flush, madvise and fadvise64 = perf stat of the serving processes. Median of $VOD_ROUNDS rounds."
+            "TLB (IRQ) = the machine-wide /proc/interrupts row; tlb_flush = perf stat of the serving processes' \`tlb:tlb_flush\` events other than the flush on a task switch (reason 0), i.e. shootdowns; madvise and fadvise64 likewise. Median of $VOD_ROUNDS rounds."
         echo
         header "${names[@]}"
         nrow "hit ratio" vod.hit_ratio f2 "${names[@]}"
+        nrow "MiB held at the end" vod.held_mib raw "${names[@]}"
         nrow "origin Gbit/s" vod.origin_gbps f2 "${names[@]}"
         nrow "delivered Gbit/s" vod.gbps f2 "${names[@]}"
         nrow "server CPU µs/req" vod.pcpu_us f1 "${names[@]}"
@@ -1374,7 +1390,7 @@ RESULTS=$RUN_DIR/results.md
         nrow "hit ratio of the all-hit run" vodhit.hit_ratio f2 "${names[@]}"
         nrow "miss p99 ms" vod.miss_p99 ms "${names[@]}"
         nrow "TLB shootdowns (IRQ, machine) per 1000 req" vod.tlb_irq f2 "${names[@]}"
-        nrow "tlb_flush (serving processes) per 1000 req" vod.tlb_flush f2 "${names[@]}"
+        nrow "TLB shootdowns (serving processes, tlb_flush reason != 0) per 1000 req" vod.tlb_flush f2 "${names[@]}"
         nrow "madvise per 1000 req" vod.madvise f2 "${names[@]}"
         nrow "fadvise64 per 1000 req" vod.fadvise f2 "${names[@]}"
         nrow "errors (median run)" vod.errors raw "${names[@]}"

@@ -187,7 +187,7 @@ pub trait WorkerApp: 'static {
         peer: SocketAddr,
         listener: &str,
         drain: watch::Receiver<bool>,
-    ) -> impl Future<Output = ()>;
+    ) -> impl Future<Output = ()> + 'static;
 
     /// A connection accepted over a limit (`why`), about to be closed: the app may answer
     /// it briefly (e.g. a 503 to the request it sent) before dropping it. The runtime runs

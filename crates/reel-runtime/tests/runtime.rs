@@ -32,7 +32,7 @@ impl WorkerApp for Echo {
         _peer: SocketAddr,
         listener: &str,
         mut drain: watch::Receiver<bool>,
-    ) -> impl Future<Output = ()> {
+    ) -> impl Future<Output = ()> + 'static {
         let prefix = format!("{}:{}:", self.index, listener);
         async move {
             let mut buf = [0u8; 1024];
@@ -174,20 +174,22 @@ fn two_pinned_workers_share_one_port_and_serve_many_connections() {
 struct Hold;
 
 impl WorkerApp for Hold {
-    async fn on_conn(
+    fn on_conn(
         &self,
         mut stream: TcpStream,
         _peer: SocketAddr,
         _listener: &str,
         _drain: watch::Receiver<bool>,
-    ) {
-        if stream.write_all(b"hi\n").await.is_err() {
-            return;
-        }
-        let mut buf = [0u8; 64];
-        while let Ok(n) = stream.read(&mut buf).await {
-            if n == 0 {
+    ) -> impl Future<Output = ()> + 'static {
+        async move {
+            if stream.write_all(b"hi\n").await.is_err() {
                 return;
+            }
+            let mut buf = [0u8; 64];
+            while let Ok(n) = stream.read(&mut buf).await {
+                if n == 0 {
+                    return;
+                }
             }
         }
     }
@@ -410,13 +412,14 @@ fn a_worker_that_dies_at_startup_is_named() {
 struct PanicsOnDrop;
 
 impl WorkerApp for PanicsOnDrop {
-    async fn on_conn(
+    fn on_conn(
         &self,
         _stream: TcpStream,
         _peer: SocketAddr,
         _listener: &str,
         _drain: watch::Receiver<bool>,
-    ) {
+    ) -> impl Future<Output = ()> + 'static {
+        std::future::ready(())
     }
 }
 
@@ -527,7 +530,7 @@ impl WorkerApp for Slow {
         _peer: SocketAddr,
         _listener: &str,
         drain: watch::Receiver<bool>,
-    ) -> impl Future<Output = ()> {
+    ) -> impl Future<Output = ()> + 'static {
         let delay = self.delay;
         async move {
             let mut stream = tokio::io::BufReader::new(stream);
@@ -604,13 +607,14 @@ fn shutdown_deadline_drops_stuck_connection() {
 struct Background;
 
 impl WorkerApp for Background {
-    async fn on_conn(
+    fn on_conn(
         &self,
         _stream: TcpStream,
         _peer: SocketAddr,
         _listener: &str,
         _drain: watch::Receiver<bool>,
-    ) {
+    ) -> impl Future<Output = ()> + 'static {
+        std::future::ready(())
     }
 
     async fn run(&self, ctx: WorkerCtx, mut drain: watch::Receiver<bool>) {

@@ -105,15 +105,23 @@ struct App {
 }
 
 impl WorkerApp for App {
-    async fn on_conn(
+    fn on_conn(
         &self,
         stream: TcpStream,
         peer: SocketAddr,
         _listener: &str,
         drain: watch::Receiver<bool>,
-    ) {
-        reel_http::serve_connection(stream, peer, self.handler.clone(), self.limits.clone(), drain)
-            .await;
+    ) -> impl std::future::Future<Output = ()> + 'static {
+        let conn = reel_http::serve_connection(
+            stream,
+            peer,
+            self.handler.clone(),
+            self.limits.clone(),
+            drain,
+        );
+        async move {
+            conn.await;
+        }
     }
 }
 

@@ -27,6 +27,29 @@ struct Local {
     next: Cell<usize>,
 }
 
+pin_project_lite::pin_project! {
+    /// A connection's task: the app's future and the guard, nothing else. An idle
+    /// connection costs its task cell, so the task is not an `async` block: one that
+    /// awaits a future it captured keeps the future twice (captured and awaited), and
+    /// keeps the stream, address and name it was made from. The guard drops with the
+    /// task, when the future completes or at the shutdown deadline.
+    struct Guarded<F> {
+        #[pin]
+        conn: F,
+        _guard: ConnGuard,
+    }
+}
+
+impl<F: Future<Output = ()>> Future for Guarded<F> {
+    type Output = ();
+    fn poll(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<()> {
+        self.project().conn.poll(cx)
+    }
+}
+
 /// Decrements the open counts when a connection task ends or is dropped at the deadline.
 struct ConnGuard {
     local: Rc<Local>,
@@ -262,14 +285,8 @@ async fn accept_loop<A: WorkerApp>(state: Rc<Local>, app: Rc<A>) {
                         state.open.set(state.open.get() + 1);
                         state.stats.open.fetch_add(1, Ordering::Relaxed);
                         let guard = ConnGuard { local: state.clone(), client };
-                        let app = app.clone();
-                        let drain = state.drain.clone();
-                        // The guard is used in place, not moved into a local: the
-                        // task of an idle connection stores it once.
-                        tokio::task::spawn_local(async move {
-                            app.on_conn(stream, peer, &name, drain).await;
-                            drop(guard);
-                        });
+                        let conn = app.on_conn(stream, peer, &name, state.drain.clone());
+                        tokio::task::spawn_local(Guarded { conn, _guard: guard });
                     }
                     Err(why) => refuse(&state, &app, stream, peer, name, why),
                 }
