@@ -299,7 +299,8 @@ varnish_vcl "$WORK/varnish/default.vcl" "$ORIGIN_PORT"
 
 # reel: n/a when not built or when it does not come up
 REEL_BIN=$TGT/release/reel
-if [[ -x "$REEL_BIN" ]] && { has plain || has tls || has llhls; }; then
+# The sections that measure the main reel: plain, tls, llhls, mix and conns.
+if [[ -x "$REEL_BIN" ]] && { has plain || has tls || has llhls || has mix || has conns; }; then
     mkdir -p "$WORK/reel/store"
     cat > "$WORK/reel/reel.toml" <<EOF
 [[listener]]
