@@ -385,7 +385,7 @@ fi
 rm -rf "$RAW"; mkdir -p "$RAW"
 DATA=$RAW/data.psv       # server|metric|round|value
 : > "$DATA"
-put() { echo "$1|$2|$3|$4" >> "$DATA"; }
+put() { [[ -n "$4" ]] && echo "$1|$2|$3|$4" >> "$DATA"; return 0; }   # an empty value is n/a, not 0
 cpu0_busy() { awk '$1 == "cpu0" { print $2 + $3 + $4 + $7 + $8 }' /proc/stat; }
 irq_sum() { awk -v k="$1:" '$1 == k { s = $2 + $3 } END { print s + 0 }' /proc/interrupts; }
 # Syscall and TLB-flush tracepoints counted for given PIDs (their threads, and threads they
@@ -394,10 +394,17 @@ irq_sum() { awk -v k="$1:" '$1 == k { s = $2 + $3 } END { print s + 0 }' /proc/i
 PERF_EVENTS=syscalls:sys_enter_madvise,syscalls:sys_enter_fadvise64,syscalls:sys_enter_preadv2,syscalls:sys_enter_pread64,syscalls:sys_enter_io_uring_enter,syscalls:sys_enter_cachestat,syscalls:sys_enter_sendfile64
 pstat_start() {  # output file, PIDs (space separated); prints the perf PID or nothing
     command -v perf >/dev/null 2>&1 || return 0
-    # tlb:tlb_flush also fires for the flush a switch to another process's address space
-    # makes (reason 0): that is scheduling, not a shootdown, and is left out.
-    perf stat -x, -o "$1" -e "$PERF_EVENTS" -e tlb:tlb_flush --filter 'reason != 0' \
-        -p "$(echo $2 | tr ' ' ',')" >/dev/null 2>&1 &
+    # tlb:tlb_flush counted for the shootdowns a process makes (reasons 2-4: local range,
+    # local whole-mm, IPI sent). Left out: the flush on a switch to another address space
+    # (0, scheduling) and the flushes a CPU does for another CPU's IPI (1, 5), which count
+    # against whatever process that CPU was running.
+    # Only the processes still there: perf refuses the whole list for one that exited
+    # (nginx's cache loader leaves after its first minute).
+    local p live=()
+    for p in $2; do [[ -d /proc/$p ]] && live+=("$p"); done
+    ((${#live[@]})) || return 0
+    perf stat -x, -o "$1" -e "$PERF_EVENTS" -e tlb:tlb_flush --filter 'reason >= 2 && reason <= 4' \
+        -p "$(IFS=,; echo "${live[*]}")" >/dev/null 2>&1 &
     local pid=$!
     STARTED+=("$pid")
     sleep 0.3
@@ -422,7 +429,7 @@ rss_kib() {      # PIDs: summed VmRSS in KiB
     done
     echo "$t"
 }
-per() { awk -v a="$1" -v b="$2" -v m="${3:-1}" 'BEGIN { if (b > 0) printf "%.3f", a * m / b; else print "" }'; }
+per() { awk -v a="$1" -v b="$2" -v m="${3:-1}" 'BEGIN { if (b > 0 && a != "") printf "%.3f", a * m / b; else print "" }'; }
 # Drops a directory's files from the page cache: written back first (dirty pages cannot be
 # dropped), then POSIX_FADV_DONTNEED through dd. Prints the bytes still resident.
 evict_dir() {
@@ -1375,7 +1382,7 @@ RESULTS=$RUN_DIR/results.md
             "Zipf s=1.0; \`reel-load zipf -v $VOD_VIEWERS --interval $VOD_INTERVAL\` ($VOD_VIEWERS viewers, one request every $VOD_INTERVAL each) for ${VOD_DUR}s after ${VOD_WARM}s of the same load with another seed;" \
             "the origin is reel-demo-origin with its production latency table (p50 33 ms, p99 166 ms). Hits are the responses the server marks as hits." \
             "All-hit: the same viewers over the $((VOD_STORE_MIB / 4)) most popular objects (half the store), every one fetched first, for ${VOD_HIT_DUR}s." \
-            "TLB (IRQ) = the machine-wide /proc/interrupts row; tlb_flush = perf stat of the serving processes' \`tlb:tlb_flush\` events other than the flush on a task switch (reason 0), i.e. shootdowns; madvise and fadvise64 likewise. Median of $VOD_ROUNDS rounds."
+            "TLB (IRQ) = the machine-wide /proc/interrupts row; tlb_flush = perf stat of the shootdowns the serving processes made (\`tlb:tlb_flush\` reasons 2-4: not the flush on a task switch, nor flushes run for another process's IPI); madvise and fadvise64 likewise. Median of $VOD_ROUNDS rounds."
         echo
         header "${names[@]}"
         nrow "hit ratio" vod.hit_ratio f2 "${names[@]}"
@@ -1391,7 +1398,7 @@ RESULTS=$RUN_DIR/results.md
         nrow "hit ratio of the all-hit run" vodhit.hit_ratio f2 "${names[@]}"
         nrow "miss p99 ms" vod.miss_p99 ms "${names[@]}"
         nrow "TLB shootdowns (IRQ, machine) per 1000 req" vod.tlb_irq f2 "${names[@]}"
-        nrow "TLB shootdowns (serving processes, tlb_flush reason != 0) per 1000 req" vod.tlb_flush f2 "${names[@]}"
+        nrow "TLB shootdowns made by the serving processes per 1000 req" vod.tlb_flush f2 "${names[@]}"
         nrow "madvise per 1000 req" vod.madvise f2 "${names[@]}"
         nrow "fadvise64 per 1000 req" vod.fadvise f2 "${names[@]}"
         nrow "errors (median run)" vod.errors raw "${names[@]}"
