@@ -311,7 +311,13 @@ mod tests {
     /// The size of a plain connection's future for the real handler, from the function's
     /// type alone (nothing is run).
     fn plain_size<R>(
-        _: fn(TcpStream, SocketAddr, Rc<WorkerState>, Rc<reel_http::Limits>, watch::Receiver<bool>) -> R,
+        _: fn(
+            TcpStream,
+            SocketAddr,
+            Rc<WorkerState>,
+            Rc<reel_http::Limits>,
+            watch::Receiver<bool>,
+        ) -> R,
     ) -> usize {
         std::mem::size_of::<ConnTask<R, std::future::Ready<()>>>()
     }
