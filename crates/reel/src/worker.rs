@@ -308,17 +308,16 @@ impl Handler for WorkerState {
 mod tests {
     use super::*;
 
+    /// `serve_connection`'s arguments for the real handler.
+    type ServeArgs =
+        (TcpStream, SocketAddr, Rc<WorkerState>, Rc<reel_http::Limits>, watch::Receiver<bool>);
+
     /// The size of a plain connection's future for the real handler, from the function's
     /// type alone (nothing is run).
-    fn plain_size<R>(
-        _: fn(
-            TcpStream,
-            SocketAddr,
-            Rc<WorkerState>,
-            Rc<reel_http::Limits>,
-            watch::Receiver<bool>,
-        ) -> R,
-    ) -> usize {
+    fn plain_size<F, R>(_: F) -> usize
+    where
+        F: FnOnce(ServeArgs) -> R,
+    {
         std::mem::size_of::<ConnTask<R, std::future::Ready<()>>>()
     }
 
@@ -330,7 +329,7 @@ mod tests {
     /// past it, nor back into a second allocation.
     #[test]
     fn an_idle_plain_connection_is_one_task_cell_of_768_bytes_or_less() {
-        let n = plain_size(reel_http::serve_connection::<WorkerState>);
+        let n = plain_size(|(s, p, h, l, d): ServeArgs| reel_http::serve_connection(s, p, h, l, d));
         assert!(n <= 544, "the plain connection future is {n} bytes");
     }
 }
