@@ -230,7 +230,15 @@ fn serve_io<H: Handler>(mut c: Conn<H>) -> impl Future<Output = ConnOutcome> {
                 tokio::pin!(idle);
                 let wait = loop {
                     if c.drain_live && *c.drain.borrow_and_update() {
-                        break drain_now(&mut c.io).await;
+                        // A connection that has not sent its first request was opened to
+                        // send one (it may have been accepted a moment before a drain or
+                        // an upgrade's hand-over): closing it would fail that request, so
+                        // it gets a short grace. Boxed: only a draining connection pays.
+                        break if c.requests == 0 {
+                            Box::pin(first_request_grace(&mut c.io)).await
+                        } else {
+                            drain_now(&mut c.io).await
+                        };
                     }
                     tokio::select! {
                         r = poll_fn(|cx| c.io.poll_read(cx)) => break match r {
@@ -430,6 +438,17 @@ impl Drop for WriteBuf {
 /// answered (with `Connection: close`) rather than dropped; only a truly idle connection
 /// closes at once. The yield lets the reactor poll epoll so readiness for bytes already in
 /// the kernel is known.
+/// How long a new connection may take to send its first request once draining began.
+const FIRST_REQUEST_GRACE: Duration = Duration::from_secs(1);
+
+/// Waits up to [`FIRST_REQUEST_GRACE`] for a new connection's first bytes.
+async fn first_request_grace(io: &mut Io) -> Wait {
+    match tokio::time::timeout(FIRST_REQUEST_GRACE, poll_fn(|cx| io.poll_read(cx))).await {
+        Ok(Ok(n)) if n > 0 => Wait::Data,
+        _ => Wait::Closed(CloseReason::Drain),
+    }
+}
+
 async fn drain_now(io: &mut Io) -> Wait {
     tokio::task::yield_now().await;
     match io.try_read_now() {

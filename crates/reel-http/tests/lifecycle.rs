@@ -97,9 +97,21 @@ fn drain_closes_idle_connections_and_finishes_in_flight_ones() {
     let mut reasons = vec![server.outcome().close, server.outcome().close];
     reasons.sort_by_key(|r| format!("{r:?}"));
     assert_eq!(reasons, vec![CloseReason::Drain, CloseReason::Drain]);
-    // New connections after drain close at once.
-    let late = server.connect();
+    // A connection that has not sent its first request yet (accepted just before a drain
+    // or an upgrade's hand-over) gets a short grace to send it, answered with close...
+    let mut late = server.connect();
+    sleep(Duration::from_millis(200));
+    late.send(&get("/hello"));
+    let r = late.response(false);
+    assert_eq!((r.status, r.closes()), (200, true));
     late.assert_closed();
+    assert_eq!(server.outcome().close, CloseReason::Drain);
+    // ...and one that sends nothing is closed when the grace ends, with nothing written.
+    let started = std::time::Instant::now();
+    let silent = server.connect();
+    silent.assert_closed();
+    assert!(started.elapsed() >= Duration::from_millis(900), "closed before the grace");
+    assert_eq!(server.outcome().close, CloseReason::Drain);
 }
 
 #[test]
