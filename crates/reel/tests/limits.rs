@@ -105,6 +105,35 @@ fn one_client_address_holds_at_most_its_cap() {
     }
 }
 
+/// Starts a second reel on `conf`, which must refuse to run: its exit status and stderr.
+/// One still running after `PATIENCE` is killed and fails the test.
+fn run_second(conf: &Conf) -> (std::process::ExitStatus, String) {
+    let mut child = Command::new(BIN)
+        .args(["serve", "--config"])
+        .arg(conf.path())
+        .current_dir(&conf.dir)
+        .env_remove("NOTIFY_SOCKET")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + PATIENCE;
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the second reel is running beside the first one");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    (status, err)
+}
+
 #[test]
 fn a_second_reel_on_the_same_data_address_is_refused() {
     let dir = tempfile::tempdir().unwrap();
@@ -120,29 +149,7 @@ fn a_second_reel_on_the_same_data_address_is_refused() {
     second.dir = dir.path().join("b");
     std::fs::create_dir_all(&second.dir).unwrap();
     second.write();
-    let mut child = Command::new(BIN)
-        .args(["serve", "--config"])
-        .arg(second.path())
-        .current_dir(&second.dir)
-        .env_remove("NOTIFY_SOCKET")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + PATIENCE;
-    let status = loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            break st;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("the second reel is running: it joined the first one's listener");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let mut err = String::new();
-    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    let (status, err) = run_second(&second);
     assert!(!status.success());
     assert!(err.contains("another process already listens"), "{err}");
     assert!(err.contains(&format!("127.0.0.1:{port}")), "{err}");
@@ -159,17 +166,8 @@ fn a_second_reel_on_the_same_store_exits_1_naming_the_holder() {
     // The same store directory by mistake, on other ports (data and admin port 0).
     let second = conf.clone();
     second.write();
-    let out = Command::new(BIN)
-        .args(["serve", "--config"])
-        .arg(second.path())
-        .current_dir(&second.dir)
-        .env_remove("NOTIFY_SOCKET")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
+    let (status, err) = run_second(&second);
+    assert_eq!(status.code(), Some(1), "{err}");
     assert!(err.contains(&format!("in use by another process (pid {})", first.pid())), "{err}");
     // The first one serves on, its store untouched.
     assert_eq!(get(first.data, "/healthz").status, 200);
