@@ -434,14 +434,11 @@ impl Drop for WriteBuf {
     }
 }
 
-/// Drain was asked while the connection is idle. A request the client already sent is
-/// answered (with `Connection: close`) rather than dropped; only a truly idle connection
-/// closes at once. The yield lets the reactor poll epoll so readiness for bytes already in
-/// the kernel is known.
 /// How long a new connection may take to send its first request once draining began.
 const FIRST_REQUEST_GRACE: Duration = Duration::from_secs(1);
 
-/// Waits up to [`FIRST_REQUEST_GRACE`] for a new connection's first bytes.
+/// Drain was asked before a new connection's first request: waits up to
+/// [`FIRST_REQUEST_GRACE`] for its first bytes (a silent one is closed when it passes).
 async fn first_request_grace(io: &mut Io) -> Wait {
     match tokio::time::timeout(FIRST_REQUEST_GRACE, poll_fn(|cx| io.poll_read(cx))).await {
         Ok(Ok(n)) if n > 0 => Wait::Data,
@@ -449,6 +446,10 @@ async fn first_request_grace(io: &mut Io) -> Wait {
     }
 }
 
+/// Drain was asked while the connection is idle. A request the client already sent is
+/// answered (with `Connection: close`) rather than dropped; only a truly idle connection
+/// closes at once. The yield lets the reactor poll epoll so readiness for bytes already in
+/// the kernel is known.
 async fn drain_now(io: &mut Io) -> Wait {
     tokio::task::yield_now().await;
     match io.try_read_now() {
