@@ -148,6 +148,8 @@ pub struct FillWriter {
     /// Internal copies are not in the index while written.
     internal: bool,
     pub(super) done: bool,
+    /// Sealed, and still counted in `vol`'s writers until the entry is indexed.
+    sealed_holding: bool,
 }
 
 impl Store {
@@ -241,6 +243,7 @@ impl Store {
             spill: None,
             internal,
             done: false,
+            sealed_holding: false,
         })
     }
 }
@@ -299,6 +302,8 @@ impl FillWriter {
             self.shared.progress.send_modify(|p| p.state = FillState::Aborted);
             return Err(StoreError::Gone);
         }
+        // Only now may reclaim take the volume: its object list names this entry.
+        self.release_volume();
         self.shared.progress.send_modify(|p| p.state = FillState::Committed);
         Ok(Committed::Stored)
     }
@@ -307,6 +312,7 @@ impl FillWriter {
     /// again. Also done on drop without commit.
     pub fn abort(&mut self) {
         if self.done {
+            self.release_volume();
             return;
         }
         self.done = true;
@@ -558,8 +564,11 @@ impl FillWriter {
         Ok(span)
     }
 
-    /// Writes the commit trailer, which makes the record valid on disk, and releases the
-    /// volume.
+    /// Writes the commit trailer, which makes the record valid on disk. The writer still
+    /// counts in its volume's writers, so no reclaim starts on the volume before the
+    /// caller has put the entry in the index and the volume's object list (a reclaim in
+    /// between would miss the entry and leave it in the index, pointing at a reused
+    /// volume); [`FillWriter::release_volume`] (or the drop) ends that.
     pub(super) async fn seal(&mut self, span: u64) -> Result<Arc<Entry>, StoreError> {
         let t = format::encode_trailer(self.seq, self.written, self.crc, self.header_crc);
         self.write(Bytes::copy_from_slice(&t), self.body_off + self.written).await?;
@@ -567,7 +576,7 @@ impl FillWriter {
             return Err(StoreError::Gone);
         }
         self.done = true;
-        self.vol.writers.fetch_sub(1, Ordering::SeqCst);
+        self.sealed_holding = true;
         Ok(Arc::new(Entry {
             key: self.shared.key.clone(),
             meta: self.shared.meta.clone(),
@@ -580,6 +589,15 @@ impl FillWriter {
             stored_at: self.shared.stored_at,
             accessed: AtomicBool::new(false),
         }))
+    }
+}
+
+impl FillWriter {
+    /// Stops counting in the volume's writers after [`FillWriter::seal`]; once only.
+    pub(super) fn release_volume(&mut self) {
+        if std::mem::take(&mut self.sealed_holding) {
+            self.vol.writers.fetch_sub(1, Ordering::SeqCst);
+        }
     }
 }
 

@@ -141,6 +141,7 @@ impl Store {
             return Err(StoreError::Aborted);
         }
         self.vols[new.vol as usize].objects.lock().unwrap_or_else(|p| p.into_inner()).push(h);
+        w.release_volume();
         Ok(())
     }
 }

@@ -318,3 +318,32 @@ fn a_removal_during_the_load_writes_only_for_keys_on_disk() {
         assert_eq!(s.stats().objects, 0);
     }
 }
+
+/// A sealed fill still holds its volume against reclaim until its entry is in the index
+/// and the volume's object list: a reclaim in between would miss the entry, and the index
+/// would keep pointing into a volume written over.
+#[test]
+fn a_sealed_fill_holds_its_volume_until_it_is_indexed() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = small_store(dir.path(), 3, false);
+    rt(async {
+        // A slow fill in the first volume, still open while the store fills behind it.
+        let mut slow = s.begin_fill(b"slow", Bytes::from_static(b"m"), Some(1000)).await.unwrap();
+        slow.append(Bytes::from(vec![1u8; 1000])).await.unwrap();
+        let v = slow.vol.idx;
+        fill_until_reclaim_due(&s).await;
+        assert_eq!(s.lock_alloc().sealed.front(), Some(&v), "the slow fill's volume is oldest");
+        // Sealed (the trailer is on disk) but not yet indexed: no reclaim of its volume.
+        let span = slow.final_header().await.unwrap();
+        let _entry = slow.seal(span).await.unwrap();
+        s.maintain().await;
+        assert_eq!(s.stats().reclaims, 0, "reclaimed under a fill not yet indexed");
+        // Released: now it may go.
+        slow.release_volume();
+        s.maintain().await;
+        assert_eq!(s.stats().reclaims, 1);
+        assert_eq!(s.vols[v as usize].writers.load(std::sync::atomic::Ordering::SeqCst), 0);
+        drop(slow);
+        assert_eq!(s.vols[v as usize].writers.load(std::sync::atomic::Ordering::SeqCst), 0);
+    });
+}
