@@ -5,6 +5,7 @@ use std::future::{Future, poll_fn};
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::rc::Rc;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use bytes::Buf;
@@ -147,6 +148,8 @@ pub enum CloseReason {
     Abuse(&'static str),
     /// HTTP/2: the client broke the protocol (connection error).
     Protocol(String),
+    /// Not closed: idle, handed back to be kept without a task ([`serve_parkable`]).
+    Parked,
 }
 
 /// Statistics of one finished connection.
@@ -165,6 +168,27 @@ pub struct ConnOutcome {
 enum Wait {
     Data,
     Closed(CloseReason),
+    /// Idle for the park delay: hand the socket back (see [`serve_parkable`]).
+    Park,
+}
+
+/// A keep-alive connection that went idle, handed back by [`serve_parkable`] to be kept
+/// without a task until its next bytes arrive.
+#[derive(Debug)]
+pub struct Parked {
+    /// The socket, out of the reactor (nonblocking, no unread byte buffered).
+    pub stream: std::net::TcpStream,
+    /// When its keep-alive idle timeout ends.
+    pub idle_until: Instant,
+}
+
+/// How a [`serve_parkable`] connection ended.
+#[derive(Debug)]
+pub struct Served {
+    /// Its statistics (up to the park, for a parked one).
+    pub outcome: ConnOutcome,
+    /// The socket, when it went idle and was handed back rather than closed.
+    pub parked: Option<Parked>,
 }
 
 /// Serves HTTP/1.x on `stream` until it closes, returning what happened.
@@ -194,7 +218,43 @@ pub fn serve_connection<H: Handler>(
     // the last segment of each.
     let _ = stream.set_nodelay(true);
     let io = Io::new(Transport::Tcp(stream), limits.idle_timeout);
-    serve_io(Conn::new(io, peer, local, handler, limits, drain))
+    Outcome { served: serve_io(Conn::new(io, peer, local, handler, limits, drain, false)) }
+}
+
+/// [`serve_connection`] for a server that keeps idle connections without a task: once the
+/// connection has waited [`Limits::park_after`] for its next request (and neither drain nor
+/// the idle timeout came first), the future ends with the socket in [`Served::parked`],
+/// taken out of the reactor. The caller watches it for bytes and serves it again with this function
+/// (its `requests` count starts over), or closes it at [`Parked::idle_until`]. Between
+/// requests of a busy connection nothing changes: a park costs a deregistration and a
+/// registration, so only connections idle for `park_after` pay it.
+pub fn serve_parkable<H: Handler>(
+    stream: TcpStream,
+    peer: SocketAddr,
+    handler: Rc<H>,
+    limits: Rc<Limits>,
+    drain: watch::Receiver<bool>,
+) -> impl Future<Output = Served> {
+    let local =
+        stream.local_addr().unwrap_or_else(|_| SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0)));
+    let _ = stream.set_nodelay(true);
+    let io = Io::new(Transport::Tcp(stream), limits.idle_timeout);
+    serve_io(Conn::new(io, peer, local, handler, limits, drain, true))
+}
+
+pin_project_lite::pin_project! {
+    /// [`serve_io`]'s future with only the outcome as output, stored in place.
+    struct Outcome<F> {
+        #[pin]
+        served: F,
+    }
+}
+
+impl<F: Future<Output = Served>> Future for Outcome<F> {
+    type Output = ConnOutcome;
+    fn poll(self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<ConnOutcome> {
+        self.project().served.poll(cx).map(|s| s.outcome)
+    }
 }
 
 /// [`serve_connection`] over any byte stream, e.g. TLS over TCP (HTTPS/1.1): the same
@@ -210,23 +270,32 @@ pub async fn serve_stream<H: Handler, S: ByteStream + 'static>(
     drain: watch::Receiver<bool>,
 ) -> ConnOutcome {
     let io = Io::new(Transport::Stream(Box::new(stream)), limits.idle_timeout);
-    serve_io(Conn::new(io, peer, local, handler, limits, drain)).await
+    serve_io(Conn::new(io, peer, local, handler, limits, drain, false)).await.outcome
 }
 
 /// The connection loop. `c` is captured and used in place (not moved into a local), so
 /// the future stores it once: as an `async fn` it would be stored twice (the argument and
 /// its binding), the size of a `Conn` more per connection.
 #[allow(clippy::manual_async_fn)]
-fn serve_io<H: Handler>(mut c: Conn<H>) -> impl Future<Output = ConnOutcome> {
+fn serve_io<H: Handler>(mut c: Conn<H>) -> impl Future<Output = Served> {
     async move {
+        let mut parked = None;
         let close = loop {
             // Wait for the first byte of the next head, holding no buffer meanwhile (a
             // pipelined request already buffered is parsed at once).
             if c.io.rbuf.is_empty() {
                 c.io.release_rbuf();
                 // Written out here rather than as a function taking references: they
-                // would be stored in the idle connection's future too.
-                let idle = tokio::time::sleep(c.limits.idle_timeout);
+                // would be stored in the idle connection's future too. One timer: the
+                // park delay first when it comes before the idle timeout (the idle
+                // timeout then ends `idle_timeout - park_after` after the timer's
+                // deadline, recomputed rather than stored).
+                let mut parking =
+                    c.parkable && c.limits.park_after.is_some_and(|p| p < c.limits.idle_timeout);
+                let idle = tokio::time::sleep(match c.limits.park_after {
+                    Some(p) if parking => p,
+                    _ => c.limits.idle_timeout,
+                });
                 tokio::pin!(idle);
                 let wait = loop {
                     if c.drain_live && *c.drain.borrow_and_update() {
@@ -246,7 +315,17 @@ fn serve_io<H: Handler>(mut c: Conn<H>) -> impl Future<Output = ConnOutcome> {
                             Ok(_) => Wait::Data,
                             Err(e) => Wait::Closed(CloseReason::ReadError(e.kind())),
                         },
-                        () = &mut idle => break Wait::Closed(CloseReason::IdleTimeout),
+                        () = &mut idle => {
+                            if !parking {
+                                break Wait::Closed(CloseReason::IdleTimeout);
+                            }
+                            if c.io.is_tcp() {
+                                break Wait::Park;
+                            }
+                            parking = false;
+                            let until = idle.deadline() + idle_after_park(&c.limits);
+                            idle.as_mut().reset(until);
+                        }
                         changed = c.drain.changed(), if c.drain_live => {
                             if changed.is_err() {
                                 c.drain_live = false;
@@ -254,8 +333,17 @@ fn serve_io<H: Handler>(mut c: Conn<H>) -> impl Future<Output = ConnOutcome> {
                         }
                     }
                 };
-                if let Wait::Closed(r) = wait {
-                    break r;
+                match wait {
+                    Wait::Data => {}
+                    Wait::Closed(r) => break r,
+                    Wait::Park => match c.io.take_tcp().map(tokio::net::TcpStream::into_std) {
+                        Some(Ok(stream)) => {
+                            let idle_until = Instant::now() + idle_after_park(&c.limits);
+                            parked = Some(Parked { stream, idle_until });
+                            break CloseReason::Parked;
+                        }
+                        _ => break CloseReason::IdleTimeout,
+                    },
                 }
             }
             // Boxed: a request's future (its `Request`, the handler's future) exists only
@@ -265,13 +353,19 @@ fn serve_io<H: Handler>(mut c: Conn<H>) -> impl Future<Output = ConnOutcome> {
             }
         };
         let io = &c.io;
-        ConnOutcome {
+        let outcome = ConnOutcome {
             requests: c.requests,
             bytes_read: io.bytes_read,
             bytes_written: io.bytes_written,
             close,
-        }
+        };
+        Served { outcome, parked }
     }
+}
+
+/// What is left of the idle timeout once a connection has waited `park_after`.
+fn idle_after_park(limits: &Limits) -> Duration {
+    limits.idle_timeout.saturating_sub(limits.park_after.unwrap_or_default())
 }
 
 /// A connection's state between requests.
@@ -285,6 +379,8 @@ struct Conn<H> {
     /// `false` once the drain sender is gone ("never drain").
     drain_live: bool,
     requests: u64,
+    /// Served by [`serve_parkable`]: an idle connection may be handed back.
+    parkable: bool,
 }
 
 impl<H> Conn<H> {
@@ -295,15 +391,16 @@ impl<H> Conn<H> {
         handler: Rc<H>,
         limits: Rc<Limits>,
         drain: watch::Receiver<bool>,
+        parkable: bool,
     ) -> Self {
-        Conn { io, handler, limits, peer, local, drain, drain_live: true, requests: 0 }
+        Conn { io, handler, limits, peer, local, drain, drain_live: true, requests: 0, parkable }
     }
 }
 
 /// Reads, answers and reports one request whose first bytes are in the read buffer;
 /// `Some` when the connection must close.
 async fn one_request<H: Handler>(c: &mut Conn<H>) -> Option<CloseReason> {
-    let Conn { io, handler, limits, peer, local, drain, drain_live, requests } = c;
+    let Conn { io, handler, limits, peer, local, drain, drain_live, requests, .. } = c;
     let (handler, limits, peer) = (&**handler, &**limits, *peer);
     // Taken from the worker's free list by the first write, given back when dropped.
     let mut wbuf = WriteBuf(Vec::new());

@@ -46,6 +46,32 @@ const SENDFILE_MAX: u64 = 1 << 30;
 pub trait ByteStream: AsyncRead + AsyncWrite + Unpin {}
 impl<T: AsyncRead + AsyncWrite + Unpin> ByteStream for T {}
 
+/// The transport of a connection whose socket was taken out ([`Io::take_tcp`]): a
+/// zero-sized stand-in (its box allocates nothing) that reads EOF and refuses writes.
+struct Gone;
+
+impl AsyncRead for Gone {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+        _: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl AsyncWrite for Gone {
+    fn poll_write(self: Pin<&mut Self>, _: &mut Context<'_>, _: &[u8]) -> Poll<io::Result<usize>> {
+        Poll::Ready(Err(io::ErrorKind::NotConnected.into()))
+    }
+    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+    fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+}
+
 pub(crate) enum Transport {
     Tcp(TcpStream),
     Stream(Box<dyn ByteStream>),
@@ -101,6 +127,23 @@ fn timed_out() -> io::Error {
 impl Io {
     pub(crate) fn new(transport: Transport, stall: Duration) -> Self {
         Self { transport, rbuf: BytesMut::new(), stall, bytes_read: 0, bytes_written: 0 }
+    }
+
+    /// Whether this is a plain TCP connection.
+    pub(crate) fn is_tcp(&self) -> bool {
+        matches!(self.transport, Transport::Tcp(_))
+    }
+
+    /// Takes the TCP socket out (for a connection handed back idle); `None` for a byte
+    /// stream. The connection has no transport afterwards: reads see EOF, writes fail.
+    pub(crate) fn take_tcp(&mut self) -> Option<TcpStream> {
+        match std::mem::replace(&mut self.transport, Transport::Stream(Box::new(Gone))) {
+            Transport::Tcp(s) => Some(s),
+            other => {
+                self.transport = other;
+                None
+            }
+        }
     }
 
     fn reserve(&mut self) {

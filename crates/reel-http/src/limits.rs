@@ -37,6 +37,10 @@ pub struct Limits {
     /// dripping a byte per `idle_timeout` cannot hold a request open longer. On expiry
     /// the connection gets 408 and is closed.
     pub body_timeout: Duration,
+    /// [`serve_parkable`](crate::serve_parkable) only: how long a keep-alive connection
+    /// waits for its next request before it is handed back to be kept without a task
+    /// (`None`: never).
+    pub park_after: Option<Duration>,
 }
 
 impl Default for Limits {
@@ -49,6 +53,7 @@ impl Default for Limits {
             header_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(60),
             body_timeout: Duration::from_secs(120),
+            park_after: None,
         }
     }
 }

@@ -42,6 +42,6 @@ pub use plan::{
 };
 pub use sockets::Inherited;
 pub use workers::{
-    ListenerSpec, Runtime, RuntimeError, RuntimeOptions, ShutdownHandle, ShutdownReport, Steer,
-    WorkerApp, WorkerCtx, WorkerStats, start, start_with,
+    ConnEnd, ListenerSpec, Runtime, RuntimeError, RuntimeOptions, ShutdownHandle, ShutdownReport,
+    Steer, WorkerApp, WorkerCtx, WorkerStats, start, start_with,
 };

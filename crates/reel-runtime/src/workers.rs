@@ -163,8 +163,10 @@ pub struct WorkerCtx {
 /// Counters of one worker, readable from any thread.
 #[derive(Debug, Default)]
 pub struct WorkerStats {
-    /// Currently open connections.
+    /// Currently open connections (parked ones included).
     pub open: AtomicUsize,
+    /// Open connections idle in the worker's idle lot, without a task.
+    pub parked: AtomicUsize,
     /// Connections accepted since start.
     pub accepted: AtomicU64,
     /// Failed `accept` calls since start.
@@ -175,19 +177,44 @@ pub struct WorkerStats {
     pub pinned: AtomicBool,
 }
 
+/// How a connection's future ended ([`WorkerApp::on_conn`]); `()` means closed.
+#[derive(Debug)]
+pub enum ConnEnd {
+    /// The connection is closed.
+    Closed,
+    /// Idle between requests: the worker keeps the socket without a task (its idle lot)
+    /// and calls [`WorkerApp::on_conn`] again when bytes arrive; it closes the socket at
+    /// `idle_until`, or at once when the worker drains (a request already on its way in
+    /// is still handed to the app). The connection stays counted against every limit.
+    Park {
+        /// The socket, out of the reactor, nonblocking, with no unread byte buffered.
+        stream: std::net::TcpStream,
+        /// When its keep-alive idle timeout ends.
+        idle_until: Instant,
+    },
+}
+
+impl From<()> for ConnEnd {
+    fn from((): ()) -> ConnEnd {
+        ConnEnd::Closed
+    }
+}
+
 /// The per-worker application. One instance is created on each worker thread by the factory
 /// given to [`start`], so it may hold `Rc`/`RefCell` state.
 pub trait WorkerApp: 'static {
     /// Serves one accepted connection. Runs as a local task on the accepting worker. When
     /// `drain` becomes `true` the server is shutting down: finish the in-flight request and
     /// return. The future is dropped (closing the connection) at the shutdown deadline.
+    /// It may end with [`ConnEnd::Park`] to keep an idle connection without a task; a
+    /// parked connection that becomes readable comes back here.
     fn on_conn(
         &self,
         stream: TcpStream,
         peer: SocketAddr,
         listener: &str,
         drain: watch::Receiver<bool>,
-    ) -> impl Future<Output = ()> + 'static;
+    ) -> impl Future<Output = impl Into<ConnEnd>> + 'static;
 
     /// A connection accepted over a limit (`why`), about to be closed: the app may answer
     /// it briefly (e.g. a 503 to the request it sent) before dropping it. The runtime runs
@@ -674,5 +701,6 @@ impl Drop for Runtime {
     }
 }
 
+mod idle;
 mod worker;
 use worker::{WorkerCfg, worker_thread};

@@ -32,7 +32,7 @@ impl WorkerApp for Echo {
         _peer: SocketAddr,
         listener: &str,
         mut drain: watch::Receiver<bool>,
-    ) -> impl Future<Output = ()> + 'static {
+    ) -> impl Future<Output = impl Into<reel_runtime::ConnEnd>> + 'static {
         let prefix = format!("{}:{}:", self.index, listener);
         async move {
             let mut buf = [0u8; 1024];
@@ -183,7 +183,7 @@ impl WorkerApp for Hold {
         _peer: SocketAddr,
         _listener: &str,
         _drain: watch::Receiver<bool>,
-    ) -> impl Future<Output = ()> + 'static {
+    ) -> impl Future<Output = impl Into<reel_runtime::ConnEnd>> + 'static {
         async move {
             if stream.write_all(b"hi\n").await.is_err() {
                 return;
@@ -421,7 +421,7 @@ impl WorkerApp for PanicsOnDrop {
         _peer: SocketAddr,
         _listener: &str,
         _drain: watch::Receiver<bool>,
-    ) -> impl Future<Output = ()> + 'static {
+    ) -> impl Future<Output = impl Into<reel_runtime::ConnEnd>> + 'static {
         std::future::ready(())
     }
 }
@@ -533,7 +533,7 @@ impl WorkerApp for Slow {
         _peer: SocketAddr,
         _listener: &str,
         drain: watch::Receiver<bool>,
-    ) -> impl Future<Output = ()> + 'static {
+    ) -> impl Future<Output = impl Into<reel_runtime::ConnEnd>> + 'static {
         let delay = self.delay;
         async move {
             let mut stream = tokio::io::BufReader::new(stream);
@@ -616,7 +616,7 @@ impl WorkerApp for Background {
         _peer: SocketAddr,
         _listener: &str,
         _drain: watch::Receiver<bool>,
-    ) -> impl Future<Output = ()> + 'static {
+    ) -> impl Future<Output = impl Into<reel_runtime::ConnEnd>> + 'static {
         std::future::ready(())
     }
 

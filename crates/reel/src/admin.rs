@@ -200,6 +200,19 @@ impl AdminHandler {
             p.sample("reel_connections_open", &[("worker", &idx)], w.open.load(Ordering::Relaxed));
         }
         p.family(
+            "reel_connections_parked",
+            Kind::Gauge,
+            "Open client connections idle without a task (counted in reel_connections_open too), per worker.",
+        );
+        for (i, w) in s.worker_stats().iter().enumerate() {
+            let idx = i.to_string();
+            p.sample(
+                "reel_connections_parked",
+                &[("worker", &idx)],
+                w.parked.load(Ordering::Relaxed),
+            );
+        }
+        p.family(
             "reel_connections_accepted_total",
             Kind::Counter,
             "Accepted connections, per worker.",
@@ -341,6 +354,7 @@ impl AdminHandler {
                     "index": i,
                     "cpu": s.plan.workers.get(i),
                     "open_connections": w.open.load(Ordering::Relaxed),
+                    "parked_connections": w.parked.load(Ordering::Relaxed),
                     "accepted": w.accepted.load(Ordering::Relaxed),
                     "refused": w.refused.load(Ordering::Relaxed),
                     "pinned": w.pinned.load(Ordering::Relaxed),

@@ -18,10 +18,10 @@ use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use reel_cache::CacheResult;
-use reel_http::{Handler, Method, Refusal, Request, RequestBody, Response, Sent};
+use reel_http::{Handler, Method, Refusal, Request, RequestBody, Response, Sent, Served};
 use reel_ops::access_log::{Entry, LogBuffer, Refused};
 use reel_ops::metrics::WorkerMetrics;
-use reel_runtime::{WorkerApp, WorkerCtx};
+use reel_runtime::{ConnEnd, WorkerApp, WorkerCtx};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 
@@ -40,12 +40,15 @@ pin_project_lite::pin_project! {
     }
 }
 
-impl<P: Future, T: Future<Output = ()>> Future for ConnTask<P, T> {
-    type Output = ();
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+impl<P: Future<Output = Served>, T: Future<Output = ()>> Future for ConnTask<P, T> {
+    type Output = ConnEnd;
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<ConnEnd> {
         match self.project() {
-            ConnTaskProj::Plain { conn } => conn.poll(cx).map(drop),
-            ConnTaskProj::Tls { conn } => conn.as_mut().poll(cx),
+            ConnTaskProj::Plain { conn } => conn.poll(cx).map(|s| match s.parked {
+                Some(p) => ConnEnd::Park { stream: p.stream, idle_until: p.idle_until },
+                None => ConnEnd::Closed,
+            }),
+            ConnTaskProj::Tls { conn } => conn.as_mut().poll(cx).map(ConnEnd::from),
         }
     }
 }
@@ -84,16 +87,16 @@ impl WorkerApp for App {
         peer: SocketAddr,
         listener: &str,
         drain: watch::Receiver<bool>,
-    ) -> impl Future<Output = ()> + 'static {
+    ) -> impl Future<Output = impl Into<ConnEnd>> + 'static {
         let g = self.state.current();
         let (limits, h2) = (g.limits.clone(), g.h2.clone());
         let tls = g.live.tls.listener(listener).cloned();
         drop(g);
         let s = self.state.clone();
         match tls {
-            None => ConnTask::Plain {
-                conn: reel_http::serve_connection(stream, peer, s, limits, drain),
-            },
+            None => {
+                ConnTask::Plain { conn: reel_http::serve_parkable(stream, peer, s, limits, drain) }
+            }
             Some(tls) => ConnTask::Tls {
                 conn: Box::pin(async move {
                     crate::tls::serve(
@@ -321,7 +324,8 @@ mod tests {
         std::mem::size_of::<ConnTask<R, std::future::Ready<()>>>()
     }
 
-    /// An idle plain connection is one task cell (tokio's header and trailer, 96 bytes,
+    /// A plain connection waiting for its next request (before it is parked) is one task
+    /// cell (tokio's header and trailer, 96 bytes,
     /// around this future, 128-aligned) plus the socket's registration. mimalloc serves a
     /// 128-aligned request that is not a power of two from the next class up: a future of
     /// up to 544 bytes keeps the cell in the 768-byte class (measured with uprobes on
@@ -329,7 +333,7 @@ mod tests {
     /// past it, nor back into a second allocation.
     #[test]
     fn an_idle_plain_connection_is_one_task_cell_of_768_bytes_or_less() {
-        let n = plain_size(|(s, p, h, l, d): ServeArgs| reel_http::serve_connection(s, p, h, l, d));
+        let n = plain_size(|(s, p, h, l, d): ServeArgs| reel_http::serve_parkable(s, p, h, l, d));
         assert!(n <= 544, "the plain connection future is {n} bytes");
     }
 }

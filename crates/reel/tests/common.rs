@@ -322,8 +322,8 @@ impl Resp {
 
 /// A keep-alive client connection.
 pub(crate) struct Conn {
-    w: TcpStream,
-    r: BufReader<TcpStream>,
+    pub(crate) w: TcpStream,
+    pub(crate) r: BufReader<TcpStream>,
 }
 
 impl Conn {
@@ -362,6 +362,11 @@ impl Conn {
     /// `GET target` with `Host: host`.
     pub(crate) fn get(&mut self, host: &str, target: &str) -> io::Result<Resp> {
         self.request("GET", host, target, &[])
+    }
+
+    /// Reads the next response (of a request written through `w`).
+    pub(crate) fn read_response(&mut self) -> io::Result<Resp> {
+        read_response(&mut self.r, false)
     }
 }
 

@@ -9,6 +9,7 @@ mod common;
 mod health;
 mod interim;
 mod limits;
+mod parked;
 mod reload;
 mod restarts;
 mod serve;

@@ -111,7 +111,7 @@ impl WorkerApp for App {
         peer: SocketAddr,
         _listener: &str,
         drain: watch::Receiver<bool>,
-    ) -> impl std::future::Future<Output = ()> + 'static {
+    ) -> impl std::future::Future<Output = impl Into<reel_runtime::ConnEnd>> + 'static {
         let conn = reel_http::serve_connection(
             stream,
             peer,

@@ -1,7 +1,9 @@
 //! One worker's thread: its runtime, its accept loop over its own listening sockets, the
 //! connection limits applied at accept, live listener changes and the drain.
 
+use super::idle::{Lot, Woken};
 use super::*;
+use tokio::io::unix::AsyncFd;
 
 /// What a worker thread is started with.
 pub(super) struct WorkerCfg {
@@ -25,28 +27,165 @@ struct Local {
     listeners: RefCell<Vec<(Rc<str>, TcpListener)>>,
     /// Where the next accept poll starts, so a busy listener cannot starve the others.
     next: Cell<usize>,
+    /// Idle connections kept without a task (`None` if the lot's epoll could not be made:
+    /// then an idle connection the app hands back is closed).
+    lot: RefCell<Option<Lot<ConnGuard>>>,
+    /// Woken when a parked connection's deadline is the lot's earliest.
+    lot_changed: Notify,
+    /// Listener names by id (a connection's guard keeps the id: no room in its task for
+    /// the name). Only grows; names are few.
+    names: RefCell<Vec<Rc<str>>>,
 }
 
-pin_project_lite::pin_project! {
-    /// A connection's task: the app's future and the guard, nothing else. An idle
-    /// connection costs its task cell, so the task is not an `async` block: one that
-    /// awaits a future it captured keeps the future twice (captured and awaited), and
-    /// keeps the stream, address and name it was made from. The guard drops with the
-    /// task, when the future completes or at the shutdown deadline.
-    struct Guarded<F> {
-        #[pin]
-        conn: F,
-        _guard: ConnGuard,
+impl Local {
+    /// The id of listener name `name`.
+    fn name_id(&self, name: &Rc<str>) -> u32 {
+        let mut names = self.names.borrow_mut();
+        if let Some(i) = names.iter().position(|n| n == name) {
+            return i as u32;
+        }
+        names.push(name.clone());
+        (names.len() - 1) as u32
+    }
+
+    /// The listener name of id `id`.
+    fn name(&self, id: u32) -> Rc<str> {
+        self.names.borrow().get(id as usize).cloned().unwrap_or_else(|| Rc::from(""))
     }
 }
 
-impl<F: Future<Output = ()>> Future for Guarded<F> {
+pin_project_lite::pin_project! {
+    /// A connection's task: the app's future and the guard, nothing else. A connection
+    /// waiting for its next request costs its task cell until it is parked, so the task is
+    /// not an `async` block: one that awaits a future it captured keeps the future twice
+    /// (captured and awaited), and keeps the stream, address and name it was made from.
+    /// The guard drops with the task, when the future completes or at the shutdown
+    /// deadline, unless the connection is parked: then it moves to the idle lot.
+    struct Guarded<F> {
+        #[pin]
+        conn: F,
+        guard: Option<ConnGuard>,
+    }
+}
+
+impl<F: Future> Future for Guarded<F>
+where
+    F::Output: Into<ConnEnd>,
+{
     type Output = ();
     fn poll(
         self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<()> {
-        self.project().conn.poll(cx)
+        let this = self.project();
+        let end = std::task::ready!(this.conn.poll(cx)).into();
+        if let (ConnEnd::Park { stream, idle_until }, Some(guard)) = (end, this.guard.take()) {
+            park(stream, guard, idle_until);
+        }
+        Poll::Ready(())
+    }
+}
+
+/// Moves an idle connection into its worker's lot; closes it when the worker drains or
+/// the lot cannot take it.
+fn park(stream: std::net::TcpStream, guard: ConnGuard, idle_until: Instant) {
+    let local = guard.local.clone();
+    if *local.drain.borrow() {
+        return;
+    }
+    let mut lot = local.lot.borrow_mut();
+    let Some(lot) = lot.as_mut() else { return };
+    let parked = lot.park(stream, guard, idle_until);
+    local.stats.parked.store(lot.len(), Ordering::Relaxed);
+    match parked {
+        Ok(true) => local.lot_changed.notify_one(),
+        Ok(false) => {}
+        Err((e, guard)) => {
+            tracing::debug!(error = %e, "idle connection not parked; closed");
+            drop(guard);
+        }
+    }
+}
+
+/// The idle lot's task: gives parked connections that became readable a task again
+/// (through [`WorkerApp::on_conn`]), closes those whose idle deadline passed, and on drain
+/// hands out the readable ones and closes the rest.
+async fn lot_loop<A: WorkerApp>(state: Rc<Local>, app: Rc<A>) {
+    let fd = match state.lot.borrow().as_ref().map(Lot::fd) {
+        Some(fd) => fd.try_clone_to_owned(),
+        None => return,
+    };
+    // SAFETY: the `AsyncFd` owns the descriptor (a duplicate of the lot's epoll
+    // descriptor, so the lot may be dropped first) and nothing else closes or replaces
+    // it: it stays open and the same for the `AsyncFd`'s whole life.
+    #[allow(unsafe_code)]
+    let registered = fd.and_then(|fd| unsafe {
+        AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE).map_err(Into::into)
+    });
+    let afd = match registered {
+        Ok(a) => a,
+        Err(e) => {
+            tracing::warn!(error = %e, "idle lot not registered; idle connections keep a task");
+            state.lot.borrow_mut().take();
+            return;
+        }
+    };
+    let mut drain = state.drain.clone();
+    let mut woken = Vec::new();
+    loop {
+        let next = state.lot.borrow().as_ref().and_then(Lot::next_deadline);
+        let expiry = async {
+            match next {
+                Some(t) => tokio::time::sleep_until(t.into()).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            r = afd.readable() => {
+                let Ok(mut ready) = r else { return };
+                let more = match state.lot.borrow_mut().as_mut() {
+                    Some(lot) => {
+                        let more = lot.take_ready(&mut woken).unwrap_or(false);
+                        state.stats.parked.store(lot.len(), Ordering::Relaxed);
+                        more
+                    }
+                    None => false,
+                };
+                if !more {
+                    ready.clear_ready();
+                }
+            }
+            () = expiry => {
+                if let Some(lot) = state.lot.borrow_mut().as_mut() {
+                    lot.expire(Instant::now());
+                    state.stats.parked.store(lot.len(), Ordering::Relaxed);
+                }
+            }
+            () = state.lot_changed.notified() => {}
+            _ = drain.wait_for(|d| *d) => {
+                // Drop the closed ones' guards outside the borrow (they notify waiters).
+                let lot = state.lot.borrow_mut().take();
+                if let Some(mut lot) = lot {
+                    lot.drain(&mut woken);
+                }
+                state.stats.parked.store(0, Ordering::Relaxed);
+                resume(&state, &app, &mut woken);
+                return;
+            }
+        }
+        resume(&state, &app, &mut woken);
+    }
+}
+
+/// Gives woken connections a task again.
+fn resume<A: WorkerApp>(state: &Rc<Local>, app: &Rc<A>, woken: &mut Vec<Woken<ConnGuard>>) {
+    for w in woken.drain(..) {
+        // Asked of the kernel again rather than kept for every parked connection.
+        let Ok(peer) = w.stream.peer_addr() else { continue };
+        let Ok(stream) = TcpStream::from_std(w.stream) else { continue };
+        let listener = state.name(w.guard.listener);
+        let conn = app.on_conn(stream, peer, &listener, state.drain.clone());
+        tokio::task::spawn_local(Guarded { conn, guard: Some(w.guard) });
     }
 }
 
@@ -54,6 +193,8 @@ impl<F: Future<Output = ()>> Future for Guarded<F> {
 struct ConnGuard {
     local: Rc<Local>,
     client: std::net::IpAddr,
+    /// The listener's name id ([`Local::name_id`]).
+    listener: u32,
 }
 
 impl Drop for ConnGuard {
@@ -111,6 +252,15 @@ pub(super) fn worker_thread<A: WorkerApp>(
         drain: cfg.shared.drain.subscribe(),
         listeners: RefCell::new(Vec::new()),
         next: Cell::new(0),
+        lot: RefCell::new(match Lot::new() {
+            Ok(l) => Some(l),
+            Err(e) => {
+                tracing::warn!(error = %e, "no idle lot; idle connections keep a task");
+                None
+            }
+        }),
+        lot_changed: Notify::new(),
+        names: RefCell::new(Vec::new()),
     });
     // A factory that panics is reported as this worker's startup failure, with its message.
     let app = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| factory(&cfg.ctx))) {
@@ -145,6 +295,7 @@ pub(super) fn worker_thread<A: WorkerApp>(
         tokio::task::spawn_local(async move { run_app.run(ctx, drain).await });
         let cmd_task = tokio::task::spawn_local(command_loop(state.clone(), cmd_rx));
         let acceptor = tokio::task::spawn_local(accept_loop(state.clone(), app.clone()));
+        let lot_task = tokio::task::spawn_local(lot_loop(state.clone(), app.clone()));
 
         let mut drain = state.drain.clone();
         // An error means the sender is gone, which only happens with the Runtime: shut down too.
@@ -153,6 +304,8 @@ pub(super) fn worker_thread<A: WorkerApp>(
         acceptor.abort();
         let _ = cmd_task.await;
         let _ = acceptor.await;
+        // The lot hands out its readable connections and closes the rest.
+        let _ = lot_task.await;
         state.listeners.borrow_mut().clear();
         let all_closed = async {
             while state.open.get() > 0 {
@@ -169,6 +322,8 @@ pub(super) fn worker_thread<A: WorkerApp>(
     });
     // Dropping the LocalSet drops connections that outlived the deadline.
     drop(local);
+    // Parked guards hold the worker's state: none may outlive the worker.
+    drop(state.lot.borrow_mut().take());
     if dropped > 0 {
         tracing::warn!(
             worker = index,
@@ -284,9 +439,10 @@ async fn accept_loop<A: WorkerApp>(state: Rc<Local>, app: Rc<A>) {
                     Ok(client) => {
                         state.open.set(state.open.get() + 1);
                         state.stats.open.fetch_add(1, Ordering::Relaxed);
-                        let guard = ConnGuard { local: state.clone(), client };
+                        let listener = state.name_id(&name);
+                        let guard = Some(ConnGuard { local: state.clone(), client, listener });
                         let conn = app.on_conn(stream, peer, &name, state.drain.clone());
-                        tokio::task::spawn_local(Guarded { conn, _guard: guard });
+                        tokio::task::spawn_local(Guarded { conn, guard });
                     }
                     Err(why) => refuse(&state, &app, stream, peer, name, why),
                 }
@@ -356,5 +512,15 @@ fn accept_backoff(e: &io::Error) -> Duration {
         }
         Some(libc::ECONNABORTED | libc::EINTR | libc::EPROTO | libc::EPERM) => Duration::ZERO,
         _ => Duration::from_millis(10),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// Every connection's task carries a guard: the listener's name id fits in the space
+    /// the client address leaves, so parking costs the task nothing.
+    #[test]
+    fn a_connection_guard_is_32_bytes() {
+        assert_eq!(std::mem::size_of::<Option<super::ConnGuard>>(), 32);
     }
 }
