@@ -1100,7 +1100,9 @@ if has conns; then
                 (($(established "$port") >= CONN_IDLE)) && break
                 sleep 0.1
             done
-            sleep 1
+            # Idle means idle: reel parks a connection once it has waited 1 s, so the last
+            # ones opened are measured after that too.
+            sleep 3
             n=$(established "$port")
             m1=$(rss_kib "$pids")
             k1=$(awk '$1 == "TCP:" { for (i = 2; i < NF; i++) if ($i == "mem") print $(i + 1) }' /proc/net/sockstat)

@@ -3,6 +3,7 @@
 
 use super::idle::{Lot, Woken};
 use super::*;
+use std::os::fd::OwnedFd;
 use tokio::io::unix::AsyncFd;
 
 /// What a worker thread is started with.
@@ -27,8 +28,7 @@ struct Local {
     listeners: RefCell<Vec<(Rc<str>, TcpListener)>>,
     /// Where the next accept poll starts, so a busy listener cannot starve the others.
     next: Cell<usize>,
-    /// Idle connections kept without a task (`None` if the lot's epoll could not be made:
-    /// then an idle connection the app hands back is closed).
+    /// Idle connections kept without a task (`None` once the worker drained).
     lot: RefCell<Option<Lot<ConnGuard>>>,
     /// Woken when a parked connection's deadline is the lot's earliest.
     lot_changed: Notify,
@@ -110,26 +110,7 @@ fn park(stream: std::net::TcpStream, guard: ConnGuard, idle_until: Instant) {
 /// The idle lot's task: gives parked connections that became readable a task again
 /// (through [`WorkerApp::on_conn`]), closes those whose idle deadline passed, and on drain
 /// hands out the readable ones and closes the rest.
-async fn lot_loop<A: WorkerApp>(state: Rc<Local>, app: Rc<A>) {
-    let fd = match state.lot.borrow().as_ref().map(Lot::fd) {
-        Some(fd) => fd.try_clone_to_owned(),
-        None => return,
-    };
-    // SAFETY: the `AsyncFd` owns the descriptor (a duplicate of the lot's epoll
-    // descriptor, so the lot may be dropped first) and nothing else closes or replaces
-    // it: it stays open and the same for the `AsyncFd`'s whole life.
-    #[allow(unsafe_code)]
-    let registered = fd.and_then(|fd| unsafe {
-        AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE).map_err(Into::into)
-    });
-    let afd = match registered {
-        Ok(a) => a,
-        Err(e) => {
-            tracing::warn!(error = %e, "idle lot not registered; idle connections keep a task");
-            state.lot.borrow_mut().take();
-            return;
-        }
-    };
+async fn lot_loop<A: WorkerApp>(state: Rc<Local>, app: Rc<A>, afd: AsyncFd<OwnedFd>) {
     let mut drain = state.drain.clone();
     let mut woken = Vec::new();
     loop {
@@ -252,13 +233,7 @@ pub(super) fn worker_thread<A: WorkerApp>(
         drain: cfg.shared.drain.subscribe(),
         listeners: RefCell::new(Vec::new()),
         next: Cell::new(0),
-        lot: RefCell::new(match Lot::new() {
-            Ok(l) => Some(l),
-            Err(e) => {
-                tracing::warn!(error = %e, "no idle lot; idle connections keep a task");
-                None
-            }
-        }),
+        lot: RefCell::new(None),
         lot_changed: Notify::new(),
         names: RefCell::new(Vec::new()),
     });
@@ -278,12 +253,18 @@ pub(super) fn worker_thread<A: WorkerApp>(
     // Registering with the reactor needs the runtime context.
     let setup = {
         let _guard = rt.enter();
-        initial.into_iter().try_for_each(|(name, l)| add_listener(&state, name, l))
+        initial
+            .into_iter()
+            .try_for_each(|(name, l)| add_listener(&state, name, l))
+            .and_then(|()| open_lot(&state))
     };
-    if let Err(e) = setup {
-        let _ = ready.send((index, Err(e)));
-        return 0;
-    }
+    let lot_fd = match setup {
+        Ok(fd) => fd,
+        Err(e) => {
+            let _ = ready.send((index, Err(e)));
+            return 0;
+        }
+    };
     let _ = ready.send((index, Ok(thread_tid())));
     drop(ready);
 
@@ -295,7 +276,7 @@ pub(super) fn worker_thread<A: WorkerApp>(
         tokio::task::spawn_local(async move { run_app.run(ctx, drain).await });
         let cmd_task = tokio::task::spawn_local(command_loop(state.clone(), cmd_rx));
         let acceptor = tokio::task::spawn_local(accept_loop(state.clone(), app.clone()));
-        let lot_task = tokio::task::spawn_local(lot_loop(state.clone(), app.clone()));
+        let lot_task = tokio::task::spawn_local(lot_loop(state.clone(), app.clone(), lot_fd));
 
         let mut drain = state.drain.clone();
         // An error means the sender is gone, which only happens with the Runtime: shut down too.
@@ -332,6 +313,23 @@ pub(super) fn worker_thread<A: WorkerApp>(
         );
     }
     dropped
+}
+
+/// Makes the worker's idle lot and registers its epoll descriptor with the worker's
+/// reactor (in the runtime context). A worker that cannot fails to start: without it an
+/// idle connection could be neither parked nor kept.
+fn open_lot(state: &Local) -> Result<AsyncFd<OwnedFd>, String> {
+    let err = |e: io::Error| format!("creating the idle connection lot: {e}");
+    let lot = Lot::new().map_err(err)?;
+    let fd = lot.fd().try_clone_to_owned().map_err(err)?;
+    // SAFETY: the `AsyncFd` owns the descriptor (a duplicate of the lot's epoll
+    // descriptor, so the lot may be dropped first) and nothing else closes or replaces it:
+    // it stays open and the same for the `AsyncFd`'s whole life.
+    #[allow(unsafe_code)]
+    let afd = unsafe { AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE) }
+        .map_err(|e| err(e.into()))?;
+    *state.lot.borrow_mut() = Some(lot);
+    Ok(afd)
 }
 
 /// Registers a bound socket with this worker's reactor and hands it to the acceptor (a
