@@ -7,7 +7,8 @@
 //!   an accept loop with connection limits (per worker, per process, per client address;
 //!   see [`limits`]), and a [`WorkerApp`] instance that serves every connection the worker
 //!   accepts. Nothing is work-stolen: a connection lives and dies on the worker that
-//!   accepted it.
+//!   accepted it. A connection the app hands back idle ([`ConnEnd::Park`]) waits in the
+//!   worker's idle lot without a task until it speaks again.
 //! * [`start_with`] takes over listening sockets the process inherited (systemd socket
 //!   activation, a binary upgrade) instead of binding; [`Runtime::export_listeners`] hands
 //!   them to a successor.
