@@ -1,7 +1,7 @@
 //! Idle keep-alive connections hold no buffers: the read and response-head buffers come
 //! from the worker's free lists while a request is in progress and go back between
 //! requests; the codec still handles split, pipelined and large heads; the connection's
-//! future stays small.
+//! future stays small; a parkable connection hands its idle socket back whole.
 
 use std::io::Write;
 use std::rc::Rc;
@@ -142,5 +142,78 @@ fn the_connection_future_does_not_carry_the_handler_future() {
         // The handler's 16 KiB stays out; what is left is the connection's state and its
         // wait for the next request (472 bytes in a release build).
         assert!(size < 1024, "the connection future is {size} bytes");
+    });
+}
+
+/// Writes one request on `client` and reads the 1-byte answer of [`Tiny`].
+fn ask(client: &mut std::net::TcpStream) {
+    use std::io::Read;
+    client.write_all(&get("/x")).unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 512];
+    while !got.ends_with(b"\r\n\r\n\0") {
+        let n = client.read(&mut buf).unwrap();
+        assert!(n > 0, "closed before the answer: {:?}", String::from_utf8_lossy(&got));
+        got.extend_from_slice(&buf[..n]);
+    }
+    assert!(got.starts_with(b"HTTP/1.1 200"), "{:?}", String::from_utf8_lossy(&got));
+}
+
+#[test]
+fn a_parkable_connection_hands_its_socket_back_once_idle_and_serves_again_from_it() {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let mut client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        client.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let (stream, peer) = listener.accept().await.unwrap();
+        let (_tx, drain) = tokio::sync::watch::channel(false);
+        let limits = Rc::new(Limits {
+            idle_timeout: Duration::from_secs(30),
+            park_after: Some(Duration::from_millis(200)),
+            ..Limits::default()
+        });
+        let asker = std::thread::spawn(move || {
+            ask(&mut client);
+            client
+        });
+        let started = std::time::Instant::now();
+        let served =
+            reel_http::serve_parkable(stream, peer, Rc::new(Tiny), limits.clone(), drain.clone())
+                .await;
+        let mut client = asker.join().unwrap();
+        assert_eq!(served.outcome.requests, 1);
+        assert_eq!(served.outcome.close, reel_http::CloseReason::Parked);
+        let parked = served.parked.expect("handed back");
+        assert!(started.elapsed() >= Duration::from_millis(200), "parked before park_after");
+        // The rest of the idle timeout goes with it.
+        let left = parked.idle_until - std::time::Instant::now();
+        assert!(left > Duration::from_secs(25) && left <= Duration::from_secs(30), "{left:?}");
+        // The socket is whole: the next request is served from it.
+        let stream = tokio::net::TcpStream::from_std(parked.stream).unwrap();
+        let asker = std::thread::spawn(move || {
+            ask(&mut client);
+            client
+        });
+        let served = reel_http::serve_parkable(stream, peer, Rc::new(Tiny), limits, drain).await;
+        let _client = asker.join().unwrap();
+        assert_eq!(served.outcome.requests, 1);
+        assert!(served.parked.is_some());
+    });
+}
+
+#[test]
+fn without_park_after_a_connection_is_never_handed_back() {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let _client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (stream, peer) = listener.accept().await.unwrap();
+        let (_tx, drain) = tokio::sync::watch::channel(false);
+        let limits =
+            Rc::new(Limits { idle_timeout: Duration::from_millis(300), ..Limits::default() });
+        let served = reel_http::serve_parkable(stream, peer, Rc::new(Tiny), limits, drain).await;
+        assert_eq!(served.outcome.close, reel_http::CloseReason::IdleTimeout);
+        assert!(served.parked.is_none());
     });
 }
