@@ -77,6 +77,7 @@ pub const RELOAD_KEYS: &[ReloadKey] = &[
     live("http.header_timeout"),
     live("http.idle_timeout"),
     live("http.body_timeout"),
+    live("http.park_after"),
     live("http.max_connections_per_worker"),
     live("http.max_connections_per_client"),
     live("http.reserved_fds"),

@@ -296,6 +296,10 @@ pub struct HttpConfig {
     /// Time to receive a whole request body, from the end of its head; then 408 and
     /// close. Duration; default `"120s"`.
     pub body_timeout: Duration,
+    /// A plain HTTP/1.1 keep-alive connection waiting this long for its next request is
+    /// parked: kept without a task until it speaks again. Duration; `"0s"` never parks;
+    /// default `"1s"`.
+    pub park_after: Duration,
     /// Open client connections per worker core; beyond this new connections are closed at
     /// accept. Count; default 20000.
     pub max_connections_per_worker: u32,
@@ -332,6 +336,7 @@ impl Default for HttpConfig {
             header_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(60),
             body_timeout: Duration::from_secs(120),
+            park_after: Duration::from_secs(1),
             max_connections_per_worker: 20_000,
             max_connections_per_client: 2048,
             reserved_fds: 256,

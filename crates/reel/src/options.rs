@@ -38,14 +38,12 @@ pub(crate) fn http_limits(cfg: &Config) -> reel_http::Limits {
         header_timeout: h.header_timeout.get(),
         idle_timeout: h.idle_timeout.get(),
         body_timeout: h.body_timeout.get(),
-        park_after: Some(PARK_AFTER),
+        // A plain keep-alive connection idle this long is parked without a task
+        // (`reel_runtime`'s idle lot): a viewer between segments then costs about 100
+        // bytes instead of a task, and a busy connection never pays the park.
+        park_after: Some(h.park_after.get()).filter(|d| !d.is_zero()),
     }
 }
-
-/// How long a plain keep-alive connection waits for its next request before its worker
-/// parks it without a task (`reel_runtime`'s idle lot): a viewer between segments then
-/// costs about 100 bytes instead of a task, and a busy connection never pays the park.
-pub(crate) const PARK_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// `[http]` `h2_*`: HTTP/2 settings and defences.
 pub(crate) fn h2_settings(cfg: &Config) -> reel_http::H2Settings {

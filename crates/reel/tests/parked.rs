@@ -1,8 +1,9 @@
 //! Idle keep-alive connections parked without a task (the workers' idle lot): a plain
-//! connection that waits a second for its next request leaves its task, is counted in
-//! `reel_connections_parked`, and is served as before when it speaks again; a parked
-//! connection still closes at its idle timeout, when its client closes, and at once when
-//! the node drains (a request already on its way in is answered first).
+//! connection that waits `http.park_after` (1 s) for its next request leaves its task, is
+//! counted in `reel_connections_parked`, and is served as before when it speaks again; a
+//! parked connection still closes at its idle timeout, when its client closes, and at once
+//! when the node drains (a request already on its way in is answered first); `"0s"` turns
+//! parking off, and a reload turns it on for new connections.
 
 use std::io::{Read, Write};
 use std::time::{Duration, Instant};
@@ -114,4 +115,31 @@ fn drain_closes_parked_connections_at_once_and_answers_a_request_on_its_way_in()
     }
     assert!(reel.wait_exit().success());
     assert!(asked.elapsed() < Duration::from_secs(60), "waited for the shutdown timeout");
+}
+
+#[test]
+fn park_after_zero_never_parks_and_a_reload_turns_parking_on_for_new_connections() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = segment_origin();
+    let mut conf = Conf::new(dir.path(), &o);
+    conf.http = "park_after = \"0s\"\n".into();
+    let mut reel = Reel::start(&conf);
+    let mut before = Conn::open(reel.data).unwrap();
+    assert_eq!(before.get("127.0.0.1", "/p.ts").unwrap().status, 200);
+    // Well past the default park delay: still in its task.
+    std::thread::sleep(Duration::from_millis(2500));
+    assert_eq!(parked(&reel), 0.0);
+
+    conf.http = "park_after = \"1s\"\n".into();
+    reel.rewrite(&conf);
+    let st = reel.sighup_reload();
+    assert_eq!(st["reload"]["last_ok"], true, "{st}");
+    let mut after = Conn::open(reel.data).unwrap();
+    assert_eq!(after.get("127.0.0.1", "/p.ts").unwrap().status, 200);
+    wait_parked(&reel, 1.0);
+    // The one accepted before the reload keeps its settings, and both are served.
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(parked(&reel), 1.0);
+    assert_eq!(before.get("127.0.0.1", "/p.ts").unwrap().status, 200);
+    assert_eq!(after.get("127.0.0.1", "/p.ts").unwrap().status, 200);
 }
