@@ -7,9 +7,9 @@
 //! idle deadline: 56 bytes, plus 24 in the deadline queue) and an entry in the lot's own
 //! epoll instance, which is itself one registration in the worker's reactor. The peer's
 //! address is asked of the kernel again when the connection leaves (the guard keeps the
-//! listener's id). When the socket
-//! becomes readable (a request, or the peer's close) it leaves the lot and gets a task
-//! again; at its idle deadline, or when the worker drains, it is closed.
+//! listener's id). When the socket becomes readable (a request, or the peer's close) it
+//! leaves the lot and gets a task again; at its idle deadline, or when the worker drains,
+//! it is closed.
 //!
 //! Not thread-safe: one lot per worker, used from the worker's thread only.
 
@@ -30,6 +30,14 @@ struct Slot<G> {
     stream: TcpStream,
     guard: G,
     idle_until: Instant,
+}
+
+/// Bytes one parked connection takes in the slot array.
+#[cfg(test)]
+pub(super) fn slot_size<G>() -> usize {
+    // mio keeps a registration check in each socket in debug builds only.
+    let debug = if cfg!(debug_assertions) { 8 } else { 0 };
+    std::mem::size_of::<Option<Slot<G>>>() - debug
 }
 
 /// A connection leaving the lot because it became readable.
@@ -201,6 +209,13 @@ mod tests {
             assert!(Instant::now() < deadline, "nothing became readable");
             std::thread::sleep(Duration::from_millis(5));
         }
+    }
+
+    /// A deadline entry is 24 bytes, as the module doc says (the slot's size is checked
+    /// with the worker's guard in `worker::tests::a_parked_slot_is_56_bytes`).
+    #[test]
+    fn a_deadline_entry_is_24_bytes() {
+        assert_eq!(std::mem::size_of::<std::cmp::Reverse<(Instant, u32)>>(), 24);
     }
 
     #[test]

@@ -123,7 +123,16 @@ async fn lot_loop<A: WorkerApp>(state: Rc<Local>, app: Rc<A>, afd: AsyncFd<Owned
         };
         tokio::select! {
             r = afd.readable() => {
-                let Ok(mut ready) = r else { return };
+                let mut ready = match r {
+                    Ok(g) => g,
+                    Err(e) => {
+                        // Without the lot's readiness nothing parked would wake: empty it
+                        // (from now on an idle connection handed back is closed).
+                        tracing::error!(error = %e, "idle lot lost its readiness; parked connections closed");
+                        empty_lot(&state, &app, &mut woken);
+                        return;
+                    }
+                };
                 let more = match state.lot.borrow_mut().as_mut() {
                     Some(lot) => {
                         let more = lot.take_ready(&mut woken).unwrap_or(false);
@@ -144,18 +153,24 @@ async fn lot_loop<A: WorkerApp>(state: Rc<Local>, app: Rc<A>, afd: AsyncFd<Owned
             }
             () = state.lot_changed.notified() => {}
             _ = drain.wait_for(|d| *d) => {
-                // Drop the closed ones' guards outside the borrow (they notify waiters).
-                let lot = state.lot.borrow_mut().take();
-                if let Some(mut lot) = lot {
-                    lot.drain(&mut woken);
-                }
-                state.stats.parked.store(0, Ordering::Relaxed);
-                resume(&state, &app, &mut woken);
+                empty_lot(&state, &app, &mut woken);
                 return;
             }
         }
         resume(&state, &app, &mut woken);
     }
+}
+
+/// Takes the lot away for good: its readable connections get a task (a request may be on
+/// its way in), the rest are closed.
+fn empty_lot<A: WorkerApp>(state: &Rc<Local>, app: &Rc<A>, woken: &mut Vec<Woken<ConnGuard>>) {
+    // Taken out first: the closed ones' guards drop outside the borrow.
+    let lot = state.lot.borrow_mut().take();
+    if let Some(mut lot) = lot {
+        lot.drain(woken);
+    }
+    state.stats.parked.store(0, Ordering::Relaxed);
+    resume(state, app, woken);
 }
 
 /// Gives woken connections a task again.
@@ -520,5 +535,11 @@ mod tests {
     #[test]
     fn a_connection_guard_is_32_bytes() {
         assert_eq!(std::mem::size_of::<Option<super::ConnGuard>>(), 32);
+    }
+
+    /// A parked connection's slot in the lot, as the lot's module doc says.
+    #[test]
+    fn a_parked_slot_is_56_bytes() {
+        assert_eq!(super::super::idle::slot_size::<super::ConnGuard>(), 56);
     }
 }
