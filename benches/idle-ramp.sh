@@ -8,62 +8,13 @@
 #   N=10000 THP=1 benches/idle-ramp.sh   # heap on transparent huge pages: 2 MiB steps
 #
 # Prints the slope, the first and last samples, and the parked count at the end.
-set -euo pipefail
-HERE=$(cd "$(dirname "$0")" && pwd)
-ROOT=$(dirname "$HERE")
 N=${N:-15000}
 THP=${THP:-0}
 PORT=${PORT:-28380}
-cd "$ROOT"
-cargo build -q --release --locked -p reel -p reel-benches
-BIN=$ROOT/target/release
-TMP=$(mktemp -d)
-PIDS=()
-cleanup() {
-    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-    [[ -n "${KEEP:-}" ]] || rm -rf "$TMP"
-}
-trap cleanup EXIT
-echo "work dir: $TMP" >&2
-
-mkdir -p "$TMP/origin"
-head -c 1024 /dev/zero >"$TMP/origin/obj1k"
-# The origin sends no Cache-Control: an old Last-Modified keeps the object fresh (heuristic
-# freshness), so every idle connection's one request is a hit.
-touch -d 2020-01-01 "$TMP/origin/obj1k"
-(cd "$TMP/origin" && exec python3 -m http.server "$((PORT + 1))" --bind 127.0.0.1) >/dev/null 2>&1 &
-PIDS+=($!)
-for _ in $(seq 100); do curl -sf "http://127.0.0.1:$((PORT + 1))/obj1k" >/dev/null && break; sleep 0.1; done
-cat >"$TMP/reel.toml" <<EOF
-[[listener]]
-name = "http"
-address = "127.0.0.1:$PORT"
-backlog = 4096
-
-[cores]
-workers = [1]
-irq = "auto"
-nic = []
-
-[store]
-path = "$TMP/store"
-size = "256MiB"
-volume_size = "64MiB"
-
-[access_log]
-enabled = false
-
-[admin]
-address = "127.0.0.1:$((PORT + 2))"
-
-[http]
-max_connections_per_client = 0
-EOF
-MIMALLOC_ALLOW_THP=$THP "$BIN/reel" serve --config "$TMP/reel.toml" \
-    --origin "http://127.0.0.1:$((PORT + 1))" >"$TMP/reel.log" 2>&1 &
-REEL=$!
-PIDS+=("$REEL")
-for _ in $(seq 100); do curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null && break; sleep 0.1; done
+# shellcheck source=one-worker.sh
+. "$(dirname "$0")/one-worker.sh"
+write_config
+start_reel MIMALLOC_ALLOW_THP="$THP"
 url=http://127.0.0.1:$PORT/obj1k
 "$BIN/reel-load" fixed -c 50 -d 3s "$url" --kv >/dev/null
 sleep 1

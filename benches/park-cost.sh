@@ -6,67 +6,21 @@
 #
 #   benches/park-cost.sh                           # 4000 viewers every 2s, 20s, 3 rounds
 #   VIEWERS=8000 INTERVAL=3s benches/park-cost.sh
-set -euo pipefail
-HERE=$(cd "$(dirname "$0")" && pwd)
-ROOT=$(dirname "$HERE")
 VIEWERS=${VIEWERS:-4000}
 INTERVAL=${INTERVAL:-2s}
 DUR=${DUR:-20}
 ROUNDS=${ROUNDS:-3}
 PORT=${PORT:-28480}
-cd "$ROOT"
-cargo build -q --release --locked -p reel -p reel-benches
-BIN=$ROOT/target/release
-TMP=$(mktemp -d)
-PIDS=()
-cleanup() {
-    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-    rm -rf "$TMP"
-}
-trap cleanup EXIT
+# shellcheck source=one-worker.sh
+. "$(dirname "$0")/one-worker.sh"
 CLK_TCK=$(getconf CLK_TCK)
-
-mkdir -p "$TMP/origin"
-head -c 1024 /dev/zero >"$TMP/origin/obj1k"
-touch -d 2020-01-01 "$TMP/origin/obj1k" # heuristic freshness: every request a hit
-(cd "$TMP/origin" && exec python3 -m http.server "$((PORT + 1))" --bind 127.0.0.1) >/dev/null 2>&1 &
-PIDS+=($!)
-for _ in $(seq 100); do curl -sf "http://127.0.0.1:$((PORT + 1))/obj1k" >/dev/null && break; sleep 0.1; done
 
 # One run: prints "µs-per-request p99-µs requests".
 run() {
     local park=$1
-    rm -rf "$TMP/store"
-    cat >"$TMP/reel.toml" <<EOF
-[[listener]]
-name = "http"
-address = "127.0.0.1:$PORT"
-backlog = 4096
-
-[cores]
-workers = [1]
-irq = "auto"
-nic = []
-
-[store]
-path = "$TMP/store"
-size = "256MiB"
-volume_size = "64MiB"
-
-[access_log]
-enabled = false
-
-[admin]
-address = "127.0.0.1:$((PORT + 2))"
-
-[http]
-max_connections_per_client = 0
-park_after = "$park"
-EOF
-    "$BIN/reel" serve --config "$TMP/reel.toml" --origin "http://127.0.0.1:$((PORT + 1))" \
-        >"$TMP/reel.log" 2>&1 &
-    local reel=$!
-    for _ in $(seq 100); do curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null && break; sleep 0.1; done
+    write_config "park_after = \"$park\""
+    start_reel
+    local reel=$REEL
     curl -sf "http://127.0.0.1:$PORT/obj1k" >/dev/null
     local t0 t1
     t0=$(awk '{ print $14 + $15 }' "/proc/$reel/stat")

@@ -215,5 +215,21 @@ fn without_park_after_a_connection_is_never_handed_back() {
         let served = reel_http::serve_parkable(stream, peer, Rc::new(Tiny), limits, drain).await;
         assert_eq!(served.outcome.close, reel_http::CloseReason::IdleTimeout);
         assert!(served.parked.is_none());
+        // A park delay as long as the idle timeout, or the largest a config can name, never
+        // parks either: the idle timeout comes first.
+        for park_after in [Duration::from_millis(300), Duration::from_nanos(u64::MAX)] {
+            let _client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+            let (stream, peer) = listener.accept().await.unwrap();
+            let (_tx, drain) = tokio::sync::watch::channel(false);
+            let limits = Rc::new(Limits {
+                idle_timeout: Duration::from_millis(300),
+                park_after: Some(park_after),
+                ..Limits::default()
+            });
+            let served =
+                reel_http::serve_parkable(stream, peer, Rc::new(Tiny), limits, drain).await;
+            assert_eq!(served.outcome.close, reel_http::CloseReason::IdleTimeout, "{park_after:?}");
+            assert!(served.parked.is_none());
+        }
     });
 }

@@ -108,6 +108,13 @@ fn check_lists_every_problem_with_file_line_column_and_exits_64() {
     assert_eq!(out.status.code(), Some(64));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains(&format!("{file}:2:16: http.idle_timeout: ")), "{err}");
+    for bad in ["\"soon\"", "\"-1s\"", "\"99999999999999999999s\"", "1"] {
+        std::fs::write(&p, format!("[http]\npark_after = {bad}\n")).unwrap();
+        let out = Command::new(BIN).arg("check").arg("--config").arg(&p).output().unwrap();
+        assert_eq!(out.status.code(), Some(64), "{bad}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(&format!("{file}:2:14: http.park_after: ")), "{bad}: {err}");
+    }
     std::fs::write(&p, BROKEN).unwrap();
 
     // `serve` refuses the same file with the same exit code (systemd does not restart it).
