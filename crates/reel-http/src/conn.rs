@@ -210,24 +210,35 @@ pub fn serve_connection<H: Handler>(
     limits: Rc<Limits>,
     drain: watch::Receiver<bool>,
 ) -> impl Future<Output = ConnOutcome> {
-    // Set up here rather than in an `async` body, which would keep its arguments beside
-    // the connection's state for the connection's whole life.
+    Outcome { served: serve_io(tcp_conn(stream, peer, handler, limits, drain, false)) }
+}
+
+/// A plain TCP connection's state, set up here rather than in an `async` body, which would
+/// keep its arguments beside the connection's state for the connection's whole life.
+fn tcp_conn<H>(
+    stream: TcpStream,
+    peer: SocketAddr,
+    handler: Rc<H>,
+    limits: Rc<Limits>,
+    drain: watch::Receiver<bool>,
+    parkable: bool,
+) -> Conn<H> {
     let local =
         stream.local_addr().unwrap_or_else(|_| SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0)));
     // Responses leave in whole writes (or MSG_MORE + sendfile); Nagle would only delay
     // the last segment of each.
     let _ = stream.set_nodelay(true);
     let io = Io::new(Transport::Tcp(stream), limits.idle_timeout);
-    Outcome { served: serve_io(Conn::new(io, peer, local, handler, limits, drain, false)) }
+    Conn::new(io, peer, local, handler, limits, drain, parkable)
 }
 
 /// [`serve_connection`] for a server that keeps idle connections without a task: once the
 /// connection has waited [`Limits::park_after`] for its next request (and neither drain nor
 /// the idle timeout came first), the future ends with the socket in [`Served::parked`],
-/// taken out of the reactor. The caller watches it for bytes and serves it again with this function
-/// (its `requests` count starts over), or closes it at [`Parked::idle_until`]. Between
-/// requests of a busy connection nothing changes: a park costs a deregistration and a
-/// registration, so only connections idle for `park_after` pay it.
+/// taken out of the reactor. The caller watches it for bytes and serves it again with this
+/// function (its `requests` count starts over), or closes it at [`Parked::idle_until`].
+/// Between requests of a busy connection nothing changes: a park costs a deregistration and
+/// a registration, so only connections idle for `park_after` pay it.
 pub fn serve_parkable<H: Handler>(
     stream: TcpStream,
     peer: SocketAddr,
@@ -235,11 +246,7 @@ pub fn serve_parkable<H: Handler>(
     limits: Rc<Limits>,
     drain: watch::Receiver<bool>,
 ) -> impl Future<Output = Served> {
-    let local =
-        stream.local_addr().unwrap_or_else(|_| SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0)));
-    let _ = stream.set_nodelay(true);
-    let io = Io::new(Transport::Tcp(stream), limits.idle_timeout);
-    serve_io(Conn::new(io, peer, local, handler, limits, drain, true))
+    serve_io(tcp_conn(stream, peer, handler, limits, drain, true))
 }
 
 pin_project_lite::pin_project! {
@@ -287,10 +294,10 @@ fn serve_io<H: Handler>(mut c: Conn<H>) -> impl Future<Output = Served> {
                 c.io.release_rbuf();
                 // Written out here rather than as a function taking references: they
                 // would be stored in the idle connection's future too. One timer: the
-                // park delay first when it comes before the idle timeout (the idle
-                // timeout then ends `idle_timeout - park_after` after the timer's
-                // deadline, recomputed rather than stored).
-                let mut parking =
+                // park delay instead when it comes before the idle timeout (the parked
+                // socket is given the rest of the idle timeout).
+                // Only `serve_parkable` sets `parkable`, always over TCP.
+                let parking =
                     c.parkable && c.limits.park_after.is_some_and(|p| p < c.limits.idle_timeout);
                 let idle = tokio::time::sleep(match c.limits.park_after {
                     Some(p) if parking => p,
@@ -315,17 +322,11 @@ fn serve_io<H: Handler>(mut c: Conn<H>) -> impl Future<Output = Served> {
                             Ok(_) => Wait::Data,
                             Err(e) => Wait::Closed(CloseReason::ReadError(e.kind())),
                         },
-                        () = &mut idle => {
-                            if !parking {
-                                break Wait::Closed(CloseReason::IdleTimeout);
-                            }
-                            if c.io.is_tcp() {
-                                break Wait::Park;
-                            }
-                            parking = false;
-                            let until = idle.deadline() + idle_after_park(&c.limits);
-                            idle.as_mut().reset(until);
-                        }
+                        () = &mut idle => break if parking {
+                            Wait::Park
+                        } else {
+                            Wait::Closed(CloseReason::IdleTimeout)
+                        },
                         changed = c.drain.changed(), if c.drain_live => {
                             if changed.is_err() {
                                 c.drain_live = false;

@@ -129,11 +129,6 @@ impl Io {
         Self { transport, rbuf: BytesMut::new(), stall, bytes_read: 0, bytes_written: 0 }
     }
 
-    /// Whether this is a plain TCP connection.
-    pub(crate) fn is_tcp(&self) -> bool {
-        matches!(self.transport, Transport::Tcp(_))
-    }
-
     /// Takes the TCP socket out (for a connection handed back idle); `None` for a byte
     /// stream. The connection has no transport afterwards: reads see EOF, writes fail.
     pub(crate) fn take_tcp(&mut self) -> Option<TcpStream> {
