@@ -10,6 +10,7 @@ pub mod path;
 pub mod policy;
 pub mod result;
 
+pub use path::conductor::WorkerCache;
 pub use path::hops::Node;
 pub use path::inflight::Inflight;
 pub use path::llhls::Streams;
@@ -17,5 +18,4 @@ pub use path::pass_stream::{PASS_BUFFER, PassBuffered};
 pub use path::settings::{Prefetch, Settings, Site, Slicing};
 pub use path::shared::{PurgeError, SharedCache};
 pub use path::tag::Tag;
-pub use path::worker::WorkerCache;
 pub use result::{CacheResult, OUTCOMES};

@@ -1,149 +1,59 @@
-//! The one origin fetch per key. A leader's miss, its revalidation of a stale object and
-//! the background refresh of stale-while-revalidate all go through one step,
-//! [`Fetcher::fetch_and_store`]: ask the origin, apply the storability rules (RFC 9111 3)
-//! for the viewer the fetch is made for, store what may be stored and tell the followers.
-//! The foreground then streams the result to its client; a background refresh has none.
-//! The origin requests these fetches send are built here too.
+//! The one origin fetch per key, as its leader makes it. A miss, a revalidation of a stale
+//! object, the background refresh of stale-while-revalidate, an LL-HLS prefetch and a
+//! slice or piece fetch all go through one step, [`Fetcher::fetch_and_store`]: ask the
+//! origin, apply the storability rules (RFC 9111 3) for the viewer the fetch is made for,
+//! store what may be stored (`fill`) and tell the followers. It returns what became of the
+//! fetch ([`Fetched`]) and never answers a viewer: the conductor decides what to answer.
 
-use std::borrow::Cow;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use http::{HeaderMap, HeaderName, HeaderValue, uri::PathAndQuery};
-use reel_http::{Request, RequestBody, Response};
+use reel_http::{Request, RequestBody};
 use reel_origin::{Affinity, OriginRequest, OriginResponse, WorkerClient};
 
-use super::answer::Answer;
-use super::fill::{fill_task, header_pairs};
-use super::hops::Node;
+use super::deadline::{fill_deadline, is_blocking};
+use super::fill::{Filler, Part, fill_task, header_pairs};
 use super::inflight::{Lead, State};
 use super::interim;
 use super::lookup::Stored;
-use super::respond::{Prepared, ReqHeaders, unix_now};
-use super::serve::stream_origin;
+use super::respond::{ReqHeaders, unix_now};
 use super::settings::{Settings, Site};
 use super::shared::SharedCache;
-use super::slice::Part;
 use super::small::read_small;
-use super::worker::{WorkerCache, local};
-use crate::key::{CacheKey, KeyConfig};
+use super::upstream::{Forward, Withheld, fill_request, key_omits_query};
+use crate::key::CacheKey;
 use crate::policy::HeaderLookup;
 use crate::policy::cache_control::RequestCacheControl;
-use crate::policy::conditional;
 use crate::policy::freshness::{PolicyConfig, is_error_status, stale_if_error_ok, storable};
 use crate::policy::meta::{ResponseTimes, StoredMeta};
 use crate::policy::vary::Vary;
 
-/// Request fields that belong to one viewer: a fetch made on everyone's behalf (a
-/// background refresh) does not send them to the origin.
-const PER_VIEWER: &[&str] = &["authorization", "proxy-authorization", "cookie"];
-
-/// The request target in origin-form: as received, or for an absolute-form target its
-/// path and query (RFC 9112 3.2.2: the authority replaced Host).
-pub(super) fn origin_form(req: &Request) -> Cow<'_, str> {
-    let t = req.target();
-    if t.starts_with('/') {
-        return Cow::Borrowed(t);
-    }
-    match req.query() {
-        Some(q) => Cow::Owned(format!("{}?{q}", req.path())),
-        None => Cow::Borrowed(req.path()),
-    }
+/// What fetches on the worker's behalf own of it: a task that outlives the request (a
+/// background refresh, a prefetch, a slice read-ahead) keeps a clone.
+#[derive(Clone)]
+pub(super) struct FetchCx {
+    /// The store and the in-flight map.
+    pub shared: Arc<SharedCache>,
+    /// This config generation's settings.
+    pub settings: Arc<Settings>,
+    /// This worker's origin connections.
+    pub client: WorkerClient,
 }
 
-/// The target the origin is asked for: the request's, normalised exactly as its cache
-/// key is ([`crate::key::origin_target`]), so the origin's answer is stored under the
-/// key of the resource it describes and no `..` is ever forwarded. `None`: not a
-/// target we can key (the client gets 400).
-pub(super) fn origin_path(req: &Request) -> Option<PathAndQuery> {
-    let t = crate::key::origin_target(origin_form(req).as_bytes()).ok()?;
-    PathAndQuery::try_from(t).ok()
-}
-
-/// What an origin request is for, which decides the client fields it carries.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Forward {
-    /// Forwarded for this client alone: its fields go along.
-    Pass,
-    /// A fill led by this client: the whole representation, whatever its range or
-    /// conditionals.
-    Fill,
-    /// A fill on everyone's behalf (background refresh): as [`Forward::Fill`], and
-    /// without the viewer's credentials and cookies ([`PER_VIEWER`]).
-    SharedFill,
-}
-
-/// The client's header fields for the origin: without Host (the origin client sets it)
-/// and without the client's hop-by-hop fields (RFC 9110 7.6.1: `Connection`, what it
-/// lists, and the fixed ones). For fills, also without the fields that would make the
-/// origin answer something other than the whole representation, and without `drop`
-/// (`[cache] fill_drop_headers`: host, path and method overrides). Then reel's own
-/// `X-Forwarded-For` and `CDN-Loop` (what came in, then our entry, RFC 8586): added after
-/// the client's `Connection` list was applied and never dropped, so no client can have
-/// them stripped.
-pub(super) fn forward_headers(
-    req: &Request,
-    why: Forward,
-    drop: &[String],
-    node: &Node,
-) -> HeaderMap {
-    let mut h = HeaderMap::new();
-    for (n, v) in req.headers() {
-        if n.eq_ignore_ascii_case("host") || n.eq_ignore_ascii_case("cdn-loop") {
-            continue;
-        }
-        if why != Forward::Pass {
-            let lower = n.to_ascii_lowercase();
-            if lower == "range"
-                || lower.starts_with("if-")
-                || lower == "cache-control"
-                || lower == "pragma"
-                || (why == Forward::SharedFill && PER_VIEWER.contains(&lower.as_str()))
-                || drop.contains(&lower)
-            {
-                continue;
-            }
-        }
-        if let (Ok(name), Ok(value)) =
-            (HeaderName::from_bytes(n.as_bytes()), HeaderValue::from_bytes(v))
-        {
-            h.append(name, value);
+impl FetchCx {
+    /// A fetcher for `site`'s objects.
+    pub(super) fn fetcher<'a>(&'a self, site: &'a Site) -> Fetcher<'a> {
+        Fetcher {
+            shared: &self.shared,
+            settings: &self.settings,
+            policy: &site.policy,
+            client: &self.client,
+            group: &site.group,
         }
     }
-    reel_origin::strip_hop_by_hop(&mut h);
-    let ip = req.peer().ip().to_string();
-    if let Ok(v) = HeaderValue::from_str(&ip) {
-        h.append("x-forwarded-for", v);
-    }
-    h.insert("cdn-loop", node.cdn_loop(req));
-    h
 }
 
-/// The origin request for a fill of `key`: the Host the key names, the client's headers
-/// as [`forward_headers`] keeps them for `why`, plus our validators when revalidating
-/// `stale`.
-pub(super) fn fill_request(
-    req: &Request,
-    key: &CacheKey,
-    why: Forward,
-    stale: Option<&StoredMeta>,
-    settings: &Settings,
-) -> Option<OriginRequest> {
-    let pq = origin_path(req)?;
-    let mut headers = forward_headers(req, why, &settings.fill_drop_headers, &settings.node);
-    if let Some(meta) = stale {
-        for (n, v) in conditional::revalidation_headers(meta) {
-            if let Ok(v) = HeaderValue::from_bytes(&v) {
-                headers.insert(n, v);
-            }
-        }
-    }
-    let mut o = OriginRequest::get(pq, String::from_utf8_lossy(key.host()));
-    o.headers = headers;
-    Some(o)
-}
-
-/// What a fetch for the cache uses of the worker, borrowed: a background refresh owns
-/// the same parts and lends them.
+/// What a fetch for the cache uses of the worker, borrowed.
 pub(super) struct Fetcher<'a> {
     /// The store and the in-flight map.
     pub shared: &'a SharedCache,
@@ -175,34 +85,10 @@ pub(super) struct Viewer<'a, H: ?Sized> {
     pub part: Option<Part<'a>>,
 }
 
-/// Whether `key` leaves out query parameters the origin is sent for `req` (`drop_query`,
-/// `ignore_query`). The origin then answers for a query that other viewers of the key do
-/// not send: a 404 to one viewer's junk token says nothing about another's valid one.
-pub(super) fn key_omits_query(req: &Request, key: &CacheKey) -> bool {
-    let full = CacheKey::build(key.host(), origin_form(req).as_bytes(), &KeyConfig::default());
-    full.map_or(true, |f| f != *key)
-}
-
-/// The viewer's fields a fill does not send: the configured drops, and for a shared
-/// fill the viewer's credentials and cookies ([`PER_VIEWER`]).
-#[derive(Clone, Copy)]
-pub(super) struct Withheld<'a> {
-    /// `[cache] fill_drop_headers`, lowercase.
-    pub dropped: &'a [String],
-    /// Whether [`PER_VIEWER`] is withheld too.
-    pub per_viewer: bool,
-}
-
-impl Withheld<'_> {
-    fn contains(&self, name: &str) -> bool {
-        (self.per_viewer && PER_VIEWER.contains(&name)) || self.dropped.iter().any(|d| d == name)
-    }
-}
-
 impl<H: HeaderLookup + ?Sized> Viewer<'_, H> {
     /// Whether `names` (lowercase) select on a field this viewer sent but the origin did
     /// not get.
-    fn selects_withheld<'n>(&self, mut names: impl Iterator<Item = &'n str>) -> bool {
+    pub(super) fn selects_withheld<'n>(&self, mut names: impl Iterator<Item = &'n str>) -> bool {
         names.any(|n| self.withheld.contains(n) && self.headers.has(n))
     }
 }
@@ -226,8 +112,8 @@ pub(super) enum Fetched {
     StaleIfError,
     /// Being written into the store while the body arrives.
     Filling(reel_store::Filling),
-    /// Not stored (not storable for this viewer, or the store refused it): the response,
-    /// for the viewer alone.
+    /// Withheld from the cache (not storable for this viewer, or the store refused it):
+    /// the response, for the viewer alone.
     NotStored(OriginResponse),
 }
 
@@ -245,10 +131,7 @@ impl Fetcher<'_> {
     ) -> (Fetched, Option<Duration>) {
         let request_time = unix_now();
         let t0 = Instant::now();
-        let far = t0 + Duration::from_secs(86_400 * 365);
-        let deadline = tokio::time::Instant::from_std(
-            t0.checked_add(self.settings.fill_timeout).map_or(far, |d| d.min(far)),
-        );
+        let deadline = fill_deadline(self.settings, t0);
         // The key, not the target, picks the parent: one owner per object (see Affinity).
         let affinity = Some(Affinity::of(key.as_bytes()));
         let resp = match self.client.send_keyed(self.group, oreq, affinity).await {
@@ -265,8 +148,7 @@ impl Fetcher<'_> {
         // delay. An LL-HLS blocking request is held on purpose until its answer exists (its
         // Date says when): ageing it by the hold made a playlist with max-age shorter than
         // the hold stale on arrival, and fetched again by the next viewer.
-        let held = self.shared.streams.is_hinted(key.as_bytes())
-            || crate::hls::is_blocking_reload(key.path_and_query());
+        let held = is_blocking(&self.shared.streams, key);
         let request_time = if held { response_time } else { request_time };
         let times = ResponseTimes { request_time, response_time };
         let status = resp.status.as_u16();
@@ -312,9 +194,10 @@ impl Fetcher<'_> {
             return (Fetched::NotStored(resp), origin_time);
         }
         let mut resp = resp;
-        let begun = match &viewer.part {
-            Some(part) if status == 206 => self.begin_part(part, key, &resp, times, rule).await,
-            _ => self.begin_fill(key, &vary, viewer.headers, &resp, times, rule).await,
+        let filler = self.filler();
+        let begun = match viewer.part {
+            Some(part) if status == 206 => filler.begin_part(part, key, &resp, times, rule).await,
+            _ => filler.begin_fill(key, &vary, viewer.headers, &resp, times, rule).await,
         };
         match begun {
             Ok((mut writer, fill)) => {
@@ -339,7 +222,7 @@ impl Fetcher<'_> {
             Err(e) => {
                 if matches!(e, reel_store::StoreError::TooLarge(_)) && viewer.part.is_none() {
                     // Its ranges are stored instead (`partial`).
-                    self.note_too_large(key, &resp, times, rule).await;
+                    filler.note_too_large(key, &resp, times, rule).await;
                 }
                 // The store would not take it (full, too large, I/O error): serve it anyway.
                 lead.publish(State::NotShared);
@@ -347,163 +230,86 @@ impl Fetcher<'_> {
             }
         }
     }
-}
 
-impl WorkerCache {
-    fn fetcher<'a>(&'a self, site: &'a Site) -> Fetcher<'a> {
-        Fetcher {
-            shared: &self.shared,
-            settings: &self.settings,
-            policy: &site.policy,
-            client: &self.client,
-            group: &site.group,
-        }
+    /// What writing into the store for this fetch uses.
+    pub(super) fn filler(&self) -> Filler<'_> {
+        Filler { shared: self.shared, settings: self.settings, policy: self.policy }
     }
 
-    /// The leader's fetch: from the origin into the store, streamed to this client while
-    /// it arrives. With `stale`, a revalidation of that stored object. The origin's interim
-    /// responses go to this client through `body` as they come.
+    /// The leader's fetch for the viewer `req`: from the origin into the store, with
+    /// `stale` a revalidation of that stored object. The origin request is the viewer's
+    /// fill request, its first byte bounded by `first_byte`; the origin's interim
+    /// responses go to the viewer through `body` as they come.
     #[allow(clippy::too_many_arguments)]
-    pub(super) async fn fetch(
+    pub(super) async fn for_viewer(
         &self,
         req: &Request,
         body: &mut RequestBody<'_>,
-        site: &Site,
         key: &CacheKey,
         lead: Lead,
-        stale: Option<Stored>,
+        stale: Option<&Stored>,
         req_cc: &RequestCacheControl,
-    ) -> Response {
-        let stale_meta = stale.as_ref().map(|s| &s.prep.meta);
-        let dropped = &self.settings.fill_drop_headers;
-        let Some(mut oreq) = fill_request(req, key, Forward::Fill, stale_meta, &self.settings)
-        else {
-            return local(400);
-        };
-        oreq.first_byte_timeout = self.first_byte_bound(key);
+        first_byte: Option<Duration>,
+    ) -> Option<(Fetched, Option<Duration>)> {
+        let stale_meta = stale.map(|s| &s.prep.meta);
+        let mut oreq = fill_request(req, key, Forward::Fill, stale_meta, self.settings)?;
+        oreq.first_byte_timeout = first_byte;
         let (sink, mut interims) = interim::channel();
         oreq.interim = Some(sink);
         let hdrs = ReqHeaders(req);
-        let withheld = Withheld { dropped, per_viewer: false };
+        let withheld = Withheld { dropped: &self.settings.fill_drop_headers, per_viewer: false };
         let partial_key = key_omits_query(req, key);
         let viewer = Viewer { headers: &hdrs, cc: req_cc, withheld, partial_key, part: None };
         let revalidating =
-            stale.as_ref().map(|s| Revalidating { store_key: &s.store_key, meta: &s.prep.meta });
-        let fetcher = self.fetcher(site);
-        let work = fetcher.fetch_and_store(key, oreq, viewer, revalidating, lead);
-        let (fetched, origin_time) = body.with_interims(&mut interims, work).await;
-        match (fetched, stale) {
-            (Fetched::Failed(st), stale) => {
-                self.origin_failed(req, st, stale, req_cc, origin_time).await
-            }
-            (Fetched::Freshened(meta), Some(s)) => {
-                let ans = Answer::REVALIDATED.after(origin_time);
-                self.serve_hit(req, s.hit, &Prepared::new(meta), unix_now(), ans).await
-            }
-            (Fetched::StaleIfError, Some(s)) => {
-                let ans = Answer::STALE_IF_ERROR.after(origin_time);
-                self.serve_hit(req, s.hit, &s.prep, unix_now(), ans).await
-            }
-            (Fetched::Filling(fill), stale) => {
-                // The metadata was encoded just now, so it decodes.
-                let Some(prep) = self.prepared(fill.meta()) else { return local(502) };
-                self.watch_playlist(req, site, key, &fill, &prep);
-                let ans = if stale.is_some() { Answer::REFRESHED } else { Answer::MISS_STORED };
-                self.serve_filling(req, fill, prep, ans.after(origin_time)).await
-            }
-            (Fetched::NotStored(resp), _)
-                if req.header("range").is_some() && self.has_partial(key) =>
-            {
-                // Too large for the store: the viewer's range is fetched and stored.
-                drop(resp);
-                let r = self.get_partial(req, body, site, key, req_cc).await;
-                r.unwrap_or_else(|| local(502))
-            }
-            (Fetched::NotStored(resp), _) => stream_origin(
-                req,
-                resp,
-                Answer::MISS_NOT_STORED.after(origin_time),
-                &self.statuses,
-                &self.shared.pass_buffered,
-            ),
-            // Only a revalidation is freshened or covered by stale-if-error.
-            (Fetched::Freshened(_) | Fetched::StaleIfError, None) => local(502),
-        }
+            stale.map(|s| Revalidating { store_key: &s.store_key, meta: &s.prep.meta });
+        let work = self.fetch_and_store(key, oreq, viewer, revalidating, lead);
+        Some(body.with_interims(&mut interims, work).await)
     }
+}
 
-    /// Stale-while-revalidate (RFC 5861 3): refreshes `stored` in the background, at most
-    /// once per key at a time, through the same fetch-and-store step as a foreground
-    /// revalidation. The refresh serves every viewer, so it is sent without this viewer's
-    /// credentials and cookies, and what it fetches is stored only if a foreground miss
-    /// of this request could have stored it (RFC 9111 3.5 included).
-    pub(super) fn refresh_in_background(
-        &self,
-        req: &Request,
-        site: &Site,
-        key: &CacheKey,
-        stored: &Stored,
-        req_cc: &RequestCacheControl,
-    ) {
-        let hdrs = ReqHeaders(req);
-        let dropped = &self.settings.fill_drop_headers;
+/// Stale-while-revalidate (RFC 5861 3): refreshes `stored` in the background, at most
+/// once per key at a time, through the same fetch-and-store step as a foreground
+/// revalidation. The refresh serves every viewer, so it is sent without this viewer's
+/// credentials and cookies, and what it fetches is stored only if a foreground miss of
+/// this request could have stored it (RFC 9111 3.5 included).
+pub(super) fn refresh_in_background(
+    cx: &FetchCx,
+    req: &Request,
+    site: &Site,
+    key: &CacheKey,
+    stored: &Stored,
+    req_cc: &RequestCacheControl,
+) {
+    let hdrs = ReqHeaders(req);
+    let dropped = &cx.settings.fill_drop_headers;
+    let withheld = Withheld { dropped, per_viewer: true };
+    let partial_key = key_omits_query(req, key);
+    let viewer = Viewer { headers: &hdrs, cc: req_cc, withheld, partial_key, part: None };
+    let entries = stored.prep.meta.vary().entries();
+    if viewer.selects_withheld(entries.iter().map(|(n, _)| n.as_str())) {
+        // This viewer's variant depends on its credentials or cookies, which a shared
+        // refresh does not send: it is revalidated by the viewer's own request once the
+        // stale-while-revalidate window has passed.
+        return;
+    }
+    let Some(lead) = cx.shared.inflight.try_lead(key.as_bytes()) else { return };
+    let stale = Some(&stored.prep.meta);
+    let Some(oreq) = fill_request(req, key, Forward::SharedFill, stale, &cx.settings) else {
+        return;
+    };
+    let headers: Vec<(Vec<u8>, Vec<u8>)> =
+        req.headers().map(|(n, v)| (n.as_bytes().to_vec(), v.to_vec())).collect();
+    let cc = req_cc.clone();
+    let (cx, site, key) = (cx.clone(), site.clone(), key.clone());
+    let store_key = stored.store_key.clone();
+    let prep = stored.prep.clone();
+    tokio::task::spawn_local(async move {
+        let fx = cx.fetcher(&site);
+        let dropped = &cx.settings.fill_drop_headers;
         let withheld = Withheld { dropped, per_viewer: true };
-        let partial_key = key_omits_query(req, key);
-        let viewer = Viewer { headers: &hdrs, cc: req_cc, withheld, partial_key, part: None };
-        let entries = stored.prep.meta.vary().entries();
-        if viewer.selects_withheld(entries.iter().map(|(n, _)| n.as_str())) {
-            // This viewer's variant depends on its credentials or cookies, which a shared
-            // refresh does not send: it is revalidated by the viewer's own request once
-            // the stale-while-revalidate window has passed.
-            return;
-        }
-        let Some(lead) = self.shared.inflight.try_lead(key.as_bytes()) else { return };
-        let stale = Some(&stored.prep.meta);
-        let Some(oreq) = fill_request(req, key, Forward::SharedFill, stale, &self.settings) else {
-            return;
-        };
-        let headers: Vec<(Vec<u8>, Vec<u8>)> =
-            req.headers().map(|(n, v)| (n.as_bytes().to_vec(), v.to_vec())).collect();
-        let cc = req_cc.clone();
-        let (shared, settings, client) =
-            (self.shared.clone(), self.settings.clone(), self.client.clone());
-        let group = site.group.clone();
-        let policy = site.policy.clone();
-        let key = key.clone();
-        let store_key = stored.store_key.clone();
-        let prep = stored.prep.clone();
-        tokio::task::spawn_local(async move {
-            let fx = Fetcher {
-                shared: &shared,
-                settings: &settings,
-                policy: &policy,
-                client: &client,
-                group: &group,
-            };
-            let dropped = &settings.fill_drop_headers;
-            let withheld = Withheld { dropped, per_viewer: true };
-            let viewer = Viewer { headers: &headers, cc: &cc, withheld, partial_key, part: None };
-            let stale = Revalidating { store_key: &store_key, meta: &prep.meta };
-            // No client waits for it: a response that was not stored is dropped.
-            let _ = fx.fetch_and_store(&key, oreq, viewer, Some(stale), lead).await;
-        });
-    }
-
-    /// The origin failed a fetch: the stale object if stale-if-error allows, else the error.
-    async fn origin_failed(
-        &self,
-        req: &Request,
-        status: u16,
-        stale: Option<Stored>,
-        req_cc: &RequestCacheControl,
-        origin_time: Option<Duration>,
-    ) -> Response {
-        if let Some(s) = stale {
-            let now = unix_now();
-            if stale_if_error_ok(req_cc, &s.prep.meta, now) {
-                let ans = Answer::STALE_IF_ERROR.after(origin_time);
-                return self.serve_hit(req, s.hit, &s.prep, now, ans).await;
-            }
-        }
-        Answer::ORIGIN_ERROR.after(origin_time).on(Response::error(status), &self.statuses)
-    }
+        let viewer = Viewer { headers: &headers, cc: &cc, withheld, partial_key, part: None };
+        let stale = Revalidating { store_key: &store_key, meta: &prep.meta };
+        // No client waits for it: a response that was not stored is dropped.
+        let _ = fx.fetch_and_store(&key, oreq, viewer, Some(stale), lead).await;
+    });
 }

@@ -2,20 +2,35 @@
 //! with their body streamed, and the invalidation a successful unsafe request causes
 //! (RFC 9111 4.4).
 
-use http::{HeaderMap, Method as HttpMethod};
-use reel_http::{BodyFraming, Method, Request, RequestBody, Response};
-use reel_origin::{Affinity, OriginRequest};
 use std::time::Instant;
 
-use super::answer::Answer;
-use super::fetch::{Forward, forward_headers, origin_form, origin_path};
+use http::{HeaderMap, Method as HttpMethod};
+use reel_http::{BodyFraming, Method, Request, RequestBody, Response};
+use reel_origin::{Affinity, OriginRequest, WorkerClient};
+
+use super::answer::{Answer, StatusNames};
 use super::interim;
-use super::serve::stream_origin;
-use super::settings::Site;
-use super::worker::{WorkerCache, local};
+use super::lookup::cache_key;
+use super::serve::{local, stream_origin};
+use super::settings::{Settings, Site};
+use super::shared::SharedCache;
+use super::upstream::{Forward, forward_headers, origin_form, origin_path};
 use crate::key::CacheKey;
 
-impl WorkerCache {
+/// What passing a request through uses of the worker.
+#[derive(Clone, Copy)]
+pub(super) struct Forwarder<'a> {
+    /// The store (invalidation) and the pass-through gauge.
+    pub shared: &'a SharedCache,
+    /// This node's `CDN-Loop` entry.
+    pub settings: &'a Settings,
+    /// This worker's origin connections.
+    pub client: &'a WorkerClient,
+    /// Our `Cache-Status` entries.
+    pub statuses: &'a StatusNames,
+}
+
+impl Forwarder<'_> {
     /// GET/HEAD forwarded without storing (request `no-store`, or a response the leader
     /// could not share): the client's own conditionals and Range go along, the origin's
     /// interim responses come back through `body`.
@@ -46,19 +61,19 @@ impl WorkerCache {
         {
             Ok(resp) => {
                 let ans = ans.after(Some(t0.elapsed()));
-                stream_origin(req, resp, ans, &self.statuses, &self.shared.pass_buffered)
+                stream_origin(req, resp, ans, self.statuses, &self.shared.pass_buffered)
             }
             Err(e) => Answer::ORIGIN_ERROR
                 .counted_as(ans.result)
                 .after(Some(t0.elapsed()))
-                .on(Response::error(e.client_status()), &self.statuses),
+                .on(Response::error(e.client_status()), self.statuses),
         }
     }
 
     /// The parent a request for `req`'s object goes to is chosen by its cache key, as for
     /// fills (see [`Affinity`]); a target that cannot be keyed hashes its path and query.
     fn affinity(&self, req: &Request, site: &Site) -> Option<Affinity> {
-        self.key(req, site).map(|k| Affinity::of(k.as_bytes()))
+        cache_key(req, site).map(|k| Affinity::of(k.as_bytes()))
     }
 
     /// Other methods: forwarded uncached with the body streamed; a successful unsafe
@@ -140,9 +155,9 @@ impl WorkerCache {
                 if (200..400).contains(&status) && req.method().is_unsafe() {
                     self.invalidate(req, site, &resp.headers).await;
                 }
-                stream_origin(req, resp, ans, &self.statuses, &self.shared.pass_buffered)
+                stream_origin(req, resp, ans, self.statuses, &self.shared.pass_buffered)
             }
-            Err(e) => ans.on(Response::error(e.client_status()), &self.statuses),
+            Err(e) => ans.on(Response::error(e.client_status()), self.statuses),
         }
     }
 

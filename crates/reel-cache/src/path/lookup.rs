@@ -2,17 +2,18 @@
 //! or, when the stored response varies (RFC 9111 4.1), the variant this request selects
 //! (through the key's Vary marker, `variants`), with its metadata decoded once per worker.
 
+use std::cell::RefCell;
 use std::rc::Rc;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use reel_http::Request;
-use reel_store::{Hit, Lookup};
+use reel_store::{Hit, Lookup, Store};
 
-use super::fetch::origin_form;
-use super::respond::{Prepared, ReqHeaders};
+use super::respond::{MetaCache, Prepared, ReqHeaders};
 use super::settings::Site;
+use super::upstream::origin_form;
 use super::variants::{Selector, variant_key};
-use super::worker::WorkerCache;
 use crate::key::CacheKey;
 use crate::policy::vary::{Vary, VaryKey};
 
@@ -36,13 +37,22 @@ pub(super) enum Found {
     None,
 }
 
-impl WorkerCache {
-    /// The cache key of a request to `site`, if its target can be keyed.
-    pub(super) fn key(&self, req: &Request, site: &Site) -> Option<CacheKey> {
-        let host = req.host().unwrap_or("");
-        CacheKey::build(host.as_bytes(), origin_form(req).as_bytes(), &site.key).ok()
-    }
+/// The cache key of a request to `site`, if its target can be keyed.
+pub(super) fn cache_key(req: &Request, site: &Site) -> Option<CacheKey> {
+    let host = req.host().unwrap_or("");
+    CacheKey::build(host.as_bytes(), origin_form(req).as_bytes(), &site.key).ok()
+}
 
+/// What a lookup reads: the store, and this worker's decoded metadata.
+#[derive(Clone, Copy)]
+pub(super) struct Reader<'a> {
+    /// The segment store.
+    pub store: &'a Arc<Store>,
+    /// This worker's decoded-metadata cache.
+    pub metas: &'a RefCell<MetaCache>,
+}
+
+impl Reader<'_> {
     /// The decoded form of a stored metadata blob, from this worker's cache.
     pub(super) fn prepared(&self, blob: &Bytes) -> Option<Rc<Prepared>> {
         self.metas.borrow_mut().get(blob)
@@ -50,7 +60,7 @@ impl WorkerCache {
 
     /// Finds the representation for this request: the key itself, or its variant.
     pub(super) fn find(&self, key: &CacheKey, req: &ReqHeaders<'_>) -> Found {
-        let store = &self.shared.store;
+        let store = self.store;
         let Some(l) = store.lookup(key.as_bytes()) else { return Found::None };
         let (store_key, l) = match &l {
             Lookup::Hit(h) => match Selector::parse(h.meta()) {

@@ -1,46 +1,41 @@
 //! The cache path: what happens to a request between the HTTP codec and the origin.
 //!
-//! - [`settings`]: routing (Host to site to origin group) and policy knobs, per config
-//!   generation;
-//! - [`inflight`]: one origin fetch per key at a time (the coalescing map);
-//! - [`shared`]: the cross-worker state ([`SharedCache`]: the store and the in-flight map)
-//!   and purge;
-//! - [`worker`]: the per-worker [`WorkerCache`] that routes a request and decides which
-//!   of the following answers it;
-//! - `lookup`: the stored representation (or Vary variant) a request selects;
-//! - `variants`: a varying URL's marker, which lists its variants (invalidation and purge
-//!   are lookups, the variants per URL are capped);
-//! - `serve`: answers from a stored object, a fill in progress or an unstored origin
-//!   response: conditionals, ranges, HEAD;
-//! - `fetch`: the leader's origin fetch, revalidation and the background refresh, all
-//!   through one fetch-and-store step, and the origin requests they send;
-//! - `fill`: writing an origin response into the store;
-//! - `forward`: what is not cached (pass-through) and the invalidation it causes;
-//! - [`llhls`]: LL-HLS blocking requests (their wait bound) and the prefetch of the parts
-//!   playlists announce;
-//! - `small`: small bodies read whole on arrival and answered from memory, shared by the
-//!   workers;
-//! - `interim`: the origin's 1xx responses, forwarded to the waiting client, never stored;
-//! - `answer`: a response's cache result, `Cache-Status` and origin time as one value;
-//! - `slice`: sliced objects (`[[site]] slice`): a head per URL, slices fetched by `Range`,
-//!   each its own object; `readahead` fetches the slices ahead of a sequential viewer;
-//! - `partial`: on sites without slicing, the ranges of an object too large for the store,
-//!   each stored as a piece listed in the URL's index, gaps fetched as requests need them;
-//! - `pieces`: bodies assembled from pieces (slices, multipart parts) by a walk that
-//!   fetches what is missing as it goes;
-//! - [`hops`]: this node among the others: `CDN-Loop` loop protection and its
-//!   `Cache-Status` name;
-//! - [`pass_stream`]: an origin body streamed to its one client, its buffer bounded;
-//! - [`respond`]: responses built from stored metadata, bodies streamed from the store;
-//! - [`tag`]: the per-response tag the access log and metrics read back.
+//! [`conductor`] walks a request through the phases of its decision tree; every other
+//! module is a phase, a phase variant, or what the phases share. The imports go one way,
+//! from the conductor down; no phase imports the conductor, none a phase above it:
+//!
+//! - the conductor, [`WorkerCache`] (`conductor`);
+//! - phase variants, each with its own narrow context: `slice` (sliced objects: a head
+//!   per URL, slices fetched by `Range`, read-ahead), `partial` (on sites without
+//!   slicing, the ranges of an object too large for the store, stored as pieces), both
+//!   over `piecewise` (what they share: a request's job, the head, the answer from
+//!   pieces), and [`llhls`] (the playlists a fill brings: hints and prefetch);
+//! - phases: `lookup` (the stored representation or Vary variant a request selects),
+//!   `fetch` (the leader's one origin fetch, revalidation and background refresh, and
+//!   what became of it), `fill` (everything written into the store), `serve` (answers
+//!   from a stored or filling object, or an unstored origin response), `forward` (what is
+//!   not cached, and the invalidation it causes);
+//! - what the phases share: `deadline` (every wait bound), [`inflight`] (one origin fetch
+//!   per key at a time, across workers), `preamble` (conditionals and ranges of every
+//!   answer), `upstream` (the origin requests), `store_keys` (the store keys derived from
+//!   a URL's key), `variants` (a varying URL's marker), `small` (small bodies read whole on
+//!   arrival), `hints` (what LL-HLS playlists announced), [`respond`] (responses built from
+//!   stored metadata, bodies streamed from the store), `pieces` (bodies assembled from
+//!   pieces), [`pass_stream`] (an origin body streamed to its one client), `interim` (the
+//!   origin's 1xx responses), `answer` (a response's cache result and `Cache-Status`),
+//!   [`tag`], [`hops`] (`CDN-Loop` and our `Cache-Status` name), [`settings`] and
+//!   [`shared`] ([`SharedCache`], the cross-worker state, and purge).
 //!
 //! [`SharedCache`]: shared::SharedCache
-//! [`WorkerCache`]: worker::WorkerCache
+//! [`WorkerCache`]: conductor::WorkerCache
 
 mod answer;
+pub mod conductor;
+mod deadline;
 mod fetch;
 mod fill;
 mod forward;
+mod hints;
 pub mod hops;
 pub mod inflight;
 mod interim;
@@ -49,13 +44,15 @@ mod lookup;
 mod partial;
 pub mod pass_stream;
 mod pieces;
-pub mod readahead;
+mod piecewise;
+mod preamble;
 pub mod respond;
 mod serve;
 pub mod settings;
 pub mod shared;
-pub mod slice;
+mod slice;
 pub mod small;
+mod store_keys;
 pub mod tag;
+mod upstream;
 mod variants;
-pub mod worker;

@@ -1,6 +1,7 @@
 //! Answering a client: from a complete stored object (conditionals, ranges, HEAD, small
 //! bodies from memory, sendfile or a cold stream), from an object still being filled, or
-//! straight from an origin response that is not stored.
+//! straight from an origin response that is not stored. Every answer from a stored
+//! object starts with the one [`preamble`].
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -9,28 +10,37 @@ use std::sync::Arc;
 use bytes::Bytes;
 use reel_http::{Method, Request, Response};
 use reel_origin::OriginResponse;
-use reel_store::Hit;
+use reel_store::{Filling, Hit};
 
 use super::answer::{Answer, StatusNames, chain};
 use super::pass_stream::{PassBuffered, stream_body};
 use super::pieces::{self, Whole};
-use super::respond::{
-    LeasedRange, Prepared, ReqHeaders, stream_cold_hit, stream_filling, unix_now,
-};
-use super::small::SMALL_BODY;
-use super::worker::{WorkerCache, local};
-use crate::policy::HeaderLookup;
-use crate::policy::conditional::{self, Outcome, Validators};
-use crate::policy::meta::StoredMeta;
-use crate::policy::multipart::{Multipart, fresh_boundary};
-use crate::policy::range::{
-    Available, RangeOutcome, RangeSet, content_range, content_range_unsatisfied, parse_range,
-};
+use super::preamble::{Plan, Preamble, multipart, plan, preamble, unsatisfiable};
+use super::respond::{LeasedRange, MetaCache, Prepared, stream_cold_hit, stream_filling, unix_now};
+use super::small::{SMALL_BODY, SmallBodies, small_body};
+use super::tag::Tag;
+use crate::policy::range::{Available, ByteRange, RangeOutcome, content_range};
 
-impl WorkerCache {
-    /// A complete stored object: conditionals, ranges, HEAD, then sendfile (or a stream
-    /// when its pages are not resident).
-    pub(super) async fn serve_hit(
+/// A response reel produced itself.
+pub(super) fn local(status: u16) -> Response {
+    Response::error(status).tagged(Tag::local())
+}
+
+/// What answering from the store uses of the worker.
+#[derive(Clone, Copy)]
+pub(super) struct Serve<'a> {
+    /// Our `Cache-Status` entries.
+    pub statuses: &'a StatusNames,
+    /// This worker's decoded metadata (and its small-body budget).
+    pub metas: &'a RefCell<MetaCache>,
+    /// Small bodies read whole on arrival, shared by the workers.
+    pub small: &'a SmallBodies,
+}
+
+impl Serve<'_> {
+    /// A complete stored object: the preamble, then HEAD, a small body from memory,
+    /// sendfile, or a stream when its pages are not resident.
+    pub(super) async fn hit(
         &self,
         req: &Request,
         hit: Rc<Hit>,
@@ -41,37 +51,24 @@ impl WorkerCache {
         let (t, cs) = (ans.tag(), self.statuses.get(ans.status));
         let status = prep.meta.status();
         let len = hit.body_len();
-        let hdrs = ReqHeaders(req);
-        let v = Validators::of(&prep.meta);
-        match conditional::evaluate(req.method().as_str().as_bytes(), status, &hdrs, &v, now) {
-            Outcome::Proceed => {}
-            Outcome::NotModified => return not_modified(prep, now, &cs).tagged(t),
-            Outcome::PreconditionFailed => return precondition_failed(prep, &cs).tagged(t),
-        }
-        let head = *req.method() == Method::Head;
-        let (code, start, n, content_range) = match range_of(req, &prep.meta, status, len, head) {
-            RangeOutcome::Partial { range, total } => {
-                (206, range.start, range.len(), Some(content_range(range, total)))
-            }
-            RangeOutcome::Unsatisfiable { total } => {
-                return prep
-                    .head(416, now, &cs)
-                    .header("content-range", content_range_unsatisfied(total))
-                    .tagged(t);
-            }
-            RangeOutcome::Multipart { total } => {
-                let Some(set) = req.header("range").and_then(parse_range) else {
-                    return local(500);
-                };
-                return multipart_answer(prep, now, (ans, &cs), &set, total, Whole::hit(hit));
-            }
-            RangeOutcome::Full | RangeOutcome::Wait => (status, 0, len, None),
+        let (code, start, n, content_range) = match preamble(req, prep, status, now, &cs, t) {
+            Preamble::Answered(r) => return r,
+            Preamble::Whole => (status, 0, len, None),
+            Preamble::Ranges(set) => match plan(&set, len) {
+                Plan::Unsatisfiable => return unsatisfiable(prep, now, &cs, len).tagged(t),
+                Plan::Single(r) => (206, r.start, r.len(), Some(content_range(r, Some(len)))),
+                Plan::Multi(parts) => {
+                    let seed = len.to_le_bytes();
+                    let src = Whole::hit(hit);
+                    return multipart_answer(prep, now, (ans, &cs), &parts, len, &seed, src);
+                }
+            },
         };
         let mut r = prep.head(code, now, &cs);
         if let Some(cr) = content_range {
             r = r.header("content-range", cr);
         }
-        if head {
+        if *req.method() == Method::Head {
             return r.with_content_length(n).tagged(t);
         }
         if n == 0 {
@@ -98,27 +95,26 @@ impl WorkerCache {
         r.stream(stream_cold_hit(hit, start, start + n), Some(n)).tagged(t)
     }
 
-    /// An object still being written: conditionals and ranges against what is known, then
-    /// a stream that follows the fill.
+    /// An object still being written: the preamble against what is known, then a stream
+    /// that follows the fill. A range is answered as soon as its bytes exist (RFC 9110
+    /// 14.2, 15.3.7).
     // `fill` is not shared yet while this function waits on it, so its borrows cannot clash.
     #[allow(clippy::await_holding_refcell_ref)]
-    pub(super) async fn serve_filling(
+    pub(super) async fn filling(
         &self,
         req: &Request,
-        fill: reel_store::Filling,
+        fill: Filling,
         prep: Rc<Prepared>,
         ans: Answer,
     ) -> Response {
         let (t, cs) = (ans.tag(), self.statuses.get(ans.status));
         let now = unix_now();
         let status = prep.meta.status();
-        let hdrs = ReqHeaders(req);
-        let v = Validators::of(&prep.meta);
-        match conditional::evaluate(req.method().as_str().as_bytes(), status, &hdrs, &v, now) {
-            Outcome::Proceed => {}
-            Outcome::NotModified => return not_modified(&prep, now, &cs).tagged(t),
-            Outcome::PreconditionFailed => return precondition_failed(&prep, &cs).tagged(t),
-        }
+        let ranges = match preamble(req, &prep, status, now, &cs, t) {
+            Preamble::Answered(r) => return r,
+            Preamble::Whole => None,
+            Preamble::Ranges(set) => Some(set),
+        };
         let head = *req.method() == Method::Head;
         if req.header("range").is_none()
             && let Some(n) = fill.expected_len().filter(|&n| n <= SMALL_BODY)
@@ -131,12 +127,7 @@ impl WorkerCache {
         }
         let fill = Rc::new(RefCell::new(fill));
         let total = fill.borrow().expected_len();
-        let range = match (head, status, req.header("range")) {
-            (false, 200, Some(r)) if conditional::if_range_holds(&hdrs, &v) => parse_range(r),
-            _ => None,
-        };
-        if let Some(set) = range {
-            // A range is answered as soon as its bytes exist (RFC 9110 14.2, 15.3.7).
+        if let Some(set) = ranges {
             loop {
                 let st = match fill.borrow().status() {
                     Ok(s) => s,
@@ -158,14 +149,12 @@ impl WorkerCache {
                         return r.tagged(t);
                     }
                     RangeOutcome::Unsatisfiable { total } => {
-                        return prep
-                            .head(416, now, &cs)
-                            .header("content-range", content_range_unsatisfied(total))
-                            .tagged(t);
+                        return unsatisfiable(&prep, now, &cs, total).tagged(t);
                     }
                     RangeOutcome::Multipart { total } => {
                         let src = Whole::filling(fill, total);
-                        return multipart_answer(&prep, now, (ans, &cs), &set, total, src);
+                        let (parts, seed) = (set.parts(total), total.to_le_bytes());
+                        return multipart_answer(&prep, now, (ans, &cs), &parts, total, &seed, src);
                     }
                     RangeOutcome::Full => break,
                     RangeOutcome::Wait => {
@@ -194,67 +183,28 @@ impl WorkerCache {
         }
         r.stream(stream_filling(fill, 0, total), total).tagged(t)
     }
+
+    /// The whole body of the object version `blob` names, if it is held in memory.
+    pub(super) fn small_body(&self, prep: &Prepared, blob: &Bytes, n: u64) -> Option<Bytes> {
+        small_body(prep, blob, n, self.small, self.metas)
+    }
 }
 
-/// A `multipart/byteranges` 206 of `set`'s parts of the representation `src` holds.
+/// A `multipart/byteranges` 206 of `parts` of the representation `src` holds.
 fn multipart_answer(
     prep: &Prepared,
     now: u64,
     (ans, cs): (Answer, &Bytes),
-    set: &RangeSet,
+    parts: &[ByteRange],
     total: u64,
+    seed: &[u8],
     src: Whole,
 ) -> Response {
-    let ct = prep.meta.headers().get_first("content-type");
-    let m = Multipart::new(&set.parts(total), total, ct, fresh_boundary(&total.to_le_bytes()));
+    let m = multipart(prep, parts, total, seed);
     let len = m.content_length();
     pieces::multipart_head(prep, now, cs, &m)
         .stream(pieces::stream(src, pieces::multipart(&m)), Some(len))
         .tagged(ans.tag())
-}
-
-/// The Range a GET of a complete object asks for, if it applies (RFC 9110 14.2, 13.1.5).
-fn range_of(req: &Request, meta: &StoredMeta, status: u16, len: u64, head: bool) -> RangeOutcome {
-    if head || status != 200 {
-        return RangeOutcome::Full;
-    }
-    let Some(v) = req.header("range") else { return RangeOutcome::Full };
-    if !conditional::if_range_holds(&ReqHeaders(req), &Validators::of(meta)) {
-        return RangeOutcome::Full;
-    }
-    match parse_range(v) {
-        Some(set) => set.resolve(Available::Complete(len)),
-        None => RangeOutcome::Full,
-    }
-}
-
-/// A 412 computed from a stored response (RFC 9110 13.1.1, 13.1.4), with the
-/// `Cache-Status` of the cached answer it replaces.
-pub(super) fn precondition_failed(prep: &Prepared, cs: &Bytes) -> Response {
-    Response::error(412).header("cache-status", prep.cache_status(cs))
-}
-
-/// A 304 from a stored response: the fields RFC 9110 15.4.5 asks for, `Date` the
-/// stored one.
-pub(super) fn not_modified(prep: &Prepared, now: u64, cs: &Bytes) -> Response {
-    let mut r = prep.with_date(Response::new(304));
-    for (n, v) in prep.meta.headers() {
-        let keep = [
-            &b"cache-control"[..],
-            b"content-location",
-            b"etag",
-            b"expires",
-            b"vary",
-            b"last-modified",
-        ]
-        .iter()
-        .any(|k| k.eq_ignore_ascii_case(n));
-        if keep && let Ok(name) = std::str::from_utf8(n) {
-            r = r.header(name.to_string(), Bytes::copy_from_slice(v));
-        }
-    }
-    let age = prep.meta.current_age(now).as_secs();
-    r.header("age", age.to_string()).header("cache-status", prep.cache_status(cs))
 }
 
 /// Streams an origin response to the client as it arrives, its `Cache-Status` entries

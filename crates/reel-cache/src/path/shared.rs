@@ -1,22 +1,23 @@
-//! The cache's cross-worker state: the store and the in-flight map, plus purge.
+//! The cache's cross-worker state ([`SharedCache`]: the store, the in-flight map, the
+//! LL-HLS streams seen, small bodies, counters) and purge.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
+use reel_ops::metrics::{Kind, PromWriter};
 use reel_store::{Lookup, Store, StoreError};
 
+use super::hints::Streams;
 use super::inflight::Inflight;
-use super::llhls::Streams;
 use super::pass_stream::PassBuffered;
 use super::settings::Settings;
-use super::slice::{SliceCounters, derived_keys, head_key_of};
 use super::small::SmallBodies;
+use super::store_keys::{derived_keys, head_key};
 use super::variants::Marker;
 use crate::key::{CacheKey, prefix_for_purge};
 use crate::policy::meta::StoredMeta;
 
-/// Separates a primary key from a variant's secondary key (Vary) in store keys. A byte
-/// that a normalised key never contains.
-pub const VARIANT_SEP: u8 = 0x00;
+pub use super::store_keys::VARIANT_SEP;
 
 /// Shared by every worker (`Arc`): the store and the coalescing map.
 pub struct SharedCache {
@@ -32,6 +33,51 @@ pub struct SharedCache {
     pub streams: Arc<Streams>,
     /// Small bodies read whole on arrival, answered from memory.
     pub small: Arc<SmallBodies>,
+}
+
+/// Counters of the sliced path, all workers together (`/metrics`).
+#[derive(Default)]
+pub struct SliceCounters {
+    /// Slices fetched because a viewer's response needed them.
+    pub viewer_fetches: AtomicU64,
+    /// Slices fetched ahead of a sequential viewer.
+    pub read_ahead_fetches: AtomicU64,
+    /// Read-ahead not started because a connection or the worker had its most in flight.
+    pub read_ahead_skipped: AtomicU64,
+    /// Slices after the first of a response that no fetch had started when the response
+    /// reached them: the viewer waited on the origin.
+    pub waits: AtomicU64,
+    /// Slices whose validators or length disagreed with the object's head (the object
+    /// changed at the origin).
+    pub version_changes: AtomicU64,
+}
+
+impl SliceCounters {
+    /// Writes the counters in the Prometheus text format.
+    pub fn render_prometheus(&self, p: &mut PromWriter) {
+        let fam = "reel_slice_fetches_total";
+        p.family(fam, Kind::Counter, "Slices fetched from origins, by why.");
+        p.sample(fam, &[("reason", "viewer")], self.viewer_fetches.load(Relaxed));
+        p.sample(fam, &[("reason", "read_ahead")], self.read_ahead_fetches.load(Relaxed));
+        p.single(
+            "reel_slice_read_ahead_skipped_total",
+            Kind::Counter,
+            "Read-ahead not started: the connection or worker had its most in flight.",
+            self.read_ahead_skipped.load(Relaxed),
+        );
+        p.single(
+            "reel_slice_waits_total",
+            Kind::Counter,
+            "Slices after a response's first that it had to fetch itself when it got there.",
+            self.waits.load(Relaxed),
+        );
+        p.single(
+            "reel_slice_version_changes_total",
+            Kind::Counter,
+            "Slices whose validators or length disagreed with their object's head.",
+            self.version_changes.load(Relaxed),
+        );
+    }
 }
 
 /// Why a purge request was refused.
@@ -143,7 +189,7 @@ impl SharedCache {
         }
         // A sliced head is marked like an object; a partial object's index is removed
         // (its pieces are fetched again as they are needed).
-        let mut derived = u64::from(self.invalidate_one(&head_key_of(key)).await?);
+        let mut derived = u64::from(self.invalidate_one(&head_key(key)).await?);
         let index = &derived_keys(key)[1];
         if self.store.contains(index) {
             derived += u64::from(self.store.remove(index).await?);

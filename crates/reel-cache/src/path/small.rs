@@ -13,14 +13,14 @@
 //! its own copy in its decoded-metadata cache ([`Prepared::small_body`]); the oldest go
 //! first beyond [`SMALL_BODIES_BYTES`].
 
+use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Mutex, MutexGuard};
 
 use bytes::{Bytes, BytesMut};
 use reel_origin::{OriginError, OriginResponse};
 
-use super::respond::Prepared;
-use super::worker::WorkerCache;
+use super::respond::{MetaCache, Prepared};
 
 /// Bodies up to this size are read whole before followers are woken and answered from
 /// memory (as the hit path answers them, see `serve`).
@@ -101,19 +101,23 @@ pub(super) async fn read_small(resp: &mut OriginResponse) -> Result<Option<Bytes
     Ok(Some(buf.freeze()))
 }
 
-impl WorkerCache {
-    /// The whole body of the object version `blob` names, `n` bytes, from this worker's
-    /// copy or the shared one (which then becomes this worker's, within its budget).
-    pub(super) fn small_body(&self, prep: &Prepared, blob: &Bytes, n: u64) -> Option<Bytes> {
-        if let Some(b) = prep.small_body() {
-            return Some(b);
-        }
-        let b = self.shared.small.get(blob).filter(|b| b.len() as u64 == n)?;
-        if self.metas.borrow_mut().admit_small(n) {
-            prep.set_small_body(b.clone());
-        }
-        Some(b)
+/// The whole body of the object version `blob` names, `n` bytes, from this worker's copy
+/// (in `prep`) or the shared one, which then becomes this worker's within its budget.
+pub(super) fn small_body(
+    prep: &Prepared,
+    blob: &Bytes,
+    n: u64,
+    shared: &SmallBodies,
+    metas: &RefCell<MetaCache>,
+) -> Option<Bytes> {
+    if let Some(b) = prep.small_body() {
+        return Some(b);
     }
+    let b = shared.get(blob).filter(|b| b.len() as u64 == n)?;
+    if metas.borrow_mut().admit_small(n) {
+        prep.set_small_body(b.clone());
+    }
+    Some(b)
 }
 
 #[cfg(test)]

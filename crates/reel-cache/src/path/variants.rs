@@ -22,7 +22,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::{BufMut, Bytes, BytesMut};
 
-use super::shared::VARIANT_SEP;
+use super::store_keys::VARIANT_SEP;
 use crate::key::CacheKey;
 
 const PREFIX: &[u8] = b"\xffreel-vary\n";

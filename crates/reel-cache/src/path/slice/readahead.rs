@@ -2,7 +2,7 @@
 //! next `[[site]] read_ahead` slices that are neither stored nor being fetched are fetched
 //! in the background, so a sequential viewer finds them stored when it gets there.
 //!
-//! Each read-ahead fetch is the ordinary miss step ([`Job::fetch_slice`], through
+//! Each read-ahead fetch is the ordinary miss step (`Sliced::fetch_slice`, through
 //! `Fetcher::fetch_and_store`) led by a background task that holds the slice's in-flight
 //! entry, so a viewer arriving meanwhile joins it like any other fetch. Bounds: at most
 //! `read_ahead` fetches in flight per client connection and `[cache] read_ahead_per_worker`
@@ -17,13 +17,14 @@ use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::atomic::Ordering::Relaxed;
 
-use super::fetch::Fetched;
-use super::inflight::State;
-use super::slice::{Head, Job, lock_key_of};
+use super::Sliced;
+use crate::path::fetch::Fetched;
+use crate::path::inflight::State;
+use crate::path::piecewise::Head;
 
 /// One worker's read-ahead fetches in flight, in all and per client connection.
 #[derive(Default)]
-pub struct ReadAhead {
+pub(in crate::path) struct ReadAhead {
     in_flight: Cell<usize>,
     per_conn: RefCell<HashMap<SocketAddr, usize>>,
 }
@@ -31,7 +32,12 @@ pub struct ReadAhead {
 impl ReadAhead {
     /// Takes a slot for one more fetch of `conn`, unless the connection has `per_conn` or
     /// the worker `per_worker` in flight.
-    pub fn try_acquire(&self, conn: SocketAddr, per_conn: usize, per_worker: usize) -> bool {
+    pub(in crate::path) fn try_acquire(
+        &self,
+        conn: SocketAddr,
+        per_conn: usize,
+        per_worker: usize,
+    ) -> bool {
         if self.in_flight.get() >= per_worker {
             return false;
         }
@@ -49,7 +55,7 @@ impl ReadAhead {
     }
 
     /// Gives back a slot of `conn` (entries of connections with nothing in flight go).
-    pub fn release(&self, conn: SocketAddr) {
+    pub(in crate::path) fn release(&self, conn: SocketAddr) {
         self.in_flight.set(self.in_flight.get().saturating_sub(1));
         let mut m = self.per_conn.borrow_mut();
         if let Some(n) = m.get_mut(&conn) {
@@ -61,46 +67,47 @@ impl ReadAhead {
     }
 
     /// Fetches in flight on this worker.
-    pub fn in_flight(&self) -> usize {
+    #[cfg(test)]
+    fn in_flight(&self) -> usize {
         self.in_flight.get()
     }
 }
 
-/// Starts read-ahead of the slices after `k` of `head`'s version, for the viewer `job`
+/// Starts read-ahead of the slices after `k` of `head`'s version, for the viewer `s`
 /// serves.
-pub(super) fn schedule(job: &Rc<Job>, head: &Head, k: u64) {
-    let depth = u64::from(job.read_ahead_depth());
-    let per_worker = job.cache.settings.read_ahead_per_worker;
+pub(super) fn schedule(s: &Rc<Sliced>, head: &Head, k: u64) {
+    let depth = u64::from(s.job.site.slicing.read_ahead);
+    let shared = &s.job.worker.fetch.shared;
+    let per_worker = s.job.worker.fetch.settings.read_ahead_per_worker;
     if depth == 0 || per_worker == 0 || head.total == 0 {
         return;
     }
-    let last = (head.total - 1) / job.size;
-    let ra = &job.cache.read_ahead;
-    let shared = &job.cache.shared;
+    let last = (head.total - 1) / s.size;
+    let peer = s.job.peer;
     for j in k.saturating_add(1)..=k.saturating_add(depth).min(last) {
-        if job.has_slice(head, j) {
+        if s.has_slice(head, j) {
             continue;
         }
-        let Some(mut lead) = shared.inflight.try_lead(&lock_key_of(job, j)) else { continue };
-        if job.has_slice(head, j) {
+        let Some(mut lead) = shared.inflight.try_lead(&s.lock_key(j)) else { continue };
+        if s.has_slice(head, j) {
             // Stored between the two looks.
             lead.publish(State::Done);
             continue;
         }
-        if !ra.try_acquire(job.peer, depth as usize, per_worker) {
+        if !s.read_ahead.try_acquire(peer, depth as usize, per_worker) {
             lead.publish(State::Done);
             shared.slices.read_ahead_skipped.fetch_add(1, Relaxed);
             return;
         }
         shared.slices.read_ahead_fetches.fetch_add(1, Relaxed);
-        let (job, head) = (job.clone(), head.clone());
+        let (s, head) = (s.clone(), head.clone());
         tokio::task::spawn_local(async move {
-            let (fetched, _) = job.fetch_slice(j, Some(&head), false, false, lead).await;
+            let (fetched, _) = s.fetch_slice(j, Some(&head), false, false, lead).await;
             if let Fetched::Filling(mut f) = fetched {
                 // Counted until the slice is stored: the bound is on origin transfers.
                 let _ = f.wait_for(u64::MAX).await;
             }
-            job.cache.read_ahead.release(job.peer);
+            s.read_ahead.release(peer);
         });
     }
 }

@@ -1,28 +1,47 @@
-//! Writing an origin response into the store: the variant key and the key's Vary marker
-//! (which lists the variant), the stored metadata, and the detached task that appends the
-//! body and commits it (or aborts it, so nothing is ever stored truncated).
+//! Writing into the store, all of it: an origin response under its key or variant key
+//! with its stored metadata, the detached task that appends the body and commits it (or
+//! aborts it, so nothing is ever stored truncated); the key's Vary marker, which lists the
+//! variant ([`vary`]); and a 206 stored as a slice or piece with the head or index that
+//! describes it ([`part`]).
 
 use bytes::Bytes;
 use http::HeaderMap;
 use reel_origin::OriginResponse;
 use reel_store::{Lookup, StoreError};
 
-use super::fetch::Fetcher;
 use super::inflight::{Lead, State};
-use super::variants::{Marker, variant_key};
+use super::settings::Settings;
+use super::shared::SharedCache;
 use crate::key::CacheKey;
 use crate::policy::HeaderLookup;
 use crate::policy::cache_control::ResponseCacheControl;
+use crate::policy::freshness::PolicyConfig;
 use crate::policy::meta::{ResponseTimes, StoredMeta};
 use crate::policy::rules::TtlRule;
 use crate::policy::vary::{Vary, VaryKey};
+
+pub(super) mod part;
+mod vary;
+
+pub(super) use part::{Part, RangePart, SlicePart, read_index};
 
 /// A response's header fields as name/value pairs, for the policy functions.
 pub(super) fn header_pairs(h: &HeaderMap) -> Vec<(Vec<u8>, Vec<u8>)> {
     h.iter().map(|(n, v)| (n.as_str().as_bytes().to_vec(), v.as_bytes().to_vec())).collect()
 }
 
-impl Fetcher<'_> {
+/// What writing into the store uses, borrowed.
+#[derive(Clone, Copy)]
+pub(super) struct Filler<'a> {
+    /// The store, the in-flight map (a marker's or index's writes) and counters.
+    pub shared: &'a SharedCache,
+    /// Defaults (`swr_default`, `max_variants`).
+    pub settings: &'a Settings,
+    /// The site's freshness and storability knobs.
+    pub policy: &'a PolicyConfig,
+}
+
+impl Filler<'_> {
     /// Starts writing a response into the store: under its variant key (after the key's
     /// Vary marker) when it varies, with its metadata. Returns the writer and a reader.
     pub(super) async fn begin_fill<H: HeaderLookup + ?Sized>(
@@ -55,9 +74,7 @@ impl Fetcher<'_> {
             _ => Err(StoreError::Gone),
         }
     }
-}
 
-impl Fetcher<'_> {
     /// The stored metadata of a response with `status` and `headers` (less the fields
     /// `skip` names, lowercase), `len` body bytes and the secondary key `vk`.
     #[allow(clippy::too_many_arguments)]
@@ -84,73 +101,6 @@ impl Fetcher<'_> {
             ));
         }
         StoredMeta::from_response(status, &h, vk, times, len, self.policy, rule)
-    }
-
-    /// The Vary marker stored at `key`, if any.
-    fn current_marker(&self, key: &CacheKey) -> Option<Marker> {
-        match self.shared.store.lookup(key.as_bytes())? {
-            Lookup::Hit(h) => Marker::parse(h.meta()),
-            Lookup::Filling(_) => None,
-        }
-    }
-
-    /// Removes `hashes` of `marker`'s variants from the store. A failure leaves a variant
-    /// that no marker lists, unreachable (see `variants`).
-    async fn remove_variants(&self, key: &CacheKey, marker: &Marker, hashes: &[u64]) {
-        for &h in hashes {
-            let _ = self.shared.store.remove(&marker.key(key.as_bytes(), h)).await;
-        }
-    }
-
-    /// Lists the variant `hash` in `key`'s Vary marker for `names`, writing the marker
-    /// when that changes it, and returns the variant's store key. The caller leads the
-    /// fetch of `key`, so no other fill rewrites the marker meanwhile.
-    ///
-    /// A marker for other fields (or from before generations) is replaced by a new one
-    /// with a new generation and its variants removed. Listed variants the store no
-    /// longer has are dropped from the list; beyond `max_variants`, the oldest listed
-    /// variants are removed to make room.
-    async fn list_variant(
-        &self,
-        key: &CacheKey,
-        names: &[String],
-        hash: u64,
-    ) -> Result<Vec<u8>, StoreError> {
-        let store = &self.shared.store;
-        let (mut marker, mut changed) = match self.current_marker(key) {
-            Some(m) if m.names == names && m.generation.is_some() => (m, false),
-            old => {
-                if let Some(old) = old {
-                    self.remove_variants(key, &old, &old.variants).await;
-                }
-                (Marker::new(key, names.to_vec()), true)
-            }
-        };
-        let listed = marker.variants.len();
-        let kb = key.as_bytes();
-        let generation = marker.generation;
-        marker.variants.retain(|&h| h == hash || store.contains(&variant_key(kb, generation, h)));
-        changed |= marker.variants.len() != listed;
-        if !marker.variants.contains(&hash) {
-            // Beyond `[cache] max_variants` the oldest variants make room: a bound on what
-            // one URL holds (an attacker cycling `Accept-Encoding` values), and a new
-            // variant is always stored, so filling the list cannot keep viewers' own
-            // variants out of the cache.
-            let max = self.settings.max_variants.max(1);
-            if marker.variants.len() >= max {
-                let evicted: Vec<u64> =
-                    marker.variants.drain(..=marker.variants.len() - max).collect();
-                self.remove_variants(key, &marker, &evicted).await;
-            }
-            marker.variants.push(hash);
-            changed = true;
-        }
-        if changed {
-            let mut w = store.begin_fill(kb, marker.encode(), Some(0)).await?;
-            w.append(Bytes::new()).await?;
-            w.commit().await?;
-        }
-        Ok(marker.key(kb, hash))
     }
 }
 
