@@ -58,7 +58,7 @@ pub(super) fn preamble(
         return Preamble::Whole;
     }
     let Some(range) = req.header("range") else { return Preamble::Whole };
-    if !conditional::if_range_holds(&hdrs, &v) {
+    if !conditional::if_range_holds(&hdrs, &v, now) {
         return Preamble::Whole;
     }
     parse_range(range).map_or(Preamble::Whole, Preamble::Ranges)

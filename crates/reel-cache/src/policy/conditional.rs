@@ -141,13 +141,13 @@ fn tag_list<H: HeaderLookup + ?Sized>(
 
 /// A single HTTP-date field: ignored (None) when absent, repeated, or invalid
 /// (RFC 9110 13.1.3, 13.1.4).
-fn single_date<H: HeaderLookup + ?Sized>(req: &H, name: &str) -> Option<u64> {
+fn single_date<H: HeaderLookup + ?Sized>(req: &H, name: &str, now: u64) -> Option<u64> {
     let mut it = req.get_all(name);
     let first = it.next()?;
     if it.next().is_some() {
         return None;
     }
-    parse_http_date(first)
+    parse_http_date(first, now)
 }
 
 /// Evaluates the preconditions of a request against the selected representation in the
@@ -181,7 +181,7 @@ pub fn evaluate<H: HeaderLookup + ?Sized>(
         TagList::Any | TagList::Tags(true) => {}
         TagList::Absent => {
             if let (Some(since), Some(lm)) =
-                (single_date(req, "if-unmodified-since"), v.last_modified)
+                (single_date(req, "if-unmodified-since", now), v.last_modified)
                 && lm > since
             {
                 return Outcome::PreconditionFailed;
@@ -195,7 +195,8 @@ pub fn evaluate<H: HeaderLookup + ?Sized>(
         TagList::Tags(false) => {}
         TagList::Absent => {
             if get_or_head
-                && let Some(since) = single_date(req, "if-modified-since").filter(|&s| s <= now)
+                && let Some(since) =
+                    single_date(req, "if-modified-since", now).filter(|&s| s <= now)
                 && let Some(lm) = v.last_modified.or(v.date)
                 && lm <= since
             {
@@ -210,7 +211,7 @@ pub fn evaluate<H: HeaderLookup + ?Sized>(
 /// 13.1.5): `true` when there is no If-Range; with an entity-tag, when it strongly matches;
 /// with an HTTP-date, when it equals Last-Modified exactly. A false result means: ignore
 /// Range and send the whole representation (200).
-pub fn if_range_holds<H: HeaderLookup + ?Sized>(req: &H, v: &Validators<'_>) -> bool {
+pub fn if_range_holds<H: HeaderLookup + ?Sized>(req: &H, v: &Validators<'_>, now: u64) -> bool {
     let Some(value) = req.get_first("if-range") else { return true };
     let value = trim_ows(value);
     if value.first() == Some(&b'"') || value.starts_with(b"W/") {
@@ -219,7 +220,7 @@ pub fn if_range_holds<H: HeaderLookup + ?Sized>(req: &H, v: &Validators<'_>) -> 
             _ => false,
         };
     }
-    match (parse_http_date(value), v.last_modified) {
+    match (parse_http_date(value, now), v.last_modified) {
         (Some(d), Some(lm)) => d == lm,
         _ => false,
     }
@@ -234,7 +235,7 @@ pub fn revalidation_headers(stored: &StoredMeta) -> Vec<(&'static str, Vec<u8>)>
         out.push(("if-none-match", etag.to_vec()));
     }
     if let Some(lm) = stored.get_first("last-modified")
-        && parse_http_date(lm).is_some()
+        && parse_http_date(lm, stored.response_time()).is_some()
     {
         out.push(("if-modified-since", trim_ows(lm).to_vec()));
     }
@@ -369,9 +370,9 @@ mod tests {
             (vec![("If-Range", "junk")], false),
         ];
         for (h, want) in cases {
-            assert_eq!(if_range_holds(&h[..], &v()), want, "{h:?}");
+            assert_eq!(if_range_holds(&h[..], &v(), NOW), want, "{h:?}");
         }
         let weak = Validators { etag: Some(b"W/\"v1\""), ..v() };
-        assert!(!if_range_holds(&[("If-Range", "W/\"v1\"")][..], &weak));
+        assert!(!if_range_holds(&[("If-Range", "W/\"v1\"")][..], &weak, NOW));
     }
 }

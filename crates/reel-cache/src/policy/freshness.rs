@@ -198,10 +198,11 @@ pub fn freshness_lifetime<H: HeaderLookup + ?Sized>(
     if let Some(s) = cc.max_age {
         return Duration::from_secs(s);
     }
-    let date = resp.get_first("date").and_then(parse_http_date).unwrap_or(response_time);
+    let parse = |d| parse_http_date(d, response_time);
+    let date = resp.get_first("date").and_then(parse).unwrap_or(response_time);
     let expires = resp.get_first("expires").filter(|_| targeted(resp, &cfg.targeted).is_none());
     if let Some(expires) = expires {
-        let secs = parse_http_date(expires).map_or(0, |e| e.saturating_sub(date));
+        let secs = parse(expires).map_or(0, |e| e.saturating_sub(date));
         return Duration::from_secs(secs);
     }
     if is_negative(status)
@@ -214,7 +215,7 @@ pub fn freshness_lifetime<H: HeaderLookup + ?Sized>(
     }
     if cfg.heuristic
         && (heuristically_cacheable(status) || cc.public)
-        && let Some(lm) = resp.get_first("last-modified").and_then(parse_http_date)
+        && let Some(lm) = resp.get_first("last-modified").and_then(parse)
     {
         let secs = date.saturating_sub(lm) / 10;
         return Duration::from_secs(secs).min(cfg.heuristic_max);

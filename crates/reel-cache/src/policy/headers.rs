@@ -161,16 +161,11 @@ pub fn parse_delta_seconds(s: &[u8]) -> Option<u64> {
 /// send `gmt` and `NOV`). A two-digit RFC 850 year that would lie more than 50 years in the
 /// future is read as the most recent past year with those digits, as 5.6.7 requires.
 /// Dates before the epoch, impossible dates and garbage yield `None`.
-pub fn parse_http_date(s: &[u8]) -> Option<u64> {
-    parse_http_date_at(s, now_unix())
-}
-
-fn now_unix() -> u64 {
-    std::time::SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
-}
-
-/// [`parse_http_date`] with the clock given, for the RFC 850 century rule.
-pub(crate) fn parse_http_date_at(s: &[u8], now: u64) -> Option<u64> {
+///
+/// `now` (unix seconds) is the clock the century rule reads: the time the field was
+/// received, which the caller knows (a response's receipt, a request's arrival). The
+/// policy layer reads no clock of its own.
+pub fn parse_http_date(s: &[u8], now: u64) -> Option<u64> {
     const DAYS_SHORT: [&[u8]; 7] = [b"mon", b"tue", b"wed", b"thu", b"fri", b"sat", b"sun"];
     const DAYS_LONG: [&[u8]; 7] =
         [b"monday", b"tuesday", b"wednesday", b"thursday", b"friday", b"saturday", b"sunday"];
@@ -321,6 +316,9 @@ pub fn format_http_date(unix_secs: u64) -> String {
 mod tests {
     use super::*;
 
+    /// 2026-11-23, the clock of the date tests.
+    const NOW: u64 = 1_795_392_000;
+
     #[test]
     fn split_list_table() {
         let cases: &[(&[u8], &[&[u8]])] = &[
@@ -364,26 +362,26 @@ mod tests {
     #[test]
     fn http_dates() {
         let t = 784111777;
-        assert_eq!(parse_http_date(b"Sun, 06 Nov 1994 08:49:37 GMT"), Some(t));
-        assert_eq!(parse_http_date(b"Sunday, 06-Nov-94 08:49:37 GMT"), Some(t));
-        assert_eq!(parse_http_date(b"Sun Nov  6 08:49:37 1994"), Some(t));
-        assert_eq!(parse_http_date(b" Sun, 06 Nov 1994 08:49:37 GMT "), Some(t));
-        assert_eq!(parse_http_date(b"0"), None);
-        assert_eq!(parse_http_date(b"\xff\xfe"), None);
-        assert_eq!(parse_http_date(b""), None);
+        assert_eq!(parse_http_date(b"Sun, 06 Nov 1994 08:49:37 GMT", NOW), Some(t));
+        assert_eq!(parse_http_date(b"Sunday, 06-Nov-94 08:49:37 GMT", NOW), Some(t));
+        assert_eq!(parse_http_date(b"Sun Nov  6 08:49:37 1994", NOW), Some(t));
+        assert_eq!(parse_http_date(b" Sun, 06 Nov 1994 08:49:37 GMT ", NOW), Some(t));
+        assert_eq!(parse_http_date(b"0", NOW), None);
+        assert_eq!(parse_http_date(b"\xff\xfe", NOW), None);
+        assert_eq!(parse_http_date(b"", NOW), None);
         assert_eq!(format_http_date(t), "Sun, 06 Nov 1994 08:49:37 GMT");
     }
 
     #[test]
     fn http_dates_are_case_insensitive_in_all_three_formats() {
         let t = 784111777;
-        assert_eq!(parse_http_date(b"sun, 06 nov 1994 08:49:37 gmt"), Some(t));
-        assert_eq!(parse_http_date(b"SUN, 06 NOV 1994 08:49:37 GMT"), Some(t));
-        assert_eq!(parse_http_date(b"SUNDAY, 06-nov-94 08:49:37 Gmt"), Some(t));
-        assert_eq!(parse_http_date(b"sun nov  6 08:49:37 1994"), Some(t));
-        assert_eq!(parse_http_date(b"Thu, 01 Jan 1970 00:00:00 GMT"), Some(0));
-        assert_eq!(parse_http_date(b"Tue, 29 Feb 2000 12:00:00 GMT"), Some(951_825_600));
-        assert_eq!(parse_http_date(b"Fri, 31 Dec 9999 23:59:59 GMT"), Some(253_402_300_799));
+        assert_eq!(parse_http_date(b"sun, 06 nov 1994 08:49:37 gmt", NOW), Some(t));
+        assert_eq!(parse_http_date(b"SUN, 06 NOV 1994 08:49:37 GMT", NOW), Some(t));
+        assert_eq!(parse_http_date(b"SUNDAY, 06-nov-94 08:49:37 Gmt", NOW), Some(t));
+        assert_eq!(parse_http_date(b"sun nov  6 08:49:37 1994", NOW), Some(t));
+        assert_eq!(parse_http_date(b"Thu, 01 Jan 1970 00:00:00 GMT", NOW), Some(0));
+        assert_eq!(parse_http_date(b"Tue, 29 Feb 2000 12:00:00 GMT", NOW), Some(951_825_600));
+        assert_eq!(parse_http_date(b"Fri, 31 Dec 9999 23:59:59 GMT", NOW), Some(253_402_300_799));
     }
 
     #[test]
@@ -404,7 +402,7 @@ mod tests {
             b"Sun, 06 Nov 1994 08:49:37 GMT extra",
             b"Xyz, 06 Nov 1994 08:49:37 GMT",
         ] {
-            assert_eq!(parse_http_date(bad), None, "{:?}", String::from_utf8_lossy(bad));
+            assert_eq!(parse_http_date(bad, NOW), None, "{:?}", String::from_utf8_lossy(bad));
         }
     }
 
@@ -413,10 +411,10 @@ mod tests {
         // Now: 2026-11-23. "94" is 1994; "70" would be 2070 (44 years ahead: allowed);
         // "80" would be 2080 (54 ahead): 1980 instead.
         let now = 1_795_392_000;
-        assert_eq!(parse_http_date_at(b"Sunday, 06-Nov-94 08:49:37 GMT", now), Some(784_111_777));
-        let y2070 = parse_http_date_at(b"Tuesday, 01-Jan-70 00:00:00 GMT", now).unwrap();
+        assert_eq!(parse_http_date(b"Sunday, 06-Nov-94 08:49:37 GMT", now), Some(784_111_777));
+        let y2070 = parse_http_date(b"Tuesday, 01-Jan-70 00:00:00 GMT", now).unwrap();
         assert_eq!(civil_year(y2070), 2070);
-        let y1980 = parse_http_date_at(b"Tuesday, 01-Jan-80 00:00:00 GMT", now).unwrap();
+        let y1980 = parse_http_date(b"Tuesday, 01-Jan-80 00:00:00 GMT", now).unwrap();
         assert_eq!(civil_year(y1980), 1980);
     }
 

@@ -192,8 +192,11 @@ impl StoredMeta {
     fn derive(&mut self) {
         let names = self.targeted.as_slice();
         self.cc = ResponseCacheControl::for_cache(&self.headers, names);
-        self.date =
-            self.headers.get_first("date").and_then(parse_http_date).unwrap_or(self.response_time);
+        self.date = self
+            .headers
+            .get_first("date")
+            .and_then(|d| parse_http_date(d, self.response_time))
+            .unwrap_or(self.response_time);
     }
 
     /// Freshens the stored response with a 304 from revalidation (RFC 9111 4.3.4, 3.2):
@@ -261,7 +264,8 @@ impl StoredMeta {
             }
         }
         if let Some(lm) = resp.get_first("last-modified") {
-            return parse_http_date(lm).is_some() && self.last_modified() == parse_http_date(lm);
+            let theirs = parse_http_date(lm, self.response_time);
+            return theirs.is_some() && self.last_modified() == theirs;
         }
         if resp.has("etag") {
             // Weak ETag only: match it weakly (RFC 9110 8.8.3.2) against ours.
@@ -359,7 +363,7 @@ impl StoredMeta {
 
     /// The stored `Last-Modified` (unix seconds), if present and valid.
     pub fn last_modified(&self) -> Option<u64> {
-        self.headers.get_first("last-modified").and_then(parse_http_date)
+        self.headers.get_first("last-modified").and_then(|d| parse_http_date(d, self.response_time))
     }
 
     /// The current age (RFC 9111 4.2.3) at `now`; also the value for the `Age` header.

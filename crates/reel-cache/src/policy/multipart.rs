@@ -17,8 +17,9 @@
 //!
 //! [`RangeSet::parts`]: super::range::RangeSet::parts
 
+use std::hash::BuildHasher;
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::{BufMut, Bytes, BytesMut};
 
@@ -41,13 +42,16 @@ pub struct Multipart {
     closing: Bytes,
 }
 
-/// A boundary no other response of this process uses: a hash of the time, a counter and
-/// `seed` (callers pass something of the response, such as its key).
+/// A boundary no other response of this process uses: a hash of a key drawn once per
+/// process, a counter and `seed` (callers pass something of the response, such as its
+/// key). No clock: a body's framing never depends on the time.
 pub fn fresh_boundary(seed: &[u8]) -> String {
     static CALLS: AtomicU64 = AtomicU64::new(0);
-    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+    static KEY: OnceLock<u64> = OnceLock::new();
+    // std's RandomState is keyed from the OS's random source once per process.
+    let key = *KEY.get_or_init(|| std::hash::RandomState::new().hash_one(std::process::id()));
     let n = CALLS.fetch_add(1, Ordering::Relaxed);
-    let h = xxhash_rust::xxh3::xxh3_64_with_seed(seed, nanos ^ n.rotate_left(40));
+    let h = xxhash_rust::xxh3::xxh3_64_with_seed(seed, key ^ n.rotate_left(40));
     format!("reel-{h:016x}")
 }
 
