@@ -1,12 +1,15 @@
-//! Strict HTTP/1.1 server codec and connection loop with a `sendfile(2)` response path.
+//! Strict HTTP/1.1 server codec and connection loop, an HTTP/2 server in front of the same
+//! handler, and a `sendfile(2)` response path.
 //!
 //! # What this crate owns
 //! Everything between an accepted connection and the application's [`Handler`]:
 //! parsing request heads ([`Request`], on `httparse`), request bodies
-//! ([`RequestBody`]), response serialization ([`encode_head`]) and the connection
-//! loop ([`serve_connection`] on a `TcpStream`, [`serve_stream`] on any byte stream such
-//! as TLS) with keep-alive, pipelining, timeouts and draining. It depends on no other
-//! reel crate (TLS itself is `reel-tls`'s).
+//! ([`RequestBody`]), response serialization ([`encode_head`]), the HTTP/1.x connection
+//! loop ([`serve_connection`] on a `TcpStream`, [`serve_parkable`] for a server that keeps
+//! idle connections without a task, [`serve_stream`] on any byte stream such as TLS) with
+//! keep-alive, pipelining, timeouts and draining, HTTP/2 ([`serve_h2`], after ALPN chose
+//! `h2`), and the per-worker buffer pools ([`conn_buffers_lent`], [`PoolBuf`]). It depends
+//! on no other reel crate (TLS itself is `reel-tls`'s).
 //!
 //! # Design
 //! * **Thread per core.** [`serve_connection`] runs inside a tokio `current_thread`

@@ -23,6 +23,8 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use reel_metrics::{Kind, PromWriter};
+
 /// Batches the writer may hold before workers start dropping lines.
 const QUEUE_BATCHES: usize = 64;
 
@@ -196,6 +198,30 @@ impl AccessLog {
     /// Failed writes (each loses a batch).
     pub fn write_errors(&self) -> u64 {
         self.write_errors.load(Relaxed)
+    }
+
+    /// Writes the counters in the Prometheus text format:
+    /// `reel_access_log_dropped_lines_total`, `reel_access_log_written_lines_total` and
+    /// `reel_access_log_write_errors_total`.
+    pub fn render_prometheus(&self, p: &mut PromWriter) {
+        p.single(
+            "reel_access_log_dropped_lines_total",
+            Kind::Counter,
+            "Access-log lines dropped because the writer fell behind.",
+            self.dropped_lines(),
+        );
+        p.single(
+            "reel_access_log_written_lines_total",
+            Kind::Counter,
+            "Access-log lines written.",
+            self.written_lines(),
+        );
+        p.single(
+            "reel_access_log_write_errors_total",
+            Kind::Counter,
+            "Failed access-log writes (each loses a batch).",
+            self.write_errors(),
+        );
     }
 
     /// The line format.

@@ -4,7 +4,7 @@
 //!
 //! | method and path | what |
 //! |---|---|
-//! | `GET /metrics` | Prometheus text format |
+//! | `GET /metrics` | Prometheus text format (rendered by [`crate::metrics`]) |
 //! | `GET /status` | JSON: version, config hash and load time, core plan, workers, origins, store, reloads |
 //! | `POST /admin/reload` | re-read the config (like SIGHUP); 200 with the outcome, 400 with the errors |
 //! | `POST /admin/drain`, `POST /admin/resume` | `/healthz` answers 503 (draining) or resumes |
@@ -28,7 +28,6 @@ use std::thread::JoinHandle;
 use anyhow::Context;
 use bytes::Bytes;
 use reel_http::{Handler, Method, Request, RequestBody, Response};
-use reel_ops::metrics::{Kind, PromWriter, render_workers};
 use serde_json::json;
 use tokio::sync::watch;
 use tracing::{info, warn};
@@ -190,148 +189,9 @@ impl AdminHandler {
     }
 
     fn metrics(&self) -> Response {
-        let s = &self.shared;
-        let live = s.live_full();
-        let mut p = PromWriter::new();
-        render_workers(&mut p, &s.metrics);
-        p.family("reel_connections_open", Kind::Gauge, "Open client connections, per worker.");
-        for (i, w) in s.worker_stats().iter().enumerate() {
-            let idx = i.to_string();
-            p.sample("reel_connections_open", &[("worker", &idx)], w.open.load(Ordering::Relaxed));
-        }
-        p.family(
-            "reel_connections_parked",
-            Kind::Gauge,
-            "Open client connections idle without a task (counted in reel_connections_open too), per worker.",
-        );
-        for (i, w) in s.worker_stats().iter().enumerate() {
-            let idx = i.to_string();
-            p.sample(
-                "reel_connections_parked",
-                &[("worker", &idx)],
-                w.parked.load(Ordering::Relaxed),
-            );
-        }
-        p.family(
-            "reel_connections_accepted_total",
-            Kind::Counter,
-            "Accepted connections, per worker.",
-        );
-        for (i, w) in s.worker_stats().iter().enumerate() {
-            let idx = i.to_string();
-            p.sample(
-                "reel_connections_accepted_total",
-                &[("worker", &idx)],
-                w.accepted.load(Ordering::Relaxed),
-            );
-        }
-        p.family(
-            "reel_connections_refused_total",
-            Kind::Counter,
-            "Connections closed at accept over a connection limit, per worker.",
-        );
-        for (i, w) in s.worker_stats().iter().enumerate() {
-            let idx = i.to_string();
-            p.sample(
-                "reel_connections_refused_total",
-                &[("worker", &idx)],
-                w.refused.load(Ordering::Relaxed),
-            );
-        }
-        let up = s.upgrade_status();
-        p.single("reel_upgrades_total", Kind::Counter, "Binary upgrades attempted.", up.attempts);
-        p.single(
-            "reel_upgrade_failures_total",
-            Kind::Counter,
-            "Binary upgrades that failed (this process kept serving).",
-            up.failures,
-        );
-        p.single(
-            "reel_store_frozen",
-            Kind::Gauge,
-            "1 while the store takes no writes (handed over in a binary upgrade).",
-            s.store.is_frozen(),
-        );
-        let st = s.store.stats();
-        p.single("reel_store_objects", Kind::Gauge, "Objects in the store.", st.objects);
-        p.single("reel_store_bytes", Kind::Gauge, "Bytes used in the store.", st.bytes_used);
-        p.single("reel_store_capacity_bytes", Kind::Gauge, "Store capacity.", st.capacity);
-        p.single("reel_store_evictions_total", Kind::Counter, "Objects evicted.", st.evictions);
-        p.single(
-            "reel_store_write_errors_total",
-            Kind::Counter,
-            "Store write errors.",
-            st.write_errors,
-        );
-        p.single(
-            "reel_store_read_errors_total",
-            Kind::Counter,
-            "Store read errors.",
-            st.read_errors,
-        );
-        let rs = s.reload_status();
-        p.single(
-            "reel_reloads_total",
-            Kind::Counter,
-            "Configuration reloads attempted.",
-            rs.attempts,
-        );
-        p.single(
-            "reel_reload_failures_total",
-            Kind::Counter,
-            "Configuration reloads that failed.",
-            rs.failures,
-        );
-        p.single(
-            "reel_reload_last_success",
-            Kind::Gauge,
-            "1 if the last reload succeeded (1 before any).",
-            rs.last_ok != Some(false),
-        );
-        p.single(
-            "reel_reload_last_timestamp_seconds",
-            Kind::Gauge,
-            "Unix time of the last reload.",
-            rs.last_at.unwrap_or(0),
-        );
-        p.single(
-            "reel_config_generation",
-            Kind::Gauge,
-            "Config generation (1 + successful reloads).",
-            live.generation,
-        );
-        if let Some(l) = &live.access_log {
-            p.single(
-                "reel_access_log_dropped_lines_total",
-                Kind::Counter,
-                "Access-log lines dropped because the writer fell behind.",
-                l.dropped_lines(),
-            );
-            p.single(
-                "reel_access_log_written_lines_total",
-                Kind::Counter,
-                "Access-log lines written.",
-                l.written_lines(),
-            );
-            p.single(
-                "reel_access_log_write_errors_total",
-                Kind::Counter,
-                "Failed access-log writes (each loses a batch).",
-                l.write_errors(),
-            );
-        }
-        p.single(
-            "reel_draining",
-            Kind::Gauge,
-            "1 while the node is draining.",
-            s.health().is_some_and(|h| h.draining()),
-        );
-        s.cache.slices.render_prometheus(&mut p);
-        live.origins.snapshot().render_prometheus(&mut p);
-        live.tls.render_prometheus(&s.tls_counters, &mut p);
         Response::new(200)
             .header("content-type", Bytes::from_static(b"text/plain; version=0.0.4"))
-            .bytes(p.finish())
+            .bytes(crate::metrics::render(&self.shared))
     }
 
     fn status(&self) -> Response {

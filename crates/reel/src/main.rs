@@ -15,6 +15,7 @@ mod handoff;
 mod inherit;
 mod lifecycle;
 mod logging;
+mod metrics;
 mod options;
 mod plan;
 mod preflight;

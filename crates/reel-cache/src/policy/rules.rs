@@ -138,6 +138,10 @@ mod tests {
             ("", "/", false),
             ("*a*b*c", "/xxaxxbxxc", true),
             ("*a*b*c", "/xxaxxcxxb", false),
+            ("*a*b*c", "/xaybzcd", false),
+            ("*seg*", "/a/seg1.ts", true),
+            ("/vod/*/init.mp4", "/vod/x/y/init.mp4", true),
+            ("/vod/*/init.mp4", "/vod/init.mp4", false),
             ("**/x", "/a/x", true),
             ("/a*b", "/ab", true),
             ("/a*b", "/a/b/b", true),
@@ -169,5 +173,19 @@ mod tests {
         assert_eq!(empty.find(b"/x"), None);
         empty.push("/x", 9);
         assert_eq!(empty.find(b"/x"), Some(&9));
+    }
+
+    #[test]
+    fn shipped_config_rules_time_playlists_and_segments() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../config/reel.toml");
+        let cfg = reel_config::load_and_validate(path).expect("config/reel.toml is valid");
+        let rules = TtlRules::new(cfg.cache.rule.iter().map(|r| {
+            (r.pattern.as_str(), TtlRule { ttl: r.ttl.get(), override_origin: r.override_origin })
+        }));
+        let ttl = |path: &str| rules.find(path.as_bytes()).map(|r| r.ttl);
+        assert_eq!(ttl("/live/index.m3u8"), Some(Duration::from_secs(1)));
+        let day = Duration::from_secs(86_400);
+        assert_eq!(ttl("/live/seg_1.ts"), Some(day));
+        assert_eq!(ttl("/live/seg_1.m4s"), Some(day));
     }
 }

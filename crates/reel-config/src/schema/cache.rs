@@ -6,44 +6,16 @@ use super::*;
 /// A path pattern for `[[cache.rule]]`: `*` matches any run of characters (including `/`
 /// and the empty run); every other character matches itself. Matching is against the request
 /// path without the query string and is case-sensitive. Examples: `"*.m3u8"`, `"/live/*"`,
-/// `"/vod/*/init.mp4"`.
+/// `"/vod/*/init.mp4"`. The cache compiles and matches it (`reel-cache`'s `policy::rules`).
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct PathGlob(pub String);
 
 impl PathGlob {
-    /// True when `path` (no query string) matches the pattern.
-    pub fn matches(&self, path: &str) -> bool {
-        glob_match(self.0.as_bytes(), path.as_bytes())
-    }
-
     /// The pattern text.
     pub fn as_str(&self) -> &str {
         &self.0
     }
-}
-
-/// Wildcard match with `*` only; linear-time greedy algorithm with single backtrack point,
-/// which is exact for patterns whose only metacharacter is `*`.
-fn glob_match(pat: &[u8], text: &[u8]) -> bool {
-    let (mut p, mut t) = (0, 0);
-    let mut star: Option<(usize, usize)> = None;
-    while t < text.len() {
-        if p < pat.len() && pat[p] == b'*' {
-            star = Some((p, t));
-            p += 1;
-        } else if p < pat.len() && pat[p] == text[t] {
-            p += 1;
-            t += 1;
-        } else if let Some((sp, st)) = star {
-            p = sp + 1;
-            t = st + 1;
-            star = Some((sp, st + 1));
-        } else {
-            return false;
-        }
-    }
-    pat[p..].iter().all(|&c| c == b'*')
 }
 
 /// `[[cache.rule]]`: a per-path freshness override; the first matching rule wins.
@@ -162,13 +134,6 @@ impl Default for CacheConfig {
             read_ahead_per_worker: 64,
             rule: Vec::new(),
         }
-    }
-}
-
-impl CacheConfig {
-    /// The first rule whose pattern matches `path` (no query string).
-    pub fn rule_for(&self, path: &str) -> Option<&CacheRule> {
-        self.rule.iter().find(|r| r.pattern.matches(path))
     }
 }
 

@@ -3,27 +3,6 @@
 use super::*;
 
 #[test]
-fn glob_matching() {
-    let cases: &[(&str, &str, bool)] = &[
-        ("*.m3u8", "/live/index.m3u8", true),
-        ("*.m3u8", "/live/index.m3u8x", false),
-        ("/live/*", "/live/a/b.ts", true),
-        ("/live/*", "/vod/a.ts", false),
-        ("/vod/*/init.mp4", "/vod/x/y/init.mp4", true),
-        ("/vod/*/init.mp4", "/vod/init.mp4", false),
-        ("*seg*", "/a/seg1.ts", true),
-        ("/exact.ts", "/exact.ts", true),
-        ("/exact.ts", "/exact.tsx", false),
-        ("*", "/anything", true),
-        ("*a*b*c", "/xaybzc", true),
-        ("*a*b*c", "/xaybzcd", false),
-    ];
-    for (pat, path, want) in cases {
-        assert_eq!(PathGlob((*pat).into()).matches(path), *want, "{pat} vs {path}");
-    }
-}
-
-#[test]
 fn host_patterns() {
     let site = SiteConfig {
         hosts: vec!["live.example.com".into(), "*.cdn.example.com".into(), "[::1]".into()],

@@ -1,6 +1,10 @@
 //! Unit tests of the validation rules.
 
-use super::*;
+use std::net::SocketAddr;
+
+use super::cache::check_site_host;
+use super::listener::{check_cert_name, collide};
+use super::server::{check_level, is_cdn_id, is_sf_token};
 
 #[test]
 fn cdn_ids_and_cache_status_names() {

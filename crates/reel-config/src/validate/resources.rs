@@ -1,0 +1,137 @@
+//! What the node takes from the machine and how much load it accepts: `[cores]`, `[http]`
+//! (request and HTTP/2 limits, timeouts), `[health]` (overload thresholds) and `[store]`.
+
+use super::{Found, bad, check_health_path, positive_duration};
+use crate::schema::{CoresConfig, CpuSet, HealthConfig, HttpConfig, StoreConfig};
+use crate::units::ByteSize;
+
+fn check_cpu_set(found: &mut Found, key: &str, set: &CpuSet) {
+    if let CpuSet::List(cpus) = set {
+        if cpus.is_empty() {
+            bad(found, key, "an empty CPU list; use \"auto\" or list at least one CPU");
+        }
+        for (i, cpu) in cpus.iter().enumerate() {
+            if cpus[..i].contains(cpu) {
+                bad(found, format!("{key}[{i}]"), format!("CPU {cpu} is listed twice"));
+            }
+        }
+    }
+}
+
+/// `[cores]`: CPU lists and NIC names.
+pub(super) fn check_cores(found: &mut Found, cores: &CoresConfig) {
+    check_cpu_set(found, "cores.irq", &cores.irq);
+    check_cpu_set(found, "cores.workers", &cores.workers);
+    for (i, nic) in cores.nic.iter().enumerate() {
+        if nic.is_empty() || nic.len() > 15 || nic.contains(['/', ' ']) {
+            bad(
+                found,
+                format!("cores.nic[{i}]"),
+                format!("{nic:?} is not a network interface name"),
+            );
+        }
+    }
+}
+
+/// `[http]`: request size limits, timeouts, connection caps and HTTP/2 settings.
+pub(super) fn check_http(found: &mut Found, h: &HttpConfig) {
+    for (key, v) in [
+        ("http.max_request_line", h.max_request_line),
+        ("http.max_header_bytes", h.max_header_bytes),
+    ] {
+        if v.bytes() < 64 {
+            bad(found, key, format!("{v} is too small (at least 64B)"));
+        }
+    }
+    if h.max_request_line > h.max_header_bytes {
+        bad(
+            found,
+            "http.max_request_line",
+            format!("{} exceeds http.max_header_bytes {}", h.max_request_line, h.max_header_bytes),
+        );
+    }
+    if h.max_headers == 0 {
+        bad(found, "http.max_headers", "must be at least 1");
+    }
+    positive_duration(found, "http.header_timeout".into(), h.header_timeout);
+    positive_duration(found, "http.idle_timeout".into(), h.idle_timeout);
+    positive_duration(found, "http.body_timeout".into(), h.body_timeout);
+    if h.max_connections_per_worker == 0 {
+        bad(found, "http.max_connections_per_worker", "must be at least 1");
+    }
+    for (key, v) in [
+        ("http.h2_max_concurrent_streams", h.h2_max_concurrent_streams),
+        ("http.h2_max_resets_per_second", h.h2_max_resets_per_second),
+    ] {
+        if v == 0 {
+            bad(found, key, "must be at least 1");
+        }
+    }
+    // RFC 9113 6.9.2: a window is 65,535 to 2^31-1 octets (the connection's starts at 65,535).
+    for (key, v) in [
+        ("http.h2_stream_window", h.h2_stream_window),
+        ("http.h2_connection_window", h.h2_connection_window),
+    ] {
+        if !(65_535..=(1 << 31) - 1).contains(&v.bytes()) {
+            bad(found, key, format!("{v} is outside 65535B-2GiB (RFC 9113 6.9.2)"));
+        }
+    }
+    if h.h2_stream_buffer.bytes() < 16 * 1024 || h.h2_connection_buffer < h.h2_stream_buffer {
+        bad(
+            found,
+            "http.h2_stream_buffer",
+            "must be at least 16KiB and at most h2_connection_buffer",
+        );
+    }
+}
+
+/// `[health]`: the endpoint's path and the overload thresholds, each resume level below its
+/// maximum.
+pub(super) fn check_health(found: &mut Found, hl: &HealthConfig) {
+    check_health_path(found, "health.path".into(), &hl.path);
+    if !(1..=100).contains(&hl.max_cpu_percent) {
+        bad(found, "health.max_cpu_percent", "must be 1-100");
+    }
+    if hl.resume_cpu_percent >= hl.max_cpu_percent {
+        bad(
+            found,
+            "health.resume_cpu_percent",
+            format!("must be below max_cpu_percent ({})", hl.max_cpu_percent),
+        );
+    }
+    if hl.max_connections == 0 {
+        bad(found, "health.max_connections", "must be at least 1");
+    }
+    if hl.resume_connections >= hl.max_connections {
+        bad(
+            found,
+            "health.resume_connections",
+            format!("must be below max_connections ({})", hl.max_connections),
+        );
+    }
+    positive_duration(found, "health.max_hit_p99".into(), hl.max_hit_p99);
+    if hl.resume_hit_p99 >= hl.max_hit_p99 {
+        bad(
+            found,
+            "health.resume_hit_p99",
+            format!("must be below max_hit_p99 ({})", hl.max_hit_p99),
+        );
+    }
+}
+
+/// `[store]`: a path, and room for at least two volumes.
+pub(super) fn check_store(found: &mut Found, s: &StoreConfig) {
+    if s.path.as_os_str().is_empty() {
+        bad(found, "store.path", "must not be empty");
+    }
+    if s.volume_size < ByteSize::mib(1) {
+        bad(found, "store.volume_size", format!("{} is below the minimum 1MiB", s.volume_size));
+    }
+    if s.volume_size.bytes().checked_mul(2).is_none_or(|twice| s.size.bytes() < twice) {
+        bad(
+            found,
+            "store.size",
+            format!("{} must be at least twice store.volume_size ({})", s.size, s.volume_size),
+        );
+    }
+}
