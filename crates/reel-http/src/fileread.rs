@@ -12,9 +12,10 @@ use crate::sys;
 /// Fills all of `dst` with the bytes at file offset `off` of `range`'s file. A file that
 /// ends first fails with `UnexpectedEof` (the caller aborts the response).
 pub(crate) async fn read_exact(range: &dyn FileRange, off: u64, dst: &mut [u8]) -> io::Result<()> {
-    let fd = range.fd();
+    let fd = sys::range_fd(range);
     let mut done = 0usize;
     while done < dst.len() {
+        let fd = fd.ok_or_else(sys::bad_fd)?;
         let at = off + done as u64;
         match sys::pread_nowait(fd, &mut dst[done..], at) {
             Ok(0) => return Err(short()),

@@ -24,7 +24,7 @@
 
 use std::future::poll_fn;
 use std::io::{self, IoSlice};
-use std::os::fd::AsRawFd;
+use std::os::fd::AsFd;
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
@@ -248,7 +248,7 @@ impl Io {
                 return Ok(());
             }
         };
-        let fd = s.as_raw_fd();
+        let fd = s.as_fd();
         while !buf.is_empty() {
             match s.try_io(Interest::WRITABLE, || sys::send(fd, buf, more)) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
@@ -330,13 +330,14 @@ impl Io {
             Transport::Tcp(s) => s,
             Transport::Stream(_) => return self.stream_file(&[], range).await,
         };
-        let sock = s.as_raw_fd();
-        let file = range.fd();
+        let sock = s.as_fd();
+        let file = sys::range_fd(range);
         let mut off = range.offset();
         let end = off
             .checked_add(range.len())
             .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "file range overflows"))?;
         while off < end {
+            let file = file.ok_or_else(sys::bad_fd)?;
             let count = (end - off).min(SENDFILE_MAX) as usize;
             match s.try_io(Interest::WRITABLE, || sys::sendfile(sock, file, &mut off, count)) {
                 Ok(0) => {

@@ -23,8 +23,8 @@ use crate::request::{Version, is_tchar};
 
 /// A region of an open file to be sent with `sendfile(2)` (plain TCP), or read into
 /// pooled buffers (TLS, HTTP/2). The implementor keeps the file descriptor open until it
-/// is dropped (e.g. a store lease); the connection drops it as soon as the region has
-/// been sent or the connection failed.
+/// is dropped (e.g. a store lease), and the connection borrows it on that promise; the
+/// connection drops the range as soon as the region has been sent or the connection failed.
 pub trait FileRange {
     /// The open file descriptor to read from.
     fn fd(&self) -> RawFd;
@@ -57,7 +57,7 @@ pub fn pread_bytes(fd: RawFd, offset: u64, len: usize) -> io::Result<Bytes> {
     let mut buf = vec![0u8; len];
     let mut done = 0;
     while done < len {
-        match crate::sys::pread(fd, &mut buf[done..], offset + done as u64) {
+        match crate::sys::pread_raw(fd, &mut buf[done..], offset + done as u64) {
             Ok(0) => break,
             Ok(n) => done += n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}

@@ -1,70 +1,98 @@
-//! Thin wrappers over the syscalls the response path needs and std/tokio do not expose:
-//! `send(2)` with `MSG_MORE`, `sendfile(2)`, and `preadv2(2)` with `RWF_NOWAIT`.
+//! The syscalls the response path needs and std/tokio do not expose, through `rustix`:
+//! `send(2)` with `MSG_MORE`, `sendfile(2)`, and `preadv2(2)` with `RWF_NOWAIT`. Two
+//! places still hold a bare descriptor number: [`range_fd`] borrows a [`FileRange`]'s,
+//! and [`pread_raw`] reads at one for the public `pread_bytes`.
 
-use std::io;
-use std::os::fd::RawFd;
+use std::io::{self, IoSliceMut};
+use std::os::fd::{BorrowedFd, RawFd};
+
+use rustix::io::ReadWriteFlags;
+use rustix::net::SendFlags;
+
+use crate::response::FileRange;
+
+/// The descriptor of `range`, borrowed for as long as `range` is; `None` if it is
+/// negative (the callers report `EBADF`, as the kernel would).
+pub(crate) fn range_fd(range: &dyn FileRange) -> Option<BorrowedFd<'_>> {
+    let fd = range.fd();
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: `FileRange` requires the implementor to keep its descriptor open until it is
+    // dropped, and the borrow cannot outlive `range`; `fd` is not -1 (checked above).
+    Some(unsafe { BorrowedFd::borrow_raw(fd) })
+}
+
+/// The error of a call on a negative descriptor.
+pub(crate) fn bad_fd() -> io::Error {
+    io::Error::from_raw_os_error(libc::EBADF)
+}
 
 /// `send(2)` with `MSG_NOSIGNAL` (a reset peer yields `EPIPE`, never `SIGPIPE`), plus
 /// `MSG_MORE` when `more` is set so a head followed by a `sendfile` leaves in full segments.
-pub(crate) fn send(fd: RawFd, buf: &[u8], more: bool) -> io::Result<usize> {
-    let mut flags = libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT;
+pub(crate) fn send(fd: BorrowedFd<'_>, buf: &[u8], more: bool) -> io::Result<usize> {
+    let mut flags = SendFlags::NOSIGNAL | SendFlags::DONTWAIT;
     if more {
-        flags |= libc::MSG_MORE;
+        flags |= SendFlags::MORE;
     }
-    // SAFETY: `buf` is a live slice for the whole call and its pointer/length pair is
-    // passed unchanged; the kernel only reads from it. An invalid `fd` yields EBADF.
-    let n = unsafe { libc::send(fd, buf.as_ptr().cast(), buf.len(), flags) };
-    if n < 0 { Err(io::Error::last_os_error()) } else { Ok(n as usize) }
+    Ok(rustix::net::send(fd, buf, flags)?)
 }
 
 /// `sendfile(2)` of up to `count` bytes from `in_fd` at `*offset` to socket `out_fd`;
-/// the kernel advances `*offset` by the number of bytes sent (returned). `Ok(0)` means
-/// `*offset` is at or past the end of the file.
+/// `*offset` advances by the number of bytes sent (returned), and only on success.
+/// `Ok(0)` means `*offset` is at or past the end of the file.
 pub(crate) fn sendfile(
-    out_fd: RawFd,
-    in_fd: RawFd,
+    out_fd: BorrowedFd<'_>,
+    in_fd: BorrowedFd<'_>,
     offset: &mut u64,
     count: usize,
 ) -> io::Result<usize> {
-    let mut off: libc::off_t = libc::off_t::try_from(*offset)
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "file offset too large"))?;
-    // SAFETY: `off` is a live, exclusively borrowed local for the duration of the call;
-    // the kernel reads and updates it. Invalid fds yield EBADF/EINVAL, never UB.
-    let n = unsafe { libc::sendfile(out_fd, in_fd, &mut off, count) };
-    if n < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    *offset = off as u64;
-    Ok(n as usize)
+    let mut off = check_offset(*offset)?;
+    let n = rustix::fs::sendfile(out_fd, in_fd, Some(&mut off), count)?;
+    *offset = off;
+    Ok(n)
 }
 
 /// `preadv2(2)` with `RWF_NOWAIT`: copies only what the page cache holds. `WouldBlock`
 /// (EAGAIN) when the first byte at `offset` is not resident; a short count when only a
 /// prefix is; `Ok(0)` at end of file.
-pub(crate) fn pread_nowait(fd: RawFd, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-    let off = libc::off_t::try_from(offset)
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "file offset too large"))?;
-    let iov = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
-    // SAFETY: `iov` describes `buf`, a live, exclusively borrowed buffer of `iov_len`
-    // bytes; the kernel writes at most that many bytes into it. Bad fds yield EBADF.
-    let n = unsafe { libc::preadv2(fd, &iov, 1, off, libc::RWF_NOWAIT) };
-    if n < 0 { Err(io::Error::last_os_error()) } else { Ok(n as usize) }
+pub(crate) fn pread_nowait(fd: BorrowedFd<'_>, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+    let off = check_offset(offset)?;
+    Ok(rustix::io::preadv2(fd, &mut [IoSliceMut::new(buf)], off, ReadWriteFlags::NOWAIT)?)
 }
 
 /// `pread(2)` (may block on a cold page).
-pub(crate) fn pread(fd: RawFd, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-    let off = libc::off_t::try_from(offset)
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "file offset too large"))?;
-    // SAFETY: as for `pread_nowait`: `buf` is live and exclusively borrowed for the call.
+pub(crate) fn pread(fd: BorrowedFd<'_>, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+    let off = check_offset(offset)?;
+    Ok(rustix::io::pread(fd, buf, off)?)
+}
+
+/// `pread(2)` at a bare descriptor number, for `pread_bytes`, whose public signature takes
+/// one: a safe function cannot promise that an arbitrary number is open, which rustix's
+/// `BorrowedFd` requires, while the kernel answers any number (EBADF at worst).
+pub(crate) fn pread_raw(fd: RawFd, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+    let off = check_offset(offset)? as libc::off_t;
+    // SAFETY: `buf` is live and exclusively borrowed for the call; its pointer/length pair
+    // is passed unchanged and the kernel writes at most that many bytes. Any `fd` is
+    // allowed: a bad one yields EBADF.
     let n = unsafe { libc::pread(fd, buf.as_mut_ptr().cast(), buf.len(), off) };
     if n < 0 { Err(io::Error::last_os_error()) } else { Ok(n as usize) }
+}
+
+/// `offset` if the kernel's signed `loff_t` holds it. rustix would pass a larger one
+/// through as negative (EINVAL, or for `preadv2` at `u64::MAX` the current file position).
+fn check_offset(offset: u64) -> io::Result<u64> {
+    if offset > i64::MAX as u64 {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "file offset too large"));
+    }
+    Ok(offset)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::io::{Read, Write};
-    use std::os::fd::AsRawFd;
+    use std::os::fd::{AsFd, AsRawFd};
     use std::os::unix::net::UnixStream;
 
     #[test]
@@ -72,12 +100,12 @@ mod tests {
         let (a, mut b) = UnixStream::pair().unwrap();
         let mut file = tempfile::tempfile().unwrap();
         file.write_all(b"0123456789abcdef").unwrap();
-        assert_eq!(send(a.as_raw_fd(), b"head:", true).unwrap(), 5);
+        assert_eq!(send(a.as_fd(), b"head:", true).unwrap(), 5);
         let mut off = 4;
-        let n = sendfile(a.as_raw_fd(), file.as_raw_fd(), &mut off, 6).unwrap();
+        let n = sendfile(a.as_fd(), file.as_fd(), &mut off, 6).unwrap();
         assert_eq!((n, off), (6, 10));
         let mut past = 16;
-        assert_eq!(sendfile(a.as_raw_fd(), file.as_raw_fd(), &mut past, 4).unwrap(), 0);
+        assert_eq!(sendfile(a.as_fd(), file.as_fd(), &mut past, 4).unwrap(), 0);
         drop(a);
         let mut got = Vec::new();
         b.read_to_end(&mut got).unwrap();
@@ -90,20 +118,56 @@ mod tests {
         file.write_all(b"0123456789abcdef").unwrap();
         let mut buf = [0u8; 6];
         // Just written: resident in the page cache.
-        assert_eq!(pread_nowait(file.as_raw_fd(), &mut buf, 4).unwrap(), 6);
+        assert_eq!(pread_nowait(file.as_fd(), &mut buf, 4).unwrap(), 6);
         assert_eq!(&buf, b"456789");
-        assert_eq!(pread(file.as_raw_fd(), &mut buf[..2], 14).unwrap(), 2);
+        assert_eq!(pread(file.as_fd(), &mut buf[..2], 14).unwrap(), 2);
         assert_eq!(&buf[..2], b"ef");
-        assert_eq!(pread_nowait(file.as_raw_fd(), &mut buf, 16).unwrap(), 0);
-        assert!(pread_nowait(-1, &mut buf, 0).is_err());
+        assert_eq!(pread_nowait(file.as_fd(), &mut buf, 16).unwrap(), 0);
+        assert_eq!(pread_raw(file.as_raw_fd(), &mut buf[..3], 1).unwrap(), 3);
+        assert_eq!(&buf[..3], b"123");
+        assert!(pread_raw(-1, &mut buf, 0).is_err());
+        assert!(pread_nowait(file.as_fd(), &mut buf, u64::MAX).is_err());
     }
 
     #[test]
     fn send_to_closed_peer_is_an_error_not_a_signal() {
         let (a, b) = UnixStream::pair().unwrap();
         drop(b);
-        let err = send(a.as_raw_fd(), b"x", false).unwrap_err();
+        let err = send(a.as_fd(), b"x", false).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::BrokenPipe);
-        assert!(send(-1, b"x", false).is_err());
+        // Not a socket.
+        assert!(send(tempfile::tempfile().unwrap().as_fd(), b"x", false).is_err());
+    }
+
+    #[test]
+    fn a_negative_range_descriptor_is_not_borrowed() {
+        struct Bad;
+        impl FileRange for Bad {
+            fn fd(&self) -> RawFd {
+                -1
+            }
+            fn offset(&self) -> u64 {
+                0
+            }
+            fn len(&self) -> u64 {
+                1
+            }
+        }
+        assert!(range_fd(&Bad).is_none());
+        let file = tempfile::tempfile().unwrap();
+        struct Good(std::fs::File);
+        impl FileRange for Good {
+            fn fd(&self) -> RawFd {
+                self.0.as_raw_fd()
+            }
+            fn offset(&self) -> u64 {
+                0
+            }
+            fn len(&self) -> u64 {
+                0
+            }
+        }
+        let good = Good(file);
+        assert_eq!(range_fd(&good).map(|fd| fd.as_raw_fd()), Some(good.0.as_raw_fd()));
     }
 }

@@ -162,12 +162,9 @@ impl Handler for TestHandler {
             "/evict" => {
                 // Drops the test file's pages from the page cache (test only: the server
                 // itself never does this), so the next read of it is cold.
-                let fd = self.file.as_raw_fd();
-                // SAFETY: a plain syscall on an fd this handler owns; no memory is passed.
-                unsafe { libc::fsync(fd) };
-                // SAFETY: as above.
-                let r = unsafe { libc::posix_fadvise(fd, 0, 0, libc::POSIX_FADV_DONTNEED) };
-                Response::new(if r == 0 { 200 } else { 500 })
+                let _ = rustix::fs::fsync(&*self.file);
+                let r = rustix::fs::fadvise(&*self.file, 0, None, rustix::fs::Advice::DontNeed);
+                Response::new(if r.is_ok() { 200 } else { 500 })
             }
             "/cold-reads" => Response::new(200).bytes(self.cold_reads.get().to_string()),
             "/pool" => Response::new(200).bytes(reel_http::PoolBuf::in_use().to_string()),

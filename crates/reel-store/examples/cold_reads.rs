@@ -14,7 +14,6 @@
 //! Usage: `cold_reads DIR [OBJECTS] [OBJECT_KIB] [DEPTH] [ROUNDS]`
 //! (defaults: 256 objects of 2048 KiB, 8 in flight, 5 rounds). Pin it with `taskset -c 0`.
 
-use std::os::fd::AsRawFd;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
@@ -56,9 +55,7 @@ fn evict(dir: &std::path::Path) -> std::io::Result<usize> {
         if p.extension().is_some_and(|x| x == "dat") {
             let f = std::fs::File::open(&p)?;
             f.sync_all()?;
-            // SAFETY: fadvise on a descriptor owned by `f`; no memory is passed.
-            let r = unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
-            if r == 0 {
+            if rustix::fs::fadvise(&f, 0, None, rustix::fs::Advice::DontNeed).is_ok() {
                 n += 1;
             }
         }

@@ -17,7 +17,7 @@ use std::cell::{Cell, RefCell};
 use std::fs::File;
 use std::future::poll_fn;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::FileExt;
 use std::rc::Rc;
 use std::sync::mpsc;
@@ -26,6 +26,7 @@ use std::task::{Poll, Waker};
 
 use bytes::Bytes;
 use io_uring::{IoUring, opcode, types};
+use rustix::event::EventfdFlags;
 use tokio::io::unix::AsyncFd;
 
 use crate::IoMode;
@@ -127,7 +128,7 @@ impl Io {
         off: u64,
     ) -> io::Result<Vec<u8>> {
         let mut out = vec![0u8; len];
-        let done = nowait_read(file.as_raw_fd(), &mut out, off);
+        let done = nowait_read(file.as_fd(), &mut out, off);
         let mut done = done;
         while done < len {
             let chunk = vec![0u8; len - done];
@@ -175,21 +176,16 @@ fn pool_gone() -> io::Error {
 }
 
 /// Copies what is already in the page cache at `off` into `buf` without blocking
-/// (preadv2 with RWF_NOWAIT). Returns the number of leading bytes copied.
-pub(crate) fn nowait_read(fd: RawFd, buf: &mut [u8], off: u64) -> usize {
+/// (preadv2 with RWF_NOWAIT). Returns the number of leading bytes copied: it stops at
+/// the first page not resident (EAGAIN), at end of file, or at any other error.
+pub(crate) fn nowait_read(fd: BorrowedFd<'_>, buf: &mut [u8], off: u64) -> usize {
     let mut done = 0usize;
     while done < buf.len() {
-        let rest = &mut buf[done..];
-        let iov = libc::iovec { iov_base: rest.as_mut_ptr().cast(), iov_len: rest.len() };
-        // SAFETY: `iov` points at `rest`, a live, exclusively borrowed buffer of
-        // `iov_len` bytes; the kernel writes at most that many bytes into it.
-        let n = unsafe {
-            libc::preadv2(fd, &iov, 1, (off + done as u64) as libc::off_t, libc::RWF_NOWAIT)
-        };
-        if n <= 0 {
-            break;
+        let iov = &mut [io::IoSliceMut::new(&mut buf[done..])];
+        match rustix::io::preadv2(fd, iov, off + done as u64, rustix::io::ReadWriteFlags::NOWAIT) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => done += n,
         }
-        done += n as usize;
     }
     done
 }
@@ -200,7 +196,7 @@ pub(crate) fn nowait_read(fd: RawFd, buf: &mut [u8], off: u64) -> usize {
 /// seccomp filter that refuses it), a few pages (first, last and some in between) are
 /// probed with 1-byte `RWF_NOWAIT` reads instead: a sample, so a page missing between
 /// two probes is only found by sendfile itself.
-pub(crate) fn is_resident(fd: RawFd, off: u64, len: u64) -> bool {
+pub(crate) fn is_resident(fd: BorrowedFd<'_>, off: u64, len: u64) -> bool {
     if len == 0 {
         return true;
     }
@@ -219,9 +215,9 @@ fn pages_of(off: u64, len: u64) -> u64 {
 fn page_size() -> u64 {
     static PAGE: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
     *PAGE.get_or_init(|| {
-        // SAFETY: sysconf has no memory-safety preconditions.
-        let ps = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-        u64::try_from(ps).ok().filter(|&p| p > 0).unwrap_or(4096)
+        // `sysconf(_SC_PAGESIZE)`, -1 (as usize) if the system does not say.
+        let ps = rustix::param::page_size();
+        i64::try_from(ps).ok().filter(|&p| p > 0).map_or(4096, |p| p as u64)
     })
 }
 
@@ -230,7 +226,7 @@ static NO_CACHESTAT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBo
 
 /// The number of cached pages of the range, by `cachestat(2)`; `None` where the
 /// syscall is unavailable (or refuses this file: hugetlbfs).
-fn cachestat_pages(fd: RawFd, off: u64, len: u64) -> Option<u64> {
+fn cachestat_pages(fd: BorrowedFd<'_>, off: u64, len: u64) -> Option<u64> {
     use std::sync::atomic::Ordering;
     /// `struct cachestat_range` of `<linux/mman.h>`.
     #[repr(C)]
@@ -267,7 +263,7 @@ fn cachestat_pages(fd: RawFd, off: u64, len: u64) -> Option<u64> {
         let r = unsafe {
             libc::syscall(
                 SYS_CACHESTAT,
-                fd as libc::c_uint,
+                fd.as_raw_fd() as libc::c_uint,
                 &range as *const Range,
                 &mut st as *mut Stat,
                 0 as libc::c_uint,
@@ -289,7 +285,7 @@ const PROBES: u64 = 8;
 
 /// The fallback of [`is_resident`]: a 1-byte `RWF_NOWAIT` read of the first and last
 /// page of the range and of evenly spaced pages in between (at most [`PROBES`]).
-fn probe_pages(fd: RawFd, off: u64, len: u64) -> bool {
+fn probe_pages(fd: BorrowedFd<'_>, off: u64, len: u64) -> bool {
     if len == 0 {
         return true;
     }
@@ -490,13 +486,7 @@ impl Ring {
             Err(_) if setup != Setup::NONE => (IoUring::new(RING_ENTRIES)?, false),
             Err(e) => return Err(e),
         };
-        // SAFETY: eventfd has no memory-safety preconditions; the result is checked.
-        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: `fd` is a freshly created descriptor that nothing else owns.
-        let efd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let efd = rustix::event::eventfd(0, EventfdFlags::NONBLOCK | EventfdFlags::CLOEXEC)?;
         uring.submitter().register_eventfd(efd.as_raw_fd())?;
         // SAFETY: the AsyncFd takes ownership of the OwnedFd, which keeps the eventfd
         // open and always reports the same descriptor for the AsyncFd's whole life.
@@ -594,8 +584,7 @@ impl Ring {
                     Ok(mut g) => {
                         g.clear_ready();
                         let mut cnt = [0u8; 8];
-                        // SAFETY: reads at most 8 bytes into the local array `cnt`.
-                        let _ = unsafe { libc::read(self.efd.as_raw_fd(), cnt.as_mut_ptr().cast(), 8) };
+                        let _ = rustix::io::read(self.efd.get_ref(), &mut cnt);
                         self.reap();
                     }
                     Err(e) => {

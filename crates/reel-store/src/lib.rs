@@ -24,11 +24,10 @@
 #![deny(unsafe_code)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
-#[allow(unsafe_code)]
 mod format;
+// The io_uring submission, the eventfd's registration with tokio and `cachestat(2)`.
 #[allow(unsafe_code)]
 mod io;
-#[allow(unsafe_code)]
 mod store;
 
 use std::path::PathBuf;

@@ -11,7 +11,6 @@
 use std::fmt::Debug;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -81,17 +80,9 @@ impl Drop for Tmpfs {
 
 /// Gives `off..off + len` of `f` back to the file system: writes there need new pages.
 fn punch_hole(f: &File, off: u64, len: u64) {
-    // SAFETY: fallocate on a descriptor owned by `f` for the duration of the call; no
-    // memory is passed to the kernel.
-    let r = unsafe {
-        libc::fallocate(
-            f.as_raw_fd(),
-            libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
-            off as libc::off_t,
-            len as libc::off_t,
-        )
-    };
-    assert_eq!(r, 0, "punch hole: {}", std::io::Error::last_os_error());
+    use rustix::fs::FallocateFlags;
+    let mode = FallocateFlags::PUNCH_HOLE | FallocateFlags::KEEP_SIZE;
+    rustix::fs::fallocate(f, mode, off, len).unwrap_or_else(|e| panic!("punch hole: {e}"));
 }
 
 /// Appends to `path` until the file system is full (ENOSPC). Returns the bytes written.

@@ -58,9 +58,7 @@ fn sigterm_waits_until_every_line_is_written() {
     // The access log is a pipe that the test reads only after SIGTERM: the writer is still
     // blocked on it when the workers have stopped, as it would be on a slow disk.
     let log = dir.path().join("access.log");
-    let c = std::ffi::CString::new(log.to_str().unwrap()).unwrap();
-    // SAFETY: `c` is a valid NUL-terminated path.
-    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    rustix::fs::mkfifoat(rustix::fs::CWD, &log, rustix::fs::Mode::from_raw_mode(0o600)).unwrap();
     let mut reader =
         std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(&log).unwrap();
     let mut conf = Conf::new(dir.path(), &o);

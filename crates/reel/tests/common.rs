@@ -718,10 +718,11 @@ impl Reel {
 
     /// Sends a signal.
     pub(crate) fn signal(&self, sig: i32) {
-        // SAFETY: kill(2) on our own child's pid; it has not been reaped yet (we hold the
-        // Child and only wait in `wait_exit` / drop), so the pid cannot have been reused.
-        let r = unsafe { libc::kill(self.pid() as libc::pid_t, sig) };
-        assert_eq!(r, 0, "kill({sig})");
+        // Our own child's pid; it has not been reaped yet (we hold the Child and only wait
+        // in `wait_exit` / drop), so the pid cannot have been reused.
+        let pid = rustix::process::Pid::from_raw(self.pid() as i32).expect("a pid");
+        let signal = rustix::process::Signal::from_named_raw(sig).expect("a signal");
+        rustix::process::kill_process(pid, signal).unwrap_or_else(|e| panic!("kill({sig}): {e}"));
     }
 
     /// Waits for the process to exit.

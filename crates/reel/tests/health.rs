@@ -94,19 +94,7 @@ fn overload_on_connections_with_hysteresis() {
 fn slow_download(addr: std::net::SocketAddr, path: &str, len: usize) -> usize {
     use std::io::{Read, Write};
     let mut s = std::net::TcpStream::connect(addr).expect("connect");
-    let rcvbuf: libc::c_int = 32 * 1024;
-    // SAFETY: setsockopt on a socket this test owns, with a valid pointer to an int and its
-    // size.
-    let r = unsafe {
-        libc::setsockopt(
-            std::os::fd::AsRawFd::as_raw_fd(&s),
-            libc::SOL_SOCKET,
-            libc::SO_RCVBUF,
-            (&rcvbuf as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    assert_eq!(r, 0, "SO_RCVBUF");
+    rustix::net::sockopt::set_socket_recv_buffer_size(&s, 32 * 1024).expect("SO_RCVBUF");
     s.set_read_timeout(Some(PATIENCE)).unwrap();
     s.write_all(
         format!("GET {path} HTTP/1.1\r\nhost: 127.0.0.1\r\nconnection: close\r\n\r\n").as_bytes(),

@@ -157,10 +157,9 @@ fn listening_inodes(port: u16) -> Vec<u64> {
 /// Makes this test process the reaper of its orphaned descendants, so the successor of
 /// an upgraded `reel` (the old process's child) can be waited for and cleaned up here.
 fn become_subreaper() {
-    // SAFETY: prctl(PR_SET_CHILD_SUBREAPER) takes an integer argument and touches no
-    // memory of ours.
-    let r = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
-    assert_eq!(r, 0, "prctl(PR_SET_CHILD_SUBREAPER)");
+    // Any non-zero argument sets the flag.
+    rustix::process::set_child_subreaper(Some(rustix::process::getpid()))
+        .expect("prctl(PR_SET_CHILD_SUBREAPER)");
 }
 
 /// A process started by an upgrade (reparented to this test): stopped with SIGTERM by
@@ -173,9 +172,11 @@ struct Successor {
 impl Successor {
     /// Sends `sig`.
     fn signal(&self, sig: i32) {
-        // SAFETY: kill(2) on a pid that is our descendant and not reaped yet (only this
-        // value reaps it), so it cannot have been reused.
-        assert_eq!(unsafe { libc::kill(self.pid, sig) }, 0);
+        // Our descendant, not reaped yet (only this value reaps it): the pid cannot have
+        // been reused.
+        let pid = rustix::process::Pid::from_raw(self.pid).expect("a pid");
+        let signal = rustix::process::Signal::from_named_raw(sig).expect("a signal");
+        rustix::process::kill_process(pid, signal).expect("kill");
     }
 
     /// SIGTERM, then waits for the exit status (0 expected).
@@ -183,14 +184,15 @@ impl Successor {
         self.signal(libc::SIGTERM);
         let deadline = Instant::now() + PATIENCE * 2;
         loop {
-            let mut status = 0;
-            // SAFETY: waitpid on our (adopted) child with a valid status pointer.
-            let r = unsafe { libc::waitpid(self.pid, &mut status, libc::WNOHANG) };
-            if r == self.pid {
-                self.reaped = true;
-                return status;
+            let pid = rustix::process::Pid::from_raw(self.pid).expect("a pid");
+            match rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::NOHANG) {
+                Ok(Some((_, status))) => {
+                    self.reaped = true;
+                    return status.as_raw();
+                }
+                Ok(None) => {}
+                Err(e) => panic!("waitpid({}): {e}", self.pid),
             }
-            assert!(r == 0, "waitpid({}): {}", self.pid, std::io::Error::last_os_error());
             assert!(Instant::now() < deadline, "the successor did not exit");
             std::thread::sleep(Duration::from_millis(50));
         }
@@ -199,11 +201,11 @@ impl Successor {
 
 impl Drop for Successor {
     fn drop(&mut self) {
-        if !self.reaped {
-            // SAFETY: as in `signal`.
-            unsafe { libc::kill(self.pid, libc::SIGKILL) };
-            // SAFETY: waitpid on our (adopted) child; a null status pointer is allowed.
-            unsafe { libc::waitpid(self.pid, std::ptr::null_mut(), 0) };
+        if !self.reaped
+            && let Some(pid) = rustix::process::Pid::from_raw(self.pid)
+        {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+            let _ = rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::empty());
         }
     }
 }

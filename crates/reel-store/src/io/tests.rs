@@ -1,6 +1,7 @@
 //! Round trips of both I/O backends.
 
 use super::*;
+use rustix::fs::Advice;
 
 async fn round_trip(mode: IoMode) {
     let dir = tempfile::tempdir().unwrap();
@@ -20,7 +21,7 @@ async fn round_trip(mode: IoMode) {
     // Past the end of file: must be an error, never a short success.
     let err = io.read_exact_at(&f, 10, 104_090).await.unwrap_err();
     assert_eq!(err.kind(), io::ErrorKind::UnexpectedEof);
-    assert!(is_resident(f.as_raw_fd(), 4096, 100_000));
+    assert!(is_resident(f.as_fd(), 4096, 100_000));
     if mode == IoMode::Uring {
         assert!(thread_has_ring());
     }
@@ -73,22 +74,14 @@ fn residency_counts_cached_pages_without_reading() {
     let ps = page_size();
     f.write_all_at(&vec![7u8; 256 * ps as usize], 0).unwrap();
     f.sync_all().unwrap();
-    let fd = f.as_raw_fd();
+    let fd = f.as_fd();
     let advise = |from: u64, to: u64, advice| {
-        // SAFETY: fadvise on a descriptor owned by `f`; no memory is passed.
-        let r = unsafe {
-            libc::posix_fadvise(
-                fd,
-                (from * ps) as libc::off_t,
-                ((to - from) * ps) as libc::off_t,
-                advice,
-            )
-        };
-        assert_eq!(r, 0);
+        let len = std::num::NonZeroU64::new((to - from) * ps);
+        rustix::fs::fadvise(fd, from * ps, len, advice).unwrap();
     };
-    advise(0, 256, libc::POSIX_FADV_DONTNEED);
+    advise(0, 256, Advice::DontNeed);
     // No readahead: the reads below bring in exactly their pages.
-    advise(0, 256, libc::POSIX_FADV_RANDOM);
+    advise(0, 256, Advice::Random);
     let cached = |from: u64, to: u64| {
         let mut b = vec![0u8; ((to - from) * ps) as usize];
         f.read_exact_at(&mut b, from * ps).unwrap();
@@ -112,11 +105,11 @@ fn residency_counts_cached_pages_without_reading() {
     // costs a short wait, never wrong bytes). So "not resident" is asked with the pages
     // outside the cached ranges evicted again, a few times: a probe that cannot see an
     // evicted page fails every time.
-    let evicted = |resident: fn(i32, u64, u64) -> bool, off: u64, len: u64| {
+    let evicted = |resident: fn(BorrowedFd<'_>, u64, u64) -> bool, off: u64, len: u64| {
         (0..5).any(|_| {
-            advise(0, 64, libc::POSIX_FADV_DONTNEED);
-            advise(80, 81, libc::POSIX_FADV_DONTNEED);
-            advise(97, 256, libc::POSIX_FADV_DONTNEED);
+            advise(0, 64, Advice::DontNeed);
+            advise(80, 81, Advice::DontNeed);
+            advise(97, 256, Advice::DontNeed);
             !resident(fd, off, len)
         })
     };

@@ -4,7 +4,7 @@
 //! [`FileRange`] are not overwritten while the handle lives.
 
 use std::fs::File;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -136,8 +136,7 @@ impl Hit {
     /// Whether body bytes `offset..offset + len` are in the page cache (then sendfile
     /// will not block on disk). Counted with cachestat(2), nothing is read.
     pub fn is_resident(&self, offset: u64, len: u64) -> bool {
-        self.file_range(offset, len)
-            .is_ok_and(|r| io::is_resident(r.fd.as_raw_fd(), r.offset, r.len))
+        self.file_range(offset, len).is_ok_and(|r| io::is_resident(r.fd, r.offset, r.len))
     }
 
     /// Reads body bytes `offset..offset + len`: straight from the page cache when
@@ -201,8 +200,7 @@ impl Filling {
 
     /// Whether the given written range is in the page cache.
     pub fn is_resident(&self, offset: u64, len: u64) -> bool {
-        self.file_range(offset, len)
-            .is_ok_and(|r| io::is_resident(r.fd.as_raw_fd(), r.offset, r.len))
+        self.file_range(offset, len).is_ok_and(|r| io::is_resident(r.fd, r.offset, r.len))
     }
 
     /// Reads already-written body bytes.

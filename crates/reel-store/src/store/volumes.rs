@@ -7,7 +7,6 @@
 
 use std::collections::VecDeque;
 use std::fs::File;
-use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -289,14 +288,10 @@ pub(super) fn preallocate(f: &File, size: u64) -> std::io::Result<()> {
             "volume file is {cur} bytes, larger than volume_size {size}"
         )));
     }
-    // SAFETY: fallocate on a descriptor we own; no memory is passed.
-    let r = unsafe { libc::fallocate(f.as_raw_fd(), 0, 0, size as libc::off_t) };
-    if r != 0 {
-        let e = std::io::Error::last_os_error();
-        if e.raw_os_error() != Some(libc::EOPNOTSUPP) {
-            return Err(e);
-        }
-        f.set_len(size)?;
+    match rustix::fs::fallocate(f, rustix::fs::FallocateFlags::empty(), 0, size) {
+        Ok(()) => {}
+        Err(rustix::io::Errno::OPNOTSUPP) => f.set_len(size)?,
+        Err(e) => return Err(e.into()),
     }
     Ok(())
 }
@@ -323,14 +318,10 @@ pub(super) fn lock_dir(dir: &std::path::Path) -> Result<File, StoreError> {
         .map_err(open_err)?;
     let deadline = std::time::Instant::now() + LOCK_WAIT;
     loop {
-        // SAFETY: flock on a descriptor owned by `f` for the duration of the call; no
-        // memory is passed.
-        if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
-            break;
-        }
-        let e = std::io::Error::last_os_error();
-        if e.raw_os_error() != Some(libc::EWOULDBLOCK) {
-            return Err(open_err(e));
+        match rustix::fs::flock(&f, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => break,
+            Err(rustix::io::Errno::WOULDBLOCK) => {}
+            Err(e) => return Err(open_err(e.into())),
         }
         if std::time::Instant::now() >= deadline {
             let mut pid = String::new();
