@@ -1,7 +1,7 @@
 //! Core plan, pinned thread-per-core workers, `SO_REUSEPORT` listeners and graceful shutdown.
 //!
-//! * [`plan`] decides which CPUs run workers: the CPUs the process may use minus those that
-//!   service the NIC queue interrupts, with the evidence printed by `reel plan`.
+//! * [`core_plan`] decides which CPUs run workers: the CPUs the process may use minus those
+//!   that service the NIC queue interrupts, with the evidence printed by `reel plan`.
 //! * [`start`] runs one pinned OS thread per worker CPU, each with a tokio `current_thread`
 //!   runtime and `LocalSet`, its own listening socket per listener in a `SO_REUSEPORT` group,
 //!   an accept loop with connection limits (per worker, per process, per client address;
@@ -30,17 +30,17 @@
 #![deny(unsafe_code)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+pub mod core_plan;
 pub mod limits;
-pub mod plan;
 mod sockets;
 #[allow(unsafe_code)]
 pub mod steer;
 mod workers;
 
-pub use limits::Refusal;
-pub use plan::{
+pub use core_plan::{
     CorePlan, CoreSpec, CpuEntry, CpuSelect, PlanError, RealSysFs, Role, SysFs, plan_system,
 };
+pub use limits::Refusal;
 pub use sockets::Inherited;
 pub use workers::{
     ConnEnd, ListenerSpec, Runtime, RuntimeError, RuntimeOptions, ShutdownHandle, ShutdownReport,

@@ -91,7 +91,7 @@ fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
 }
 
 fn worker_cpus() -> Vec<usize> {
-    let allowed = reel_runtime::plan::allowed_cpus().unwrap();
+    let allowed = reel_runtime::core_plan::allowed_cpus().unwrap();
     if allowed.len() >= 2 {
         allowed[..2].to_vec()
     } else {
@@ -678,7 +678,7 @@ fn cpu_steering_attached_and_accepting() {
 
 #[test]
 fn cpu_steering_picks_the_worker_of_the_processing_cpu() {
-    let allowed = reel_runtime::plan::allowed_cpus().unwrap();
+    let allowed = reel_runtime::core_plan::allowed_cpus().unwrap();
     if allowed.len() < 2 {
         return skip("needs two allowed CPUs");
     }
