@@ -17,7 +17,6 @@ use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, mpsc as std_mpsc};
 use std::task::{Context, Poll};
-use std::thread;
 use std::time::{Duration, Instant};
 
 use socket2::SockRef;
@@ -308,7 +307,7 @@ struct WorkerHandle {
     tid: i32,
     stats: Arc<WorkerStats>,
     cmd: mpsc::UnboundedSender<Command>,
-    thread: Option<thread::JoinHandle<usize>>,
+    thread: Option<std::thread::JoinHandle<usize>>,
 }
 
 #[derive(Debug, Clone)]
@@ -429,7 +428,7 @@ where
         let cfg = WorkerCfg { ctx, pin: opts.pin, shared: shared.clone() };
         let factory = factory.clone();
         let ready = ready_tx.clone();
-        let spawned = thread::Builder::new()
+        let spawned = std::thread::Builder::new()
             .name(format!("reel-w{index}"))
             .spawn(move || worker_thread(cfg, initial, cmd_rx, ready, move |c| factory(c)));
         match spawned {
@@ -702,5 +701,5 @@ impl Drop for Runtime {
 }
 
 mod idle;
-mod worker;
-use worker::{WorkerCfg, worker_thread};
+mod thread;
+use thread::{WorkerCfg, worker_thread};

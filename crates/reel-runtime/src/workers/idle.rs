@@ -212,7 +212,7 @@ mod tests {
     }
 
     /// A deadline entry is 24 bytes, as the module doc says (the slot's size is checked
-    /// with the worker's guard in `worker::tests::a_parked_slot_is_56_bytes`).
+    /// with the worker's guard in `thread::tests::a_parked_slot_is_56_bytes`).
     #[test]
     fn a_deadline_entry_is_24_bytes() {
         assert_eq!(std::mem::size_of::<std::cmp::Reverse<(Instant, u32)>>(), 24);
