@@ -31,7 +31,9 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod core_plan;
+mod error;
 pub mod limits;
+mod options;
 mod sockets;
 #[allow(unsafe_code)]
 pub mod steer;
@@ -40,9 +42,11 @@ mod workers;
 pub use core_plan::{
     CorePlan, CoreSpec, CpuEntry, CpuSelect, PlanError, RealSysFs, Role, SysFs, plan_system,
 };
+pub use error::RuntimeError;
 pub use limits::Refusal;
+pub use options::{ListenerSpec, RuntimeOptions, Steer};
 pub use sockets::Inherited;
 pub use workers::{
-    ConnEnd, ListenerSpec, Runtime, RuntimeError, RuntimeOptions, ShutdownHandle, ShutdownReport,
-    Steer, WorkerApp, WorkerCtx, WorkerStats, start, start_with,
+    ConnEnd, Runtime, ShutdownHandle, ShutdownReport, WorkerApp, WorkerCtx, WorkerStats, start,
+    start_with,
 };
