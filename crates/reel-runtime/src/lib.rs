@@ -30,6 +30,7 @@
 #![deny(unsafe_code)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+mod app;
 pub mod core_plan;
 mod error;
 pub mod limits;
@@ -39,6 +40,7 @@ mod sockets;
 pub mod steer;
 mod workers;
 
+pub use app::{ConnEnd, WorkerApp, WorkerCtx, WorkerStats};
 pub use core_plan::{
     CorePlan, CoreSpec, CpuEntry, CpuSelect, PlanError, RealSysFs, Role, SysFs, plan_system,
 };
@@ -46,7 +48,4 @@ pub use error::RuntimeError;
 pub use limits::Refusal;
 pub use options::{ListenerSpec, RuntimeOptions, Steer};
 pub use sockets::Inherited;
-pub use workers::{
-    ConnEnd, Runtime, ShutdownHandle, ShutdownReport, WorkerApp, WorkerCtx, WorkerStats, start,
-    start_with,
-};
+pub use workers::{Runtime, ShutdownHandle, ShutdownReport, start, start_with};
