@@ -210,11 +210,7 @@ pub(super) fn worker_thread<A: WorkerApp>(
 
 /// The kernel thread id of the calling thread.
 fn thread_tid() -> i32 {
-    // "/proc/thread-self" -> "<pid>/task/<tid>"; avoids an unsafe gettid call.
-    std::fs::read_link("/proc/thread-self")
-        .ok()
-        .and_then(|p| p.file_name()?.to_str()?.parse().ok())
-        .unwrap_or(0)
+    rustix::thread::gettid().as_raw_pid()
 }
 
 #[cfg(test)]
