@@ -36,7 +36,6 @@ mod error;
 pub mod limits;
 mod options;
 mod sockets;
-#[allow(unsafe_code)]
 pub mod steer;
 mod workers;
 

@@ -85,6 +85,8 @@ pub(super) fn open_lot(state: &Local) -> Result<AsyncFd<OwnedFd>, String> {
     let err = |e: io::Error| format!("creating the idle connection lot: {e}");
     let lot = Lot::new().map_err(err)?;
     let fd = lot.fd().try_clone_to_owned().map_err(err)?;
+    // A registration with tokio's reactor, not a system call a safe wrapper could make: tokio
+    // offers only this unsafe constructor (its safe ones are deprecated as unsound).
     // SAFETY: the `AsyncFd` owns the descriptor (a duplicate of the lot's epoll
     // descriptor, so the lot may be dropped first) and nothing else closes or replaces it:
     // it stays open and the same for the `AsyncFd`'s whole life.
