@@ -14,6 +14,10 @@
 //!   them to a successor.
 //! * [`Runtime::set_listeners`] changes listeners live; [`Runtime::shutdown`] drains.
 //!
+//! Inside: `app` holds the contract with the application ([`WorkerApp`]), `options` and
+//! `error` the public options and [`RuntimeError`], `sockets` binds and adopts the listening
+//! sockets, and `workers` runs the threads (its module doc maps its parts).
+//!
 //! # CPU steering
 //!
 //! With [`Steer::Cpu`] a classic BPF program picks the worker by the CPU that processed the
