@@ -1,7 +1,7 @@
 //! Core plan, pinned thread-per-core workers, `SO_REUSEPORT` listeners and graceful shutdown.
 //!
-//! * [`plan`] decides which CPUs run workers: the CPUs the process may use minus those that
-//!   service the NIC queue interrupts, with the evidence printed by `reel plan`.
+//! * [`core_plan`] decides which CPUs run workers: the CPUs the process may use minus those
+//!   that service the NIC queue interrupts, with the evidence printed by `reel plan`.
 //! * [`start`] runs one pinned OS thread per worker CPU, each with a tokio `current_thread`
 //!   runtime and `LocalSet`, its own listening socket per listener in a `SO_REUSEPORT` group,
 //!   an accept loop with connection limits (per worker, per process, per client address;
@@ -13,6 +13,10 @@
 //!   activation, a binary upgrade) instead of binding; [`Runtime::export_listeners`] hands
 //!   them to a successor.
 //! * [`Runtime::set_listeners`] changes listeners live; [`Runtime::shutdown`] drains.
+//!
+//! Inside: `app` holds the contract with the application ([`WorkerApp`]), `options` and
+//! `error` the public options and [`RuntimeError`], `sockets` binds and adopts the listening
+//! sockets, and `workers` runs the threads (its module doc maps its parts).
 //!
 //! # CPU steering
 //!
@@ -30,19 +34,21 @@
 #![deny(unsafe_code)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+mod app;
+pub mod core_plan;
+mod error;
 pub mod limits;
-pub mod plan;
+mod options;
 mod sockets;
-#[allow(unsafe_code)]
 pub mod steer;
 mod workers;
 
-pub use limits::Refusal;
-pub use plan::{
+pub use app::{ConnEnd, WorkerApp, WorkerCtx, WorkerStats};
+pub use core_plan::{
     CorePlan, CoreSpec, CpuEntry, CpuSelect, PlanError, RealSysFs, Role, SysFs, plan_system,
 };
+pub use error::RuntimeError;
+pub use limits::Refusal;
+pub use options::{ListenerSpec, RuntimeOptions, Steer};
 pub use sockets::Inherited;
-pub use workers::{
-    ConnEnd, ListenerSpec, Runtime, RuntimeError, RuntimeOptions, ShutdownHandle, ShutdownReport,
-    Steer, WorkerApp, WorkerCtx, WorkerStats, start, start_with,
-};
+pub use workers::{Runtime, ShutdownHandle, ShutdownReport, start, start_with};

@@ -15,8 +15,9 @@ use std::net::{SocketAddr, TcpListener};
 
 use socket2::{Domain, Protocol, SockRef, Socket, Type};
 
+use crate::error::RuntimeError;
+use crate::options::ListenerSpec;
 use crate::steer;
-use crate::workers::{ListenerSpec, RuntimeError};
 
 /// Listening sockets the process was given, by listener name (see [`crate::start_with`]).
 pub type Inherited = BTreeMap<String, Vec<TcpListener>>;

@@ -10,7 +10,7 @@
 //! the kernel fall back to the hash silently, so a shrunken group degrades rather than fails.
 
 use std::io;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd};
 
 /// `BPF_LD | BPF_W | BPF_ABS`.
 const LD_W_ABS: u16 = 0x20;
@@ -77,7 +77,10 @@ pub fn cpu_program(table: &[(usize, u32)], n_workers: usize) -> Option<Vec<Insn>
 }
 
 /// Attaches `prog` to the reuseport group that `sock` belongs to.
-pub fn attach(sock: &impl AsRawFd, prog: &[Insn]) -> io::Result<()> {
+// Neither rustix nor socket2 wraps `SO_ATTACH_REUSEPORT_CBPF` (socket2 has only
+// `SO_ATTACH_FILTER`), and neither offers a raw setsockopt: the call is made here.
+#[allow(unsafe_code)]
+pub fn attach(sock: &impl AsFd, prog: &[Insn]) -> io::Result<()> {
     let mut filters: Vec<libc::sock_filter> = prog
         .iter()
         .map(|i| libc::sock_filter { code: i.code, jt: i.jt, jf: i.jf, k: i.k })
@@ -90,7 +93,7 @@ pub fn attach(sock: &impl AsRawFd, prog: &[Insn]) -> io::Result<()> {
     // `sock_fprog` passed, and the fd is a valid open socket borrowed for the call.
     let rc = unsafe {
         libc::setsockopt(
-            sock.as_raw_fd(),
+            sock.as_fd().as_raw_fd(),
             libc::SOL_SOCKET,
             libc::SO_ATTACH_REUSEPORT_CBPF,
             (&raw const fprog).cast::<libc::c_void>(),

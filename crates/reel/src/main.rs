@@ -6,6 +6,7 @@
 
 mod admin;
 mod alloc;
+mod app;
 mod check;
 #[cfg(feature = "demo")]
 mod demo;
@@ -25,7 +26,6 @@ mod server;
 mod shared;
 mod tls;
 mod upgrade;
-mod worker;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

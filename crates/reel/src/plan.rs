@@ -4,7 +4,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use reel_runtime::plan::{RealSysFs, detect_nic_irqs, plan};
+use reel_runtime::core_plan::{RealSysFs, detect_nic_irqs, plan};
 
 /// Output format of `reel plan`.
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]

@@ -20,12 +20,12 @@ use tokio::signal::unix::{SignalKind, signal};
 use tracing::{error, info, warn};
 
 use crate::admin;
+use crate::app::App;
 use crate::inherit::Inherited;
 use crate::lifecycle::{self, Process, Signals};
 use crate::options;
 use crate::preflight;
 use crate::shared::Shared;
-use crate::worker::App;
 
 /// Everything `serve` was asked to do on the command line.
 pub(crate) struct ServeArgs {
