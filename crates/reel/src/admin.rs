@@ -32,7 +32,7 @@ use serde_json::json;
 use tokio::sync::watch;
 use tracing::{info, warn};
 
-use crate::shared::Shared;
+use crate::state::Shared;
 
 /// A running admin listener.
 pub(crate) struct Admin {

@@ -26,7 +26,7 @@ use tokio::net::TcpStream;
 use tokio::sync::watch;
 
 use crate::generation::Live;
-use crate::shared::Shared;
+use crate::state::Shared;
 
 pin_project_lite::pin_project! {
     /// A connection's future: plain HTTP in place, TLS boxed. An idle plain connection's

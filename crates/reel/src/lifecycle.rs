@@ -30,7 +30,7 @@ use tracing::{error, info, warn};
 
 use crate::admin::Admin;
 use crate::handoff::SocketRole;
-use crate::shared::Shared;
+use crate::state::Shared;
 use crate::upgrade::{self, Event};
 
 /// The signals the control loop handles.

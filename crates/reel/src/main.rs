@@ -23,7 +23,7 @@ mod preflight;
 mod refused;
 mod reload;
 mod server;
-mod shared;
+mod state;
 mod tls;
 mod upgrade;
 

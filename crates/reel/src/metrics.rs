@@ -12,7 +12,7 @@ use reel_ops::metrics::{Kind, PromWriter, render_workers};
 use reel_runtime::WorkerStats;
 
 use crate::reload::ReloadStatus;
-use crate::shared::Shared;
+use crate::state::Shared;
 use crate::upgrade::UpgradeStatus;
 
 /// The exposition for the current state.

@@ -16,7 +16,7 @@ use tracing::{error, info, warn};
 use crate::generation::{GenerationError, Live};
 use crate::options;
 use crate::preflight::{self, PreflightError};
-use crate::shared::Shared;
+use crate::state::Shared;
 
 /// The outcome of the last reload, shown in `/status`.
 #[derive(Debug, Clone, Serialize, Default)]

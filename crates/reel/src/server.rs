@@ -25,7 +25,7 @@ use crate::inherit::Inherited;
 use crate::lifecycle::{self, Process, Signals};
 use crate::options;
 use crate::preflight;
-use crate::shared::Shared;
+use crate::state::Shared;
 
 /// Everything `serve` was asked to do on the command line.
 pub(crate) struct ServeArgs {

@@ -20,7 +20,7 @@ use tokio::sync::mpsc;
 use tracing::{info, warn};
 
 use crate::handoff::{Channel, ENV_FD, FDS_PER_MSG, Msg, SocketRole};
-use crate::shared::Shared;
+use crate::state::Shared;
 
 /// How long the successor may take to load its config and ask for the store.
 const START_WAIT: Duration = Duration::from_secs(60);
