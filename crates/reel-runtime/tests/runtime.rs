@@ -10,6 +10,7 @@ use reel_runtime::{
     ListenerSpec, Refusal, Runtime, RuntimeError, RuntimeOptions, Steer, WorkerApp, WorkerCtx,
     start,
 };
+use reel_test_support::{listening_inodes, skip};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
@@ -71,15 +72,6 @@ fn roundtrip(s: &mut StdStream, msg: &str) -> String {
     let mut line = String::new();
     BufReader::new(s.try_clone().unwrap()).read_line(&mut line).unwrap();
     line
-}
-
-/// Reports a test that cannot run on this machine as `SKIPPED <test>: <why>` straight to
-/// standard error: the harness captures `eprintln!` of passing tests, this line it does not,
-/// and `.ci/run` counts them.
-fn skip(why: &str) {
-    use std::io::Write as _;
-    let test = std::thread::current().name().unwrap_or("?").to_owned();
-    let _ = std::io::stderr().write_all(format!("SKIPPED {test}: {why}\n").as_bytes());
 }
 
 fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
@@ -768,22 +760,6 @@ fn an_address_another_process_listens_on_is_refused_even_with_reuseport() {
     assert_eq!(rt.local_addr("renamed"), Some(a));
     drop(other);
     rt.shutdown(Duration::from_secs(10));
-}
-
-/// Socket inodes listening on 127.0.0.1:`port` (from /proc/net/tcp).
-fn listening_inodes(port: u16) -> Vec<u64> {
-    let want = format!("0100007F:{port:04X}");
-    let mut v: Vec<u64> = std::fs::read_to_string("/proc/net/tcp")
-        .unwrap()
-        .lines()
-        .skip(1)
-        .filter_map(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            (f.len() > 9 && f[1] == want && f[3] == "0A").then(|| f[9].parse().unwrap())
-        })
-        .collect();
-    v.sort_unstable();
-    v
 }
 
 #[test]

@@ -1,0 +1,16 @@
+//! The helpers the workspace's integration tests share, kept in one place so that copies
+//! in each crate's `tests/` cannot drift apart. Only ever a dev-dependency: nothing here
+//! is linked into `reel`.
+//!
+//! * [`skip`] reports a test that cannot run on this machine in the form `.ci/run`
+//!   counts.
+//! * [`listening_inodes`] names the listening sockets on a port, to tell whether a
+//!   restart kept the very same sockets.
+
+#![forbid(unsafe_code)]
+
+mod net;
+mod skip;
+
+pub use net::listening_inodes;
+pub use skip::skip;
