@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use reel_http::{CloseReason, H2Settings, Limits};
+use reel_test_support::{skip, which};
 use reel_tls::testing::TestCa;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -342,8 +343,7 @@ async fn drain_sends_goaway_finishes_streams_and_closes() {
 #[test]
 fn curl_http2_interoperates() {
     let Some(curl) = which("curl") else {
-        eprintln!("SKIPPED: curl is not installed");
-        return;
+        return skip("curl is not installed");
     };
     let server = server();
     let dir = tempfile::tempdir().unwrap();
@@ -361,14 +361,6 @@ fn curl_http2_interoperates() {
     let (body, tail) = out.stdout.split_at(300_000);
     assert!(body == &file_data()[100..300_100]);
     assert_eq!(String::from_utf8_lossy(tail), "\n2 200");
-}
-
-fn which(cmd: &str) -> Option<std::path::PathBuf> {
-    std::env::var_os("PATH")?
-        .to_str()?
-        .split(':')
-        .map(|d| std::path::Path::new(d).join(cmd))
-        .find(|p| p.is_file())
 }
 
 #[tokio::test(flavor = "current_thread")]

@@ -3,7 +3,7 @@
 //! is linked into `reel`.
 //!
 //! * [`skip`] reports a test that cannot run on this machine in the form `.ci/run`
-//!   counts.
+//!   counts; [`which`] and [`have_ffmpeg`] find the tools such tests need.
 //! * [`listening_inodes`] names the listening sockets on a port, to tell whether a
 //!   restart kept the very same sockets.
 
@@ -13,4 +13,4 @@ mod net;
 mod skip;
 
 pub use net::listening_inodes;
-pub use skip::skip;
+pub use skip::{have_ffmpeg, skip, which};

@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
+use reel_test_support::skip;
 use reel_tls::testing::TestCa;
 use rustls::pki_types::{CertificateDer, ServerName};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -662,8 +663,7 @@ fn sessions_resume_across_workers() {
     let reel = Reel::start(&tls_conf(dir.path(), &origin, &pki));
     let workers = reel.workers();
     if workers < 2 {
-        eprintln!("SKIPPED sessions_resume_across_workers: only {workers} worker on this machine");
-        return;
+        return skip(&format!("only {workers} worker on this machine"));
     }
     let addr = reel.listener_addr("https").expect("https");
     let accepted = |st: &serde_json::Value| -> Vec<u64> {

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use reel_cache::Prefetch;
 use reel_demo_origin::{DemoOrigin, DemoOriginConfig};
+use reel_test_support::have_ffmpeg;
 
 use crate::client::{Conn, GUARD, Resp};
 use crate::server::{HOST, Opts, Server};
@@ -211,27 +212,9 @@ fn without_prefetch_nothing_is_fetched_before_a_viewer_asks() {
     assert_eq!(o.stats().total(), 1, "the playlist only");
 }
 
-/// Whether ffmpeg runs; otherwise says why the check is skipped (or fails when required).
-fn have_ffmpeg(check: &str) -> bool {
-    let ok = std::process::Command::new("ffmpeg")
-        .arg("-version")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        assert!(
-            std::env::var_os("REEL_REQUIRE_FFMPEG").is_none(),
-            "ffmpeg is required (REEL_REQUIRE_FFMPEG) but not installed"
-        );
-        eprintln!("SKIPPED {check}: ffmpeg not installed (apt-get install -y ffmpeg)");
-    }
-    ok
-}
-
 #[test]
 fn ffmpeg_plays_the_live_stream_through_the_cache_with_prefetch() {
-    if !have_ffmpeg("ffmpeg_plays_the_live_stream_through_the_cache_with_prefetch") {
+    if !have_ffmpeg("ffmpeg") {
         return;
     }
     let o = demo(Duration::from_millis(500));
