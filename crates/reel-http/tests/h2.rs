@@ -7,6 +7,10 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use reel_http::{CloseReason, H2Settings, Limits};
+use reel_test_support::h2::{
+    CANCEL, CONTINUATION, END_HEADERS, END_STREAM, ENHANCE_YOUR_CALM, HEADERS, PING, RST_STREAM,
+    RawH2, WINDOW_UPDATE, frame, get_block,
+};
 use reel_test_support::{skip, which};
 use reel_tls::testing::TestCa;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -139,86 +143,9 @@ async fn head_methods_bodies_and_limits() {
     assert!(String::from_utf8_lossy(&out).ends_with("hello world"));
 }
 
-/// A hand-written HTTP/2 client for the misbehaving cases.
-struct Raw {
-    s: Tls,
-    buf: Vec<u8>,
-}
-
-const CANCEL: u32 = 0x8;
-const ENHANCE_YOUR_CALM: u32 = 0xb;
-
-impl Raw {
-    async fn connect(server: &Server) -> Raw {
-        let mut s = tls(server.addr, server.ca.as_ref().unwrap(), &[b"h2"]).await;
-        s.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").await.unwrap();
-        let mut r = Raw { s, buf: Vec::new() };
-        r.frame(0x4, 0, 0, &[]).await;
-        // The server's SETTINGS, acknowledged.
-        loop {
-            let (ty, flags, _, _) = r.read().await.expect("server SETTINGS");
-            if ty == 0x4 && flags & 1 == 0 {
-                break;
-            }
-        }
-        r.frame(0x4, 0x1, 0, &[]).await;
-        r
-    }
-
-    fn bytes(ty: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
-        let mut f = Vec::with_capacity(9 + payload.len());
-        f.extend_from_slice(&(payload.len() as u32).to_be_bytes()[1..]);
-        f.push(ty);
-        f.push(flags);
-        f.extend_from_slice(&stream.to_be_bytes());
-        f.extend_from_slice(payload);
-        f
-    }
-
-    async fn frame(&mut self, ty: u8, flags: u8, stream: u32, payload: &[u8]) {
-        let f = Raw::bytes(ty, flags, stream, payload);
-        let _ = self.s.write_all(&f).await;
-    }
-
-    /// HPACK block of `GET https://t{path}` (static-table and literal fields only).
-    fn get_block(path: &str) -> Vec<u8> {
-        let mut b = vec![0x82, 0x87, 0x01, 0x01, b't', 0x04, path.len() as u8];
-        b.extend_from_slice(path.as_bytes());
-        b
-    }
-
-    /// The next frame, `None` at EOF or after 10 s of silence.
-    async fn read(&mut self) -> Option<(u8, u8, u32, Vec<u8>)> {
-        loop {
-            if self.buf.len() >= 9 {
-                let len = u32::from_be_bytes([0, self.buf[0], self.buf[1], self.buf[2]]) as usize;
-                if self.buf.len() >= 9 + len {
-                    let ty = self.buf[3];
-                    let flags = self.buf[4];
-                    let id =
-                        u32::from_be_bytes([self.buf[5], self.buf[6], self.buf[7], self.buf[8]]);
-                    let payload = self.buf[9..9 + len].to_vec();
-                    self.buf.drain(..9 + len);
-                    return Some((ty, flags, id & 0x7fff_ffff, payload));
-                }
-            }
-            let mut tmp = [0u8; 65536];
-            match tokio::time::timeout(Duration::from_secs(10), self.s.read(&mut tmp)).await {
-                Ok(Ok(n)) if n > 0 => self.buf.extend_from_slice(&tmp[..n]),
-                _ => return None,
-            }
-        }
-    }
-
-    /// Reads until GOAWAY; its error code, `None` if the connection ended without one.
-    async fn goaway(&mut self) -> Option<u32> {
-        while let Some((ty, _, _, payload)) = self.read().await {
-            if ty == 0x7 {
-                return Some(u32::from_be_bytes([payload[4], payload[5], payload[6], payload[7]]));
-            }
-        }
-        None
-    }
+/// A hand-written HTTP/2 connection (ALPN `h2`) for the misbehaving cases.
+async fn connect_raw(server: &Server) -> RawH2<Tls> {
+    RawH2::handshake(tls(server.addr, server.ca.as_ref().unwrap(), &[b"h2"]).await).await
 }
 
 #[tokio::test(flavor = "current_thread")]
@@ -227,24 +154,24 @@ async fn rapid_reset_gets_goaway_while_other_connections_are_served() {
     let server = Server::start_h2(Limits::default(), settings);
     let good = client(&server).await;
     // Streams accepted and running (/slow), then reset: counted by the server.
-    let mut raw = Raw::connect(&server).await;
+    let mut raw = connect_raw(&server).await;
     let mut id = 1u32;
     for _ in 0..40 {
-        raw.frame(0x1, 0x5, id, &Raw::get_block("/slow")).await;
+        raw.send(HEADERS, END_STREAM | END_HEADERS, id, &get_block("t", "/slow")).await;
         tokio::time::sleep(Duration::from_millis(5)).await;
-        raw.frame(0x3, 0, id, &CANCEL.to_be_bytes()).await;
+        raw.send(RST_STREAM, 0, id, &CANCEL.to_be_bytes()).await;
         id += 2;
     }
     assert_eq!(raw.goaway().await, Some(ENHANCE_YOUR_CALM));
     // The classic attack shape: HEADERS and RST_STREAM back to back in one write.
-    let mut raw = Raw::connect(&server).await;
+    let mut raw = connect_raw(&server).await;
     let mut burst = Vec::new();
     for i in 0..500u32 {
         let id = 2 * i + 1;
-        burst.extend(Raw::bytes(0x1, 0x5, id, &Raw::get_block("/hello")));
-        burst.extend(Raw::bytes(0x3, 0, id, &CANCEL.to_be_bytes()));
+        burst.extend(frame(HEADERS, END_STREAM | END_HEADERS, id, &get_block("t", "/hello")));
+        burst.extend(frame(RST_STREAM, 0, id, &CANCEL.to_be_bytes()));
     }
-    let _ = raw.s.write_all(&burst).await;
+    let _ = raw.write(&burst).await;
     assert_eq!(raw.goaway().await, Some(ENHANCE_YOUR_CALM));
     // Meanwhile, an honest connection is served as usual.
     assert_eq!(get(&good, "/hello").await.body, b"hello world");
@@ -261,16 +188,16 @@ async fn rapid_reset_gets_goaway_while_other_connections_are_served() {
 async fn continuation_flood_gets_goaway() {
     let server = server();
     let good = client(&server).await;
-    let mut raw = Raw::connect(&server).await;
+    let mut raw = connect_raw(&server).await;
     // HEADERS without END_HEADERS, then CONTINUATION frames that never end the block.
-    let mut block = vec![0x82, 0x87, 0x01, 0x01, b't', 0x04, 0x01, b'/'];
+    let mut block = get_block("t", "/");
     block.extend_from_slice(&[0x40, 0x01, b'x', 0x7f, 0x81, 0x7f]);
-    raw.frame(0x1, 0x1, 1, &block).await;
+    raw.send(HEADERS, END_STREAM, 1, &block).await;
     let mut flood = Vec::new();
     for _ in 0..10_000 {
-        flood.extend(Raw::bytes(0x9, 0, 1, b"yyyyyyyy"));
+        flood.extend(frame(CONTINUATION, 0, 1, b"yyyyyyyy"));
     }
-    let _ = raw.s.write_all(&flood).await;
+    let _ = raw.write(&flood).await;
     let code = raw.goaway().await;
     assert!(code.is_some(), "no GOAWAY");
     assert_eq!(get(&good, "/hello").await.status, 200);
@@ -282,18 +209,15 @@ async fn continuation_flood_gets_goaway() {
 async fn ping_flood_from_a_client_that_does_not_read_is_bounded_and_closed_when_idle() {
     let limits = Limits { idle_timeout: Duration::from_millis(800), ..Limits::default() };
     let server = Server::start_h2(limits, H2Settings::default());
-    let mut raw = Raw::connect(&server).await;
+    let mut raw = connect_raw(&server).await;
     let mut flood = Vec::new();
     for i in 0..2000u64 {
-        flood.extend(Raw::bytes(0x6, 0, 0, &i.to_be_bytes()));
+        flood.extend(frame(PING, 0, 0, &i.to_be_bytes()));
     }
     // Written without reading the answers (bounded by the TCP buffers on both sides).
     let writer = tokio::spawn(async move {
         for _ in 0..200 {
-            if tokio::time::timeout(Duration::from_millis(200), raw.s.write_all(&flood))
-                .await
-                .is_err()
-            {
+            if tokio::time::timeout(Duration::from_millis(200), raw.write(&flood)).await.is_err() {
                 break;
             }
         }
@@ -310,10 +234,10 @@ async fn ping_flood_from_a_client_that_does_not_read_is_bounded_and_closed_when_
 async fn a_stream_whose_reader_stalls_is_reset_and_its_buffers_come_back() {
     let limits = Limits { idle_timeout: Duration::from_millis(600), ..Limits::default() };
     let server = Server::start_h2(limits, H2Settings::default());
-    let mut raw = Raw::connect(&server).await;
+    let mut raw = connect_raw(&server).await;
     // Open the connection window wide, request the 24 MiB file, never read.
-    raw.frame(0x8, 0, 0, &(1u32 << 30).to_be_bytes()).await;
-    raw.frame(0x1, 0x5, 1, &Raw::get_block("/file")).await;
+    raw.send(WINDOW_UPDATE, 0, 0, &(1u32 << 30).to_be_bytes()).await;
+    raw.send(HEADERS, END_STREAM | END_HEADERS, 1, &get_block("t", "/file")).await;
     // The stalled stream holds at most its budget; once reset, nothing is held.
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let good = client(&server).await;
