@@ -7,10 +7,11 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use common::group;
 use common::tls::{TestCa, TlsServer};
-use common::{eventually, group};
 use http::uri::PathAndQuery;
 use reel_origin::{ErrorKind, GroupSpec, OriginRequest, OriginResponse, Origins};
+use reel_test_support::wait_until_async;
 
 fn get(path: &'static str) -> OriginRequest {
     OriginRequest::get(PathAndQuery::from_static(path), "edge.example")
@@ -251,13 +252,13 @@ async fn health_checks_over_tls() {
     let origins = Origins::new(vec![g]).unwrap();
     origins.start_health_checks().unwrap();
     let probes = || s.state.health_requests.load(Ordering::SeqCst);
-    eventually("two probes", || probes() >= 2).await;
+    wait_until_async("two probes", || probes() >= 2).await;
     assert_eq!(origins.is_healthy("g", &s.host()), Some(true));
     assert!(s.sni().iter().all(|n| n.as_deref() == Some("origin.test")));
     s.state.health_status.store(503, Ordering::SeqCst);
-    eventually("down on 503", || origins.is_healthy("g", &s.host()) == Some(false)).await;
+    wait_until_async("down on 503", || origins.is_healthy("g", &s.host()) == Some(false)).await;
     s.state.health_status.store(200, Ordering::SeqCst);
-    eventually("up again", || origins.is_healthy("g", &s.host()) == Some(true)).await;
+    wait_until_async("up again", || origins.is_healthy("g", &s.host()) == Some(true)).await;
     origins.stop_health_checks();
 
     // A probe that cannot verify the origin fails like a request would.
@@ -269,7 +270,8 @@ async fn health_checks_over_tls() {
     let before = probes();
     let origins = Origins::new(vec![g]).unwrap();
     origins.start_health_checks().unwrap();
-    eventually("down: unverified", || origins.is_healthy("g", &s.host()) == Some(false)).await;
+    wait_until_async("down: unverified", || origins.is_healthy("g", &s.host()) == Some(false))
+        .await;
     origins.stop_health_checks();
     assert_eq!(probes(), before, "no probe reached the unverified origin");
 }

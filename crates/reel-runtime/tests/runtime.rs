@@ -4,13 +4,13 @@ use std::future::Future;
 use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream as StdStream};
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use reel_runtime::{
     ListenerSpec, Refusal, Runtime, RuntimeError, RuntimeOptions, Steer, WorkerApp, WorkerCtx,
     start,
 };
-use reel_test_support::{listening_inodes, skip};
+use reel_test_support::{listening_inodes, skip, wait_until};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
@@ -72,14 +72,6 @@ fn roundtrip(s: &mut StdStream, msg: &str) -> String {
     let mut line = String::new();
     BufReader::new(s.try_clone().unwrap()).read_line(&mut line).unwrap();
     line
-}
-
-fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
-    let end = Instant::now() + IO_TIMEOUT;
-    while !cond() {
-        assert!(Instant::now() < end, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
 }
 
 fn worker_cpus() -> Vec<usize> {

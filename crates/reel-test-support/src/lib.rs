@@ -4,6 +4,9 @@
 //!
 //! * [`skip`] reports a test that cannot run on this machine in the form `.ci/run`
 //!   counts; [`which`] and [`have_ffmpeg`] find the tools such tests need.
+//! * [`wait_until`], [`eventually`] and [`wait_until_async`] poll an observable condition
+//!   until a deadline ([`PATIENCE`]) and fail the test clearly past it: tests wait for
+//!   what they can see, never for a fixed sleep.
 //! * [`h2`] is a hand-written HTTP/2 client for tests that misbehave on purpose (rapid
 //!   reset, CONTINUATION and PING floods, stalled readers).
 //! * [`listening_inodes`] names the listening sockets on a port, to tell whether a
@@ -14,6 +17,8 @@
 pub mod h2;
 mod net;
 mod skip;
+mod wait;
 
 pub use net::listening_inodes;
 pub use skip::{have_ffmpeg, skip, which};
+pub use wait::{PATIENCE, eventually, wait_until, wait_until_async};

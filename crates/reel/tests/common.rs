@@ -12,23 +12,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+pub(crate) use reel_test_support::{PATIENCE, eventually};
+
 /// The binary under test.
 pub(crate) const BIN: &str = env!("CARGO_BIN_EXE_reel");
-
-/// How long anything that should happen "soon" may take on a loaded machine.
-pub(crate) const PATIENCE: Duration = Duration::from_secs(30);
-
-/// Polls `f` until it returns `Some`, or panics with `what` after [`PATIENCE`].
-pub(crate) fn eventually<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + PATIENCE;
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
 
 // ---------------------------------------------------------------------------------------
 // Origin

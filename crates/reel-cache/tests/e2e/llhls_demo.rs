@@ -9,9 +9,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use reel_cache::Prefetch;
 use reel_demo_origin::{DemoOrigin, DemoOriginConfig};
-use reel_test_support::have_ffmpeg;
+use reel_test_support::{have_ffmpeg, wait_until};
 
-use crate::client::{Conn, GUARD, Resp};
+use crate::client::{Conn, Resp};
 use crate::server::{HOST, Opts, Server};
 
 /// A demo origin whose parts last `part` (four per segment), about four pictures each.
@@ -163,13 +163,9 @@ fn prefetch_fetches_the_hinted_part_and_the_newest_listed_parts_once() {
     let pl = get_timed(s.addr, "/live/index.m3u8", None).resp;
     assert_eq!(pl.status, 200);
     // The playlist is read once its fill completes; then the prefetches are under way.
-    let deadline = Instant::now() + GUARD;
     let (_, _, uri) = hint(&pl.body);
     let hinted = format!("/live/{uri}");
-    while o.stats().path(&hinted) == 0 {
-        assert!(Instant::now() < deadline, "the hinted part was never prefetched");
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    wait_until("the hinted part to be prefetched", || o.stats().path(&hinted) > 0);
     let text = String::from_utf8_lossy(&pl.body).to_string();
     let listed: Vec<String> = text
         .lines()
@@ -203,11 +199,7 @@ fn without_prefetch_nothing_is_fetched_before_a_viewer_asks() {
     let s = server(&o, Prefetch::Off);
     let pl = get_timed(s.addr, "/live/index.m3u8", None).resp;
     assert_eq!(pl.status, 200);
-    let deadline = Instant::now() + GUARD;
-    while s.shared.streams.is_empty() {
-        assert!(Instant::now() < deadline, "the playlist was never read");
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    wait_until("the playlist to be read", || !s.shared.streams.is_empty());
     s.settle();
     assert_eq!(o.stats().total(), 1, "the playlist only");
 }

@@ -16,6 +16,7 @@ use reel_ops::metrics::WorkerMetrics;
 use reel_origin::{Balance, GroupSpec, HostSpec, Origins};
 use reel_runtime::{ListenerSpec, Runtime, RuntimeOptions, WorkerApp};
 use reel_store::{IoMode, Store, StoreConfig};
+use reel_test_support::wait_until;
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 
@@ -219,11 +220,7 @@ impl Server {
 
     /// Waits until no origin fetch is in flight (fills committed, refreshes done).
     pub fn settle(&self) {
-        let deadline = std::time::Instant::now() + crate::client::GUARD;
-        while !self.shared.inflight.is_empty() {
-            assert!(std::time::Instant::now() < deadline, "an origin fetch never finished");
-            std::thread::sleep(Duration::from_millis(2));
-        }
+        wait_until("every origin fetch to finish", || self.shared.inflight.is_empty());
     }
 
     /// Runs `f` (a future using the store) to completion on a throwaway runtime.

@@ -325,12 +325,3 @@ pub(crate) fn group(name: &str, tiers: Vec<Vec<String>>) -> GroupSpec {
     g.health = HealthSpec { enabled: false, interval: Duration::from_secs(600), ..g.health };
     g
 }
-
-/// Polls `f` until it is true, for at most 10 s.
-pub(crate) async fn eventually(what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while !f() {
-        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
