@@ -194,8 +194,8 @@ fn followers_of_a_leader_whose_own_request_fails_retry_once() {
     wait_until("the leader's request at the origin", || o.count("/lf") == 1);
     let followers: Vec<_> =
         (0..6).map(|_| std::thread::spawn(move || get_with(addr, "/lf", ""))).collect();
-    // Let the followers join the leader's fetch (they do not reach the origin).
-    std::thread::sleep(Duration::from_millis(300));
+    // The followers join the leader's fetch and wait on it (they do not reach the origin).
+    wait_until("six followers waiting on the leader", || s.coalesced_waiters() == 6);
     assert_eq!(o.count("/lf"), 1);
     gate.open(10);
     assert_eq!(leader.join().unwrap().status, 502, "the leader's own request failed");
