@@ -11,7 +11,7 @@ use reel_test_support::h2::{
     CANCEL, CONTINUATION, END_HEADERS, END_STREAM, ENHANCE_YOUR_CALM, HEADERS, PING, RST_STREAM,
     RawH2, WINDOW_UPDATE, frame, get_block,
 };
-use reel_test_support::{skip, which};
+use reel_test_support::{skip, wait_until_async, which};
 use reel_tls::testing::TestCa;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -156,13 +156,29 @@ async fn rapid_reset_gets_goaway_while_other_connections_are_served() {
     // Streams accepted and running (/slow), then reset: counted by the server.
     let mut raw = connect_raw(&server).await;
     let mut id = 1u32;
+    let mut goaway = None;
     for _ in 0..40 {
+        let started = server.slow_started();
         raw.send(HEADERS, END_STREAM | END_HEADERS, id, &get_block("t", "/slow")).await;
-        tokio::time::sleep(Duration::from_millis(5)).await;
+        // Reset once the stream's handler runs, unless the server has given up on the
+        // connection already (it starts no more handlers then).
+        tokio::select! {
+            () = wait_until_async("the stream's handler to start", || {
+                server.slow_started() > started
+            }) => {}
+            code = raw.goaway() => {
+                goaway = Some(code);
+                break;
+            }
+        }
         raw.send(RST_STREAM, 0, id, &CANCEL.to_be_bytes()).await;
         id += 2;
     }
-    assert_eq!(raw.goaway().await, Some(ENHANCE_YOUR_CALM));
+    let goaway = match goaway {
+        Some(code) => code,
+        None => raw.goaway().await,
+    };
+    assert_eq!(goaway, Some(ENHANCE_YOUR_CALM));
     // The classic attack shape: HEADERS and RST_STREAM back to back in one write.
     let mut raw = connect_raw(&server).await;
     let mut burst = Vec::new();
@@ -235,11 +251,13 @@ async fn a_stream_whose_reader_stalls_is_reset_and_its_buffers_come_back() {
     let limits = Limits { idle_timeout: Duration::from_millis(600), ..Limits::default() };
     let server = Server::start_h2(limits, H2Settings::default());
     let mut raw = connect_raw(&server).await;
-    // Open the connection window wide, request the 24 MiB file, never read.
+    // Open the connection window wide, request the 24 MiB file, never open the stream's
+    // own window past its initial 64 KiB: the stream stalls.
     raw.send(WINDOW_UPDATE, 0, 0, &(1u32 << 30).to_be_bytes()).await;
     raw.send(HEADERS, END_STREAM | END_HEADERS, 1, &get_block("t", "/file")).await;
-    // The stalled stream holds at most its budget; once reset, nothing is held.
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // The stalled stream holds at most its budget; it is reset after the idle timeout,
+    // and once reset, nothing is held.
+    assert_eq!(raw.reset_of(1).await, Some(CANCEL), "the stalled stream is reset");
     let good = client(&server).await;
     assert_eq!(get(&good, "/pool").await.body, b"0");
     assert_eq!(get(&good, "/hello").await.status, 200);
@@ -254,7 +272,8 @@ async fn drain_sends_goaway_finishes_streams_and_closes() {
         let c = c.clone();
         tokio::spawn(async move { get(&c, "/slow").await })
     };
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // The stream is in flight when the drain begins.
+    wait_until_async("the /slow handler to start", || server.slow_started() == 1).await;
     server.drain();
     let r = slow.await.unwrap();
     assert_eq!((r.status, r.body.as_slice()), (200, &b"slow done"[..]));

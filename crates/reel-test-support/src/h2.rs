@@ -150,4 +150,17 @@ impl<S: AsyncRead + AsyncWrite + Unpin> RawH2<S> {
         }
         None
     }
+
+    /// Reads until the server resets `stream` and returns the RST_STREAM's error code;
+    /// `None` if the connection ended (or fell silent) first. Frames before it are
+    /// dropped.
+    pub async fn reset_of(&mut self, stream: u32) -> Option<u32> {
+        while let Some(f) = self.read().await {
+            if f.kind == RST_STREAM && f.stream == stream {
+                let p = &f.payload;
+                return Some(u32::from_be_bytes([p[0], p[1], p[2], p[3]]));
+            }
+        }
+        None
+    }
 }
