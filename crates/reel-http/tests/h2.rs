@@ -9,7 +9,7 @@ use bytes::Bytes;
 use reel_http::{CloseReason, H2Settings, Limits};
 use reel_test_support::h2::{
     CANCEL, CONTINUATION, END_HEADERS, END_STREAM, ENHANCE_YOUR_CALM, HEADERS, PING, RST_STREAM,
-    RawH2, WINDOW_UPDATE, frame, get_block,
+    RawH2, Reply, WINDOW_UPDATE, client as h2_client, exchange, frame, get_block,
 };
 use reel_test_support::{skip, wait_until_async, which};
 use reel_tls::testing::TestCa;
@@ -29,20 +29,9 @@ async fn tls(addr: SocketAddr, ca: &TestCa, alpn: &[&[u8]]) -> Tls {
     s
 }
 
-/// An `h2` client connection driven by a local task.
+/// An `h2` client connection (ALPN offers `h2`, then `http/1.1`).
 async fn client(server: &Server) -> h2::client::SendRequest<Bytes> {
-    let s = tls(server.addr, server.ca.as_ref().unwrap(), &[b"h2", b"http/1.1"]).await;
-    let (send, conn) = h2::client::handshake(s).await.unwrap();
-    tokio::spawn(async move {
-        let _ = conn.await;
-    });
-    send
-}
-
-struct Got {
-    status: u16,
-    headers: http::HeaderMap,
-    body: Vec<u8>,
+    h2_client(tls(server.addr, server.ca.as_ref().unwrap(), &[b"h2", b"http/1.1"]).await).await
 }
 
 async fn request(
@@ -50,29 +39,16 @@ async fn request(
     method: &str,
     path: &str,
     body: Option<&[u8]>,
-) -> Result<Got, h2::Error> {
-    let mut send = send.clone().ready().await?;
+) -> Result<Reply, h2::Error> {
     let req = http::Request::builder()
         .method(method)
         .uri(format!("https://test.example{path}"))
         .body(())
         .unwrap();
-    let (resp, mut stream) = send.send_request(req, body.is_none())?;
-    if let Some(b) = body {
-        stream.send_data(Bytes::copy_from_slice(b), true)?;
-    }
-    let resp = resp.await?;
-    let (parts, mut recv) = resp.into_parts();
-    let mut out = Vec::new();
-    while let Some(chunk) = recv.data().await {
-        let chunk = chunk?;
-        let _ = recv.flow_control().release_capacity(chunk.len());
-        out.extend_from_slice(&chunk);
-    }
-    Ok(Got { status: parts.status.as_u16(), headers: parts.headers, body: out })
+    exchange(send, req, body).await
 }
 
-async fn get(send: &h2::client::SendRequest<Bytes>, path: &str) -> Got {
+async fn get(send: &h2::client::SendRequest<Bytes>, path: &str) -> Reply {
     request(send, "GET", path, None).await.unwrap()
 }
 

@@ -1,11 +1,16 @@
-//! A hand-written HTTP/2 client (RFC 9113) for tests that misbehave on purpose: it writes
-//! whatever frames a test asks for, in whatever order and batching, and reads the
-//! server's frames back undecoded. HPACK is limited to the static table and literals
-//! ([`get_block`]); nothing else of the protocol is kept.
+//! HTTP/2 clients for tests.
+//!
+//! * [`client`] and [`exchange`]: a well-behaved client (the `h2` crate) that sends a
+//!   request and reads its whole response as a [`Reply`].
+//! * [`RawH2`]: a hand-written client (RFC 9113) for tests that misbehave on purpose: it
+//!   writes whatever frames a test asks for, in whatever order and batching, and reads the
+//!   server's frames back undecoded. HPACK is limited to the static table and literals
+//!   ([`get_block`]); nothing else of the protocol is kept.
 
 use std::io;
 use std::time::Duration;
 
+use bytes::Bytes;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 /// Frame type DATA (RFC 9113 section 6.1).
@@ -39,6 +44,60 @@ pub const ENHANCE_YOUR_CALM: u32 = 0xb;
 
 /// How long [`RawH2::read`] waits for a byte before it gives up on the connection.
 const SILENCE: Duration = Duration::from_secs(20);
+
+/// A whole response, as [`exchange`] read it.
+#[derive(Debug)]
+pub struct Reply {
+    /// Status code.
+    pub status: u16,
+    /// Header fields.
+    pub headers: http::HeaderMap,
+    /// The body.
+    pub body: Vec<u8>,
+}
+
+impl Reply {
+    /// The `Cache-Status` field (RFC 9211), or "" without one.
+    pub fn cache_status(&self) -> &str {
+        self.headers.get("cache-status").and_then(|v| v.to_str().ok()).unwrap_or("")
+    }
+}
+
+/// An `h2` client connection over `io` (TLS with ALPN `h2`, usually); the connection is
+/// driven by a task spawned on the current runtime. Panics if the handshake fails.
+pub async fn client<S>(io: S) -> ::h2::client::SendRequest<Bytes>
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let (send, conn) = ::h2::client::handshake(io).await.expect("h2 handshake");
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    send
+}
+
+/// Sends `request` on a new stream, with `body` if there is one (the stream ends with the
+/// head otherwise), and reads the whole response, returning flow-control capacity as the
+/// body arrives.
+pub async fn exchange(
+    send: &::h2::client::SendRequest<Bytes>,
+    request: http::Request<()>,
+    body: Option<&[u8]>,
+) -> Result<Reply, ::h2::Error> {
+    let mut send = send.clone().ready().await?;
+    let (response, mut stream) = send.send_request(request, body.is_none())?;
+    if let Some(b) = body {
+        stream.send_data(Bytes::copy_from_slice(b), true)?;
+    }
+    let (parts, mut recv) = response.await?.into_parts();
+    let mut body = Vec::new();
+    while let Some(chunk) = recv.data().await {
+        let chunk = chunk?;
+        let _ = recv.flow_control().release_capacity(chunk.len());
+        body.extend_from_slice(&chunk);
+    }
+    Ok(Reply { status: parts.status.as_u16(), headers: parts.headers, body })
+}
 
 /// One frame as received.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -7,8 +7,9 @@
 //! * [`wait_until`], [`eventually`] and [`wait_until_async`] poll an observable condition
 //!   until a deadline ([`PATIENCE`]) and fail the test clearly past it: tests wait for
 //!   what they can see, never for a fixed sleep.
-//! * [`h2`] is a hand-written HTTP/2 client for tests that misbehave on purpose (rapid
-//!   reset, CONTINUATION and PING floods, stalled readers).
+//! * [`h2`] has an HTTP/2 client that reads whole responses, and a hand-written one for
+//!   tests that misbehave on purpose (rapid reset, CONTINUATION and PING floods, stalled
+//!   readers).
 //! * [`listening_inodes`] names the listening sockets on a port, to tell whether a
 //!   restart kept the very same sockets.
 

@@ -14,7 +14,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use reel_test_support::h2::{
     CANCEL, CONTINUATION, END_HEADERS, END_STREAM, ENHANCE_YOUR_CALM, HEADERS, RST_STREAM, RawH2,
-    frame,
+    Reply, exchange, frame,
 };
 use reel_test_support::skip;
 use reel_tls::testing::TestCa;
@@ -92,23 +92,7 @@ async fn h2_client(
 ) -> h2::client::SendRequest<Bytes> {
     let s = tls_connect(addr, cfg, name).await.expect("TLS");
     assert_eq!(s.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
-    let (send, conn) = h2::client::handshake(s).await.expect("h2 handshake");
-    tokio::spawn(async move {
-        let _ = conn.await;
-    });
-    send
-}
-
-struct Got {
-    status: u16,
-    headers: http::HeaderMap,
-    body: Vec<u8>,
-}
-
-impl Got {
-    fn cache_status(&self) -> &str {
-        self.headers.get("cache-status").and_then(|v| v.to_str().ok()).unwrap_or("")
-    }
+    reel_test_support::h2::client(s).await
 }
 
 async fn h2_req(
@@ -116,25 +100,16 @@ async fn h2_req(
     method: &str,
     path: &str,
     fields: &[(&str, &str)],
-) -> Result<Got, h2::Error> {
-    let mut send = send.clone().ready().await?;
+) -> Result<Reply, h2::Error> {
     let mut b =
         http::Request::builder().method(method).uri(format!("https://edge.example.test{path}"));
     for (n, v) in fields {
         b = b.header(*n, *v);
     }
-    let (resp, _) = send.send_request(b.body(()).expect("request"), true)?;
-    let (parts, mut recv) = resp.await?.into_parts();
-    let mut body = Vec::new();
-    while let Some(chunk) = recv.data().await {
-        let chunk = chunk?;
-        let _ = recv.flow_control().release_capacity(chunk.len());
-        body.extend_from_slice(&chunk);
-    }
-    Ok(Got { status: parts.status.as_u16(), headers: parts.headers, body })
+    exchange(send, b.body(()).expect("request"), None).await
 }
 
-async fn h2_get(send: &h2::client::SendRequest<Bytes>, path: &str) -> Got {
+async fn h2_get(send: &h2::client::SendRequest<Bytes>, path: &str) -> Reply {
     h2_req(send, "GET", path, &[]).await.expect("h2 request")
 }
 
