@@ -5,7 +5,7 @@ mod common;
 use std::time::Duration;
 
 use bytes::Bytes;
-use common::{Behavior, Fault, Server, closed_port, group};
+use common::{Behavior, Fault, Server, closed_port, fast_health_checks, group};
 use http::header::{HeaderName, HeaderValue};
 use http::{Method, uri::PathAndQuery};
 use reel_origin::{ErrorKind, OriginRequest, OriginResponse, Origins, RequestBody};
@@ -156,12 +156,7 @@ async fn active_checks_fail_over_and_recover() {
     drop(l);
     let backup = Server::start(Behavior::default()).await;
     let mut g = group("g", vec![vec![primary_addr.to_string()], vec![backup.host()]]);
-    g.health.enabled = true;
-    g.health.path = "/health".into();
-    g.health.interval = Duration::from_millis(50);
-    g.health.timeout = Duration::from_secs(2);
-    g.health.rise = 1;
-    g.health.fall = 1;
+    fast_health_checks(&mut g);
     g.retries = 0;
     let origins = Origins::new(vec![g]).unwrap();
     origins.start_health_checks().unwrap();

@@ -5,9 +5,8 @@
 mod common;
 
 use std::collections::HashMap;
-use std::time::Duration;
 
-use common::{Behavior, Fault, Server, group};
+use common::{Behavior, Fault, Server, fast_health_checks, group};
 use http::uri::PathAndQuery;
 use reel_origin::{Affinity, Balance, ErrorKind, GroupSpec, OriginRequest, Origins, WorkerClient};
 use reel_test_support::wait_until_async;
@@ -111,12 +110,7 @@ async fn an_unhealthy_parent_moves_only_its_keys_to_their_next_host() {
     let mut g = parents(&[&s[0], &s[1], &s[2]]);
     // The tier after the parents is the origin itself.
     g.tiers.push(vec![reel_origin::HostSpec::new(origin.host())]);
-    g.health.enabled = true;
-    g.health.path = "/health".into();
-    g.health.interval = Duration::from_millis(50);
-    g.health.timeout = Duration::from_secs(2);
-    g.health.rise = 1;
-    g.health.fall = 1;
+    fast_health_checks(&mut g);
     let origins = Origins::new(vec![g]).unwrap();
     origins.start_health_checks().unwrap();
     let client = origins.worker_client();

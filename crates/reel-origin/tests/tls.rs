@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use common::group;
 use common::tls::{TestCa, TlsServer};
+use common::{fast_health_checks, group};
 use http::uri::PathAndQuery;
 use reel_origin::{ErrorKind, GroupSpec, OriginRequest, OriginResponse, Origins};
 use reel_test_support::wait_until_async;
@@ -243,12 +243,7 @@ async fn health_checks_over_tls() {
     let s = TlsServer::start(&ca, true).await;
     let mut g = tls_group(&s.host(), Some(&ca), Some("origin.test"));
     g.tls.http2 = true;
-    g.health.enabled = true;
-    g.health.path = "/health".into();
-    g.health.interval = Duration::from_millis(50);
-    g.health.timeout = Duration::from_secs(2);
-    g.health.rise = 1;
-    g.health.fall = 1;
+    fast_health_checks(&mut g);
     let origins = Origins::new(vec![g]).unwrap();
     origins.start_health_checks().unwrap();
     let probes = || s.state.health_requests.load(Ordering::SeqCst);

@@ -325,3 +325,14 @@ pub(crate) fn group(name: &str, tiers: Vec<Vec<String>>) -> GroupSpec {
     g.health = HealthSpec { enabled: false, interval: Duration::from_secs(600), ..g.health };
     g
 }
+
+/// Turns on active health checks of `g`: `/health` every 50 ms (2 s timeout), one probe
+/// enough to mark a host up or down.
+pub(crate) fn fast_health_checks(g: &mut GroupSpec) {
+    g.health.enabled = true;
+    g.health.path = "/health".into();
+    g.health.interval = Duration::from_millis(50);
+    g.health.timeout = Duration::from_secs(2);
+    g.health.rise = 1;
+    g.health.fall = 1;
+}
