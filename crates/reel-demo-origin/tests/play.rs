@@ -7,26 +7,9 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use reel_demo_origin::DemoOriginConfig;
+use reel_test_support::have_ffmpeg;
 
 use super::{get, origin};
-
-/// Whether `tool` runs; otherwise prints why the check is skipped (or fails when required).
-fn have(tool: &str, check: &str) -> bool {
-    let ok = std::process::Command::new(tool)
-        .arg("-version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        assert!(
-            std::env::var_os("REEL_REQUIRE_FFMPEG").is_none(),
-            "{tool} is required (REEL_REQUIRE_FFMPEG) but not installed"
-        );
-        eprintln!("SKIPPED {check}: {tool} not installed (apt-get install -y ffmpeg)");
-    }
-    ok
-}
 
 /// Runs `tool` with `args`; returns (success, stdout, stderr).
 async fn run(tool: &str, args: &[&str]) -> (bool, String, String) {
@@ -71,7 +54,7 @@ async fn plays(addr: SocketAddr, path: &str) {
 
 #[tokio::test]
 async fn ffmpeg_plays_the_live_stream_and_a_vod_title() {
-    if !have("ffmpeg", "ffmpeg_plays_the_live_stream_and_a_vod_title") {
+    if !have_ffmpeg("ffmpeg") {
         return;
     }
     let o = origin(DemoOriginConfig::no_latency());
@@ -82,7 +65,7 @@ async fn ffmpeg_plays_the_live_stream_and_a_vod_title() {
 
 #[tokio::test]
 async fn ffprobe_sees_h264_in_segments_and_parts() {
-    if !have("ffprobe", "ffprobe_sees_h264_in_segments_and_parts") {
+    if !have_ffmpeg("ffprobe") {
         return;
     }
     let o = origin(DemoOriginConfig::no_latency());

@@ -9,7 +9,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::os::fd::{AsRawFd, RawFd};
 use std::pin::Pin;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::task::{Context, Poll};
 use std::thread;
@@ -106,6 +106,8 @@ pub(crate) struct TestHandler {
     /// Answers `false` to [`Handler::keep_alive`] once set.
     closing: Arc<AtomicBool>,
     cold_reads: Rc<Cell<u64>>,
+    /// `/slow` requests whose handling has begun.
+    slow_started: Arc<AtomicUsize>,
 }
 
 fn query_num(req: &Request, key: &str) -> Option<u64> {
@@ -194,6 +196,7 @@ impl Handler for TestHandler {
                 Response::new(200).bytes("hinted")
             }
             "/slow" => {
+                self.slow_started.fetch_add(1, Ordering::SeqCst);
                 tokio::time::sleep(Duration::from_millis(400)).await;
                 Response::new(200).bytes("slow done")
             }
@@ -219,6 +222,7 @@ pub(crate) struct Server {
     pub ca: Option<Arc<TestCa>>,
     drain: watch::Sender<bool>,
     closing: Arc<AtomicBool>,
+    slow_started: Arc<AtomicUsize>,
     outcomes: mpsc::Receiver<ConnOutcome>,
     stop: Option<oneshot::Sender<()>>,
     thread: Option<thread::JoinHandle<()>>,
@@ -272,6 +276,8 @@ impl Server {
         let (stop, mut stop_rx) = oneshot::channel::<()>();
         let closing = Arc::new(AtomicBool::new(false));
         let handler_closing = closing.clone();
+        let slow_started = Arc::new(AtomicUsize::new(0));
+        let handler_slow_started = slow_started.clone();
         let thread = thread::Builder::new().name("reel-srv".into()).spawn(move || {
             let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
             let local = tokio::task::LocalSet::new();
@@ -284,6 +290,7 @@ impl Server {
                     file_len: FILE_LEN,
                     closing: handler_closing,
                     cold_reads: Rc::new(Cell::new(0)),
+                    slow_started: handler_slow_started,
                 });
                 let limits = Rc::new(limits);
                 loop {
@@ -317,7 +324,16 @@ impl Server {
             });
         }).unwrap();
         let addr = addr_rx.recv().unwrap();
-        Server { addr, ca, drain, closing, outcomes, stop: Some(stop), thread: Some(thread) }
+        Server {
+            addr,
+            ca,
+            drain,
+            closing,
+            slow_started,
+            outcomes,
+            stop: Some(stop),
+            thread: Some(thread),
+        }
     }
 
     /// A client over TCP, or over TLS for a TLS server.
@@ -335,6 +351,11 @@ impl Server {
     /// From now on the handler asks for every response to close its connection.
     pub(crate) fn close_after_responses(&self) {
         self.closing.store(true, Ordering::SeqCst);
+    }
+
+    /// How many `/slow` requests the handler has begun to answer (it then takes 400 ms).
+    pub(crate) fn slow_started(&self) -> usize {
+        self.slow_started.load(Ordering::SeqCst)
     }
 
     /// Next finished connection's outcome (generous timeout: the machine is loaded).

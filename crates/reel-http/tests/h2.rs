@@ -7,6 +7,11 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use reel_http::{CloseReason, H2Settings, Limits};
+use reel_test_support::h2::{
+    CANCEL, CONTINUATION, END_HEADERS, END_STREAM, ENHANCE_YOUR_CALM, HEADERS, PING, RST_STREAM,
+    RawH2, Reply, WINDOW_UPDATE, client as h2_client, exchange, frame, get_block,
+};
+use reel_test_support::{skip, wait_until_async, which};
 use reel_tls::testing::TestCa;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -24,20 +29,9 @@ async fn tls(addr: SocketAddr, ca: &TestCa, alpn: &[&[u8]]) -> Tls {
     s
 }
 
-/// An `h2` client connection driven by a local task.
+/// An `h2` client connection (ALPN offers `h2`, then `http/1.1`).
 async fn client(server: &Server) -> h2::client::SendRequest<Bytes> {
-    let s = tls(server.addr, server.ca.as_ref().unwrap(), &[b"h2", b"http/1.1"]).await;
-    let (send, conn) = h2::client::handshake(s).await.unwrap();
-    tokio::spawn(async move {
-        let _ = conn.await;
-    });
-    send
-}
-
-struct Got {
-    status: u16,
-    headers: http::HeaderMap,
-    body: Vec<u8>,
+    h2_client(tls(server.addr, server.ca.as_ref().unwrap(), &[b"h2", b"http/1.1"]).await).await
 }
 
 async fn request(
@@ -45,29 +39,16 @@ async fn request(
     method: &str,
     path: &str,
     body: Option<&[u8]>,
-) -> Result<Got, h2::Error> {
-    let mut send = send.clone().ready().await?;
+) -> Result<Reply, h2::Error> {
     let req = http::Request::builder()
         .method(method)
         .uri(format!("https://test.example{path}"))
         .body(())
         .unwrap();
-    let (resp, mut stream) = send.send_request(req, body.is_none())?;
-    if let Some(b) = body {
-        stream.send_data(Bytes::copy_from_slice(b), true)?;
-    }
-    let resp = resp.await?;
-    let (parts, mut recv) = resp.into_parts();
-    let mut out = Vec::new();
-    while let Some(chunk) = recv.data().await {
-        let chunk = chunk?;
-        let _ = recv.flow_control().release_capacity(chunk.len());
-        out.extend_from_slice(&chunk);
-    }
-    Ok(Got { status: parts.status.as_u16(), headers: parts.headers, body: out })
+    exchange(send, req, body).await
 }
 
-async fn get(send: &h2::client::SendRequest<Bytes>, path: &str) -> Got {
+async fn get(send: &h2::client::SendRequest<Bytes>, path: &str) -> Reply {
     request(send, "GET", path, None).await.unwrap()
 }
 
@@ -138,86 +119,9 @@ async fn head_methods_bodies_and_limits() {
     assert!(String::from_utf8_lossy(&out).ends_with("hello world"));
 }
 
-/// A hand-written HTTP/2 client for the misbehaving cases.
-struct Raw {
-    s: Tls,
-    buf: Vec<u8>,
-}
-
-const CANCEL: u32 = 0x8;
-const ENHANCE_YOUR_CALM: u32 = 0xb;
-
-impl Raw {
-    async fn connect(server: &Server) -> Raw {
-        let mut s = tls(server.addr, server.ca.as_ref().unwrap(), &[b"h2"]).await;
-        s.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").await.unwrap();
-        let mut r = Raw { s, buf: Vec::new() };
-        r.frame(0x4, 0, 0, &[]).await;
-        // The server's SETTINGS, acknowledged.
-        loop {
-            let (ty, flags, _, _) = r.read().await.expect("server SETTINGS");
-            if ty == 0x4 && flags & 1 == 0 {
-                break;
-            }
-        }
-        r.frame(0x4, 0x1, 0, &[]).await;
-        r
-    }
-
-    fn bytes(ty: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
-        let mut f = Vec::with_capacity(9 + payload.len());
-        f.extend_from_slice(&(payload.len() as u32).to_be_bytes()[1..]);
-        f.push(ty);
-        f.push(flags);
-        f.extend_from_slice(&stream.to_be_bytes());
-        f.extend_from_slice(payload);
-        f
-    }
-
-    async fn frame(&mut self, ty: u8, flags: u8, stream: u32, payload: &[u8]) {
-        let f = Raw::bytes(ty, flags, stream, payload);
-        let _ = self.s.write_all(&f).await;
-    }
-
-    /// HPACK block of `GET https://t{path}` (static-table and literal fields only).
-    fn get_block(path: &str) -> Vec<u8> {
-        let mut b = vec![0x82, 0x87, 0x01, 0x01, b't', 0x04, path.len() as u8];
-        b.extend_from_slice(path.as_bytes());
-        b
-    }
-
-    /// The next frame, `None` at EOF or after 10 s of silence.
-    async fn read(&mut self) -> Option<(u8, u8, u32, Vec<u8>)> {
-        loop {
-            if self.buf.len() >= 9 {
-                let len = u32::from_be_bytes([0, self.buf[0], self.buf[1], self.buf[2]]) as usize;
-                if self.buf.len() >= 9 + len {
-                    let ty = self.buf[3];
-                    let flags = self.buf[4];
-                    let id =
-                        u32::from_be_bytes([self.buf[5], self.buf[6], self.buf[7], self.buf[8]]);
-                    let payload = self.buf[9..9 + len].to_vec();
-                    self.buf.drain(..9 + len);
-                    return Some((ty, flags, id & 0x7fff_ffff, payload));
-                }
-            }
-            let mut tmp = [0u8; 65536];
-            match tokio::time::timeout(Duration::from_secs(10), self.s.read(&mut tmp)).await {
-                Ok(Ok(n)) if n > 0 => self.buf.extend_from_slice(&tmp[..n]),
-                _ => return None,
-            }
-        }
-    }
-
-    /// Reads until GOAWAY; its error code, `None` if the connection ended without one.
-    async fn goaway(&mut self) -> Option<u32> {
-        while let Some((ty, _, _, payload)) = self.read().await {
-            if ty == 0x7 {
-                return Some(u32::from_be_bytes([payload[4], payload[5], payload[6], payload[7]]));
-            }
-        }
-        None
-    }
+/// A hand-written HTTP/2 connection (ALPN `h2`) for the misbehaving cases.
+async fn connect_raw(server: &Server) -> RawH2<Tls> {
+    RawH2::handshake(tls(server.addr, server.ca.as_ref().unwrap(), &[b"h2"]).await).await
 }
 
 #[tokio::test(flavor = "current_thread")]
@@ -226,24 +130,40 @@ async fn rapid_reset_gets_goaway_while_other_connections_are_served() {
     let server = Server::start_h2(Limits::default(), settings);
     let good = client(&server).await;
     // Streams accepted and running (/slow), then reset: counted by the server.
-    let mut raw = Raw::connect(&server).await;
+    let mut raw = connect_raw(&server).await;
     let mut id = 1u32;
+    let mut goaway = None;
     for _ in 0..40 {
-        raw.frame(0x1, 0x5, id, &Raw::get_block("/slow")).await;
-        tokio::time::sleep(Duration::from_millis(5)).await;
-        raw.frame(0x3, 0, id, &CANCEL.to_be_bytes()).await;
+        let started = server.slow_started();
+        raw.send(HEADERS, END_STREAM | END_HEADERS, id, &get_block("t", "/slow")).await;
+        // Reset once the stream's handler runs, unless the server has given up on the
+        // connection already (it starts no more handlers then).
+        tokio::select! {
+            () = wait_until_async("the stream's handler to start", || {
+                server.slow_started() > started
+            }) => {}
+            code = raw.goaway() => {
+                goaway = Some(code);
+                break;
+            }
+        }
+        raw.send(RST_STREAM, 0, id, &CANCEL.to_be_bytes()).await;
         id += 2;
     }
-    assert_eq!(raw.goaway().await, Some(ENHANCE_YOUR_CALM));
+    let goaway = match goaway {
+        Some(code) => code,
+        None => raw.goaway().await,
+    };
+    assert_eq!(goaway, Some(ENHANCE_YOUR_CALM));
     // The classic attack shape: HEADERS and RST_STREAM back to back in one write.
-    let mut raw = Raw::connect(&server).await;
+    let mut raw = connect_raw(&server).await;
     let mut burst = Vec::new();
     for i in 0..500u32 {
         let id = 2 * i + 1;
-        burst.extend(Raw::bytes(0x1, 0x5, id, &Raw::get_block("/hello")));
-        burst.extend(Raw::bytes(0x3, 0, id, &CANCEL.to_be_bytes()));
+        burst.extend(frame(HEADERS, END_STREAM | END_HEADERS, id, &get_block("t", "/hello")));
+        burst.extend(frame(RST_STREAM, 0, id, &CANCEL.to_be_bytes()));
     }
-    let _ = raw.s.write_all(&burst).await;
+    let _ = raw.write(&burst).await;
     assert_eq!(raw.goaway().await, Some(ENHANCE_YOUR_CALM));
     // Meanwhile, an honest connection is served as usual.
     assert_eq!(get(&good, "/hello").await.body, b"hello world");
@@ -260,16 +180,16 @@ async fn rapid_reset_gets_goaway_while_other_connections_are_served() {
 async fn continuation_flood_gets_goaway() {
     let server = server();
     let good = client(&server).await;
-    let mut raw = Raw::connect(&server).await;
+    let mut raw = connect_raw(&server).await;
     // HEADERS without END_HEADERS, then CONTINUATION frames that never end the block.
-    let mut block = vec![0x82, 0x87, 0x01, 0x01, b't', 0x04, 0x01, b'/'];
+    let mut block = get_block("t", "/");
     block.extend_from_slice(&[0x40, 0x01, b'x', 0x7f, 0x81, 0x7f]);
-    raw.frame(0x1, 0x1, 1, &block).await;
+    raw.send(HEADERS, END_STREAM, 1, &block).await;
     let mut flood = Vec::new();
     for _ in 0..10_000 {
-        flood.extend(Raw::bytes(0x9, 0, 1, b"yyyyyyyy"));
+        flood.extend(frame(CONTINUATION, 0, 1, b"yyyyyyyy"));
     }
-    let _ = raw.s.write_all(&flood).await;
+    let _ = raw.write(&flood).await;
     let code = raw.goaway().await;
     assert!(code.is_some(), "no GOAWAY");
     assert_eq!(get(&good, "/hello").await.status, 200);
@@ -281,18 +201,15 @@ async fn continuation_flood_gets_goaway() {
 async fn ping_flood_from_a_client_that_does_not_read_is_bounded_and_closed_when_idle() {
     let limits = Limits { idle_timeout: Duration::from_millis(800), ..Limits::default() };
     let server = Server::start_h2(limits, H2Settings::default());
-    let mut raw = Raw::connect(&server).await;
+    let mut raw = connect_raw(&server).await;
     let mut flood = Vec::new();
     for i in 0..2000u64 {
-        flood.extend(Raw::bytes(0x6, 0, 0, &i.to_be_bytes()));
+        flood.extend(frame(PING, 0, 0, &i.to_be_bytes()));
     }
     // Written without reading the answers (bounded by the TCP buffers on both sides).
     let writer = tokio::spawn(async move {
         for _ in 0..200 {
-            if tokio::time::timeout(Duration::from_millis(200), raw.s.write_all(&flood))
-                .await
-                .is_err()
-            {
+            if tokio::time::timeout(Duration::from_millis(200), raw.write(&flood)).await.is_err() {
                 break;
             }
         }
@@ -309,12 +226,14 @@ async fn ping_flood_from_a_client_that_does_not_read_is_bounded_and_closed_when_
 async fn a_stream_whose_reader_stalls_is_reset_and_its_buffers_come_back() {
     let limits = Limits { idle_timeout: Duration::from_millis(600), ..Limits::default() };
     let server = Server::start_h2(limits, H2Settings::default());
-    let mut raw = Raw::connect(&server).await;
-    // Open the connection window wide, request the 24 MiB file, never read.
-    raw.frame(0x8, 0, 0, &(1u32 << 30).to_be_bytes()).await;
-    raw.frame(0x1, 0x5, 1, &Raw::get_block("/file")).await;
-    // The stalled stream holds at most its budget; once reset, nothing is held.
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let mut raw = connect_raw(&server).await;
+    // Open the connection window wide, request the 24 MiB file, never open the stream's
+    // own window past its initial 64 KiB: the stream stalls.
+    raw.send(WINDOW_UPDATE, 0, 0, &(1u32 << 30).to_be_bytes()).await;
+    raw.send(HEADERS, END_STREAM | END_HEADERS, 1, &get_block("t", "/file")).await;
+    // The stalled stream holds at most its budget; it is reset after the idle timeout,
+    // and once reset, nothing is held.
+    assert_eq!(raw.reset_of(1).await, Some(CANCEL), "the stalled stream is reset");
     let good = client(&server).await;
     assert_eq!(get(&good, "/pool").await.body, b"0");
     assert_eq!(get(&good, "/hello").await.status, 200);
@@ -329,7 +248,8 @@ async fn drain_sends_goaway_finishes_streams_and_closes() {
         let c = c.clone();
         tokio::spawn(async move { get(&c, "/slow").await })
     };
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // The stream is in flight when the drain begins.
+    wait_until_async("the /slow handler to start", || server.slow_started() == 1).await;
     server.drain();
     let r = slow.await.unwrap();
     assert_eq!((r.status, r.body.as_slice()), (200, &b"slow done"[..]));
@@ -342,8 +262,7 @@ async fn drain_sends_goaway_finishes_streams_and_closes() {
 #[test]
 fn curl_http2_interoperates() {
     let Some(curl) = which("curl") else {
-        eprintln!("SKIPPED: curl is not installed");
-        return;
+        return skip("curl is not installed");
     };
     let server = server();
     let dir = tempfile::tempdir().unwrap();
@@ -361,14 +280,6 @@ fn curl_http2_interoperates() {
     let (body, tail) = out.stdout.split_at(300_000);
     assert!(body == &file_data()[100..300_100]);
     assert_eq!(String::from_utf8_lossy(tail), "\n2 200");
-}
-
-fn which(cmd: &str) -> Option<std::path::PathBuf> {
-    std::env::var_os("PATH")?
-        .to_str()?
-        .split(':')
-        .map(|d| std::path::Path::new(d).join(cmd))
-        .find(|p| p.is_file())
 }
 
 #[tokio::test(flavor = "current_thread")]

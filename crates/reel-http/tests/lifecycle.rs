@@ -5,6 +5,7 @@ use std::thread::sleep;
 use std::time::{Duration, Instant};
 
 use reel_http::{CloseReason, Limits};
+use reel_test_support::wait_until;
 
 use crate::common::{Server, get};
 
@@ -86,8 +87,8 @@ fn drain_closes_idle_connections_and_finishes_in_flight_ones() {
     assert_eq!(idle.response(false).status, 200);
     let mut busy = server.connect();
     busy.send(&get("/slow"));
-    // Let /slow start before draining.
-    sleep(Duration::from_millis(100));
+    // /slow is in flight when the drain begins.
+    wait_until("the /slow handler to start", || server.slow_started() == 1);
     server.drain();
     idle.assert_closed();
     let r = busy.response(false);

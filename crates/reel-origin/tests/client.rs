@@ -5,10 +5,11 @@ mod common;
 use std::time::Duration;
 
 use bytes::Bytes;
-use common::{Behavior, Fault, Server, closed_port, eventually, group};
+use common::{Behavior, Fault, Server, closed_port, fast_health_checks, group};
 use http::header::{HeaderName, HeaderValue};
 use http::{Method, uri::PathAndQuery};
 use reel_origin::{ErrorKind, OriginRequest, OriginResponse, Origins, RequestBody};
+use reel_test_support::wait_until_async;
 
 fn get(path: &'static str) -> OriginRequest {
     OriginRequest::get(PathAndQuery::from_static(path), "edge.example")
@@ -155,17 +156,12 @@ async fn active_checks_fail_over_and_recover() {
     drop(l);
     let backup = Server::start(Behavior::default()).await;
     let mut g = group("g", vec![vec![primary_addr.to_string()], vec![backup.host()]]);
-    g.health.enabled = true;
-    g.health.path = "/health".into();
-    g.health.interval = Duration::from_millis(50);
-    g.health.timeout = Duration::from_secs(2);
-    g.health.rise = 1;
-    g.health.fall = 1;
+    fast_health_checks(&mut g);
     g.retries = 0;
     let origins = Origins::new(vec![g]).unwrap();
     origins.start_health_checks().unwrap();
     let primary = primary_addr.to_string();
-    eventually("primary down", || origins.is_healthy("g", &primary) == Some(false)).await;
+    wait_until_async("primary down", || origins.is_healthy("g", &primary) == Some(false)).await;
     let client = origins.worker_client();
     let mut r = client.send("g", get("/x")).await.unwrap();
     read_all(&mut r).await.unwrap();
@@ -174,7 +170,7 @@ async fn active_checks_fail_over_and_recover() {
     // The primary comes back on the same port.
     let l = tokio::net::TcpListener::bind(primary_addr).await.unwrap();
     let primary_srv = Server::on(l, Behavior::default());
-    eventually("primary up", || origins.is_healthy("g", &primary) == Some(true)).await;
+    wait_until_async("primary up", || origins.is_healthy("g", &primary) == Some(true)).await;
     let mut r = client.send("g", get("/y")).await.unwrap();
     read_all(&mut r).await.unwrap();
     assert_eq!(r.host, primary);
@@ -183,7 +179,8 @@ async fn active_checks_fail_over_and_recover() {
 
     // A wrong status takes it down again.
     primary_srv.set(|b| b.health_status = 500);
-    eventually("primary down on 500", || origins.is_healthy("g", &primary) == Some(false)).await;
+    wait_until_async("primary down on 500", || origins.is_healthy("g", &primary) == Some(false))
+        .await;
     origins.stop_health_checks();
 }
 

@@ -5,11 +5,11 @@
 mod common;
 
 use std::collections::HashMap;
-use std::time::Duration;
 
-use common::{Behavior, Fault, Server, eventually, group};
+use common::{Behavior, Fault, Server, fast_health_checks, group};
 use http::uri::PathAndQuery;
 use reel_origin::{Affinity, Balance, ErrorKind, GroupSpec, OriginRequest, Origins, WorkerClient};
+use reel_test_support::wait_until_async;
 
 fn cache_key(i: usize) -> String {
     format!("video.example.com/live/720p/seg-{i}.ts")
@@ -110,12 +110,7 @@ async fn an_unhealthy_parent_moves_only_its_keys_to_their_next_host() {
     let mut g = parents(&[&s[0], &s[1], &s[2]]);
     // The tier after the parents is the origin itself.
     g.tiers.push(vec![reel_origin::HostSpec::new(origin.host())]);
-    g.health.enabled = true;
-    g.health.path = "/health".into();
-    g.health.interval = Duration::from_millis(50);
-    g.health.timeout = Duration::from_secs(2);
-    g.health.rise = 1;
-    g.health.fall = 1;
+    fast_health_checks(&mut g);
     let origins = Origins::new(vec![g]).unwrap();
     origins.start_health_checks().unwrap();
     let client = origins.worker_client();
@@ -129,7 +124,7 @@ async fn an_unhealthy_parent_moves_only_its_keys_to_their_next_host() {
     assert!(!lost_keys.is_empty());
 
     s[1].set(|b| b.health_status = 503);
-    eventually("parent down", || origins.is_healthy("shield", &lost) == Some(false)).await;
+    wait_until_async("parent down", || origins.is_healthy("shield", &lost) == Some(false)).await;
     let served_by_lost = s[1].requests();
     let mut moved = 0;
     for i in 0..KEYS {
@@ -149,14 +144,16 @@ async fn an_unhealthy_parent_moves_only_its_keys_to_their_next_host() {
         p.set(|b| b.health_status = 503);
     }
     for p in &s {
-        eventually("all parents down", || origins.is_healthy("shield", &p.host()) == Some(false))
-            .await;
+        wait_until_async("all parents down", || {
+            origins.is_healthy("shield", &p.host()) == Some(false)
+        })
+        .await;
     }
     assert_eq!(fetch(&client, 1).await, origin.host());
 
     // The parent comes back and takes its keys back.
     s[1].set(|b| b.health_status = 200);
-    eventually("parent up", || origins.is_healthy("shield", &lost) == Some(true)).await;
+    wait_until_async("parent up", || origins.is_healthy("shield", &lost) == Some(true)).await;
     assert_eq!(fetch(&client, lost_keys[0]).await, lost);
     origins.stop_health_checks();
 }

@@ -8,9 +8,10 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use common::tls::{TestCa, TlsServer};
-use common::{eventually, group};
+use common::{fast_health_checks, group};
 use http::uri::PathAndQuery;
 use reel_origin::{ErrorKind, GroupSpec, OriginRequest, OriginResponse, Origins};
+use reel_test_support::wait_until_async;
 
 fn get(path: &'static str) -> OriginRequest {
     OriginRequest::get(PathAndQuery::from_static(path), "edge.example")
@@ -242,22 +243,17 @@ async fn health_checks_over_tls() {
     let s = TlsServer::start(&ca, true).await;
     let mut g = tls_group(&s.host(), Some(&ca), Some("origin.test"));
     g.tls.http2 = true;
-    g.health.enabled = true;
-    g.health.path = "/health".into();
-    g.health.interval = Duration::from_millis(50);
-    g.health.timeout = Duration::from_secs(2);
-    g.health.rise = 1;
-    g.health.fall = 1;
+    fast_health_checks(&mut g);
     let origins = Origins::new(vec![g]).unwrap();
     origins.start_health_checks().unwrap();
     let probes = || s.state.health_requests.load(Ordering::SeqCst);
-    eventually("two probes", || probes() >= 2).await;
+    wait_until_async("two probes", || probes() >= 2).await;
     assert_eq!(origins.is_healthy("g", &s.host()), Some(true));
     assert!(s.sni().iter().all(|n| n.as_deref() == Some("origin.test")));
     s.state.health_status.store(503, Ordering::SeqCst);
-    eventually("down on 503", || origins.is_healthy("g", &s.host()) == Some(false)).await;
+    wait_until_async("down on 503", || origins.is_healthy("g", &s.host()) == Some(false)).await;
     s.state.health_status.store(200, Ordering::SeqCst);
-    eventually("up again", || origins.is_healthy("g", &s.host()) == Some(true)).await;
+    wait_until_async("up again", || origins.is_healthy("g", &s.host()) == Some(true)).await;
     origins.stop_health_checks();
 
     // A probe that cannot verify the origin fails like a request would.
@@ -269,7 +265,8 @@ async fn health_checks_over_tls() {
     let before = probes();
     let origins = Origins::new(vec![g]).unwrap();
     origins.start_health_checks().unwrap();
-    eventually("down: unverified", || origins.is_healthy("g", &s.host()) == Some(false)).await;
+    wait_until_async("down: unverified", || origins.is_healthy("g", &s.host()) == Some(false))
+        .await;
     origins.stop_health_checks();
     assert_eq!(probes(), before, "no probe reached the unverified origin");
 }

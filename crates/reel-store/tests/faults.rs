@@ -20,6 +20,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use reel_store::{IoMode, Lookup, Store, StoreError};
+use reel_test_support::skip;
 
 use crate::{VOL, body, both, get, open, put, rt};
 
@@ -33,15 +34,6 @@ const TRAILER_LEN: u64 = 40;
 const WRITE_ERROR_MSG: &str = "store write failed";
 /// The store logs write errors at most once per this many seconds.
 const LOG_INTERVAL_SECS: u64 = 10;
-
-/// Reports a test that cannot run on this machine as `SKIPPED <test>: <why>` straight to
-/// standard error: the harness captures `eprintln!` of passing tests, this line it does not,
-/// and `.ci/run` counts them.
-fn skip(why: &str) {
-    use std::io::Write as _;
-    let test = std::thread::current().name().unwrap_or("?").to_owned();
-    let _ = std::io::stderr().write_all(format!("SKIPPED {test}: {why}\n").as_bytes());
-}
 
 /// A tmpfs mounted on a directory; lazily unmounted on drop (also when a test panics),
 /// so open volume files cannot keep it busy.

@@ -7,6 +7,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use reel_test_support::{skip, which};
 use reel_tls::testing::{TestCa, client_config_tls12};
 use reel_tls::{
     Alpn, CertSource, CertSpec, HandshakeCounters, HandshakeError, HandshakeInfo, ListenerTls,
@@ -281,8 +282,7 @@ fn bad_files_are_refused_with_the_key_they_came_from() {
 #[tokio::test]
 async fn rsa_certificates_and_openssl_s_client_interoperate() {
     let Some(openssl) = which("openssl") else {
-        eprintln!("SKIPPED: openssl is not installed");
-        return;
+        return skip("openssl is not installed");
     };
     let dir = tempfile::tempdir().expect("tmp");
     let (c, k) = (dir.path().join("rsa.pem"), dir.path().join("rsa.key"));
@@ -337,12 +337,4 @@ async fn rsa_certificates_and_openssl_s_client_interoperate() {
     assert!(text.contains("ALPN protocol: h2"), "{text}");
     let info = rx.recv().await.expect("outcome").expect("ok");
     assert_eq!((info.alpn, info.version), (Alpn::H2, TlsVersion::Tls13));
-}
-
-fn which(cmd: &str) -> Option<std::path::PathBuf> {
-    std::env::var_os("PATH")?
-        .to_str()?
-        .split(':')
-        .map(|d| Path::new(d).join(cmd))
-        .find(|p| p.is_file())
 }

@@ -99,6 +99,21 @@ pub(crate) struct ConnectionLimits {
     pub answering: usize,
 }
 
+/// The environment variable that runs that many workers, unpinned, whatever `[cores]`
+/// plans: tests of what must hold at N workers run 4 workers on a 2-CPU machine with it.
+/// Not for production: workers share CPUs and the NIC-IRQ separation is gone.
+pub(crate) const TEST_WORKERS: &str = "REEL_TEST_WORKERS";
+
+/// The worker count [`TEST_WORKERS`] asks for: `None` when unset, an error when it is not
+/// a count from 1 to 1024.
+pub(crate) fn test_workers() -> anyhow::Result<Option<usize>> {
+    let Some(v) = std::env::var_os(TEST_WORKERS) else { return Ok(None) };
+    match v.to_str().and_then(|s| s.trim().parse::<usize>().ok()) {
+        Some(n @ 1..=1024) => Ok(Some(n)),
+        _ => anyhow::bail!("{TEST_WORKERS}={v:?}: expected a worker count from 1 to 1024"),
+    }
+}
+
 /// `[cores]` steering and the connection limits, for the planned cores.
 pub(crate) fn runtime(cfg: &Config, plan: &CorePlan, limits: ConnectionLimits) -> RuntimeOptions {
     RuntimeOptions {

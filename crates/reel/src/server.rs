@@ -83,9 +83,20 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     };
 
     let spec = options::core_spec(&cfg);
-    let plan = reel_runtime::plan_system(&spec).context("planning cores")?;
+    let mut plan = reel_runtime::plan_system(&spec).context("planning cores")?;
     for w in &plan.warnings {
         warn!("core plan: {w}");
+    }
+    let test_workers = options::test_workers()?;
+    if let Some(n) = test_workers {
+        // More workers than CPUs, for correctness tests of N-worker guarantees on a small
+        // machine: the planned CPUs are reused in turn and no thread is pinned.
+        plan.workers = plan.workers.iter().copied().cycle().take(n).collect();
+        warn!(
+            workers = n,
+            "{}: workers unpinned, CPUs shared (a test setting)",
+            options::TEST_WORKERS
+        );
     }
     info!(workers = ?plan.workers, irq_cpus = ?plan.irq_cpus, "core plan");
 
@@ -117,7 +128,11 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         max_connections = limits.total,
         "connection budget"
     );
-    let opts = options::runtime(&shared.live().cfg, &plan, limits);
+    let mut opts = options::runtime(&shared.live().cfg, &plan, limits);
+    if test_workers.is_some() {
+        opts.pin = false;
+        opts.steer = reel_runtime::Steer::Hash;
+    }
     let listeners = options::listeners(&shared.live().cfg);
     let factory_shared = shared.clone();
     let data = std::mem::take(&mut inherited.data);

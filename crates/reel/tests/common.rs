@@ -12,32 +12,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+pub(crate) use reel_test_support::{PATIENCE, eventually};
+
 /// The binary under test.
 pub(crate) const BIN: &str = env!("CARGO_BIN_EXE_reel");
-
-/// How long anything that should happen "soon" may take on a loaded machine.
-pub(crate) const PATIENCE: Duration = Duration::from_secs(30);
-
-/// Reports a test that cannot run on this machine as `SKIPPED <test>: <why>` straight to
-/// standard error: the harness captures `eprintln!` of passing tests, this line it does not,
-/// and `.ci/run` counts them.
-pub(crate) fn skip(why: &str) {
-    use std::io::Write as _;
-    let test = std::thread::current().name().unwrap_or("?").to_owned();
-    let _ = std::io::stderr().write_all(format!("SKIPPED {test}: {why}\n").as_bytes());
-}
-
-/// Polls `f` until it returns `Some`, or panics with `what` after [`PATIENCE`].
-pub(crate) fn eventually<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + PATIENCE;
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
 
 // ---------------------------------------------------------------------------------------
 // Origin

@@ -12,6 +12,8 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use reel_test_support::{listening_inodes, skip};
+
 use crate::common::*;
 
 const OBJECTS: usize = 16;
@@ -136,22 +138,6 @@ impl Load {
         }
         all
     }
-}
-
-/// Listening socket inodes on 127.0.0.1:`port` (from /proc/net/tcp), sorted.
-fn listening_inodes(port: u16) -> Vec<u64> {
-    let want = format!("0100007F:{port:04X}");
-    let mut v: Vec<u64> = std::fs::read_to_string("/proc/net/tcp")
-        .unwrap()
-        .lines()
-        .skip(1)
-        .filter_map(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            (f.len() > 9 && f[1] == want && f[3] == "0A").then(|| f[9].parse().unwrap())
-        })
-        .collect();
-    v.sort_unstable();
-    v
 }
 
 /// Makes this test process the reaper of its orphaned descendants, so the successor of

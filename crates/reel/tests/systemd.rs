@@ -7,6 +7,8 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
+use reel_test_support::skip;
+
 use crate::common::*;
 
 fn systemd_dir() -> PathBuf {

@@ -12,6 +12,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
+use reel_test_support::h2::{
+    CANCEL, CONTINUATION, END_HEADERS, END_STREAM, ENHANCE_YOUR_CALM, HEADERS, RST_STREAM, RawH2,
+    Reply, exchange, frame,
+};
+use reel_test_support::skip;
 use reel_tls::testing::TestCa;
 use rustls::pki_types::{CertificateDer, ServerName};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -87,23 +92,7 @@ async fn h2_client(
 ) -> h2::client::SendRequest<Bytes> {
     let s = tls_connect(addr, cfg, name).await.expect("TLS");
     assert_eq!(s.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
-    let (send, conn) = h2::client::handshake(s).await.expect("h2 handshake");
-    tokio::spawn(async move {
-        let _ = conn.await;
-    });
-    send
-}
-
-struct Got {
-    status: u16,
-    headers: http::HeaderMap,
-    body: Vec<u8>,
-}
-
-impl Got {
-    fn cache_status(&self) -> &str {
-        self.headers.get("cache-status").and_then(|v| v.to_str().ok()).unwrap_or("")
-    }
+    reel_test_support::h2::client(s).await
 }
 
 async fn h2_req(
@@ -111,25 +100,16 @@ async fn h2_req(
     method: &str,
     path: &str,
     fields: &[(&str, &str)],
-) -> Result<Got, h2::Error> {
-    let mut send = send.clone().ready().await?;
+) -> Result<Reply, h2::Error> {
     let mut b =
         http::Request::builder().method(method).uri(format!("https://edge.example.test{path}"));
     for (n, v) in fields {
         b = b.header(*n, *v);
     }
-    let (resp, _) = send.send_request(b.body(()).expect("request"), true)?;
-    let (parts, mut recv) = resp.await?.into_parts();
-    let mut body = Vec::new();
-    while let Some(chunk) = recv.data().await {
-        let chunk = chunk?;
-        let _ = recv.flow_control().release_capacity(chunk.len());
-        body.extend_from_slice(&chunk);
-    }
-    Ok(Got { status: parts.status.as_u16(), headers: parts.headers, body })
+    exchange(send, b.body(()).expect("request"), None).await
 }
 
-async fn h2_get(send: &h2::client::SendRequest<Bytes>, path: &str) -> Got {
+async fn h2_get(send: &h2::client::SendRequest<Bytes>, path: &str) -> Reply {
     h2_req(send, "GET", path, &[]).await.expect("h2 request")
 }
 
@@ -271,78 +251,15 @@ fn many_multiplexed_streams_return_their_own_objects_byte_exact() {
     });
 }
 
-/// A hand-written HTTP/2 client for the attacks.
-struct Raw {
-    s: Tls,
-    buf: Vec<u8>,
-}
-
-fn frame(ty: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
-    let mut f = (payload.len() as u32).to_be_bytes()[1..].to_vec();
-    f.extend_from_slice(&[ty, flags]);
-    f.extend_from_slice(&stream.to_be_bytes());
-    f.extend_from_slice(payload);
-    f
+/// A hand-written HTTP/2 connection for the attacks.
+async fn connect_raw(addr: SocketAddr, cfg: Arc<rustls::ClientConfig>) -> RawH2<Tls> {
+    RawH2::handshake(tls_connect(addr, cfg, "edge.example.test").await.expect("TLS")).await
 }
 
 /// HPACK for `GET https://edge.example.test{path}` (static table and literals).
 fn get_block(path: &str) -> Vec<u8> {
-    let host = b"edge.example.test";
-    let mut b = vec![0x82, 0x87, 0x01, host.len() as u8];
-    b.extend_from_slice(host);
-    b.extend_from_slice(&[0x04, path.len() as u8]);
-    b.extend_from_slice(path.as_bytes());
-    b
+    reel_test_support::h2::get_block("edge.example.test", path)
 }
-
-impl Raw {
-    async fn connect(addr: SocketAddr, cfg: Arc<rustls::ClientConfig>) -> Raw {
-        let mut s = tls_connect(addr, cfg, "edge.example.test").await.expect("TLS");
-        s.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").await.expect("preface");
-        s.write_all(&frame(0x4, 0, 0, &[])).await.expect("settings");
-        let mut r = Raw { s, buf: Vec::new() };
-        while let Some((ty, flags, _, _)) = r.read().await {
-            if ty == 0x4 && flags & 1 == 0 {
-                break;
-            }
-        }
-        let _ = r.s.write_all(&frame(0x4, 0x1, 0, &[])).await;
-        r
-    }
-
-    async fn read(&mut self) -> Option<(u8, u8, u32, Vec<u8>)> {
-        loop {
-            if self.buf.len() >= 9 {
-                let len = u32::from_be_bytes([0, self.buf[0], self.buf[1], self.buf[2]]) as usize;
-                if self.buf.len() >= 9 + len {
-                    let (ty, flags) = (self.buf[3], self.buf[4]);
-                    let id =
-                        u32::from_be_bytes([self.buf[5], self.buf[6], self.buf[7], self.buf[8]]);
-                    let payload = self.buf[9..9 + len].to_vec();
-                    self.buf.drain(..9 + len);
-                    return Some((ty, flags, id & 0x7fff_ffff, payload));
-                }
-            }
-            let mut tmp = [0u8; 65536];
-            match tokio::time::timeout(Duration::from_secs(20), self.s.read(&mut tmp)).await {
-                Ok(Ok(n)) if n > 0 => self.buf.extend_from_slice(&tmp[..n]),
-                _ => return None,
-            }
-        }
-    }
-
-    /// The error code of the GOAWAY the server sends, `None` if it closes without one.
-    async fn goaway(&mut self) -> Option<u32> {
-        while let Some((ty, _, _, p)) = self.read().await {
-            if ty == 0x7 {
-                return Some(u32::from_be_bytes([p[4], p[5], p[6], p[7]]));
-            }
-        }
-        None
-    }
-}
-
-const ENHANCE_YOUR_CALM: u32 = 0xb;
 
 #[test]
 fn rapid_reset_and_continuation_floods_get_goaway_while_other_connections_are_served() {
@@ -375,33 +292,34 @@ fn rapid_reset_and_continuation_floods_get_goaway_while_other_connections_are_se
             })
         };
         // Rapid reset: HEADERS and RST_STREAM back to back, 1000 times, in one write.
-        let mut raw = Raw::connect(addr, pki.client(&[b"h2"])).await;
+        let mut raw = connect_raw(addr, pki.client(&[b"h2"])).await;
         let mut burst = Vec::new();
         for i in 0..1000u32 {
-            burst.extend(frame(0x1, 0x5, 2 * i + 1, &get_block("/slow.ts")));
-            burst.extend(frame(0x3, 0, 2 * i + 1, &8u32.to_be_bytes()));
+            let id = 2 * i + 1;
+            burst.extend(frame(HEADERS, END_STREAM | END_HEADERS, id, &get_block("/slow.ts")));
+            burst.extend(frame(RST_STREAM, 0, id, &CANCEL.to_be_bytes()));
         }
-        let _ = raw.s.write_all(&burst).await;
+        let _ = raw.write(&burst).await;
         assert_eq!(raw.goaway().await, Some(ENHANCE_YOUR_CALM), "rapid reset");
         // Rapid reset of streams already being answered.
-        let mut raw = Raw::connect(addr, pki.client(&[b"h2"])).await;
+        let mut raw = connect_raw(addr, pki.client(&[b"h2"])).await;
         for i in 0..300u32 {
             let id = 2 * i + 1;
-            let _ = raw.s.write_all(&frame(0x1, 0x5, id, &get_block("/slow.ts"))).await;
+            raw.send(HEADERS, END_STREAM | END_HEADERS, id, &get_block("/slow.ts")).await;
             tokio::time::sleep(Duration::from_millis(2)).await;
-            if raw.s.write_all(&frame(0x3, 0, id, &8u32.to_be_bytes())).await.is_err() {
+            if raw.write(&frame(RST_STREAM, 0, id, &CANCEL.to_be_bytes())).await.is_err() {
                 break;
             }
         }
         assert_eq!(raw.goaway().await, Some(ENHANCE_YOUR_CALM), "resets of running streams");
         // CONTINUATION flood: a header block that never ends.
-        let mut raw = Raw::connect(addr, pki.client(&[b"h2"])).await;
-        let _ = raw.s.write_all(&frame(0x1, 0x1, 1, &get_block("/a.ts"))).await;
+        let mut raw = connect_raw(addr, pki.client(&[b"h2"])).await;
+        raw.send(HEADERS, END_STREAM, 1, &get_block("/a.ts")).await;
         let mut flood = Vec::new();
         for _ in 0..20_000 {
-            flood.extend(frame(0x9, 0, 1, &[0x40, 0x01, b'x', 0x01, b'y']));
+            flood.extend(frame(CONTINUATION, 0, 1, &[0x40, 0x01, b'x', 0x01, b'y']));
         }
-        let _ = raw.s.write_all(&flood).await;
+        let _ = raw.write(&flood).await;
         assert!(raw.goaway().await.is_some(), "CONTINUATION flood");
         stop.store(true, Ordering::Relaxed);
         honest.await.expect("honest viewer");
@@ -662,8 +580,7 @@ fn sessions_resume_across_workers() {
     let reel = Reel::start(&tls_conf(dir.path(), &origin, &pki));
     let workers = reel.workers();
     if workers < 2 {
-        eprintln!("SKIPPED sessions_resume_across_workers: only {workers} worker on this machine");
-        return;
+        return skip(&format!("only {workers} worker on this machine"));
     }
     let addr = reel.listener_addr("https").expect("https");
     let accepted = |st: &serde_json::Value| -> Vec<u64> {

@@ -4,6 +4,8 @@
 use std::sync::mpsc;
 use std::time::Duration;
 
+use reel_test_support::wait_until;
+
 use crate::client::{Conn, GUARD, body_of};
 use crate::origin::{Gate, OnHeader, Route};
 use crate::server::HOST;
@@ -176,14 +178,6 @@ fn get_with(addr: std::net::SocketAddr, target: &str, extra: &str) -> crate::cli
     c.read_response(false)
 }
 
-fn wait_for(what: &str, done: impl Fn() -> bool) {
-    let deadline = std::time::Instant::now() + GUARD;
-    while !done() {
-        assert!(std::time::Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(2));
-    }
-}
-
 /// A leader whose origin request fails because of its own request (here a field the
 /// origin answers by closing the connection) failed every follower with its 502. The
 /// followers now go round once more: one of them leads a fetch with its own request.
@@ -197,11 +191,11 @@ fn followers_of_a_leader_whose_own_request_fails_retry_once() {
     o.route("/lf", r);
     let addr = s.addr;
     let leader = std::thread::spawn(move || get_with(addr, "/lf", "X-Break: 1\r\n"));
-    wait_for("the leader's request at the origin", || o.count("/lf") == 1);
+    wait_until("the leader's request at the origin", || o.count("/lf") == 1);
     let followers: Vec<_> =
         (0..6).map(|_| std::thread::spawn(move || get_with(addr, "/lf", ""))).collect();
-    // Let the followers join the leader's fetch (they do not reach the origin).
-    std::thread::sleep(Duration::from_millis(300));
+    // The followers join the leader's fetch and wait on it (they do not reach the origin).
+    wait_until("six followers waiting on the leader", || s.coalesced_waiters() == 6);
     assert_eq!(o.count("/lf"), 1);
     gate.open(10);
     assert_eq!(leader.join().unwrap().status, 502, "the leader's own request failed");
@@ -225,7 +219,7 @@ fn a_follower_waits_at_most_the_lock_timeout() {
     o.route("/slow", r);
     let addr = s.addr;
     let leader = std::thread::spawn(move || get_with(addr, "/slow", "X-Slow: 1\r\n"));
-    wait_for("the leader's request at the origin", || o.count("/slow") == 1);
+    wait_until("the leader's request at the origin", || o.count("/slow") == 1);
     let f = get_with(addr, "/slow", "");
     assert_eq!((f.status, f.body.as_slice()), (200, &b"slow"[..]));
     assert!(f.cache_status().contains("detail=lock-timeout"), "{}", f.cache_status());

@@ -5,7 +5,7 @@
 use std::sync::mpsc;
 use std::time::Duration;
 
-use crate::client::{Conn, GUARD, body_of, get, request};
+use crate::client::{Conn, GUARD, Resp, body_of, get, request};
 use crate::origin::{Gate, Route};
 use crate::server::HOST;
 
@@ -125,15 +125,21 @@ fn a_no_store_request_joins_a_fill_in_progress() {
         (status, b, complete)
     });
     rx.recv_timeout(GUARD).expect("leader's head");
+    let (tx, rx) = mpsc::channel();
     let follower = std::thread::spawn(move || {
         let mut c = Conn::open(addr);
         c.send(
             format!("GET /big.ts HTTP/1.1\r\nHost: {HOST}\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n")
                 .as_bytes(),
         );
-        c.read_response(false)
+        let (status, headers) = c.read_head();
+        tx.send(()).unwrap();
+        let (body, complete) = c.read_body(&headers, false);
+        Resp { status, headers, body, complete }
     });
-    std::thread::sleep(Duration::from_millis(100));
+    // The follower gets its head while the origin still holds the body back: it has
+    // joined the fill.
+    rx.recv_timeout(GUARD).expect("follower's head");
     gate.open(1);
     let (status, b, complete) = leader.join().unwrap();
     assert!(status == 200 && complete && b == body);

@@ -4,6 +4,8 @@
 use std::sync::mpsc;
 use std::time::Duration;
 
+use reel_test_support::wait_until;
+
 use crate::client::{Conn, GUARD};
 use crate::origin::{Gate, Route};
 use crate::server::HOST;
@@ -163,11 +165,7 @@ fn a_hinted_part_is_a_blocking_request_and_prefetch_sends_no_viewer_credentials(
         &[("cookie", "session=1"), ("authorization", "Bearer x"), ("user-agent", "player/1")],
     );
     assert_eq!(r.status, 200);
-    let deadline = std::time::Instant::now() + GUARD;
-    while o.count("/h/p9.ts") == 0 {
-        assert!(std::time::Instant::now() < deadline, "the hinted part was never prefetched");
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    wait_until("the hinted part to be prefetched", || o.count("/h/p9.ts") > 0);
     assert!(s.shared.streams.is_hinted(format!("{HOST}/h/p9.ts").as_bytes()));
     // Viewers wait on the prefetch, longer than lock_timeout, until it streams.
     let r = concurrent(s.addr, "/h/p9.ts", 20);
@@ -219,11 +217,7 @@ fn a_small_playlist_is_read_whole_then_released_to_every_waiter_at_once() {
         rx.recv_timeout(GUARD).expect("request sent");
     }
     // The leader's origin request is under way and its body half sent.
-    let deadline = std::time::Instant::now() + GUARD;
-    while o.count(target) == 0 {
-        assert!(std::time::Instant::now() < deadline, "no origin request");
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    wait_until("the origin request", || o.count(target) > 0);
     // Time for any early head to reach its client.
     std::thread::sleep(Duration::from_millis(50));
     opened.store(true, SeqCst);

@@ -9,8 +9,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use reel_cache::Prefetch;
 use reel_demo_origin::{DemoOrigin, DemoOriginConfig};
+use reel_test_support::{have_ffmpeg, wait_until};
 
-use crate::client::{Conn, GUARD, Resp};
+use crate::client::{Conn, Resp};
 use crate::server::{HOST, Opts, Server};
 
 /// A demo origin whose parts last `part` (four per segment), about four pictures each.
@@ -162,13 +163,9 @@ fn prefetch_fetches_the_hinted_part_and_the_newest_listed_parts_once() {
     let pl = get_timed(s.addr, "/live/index.m3u8", None).resp;
     assert_eq!(pl.status, 200);
     // The playlist is read once its fill completes; then the prefetches are under way.
-    let deadline = Instant::now() + GUARD;
     let (_, _, uri) = hint(&pl.body);
     let hinted = format!("/live/{uri}");
-    while o.stats().path(&hinted) == 0 {
-        assert!(Instant::now() < deadline, "the hinted part was never prefetched");
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    wait_until("the hinted part to be prefetched", || o.stats().path(&hinted) > 0);
     let text = String::from_utf8_lossy(&pl.body).to_string();
     let listed: Vec<String> = text
         .lines()
@@ -202,36 +199,14 @@ fn without_prefetch_nothing_is_fetched_before_a_viewer_asks() {
     let s = server(&o, Prefetch::Off);
     let pl = get_timed(s.addr, "/live/index.m3u8", None).resp;
     assert_eq!(pl.status, 200);
-    let deadline = Instant::now() + GUARD;
-    while s.shared.streams.is_empty() {
-        assert!(Instant::now() < deadline, "the playlist was never read");
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    wait_until("the playlist to be read", || !s.shared.streams.is_empty());
     s.settle();
     assert_eq!(o.stats().total(), 1, "the playlist only");
 }
 
-/// Whether ffmpeg runs; otherwise says why the check is skipped (or fails when required).
-fn have_ffmpeg(check: &str) -> bool {
-    let ok = std::process::Command::new("ffmpeg")
-        .arg("-version")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        assert!(
-            std::env::var_os("REEL_REQUIRE_FFMPEG").is_none(),
-            "ffmpeg is required (REEL_REQUIRE_FFMPEG) but not installed"
-        );
-        eprintln!("SKIPPED {check}: ffmpeg not installed (apt-get install -y ffmpeg)");
-    }
-    ok
-}
-
 #[test]
 fn ffmpeg_plays_the_live_stream_through_the_cache_with_prefetch() {
-    if !have_ffmpeg("ffmpeg_plays_the_live_stream_through_the_cache_with_prefetch") {
+    if !have_ffmpeg("ffmpeg") {
         return;
     }
     let o = demo(Duration::from_millis(500));

@@ -209,11 +209,7 @@ impl Origin {
     }
 
     fn settle(&self, what: &str, done: impl Fn(&State) -> bool) {
-        let deadline = std::time::Instant::now() + crate::client::GUARD;
-        while !done(&self.state) {
-            assert!(std::time::Instant::now() < deadline, "timed out waiting for {what}");
-            std::thread::sleep(Duration::from_millis(2));
-        }
+        reel_test_support::wait_until(what, || done(&self.state));
     }
 
     /// Listens again on the same address.

@@ -4,7 +4,8 @@
 
 use std::net::SocketAddr;
 use std::rc::Rc;
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use reel_cache::key::KeyConfig;
@@ -16,6 +17,7 @@ use reel_ops::metrics::WorkerMetrics;
 use reel_origin::{Balance, GroupSpec, HostSpec, Origins};
 use reel_runtime::{ListenerSpec, Runtime, RuntimeOptions, WorkerApp};
 use reel_store::{IoMode, Store, StoreConfig};
+use reel_test_support::wait_until;
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 
@@ -90,7 +92,7 @@ impl Opts {
 
 struct CacheHandler {
     cache: WorkerCache,
-    metrics: WorkerMetrics,
+    metrics: Arc<WorkerMetrics>,
 }
 
 impl Handler for CacheHandler {
@@ -133,6 +135,8 @@ pub struct Server {
     pub shared: Arc<SharedCache>,
     /// The routing and policy settings the workers use.
     pub settings: Arc<Settings>,
+    /// Each worker's request metrics.
+    metrics: Vec<Arc<WorkerMetrics>>,
     runtime: Option<Runtime>,
     _origins: Arc<Origins>,
     _dir: tempfile::TempDir,
@@ -199,31 +203,52 @@ impl Server {
             node: opts.node,
         });
         let (sh, st, or) = (shared.clone(), settings.clone(), origins.clone());
+        let metrics = Arc::new(Mutex::new(Vec::new()));
+        let worker_metrics = metrics.clone();
         let listeners = vec![ListenerSpec {
             name: "http".into(),
             addr: "127.0.0.1:0".parse().expect("addr"),
             backlog: 1024,
         }];
         let ropts = RuntimeOptions { pin: false, ..Default::default() };
-        let runtime = reel_runtime::start(&[0, 1], listeners, ropts, move |_ctx| App {
-            handler: Rc::new(CacheHandler {
-                cache: WorkerCache::new(sh.clone(), st.clone(), or.worker_client()),
-                metrics: WorkerMetrics::new(&reel_cache::OUTCOMES),
-            }),
-            limits: Rc::new(Limits { idle_timeout: Duration::from_secs(30), ..Limits::default() }),
+        let runtime = reel_runtime::start(&[0, 1], listeners, ropts, move |_ctx| {
+            let metrics = Arc::new(WorkerMetrics::new(&reel_cache::OUTCOMES));
+            worker_metrics.lock().expect("metrics").push(metrics.clone());
+            App {
+                handler: Rc::new(CacheHandler {
+                    cache: WorkerCache::new(sh.clone(), st.clone(), or.worker_client()),
+                    metrics,
+                }),
+                limits: Rc::new(Limits {
+                    idle_timeout: Duration::from_secs(30),
+                    ..Limits::default()
+                }),
+            }
         })
         .expect("start workers");
         let addr = runtime.local_addr("http").expect("listener");
-        Server { addr, shared, settings, runtime: Some(runtime), _origins: origins, _dir: dir }
+        // Every worker has built its app by the time `start` returns.
+        let metrics = std::mem::take(&mut *metrics.lock().expect("metrics"));
+        Server {
+            addr,
+            shared,
+            settings,
+            metrics,
+            runtime: Some(runtime),
+            _origins: origins,
+            _dir: dir,
+        }
+    }
+
+    /// Requests waiting on another request's origin fetch right now, over all workers
+    /// (the `reel_coalesced_waiters` gauge).
+    pub fn coalesced_waiters(&self) -> u64 {
+        self.metrics.iter().map(|m| m.coalesced_waiters.load(Ordering::Relaxed)).sum()
     }
 
     /// Waits until no origin fetch is in flight (fills committed, refreshes done).
     pub fn settle(&self) {
-        let deadline = std::time::Instant::now() + crate::client::GUARD;
-        while !self.shared.inflight.is_empty() {
-            assert!(std::time::Instant::now() < deadline, "an origin fetch never finished");
-            std::thread::sleep(Duration::from_millis(2));
-        }
+        wait_until("every origin fetch to finish", || self.shared.inflight.is_empty());
     }
 
     /// Runs `f` (a future using the store) to completion on a throwaway runtime.

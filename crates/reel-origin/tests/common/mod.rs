@@ -326,11 +326,13 @@ pub(crate) fn group(name: &str, tiers: Vec<Vec<String>>) -> GroupSpec {
     g
 }
 
-/// Polls `f` until it is true, for at most 10 s.
-pub(crate) async fn eventually(what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while !f() {
-        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+/// Turns on active health checks of `g`: `/health` every 50 ms (2 s timeout), one probe
+/// enough to mark a host up or down.
+pub(crate) fn fast_health_checks(g: &mut GroupSpec) {
+    g.health.enabled = true;
+    g.health.path = "/health".into();
+    g.health.interval = Duration::from_millis(50);
+    g.health.timeout = Duration::from_secs(2);
+    g.health.rise = 1;
+    g.health.fall = 1;
 }

@@ -6,6 +6,7 @@ use std::net::{SocketAddr, TcpStream as StdStream};
 use std::time::Duration;
 
 use reel_runtime::{RuntimeError, RuntimeOptions, start};
+use reel_test_support::listening_inodes;
 
 use crate::support::{connect, echo_factory, listening_sockets, roundtrip, spec, worker_cpus};
 
@@ -128,22 +129,6 @@ fn an_address_another_process_listens_on_is_refused_even_with_reuseport() {
     assert_eq!(rt.local_addr("renamed"), Some(a));
     drop(other);
     rt.shutdown(Duration::from_secs(10));
-}
-
-/// Socket inodes listening on 127.0.0.1:`port` (from /proc/net/tcp).
-fn listening_inodes(port: u16) -> Vec<u64> {
-    let want = format!("0100007F:{port:04X}");
-    let mut v: Vec<u64> = std::fs::read_to_string("/proc/net/tcp")
-        .unwrap()
-        .lines()
-        .skip(1)
-        .filter_map(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            (f.len() > 9 && f[1] == want && f[3] == "0A").then(|| f[9].parse().unwrap())
-        })
-        .collect();
-    v.sort_unstable();
-    v
 }
 
 #[test]

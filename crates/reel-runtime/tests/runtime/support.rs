@@ -5,7 +5,7 @@ use std::future::Future;
 use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpStream as StdStream};
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use reel_runtime::{ListenerSpec, Runtime, WorkerApp, WorkerCtx};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -71,22 +71,7 @@ pub(crate) fn roundtrip(s: &mut StdStream, msg: &str) -> String {
     line
 }
 
-/// Reports a test that cannot run on this machine as `SKIPPED <test>: <why>` straight to
-/// standard error: the harness captures `eprintln!` of passing tests, this line it does not,
-/// and `.ci/run` counts them.
-pub(crate) fn skip(why: &str) {
-    use std::io::Write as _;
-    let test = std::thread::current().name().unwrap_or("?").to_owned();
-    let _ = std::io::stderr().write_all(format!("SKIPPED {test}: {why}\n").as_bytes());
-}
-
-pub(crate) fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
-    let end = Instant::now() + IO_TIMEOUT;
-    while !cond() {
-        assert!(Instant::now() < end, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
+pub(crate) use reel_test_support::{skip, wait_until};
 
 pub(crate) fn worker_cpus() -> Vec<usize> {
     let allowed = reel_runtime::core_plan::allowed_cpus().unwrap();
