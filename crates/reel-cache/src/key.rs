@@ -4,7 +4,11 @@
 //! Normalisation (RFC 3986 6.2.2), chosen so that equivalent URIs share one entry and no
 //! request can address an entry outside its own path:
 //!
-//! * host: lowercased (RFC 3986 6.2.2.1), default port `:80` removed (6.2.3);
+//! * host: lowercased (RFC 3986 6.2.2.1), any port removed: a port in `Host` names the
+//!   edge's listener the viewer reached (HTTP or HTTPS, 80 or 8443), not the resource.
+//!   Sites are chosen without it, so the viewers of one site share every object whatever
+//!   listener they came through; an LL-HLS playlist seen over HTTPS announces the parts
+//!   HTTP viewers ask for;
 //! * percent-encoding: `%XX` of unreserved characters decoded (6.2.2.2), other escapes
 //!   kept with uppercase hex; `%2F` therefore stays encoded and distinct from `/`;
 //!   bytes that are not allowed raw in a URI (space, `"`, `<`, `\`, non-ASCII, ...) are
@@ -198,18 +202,7 @@ fn push_host(host: &[u8], out: &mut Vec<u8>) -> Result<(), KeyError> {
         if !port.iter().all(u8::is_ascii_digit) {
             return Err(KeyError::BadHost);
         }
-        // ":" with an empty port and ":80" (leading zeros allowed) are the default
-        // port (RFC 3986 6.2.3).
-        let trimmed: &[u8] = {
-            let mut p = port;
-            while p.len() > 1 && p[0] == b'0' {
-                p = &p[1..];
-            }
-            p
-        };
-        if port.is_empty() || trimmed == b"80" {
-            out.truncate(start + colon);
-        }
+        out.truncate(start + colon);
     }
     if out.len() == start || out[start] == b':' {
         return Err(KeyError::BadHost);
@@ -312,7 +305,7 @@ impl CacheKey {
     }
 }
 
-/// A Host value normalised as the key's host is (lowercase, default port removed), for
+/// A Host value normalised as the key's host is (lowercase, no port), for
 /// the origin request: the origin is asked with the Host the key names.
 pub fn normalize_host(host: &[u8]) -> Result<String, KeyError> {
     let mut out = Vec::with_capacity(host.len());
@@ -431,10 +424,11 @@ mod tests {
             ("example.com:80", Ok("example.com")),
             ("example.com:080", Ok("example.com")),
             ("example.com:", Ok("example.com")),
-            ("example.com:8080", Ok("example.com:8080")),
+            ("example.com:8080", Ok("example.com")),
+            ("example.com:443", Ok("example.com")),
             ("[::1]:80", Ok("[::1]")),
             ("[::1]", Ok("[::1]")),
-            ("[::1]:8080", Ok("[::1]:8080")),
+            ("[::1]:8080", Ok("[::1]")),
             ("", Err(KeyError::BadHost)),
             (":80", Err(KeyError::BadHost)),
             ("a/b", Err(KeyError::BadHost)),

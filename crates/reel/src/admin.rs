@@ -216,6 +216,7 @@ impl AdminHandler {
                     "open_connections": w.open.load(Ordering::Relaxed),
                     "parked_connections": w.parked.load(Ordering::Relaxed),
                     "accepted": w.accepted.load(Ordering::Relaxed),
+                    "requests": s.metrics.get(i).map_or(0, |m| m.requests_total()),
                     "refused": w.refused.load(Ordering::Relaxed),
                     "pinned": w.pinned.load(Ordering::Relaxed),
                 })
