@@ -52,6 +52,9 @@ pub struct WorkerMetrics {
     pub coalesced_waiters: AtomicU64,
     /// Client-side protocol errors answered 4xx by the codec.
     pub client_errors: AtomicU64,
+    /// LL-HLS blocking requests answered 504 because their media did not appear within
+    /// `blocking_timeout`.
+    pub blocking_timeouts: AtomicU64,
 }
 
 impl WorkerMetrics {
@@ -67,6 +70,7 @@ impl WorkerMetrics {
             hit_first_byte: Histogram::default(),
             coalesced_waiters: AtomicU64::new(0),
             client_errors: AtomicU64::new(0),
+            blocking_timeouts: AtomicU64::new(0),
         }
     }
 
@@ -125,7 +129,7 @@ impl WorkerMetrics {
 
 /// Renders the request counters, bytes and latency of all workers (summed):
 /// `reel_requests_total{status,cache}`, `reel_bytes_out_total`, `reel_coalesced_waiters`,
-/// `reel_client_errors_total`, `reel_request_duration_seconds`, `reel_hit_duration_seconds`,
+/// `reel_client_errors_total`, `reel_blocking_timeouts_total`, `reel_request_duration_seconds`, `reel_hit_duration_seconds`,
 /// `reel_first_byte_seconds`, `reel_hit_first_byte_seconds`.
 pub fn render_workers(p: &mut PromWriter, workers: &[Arc<WorkerMetrics>]) {
     p.family(
@@ -167,6 +171,12 @@ pub fn render_workers(p: &mut PromWriter, workers: &[Arc<WorkerMetrics>]) {
         Kind::Counter,
         "Malformed or refused client requests.",
         sum(|w| w.client_errors.load(Relaxed)),
+    );
+    p.single(
+        "reel_blocking_timeouts_total",
+        Kind::Counter,
+        "LL-HLS blocking requests answered 504: their media did not appear within blocking_timeout.",
+        sum(|w| w.blocking_timeouts.load(Relaxed)),
     );
     type Pick = fn(&WorkerMetrics) -> HistogramSnapshot;
     let histograms: [(&str, &str, Pick); 4] = [

@@ -52,7 +52,9 @@ pub struct OriginRequest {
     pub idempotent: bool,
     /// This request's bound from sending it to the response head, instead of the group's
     /// `first_byte_timeout`: for requests the origin holds on purpose (an LL-HLS blocking
-    /// playlist reload or a preload-hinted part). `None`: the group's.
+    /// playlist reload or a preload-hinted part). Passing it fails the request with
+    /// [`ErrorKind::BlockingTimeout`], which is neither retried nor held against the host.
+    /// `None`: the group's.
     pub first_byte_timeout: Option<Duration>,
     /// Where the origin's interim responses go, as they arrive (see [`InterimSink`]).
     pub interim: Option<InterimSink>,
@@ -349,6 +351,8 @@ struct Head {
     host: Option<HeaderValue>,
     idempotent: bool,
     first_byte_timeout: Duration,
+    /// The request carries its own first-byte bound: the origin holds it on purpose.
+    held: bool,
     interim: Option<InterimSink>,
 }
 
@@ -412,6 +416,7 @@ impl WorkerClient {
             host: HeaderValue::from_str(&req.host).ok().filter(|v| !v.is_empty()),
             idempotent,
             first_byte_timeout: req.first_byte_timeout.unwrap_or(g.spec.first_byte_timeout),
+            held: req.first_byte_timeout.is_some(),
             interim: req.interim,
         };
         let plan = self.plan(gi, affinity);
@@ -561,11 +566,12 @@ impl WorkerClient {
                     return Ok(self.response(g, host, head, resp, sender, connect, first_byte));
                 }
                 Err(_) => {
-                    return Err(fail(OriginError::new(
-                        ErrorKind::FirstByteTimeout,
-                        Some(&host.addr),
-                        true,
-                    )));
+                    let kind = if head.held {
+                        ErrorKind::BlockingTimeout
+                    } else {
+                        ErrorKind::FirstByteTimeout
+                    };
+                    return Err(fail(OriginError::new(kind, Some(&host.addr), true)));
                 }
                 Ok(Err(e)) => e,
             };

@@ -21,6 +21,12 @@ pub enum ErrorKind {
     Tls,
     /// No response head within `first_byte_timeout` of sending the request.
     FirstByteTimeout,
+    /// No response head within the bound of a request the origin holds on purpose until
+    /// its media exists (an LL-HLS blocking request,
+    /// [`OriginRequest::first_byte_timeout`](crate::OriginRequest::first_byte_timeout)):
+    /// the media did not appear in time, which says nothing of the origin's health. Not
+    /// retried, not held against the host.
+    BlockingTimeout,
     /// No body chunk within `idle_timeout` of the previous one.
     IdleTimeout,
     /// The connection was reset or closed (before the response head, or mid-body by RST).
@@ -40,12 +46,13 @@ pub enum ErrorKind {
 
 impl ErrorKind {
     /// Every kind, in a stable order (the index order of per-kind counters).
-    pub const ALL: [ErrorKind; 12] = [
+    pub const ALL: [ErrorKind; 13] = [
         ErrorKind::ConnectRefused,
         ErrorKind::ConnectFailed,
         ErrorKind::ConnectTimeout,
         ErrorKind::Tls,
         ErrorKind::FirstByteTimeout,
+        ErrorKind::BlockingTimeout,
         ErrorKind::IdleTimeout,
         ErrorKind::Reset,
         ErrorKind::Truncated,
@@ -63,6 +70,7 @@ impl ErrorKind {
             ErrorKind::ConnectTimeout => "connect_timeout",
             ErrorKind::Tls => "tls",
             ErrorKind::FirstByteTimeout => "first_byte_timeout",
+            ErrorKind::BlockingTimeout => "blocking_timeout",
             ErrorKind::IdleTimeout => "idle_timeout",
             ErrorKind::Reset => "reset",
             ErrorKind::Truncated => "truncated",
@@ -81,7 +89,10 @@ impl ErrorKind {
     pub fn is_timeout(self) -> bool {
         matches!(
             self,
-            ErrorKind::ConnectTimeout | ErrorKind::FirstByteTimeout | ErrorKind::IdleTimeout
+            ErrorKind::ConnectTimeout
+                | ErrorKind::FirstByteTimeout
+                | ErrorKind::BlockingTimeout
+                | ErrorKind::IdleTimeout
         )
     }
 }

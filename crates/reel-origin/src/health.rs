@@ -150,7 +150,10 @@ impl HostState {
     pub(crate) fn passive_failure(&self, kind: ErrorKind) {
         if matches!(
             kind,
-            ErrorKind::NoHealthyHost | ErrorKind::UnknownGroup | ErrorKind::RequestBodyAborted
+            ErrorKind::NoHealthyHost
+                | ErrorKind::UnknownGroup
+                | ErrorKind::RequestBodyAborted
+                | ErrorKind::BlockingTimeout
         ) {
             return;
         }

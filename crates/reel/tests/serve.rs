@@ -121,34 +121,6 @@ fn sigterm_lets_the_in_flight_request_finish_and_exits_0() {
     });
 }
 
-/// `config/reel.toml` as shipped, with its fixed ports moved to free ones, a JSON process
-/// log for the test to read, a small store, and its origin group pointed at `dead` (nothing
-/// listens there).
-fn shipped_demo_config(dead: std::net::SocketAddr) -> String {
-    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/reel.toml");
-    let text = std::fs::read_to_string(p).unwrap();
-    let mut out = String::new();
-    for line in text.lines() {
-        let line = match line.trim_start() {
-            l if l.starts_with("address = \"127.0.0.1:") => "address = \"127.0.0.1:0\"".into(),
-            l if l.starts_with("hosts = [\"127.0.0.1:8081\"]") => format!("hosts = [\"{dead}\"]"),
-            l if l.starts_with("format = \"human\"") => "format = \"json\"".into(),
-            l if l.starts_with("size = \"1GiB\"") => "size = \"64MiB\"".into(),
-            l if l.starts_with("volume_size = ") => "volume_size = \"4MiB\"".into(),
-            _ => line.to_string(),
-        };
-        out.push_str(&line);
-        out.push('\n');
-    }
-    let code: String = out.lines().map(|l| l.split('#').next().unwrap_or("")).collect();
-    for gone in ["127.0.0.1:8080", "127.0.0.1:9090", "127.0.0.1:8081", "\"human\""] {
-        assert!(!code.contains(gone), "{gone} left in the config:\n{out}");
-    }
-    let cfg = reel_config::Config::parse_and_validate(&out, "reel.toml").expect("still valid");
-    assert!(cfg.demo_origin.enabled, "the demo origin stays enabled");
-    out
-}
-
 /// The README's `reel serve --config F --origin http://H:P`: every Host, those the config's
 /// `[[site]]`s claim included, comes from that one origin, and the demo origin the config
 /// enables does not start.
@@ -160,7 +132,7 @@ fn origin_flag_serves_every_host_and_starts_no_demo_origin() {
     origin.put("/v/seg.ts", Object::ok("segment from the flag's origin"));
     let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
     let mut conf = Conf::new(dir.path(), &origin);
-    conf.raw = Some(shipped_demo_config(dead));
+    conf.raw = Some(shipped_demo_config(dead, true));
     conf.serve_args = vec!["--origin".into(), format!("http://{}", origin.addr)];
     let reel = Reel::start(&conf);
 

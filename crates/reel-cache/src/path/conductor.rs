@@ -32,6 +32,8 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Duration;
 
 use reel_http::{Method, Request, RequestBody, Response};
 use reel_ops::metrics::WorkerMetrics;
@@ -89,7 +91,9 @@ enum Phase {
     Lead(Lead, Option<Stored>),
     /// Another request leads it: wait, then look up again. `revalidating`: the fetch
     /// revalidates a stored object, whose unshared answer leaves that object to look at.
-    Follow { f: Follow, revalidating: bool },
+    /// `to_end`: the leader's response is being stored already but is not this request's
+    /// (another Vary variant): wait for its fill to end, then lead a fetch of its own.
+    Follow { f: Follow, revalidating: bool, to_end: bool },
     /// A follower waited its bound.
     WaitedOut,
     /// Fetch for this client alone, uncached.
@@ -107,12 +111,17 @@ struct Failures {
     retried: bool,
     /// The status of the failure to answer with (or stale-if-error).
     failed: Option<u16>,
+    /// That failure was an LL-HLS blocking timeout.
+    blocking_timeout: bool,
 }
 
 impl Failures {
-    fn record(&mut self, status: u16) {
+    /// Records the leader's news, if it is a failure.
+    fn record(&mut self, state: State) {
+        let Some(status) = state.failure() else { return };
         if std::mem::replace(&mut self.retried, true) {
             self.failed = Some(status);
+            self.blocking_timeout = state == State::BlockingTimeout;
         }
     }
 }
@@ -223,7 +232,7 @@ impl WorkerCache {
         let wait = Wait::new(&self.fetch.settings, &shared.streams, &key);
         // A blocking request's leader failure is final: another round would hold one more
         // origin request.
-        let fails = Failures { retried: wait.blocking, failed: None };
+        let fails = Failures { retried: wait.blocking, ..Failures::default() };
         let mut g = Get { req, site, key, cc, wait, m, fails, small_waited: false };
         let mut phase = Phase::Lookup;
         let mut rounds = 0;
@@ -242,25 +251,21 @@ impl WorkerCache {
                 Phase::Filling(fill, prep) => self.filling(&mut g, fill, prep).await,
                 Phase::Absent => self.absent(&g, body).await,
                 Phase::Lead(lead, stale) => Phase::Done(self.lead(&g, body, lead, stale).await),
-                Phase::Follow { f, revalidating } => {
-                    match deadline::follow(f, m, g.wait.until()).await {
+                Phase::Follow { f, revalidating, to_end } => {
+                    match deadline::follow(f, m, g.wait.until(), to_end).await {
                         Some(State::NotShared) if !revalidating => {
                             Phase::Pass(Answer::PASS_NOT_STORED)
                         }
-                        Some(State::Failed(st)) => {
+                        Some(st) => {
                             g.fails.record(st);
                             Phase::Lookup
                         }
-                        Some(_) => Phase::Lookup,
                         None => Phase::WaitedOut,
                     }
                 }
                 // A blocking request answers 504 (its media did not appear in time); any
                 // other fetches on its own, uncached.
-                Phase::WaitedOut if g.wait.blocking => {
-                    let r = Answer::BLOCKING_TIMEOUT.on(Response::error(504), &self.statuses);
-                    Phase::Done(r)
-                }
+                Phase::WaitedOut if g.wait.blocking => Phase::Done(self.blocking_timeout(m, None)),
                 Phase::WaitedOut => Phase::Pass(Answer::LOCK_TIMEOUT),
                 Phase::Pass(ans) => {
                     return self.forwarder().fetch_pass(req, body, site, ans).await;
@@ -279,6 +284,8 @@ impl WorkerCache {
             // The leader's fetch failed: stale-if-error, or the leader's error.
             return Phase::Done(if stale_if_error_ok(&g.cc, &stored.prep.meta, now) {
                 serve.hit(g.req, stored.hit, &stored.prep, now, Answer::STALE_IF_ERROR).await
+            } else if g.fails.blocking_timeout {
+                self.blocking_timeout(g.m, None)
             } else {
                 local(st)
             });
@@ -297,7 +304,7 @@ impl WorkerCache {
             Decision::MustRevalidate => {
                 return match self.fetch.shared.inflight.join(g.key.as_bytes()) {
                     Role::Lead(lead) => Phase::Lead(lead, Some(stored)),
-                    Role::Follow(f) => Phase::Follow { f, revalidating: true },
+                    Role::Follow(f) => Phase::Follow { f, revalidating: true, to_end: false },
                 };
             }
         };
@@ -317,7 +324,7 @@ impl WorkerCache {
         {
             g.small_waited = true;
             // Past the wait's bound the fill is streamed as it is.
-            if let Some(State::Failed(st)) = deadline::follow(f, g.m, g.wait.until()).await {
+            if let Some(st) = deadline::follow(f, g.m, g.wait.until(), false).await {
                 g.fails.record(st);
             }
             return Phase::Lookup;
@@ -329,6 +336,9 @@ impl WorkerCache {
     /// responses, `only-if-cached`, or the one fetch of the key, led or followed.
     async fn absent(&self, g: &Get<'_>, body: &mut RequestBody<'_>) -> Phase {
         if let Some(st) = g.fails.failed {
+            if g.fails.blocking_timeout {
+                return Phase::Done(self.blocking_timeout(g.m, None));
+            }
             let cs = self.statuses.get(Answer::ORIGIN_ERROR.status);
             return Phase::Done(local(st).header("cache-status", cs));
         }
@@ -343,7 +353,11 @@ impl WorkerCache {
         }
         match self.fetch.shared.inflight.join(g.key.as_bytes()) {
             Role::Lead(lead) => Phase::Lead(lead, None),
-            Role::Follow(f) => Phase::Follow { f, revalidating: false },
+            Role::Follow(f) => {
+                // Filling, yet nothing found for this request: another variant's fill.
+                let to_end = f.is_filling();
+                Phase::Follow { f, revalidating: false, to_end }
+            }
         }
     }
 
@@ -374,6 +388,13 @@ impl WorkerCache {
             (Fetched::Failed(st), _) => {
                 Answer::ORIGIN_ERROR.after(origin_time).on(Response::error(st), &self.statuses)
             }
+            (Fetched::BlockingTimeout, Some(s))
+                if stale_if_error_ok(&g.cc, &s.prep.meta, unix_now()) =>
+            {
+                let ans = Answer::STALE_IF_ERROR.after(origin_time);
+                serve.hit(req, s.hit, &s.prep, unix_now(), ans).await
+            }
+            (Fetched::BlockingTimeout, _) => self.blocking_timeout(g.m, origin_time),
             (Fetched::Freshened(meta), Some(s)) => {
                 let ans = Answer::REVALIDATED.after(origin_time);
                 serve.hit(req, s.hit, &Prepared::new(meta), unix_now(), ans).await
@@ -408,6 +429,13 @@ impl WorkerCache {
             // Only a revalidation is freshened or covered by stale-if-error.
             (Fetched::Freshened(_) | Fetched::StaleIfError, None) => local(502),
         }
+    }
+
+    /// The 504 of an LL-HLS blocking request whose media did not appear within
+    /// `blocking_timeout`, counted.
+    fn blocking_timeout(&self, m: &WorkerMetrics, origin_time: Option<Duration>) -> Response {
+        m.blocking_timeouts.fetch_add(1, Relaxed);
+        Answer::BLOCKING_TIMEOUT.after(origin_time).on(Response::error(504), &self.statuses)
     }
 
     /// Reading the store.

@@ -79,10 +79,20 @@ pub(super) fn fill_deadline(settings: &Settings, t0: std::time::Instant) -> Inst
 }
 
 /// Waits for the leader of a fetch, counted as a coalesced waiter, until `until`: `None`
-/// when the leader's origin has not answered by then.
-pub(super) async fn follow(f: Follow, m: &WorkerMetrics, until: Instant) -> Option<State> {
+/// when the leader's origin has not answered by then. `to_end`: wait for the end of the
+/// leader's fill too, not only its response ([`Follow::wait_done`]).
+pub(super) async fn follow(
+    f: Follow,
+    m: &WorkerMetrics,
+    until: Instant,
+    to_end: bool,
+) -> Option<State> {
     m.coalesced_waiters.fetch_add(1, Relaxed);
-    let s = tokio::time::timeout_at(until, f.wait()).await.ok();
+    let s = if to_end {
+        tokio::time::timeout_at(until, f.wait_done()).await.ok()
+    } else {
+        tokio::time::timeout_at(until, f.wait()).await.ok()
+    };
     m.coalesced_waiters.fetch_sub(1, Relaxed);
     s
 }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use reel_http::{Request, RequestBody};
-use reel_origin::{Affinity, OriginRequest, OriginResponse, WorkerClient};
+use reel_origin::{Affinity, ErrorKind, OriginRequest, OriginResponse, WorkerClient};
 
 use super::deadline::{fill_deadline, is_blocking};
 use super::fill::{Filler, Part, fill_task, header_pairs};
@@ -105,6 +105,8 @@ pub(super) struct Revalidating<'a> {
 pub(super) enum Fetched {
     /// The origin could not be asked or did not answer: the status for the client.
     Failed(u16),
+    /// An LL-HLS blocking request whose media did not appear within `blocking_timeout`.
+    BlockingTimeout,
     /// 304 to a revalidation: the stored response, freshened (RFC 9111 4.3.4).
     Freshened(StoredMeta),
     /// An error status to a revalidation that stale-if-error covers (RFC 5861 4): the
@@ -136,6 +138,10 @@ impl Fetcher<'_> {
         let affinity = Some(Affinity::of(key.as_bytes()));
         let resp = match self.client.send_keyed(self.group, oreq, affinity).await {
             Ok(r) => r,
+            Err(e) if e.kind() == ErrorKind::BlockingTimeout => {
+                lead.publish(State::BlockingTimeout);
+                return (Fetched::BlockingTimeout, Some(t0.elapsed()));
+            }
             Err(e) => {
                 let status = e.client_status();
                 lead.publish(State::Failed(status));

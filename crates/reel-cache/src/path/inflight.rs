@@ -33,6 +33,21 @@ pub enum State {
     Done,
     /// The fetch failed; followers answer with this status (502/504) or stale content.
     Failed(u16),
+    /// The fetch was an LL-HLS blocking request whose media did not appear within
+    /// `blocking_timeout`: its followers answer 504 `detail=blocking-timeout`.
+    BlockingTimeout,
+}
+
+impl State {
+    /// The status a follower answers with when the fetch failed (a blocking timeout is a
+    /// 504), `None` when it did not.
+    pub fn failure(self) -> Option<u16> {
+        match self {
+            State::Failed(st) => Some(st),
+            State::BlockingTimeout => Some(504),
+            _ => None,
+        }
+    }
 }
 
 type Shard = Mutex<HashMap<Box<[u8]>, Arc<watch::Sender<State>>>>;
@@ -164,6 +179,29 @@ impl Drop for Lead {
 }
 
 impl Follow {
+    /// Whether the leader's response is being written into the store already.
+    pub fn is_filling(&self) -> bool {
+        *self.rx.borrow() == State::Filling
+    }
+
+    /// Waits until the leader's fetch has ended: past `Filling` too. For a request that
+    /// found nothing of its own while another variant of the key fills: one fetch of a
+    /// key at a time (its Vary marker is read and written by the leader alone).
+    pub async fn wait_done(mut self) -> State {
+        loop {
+            let s = *self.rx.borrow_and_update();
+            if s != State::Waiting && s != State::Filling {
+                return s;
+            }
+            if self.rx.changed().await.is_err() {
+                return match *self.rx.borrow() {
+                    State::Waiting | State::Filling => State::Failed(502),
+                    s => s,
+                };
+            }
+        }
+    }
+
     /// Waits until the leader publishes something other than `Waiting`.
     pub async fn wait(mut self) -> State {
         loop {
@@ -215,6 +253,25 @@ mod tests {
         assert_eq!(t.await.unwrap(), State::Filling);
         lead.publish(State::Done);
         assert!(m.follow(b"k").is_none());
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn wait_done_waits_past_filling_for_the_end_of_the_fill() {
+        let m = Inflight::new();
+        let Role::Lead(mut lead) = m.join(b"k") else { panic!() };
+        lead.publish(State::Filling);
+        let Role::Follow(f) = m.join(b"k") else { panic!("a filling key is still led") };
+        assert!(f.is_filling());
+        let t = tokio::spawn(f.wait_done());
+        tokio::task::yield_now().await;
+        assert!(!t.is_finished(), "still filling");
+        lead.publish(State::Done);
+        assert_eq!(t.await.unwrap(), State::Done);
+        let Role::Lead(mut lead) = m.join(b"k") else { panic!() };
+        lead.publish(State::Filling);
+        let Role::Follow(f) = m.join(b"k") else { panic!() };
+        drop(lead);
+        assert_eq!(f.wait_done().await, State::Failed(502), "a leader gone mid-fill");
     }
 
     #[tokio::test(flavor = "current_thread")]

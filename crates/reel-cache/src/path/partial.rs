@@ -209,6 +209,7 @@ impl PartialSource {
                         }
                         Fetched::NotStored(r) => Err(Lost::NotStored(Box::new(r))),
                         Fetched::Failed(st) => Err(Lost::Failed(st)),
+                        Fetched::BlockingTimeout => Err(Lost::Failed(504)),
                         Fetched::Freshened(_) | Fetched::StaleIfError => Err(Lost::Failed(502)),
                     };
                 }

@@ -141,8 +141,12 @@ async fn slice_round(
         Role::Lead(lead) => lead,
         Role::Follow(f) => {
             let until = tokio::time::Instant::now() + w.fetch.settings.lock_timeout;
-            return match deadline::follow(f, m, until).await {
-                Some(State::Failed(st)) if stale.is_none() && s.head().await.is_none() => {
+            let state = deadline::follow(f, m, until, false).await;
+            return match state {
+                Some(st)
+                    if st.failure().is_some() && stale.is_none() && s.head().await.is_none() =>
+                {
+                    let st = st.failure().unwrap_or(502);
                     Err(Answer::ORIGIN_ERROR.on(local(st), statuses))
                 }
                 Some(_) => Ok(None),
@@ -172,6 +176,9 @@ async fn slice_round(
         Fetched::Freshened(_) => Ok(Some(Answer::REVALIDATED.after(t))),
         Fetched::StaleIfError => Ok(Some(Answer::STALE_IF_ERROR.after(t))),
         Fetched::NotStored(resp) => Err(not_stored((req, body), job, resp, t).await),
+        Fetched::BlockingTimeout => {
+            Err(Answer::ORIGIN_ERROR.after(t).on(Response::error(504), statuses))
+        }
         Fetched::Failed(st) => match stale {
             Some(h) if stale_if_error_ok(&job.cc, &h.prep.meta, unix_now()) => {
                 Ok(Some(Answer::STALE_IF_ERROR.after(t)))
@@ -295,15 +302,16 @@ impl Sliced {
                         }
                         Fetched::NotStored(r) => Err(Lost::NotStored(Box::new(r))),
                         Fetched::Failed(st) => Err(Lost::Failed(st)),
+                        Fetched::BlockingTimeout => Err(Lost::Failed(504)),
                         Fetched::Freshened(_) | Fetched::StaleIfError => Err(Lost::Failed(502)),
                     };
                 }
                 Role::Follow(f) => {
                     joined = true;
-                    match deadline::follow_part(f, &w.fetch.settings).await {
-                        Some(State::Failed(st)) if retried => return Err(Lost::Failed(st)),
-                        Some(State::Failed(_)) => retried = true,
-                        Some(_) => {}
+                    match deadline::follow_part(f, &w.fetch.settings).await.map(State::failure) {
+                        Some(Some(st)) if retried => return Err(Lost::Failed(st)),
+                        Some(Some(_)) => retried = true,
+                        Some(None) => {}
                         None => return Err(Lost::LockTimeout),
                     }
                 }
