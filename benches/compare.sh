@@ -364,6 +364,38 @@ EOF
 elif has plain || has tls || has llhls; then
     log "no $REEL_BIN: reel's row is n/a"
 fi
+# The LL-HLS section also plays through reel with two workers (`LL_SERVERS` only): the
+# once-per-part and once-per-version promises must hold whatever worker a viewer lands on.
+# With more than two CPUs its workers keep off the load generator's CPU; on two they share.
+LL_SERVERS=()
+REEL2_PORT=$((PORT_BASE + 10))
+REEL2_ADMIN_PORT=$((PORT_BASE + 11))
+if [[ -x "$REEL_BIN" ]] && has llhls; then
+    ncpu=$(nproc)
+    if ((ncpu > 2)); then
+        two=$(seq 0 $((ncpu - 1)) | grep -vx "$GEN_CPU" | head -2 | paste -sd, -)
+    else
+        two="0, 1"
+    fi
+    mkdir -p "$WORK/reel2/store"
+    sed -e "s|127.0.0.1:$REEL_PORT|127.0.0.1:$REEL2_PORT|" \
+        -e "s|127.0.0.1:$REEL_ADMIN_PORT|127.0.0.1:$REEL2_ADMIN_PORT|" \
+        -e "s|$WORK/reel/store|$WORK/reel2/store|" \
+        -e "s|^workers = \[.*\]|workers = [$two]|" "$WORK/reel/reel.toml" |
+        awk '/^\[\[listener\]\]/ { n++ } !(n == 2 && /^(\[\[listener\]\]|name|address|backlog|tls_cert|tls_key)/)' \
+        > "$WORK/reel2/reel.toml"
+    "$REEL_BIN" serve --config "$WORK/reel2/reel.toml" \
+        >"$WORK/reel2/stdout.log" 2>"$WORK/reel2/stderr.log" &
+    r2pid=$!
+    STARTED+=("$r2pid")
+    if wait_http "http://127.0.0.1:$REEL2_PORT/live/playlist.m3u8" "$WORK/reel2/stderr.log" 100 "$r2pid"; then
+        LL_SERVERS+=("reel-2w|http://127.0.0.1:$REEL2_PORT")
+        log "reel with two workers ($two) up on :$REEL2_PORT (pid $r2pid)"
+    else
+        log "reel with two workers did not start: its LL-HLS column is n/a"
+        kill -TERM "$r2pid" 2>/dev/null || true
+    fi
+fi
 start_nginx nginx-cache $((PORT_BASE + 1)) "$SRV_CPU"
 SERVERS+=("nginx-cache|http://127.0.0.1:$((PORT_BASE + 1))")
 if has plain || has mix; then
@@ -616,7 +648,7 @@ fi
 # minus the origin's x-origin-release-ms; origin requests per part and per playlist
 # version from the origin's requests_by_target, reset before each run.
 if has llhls && [[ $ORIGIN_KIND == demo ]]; then
-    for s in "${SERVERS[@]}"; do
+    for s in "${SERVERS[@]}" "${LL_SERVERS[@]}"; do
         IFS='|' read -r name base <<<"$s"
         [[ $name == nginx-static ]] && continue      # static files: no live stream
         curl -s -m 5 -X POST "$ORIGIN/__origin/reset" >/dev/null || true
@@ -1225,10 +1257,10 @@ RESULTS=$RUN_DIR/results.md
             "Origin requests per distinct target the viewers asked for, from the origin's \`requests_by_target\`." \
             "nginx: \`proxy_cache_lock on\`, key \`\$scheme\$proxy_host\$uri\$is_args\$args\`; Varnish: default VCL (the hash includes the query); reel: \`prefetch = \"hinted\"\`."
         echo
-        echo "| metric | reel | nginx-cache | varnish | reel/nginx-cache | reel/varnish |"
-        echo "|---|---:|---:|---:|---:|---:|"
+        echo "| metric | reel | reel, 2 workers | nginx-cache | varnish | reel/nginx-cache | reel/varnish |"
+        echo "|---|---:|---:|---:|---:|---:|---:|"
         lrow() {  # label metric kind
-            echo "| $1 | $(fmtv reel "$2" "$3") | $(fmtv nginx-cache "$2" "$3") | $(fmtv varnish "$2" "$3") | $(ratio "$2" nginx-cache) | $(ratio "$2" varnish) |"
+            echo "| $1 | $(fmtv reel "$2" "$3") | $(fmtv reel-2w "$2" "$3") | $(fmtv nginx-cache "$2" "$3") | $(fmtv varnish "$2" "$3") | $(ratio "$2" nginx-cache) | $(ratio "$2" varnish) |"
         }
         lrow "playlist after release p50 ms" "ll.pl50" ms
         lrow "playlist after release p99 ms" "ll.pl99" ms

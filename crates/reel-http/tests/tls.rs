@@ -76,14 +76,23 @@ fn file_bodies_are_byte_exact_and_leave_as_full_records() {
 fn cold_file_pages_are_read_through_the_ranges_reader() {
     let server = Server::start_tls();
     let mut c = server.connect();
-    c.send(&get("/evict"));
-    assert_eq!(c.response(false).status, 200);
     let (off, len) = (4096 * 3 + 17, 1_000_000u64);
-    c.send(&get(&format!("/file?off={off}&len={len}&counted=1")));
-    let r = c.response(false);
-    assert!(r.body == file_data()[off as usize..off as usize + len as usize]);
-    c.send(&get("/cold-reads"));
-    let n: u64 = String::from_utf8(c.response(false).body).unwrap().parse().unwrap();
+    // The kernel may keep a few just-written pages through one eviction on a loaded
+    // machine (they sit in another CPU's LRU batch): evict again before each of a few
+    // tries. A reader that never takes the cold path fails every try.
+    let mut n = 0;
+    for _ in 0..5 {
+        c.send(&get("/evict"));
+        assert_eq!(c.response(false).status, 200);
+        c.send(&get(&format!("/file?off={off}&len={len}&counted=1")));
+        let r = c.response(false);
+        assert!(r.body == file_data()[off as usize..off as usize + len as usize]);
+        c.send(&get("/cold-reads"));
+        n = String::from_utf8(c.response(false).body).unwrap().parse().unwrap();
+        if n > 0 {
+            break;
+        }
+    }
     assert!(n > 0, "no read went through read_cold");
     // Warm now: served from the page cache, no further cold read.
     c.send(&get(&format!("/file?off={off}&len={len}&counted=1")));
