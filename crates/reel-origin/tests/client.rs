@@ -315,7 +315,8 @@ async fn a_request_s_own_first_byte_timeout_replaces_the_group_s() {
     held.first_byte_timeout = Some(Duration::from_secs(30));
     let mut r = client.send("g", held).await.unwrap();
     assert_eq!(read_all(&mut r).await.unwrap(), b"hello");
-    // Shorter than the group's: it is the bound.
+    // Shorter than the group's: it is the bound, and passing it is a blocking timeout (the
+    // held media did not appear), which is neither retried nor an origin failure.
     s.set(|b| b.head_delay = Duration::from_secs(30));
     let mut g = group("g", vec![vec![s.host()]]);
     g.first_byte_timeout = Duration::from_secs(60);
@@ -323,7 +324,9 @@ async fn a_request_s_own_first_byte_timeout_replaces_the_group_s() {
     let mut short = get("/short");
     short.first_byte_timeout = Some(Duration::from_millis(200));
     let e = origins.worker_client().send("g", short).await.unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::FirstByteTimeout);
+    assert_eq!(e.kind(), ErrorKind::BlockingTimeout);
+    assert_eq!(e.client_status(), 504);
+    assert!(!e.is_retryable());
 }
 
 #[tokio::test]

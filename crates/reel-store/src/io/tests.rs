@@ -106,11 +106,16 @@ fn residency_counts_cached_pages_without_reading() {
     // outside the cached ranges evicted again, a few times: a probe that cannot see an
     // evicted page fails every time.
     let evicted = |resident: fn(BorrowedFd<'_>, u64, u64) -> bool, off: u64, len: u64| {
-        (0..5).any(|_| {
+        (0..20).any(|_| {
             advise(0, 64, Advice::DontNeed);
             advise(80, 81, Advice::DontNeed);
             advise(97, 256, Advice::DontNeed);
-            !resident(fd, off, len)
+            let gone = !resident(fd, off, len);
+            if !gone {
+                // Let the read a missed probe started finish before evicting again.
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            gone
         })
     };
     for resident in [is_resident, probe_pages] {
