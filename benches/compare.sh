@@ -382,7 +382,7 @@ if [[ -x "$REEL_BIN" ]] && has llhls; then
         -e "s|127.0.0.1:$REEL_ADMIN_PORT|127.0.0.1:$REEL2_ADMIN_PORT|" \
         -e "s|$WORK/reel/store|$WORK/reel2/store|" \
         -e "s|^workers = \[.*\]|workers = [$two]|" "$WORK/reel/reel.toml" |
-        awk '/^\[\[listener\]\]/ { n++ } !(n == 2 && /^(\[\[listener\]\]|name|address|backlog|tls_cert|tls_key)/)' \
+        awk '/^\[/ { drop = 0 } /^\[\[listener\]\]/ && ++n == 2 { drop = 1 } !drop' \
         > "$WORK/reel2/reel.toml"
     "$REEL_BIN" serve --config "$WORK/reel2/reel.toml" \
         >"$WORK/reel2/stdout.log" 2>"$WORK/reel2/stderr.log" &
@@ -392,7 +392,7 @@ if [[ -x "$REEL_BIN" ]] && has llhls; then
         LL_SERVERS+=("reel-2w|http://127.0.0.1:$REEL2_PORT")
         log "reel with two workers ($two) up on :$REEL2_PORT (pid $r2pid)"
     else
-        log "reel with two workers did not start: its LL-HLS column is n/a"
+        log "reel with two workers did not start: its LL-HLS column is n/a ($(tail -1 "$WORK/reel2/stderr.log"))"
         kill -TERM "$r2pid" 2>/dev/null || true
     fi
 fi
