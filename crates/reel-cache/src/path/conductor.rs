@@ -29,7 +29,6 @@
 //! `deadline` bounds every wait; `llhls` watches the playlists a fill brings; `slice` and
 //! `partial` answer objects stored piecewise.
 
-use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
@@ -48,8 +47,8 @@ use super::inflight::{Follow, Lead, Role, State};
 use super::llhls;
 use super::lookup::{Found, Reader, Stored, cache_key};
 use super::partial;
-use super::piecewise::Owned;
-use super::respond::{MetaCache, Prepared, ReqHeaders, unix_now};
+use super::parts::WorkerParts;
+use super::respond::{Prepared, ReqHeaders, unix_now};
 use super::serve::{Serve, local, stream_origin};
 use super::settings::{Settings, Site};
 use super::shared::SharedCache;
@@ -66,15 +65,13 @@ const MAX_ROUNDS: usize = 4;
 
 /// One worker's cache front: origin client pool, decoded-metadata cache.
 pub struct WorkerCache {
-    /// The store, this generation's settings and this worker's origin connections.
-    fetch: FetchCx,
-    /// Shared with the worker's caches of later config generations (it depends on stored
-    /// objects only).
-    metas: Rc<RefCell<MetaCache>>,
-    /// Read-ahead fetches in flight on this worker (kept across generations, like `metas`).
+    /// The store, this generation's settings and origin connections, the decoded-metadata
+    /// cache (shared with the worker's caches of later config generations: it depends on
+    /// stored objects only), our `Cache-Status` entries with this generation's name.
+    parts: WorkerParts,
+    /// Read-ahead fetches in flight on this worker (kept across generations, like the
+    /// metadata cache).
     read_ahead: Rc<ReadAhead>,
-    /// Our `Cache-Status` entries with this generation's name.
-    statuses: Rc<StatusNames>,
 }
 
 /// Where a GET or HEAD is in the decision tree.
@@ -144,17 +141,18 @@ impl WorkerCache {
     /// A worker's cache over the shared state, for one config generation.
     pub fn new(shared: Arc<SharedCache>, settings: Arc<Settings>, client: WorkerClient) -> Self {
         let statuses = Rc::new(StatusNames::new(settings.node.cache_status_name()));
-        let (metas, read_ahead) = (Rc::default(), Rc::default());
-        WorkerCache { fetch: FetchCx { shared, settings, client }, metas, read_ahead, statuses }
+        let fetch = FetchCx { shared, settings, client };
+        let parts = WorkerParts { fetch, metas: Rc::default(), statuses };
+        WorkerCache { parts, read_ahead: Rc::default() }
     }
 
     /// This worker's cache for the next config generation: new settings and client (pass a
     /// clone of the current one to keep its pool), the same decoded-metadata cache.
     pub fn next_generation(&self, settings: Arc<Settings>, client: WorkerClient) -> Self {
         let statuses = Rc::new(StatusNames::new(settings.node.cache_status_name()));
-        let (metas, read_ahead) = (self.metas.clone(), self.read_ahead.clone());
-        let fetch = FetchCx { shared: self.fetch.shared.clone(), settings, client };
-        WorkerCache { fetch, metas, read_ahead, statuses }
+        let fetch = FetchCx { shared: self.parts.fetch.shared.clone(), settings, client };
+        let parts = WorkerParts { fetch, metas: self.parts.metas.clone(), statuses };
+        WorkerCache { parts, read_ahead: self.read_ahead.clone() }
     }
 
     /// Answers one request. The response's tag carries the cache result and origin time.
@@ -164,7 +162,7 @@ impl WorkerCache {
         body: &mut RequestBody<'_>,
         m: &WorkerMetrics,
     ) -> Response {
-        let settings = &self.fetch.settings;
+        let settings = &self.parts.fetch.settings;
         if settings.node.is_loop(req) {
             // RFC 8586 2, before the lookup: a request of our own fill that came back would
             // otherwise wait on that fill.
@@ -212,7 +210,7 @@ impl WorkerCache {
         } else {
             RequestCacheControl::default()
         };
-        let shared = &self.fetch.shared;
+        let shared = &self.parts.fetch.shared;
         if cc.no_store {
             // RFC 9111 5.2.1.5 forbids storing what this request fetches, not sharing a
             // fill already under way: joining it costs the origin nothing.
@@ -227,9 +225,9 @@ impl WorkerCache {
             // Sliced, unless a whole object is stored for the URL (an origin that ignored
             // Range, or slicing turned on by a reload): that one is served as it is.
             let ra = self.read_ahead.clone();
-            return slice::get(self.owned(), ra, (req, body), site, &key, size, &cc, m).await;
+            return slice::get(self.parts.clone(), ra, (req, body), site, &key, size, &cc, m).await;
         }
-        let wait = Wait::new(&self.fetch.settings, &shared.streams, &key);
+        let wait = Wait::new(&self.parts.fetch.settings, &shared.streams, &key);
         // A blocking request's leader failure is final: another round would hold one more
         // origin request.
         let fails = Failures { retried: wait.blocking, ..Failures::default() };
@@ -294,15 +292,15 @@ impl WorkerCache {
             Decision::Fresh => Answer::HIT,
             Decision::StaleServable => Answer::HIT_STALE,
             Decision::StaleWhileRevalidate => {
-                refresh_in_background(&self.fetch, g.req, g.site, &g.key, &stored, &g.cc);
+                refresh_in_background(&self.parts.fetch, g.req, g.site, &g.key, &stored, &g.cc);
                 Answer::HIT_SWR
             }
             Decision::GatewayTimeout => {
-                let r = Answer::ONLY_IF_CACHED.on(Response::error(504), &self.statuses);
+                let r = Answer::ONLY_IF_CACHED.on(Response::error(504), &self.parts.statuses);
                 return Phase::Done(r);
             }
             Decision::MustRevalidate => {
-                return match self.fetch.shared.inflight.join(g.key.as_bytes()) {
+                return match self.parts.fetch.shared.inflight.join(g.key.as_bytes()) {
                     Role::Lead(lead) => Phase::Lead(lead, Some(stored)),
                     Role::Follow(f) => Phase::Follow { f, revalidating: true, to_end: false },
                 };
@@ -320,7 +318,7 @@ impl WorkerCache {
             && fill.expected_len().is_some_and(|n| {
                 n <= SMALL_BODY && serve.small_body(&prep, fill.meta(), n).is_none()
             })
-            && let Some(f) = self.fetch.shared.inflight.follow(g.key.as_bytes())
+            && let Some(f) = self.parts.fetch.shared.inflight.follow(g.key.as_bytes())
         {
             g.small_waited = true;
             // Past the wait's bound the fill is streamed as it is.
@@ -339,19 +337,22 @@ impl WorkerCache {
             if g.fails.blocking_timeout {
                 return Phase::Done(self.blocking_timeout(g.m, None));
             }
-            let cs = self.statuses.get(Answer::ORIGIN_ERROR.status);
+            let cs = self.parts.statuses.get(Answer::ORIGIN_ERROR.status);
             return Phase::Done(local(st).header("cache-status", cs));
         }
-        if partial::has_index(&self.fetch.shared.store, &g.key)
-            && let Some(r) = partial::get(&self.owned(), (g.req, body), g.site, &g.key, &g.cc).await
+        if partial::has_index(&self.parts.fetch.shared.store, &g.key)
+            && let Some(r) =
+                partial::get(&self.parts.clone(), (g.req, body), g.site, &g.key, &g.cc).await
         {
             return Phase::Done(r);
         }
         if g.cc.only_if_cached {
             // RFC 9111 5.2.1.7.
-            return Phase::Done(Answer::ONLY_IF_CACHED.on(Response::error(504), &self.statuses));
+            return Phase::Done(
+                Answer::ONLY_IF_CACHED.on(Response::error(504), &self.parts.statuses),
+            );
         }
-        match self.fetch.shared.inflight.join(g.key.as_bytes()) {
+        match self.parts.fetch.shared.inflight.join(g.key.as_bytes()) {
             Role::Lead(lead) => Phase::Lead(lead, None),
             Role::Follow(f) => {
                 // Filling, yet nothing found for this request: another variant's fill.
@@ -372,7 +373,7 @@ impl WorkerCache {
         stale: Option<Stored>,
     ) -> Response {
         let (req, site, key) = (g.req, g.site, &g.key);
-        let fx = self.fetch.fetcher(site);
+        let fx = self.parts.fetch.fetcher(site);
         let first_byte = g.wait.first_byte();
         let Some((fetched, origin_time)) =
             fx.for_viewer(req, body, key, lead, stale.as_ref(), &g.cc, first_byte).await
@@ -385,9 +386,9 @@ impl WorkerCache {
                 let ans = Answer::STALE_IF_ERROR.after(origin_time);
                 serve.hit(req, s.hit, &s.prep, unix_now(), ans).await
             }
-            (Fetched::Failed(st), _) => {
-                Answer::ORIGIN_ERROR.after(origin_time).on(Response::error(st), &self.statuses)
-            }
+            (Fetched::Failed(st), _) => Answer::ORIGIN_ERROR
+                .after(origin_time)
+                .on(Response::error(st), &self.parts.statuses),
             (Fetched::BlockingTimeout, Some(s))
                 if stale_if_error_ok(&g.cc, &s.prep.meta, unix_now()) =>
             {
@@ -406,25 +407,25 @@ impl WorkerCache {
             (Fetched::Filling(fill), stale) => {
                 // The metadata was encoded just now, so it decodes.
                 let Some(prep) = self.reader().prepared(fill.meta()) else { return local(502) };
-                llhls::watch_playlist(&self.fetch, req, site, key, &fill, &prep);
+                llhls::watch_playlist(&self.parts.fetch, req, site, key, &fill, &prep);
                 let ans = if stale.is_some() { Answer::REFRESHED } else { Answer::MISS_STORED };
                 serve.filling(req, fill, prep, ans.after(origin_time)).await
             }
             (Fetched::NotStored(resp), _)
                 if req.header("range").is_some()
-                    && partial::has_index(&self.fetch.shared.store, key) =>
+                    && partial::has_index(&self.parts.fetch.shared.store, key) =>
             {
                 // Too large for the store: the viewer's range is fetched and stored.
                 drop(resp);
-                let r = partial::get(&self.owned(), (req, body), site, key, &g.cc).await;
+                let r = partial::get(&self.parts.clone(), (req, body), site, key, &g.cc).await;
                 r.unwrap_or_else(|| local(502))
             }
             (Fetched::NotStored(resp), _) => stream_origin(
                 req,
                 resp,
                 Answer::MISS_NOT_STORED.after(origin_time),
-                &self.statuses,
-                &self.fetch.shared.pass_buffered,
+                &self.parts.statuses,
+                &self.parts.fetch.shared.pass_buffered,
             ),
             // Only a revalidation is freshened or covered by stale-if-error.
             (Fetched::Freshened(_) | Fetched::StaleIfError, None) => local(502),
@@ -435,44 +436,27 @@ impl WorkerCache {
     /// `blocking_timeout`, counted.
     fn blocking_timeout(&self, m: &WorkerMetrics, origin_time: Option<Duration>) -> Response {
         m.blocking_timeouts.fetch_add(1, Relaxed);
-        Answer::BLOCKING_TIMEOUT.after(origin_time).on(Response::error(504), &self.statuses)
+        Answer::BLOCKING_TIMEOUT.after(origin_time).on(Response::error(504), &self.parts.statuses)
     }
 
     /// Reading the store.
     fn reader(&self) -> Reader<'_> {
-        Reader { store: &self.fetch.shared.store, metas: &self.metas }
+        self.parts.reader()
     }
 
     /// Answering from the store.
     fn serve(&self) -> Serve<'_> {
-        Serve { statuses: &self.statuses, metas: &self.metas, small: &self.fetch.shared.small }
+        self.parts.serve()
     }
 
     /// Passing through.
     fn forwarder(&self) -> Forwarder<'_> {
-        let f = &self.fetch;
-        Forwarder {
-            shared: &f.shared,
-            settings: &f.settings,
-            client: &f.client,
-            statuses: &self.statuses,
-        }
-    }
-
-    /// What the piecewise paths (slices, partial objects) keep of this worker.
-    fn owned(&self) -> Owned {
-        Owned {
-            fetch: self.fetch.clone(),
-            metas: self.metas.clone(),
-            statuses: self.statuses.clone(),
-        }
+        self.parts.forwarder()
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use super::*;
 
     #[test]
@@ -490,29 +474,16 @@ mod tests {
             vec![vec![reel_origin::HostSpec::new("127.0.0.1:1".to_string())]],
         );
         let origins = reel_origin::Origins::new(vec![spec]).unwrap();
-        let settings = Arc::new(Settings {
-            sites: Vec::new(),
-            fallback: None,
-            policy: Default::default(),
-            rules: Default::default(),
-            swr_default: Duration::ZERO,
-            fill_drop_headers: Settings::default_fill_drop_headers(),
-            max_variants: 32,
-            lock_timeout: Duration::from_secs(10),
-            read_ahead_per_worker: 64,
-            fill_timeout: Duration::from_secs(600),
-            blocking_timeout: Duration::from_secs(3),
-            node: Default::default(),
-        });
+        let settings = Arc::new(Settings::for_tests(Vec::new()));
         let a =
             WorkerCache::new(SharedCache::new(store), settings.clone(), origins.worker_client());
-        let b = a.next_generation(settings, a.fetch.client.clone());
-        assert!(Rc::ptr_eq(&a.metas, &b.metas));
+        let b = a.next_generation(settings, a.parts.fetch.client.clone());
+        assert!(Rc::ptr_eq(&a.parts.metas, &b.parts.metas));
         let other = WorkerCache::new(
-            a.fetch.shared.clone(),
-            b.fetch.settings.clone(),
+            a.parts.fetch.shared.clone(),
+            b.parts.fetch.settings.clone(),
             origins.worker_client(),
         );
-        assert!(!Rc::ptr_eq(&a.metas, &other.metas));
+        assert!(!Rc::ptr_eq(&a.parts.metas, &other.parts.metas));
     }
 }

@@ -23,7 +23,8 @@
 //!   stored metadata, bodies streamed from the store), `pieces` (bodies assembled from
 //!   pieces), [`pass_stream`] (an origin body streamed to its one client), `interim` (the
 //!   origin's 1xx responses), `answer` (a response's cache result and `Cache-Status`),
-//!   [`tag`], [`hops`] (`CDN-Loop` and our `Cache-Status` name), [`settings`] and
+//!   [`tag`], [`hops`] (`CDN-Loop` and our `Cache-Status` name), [`settings`],
+//!   `parts` (a worker's parts and the narrow contexts phases borrow from them) and
 //!   [`shared`] ([`SharedCache`], the cross-worker state, and purge).
 //!
 //! [`SharedCache`]: shared::SharedCache
@@ -42,6 +43,7 @@ mod interim;
 pub mod llhls;
 mod lookup;
 mod partial;
+mod parts;
 pub mod pass_stream;
 mod pieces;
 mod piecewise;

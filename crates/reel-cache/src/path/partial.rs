@@ -27,9 +27,10 @@ use super::deadline;
 use super::fetch::Fetched;
 use super::fill::{Part, RangePart, read_index};
 use super::inflight::{Role, State};
+use super::parts::WorkerParts;
 use super::pieces::{Piece, PieceData, Pieces};
 use super::piecewise::answer::answer_from;
-use super::piecewise::{Got, Head, Job, Lost, Owned, Source};
+use super::piecewise::{Got, Head, Job, Lost, Source};
 use super::respond::unix_now;
 use super::serve::local;
 use super::settings::Site;
@@ -59,7 +60,7 @@ pub(super) fn has_index(store: &Store, key: &CacheKey) -> bool {
 /// A GET or HEAD for a URL with an index of partial responses (and no whole object):
 /// answered from its pieces, gaps fetched and stored. `None`: the URL has no index.
 pub(super) async fn get(
-    worker: &Owned,
+    worker: &WorkerParts,
     (req, body): (&Request, &mut RequestBody<'_>),
     site: &Site,
     key: &CacheKey,

@@ -118,6 +118,27 @@ impl Settings {
     }
 }
 
+#[cfg(test)]
+impl Settings {
+    /// The config defaults with `sites`, for unit tests.
+    pub(crate) fn for_tests(sites: Vec<Site>) -> Settings {
+        Settings {
+            sites,
+            fallback: None,
+            policy: PolicyConfig::default(),
+            rules: TtlRules::default(),
+            swr_default: Duration::ZERO,
+            fill_drop_headers: Settings::default_fill_drop_headers(),
+            max_variants: 32,
+            lock_timeout: Duration::from_secs(10),
+            read_ahead_per_worker: 64,
+            fill_timeout: Duration::from_secs(600),
+            blocking_timeout: Duration::from_secs(3),
+            node: Node::default(),
+        }
+    }
+}
+
 fn lowercase<S: AsRef<str>>(names: &[S]) -> Vec<String> {
     names.iter().map(|n| n.as_ref().to_ascii_lowercase()).collect()
 }
@@ -141,23 +162,10 @@ mod tests {
 
     #[test]
     fn hosts_route_to_sites_and_unknown_hosts_are_refused() {
-        let mut s = Settings {
-            sites: vec![
-                site(&["live.example.com", "*.example.com"], "a"),
-                site(&["*.cdn.example.com"], "b"),
-            ],
-            fallback: None,
-            policy: PolicyConfig::default(),
-            rules: TtlRules::default(),
-            swr_default: Duration::ZERO,
-            fill_drop_headers: Settings::default_fill_drop_headers(),
-            max_variants: 32,
-            lock_timeout: Duration::from_secs(10),
-            read_ahead_per_worker: 64,
-            fill_timeout: Duration::from_secs(600),
-            blocking_timeout: Duration::from_secs(3),
-            node: Node::default(),
-        };
+        let mut s = Settings::for_tests(vec![
+            site(&["live.example.com", "*.example.com"], "a"),
+            site(&["*.cdn.example.com"], "b"),
+        ]);
         assert_eq!(s.site_for("live.example.com:8080").unwrap().group, "a");
         assert_eq!(s.site_for("x.example.com").unwrap().group, "a");
         assert_eq!(s.site_for("v.cdn.example.com").unwrap().group, "b", "longest wildcard wins");

@@ -4,7 +4,6 @@
 //! ([`Lost`]), the source of pieces a response walks ([`Source`]), and the answer built
 //! from them ([`answer::answer_from`]).
 
-use std::cell::RefCell;
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::Duration;
@@ -15,15 +14,12 @@ use reel_http::Request;
 use reel_origin::{OriginRequest, OriginResponse};
 use reel_store::Filling;
 
-use super::answer::StatusNames;
-use super::fetch::{FetchCx, Fetched, Revalidating, Viewer};
+use super::fetch::{Fetched, Revalidating, Viewer};
 use super::fill::Part;
-use super::forward::Forwarder;
 use super::inflight::Lead;
-use super::lookup::Reader;
+use super::parts::WorkerParts;
 use super::pieces::Pieces;
-use super::respond::{MetaCache, Prepared};
-use super::serve::Serve;
+use super::respond::Prepared;
 use super::settings::Site;
 use super::upstream::{Forward, Withheld, fill_request, key_omits_query};
 use crate::key::CacheKey;
@@ -32,41 +28,6 @@ use crate::policy::conditional;
 use crate::policy::range::ByteRange;
 
 pub(super) mod answer;
-
-/// What answering from pieces uses of the worker, owned: a response's body walk and the
-/// fetches it starts outlive the handler's borrows.
-#[derive(Clone)]
-pub(super) struct Owned {
-    /// The store, settings and origin connections.
-    pub fetch: FetchCx,
-    /// This worker's decoded metadata.
-    pub metas: Rc<RefCell<MetaCache>>,
-    /// Our `Cache-Status` entries.
-    pub statuses: Rc<StatusNames>,
-}
-
-impl Owned {
-    /// Answering from the store.
-    pub(super) fn serve(&self) -> Serve<'_> {
-        Serve { statuses: &self.statuses, metas: &self.metas, small: &self.fetch.shared.small }
-    }
-
-    /// Passing through.
-    pub(super) fn forwarder(&self) -> Forwarder<'_> {
-        let f = &self.fetch;
-        Forwarder {
-            shared: &f.shared,
-            settings: &f.settings,
-            client: &f.client,
-            statuses: &self.statuses,
-        }
-    }
-
-    /// Reading the store.
-    pub(super) fn reader(&self) -> Reader<'_> {
-        Reader { store: &self.fetch.shared.store, metas: &self.metas }
-    }
-}
 
 /// An object's head as a request reads it.
 #[derive(Clone)]
@@ -129,7 +90,7 @@ pub(super) trait Source: Pieces {
 /// outlive the handler's borrows.
 pub(super) struct Job {
     /// The worker's parts.
-    pub(super) worker: Owned,
+    pub(super) worker: WorkerParts,
     /// The site served.
     pub(super) site: Site,
     key: CacheKey,
@@ -147,7 +108,7 @@ pub(super) struct Job {
 impl Job {
     /// The job of `req` for `key` on `site`; `None` when its target cannot be keyed.
     pub(super) fn new(
-        worker: Owned,
+        worker: WorkerParts,
         req: &Request,
         site: &Site,
         key: &CacheKey,

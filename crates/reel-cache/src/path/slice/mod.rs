@@ -32,9 +32,10 @@ use super::deadline;
 use super::fetch::Fetched;
 use super::fill::{Part, SlicePart};
 use super::inflight::{Lead, Role, State};
+use super::parts::WorkerParts;
 use super::pieces::{Piece, PieceData, Pieces};
 use super::piecewise::answer::{answer_from, first_byte, first_byte_hint, not_stored};
-use super::piecewise::{Got, Head, Job, Lost, Owned, Source};
+use super::piecewise::{Got, Head, Job, Lost, Source};
 use super::respond::unix_now;
 use super::serve::local;
 use super::settings::Site;
@@ -63,7 +64,7 @@ pub(super) struct Sliced {
 /// GET or HEAD on a site with slicing, when no whole object is stored for the URL.
 #[allow(clippy::too_many_arguments)]
 pub(super) async fn get(
-    worker: Owned,
+    worker: WorkerParts,
     read_ahead: Rc<ReadAhead>,
     (req, body): (&Request, &mut RequestBody<'_>),
     site: &Site,
