@@ -71,6 +71,15 @@ impl Tail {
     }
 }
 
+/// A [`Tail`] for the parts of one index within their segments.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct IndexTail {
+    /// The part's index in its segment, from 0.
+    pub index: u64,
+    /// Its latencies.
+    pub tail: Tail,
+}
+
 /// Origin requests per distinct target of one kind.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct PerTarget {
@@ -127,6 +136,10 @@ pub struct LlhlsFigures {
     pub playlist_latency_us: Tail,
     /// First body byte of a hinted part minus its release at the origin, µs.
     pub part_first_byte_latency_us: Tail,
+    /// Last body byte of a hinted part minus its release at the origin (the part's start:
+    /// the origin streams a part as it is produced), µs, by the part's index in its segment.
+    /// Parts of equal duration should arrive alike whatever their index.
+    pub part_last_byte_by_index_us: Vec<IndexTail>,
     /// Responses without a usable `x-origin-release-ms` (not counted in the tails).
     pub without_release: u64,
     /// Responses asked for after their release, e.g. on joining (not counted in the tails).
@@ -204,6 +217,7 @@ struct Viewer {
     stats: Stats,
     playlist_latency: Histogram<u64>,
     part_latency: Histogram<u64>,
+    part_last_by_index: BTreeMap<u64, Histogram<u64>>,
     parts: u64,
     blocking: u64,
     delta: u64,
@@ -221,6 +235,7 @@ impl Viewer {
             stats: Stats::new(),
             playlist_latency: hist(),
             part_latency: hist(),
+            part_last_by_index: BTreeMap::new(),
             parts: 0,
             blocking: 0,
             delta: 0,
@@ -349,6 +364,10 @@ async fn view(
                 None => (r.first_byte, None),
             };
             v.sample(&clock, t, first, r, true);
+            let last = r.done_unix_us.unwrap_or_else(|| clock.unix_us(r.done));
+            if let Sample::Latency(us) = clock.sample(t, last, r.release_ms) {
+                put(v.part_last_by_index.entry(hint.index).or_insert_with(hist), us);
+            }
             have = Some(key(&hint));
         }
         let Ok(r) = &list_res else { continue };
@@ -414,12 +433,14 @@ pub async fn run_llhls(cfg: &LlhlsConfig) -> Result<LlhlsReport, ScenarioError> 
     let mut stats = Stats::new();
     let mut playlist_latency = hist();
     let mut part_latency = hist();
+    let mut part_last_by_index: BTreeMap<u64, Histogram<u64>> = BTreeMap::new();
     let mut fig = LlhlsFigures {
         parts: 0,
         playlists_blocking: 0,
         playlists_delta: 0,
         playlist_latency_us: Tail::default(),
         part_first_byte_latency_us: Tail::default(),
+        part_last_byte_by_index_us: Vec::new(),
         without_release: 0,
         asked_after_release: 0,
         viewers_fell_behind: 0,
@@ -435,6 +456,9 @@ pub async fn run_llhls(cfg: &LlhlsConfig) -> Result<LlhlsReport, ScenarioError> 
                 stats.merge(&v.stats);
                 let _ = playlist_latency.add(&v.playlist_latency);
                 let _ = part_latency.add(&v.part_latency);
+                for (i, h) in &v.part_last_by_index {
+                    let _ = part_last_by_index.entry(*i).or_insert_with(hist).add(h);
+                }
                 fig.parts += v.parts;
                 fig.playlists_blocking += v.blocking;
                 fig.playlists_delta += v.delta;
@@ -456,6 +480,10 @@ pub async fn run_llhls(cfg: &LlhlsConfig) -> Result<LlhlsReport, ScenarioError> 
     let elapsed = start.elapsed();
     fig.playlist_latency_us = Tail::of(&playlist_latency);
     fig.part_first_byte_latency_us = Tail::of(&part_latency);
+    fig.part_last_byte_by_index_us = part_last_by_index
+        .iter()
+        .map(|(&index, h)| IndexTail { index, tail: Tail::of(h) })
+        .collect();
     if let Some(origin) = &cfg.origin {
         match origin_counts(origin, cfg.common.timeout).await {
             Ok(counts) => {
@@ -495,6 +523,9 @@ impl fmt::Display for LlhlsReport {
             l.parts,
             tail(&l.part_first_byte_latency_us)
         )?;
+        for t in &l.part_last_byte_by_index_us {
+            writeln!(f, "  part {}    last byte after release {}", t.index, tail(&t.tail))?;
+        }
         writeln!(
             f,
             "not sampled   {} asked for after their release, {} without x-origin-release-ms",

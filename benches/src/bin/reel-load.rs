@@ -301,6 +301,11 @@ fn flatten(prefix: &str, v: &serde_json::Value, out: &mut Vec<String>) {
                 flatten(&key, v, out);
             }
         }
+        serde_json::Value::Array(a) => {
+            for (i, v) in a.iter().enumerate() {
+                flatten(&format!("{prefix}.{i}"), v, out);
+            }
+        }
         serde_json::Value::String(s) => out.push(format!("{prefix}={s}")),
         other => out.push(format!("{prefix}={other}")),
     }

@@ -567,7 +567,7 @@ fn http2_settings_are_bounded() {
 #[test]
 fn llhls_keys_default_and_validate() {
     let cfg = Config::parse_and_validate(BASE, "t.toml").expect("valid");
-    assert_eq!(cfg.cache.blocking_timeout, Duration::from_secs(3));
+    assert_eq!(cfg.cache.blocking_timeout, Duration::from_secs(10));
     assert!(cfg.site.iter().all(|s| s.prefetch == reel_config::Prefetch::Off));
     let ps = problems(&format!("{BASE}\n[cache]\nblocking_timeout = \"0s\"\n"));
     assert!(find(&ps, "cache.blocking_timeout").message.contains("greater than 0"), "{ps:#?}");

@@ -97,3 +97,33 @@ fn waiters_of_a_blocking_request_whose_media_never_comes_get_504_blocking_timeou
         assert_spread(&reel, &before, &format!("{n} workers"));
     }
 }
+
+/// The default `blocking_timeout` (10 s) is above a realistic origin's p99.99 (6 s): a
+/// blocking reload whose one origin answer takes 4 s, past the old 3 s default, reaches
+/// every waiter as the playlist, not as a 504 they would only retry.
+#[test]
+fn a_blocking_reload_slower_than_three_seconds_reaches_every_waiter_on_the_default() {
+    let n = 2;
+    let dir = tempfile::tempdir().unwrap();
+    let origin = Origin::start("o");
+    let reel = start_n(&Conf::new(dir.path(), &origin), n);
+    let before = per_worker(&reel);
+    let gate = Gate::default();
+    let path = "/live/slow.m3u8";
+    let playlist = Object::ok("#EXTM3U\n#EXT-X-VERSION:9\n").header("cache-control", "max-age=1");
+    origin.put(path, playlist.gated(&gate));
+    let target = format!("{path}?_HLS_msn=7&_HLS_part=1");
+    let pending = burst_bg((0..VIEWERS).map(|_| Ask::get(reel.data, &target)).collect());
+    eventually("the one origin request", || (origin.hits(path) == 1).then_some(()));
+    // The origin's slowness is the fault under test: hold its answer past 3 s.
+    std::thread::sleep(std::time::Duration::from_secs(4));
+    gate.open();
+    let answers = pending.join().expect("burst");
+    for r in &answers {
+        assert_eq!(r.status, 200, "{}", r.cache_status());
+        assert!(r.text().starts_with("#EXTM3U"));
+    }
+    assert_eq!(origin.hits(path), 1, "one origin request for the target");
+    assert_eq!(metric(&reel.metrics(), "reel_blocking_timeouts_total"), Some(0.0));
+    assert_spread(&reel, &before, &format!("{n} workers"));
+}

@@ -108,9 +108,9 @@ impl Filler<'_> {
 /// Runs detached from the client that started it, so the followers keep getting bytes if
 /// that client goes away.
 ///
-/// What the origin client has already received when a read completes goes into the same
-/// append ([`gather`]): every append wakes every reader of the fill, and a streamed part
-/// with a thousand readers arrives as many small reads.
+/// What the origin connection can deliver without waiting for the network goes into the
+/// same append ([`gather`]): every append wakes every reader of the fill, and a streamed
+/// part with a thousand readers arrives as many small reads.
 ///
 /// `deadline` ends the fill (`[cache] fill_timeout` after its origin request): an origin
 /// that drips a byte now and then never trips the idle bound, and would hold the key.
@@ -130,7 +130,7 @@ pub(super) async fn fill_task(
     }
     loop {
         let (data, end) = match tokio::time::timeout_at(deadline, resp.next_chunk()).await {
-            Ok(Ok(Some(c))) => gather(&mut resp, c),
+            Ok(Ok(Some(c))) => gather(&mut resp, c).await,
             Ok(r) => (None, Some(r.map(|_| ()))),
             Err(_) => {
                 tracing::debug!("fill_timeout passed mid-body; fill discarded");
@@ -168,18 +168,35 @@ pub(super) async fn fill_task(
 /// Appends gathered at most: a store write of this size is still one quick call.
 const GATHER_MAX: usize = 1 << 20;
 
-/// `first` and whatever of `resp`'s body is already there (read without waiting), as one
-/// piece; and the end of the body if it came too (`Ok`: complete, `Err`: failed).
-fn gather(
+/// `first` and whatever of `resp`'s body the connection delivers without waiting for the
+/// network, as one piece; and the end of the body if it came too (`Ok`: complete, `Err`:
+/// failed).
+///
+/// The origin connection runs as its own task and hands the body over one decoded frame
+/// at a time, reading the socket in pieces of its read buffer: one write of the origin (a
+/// live part's frame of 64 KiB and a few bytes, as two chunks) reaches the fill as several
+/// frames, each a turn of that task. Appending each at once woke every reader per frame,
+/// and the last frame's rest came only after a thousand readers had been served: the last
+/// part of each segment (the one whose frame did not fit one read) reached viewers a whole
+/// fan-out later. So when nothing is ready the fill yields once, letting the connection
+/// task read what is already in the socket, and stops at the first yield that brings
+/// nothing: it never waits for the network.
+async fn gather(
     resp: &mut OriginResponse,
     first: Bytes,
 ) -> (Option<Bytes>, Option<Result<(), reel_origin::OriginError>>) {
     let mut more: Option<bytes::BytesMut> = None;
     let mut end = None;
+    let mut yielded = false;
     while more.as_ref().map_or(first.len(), bytes::BytesMut::len) < GATHER_MAX {
         match ready_now(resp.next_chunk()) {
-            None => break,
+            None if yielded => break,
+            None => {
+                tokio::task::yield_now().await;
+                yielded = true;
+            }
             Some(Ok(Some(c))) => {
+                yielded = false;
                 more.get_or_insert_with(|| bytes::BytesMut::from(&first[..])).extend_from_slice(&c)
             }
             Some(r) => {
@@ -204,7 +221,91 @@ fn ready_now<F: std::future::Future>(f: F) -> Option<F::Output> {
 
 #[cfg(test)]
 mod tests {
-    use super::ready_now;
+    use std::io::{Read, Write};
+    use std::net::TcpListener;
+    use std::time::Duration;
+
+    use http::uri::PathAndQuery;
+    use reel_origin::{GroupSpec, HostSpec, OriginRequest, OriginResponse, Origins};
+
+    use super::{gather, ready_now};
+
+    /// An origin on 127.0.0.1 that answers one request with `head` and then `body` in one
+    /// write, and keeps the connection open until the test ends.
+    fn origin(body: Vec<u8>) -> (String, std::thread::JoinHandle<()>) {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        let t = std::thread::spawn(move || {
+            let (mut c, _) = l.accept().unwrap();
+            let mut req = Vec::new();
+            let mut buf = [0u8; 4096];
+            while !req.windows(4).any(|w| w == b"\r\n\r\n") {
+                let n = c.read(&mut buf).unwrap();
+                assert!(n > 0, "the client closed before its request was complete");
+                req.extend_from_slice(&buf[..n]);
+            }
+            let mut out = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n".to_vec();
+            out.extend_from_slice(&body);
+            c.write_all(&out).unwrap();
+            // Held open: the test's client decides when it is done.
+            let _ = c.read(&mut buf);
+        });
+        (addr, t)
+    }
+
+    fn chunk(len: usize, byte: u8) -> Vec<u8> {
+        let mut c = format!("{len:x}\r\n").into_bytes();
+        c.extend(std::iter::repeat_n(byte, len));
+        c.extend_from_slice(b"\r\n");
+        c
+    }
+
+    async fn response(addr: &str) -> (Origins, OriginResponse) {
+        let origins = Origins::new(vec![GroupSpec::new("o", vec![vec![HostSpec::new(addr)]])])
+            .expect("origins");
+        let req = OriginRequest::get(PathAndQuery::from_static("/part3.ts"), "example.test");
+        let resp = origins.worker_client().send("o", req).await.expect("origin response");
+        (origins, resp)
+    }
+
+    /// A live part's last frame, written by the origin at once as a 64 KiB chunk and a
+    /// small one, reaches the fill as one append, end included, although the origin
+    /// client reads the socket in smaller pieces.
+    #[tokio::test(flavor = "current_thread")]
+    async fn one_origin_write_is_one_append_whatever_the_reads() {
+        let mut body = chunk(65_536, b'a');
+        body.extend(chunk(76, b'b'));
+        body.extend_from_slice(b"0\r\n\r\n");
+        let (addr, _origin) = origin(body);
+        let (_origins, mut resp) = response(&addr).await;
+        let first = resp.next_chunk().await.expect("body").expect("a first chunk");
+        assert!(
+            first.len() < 65_536,
+            "the client read it whole at once ({}): no test",
+            first.len()
+        );
+        let (data, end) =
+            tokio::time::timeout(Duration::from_secs(10), gather(&mut resp, first)).await.unwrap();
+        let data = data.expect("data");
+        assert_eq!(data.len(), 65_612, "the write reached the fill in pieces");
+        assert!(
+            data[..65_536].iter().all(|&b| b == b'a') && data[65_536..].iter().all(|&b| b == b'b')
+        );
+        assert!(matches!(end, Some(Ok(()))), "the end came with it: {end:?}");
+    }
+
+    /// What has not arrived is not waited for: the rest of a body the origin has not sent
+    /// yet is the next append's.
+    #[tokio::test(flavor = "current_thread")]
+    async fn gather_never_waits_for_the_network() {
+        let (addr, _origin) = origin(chunk(20_000, b'c'));
+        let (_origins, mut resp) = response(&addr).await;
+        let first = resp.next_chunk().await.expect("body").expect("a first chunk");
+        let (data, end) =
+            tokio::time::timeout(Duration::from_secs(10), gather(&mut resp, first)).await.unwrap();
+        assert_eq!(data.expect("data").len(), 20_000);
+        assert!(end.is_none(), "the body has not ended: {end:?}");
+    }
 
     #[test]
     fn ready_now_takes_what_is_there_and_waits_for_nothing() {
