@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use reel_test_support::h2::{
-    CANCEL, CONTINUATION, END_HEADERS, END_STREAM, ENHANCE_YOUR_CALM, HEADERS, RST_STREAM, RawH2,
-    Reply, exchange, frame,
+    CANCEL, CONTINUATION, END_HEADERS, END_STREAM, ENHANCE_YOUR_CALM, HEADERS, PING, RST_STREAM,
+    RawH2, Reply, exchange, frame,
 };
 use reel_test_support::skip;
 use reel_tls::testing::TestCa;
@@ -22,7 +22,8 @@ use rustls::pki_types::{CertificateDer, ServerName};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::common::{BIN, Conf, Object, Origin, Reel, eventually, metric};
+use crate::common::{BIN, Conf, Object, Origin, Reel, eventually, metric, request};
+use crate::origin::Gate;
 
 type Tls = tokio_rustls::client::TlsStream<TcpStream>;
 
@@ -646,4 +647,83 @@ fn http2_settings_come_from_the_config_and_a_reload_applies_them_to_new_connecti
     let st = reel.sighup_reload();
     assert_eq!(st["reload"]["last_ok"], true, "{st}");
     assert_eq!(announced(addr), 9);
+}
+
+/// Plain HTTP/1.1 viewers of `target` (Host `edge.example.test`), each on its own
+/// connection, in the background; their responses once all are answered.
+fn viewers_bg(
+    addr: SocketAddr,
+    target: &str,
+    n: usize,
+) -> std::thread::JoinHandle<Vec<crate::common::Resp>> {
+    let target = target.to_string();
+    std::thread::spawn(move || {
+        let asks: Vec<_> = (0..n)
+            .map(|_| {
+                let t = target.clone();
+                std::thread::spawn(move || request(addr, "GET", "edge.example.test", &t, &[]))
+            })
+            .collect();
+        asks.into_iter().map(|a| a.join().expect("viewer")).collect()
+    })
+}
+
+/// An HTTP/2 leader of an LL-HLS blocking request that resets its stream (RST_STREAM
+/// CANCEL) while the origin holds the request abandons its wait, not the fetch: every
+/// viewer coalesced behind it gets what the origin sends, from that one origin request. The
+/// same for a blocking playlist reload and for the part a playlist hinted.
+#[test]
+fn a_cancelled_http2_leader_of_a_blocking_request_leaves_its_followers_the_origins_answer() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let origin = Origin::start("o");
+    let pki = Pki::new(dir.path());
+    pki.leaf("edge", &["edge.example.test"]);
+    let reel = Reel::start(&tls_conf(dir.path(), &origin, &pki));
+    let addr = reel.listener_addr("https").expect("https listener");
+    // A playlist that hints the next part, so a request for that part is blocking.
+    let hinting = "#EXTM3U\n#EXT-X-VERSION:9\n#EXT-X-TARGETDURATION:2\n\
+                   #EXT-X-SERVER-CONTROL:CAN-BLOCK-RELOAD=YES,PART-HOLD-BACK=1.5\n\
+                   #EXT-X-PART-INF:PART-TARGET=0.5\n#EXT-X-MEDIA-SEQUENCE:5\n\
+                   #EXT-X-PART:DURATION=0.5,URI=\"seg5.part0.ts\"\n\
+                   #EXT-X-PRELOAD-HINT:TYPE=PART,URI=\"seg5.part1.ts\"\n";
+    origin.put("/live/p.m3u8", Object::ok(hinting).header("cache-control", "max-age=1"));
+    let listed = request(reel.data, "GET", "edge.example.test", "/live/p.m3u8", &[]);
+    assert_eq!(listed.status, 200);
+    let followers = 6;
+    for (path, target, want) in [
+        ("/live/p.m3u8", "/live/p.m3u8?_HLS_msn=5&_HLS_part=1", hinting.as_bytes().to_vec()),
+        ("/live/seg5.part1.ts", "/live/seg5.part1.ts", body(30_000, 9)),
+    ] {
+        let gate = Gate::default();
+        let hits = origin.hits(path);
+        let obj = Object::ok(want.clone()).header("cache-control", "max-age=60");
+        origin.put(path, obj.gated(&gate));
+        rt().block_on(async {
+            let mut raw = connect_raw(addr, pki.client(&[b"h2"])).await;
+            raw.send(HEADERS, END_STREAM | END_HEADERS, 1, &get_block(target)).await;
+            eventually("the leader's origin request", || {
+                (origin.hits(path) == hits + 1).then_some(())
+            });
+            let pending = viewers_bg(reel.data, target, followers);
+            eventually("every follower waiting", || {
+                let w = metric(&reel.metrics(), "reel_coalesced_waiters");
+                (w == Some(followers as f64)).then_some(())
+            });
+            raw.send(RST_STREAM, 0, 1, &CANCEL.to_be_bytes()).await;
+            // The reset reached the server once a PING sent after it is answered.
+            raw.send(PING, 0, 0, &[0; 8]).await;
+            while let Some(f) = raw.read().await {
+                if f.kind == PING {
+                    break;
+                }
+            }
+            gate.open();
+            let answers = pending.join().expect("viewers");
+            for r in &answers {
+                assert_eq!(r.status, 200, "{target}: {}", r.cache_status());
+                assert_eq!(r.body, want, "{target}");
+            }
+            assert_eq!(origin.hits(path), hits + 1, "{target}: one origin request");
+        });
+    }
 }

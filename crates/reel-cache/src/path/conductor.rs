@@ -41,7 +41,7 @@ use reel_store::Filling;
 
 use super::answer::{Answer, StatusNames};
 use super::deadline::{self, Wait};
-use super::fetch::{FetchCx, Fetched, refresh_in_background};
+use super::fetch::{self, FetchCx, Fetched, refresh_in_background};
 use super::forward::Forwarder;
 use super::inflight::{Follow, Lead, Role, State};
 use super::llhls;
@@ -373,13 +373,29 @@ impl WorkerCache {
         stale: Option<Stored>,
     ) -> Response {
         let (req, site, key) = (g.req, g.site, &g.key);
-        let fx = self.parts.fetch.fetcher(site);
-        let first_byte = g.wait.first_byte();
-        let Some((fetched, origin_time)) =
-            fx.for_viewer(req, body, key, lead, stale.as_ref(), &g.cc, first_byte).await
+        let stale_meta = stale.as_ref().map(|s| &s.prep.meta);
+        let settings = &self.parts.fetch.settings;
+        let Some((oreq, mut interims)) =
+            fetch::viewer_request(req, key, stale_meta, settings, g.wait.first_byte())
         else {
             return local(400);
         };
+        // The fetch runs as a task of its own: a leader whose client goes away (an HTTP/2
+        // stream reset, a closed connection) stops waiting for it, but the fetch goes on
+        // and its followers get what the origin sends.
+        let (cx, site_own, key_own) = (self.parts.fetch.clone(), site.clone(), key.clone());
+        let (req_own, cc) = (req.clone(), g.cc.clone());
+        let revalidate = stale.as_ref().map(|s| (s.store_key.clone(), s.prep.clone()));
+        let fetch = tokio::task::spawn_local(async move {
+            let stale = revalidate.as_ref().map(|(k, p)| (&k[..], &p.meta));
+            let r = cx.for_viewer(&site_own, &req_own, &key_own, &cc, stale, oreq, lead).await;
+            if let (Fetched::Filling(fill), _) = &r {
+                llhls::watch_playlist(&cx, &req_own, &site_own, &key_own, fill);
+            }
+            r
+        });
+        let (fetched, origin_time) =
+            body.with_interims(&mut interims, fetch).await.unwrap_or((Fetched::Failed(502), None));
         let serve = self.serve();
         match (fetched, stale) {
             (Fetched::Failed(_), Some(s)) if stale_if_error_ok(&g.cc, &s.prep.meta, unix_now()) => {
@@ -407,7 +423,6 @@ impl WorkerCache {
             (Fetched::Filling(fill), stale) => {
                 // The metadata was encoded just now, so it decodes.
                 let Some(prep) = self.reader().prepared(fill.meta()) else { return local(502) };
-                llhls::watch_playlist(&self.parts.fetch, req, site, key, &fill, &prep);
                 let ans = if stale.is_some() { Answer::REFRESHED } else { Answer::MISS_STORED };
                 serve.filling(req, fill, prep, ans.after(origin_time)).await
             }

@@ -8,8 +8,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use reel_http::{Request, RequestBody};
+use reel_http::{Interim, Request};
 use reel_origin::{Affinity, ErrorKind, OriginRequest, OriginResponse, WorkerClient};
+use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::deadline::{fill_deadline, is_blocking};
 use super::fill::{Filler, Part, fill_task, header_pairs};
@@ -241,35 +242,48 @@ impl Fetcher<'_> {
     pub(super) fn filler(&self) -> Filler<'_> {
         Filler { shared: self.shared, settings: self.settings, policy: self.policy }
     }
+}
 
-    /// The leader's fetch for the viewer `req`: from the origin into the store, with
-    /// `stale` a revalidation of that stored object. The origin request is the viewer's
-    /// fill request, its first byte bounded by `first_byte`; the origin's interim
-    /// responses go to the viewer through `body` as they come.
+/// The origin request of the leader's fetch for the viewer `req` (its fill request, with
+/// `stale` a revalidation of that stored object), its first byte bounded by `first_byte`,
+/// and the receiver of the origin's interim responses, which go to the viewer as they come.
+/// `None` when the request cannot be sent upstream.
+pub(super) fn viewer_request(
+    req: &Request,
+    key: &CacheKey,
+    stale: Option<&StoredMeta>,
+    settings: &Settings,
+    first_byte: Option<Duration>,
+) -> Option<(OriginRequest, UnboundedReceiver<Interim>)> {
+    let mut oreq = fill_request(req, key, Forward::Fill, stale, settings)?;
+    oreq.first_byte_timeout = first_byte;
+    let (sink, interims) = interim::channel();
+    oreq.interim = Some(sink);
+    Some((oreq, interims))
+}
+
+impl FetchCx {
+    /// The leader's fetch for the viewer `req` with `oreq` ([`viewer_request`]): from the
+    /// origin into the store, with `stale` a revalidation of that stored object. It owns
+    /// what it uses, so it can run as a task of its own: a leader whose client goes away
+    /// abandons its wait, not the fetch its followers wait on.
     #[allow(clippy::too_many_arguments)]
     pub(super) async fn for_viewer(
         &self,
+        site: &Site,
         req: &Request,
-        body: &mut RequestBody<'_>,
         key: &CacheKey,
-        lead: Lead,
-        stale: Option<&Stored>,
         req_cc: &RequestCacheControl,
-        first_byte: Option<Duration>,
-    ) -> Option<(Fetched, Option<Duration>)> {
-        let stale_meta = stale.map(|s| &s.prep.meta);
-        let mut oreq = fill_request(req, key, Forward::Fill, stale_meta, self.settings)?;
-        oreq.first_byte_timeout = first_byte;
-        let (sink, mut interims) = interim::channel();
-        oreq.interim = Some(sink);
+        stale: Option<(&[u8], &StoredMeta)>,
+        oreq: OriginRequest,
+        lead: Lead,
+    ) -> (Fetched, Option<Duration>) {
         let hdrs = ReqHeaders(req);
         let withheld = Withheld { dropped: &self.settings.fill_drop_headers, per_viewer: false };
         let partial_key = key_omits_query(req, key);
         let viewer = Viewer { headers: &hdrs, cc: req_cc, withheld, partial_key, part: None };
-        let revalidating =
-            stale.map(|s| Revalidating { store_key: &s.store_key, meta: &s.prep.meta });
-        let work = self.fetch_and_store(key, oreq, viewer, revalidating, lead);
-        Some(body.with_interims(&mut interims, work).await)
+        let revalidating = stale.map(|(store_key, meta)| Revalidating { store_key, meta });
+        self.fetcher(site).fetch_and_store(key, oreq, viewer, revalidating, lead).await
     }
 }
 

@@ -6,8 +6,9 @@
 //! said (no polling interval). Once the leader has started writing the object into the
 //! store ([`State::Filling`]), followers read it from there while it is still arriving,
 //! so their first byte comes with the origin's. Dropping a `Lead` without publishing
-//! anything tells followers the fetch failed, so a leader that panics or whose client
-//! vanished before the origin answered never strands them.
+//! anything tells followers the fetch failed, so a fetch that panics never strands them.
+//! A viewer's fetch runs as a task of its own (`conductor::lead`): a leader whose client
+//! vanished before the origin answered stops waiting, and the fetch still publishes.
 //!
 //! The map is sharded by key hash; a shard's mutex is held only to insert or remove an
 //! entry, never across an await.

@@ -37,7 +37,6 @@ use super::deadline::first_byte;
 use super::fetch::{FetchCx, Fetched, Fetcher, Viewer};
 use super::hints::{Permit, stream_of};
 use super::inflight::Lead;
-use super::respond::Prepared;
 use super::settings::{Prefetch, Site};
 use super::upstream::{Forward, Withheld, forward_headers};
 use crate::hls;
@@ -45,6 +44,7 @@ use crate::key::{CacheKey, KeyConfig};
 use crate::policy::HeaderLookup;
 use crate::policy::cache_control::RequestCacheControl;
 use crate::policy::freshness::PolicyConfig;
+use crate::policy::meta::StoredMeta;
 
 pub use super::hints::{MAX_STREAMS, PREFETCH_PER_STREAM, Streams};
 
@@ -52,14 +52,14 @@ pub use super::hints::{MAX_STREAMS, PREFETCH_PER_STREAM, Streams};
 const MAX_PLAYLIST: u64 = 1 << 20;
 
 /// Whether a stored response is a playlist: `.m3u8` or an HLS media type (RFC 8216 §4).
-fn is_playlist(key: &CacheKey, prep: &Prepared) -> bool {
-    if prep.meta.status() != 200 {
+fn is_playlist(key: &CacheKey, meta: &StoredMeta) -> bool {
+    if meta.status() != 200 {
         return false;
     }
     if key.path().ends_with(b".m3u8") {
         return true;
     }
-    prep.meta.get_first("content-type").is_some_and(|ct| {
+    meta.get_first("content-type").is_some_and(|ct| {
         let ct = ct.to_ascii_lowercase();
         ct.starts_with(b"application/vnd.apple.mpegurl") || ct.starts_with(b"audio/mpegurl")
     })
@@ -75,9 +75,12 @@ pub(super) fn watch_playlist(
     site: &Site,
     key: &CacheKey,
     fill: &Filling,
-    prep: &Prepared,
 ) {
-    if !is_playlist(key, prep) || fill.expected_len().is_some_and(|l| l > MAX_PLAYLIST) {
+    if fill.expected_len().is_some_and(|l| l > MAX_PLAYLIST) {
+        return;
+    }
+    let Ok(meta) = StoredMeta::decode(fill.meta()) else { return };
+    if !is_playlist(key, &meta) {
         return;
     }
     // Small playlists were read whole on arrival (`small`); others are read back from
