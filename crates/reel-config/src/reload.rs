@@ -98,6 +98,7 @@ pub const RELOAD_KEYS: &[ReloadKey] = &[
     restart("admin.allow_non_loopback"),
     live("admin.token"),
     live("admin.token_env"),
+    live("admin.insecure_no_token"),
     live("access_log.enabled"),
     live("access_log.path"),
     live("access_log.format"),

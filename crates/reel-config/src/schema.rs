@@ -402,6 +402,10 @@ pub struct AdminConfig {
     /// Name of an environment variable holding the token; empty = unused. Default `""`. At
     /// most one of `token` and `token_env` may be set.
     pub token_env: String,
+    /// Serve a non-loopback admin address without a token, on purpose (behind a firewall
+    /// that does the guarding): without it such a config is refused, and with it every
+    /// start warns. Default `false`.
+    pub insecure_no_token: bool,
 }
 
 impl Default for AdminConfig {
@@ -411,6 +415,7 @@ impl Default for AdminConfig {
             allow_non_loopback: false,
             token: String::new(),
             token_env: String::new(),
+            insecure_no_token: false,
         }
     }
 }

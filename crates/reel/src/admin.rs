@@ -77,6 +77,15 @@ pub(crate) fn start(
     let cfg = &shared.live().cfg;
     let addr = cfg.admin.address;
     crate::preflight::check_environment(cfg)?;
+    let a = &cfg.admin;
+    if !addr.ip().is_loopback() && a.token.is_empty() && a.token_env.is_empty() {
+        // Only `insecure_no_token` lets such a config through validation.
+        warn!(
+            address = %addr,
+            "admin API on a non-loopback address without a token (admin.insecure_no_token): \
+             anyone who reaches it can purge, reload and drain"
+        );
+    }
     let std_listener = match inherited {
         Some(l) => l,
         None => {

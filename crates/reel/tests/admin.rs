@@ -287,3 +287,28 @@ fn admin_without_a_token_refuses_foreign_hosts_and_cross_site_posts() {
     // The admin's own helper (as the docs' ADMIN alias) sends the header.
     assert_eq!(reel.admin_req("POST", "/admin/reload").status, 200);
 }
+
+/// An admin API on a non-loopback address without a token is refused by `reel check` (and
+/// so by `serve`); with `insecure_no_token = true` it starts, and says so at every start.
+#[test]
+fn a_non_loopback_admin_without_a_token_is_refused_and_insecure_no_token_warns() {
+    let dir = tempfile::tempdir().unwrap();
+    let origin = Origin::start("o");
+    let mut conf = Conf::new(dir.path(), &origin);
+    conf.admin = "address = \"0.0.0.0:0\"\nallow_non_loopback = true\n".into();
+    conf.write();
+    let out = std::process::Command::new(BIN)
+        .arg("check")
+        .arg("--config")
+        .arg(conf.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(64));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("admin.token") && err.contains("insecure_no_token"), "{err}");
+    conf.admin.push_str("insecure_no_token = true\n");
+    let reel = Reel::start(&conf);
+    reel.logs.wait_for("the warning", |v| {
+        message(v).contains("admin API") && message(v).contains("without a token")
+    });
+}

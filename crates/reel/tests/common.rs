@@ -194,7 +194,7 @@ pub(crate) struct Conf {
     pub rules: String,
     /// Lines of `[health]`.
     pub health: String,
-    /// Lines of `[admin]` besides the address.
+    /// Lines of `[admin]`, besides the address unless they set it.
     pub admin: String,
     /// Lines of `[http]`.
     pub http: String,
@@ -275,7 +275,11 @@ impl Conf {
         s.push_str("[cores]\nnic = []\nirq = \"auto\"\nworkers = \"auto\"\nsteer = \"hash\"\n\n");
         s.push_str(&format!("[http]\n{}\n", self.http));
         s.push_str(&format!("[health]\n{}\n", self.health));
-        s.push_str(&format!("[admin]\naddress = \"127.0.0.1:0\"\n{}\n", self.admin));
+        if self.admin.contains("address =") {
+            s.push_str(&format!("[admin]\n{}\n", self.admin));
+        } else {
+            s.push_str(&format!("[admin]\naddress = \"127.0.0.1:0\"\n{}\n", self.admin));
+        }
         s.push_str(&format!(
             "[access_log]\nenabled = true\npath = \"{d}/access.log\"\nformat = \"json\"\n{}\n",
             self.access_log

@@ -102,6 +102,22 @@ pub(super) fn check_admin(found: &mut Found, cfg: &Config) {
             ),
         );
     }
+    if !a.address.ip().is_loopback()
+        && a.token.is_empty()
+        && a.token_env.is_empty()
+        && !a.insecure_no_token
+    {
+        bad(
+            found,
+            "admin.token",
+            format!(
+                "the admin API on {} (not loopback) has no token: anyone who reaches it can purge, \
+                 reload and drain; set admin.token or admin.token_env, or admin.insecure_no_token \
+                 = true if a firewall guards it",
+                a.address
+            ),
+        );
+    }
     if !a.token.is_empty() && !a.token_env.is_empty() {
         bad(found, "admin.token_env", "set either admin.token or admin.token_env, not both");
     }

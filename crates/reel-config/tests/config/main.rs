@@ -261,6 +261,7 @@ name = "main"
         ("health.path", "path = \"healthz\""),
         ("health.resume_cpu_percent", "resume_cpu_percent"),
         ("admin.address", "address = \"10.0.0.5"),
+        ("admin.token", "[admin]"),
         ("store.size", "size = \"1000KiB\""),
         ("store.volume_size", "volume_size"),
         ("cache.rule[0].match", "match = \"\""),
@@ -592,3 +593,17 @@ fn heuristic_freshness_is_on_unless_switched_off() {
 
 mod reload_docs;
 mod tls;
+
+/// An admin API on a non-loopback address with no token is open to the network: refused
+/// unless `insecure_no_token = true` says so on purpose (issue 23.8).
+#[test]
+fn a_non_loopback_admin_without_a_token_is_refused_unless_insecure_no_token() {
+    let open = format!("{BASE}\n[admin]\naddress = \"0.0.0.0:9090\"\nallow_non_loopback = true\n");
+    let ps = problems(&open);
+    let p = find(&ps, "admin.token");
+    assert!(p.message.contains("insecure_no_token"), "{p:?}");
+    assert!(problems(&format!("{open}token = \"s3cret\"\n")).is_empty());
+    assert!(problems(&format!("{open}insecure_no_token = true\n")).is_empty());
+    // On loopback no token is needed.
+    assert!(problems(&format!("{BASE}\n[admin]\naddress = \"127.0.0.1:9090\"\n")).is_empty());
+}
