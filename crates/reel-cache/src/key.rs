@@ -4,7 +4,8 @@
 //! Normalisation (RFC 3986 6.2.2), chosen so that equivalent URIs share one entry and no
 //! request can address an entry outside its own path:
 //!
-//! * host: lowercased (RFC 3986 6.2.2.1), any port removed: a port in `Host` names the
+//! * host: lowercased (RFC 3986 6.2.2.1), any port (at most 65535; a larger one is an
+//!   error, answer 400) removed: a port in `Host` names the
 //!   edge's listener the viewer reached (HTTP or HTTPS, 80 or 8443), not the resource.
 //!   Sites are chosen without it, so the viewers of one site share every object whatever
 //!   listener they came through; an LL-HLS playlist seen over HTTPS announces the parts
@@ -15,8 +16,10 @@
 //!   percent-encoded, so `/a b` and `/a%20b` are one key; `%00`, control characters and
 //!   malformed escapes are errors (answer 400);
 //! * dot-segments removed (RFC 3986 5.2.4) after decoding, so `/a/%2E%2E/b` is `/b` and
-//!   `..` can never climb above `/`; repeated slashes are kept (origins may treat `//a`
-//!   differently from `/a`);
+//!   `..` can never climb above `/`; then repeated slashes merged into one, as nginx does
+//!   by default (`merge_slashes on`): `/live//a.ts` is `/live/a.ts` in the key and in the
+//!   origin request alike, so spelling a path with extra slashes cannot bust the cache
+//!   (an origin that gives `//` a meaning of its own cannot be cached through reel);
 //! * query: split on `&`, each parameter percent-normalised like the path, empty
 //!   parameters dropped, ignored names removed. Order is kept, not sorted: origins (and
 //!   signed-URL schemes) may give order meaning, and clients of one stream send a stable
@@ -199,7 +202,11 @@ fn push_host(host: &[u8], out: &mut Vec<u8>) -> Result<(), KeyError> {
         && !h[colon..].contains(&b']')
     {
         let port = &h[colon + 1..];
-        if !port.iter().all(u8::is_ascii_digit) {
+        // RFC 3986 3.2.3: digits, possibly none; a TCP port fits 16 bits.
+        let value = port.iter().try_fold(0u32, |v, &b| {
+            b.is_ascii_digit().then(|| v.saturating_mul(10).saturating_add(u32::from(b - b'0')))
+        });
+        if value.is_none_or(|v| v > u32::from(u16::MAX)) {
             return Err(KeyError::BadHost);
         }
         out.truncate(start + colon);
@@ -215,6 +222,7 @@ fn push_host(host: &[u8], out: &mut Vec<u8>) -> Result<(), KeyError> {
 /// which then needs no copy beyond the key itself.
 fn path_is_normal(path: &[u8]) -> bool {
     path.iter().all(|&b| is_raw_ok(b) && b != b'?')
+        && !path.windows(2).any(|w| w == b"//")
         && !path.split(|&b| b == b'/').any(|seg| seg == b"." || seg == b"..")
 }
 
@@ -225,7 +233,10 @@ fn normalize_path(path: &[u8]) -> Result<Vec<u8>, KeyError> {
     }
     let mut tmp = Vec::with_capacity(path.len() + 8);
     normalize_pct(path, &mut tmp)?;
-    Ok(remove_dot_segments(&tmp))
+    let mut out = remove_dot_segments(&tmp);
+    // Repeated slashes are one, as nginx's default `merge_slashes on` has it.
+    out.dedup_by(|b, a| *a == b'/' && *b == b'/');
+    Ok(out)
 }
 
 impl CacheKey {
@@ -401,10 +412,10 @@ mod tests {
 
     #[test]
     fn fast_path_refuses_what_needs_normalising() {
-        for p in ["/a/./b", "/a/../b", "/a/.", "/..", "/%41", "/a b", "/a\x01"] {
+        for p in ["/a/./b", "/a/../b", "/a/.", "/..", "/%41", "/a b", "/a\x01", "/a//b", "//"] {
             assert!(!path_is_normal(p.as_bytes()), "{p}");
         }
-        for p in ["/", "/live/seg_1.ts", "/a//b", "/a/.b/..c", "/x;y=1"] {
+        for p in ["/", "/live/seg_1.ts", "/a/.b/..c", "/x;y=1"] {
             assert!(path_is_normal(p.as_bytes()), "{p}");
         }
     }
@@ -435,6 +446,11 @@ mod tests {
             ("a b", Err(KeyError::BadHost)),
             ("user@host", Err(KeyError::BadHost)),
             ("host:port", Err(KeyError::BadHost)),
+            ("example.com:65535", Ok("example.com")),
+            ("example.com:65536", Err(KeyError::BadHost)),
+            ("drop.test:99999999", Err(KeyError::BadHost)),
+            ("drop.test:99999999999999999999999", Err(KeyError::BadHost)),
+            ("[::1]:70000", Err(KeyError::BadHost)),
             ("h\0", Err(KeyError::BadHost)),
         ];
         for (host, want) in cases {
@@ -451,6 +467,10 @@ mod tests {
         let cases: &[(&str, Result<&str, KeyError>)] = &[
             ("/", Ok("/")),
             ("/a/b.ts", Ok("/a/b.ts")),
+            ("/a//b.ts", Ok("/a/b.ts")),
+            ("//live///x.ts", Ok("/live/x.ts")),
+            ("/a/..//b", Ok("/b")),
+            ("/a%2F%2Fb", Ok("/a%2F%2Fb")),
             ("/a/../b", Ok("/b")),
             ("/b", Ok("/b")),
             ("/../../etc/passwd", Ok("/etc/passwd")),
@@ -471,7 +491,7 @@ mod tests {
             ("/a%20b", Ok("/a%20b")),
             ("/caf\u{e9}", Ok("/caf%C3%A9")),
             ("/a\\..\\b", Ok("/a%5C..%5Cb")),
-            ("//a//b", Ok("//a//b")),
+            ("//a//b", Ok("/a/b")),
             ("/...", Ok("/...")),
             ("/a/...b/..", Ok("/a/")),
             ("/%00", Err(KeyError::ControlChar)),

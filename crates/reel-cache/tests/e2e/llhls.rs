@@ -286,3 +286,39 @@ fn a_held_blocking_reload_is_not_aged_by_the_hold() {
     assert_eq!((*st, cs.contains("hit")), (200, false), "{cs}");
     assert_eq!(o.count(plain), 2);
 }
+
+/// Issue 23.5: a playlist asked for under twenty `Host` ports and path spellings (extra
+/// slashes) is one object: one origin request for it and one for each part its prefetch
+/// fetches, not twenty of each; a `Host` port past 65535 is a 400 and reaches no origin.
+#[test]
+fn host_ports_and_repeated_slashes_cannot_bust_a_prefetching_playlist() {
+    let (o, s) = crate::setup_with(|o| o.prefetch = reel_cache::Prefetch::Hinted);
+    let playlist = b"#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXT-X-PART-INF:PART-TARGET=0.5\n\
+        #EXT-X-PART:DURATION=0.5,URI=\"q1.ts\"\n#EXT-X-PART:DURATION=0.5,URI=\"q2.ts\"\n\
+        #EXT-X-PRELOAD-HINT:TYPE=PART,URI=\"q3.ts\"\n";
+    o.route("/bust/index.m3u8", held(playlist, Duration::ZERO));
+    let part_headers = [("cache-control", "public, max-age=600")];
+    for p in ["/bust/q1.ts", "/bust/q2.ts", "/bust/q3.ts"] {
+        o.route(p, Route::ok(vec![1u8; 1000], &part_headers));
+    }
+    let host = HOST.split(':').next().unwrap_or(HOST);
+    for i in 0..20 {
+        let h = format!("{host}:{}", 10_000 + i);
+        let target = if i % 2 == 0 { "/bust/index.m3u8" } else { "//bust///index.m3u8" };
+        let r = crate::client::request(s.addr, "GET", target, &[("host", &h)]);
+        assert_eq!(r.status, 200, "{h} {target}");
+    }
+    s.settle();
+    assert_eq!(o.count("/bust/index.m3u8"), 1, "one playlist object");
+    for p in ["/bust/q1.ts", "/bust/q2.ts", "/bust/q3.ts"] {
+        assert_eq!(o.count(p), 1, "{p} prefetched once");
+    }
+    let r = crate::client::request(
+        s.addr,
+        "GET",
+        "/bust/index.m3u8",
+        &[("host", &format!("{host}:99999999"))],
+    );
+    assert_eq!(r.status, 400);
+    assert_eq!(o.count("/bust/index.m3u8"), 1, "the invalid port reached no origin");
+}
