@@ -183,9 +183,10 @@ pub struct SiteConfig {
     /// Heuristic freshness for this site; unset = `[cache] heuristic_freshness`.
     #[serde(default)]
     pub heuristic_freshness: Option<bool>,
-    /// Store responses that carry `Set-Cookie`. The `Set-Cookie` field itself is never
-    /// stored, so no viewer ever receives another's cookie (not even the viewer whose
-    /// request filled the cache). Default `false`: such responses pass uncached.
+    /// Store responses that carry `Set-Cookie` or `Set-Cookie2` (handled alike). Those
+    /// fields themselves are never stored, so no viewer ever receives another's cookie
+    /// (not even the viewer whose request filled the cache). Default `false`: such
+    /// responses pass uncached.
     #[serde(default)]
     pub store_set_cookie: bool,
     /// `honor`: request `Cache-Control` / `Pragma` (`no-cache`, `no-store`, `max-age`...)
