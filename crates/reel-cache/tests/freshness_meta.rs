@@ -494,4 +494,12 @@ fn targeted_directives_survive_encoding_and_304_updates() {
     // Set-Cookie is never part of what is stored.
     let m3 = meta_with(&[("set-cookie", "a=b"), ("cache-control", "max-age=60")], &cfg);
     assert!(!m3.headers().iter().any(|(n, _)| n == b"set-cookie"));
+    let m4 = meta_with(&[("Set-Cookie2", "a=b"), ("cache-control", "max-age=60")], &cfg);
+    assert!(!m4.headers().iter().any(|(n, _)| n.eq_ignore_ascii_case(b"set-cookie2")));
+    // Nor does a 304 bring either in.
+    let mut m5 = m4.clone();
+    m5.update_from_304(&h(&[("set-cookie2", "c=d"), ("set-cookie", "e=f")]), times, &cfg, None);
+    let cookie =
+        |n: &[u8]| n.eq_ignore_ascii_case(b"set-cookie2") || n.eq_ignore_ascii_case(b"set-cookie");
+    assert!(!m5.headers().iter().any(|(n, _)| cookie(n)));
 }

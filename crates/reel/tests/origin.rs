@@ -105,6 +105,8 @@ struct OriginState {
     conditional: HashMap<String, u64>,
     /// The last `CDN-Loop` received per path, its field lines joined by ", ".
     cdn_loop: HashMap<String, String>,
+    /// The `Cookie` field lines of the last request per path, one entry a line.
+    cookies: HashMap<String, Vec<String>>,
 }
 
 /// A small HTTP/1.1 origin on 127.0.0.1:0: serves the objects put into it (404 otherwise,
@@ -163,6 +165,11 @@ impl Origin {
         self.state.lock().unwrap().cdn_loop.get(path).cloned()
     }
 
+    /// The `Cookie` field lines of the last request for `path`, one entry a line.
+    pub(crate) fn cookies(&self, path: &str) -> Vec<String> {
+        self.state.lock().unwrap().cookies.get(path).cloned().unwrap_or_default()
+    }
+
     /// Requests received for `path` so far.
     pub(crate) fn hits(&self, path: &str) -> u64 {
         self.state.lock().unwrap().hits.get(path).copied().unwrap_or(0)
@@ -189,6 +196,7 @@ fn origin_conn(s: TcpStream, state: &Mutex<OriginState>, name: &str) {
         let target = parts.next().unwrap_or("/").to_string();
         let mut inm = None;
         let mut cdn_loop: Vec<String> = Vec::new();
+        let mut cookies: Vec<String> = Vec::new();
         let mut body_len = 0usize;
         loop {
             let mut h = String::new();
@@ -204,6 +212,8 @@ fn origin_conn(s: TcpStream, state: &Mutex<OriginState>, name: &str) {
                     inm = Some(v.trim().to_string());
                 } else if k.eq_ignore_ascii_case("cdn-loop") {
                     cdn_loop.push(v.trim().to_string());
+                } else if k.eq_ignore_ascii_case("cookie") {
+                    cookies.push(v.trim().to_string());
                 } else if k.eq_ignore_ascii_case("content-length") {
                     body_len = v.trim().parse().unwrap_or(0);
                 }
@@ -223,6 +233,7 @@ fn origin_conn(s: TcpStream, state: &Mutex<OriginState>, name: &str) {
             if !cdn_loop.is_empty() {
                 st.cdn_loop.insert(path.clone(), cdn_loop.join(", "));
             }
+            st.cookies.insert(path.clone(), cookies);
             match st.objects.get(&path).or(st.default.as_ref()) {
                 Some(o) => o.clone(),
                 None if path == "/healthz" => Object::ok("ok"),

@@ -1,8 +1,9 @@
 //! HTTPS and HTTP/2 against the real binary: certificates made by the test (a CA and its
 //! leaves as PEM files), real handshakes on 127.0.0.1. The cache behind HTTP/2 (hit,
-//! miss, coalesced miss, range, 304, HEAD), many multiplexed streams, the flood defences,
-//! SNI and `sni_strict`, certificate reloads under traffic, a mismatched key refused by
-//! `reel check` and by a reload, and session resumption across workers.
+//! miss, coalesced miss, range, 304, HEAD), split cookie fields reaching the origin as
+//! one, many multiplexed streams, the flood defences, SNI and `sni_strict`, certificate
+//! reloads under traffic, a mismatched key refused by `reel check` and by a reload, and
+//! session resumption across workers.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -212,6 +213,30 @@ fn http2_serves_hits_misses_coalesced_misses_ranges_conditionals_and_head() {
     eventually("HTTP/2 requests in the access log", || {
         let log = std::fs::read_to_string(dir.path().join("access.log")).unwrap_or_default();
         log.contains("/slow.ts").then_some(())
+    });
+}
+
+/// RFC 9113 8.2.3 lets an HTTP/2 client split its cookie into several `cookie` fields;
+/// they reached the HTTP/1.1 origin as several `Cookie:` lines, which RFC 6265 5.4 does
+/// not allow and many origins read only the first of.
+#[test]
+fn separate_http2_cookie_fields_reach_the_origin_as_one_field() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let origin = Origin::start("o");
+    origin.put("/c.ts", Object::ok("c").header("cache-control", "no-store"));
+    origin.put("/p", Object::ok("p"));
+    let pki = Pki::new(dir.path());
+    pki.leaf("edge", &["edge.example.test"]);
+    let reel = Reel::start(&tls_conf(dir.path(), &origin, &pki));
+    let addr = reel.listener_addr("https").expect("https listener");
+    rt().block_on(async {
+        let c = h2_client(addr, pki.client(&[b"h2"]), "edge.example.test").await;
+        let split = [("cookie", "a=1"), ("cookie", "b=2")];
+        for (method, path) in [("GET", "/c.ts"), ("POST", "/p")] {
+            let r = h2_req(&c, method, path, &split).await.expect("h2 request");
+            assert_eq!(r.status, 200, "{method} {path}");
+            assert_eq!(origin.cookies(path), ["a=1; b=2"], "{method} {path}");
+        }
     });
 }
 

@@ -56,8 +56,9 @@ pub(super) enum Forward {
 /// The client's header fields for the origin: without Host (the origin client sets it)
 /// and without the client's hop-by-hop fields (RFC 9110 7.6.1: `Connection`, what it
 /// lists, and the fixed ones). For fills, also without the fields that would make the
-/// origin answer something other than the whole representation, and without `drop`
-/// (`[cache] fill_drop_headers`: host, path and method overrides). Then reel's own
+/// origin answer something other than the whole representation, and without the fields
+/// [`fill_drops`] names (`[cache] fill_drop_headers`: host, path, scheme and method
+/// overrides, in any spelling; any name with `_`). Then reel's own
 /// `X-Forwarded-For` and `CDN-Loop` (what came in, then our entry, RFC 8586): added after
 /// the client's `Connection` list was applied and never dropped, so no client can have
 /// them stripped.
@@ -79,7 +80,7 @@ pub(super) fn forward_headers(
                 || lower == "cache-control"
                 || lower == "pragma"
                 || (why == Forward::SharedFill && PER_VIEWER.contains(&lower.as_str()))
-                || drop.contains(&lower)
+                || fill_drops(n, drop)
             {
                 continue;
             }
@@ -97,6 +98,22 @@ pub(super) fn forward_headers(
     }
     h.insert("cdn-loop", node.cdn_loop(req));
     h
+}
+
+/// Whether a fill leaves out the client field `name`, given `drop` (`[cache]
+/// fill_drop_headers`). Gateways in front of many origin frameworks (CGI, WSGI: Django's
+/// `X-Forwarded-Host` support, wsgiref) turn `_` in a field name into `-`, so
+/// `X_Forwarded_Host` would reach them as `X-Forwarded-Host`: names are compared with
+/// `_` folded to `-` and ASCII case folded, and, as nginx does by default
+/// (`underscores_in_headers off`), a name with `_` in it is never sent on a fill at all.
+pub(super) fn fill_drops(name: &str, drop: &[String]) -> bool {
+    name.contains('_') || drop.iter().any(|d| same_field_name(d, name))
+}
+
+/// Whether `a` and `b` name the same field for a gateway that folds `_` to `-`.
+fn same_field_name(a: &str, b: &str) -> bool {
+    let fold = |c: u8| if c == b'_' { b'-' } else { c.to_ascii_lowercase() };
+    a.len() == b.len() && a.bytes().zip(b.bytes()).all(|(x, y)| fold(x) == fold(y))
 }
 
 /// The origin request for a fill of `key`: the Host the key names, the client's headers
@@ -131,8 +148,9 @@ pub(super) fn key_omits_query(req: &Request, key: &CacheKey) -> bool {
     full.map_or(true, |f| f != *key)
 }
 
-/// The viewer's fields a fill does not send: the configured drops, and for a shared
-/// fill the viewer's credentials and cookies ([`PER_VIEWER`]).
+/// The viewer's fields a fill does not send: the configured drops and any name with `_`
+/// ([`fill_drops`]), and for a shared fill the viewer's credentials and cookies
+/// ([`PER_VIEWER`]).
 #[derive(Clone, Copy)]
 pub(super) struct Withheld<'a> {
     /// `[cache] fill_drop_headers`, lowercase.
@@ -143,6 +161,6 @@ pub(super) struct Withheld<'a> {
 
 impl Withheld<'_> {
     pub(super) fn contains(&self, name: &str) -> bool {
-        (self.per_viewer && PER_VIEWER.contains(&name)) || self.dropped.iter().any(|d| d == name)
+        (self.per_viewer && PER_VIEWER.contains(&name)) || fill_drops(name, self.dropped)
     }
 }

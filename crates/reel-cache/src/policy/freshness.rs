@@ -12,6 +12,11 @@ use super::meta::StoredMeta;
 use super::rules::TtlRule;
 use super::vary::Vary;
 
+/// Response fields that set a cookie, lowercase: `Set-Cookie` (RFC 6265) and the obsolete
+/// `Set-Cookie2` (RFC 2965), which some clients still honour. Both are handled alike: they
+/// decide storability ([`PolicyConfig::store_set_cookie`]) and are never stored (`meta`).
+pub const SET_COOKIE_FIELDS: [&str; 2] = ["set-cookie", "set-cookie2"];
+
 /// Policy knobs that are not in the messages themselves.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PolicyConfig {
@@ -28,8 +33,9 @@ pub struct PolicyConfig {
     /// RFC 9213 targeted cache-control fields this cache obeys, lowercase, highest
     /// precedence first (our own field, then `cdn-cache-control`).
     pub targeted: Vec<String>,
-    /// Store responses that carry `Set-Cookie` (the field itself is never stored or
-    /// replayed, see `meta`). Off by default: such responses are usually personal.
+    /// Store responses that carry `Set-Cookie` or `Set-Cookie2` ([`SET_COOKIE_FIELDS`];
+    /// the fields themselves are never stored or replayed, see `meta`). Off by default:
+    /// such responses are usually personal.
     pub store_set_cookie: bool,
 }
 
@@ -68,7 +74,8 @@ pub enum NotStorable {
     VaryStar,
     /// No explicit freshness and no validator, and `store_without_validators` is off.
     NoFreshnessOrValidator,
-    /// The response sets a cookie and `store_set_cookie` is off.
+    /// The response sets a cookie (`Set-Cookie`, `Set-Cookie2`) and `store_set_cookie` is
+    /// off.
     SetCookie,
 }
 
@@ -153,7 +160,7 @@ pub fn storable<Q: HeaderLookup + ?Sized, R: HeaderLookup + ?Sized>(
     if Vary::parse(resp) == Vary::Star {
         return no(N::VaryStar);
     }
-    if !cfg.store_set_cookie && resp.has("set-cookie") {
+    if !cfg.store_set_cookie && SET_COOKIE_FIELDS.iter().any(|f| resp.has(f)) {
         return no(N::SetCookie);
     }
     let explicit = resp_cc.has_explicit_lifetime() || (expires_counts && has_expires(resp));

@@ -4,8 +4,8 @@
 //! The targeted field (RFC 9213) whose directives governed the response, if any, is recorded
 //! by name so that the directives decoded later are the ones the response was stored under.
 //!
-//! Stored headers exclude `Set-Cookie` (a stored response is shared: one viewer's cookie
-//! must never reach another), hop-by-hop fields (RFC 9110 7.6.1: `Connection`, the fields it
+//! Stored headers exclude `Set-Cookie` and `Set-Cookie2` (a stored response is shared: one
+//! viewer's cookie must never reach another), hop-by-hop fields (RFC 9110 7.6.1: `Connection`, the fields it
 //! names, `Keep-Alive`, `Proxy-*`, `TE`, `Trailer`, `Transfer-Encoding`, `Upgrade`; RFC 9111
 //! 3.1), `Age` (recomputed on every hit, RFC 9111 4.2.3 / 5.1; its received value is kept
 //! separately for the age calculation), and fields named by a qualified `no-cache` or
@@ -28,7 +28,7 @@
 use std::time::Duration;
 
 use super::cache_control::{ResponseCacheControl, targeted};
-use super::freshness::{PolicyConfig, current_age, freshness_lifetime};
+use super::freshness::{PolicyConfig, SET_COOKIE_FIELDS, current_age, freshness_lifetime};
 use super::headers::{HeaderLookup, format_http_date, is_token, parse_age, parse_http_date};
 use super::rules::TtlRule;
 use super::vary::VaryKey;
@@ -89,8 +89,8 @@ pub struct StoredMeta {
     date: u64,
 }
 
-/// Hop-by-hop and connection-management fields never stored (RFC 9110 7.6.1, RFC 9111 3.1)
-/// plus `Age`, recomputed on output.
+/// Hop-by-hop and connection-management fields never stored (RFC 9110 7.6.1, RFC 9111 3.1),
+/// `Age`, recomputed on output, and the fields that set cookies ([`SET_COOKIE_FIELDS`]).
 fn is_excluded(name: &[u8]) -> bool {
     const NAMES: &[&[u8]] = &[
         b"connection",
@@ -100,9 +100,9 @@ fn is_excluded(name: &[u8]) -> bool {
         b"transfer-encoding",
         b"upgrade",
         b"age",
-        b"set-cookie",
     ];
     NAMES.iter().any(|n| n.eq_ignore_ascii_case(name))
+        || SET_COOKIE_FIELDS.iter().any(|n| n.as_bytes().eq_ignore_ascii_case(name))
         || (name.len() >= 6 && name[..6].eq_ignore_ascii_case(b"proxy-"))
 }
 

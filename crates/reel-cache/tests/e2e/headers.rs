@@ -74,13 +74,64 @@ fn override_fields_are_not_forwarded_on_fills() {
     assert_eq!(o.count("/ovv"), 2, "not stored as the variant of a value the origin never saw");
 }
 
+/// Gateways behind the origin (WSGI, CGI) map `_` in a field name to `-`, so an
+/// underscore spelling of an override field reached the fill and still moved the host;
+/// scheme overrides were not on the default list at all. Like nginx
+/// (`underscores_in_headers off`), fills send no field with `_` in its name; a request
+/// passed through for one viewer keeps them.
+#[test]
+fn underscore_and_scheme_override_fields_are_not_forwarded_on_fills() {
+    const SNEAKY: [(&str, &str); 9] = [
+        ("X_Forwarded_Host", "evil.example"),
+        ("x-forwarded_host", "evil.example"),
+        ("X_Original_URL", "/admin"),
+        ("X_Rewrite_URL", "/admin"),
+        ("X_HTTP_Method_Override", "DELETE"),
+        ("X-Forwarded-Ssl", "on"),
+        ("X-Url-Scheme", "https"),
+        ("Front-End-Https", "on"),
+        ("X-Forwarded-Protocol", "https"),
+    ];
+    let (o, s) = crate::setup();
+    o.route("/us", Route::ok("us", &[("cache-control", "max-age=600")]));
+    o.route("/usp", Route::ok("usp", &[]));
+    let mut hs: Vec<(&str, &str)> = SNEAKY.to_vec();
+    hs.push(("X_Custom", "underscored"));
+    hs.push(("X-Custom", "kept"));
+    assert_eq!(get(&s, "/us", &hs).status, 200);
+    let seen = &o.seen("/us")[0];
+    for (n, _) in SNEAKY.iter().chain([("X_Custom", "")].iter()) {
+        assert_eq!(seen.header(&n.to_ascii_lowercase()), None, "{n} reached the fill");
+    }
+    assert!(seen.headers.iter().all(|(n, _)| !n.contains('_')), "{:?}", seen.headers);
+    assert_eq!(seen.header("x-custom"), Some("kept"), "other fields go along");
+    // Passed through for this viewer alone: its fields go along as they were.
+    let mut post = hs.clone();
+    post.push(("Content-Length", "0"));
+    assert_eq!(request(s.addr, "POST", "/usp", &post).status, 200);
+    let seen = &o.seen("/usp")[0];
+    assert_eq!(seen.header("x_forwarded_host"), Some("evil.example"));
+    assert_eq!(seen.header("x_custom"), Some("underscored"));
+    assert_eq!(seen.header("x-forwarded-ssl"), Some("on"));
+    // A response that varies on an underscored field the fill withheld was not chosen for
+    // this viewer, whichever spelling the Vary uses.
+    for (path, vary) in [("/usv1", "X_Forwarded_Host"), ("/usv2", "x_forwarded_host")] {
+        o.route(path, Route::ok("v", &[("cache-control", "max-age=600"), ("vary", vary)]));
+        get(&s, path, &[("X_Forwarded_Host", "evil.example")]);
+        get(&s, path, &[("X_Forwarded_Host", "evil.example")]);
+        assert_eq!(o.count(path), 2, "{vary}: stored as the variant of a value never sent");
+    }
+}
+
 #[test]
 fn the_dropped_fields_are_configurable() {
-    let (o, s) = crate::setup_with(|opts| opts.fill_drop_headers = vec!["x-custom".into()]);
+    let drop = vec!["x-custom".into(), "x_other".into()];
+    let (o, s) = crate::setup_with(|opts| opts.fill_drop_headers = drop);
     o.route("/ov", Route::ok("ov", &[("cache-control", "max-age=600")]));
-    get(&s, "/ov", &[("X-Custom", "x"), ("X-Forwarded-Host", "h.example")]);
+    get(&s, "/ov", &[("X-Custom", "x"), ("X-Other", "y"), ("X-Forwarded-Host", "h.example")]);
     let seen = &o.seen("/ov")[0];
     assert_eq!(seen.header("x-custom"), None);
+    assert_eq!(seen.header("x-other"), None, "`_` in a listed name matches `-`");
     assert_eq!(seen.header("x-forwarded-host"), Some("h.example"));
 }
 

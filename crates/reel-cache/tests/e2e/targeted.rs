@@ -1,6 +1,7 @@
 //! RFC 9213 targeted cache control (`CDN-Cache-Control` and our own `Reel-Cache-Control`
 //! override `Cache-Control` and `Expires` for this cache, while viewers still get the
-//! origin's `Cache-Control` untouched) and responses that set cookies.
+//! origin's `Cache-Control` untouched) and responses that set cookies (`Set-Cookie`, and
+//! the obsolete `Set-Cookie2` of RFC 2965, treated alike).
 
 use crate::client::get;
 use crate::origin::Route;
@@ -133,4 +134,28 @@ fn when_set_cookie_responses_are_stored_the_cookie_is_never_replayed() {
     assert_eq!(o.count("/ck"), 1);
     assert!(b.cache_status().contains("hit"), "{}", b.cache_status());
     assert_eq!(b.header("set-cookie"), None, "another viewer never gets alice's cookie");
+}
+
+/// RFC 2965's `Set-Cookie2` sets a cookie as `Set-Cookie` does: it made a response
+/// storable by default, and with `store_set_cookie` one viewer's cookie was stored and
+/// replayed to every other.
+#[test]
+fn set_cookie2_is_treated_as_set_cookie() {
+    let ck2 = [("cache-control", "max-age=600"), ("set-cookie2", "session=alice; Version=1")];
+    let (o, s) = crate::setup();
+    o.route("/ck2", Route::ok("ck", &ck2));
+    let a = get(&s, "/ck2", &[]);
+    assert_eq!(a.header("set-cookie2"), Some("session=alice; Version=1"), "to its viewer");
+    let b = get(&s, "/ck2", &[]);
+    assert_eq!(o.count("/ck2"), 2, "not stored by default");
+    assert_eq!(b.header("set-cookie2"), Some("session=alice; Version=1"), "the origin's own");
+
+    let (o, s) = crate::setup_with(|opts| opts.policy.store_set_cookie = true);
+    o.route("/ck2", Route::ok("ck", &ck2));
+    let a = get(&s, "/ck2", &[]);
+    assert_eq!(a.header("set-cookie2"), None, "not even the filling viewer gets it from the cache");
+    let b = get(&s, "/ck2", &[]);
+    assert_eq!(o.count("/ck2"), 1);
+    assert!(b.cache_status().contains("hit"), "{}", b.cache_status());
+    assert_eq!(b.header("set-cookie2"), None, "another viewer never gets alice's cookie");
 }

@@ -82,8 +82,10 @@ pub struct CacheConfig {
     /// Request header fields never sent to the origin on fills (fetches whose response may
     /// be stored and served to everyone): fields that make origins or their frameworks
     /// answer for another host, path, scheme or method, so one viewer could poison the
-    /// shared copy. Requests passed through uncached keep them. Field names,
-    /// case-insensitive; default [`DEFAULT_FILL_DROP_HEADERS`]; `[]` = forward everything.
+    /// shared copy. Requests passed through uncached keep them. Field names, compared
+    /// case-insensitively with `_` and `-` alike (gateways such as CGI and WSGI map `_` to
+    /// `-`); fields with `_` in their name are never sent on fills, listed or not;
+    /// default [`DEFAULT_FILL_DROP_HEADERS`]; `[]` = forward every other field.
     pub fill_drop_headers: Vec<String>,
     /// Most read-ahead slice fetches (`[[site]].read_ahead`) in flight per worker; further
     /// read-ahead is skipped until some finish. 0 turns read-ahead off everywhere.
@@ -95,12 +97,16 @@ pub struct CacheConfig {
 
 /// The default of `[cache] fill_drop_headers`: host, path, scheme and method override
 /// fields known to be honoured by origin servers and web frameworks.
-pub const DEFAULT_FILL_DROP_HEADERS: [&str; 17] = [
+pub const DEFAULT_FILL_DROP_HEADERS: [&str; 21] = [
     "Forwarded",
     "X-Forwarded-Host",
     "X-Forwarded-Server",
     "X-Forwarded-Proto",
     "X-Forwarded-Scheme",
+    "X-Forwarded-Protocol",
+    "X-Forwarded-Ssl",
+    "X-Url-Scheme",
+    "Front-End-Https",
     "X-Forwarded-Port",
     "X-Forwarded-Prefix",
     "X-Forwarded-Uri",
@@ -177,9 +183,10 @@ pub struct SiteConfig {
     /// Heuristic freshness for this site; unset = `[cache] heuristic_freshness`.
     #[serde(default)]
     pub heuristic_freshness: Option<bool>,
-    /// Store responses that carry `Set-Cookie`. The `Set-Cookie` field itself is never
-    /// stored, so no viewer ever receives another's cookie (not even the viewer whose
-    /// request filled the cache). Default `false`: such responses pass uncached.
+    /// Store responses that carry `Set-Cookie` or `Set-Cookie2` (handled alike). Those
+    /// fields themselves are never stored, so no viewer ever receives another's cookie
+    /// (not even the viewer whose request filled the cache). Default `false`: such
+    /// responses pass uncached.
     #[serde(default)]
     pub store_set_cookie: bool,
     /// `honor`: request `Cache-Control` / `Pragma` (`no-cache`, `no-store`, `max-age`...)

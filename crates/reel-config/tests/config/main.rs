@@ -462,6 +462,22 @@ fn a_bad_required_value_in_an_array_of_tables_does_not_hide_other_problems() {
     assert_eq!(find(&ps, "http.max_headers").line, 7, "{ps:#?}");
 }
 
+/// Scheme overrides (`X-Forwarded-Ssl: on` and its kin) make frameworks build `https`
+/// or `http` links into the stored page for everyone; they were not dropped by default.
+/// The shipped configs spell the default out and must keep up with it.
+#[test]
+fn default_fill_drop_headers_cover_scheme_overrides_and_match_the_shipped_configs() {
+    let cfg = Config::parse_and_validate(BASE, "t.toml").expect("valid");
+    let defaults = &cfg.cache.fill_drop_headers;
+    for h in ["X-Forwarded-Ssl", "X-Url-Scheme", "Front-End-Https", "X-Forwarded-Protocol"] {
+        assert!(defaults.iter().any(|d| d == h), "{h} is not dropped by default");
+    }
+    for file in ["reel.toml", "production.toml"] {
+        let shipped = load_and_validate(config_dir().join(file)).expect("valid");
+        assert_eq!(&shipped.cache.fill_drop_headers, defaults, "{file}");
+    }
+}
+
 #[test]
 fn fill_drop_headers_are_field_names_and_never_host() {
     let cfg = Config::parse_and_validate(BASE, "t.toml").expect("valid");

@@ -1,7 +1,8 @@
 //! Translating heads between HTTP/2 fields and the codec's types (RFC 9113 section 8.3).
 //!
 //! A request's fields are written out as an HTTP/1.1 head (`:method :path`, `host` from
-//! `:authority`, the other fields as they came) and parsed by the same strict parser as
+//! `:authority`, separate `cookie` fields joined into one with "; " as RFC 9113 section
+//! 8.2.3 says, the other fields as they came) and parsed by the same strict parser as
 //! HTTP/1.1, so both protocols reach the handler with the same [`Request`] and the same
 //! limits and validation. A response's generated and connection-specific fields are
 //! dropped (RFC 9113 section 8.2.2), `date` and `content-length` are generated.
@@ -38,9 +39,20 @@ pub(crate) fn request_from_parts(
         scratch.extend_from_slice(a.as_bytes());
         scratch.extend_from_slice(b"\r\n");
     }
+    let mut cookie_written = false;
     for (name, value) in &parts.headers {
         // :authority replaces Host (RFC 9113 section 8.3.1).
         if authority.is_some() && name == http::header::HOST {
+            continue;
+        }
+        // A client may split its cookie into several fields (RFC 9113 section 8.2.3); an
+        // HTTP/1.1 request has one (RFC 6265 section 5.4), so every consumer, the origin
+        // included, sees them joined in one field.
+        if name == http::header::COOKIE {
+            if !cookie_written {
+                cookie_written = true;
+                write_cookie(scratch, &parts.headers);
+            }
             continue;
         }
         scratch.extend_from_slice(name.as_str().as_bytes());
@@ -62,6 +74,20 @@ pub(crate) fn request_from_parts(
     };
     req.set_http2(framing);
     Ok(())
+}
+
+/// Writes one `cookie` line holding every non-empty `cookie` field of `headers`, in
+/// order, joined with "; " (RFC 9113 section 8.2.3); nothing when all are empty.
+fn write_cookie(scratch: &mut Vec<u8>, headers: &http::HeaderMap) {
+    let mut values = headers.get_all(http::header::COOKIE).iter().filter(|v| !v.is_empty());
+    let Some(first) = values.next() else { return };
+    scratch.extend_from_slice(b"cookie: ");
+    scratch.extend_from_slice(first.as_bytes());
+    for v in values {
+        scratch.extend_from_slice(b"; ");
+        scratch.extend_from_slice(v.as_bytes());
+    }
+    scratch.extend_from_slice(b"\r\n");
 }
 
 /// An HTTP/2 response head and how its body is delimited.
@@ -221,6 +247,42 @@ mod tests {
             request_from_parts(&mut req, &p, true, &mut scratch, &limits).unwrap_err().status,
             400
         );
+    }
+
+    /// RFC 9113 8.2.3: separate `cookie` fields are one field to every consumer, joined
+    /// with "; ", where the first one was.
+    #[test]
+    fn split_cookie_fields_become_one() {
+        let addr = "127.0.0.1:1".parse().unwrap();
+        let mut req = Request::new(addr, addr);
+        let mut scratch = Vec::new();
+        let limits = Limits::default();
+        let fields = [("cookie", "a=1"), ("x-a", "1"), ("cookie", "b=2"), ("cookie", "c=3")];
+        request_from_parts(
+            &mut req,
+            &parts("https://cdn.test/", &fields),
+            true,
+            &mut scratch,
+            &limits,
+        )
+        .unwrap();
+        let cookies: Vec<&[u8]> = req
+            .headers()
+            .filter(|(n, _)| n.eq_ignore_ascii_case("cookie"))
+            .map(|(_, v)| v)
+            .collect();
+        assert_eq!(cookies, [&b"a=1; b=2; c=3"[..]]);
+        assert_eq!(req.header("x-a"), Some(&b"1"[..]));
+        let one = [("cookie", "a=1")];
+        request_from_parts(
+            &mut req,
+            &parts("https://cdn.test/", &one),
+            true,
+            &mut scratch,
+            &limits,
+        )
+        .unwrap();
+        assert_eq!(req.header("cookie"), Some(&b"a=1"[..]));
     }
 
     #[test]
