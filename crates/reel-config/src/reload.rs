@@ -139,6 +139,7 @@ pub const RELOAD_KEYS: &[ReloadKey] = &[
     live("origin_group[].first_byte_timeout"),
     live("origin_group[].idle_timeout"),
     live("origin_group[].max_idle_per_host"),
+    live("origin_group[].max_connections"),
     live("origin_group[].retries"),
     live("origin_group[].balance"),
     live("origin_group[].ca_file"),

@@ -22,6 +22,7 @@ use http::{Method, StatusCode};
 use http_body::Body as _;
 use http_body_util::BodyExt as _;
 use hyper::body::Incoming;
+use tokio::sync::OwnedSemaphorePermit;
 
 use crate::Inner;
 use crate::balance::{self, Affinity};
@@ -178,6 +179,9 @@ struct PooledConn {
     pool: Rc<RefCell<Pool>>,
     cap: usize,
     idle_timeout: Duration,
+    /// The host's place this connection holds while it carries the response (HTTP/1.1),
+    /// given back when the connection returns to the pool or closes.
+    _place: Option<OwnedSemaphorePermit>,
 }
 
 impl OriginBody {
@@ -518,13 +522,40 @@ impl WorkerClient {
             host.passive_failure(e.kind());
             e
         };
-        let (mut sender, mut connect) = match self.checkout(host, g).await {
+        let pooled = self.checkout(host, g).await;
+        // A connection carrying a request holds one of the host's `max_connections`
+        // places, whichever worker it belongs to; the shared HTTP/2 connection (one per
+        // worker and host) needs none.
+        let mut place = None;
+        if !pooled.as_ref().is_some_and(Sender::is_h2) {
+            let free = host.busy.clone().acquire_owned();
+            match tokio::time::timeout(g.connect_timeout, free).await {
+                Ok(Ok(p)) => place = Some(p),
+                _ => {
+                    if let Some(s) = pooled {
+                        let ttl = g.pool_idle_timeout;
+                        self.local.pool.borrow_mut().checkin(
+                            &host.pool_key,
+                            s,
+                            g.max_idle_per_host,
+                            ttl,
+                        );
+                    }
+                    let e = OriginError::new(ErrorKind::ConnectionLimit, Some(&host.addr), true);
+                    return Err(fail(e));
+                }
+            }
+        }
+        let (mut sender, mut connect) = match pooled {
             Some(s) => (s, None),
             None => {
                 let (s, d) = self.connect(host, g).await.map_err(fail)?;
                 (s, Some(d))
             }
         };
+        if sender.is_h2() {
+            place = None;
+        }
         loop {
             let Some(this_body) =
                 body.as_ref().and_then(RequestBody::try_clone).or_else(|| body.take())
@@ -563,7 +594,8 @@ impl WorkerClient {
                 Ok(Ok(resp)) => {
                     host.stats.response(first_byte);
                     host.passive_success();
-                    return Ok(self.response(g, host, head, resp, sender, connect, first_byte));
+                    let conn = (sender, place);
+                    return Ok(self.response(g, host, head, resp, conn, connect, first_byte));
                 }
                 Err(_) => {
                     let kind = if head.held {
@@ -603,7 +635,7 @@ impl WorkerClient {
         host: &Arc<HostState>,
         head: &Head,
         resp: http::Response<Incoming>,
-        sender: Sender,
+        (sender, place): (Sender, Option<OwnedSemaphorePermit>),
         connect: Option<Duration>,
         first_byte: Duration,
     ) -> OriginResponse {
@@ -641,6 +673,7 @@ impl WorkerClient {
                 pool: self.local.pool.clone(),
                 cap: g.max_idle_per_host,
                 idle_timeout: g.pool_idle_timeout,
+                _place: place,
             }),
             host: host.clone(),
             failed: None,

@@ -42,11 +42,14 @@ pub enum ErrorKind {
     NoHealthyHost,
     /// The group name is not configured.
     UnknownGroup,
+    /// Every connection the host may have at once (`max_connections`) stayed busy for
+    /// `connect_timeout`: no connection was opened. Answered 503, not held against the host.
+    ConnectionLimit,
 }
 
 impl ErrorKind {
     /// Every kind, in a stable order (the index order of per-kind counters).
-    pub const ALL: [ErrorKind; 13] = [
+    pub const ALL: [ErrorKind; 14] = [
         ErrorKind::ConnectRefused,
         ErrorKind::ConnectFailed,
         ErrorKind::ConnectTimeout,
@@ -60,6 +63,7 @@ impl ErrorKind {
         ErrorKind::RequestBodyAborted,
         ErrorKind::NoHealthyHost,
         ErrorKind::UnknownGroup,
+        ErrorKind::ConnectionLimit,
     ];
 
     /// Stable snake_case label, suitable for metrics.
@@ -78,6 +82,7 @@ impl ErrorKind {
             ErrorKind::RequestBodyAborted => "request_body_aborted",
             ErrorKind::NoHealthyHost => "no_healthy_host",
             ErrorKind::UnknownGroup => "unknown_group",
+            ErrorKind::ConnectionLimit => "connection_limit",
         }
     }
 
@@ -155,7 +160,11 @@ impl OriginError {
 
     /// Status for the edge's own client: 504 for timeouts, 502 for everything else.
     pub fn client_status(&self) -> u16 {
-        if self.kind.is_timeout() { 504 } else { 502 }
+        match self.kind {
+            ErrorKind::ConnectionLimit => 503,
+            k if k.is_timeout() => 504,
+            _ => 502,
+        }
     }
 }
 

@@ -27,7 +27,7 @@ use std::time::Instant;
 
 use http::uri::PathAndQuery;
 use http::{HeaderMap, HeaderValue, Method, header};
-use tokio::sync::watch;
+use tokio::sync::{Semaphore, watch};
 
 use crate::body::RequestBody;
 use crate::error::ErrorKind;
@@ -59,6 +59,10 @@ pub(crate) struct HostState {
     pub(crate) rank_id: u64,
     pub(crate) health: HealthSpec,
     pub(crate) stats: HostStats,
+    /// Places for HTTP/1.1 connections carrying a request (`max_connections`), shared by
+    /// every worker: a connection holds one from checkout (or connect) until it returns to
+    /// the pool or closes.
+    pub(crate) busy: Arc<Semaphore>,
     healthy: AtomicBool,
     /// Set while the active checker is probing this host.
     actively_checked: AtomicBool,
@@ -77,7 +81,7 @@ impl HostState {
         spec: &HostSpec,
         tier: usize,
         tls: Option<TlsTarget>,
-        health: HealthSpec,
+        (health, max_connections): (HealthSpec, usize),
         base: Instant,
     ) -> Self {
         // Validated with the spec; an invalid value is dropped rather than trusted.
@@ -97,6 +101,7 @@ impl HostState {
             rank_id: crate::balance::host_id(&spec.addr),
             health,
             stats: HostStats::default(),
+            busy: Arc::new(Semaphore::new(max_connections.clamp(1, Semaphore::MAX_PERMITS))),
             // Hosts start healthy so traffic flows before the first probe; a dead host is
             // found by that probe or by the first refused connection.
             healthy: AtomicBool::new(true),
@@ -154,6 +159,7 @@ impl HostState {
                 | ErrorKind::UnknownGroup
                 | ErrorKind::RequestBodyAborted
                 | ErrorKind::BlockingTimeout
+                | ErrorKind::ConnectionLimit
         ) {
             return;
         }
@@ -314,7 +320,14 @@ mod tests {
             interval: Duration::from_millis(interval_ms),
             ..HealthSpec::default()
         };
-        HostState::new(("g", 0), &HostSpec::new("127.0.0.1:1"), 0, None, health, Instant::now())
+        HostState::new(
+            ("g", 0),
+            &HostSpec::new("127.0.0.1:1"),
+            0,
+            None,
+            (health, 8),
+            Instant::now(),
+        )
     }
 
     #[test]

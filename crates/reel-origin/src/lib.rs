@@ -109,7 +109,8 @@ impl Origins {
                         _ => None,
                     };
                     let health = spec.health.clone();
-                    let state = HostState::new((&spec.name, gi), h, ti, target, health, base);
+                    let limits = (health, spec.max_connections);
+                    let state = HostState::new((&spec.name, gi), h, ti, target, limits, base);
                     tier.push(Arc::new(state));
                 }
                 tiers.push(tier);

@@ -131,6 +131,12 @@ pub struct GroupSpec {
     pub idle_timeout: Duration,
     /// Idle keep-alive connections kept per host by each worker.
     pub max_idle_per_host: usize,
+    /// HTTP/1.1 connections to one host carrying a request at once, across every worker. A
+    /// request beyond it waits up to `connect_timeout` for one to free, then fails with
+    /// [`crate::ErrorKind::ConnectionLimit`]. Idle pooled connections are bounded apart (by
+    /// `max_idle_per_host` per worker), as is HTTP/2 (one multiplexed connection per worker
+    /// and host); health checks are not counted. At least 1.
+    pub max_connections: usize,
     /// How long an idle pooled connection may wait for reuse before it is closed.
     pub pool_idle_timeout: Duration,
     /// Extra attempts on other hosts for idempotent requests that failed before any response
@@ -156,6 +162,7 @@ impl GroupSpec {
             first_byte_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(10),
             max_idle_per_host: 32,
+            max_connections: 256,
             pool_idle_timeout: Duration::from_secs(30),
             retries: 1,
             fail_open: true,

@@ -86,6 +86,22 @@ pub(crate) fn connection_limits(cfg: &Config, fds: &FdBudget) -> Result<Connecti
     })
 }
 
+/// The most descriptors origin connections can hold with `workers` workers: per host,
+/// `max_connections` busy ones, `max_idle_per_host` idle ones per worker, an HTTP/2 one per
+/// worker and a health probe.
+pub(crate) fn origin_descriptors(cfg: &Config, workers: usize) -> u64 {
+    let workers = workers as u64;
+    cfg.origin_group
+        .iter()
+        .map(|g| {
+            let hosts: u64 = g.tier.iter().map(|t| t.hosts.len() as u64).sum();
+            let per_host =
+                u64::from(g.max_connections) + workers * (u64::from(g.max_idle_per_host) + 1) + 1;
+            hosts.saturating_mul(per_host)
+        })
+        .fold(0u64, u64::saturating_add)
+}
+
 /// Connection limits as the runtime takes them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct ConnectionLimits {
@@ -203,6 +219,7 @@ fn group(g: &reel_config::OriginGroupConfig) -> GroupSpec {
     s.first_byte_timeout = g.first_byte_timeout.get();
     s.idle_timeout = g.idle_timeout.get();
     s.max_idle_per_host = g.max_idle_per_host as usize;
+    s.max_connections = g.max_connections.max(1) as usize;
     s.retries = g.retries;
     s.balance = match g.balance {
         reel_config::OriginBalance::RoundRobin => Balance::RoundRobin,
@@ -389,6 +406,19 @@ retries = 3
 
     fn cfg() -> Config {
         Config::parse_and_validate(CFG, "t.toml").expect("valid")
+    }
+
+    #[test]
+    fn origin_descriptors_count_busy_idle_http2_and_probe_per_host() {
+        // Two hosts in one tier.
+        let mut c = cfg();
+        c.origin_group.truncate(1);
+        c.origin_group[0].tier.truncate(1);
+        assert_eq!(c.origin_group[0].tier[0].hosts.len(), 2);
+        c.origin_group[0].max_connections = 100;
+        c.origin_group[0].max_idle_per_host = 8;
+        // Per host: 100 busy + 4 workers × (8 idle + 1 HTTP/2) + 1 probe = 137.
+        assert_eq!(origin_descriptors(&c, 4), 2 * 137);
     }
 
     #[test]

@@ -128,6 +128,16 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         max_connections = limits.total,
         "connection budget"
     );
+    let origin_fds = options::origin_descriptors(&shared.live().cfg, plan.workers.len());
+    let reserved = shared.live().cfg.http.reserved_fds;
+    if origin_fds > u64::from(reserved) {
+        warn!(
+            origin_descriptors = origin_fds,
+            reserved_fds = reserved,
+            "origin connections may need more descriptors than http.reserved_fds keeps: raise \
+             it, or lower the origin groups' max_connections or max_idle_per_host"
+        );
+    }
     let mut opts = options::runtime(&shared.live().cfg, &plan, limits);
     if test_workers.is_some() {
         opts.pin = false;

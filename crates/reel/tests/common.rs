@@ -216,6 +216,8 @@ pub(crate) struct Conf {
     pub tier: String,
     /// Its `retries`.
     pub retries: u32,
+    /// Its `connect_timeout`.
+    pub connect_timeout: String,
     /// Lines of `[server]` besides `shutdown_timeout`.
     pub server: String,
     /// Extra lines per listener name (e.g. its TLS keys).
@@ -248,6 +250,7 @@ impl Conf {
             origin_group: String::new(),
             tier: String::new(),
             retries: 0,
+            connect_timeout: "5s".into(),
             server: String::new(),
             listener_lines: HashMap::new(),
             extra: String::new(),
@@ -297,7 +300,8 @@ impl Conf {
         );
         let hosts: Vec<String> = self.origins.iter().map(|a| format!("\"{a}\"")).collect();
         s.push_str(&format!(
-            "[[origin_group]]\nname = \"o\"\nconnect_timeout = \"5s\"\nfirst_byte_timeout = \"20s\"\nretries = {}\n{}\n  [origin_group.health]\n  enabled = false\n\n  [[origin_group.tier]]\n  hosts = [{}]\n{}\n",
+            "[[origin_group]]\nname = \"o\"\nconnect_timeout = \"{}\"\nfirst_byte_timeout = \"20s\"\nretries = {}\n{}\n  [origin_group.health]\n  enabled = false\n\n  [[origin_group.tier]]\n  hosts = [{}]\n{}\n",
+            self.connect_timeout,
             self.retries,
             self.origin_group,
             hosts.join(", "),

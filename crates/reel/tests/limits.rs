@@ -1,7 +1,8 @@
 //! Connection limits and listener ownership of `reel serve`: at the descriptor limit the
 //! health endpoint, hits and the admin listener still answer (descriptors kept in
 //! reserve); one client address cannot hold more than its cap; a second reel cannot join
-//! a data address the first one listens on.
+//! a data address the first one listens on; origin connections to one host are bounded
+//! (`max_connections`) while hits go on.
 
 use std::net::{SocketAddr, TcpStream};
 use std::process::{Command, Stdio};
@@ -171,4 +172,54 @@ fn a_second_reel_on_the_same_store_exits_1_naming_the_holder() {
     assert!(err.contains(&format!("in use by another process (pid {})", first.pid())), "{err}");
     // The first one serves on, its store untouched.
     assert_eq!(get(first.data, "/healthz").status, 200);
+}
+
+/// Issue 23.3: misses to a slow origin cannot open a connection each. With
+/// `max_connections = 3`, ten concurrent distinct misses put three requests on the origin;
+/// the others wait `connect_timeout` and get 503, counted as `connection_limit`, the origin
+/// stays healthy, and a hit is answered meanwhile.
+#[test]
+fn origin_connections_to_a_host_are_bounded_and_hits_go_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = Origin::start("o");
+    o.put("/hit.ts", Object::ok(vec![1u8; 1000]));
+    for i in 0..10 {
+        o.put(
+            &format!("/slow{i}.ts"),
+            Object::ok(vec![2u8; 100]).delay(Duration::from_millis(1500)),
+        );
+    }
+    let mut conf = Conf::new(dir.path(), &o);
+    conf.connect_timeout = "300ms".into();
+    conf.origin_group = "max_connections = 3\n".into();
+    let reel = Reel::start(&conf);
+    assert_eq!(get(reel.data, "/hit.ts").status, 200);
+    let misses: Vec<_> = (0..10)
+        .map(|i| {
+            let addr = reel.data;
+            std::thread::spawn(move || get(addr, &format!("/slow{i}.ts")).status)
+        })
+        .collect();
+    eventually("three misses at the origin", || {
+        let n: u64 = (0..10).map(|i| o.hits(&format!("/slow{i}.ts"))).sum();
+        (n == 3).then_some(())
+    });
+    let hit = get(reel.data, "/hit.ts");
+    assert_eq!(hit.status, 200);
+    assert_eq!(hit.cache_status(), "reel; hit");
+    let mut statuses: Vec<u16> = misses.into_iter().map(|t| t.join().unwrap()).collect();
+    statuses.sort_unstable();
+    assert_eq!(statuses, [200, 200, 200, 503, 503, 503, 503, 503, 503, 503]);
+    let n: u64 = (0..10).map(|i| o.hits(&format!("/slow{i}.ts"))).sum();
+    assert_eq!(n, 3, "no request beyond the bound reached the origin");
+    let m = reel.metrics();
+    let addr = o.addr.to_string();
+    let kind = format!(
+        "reel_origin_errors_total{{group=\"o\",host=\"{addr}\",kind=\"connection_limit\"}}"
+    );
+    assert_eq!(metric(&m, &kind), Some(7.0));
+    assert_eq!(
+        metric(&m, &format!("reel_origin_healthy{{group=\"o\",host=\"{addr}\"}}")),
+        Some(1.0)
+    );
 }

@@ -159,6 +159,9 @@ fn default_origin_idle_timeout() -> Duration {
 fn default_max_idle_per_host() -> u32 {
     32
 }
+fn default_max_connections() -> u32 {
+    128
+}
 fn default_retries() -> u32 {
     1
 }
@@ -182,6 +185,11 @@ pub struct OriginGroupConfig {
     /// Idle keep-alive connections kept per origin host, per worker. Count; default 32.
     #[serde(default = "default_max_idle_per_host")]
     pub max_idle_per_host: u32,
+    /// HTTP/1.1 connections to one host of the group carrying a request at once, across
+    /// every worker; a request beyond waits up to `connect_timeout`, then gets 503. Count,
+    /// at least 1; default 128.
+    #[serde(default = "default_max_connections")]
+    pub max_connections: u32,
     /// Further attempts on another host after a connect failure or an error before the first
     /// byte. Count; default 1.
     #[serde(default = "default_retries")]
@@ -217,6 +225,7 @@ impl Default for OriginGroupConfig {
             first_byte_timeout: default_first_byte_timeout(),
             idle_timeout: default_origin_idle_timeout(),
             max_idle_per_host: default_max_idle_per_host(),
+            max_connections: default_max_connections(),
             retries: default_retries(),
             balance: OriginBalance::default(),
             ca_file: PathBuf::new(),

@@ -28,6 +28,9 @@ pub(super) fn check_origin_groups(found: &mut Found, groups: &[OriginGroupConfig
         positive_duration(found, format!("{key}.connect_timeout"), g.connect_timeout);
         positive_duration(found, format!("{key}.first_byte_timeout"), g.first_byte_timeout);
         positive_duration(found, format!("{key}.idle_timeout"), g.idle_timeout);
+        if g.max_connections == 0 {
+            bad(found, format!("{key}.max_connections"), "must be at least 1");
+        }
         check_origin_health(found, &format!("{key}.health"), &g.health);
         if g.tier.is_empty() {
             bad(found, key.clone(), "at least one [[origin_group.tier]] is required");

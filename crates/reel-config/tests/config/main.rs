@@ -623,3 +623,12 @@ fn a_non_loopback_admin_without_a_token_is_refused_unless_insecure_no_token() {
     // On loopback no token is needed.
     assert!(problems(&format!("{BASE}\n[admin]\naddress = \"127.0.0.1:9090\"\n")).is_empty());
 }
+
+#[test]
+fn origin_max_connections_defaults_to_128_and_must_be_positive() {
+    let cfg = Config::parse_and_validate(BASE, "t.toml").expect("valid");
+    assert_eq!(cfg.origin_group[0].max_connections, 128);
+    let text = BASE.replace("name = \"main\"\n", "name = \"main\"\nmax_connections = 0\n");
+    let ps = problems(&text);
+    assert!(find(&ps, "origin_group[0].max_connections").message.contains("at least 1"));
+}
