@@ -413,3 +413,48 @@ fn without_slicing_the_ranges_of_an_object_too_large_to_store_are_stored_and_com
     get(&s, &path, &[("Range", "bytes=0-9")]);
     assert_eq!(o.stats().total(), before + 2, "a whole fetch again, then the range");
 }
+
+#[test]
+fn a_range_from_the_last_u64_offset_with_a_slice_size_not_a_power_of_two_is_416_like_unsliced() {
+    const SIZE: u64 = 3_000_000;
+    let total = 5_000_000u64;
+    let path = format!("/obj/{total}");
+    let o = demo();
+    let s = sliced(&o, |opts| {
+        opts.slicing.size = Some(SIZE);
+        opts.store = (256 * MIB, 8 * MIB);
+    });
+    let unsatisfied = format!("bytes */{total}");
+    for r in [
+        "bytes=18446744073709551615-",
+        "bytes=18446744073709551615-18446744073709551615",
+        "bytes=18446744073709551000-",
+        "bytes=18446744073707000000-18446744073709551614",
+    ] {
+        let a = get(&s, &path, &[("Range", r)]);
+        assert_eq!((a.status, a.header("content-range")), (416, Some(&*unsatisfied)), "{r}");
+    }
+    // The length was learnt from slice 0, the only thing the origin was asked for.
+    assert_eq!(asked(&o, &path), [(0, SIZE - 1, 1)]);
+    // The object is still served as usual.
+    let r = get(&s, &path, &[("Range", "bytes=4999990-")]);
+    assert_eq!(r.header("content-range"), Some(&*format!("bytes 4999990-4999999/{total}")));
+    assert!(r.body == expected_bytes(0, &path, 4_999_990, 10));
+    s.settle();
+    for &(a, b, _) in &asked(&o, &path) {
+        assert!(a % SIZE == 0 && b == (a + SIZE).min(total) - 1, "{a}-{b} is not a slice");
+    }
+    // A cold object meets the same range first: it answers the same.
+    let cold = "/obj/7000000";
+    let a = get(&s, cold, &[("Range", "bytes=18446744073709551615-")]);
+    assert_eq!((a.status, a.header("content-range")), (416, Some("bytes */7000000")));
+    assert_eq!(asked(&o, cold), [(0, SIZE - 1, 1)]);
+    // Without slicing the same request gets the same answer.
+    let o2 = demo();
+    let plain = sliced(&o2, |opts| {
+        opts.slicing = Slicing::default();
+        opts.store = (256 * MIB, 8 * MIB);
+    });
+    let a = get(&plain, &path, &[("Range", "bytes=18446744073709551615-")]);
+    assert_eq!((a.status, a.header("content-range")), (416, Some(&*unsatisfied)));
+}

@@ -82,7 +82,7 @@ pub(super) fn schedule(s: &Rc<Sliced>, head: &Head, k: u64) {
     if depth == 0 || per_worker == 0 || head.total == 0 {
         return;
     }
-    let last = (head.total - 1) / s.size;
+    let last = super::span::index(head.total - 1, s.size);
     let peer = s.job.peer;
     for j in k.saturating_add(1)..=k.saturating_add(depth).min(last) {
         if s.has_slice(head, j) {
