@@ -415,6 +415,42 @@ fn without_slicing_the_ranges_of_an_object_too_large_to_store_are_stored_and_com
 }
 
 #[test]
+fn one_byte_ranges_at_slice_ends_start_no_read_ahead() {
+    let o = demo();
+    let s = sliced(&o, |opts| opts.slicing.read_ahead = 2);
+    let path = "/obj/33554432";
+    // Ten one-byte reads, each on the last byte of a slice (three apart, so no read-ahead
+    // of one would serve another): each costs its own slice and nothing more.
+    let ends: Vec<u64> = (0..10).map(|i| 3 * i).collect();
+    for &k in &ends {
+        let last = (k + 1) * MIB - 1;
+        let r = get(&s, path, &[("Range", &range(last, last))]);
+        assert_eq!(r.status, 206, "{}", r.cache_status());
+        assert!(r.body == expected_bytes(0, path, last, 1));
+    }
+    s.settle();
+    let got: Vec<u64> = asked(&o, path).iter().map(|x| x.0 / MIB).collect();
+    assert_eq!(got, ends, "only the slices asked for, no read-ahead");
+    assert_eq!(s.shared.slices.read_ahead_fetches.load(Relaxed), 0);
+    // A player reading half a slice at a time still gets read-ahead: the read that takes
+    // the second half of a slice (from its midpoint to its end) reads it sequentially.
+    let path = "/obj/8388608";
+    let half = MIB / 2;
+    for i in 0..4 {
+        let a = i * half;
+        s.settle();
+        let r = get(&s, path, &[("Range", &range(a, a + half - 1))]);
+        assert!(r.body == expected_bytes(0, path, a, half as usize));
+        if i >= 2 {
+            assert!(r.cache_status().contains("hit"), "chunk {i} was read ahead");
+        }
+    }
+    s.settle();
+    let got: Vec<u64> = asked(&o, path).iter().map(|x| x.0 / MIB).collect();
+    assert_eq!(got, [0, 1, 2, 3], "slices 1 and 2 read ahead after slice 0, then 3");
+}
+
+#[test]
 fn a_range_from_the_last_u64_offset_with_a_slice_size_not_a_power_of_two_is_416_like_unsliced() {
     const SIZE: u64 = 3_000_000;
     let total = 5_000_000u64;

@@ -341,7 +341,8 @@ impl Sliced {
 
 /// The slices of one version, for the body walk: the first slice as the request located
 /// it, the others located (or fetched) as the walk reaches them, read-ahead started as it
-/// enters a slice it reads to the end.
+/// enters a slice it reads sequentially (`span::reads_most_of`: to the slice's end, at least
+/// half of it).
 struct SliceSource {
     s: Rc<Sliced>,
     head: Head,
@@ -380,8 +381,8 @@ impl Pieces for SliceSource {
                 Err(lost) => return Err(lost.describe()),
             },
         };
-        if span::part(slice, pos, until).is_some_and(|part| part.end >= slice.end) {
-            // The viewer reads this slice to its end: it is reading sequentially.
+        if span::part(slice, pos, until).is_some_and(|part| span::reads_most_of(slice, part)) {
+            // The viewer reads most of this slice, to its end: it is reading sequentially.
             readahead::schedule(&self.s, &self.head, k);
         }
         Ok(Piece { data, start: slice.start, len: slice.len() })

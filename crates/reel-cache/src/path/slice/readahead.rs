@@ -1,6 +1,9 @@
-//! Read-ahead for sliced objects: when a viewer's response reads slice k to its end, the
-//! next `[[site]] read_ahead` slices that are neither stored nor being fetched are fetched
-//! in the background, so a sequential viewer finds them stored when it gets there.
+//! Read-ahead for sliced objects: when a viewer's response reads slice k sequentially (to
+//! its end, and at least half of it: `span::reads_most_of`), the next `[[site]] read_ahead`
+//! slices that are neither stored nor being fetched are fetched in the background, so a
+//! sequential viewer finds them stored when it gets there. A small range at a slice's end
+//! (one byte on its last byte) starts none: it costs the origin its own slice, never
+//! `read_ahead` more.
 //!
 //! Each read-ahead fetch is the ordinary miss step (`Sliced::fetch_slice`, through
 //! `Fetcher::fetch_and_store`) led by a background task that holds the slice's in-flight

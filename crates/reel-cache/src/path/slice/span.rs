@@ -1,7 +1,8 @@
 //! Slice arithmetic, all of it checked: which slice holds a byte ([`index`]), the bytes of
 //! slice k of an object ([`bytes`]) or, before its length is known, what the origin is
 //! asked for ([`nominal`]), the slice a request without a head learns the object from
-//! ([`learn_from`]) and the part of a slice a response sends ([`part`]).
+//! ([`learn_from`]), the part of a slice a response sends ([`part`]) and whether that part
+//! is a sequential read that earns read-ahead ([`reads_most_of`]).
 //!
 //! Offsets come from the client (`Range`) and from the origin (`Content-Range`), so any of
 //! them may lie near `u64::MAX`, and a slice size need not be a power of two: nothing here
@@ -53,6 +54,15 @@ pub(in crate::path) fn part(slice: ByteRange, pos: u64, until: u64) -> Option<By
     Some(ByteRange { start: pos, end: until.min(slice.end) })
 }
 
+/// Whether sending `part` of `slice` is reading it sequentially, so that the slices after
+/// it are worth reading ahead: the part runs to the slice's end and holds at least half of
+/// the slice (it started at or before the slice's midpoint). A player reading a file
+/// through (one open range, whole slices, or chunks of half a slice or more) meets it for
+/// every slice it reads; a small range at a slice's end does not.
+pub(in crate::path) fn reads_most_of(slice: ByteRange, part: ByteRange) -> bool {
+    part.end >= slice.end && part.len() >= slice.len().div_ceil(2)
+}
+
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;
@@ -77,6 +87,18 @@ mod tests {
         assert_eq!(bytes(size, 5_000_000, 1), Some(r(3_000_000, 4_999_999)));
         assert_eq!(bytes(size, 5_000_000, u64::MAX), None);
         assert_eq!((index(5, 0), nominal(0, 0), bytes(0, 9, 0)), (0, None, None));
+    }
+
+    #[test]
+    fn read_ahead_needs_half_a_slice_read_to_its_end() {
+        let s = r(1000, 1999);
+        assert!(reads_most_of(s, r(1000, 1999)));
+        assert!(reads_most_of(s, r(1500, 1999)), "from the midpoint");
+        assert!(!reads_most_of(s, r(1501, 1999)));
+        assert!(!reads_most_of(s, r(1999, 1999)), "the last byte alone");
+        assert!(!reads_most_of(s, r(1000, 1998)), "not to the end");
+        let last = r(5000, 5002);
+        assert!(reads_most_of(last, r(5001, 5002)) && !reads_most_of(last, r(5002, 5002)));
     }
 
     /// Slice sizes that are not powers of two, from tiny to huge.
