@@ -160,7 +160,7 @@ pub(super) fn stream<P: Pieces>(
             let mut pos = range.start;
             while pos <= range.end {
                 let piece = match src.piece_at(pos, range.end).await {
-                    Ok(p) if p.start <= pos && pos < p.start + p.len => p,
+                    Ok(p) if p.start <= pos && pos - p.start < p.len => p,
                     Ok(_) => {
                         let _ =
                             tx.send(Err(io::Error::other("piece does not hold the byte"))).await;
@@ -171,7 +171,7 @@ pub(super) fn stream<P: Pieces>(
                         return;
                     }
                 };
-                let to = (range.end + 1).min(piece.start + piece.len);
+                let to = range.end.saturating_add(1).min(piece.start.saturating_add(piece.len));
                 if !forward(piece.data, pos - piece.start, to - piece.start, &tx).await {
                     return;
                 }

@@ -82,9 +82,9 @@ pub(super) fn slice_meta(version: u64, size: u64, k: u64) -> Bytes {
     b.into()
 }
 
-/// Bytes in slice `k` of an object of `total` bytes (`k` below the slice count).
+/// Bytes in slice `k` of an object of `total` bytes (0 past its end, however far).
 pub(super) fn slice_len(size: u64, total: u64, k: u64) -> u64 {
-    total.saturating_sub(k * size).min(size)
+    k.checked_mul(size).map_or(0, |start| total.saturating_sub(start).min(size))
 }
 
 /// The key of a URL's index of partial responses.

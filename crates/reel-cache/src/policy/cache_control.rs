@@ -228,9 +228,14 @@ impl ResponseCacheControl {
 /// `Cache-Control` and `Expires` govern as usual.
 ///
 /// Members map to the `Cache-Control` directives of the same name (RFC 9213 2.1: same
-/// semantics and precedence): `?1` / bare keys are directives without argument, non-negative
-/// Integers are delta-seconds, Strings are field-name lists (`private="set-cookie"`);
-/// `?0`, other value types and parameters are ignored, as unrecognised directives are.
+/// semantics and precedence), each consumed only with the type RFC 9213 2.2 gives it:
+/// delta-seconds (`max-age`, `s-maxage`, `stale-while-revalidate`, `stale-if-error`) as
+/// non-negative Integers, the field-name lists of `no-cache` and `private` as Strings (or
+/// `?1` bare), every other directive as `?1` (a bare key). A member of another type
+/// (`max-age="10000"`, `no-store=?0`, `public=1`) is dropped ("SHOULD NOT consume"); a field
+/// left with no member at all is treated as empty, so `Cache-Control` governs. Extension
+/// directives are ignored but keep the field in force (RFC 9213 3.1's `none`); parameters
+/// are ignored.
 pub fn targeted<'t, H: HeaderLookup + ?Sized>(
     headers: &H,
     targets: &'t [String],
@@ -238,7 +243,8 @@ pub fn targeted<'t, H: HeaderLookup + ?Sized>(
     targets.iter().find_map(|t| Some((t.as_str(), parse_targeted(headers, t)?)))
 }
 
-/// One targeted field's directives, `None` if absent, empty or not a valid Dictionary.
+/// One targeted field's directives, `None` if absent, empty, not a valid Dictionary, or
+/// left with no member once those of the wrong type are dropped.
 fn parse_targeted<H: HeaderLookup + ?Sized>(
     headers: &H,
     name: &str,
@@ -259,25 +265,61 @@ fn parse_targeted<H: HeaderLookup + ?Sized>(
         return None;
     }
     let mut members: Vec<Vec<u8>> = Vec::with_capacity(dict.len());
+    let mut unknown = false;
     for (key, entry) in &dict {
-        let sfv::ListEntry::Item(item) = entry else { continue };
         let k = key.as_str();
-        match &item.bare_item {
-            sfv::BareItem::Boolean(true) => members.push(k.as_bytes().to_vec()),
-            sfv::BareItem::Integer(n) => {
+        let Some(kind) = directive_kind(k) else {
+            // An extension directive: nothing to consume, but the field stays in force.
+            unknown = true;
+            continue;
+        };
+        let sfv::ListEntry::Item(item) = entry else { continue };
+        match (kind, &item.bare_item) {
+            (Kind::Flag | Kind::Fields, sfv::BareItem::Boolean(true)) => {
+                members.push(k.as_bytes().to_vec())
+            }
+            (Kind::Delta, sfv::BareItem::Integer(n)) => {
                 let n = i64::from(*n);
                 if n >= 0 {
                     members.push(format!("{k}={n}").into_bytes());
                 }
             }
-            sfv::BareItem::String(v) => {
+            (Kind::Fields, sfv::BareItem::String(v)) => {
                 let escaped = v.as_str().replace('\\', "\\\\").replace('"', "\\\"");
                 members.push(format!("{k}=\"{escaped}\"").into_bytes());
             }
+            // The wrong type for the directive: not consumed (RFC 9213 2.2).
             _ => {}
         }
     }
+    if members.is_empty() && !unknown {
+        // Nothing left but members this cache may not consume: as an empty field.
+        return None;
+    }
     Some(ResponseCacheControl::parse_values(members.iter().map(Vec::as_slice)))
+}
+
+/// The Structured Fields type a targeted member must have to be consumed (RFC 9213 2.2).
+#[derive(Clone, Copy)]
+enum Kind {
+    /// `?1` (a bare key) only.
+    Flag,
+    /// A non-negative Integer: delta-seconds.
+    Delta,
+    /// `?1`, or a String listing field names (`no-cache`, `private`).
+    Fields,
+}
+
+/// The type of a response directive this cache knows, by its (lowercase) name; `None` for
+/// extension directives.
+fn directive_kind(name: &str) -> Option<Kind> {
+    Some(match name {
+        "max-age" | "s-maxage" | "stale-while-revalidate" | "stale-if-error" => Kind::Delta,
+        "no-cache" | "private" => Kind::Fields,
+        "no-store" | "public" | "must-revalidate" | "proxy-revalidate" | "no-transform"
+        | "immutable" | "must-understand" => Kind::Flag,
+        _ => return None,
+    })
 }
 
 impl ResponseCacheControl {
@@ -541,6 +583,52 @@ mod tests {
         // Fields not on the target list change nothing.
         let r = h(&[("cache-control", "max-age=7"), ("other-cdn-cache-control", "no-store")]);
         assert_eq!(ResponseCacheControl::for_cache(&r, &t).max_age, Some(7));
+    }
+
+    #[test]
+    fn targeted_members_of_the_wrong_type_are_not_consumed() {
+        let t = targets();
+        // RFC 9213 2.2: delta-seconds are Integers. A String is not consumed, and a field
+        // left with no member is ignored like an empty one: Cache-Control governs.
+        for bad in [
+            r#"max-age="10000""#,
+            r#"s-maxage="10000""#,
+            r#"stale-while-revalidate="60""#,
+            r#"stale-if-error="60""#,
+            "max-age=?1",
+            "max-age=abc",
+            "no-store=1",
+            r#"public="yes""#,
+            "must-revalidate=10",
+            "immutable=1.5",
+            "no-cache=5",
+            "private=:AAA=:",
+            "no-store=?0",
+        ] {
+            let r = h(&[("cache-control", "max-age=7"), ("cdn-cache-control", bad)]);
+            assert!(targeted(&r, &t).is_none(), "{bad:?} must be ignored");
+            assert_eq!(ResponseCacheControl::for_cache(&r, &t).max_age, Some(7), "{bad:?}");
+        }
+        // Beside members of the right type, a wrong one is just dropped.
+        let r =
+            h(&[("cache-control", "max-age=7"), ("cdn-cache-control", r#"max-age="9", public"#)]);
+        let (_, cc) = targeted(&r, &t).expect("public applies");
+        assert_eq!((cc.max_age, cc.public), (None, true));
+        // The right types: Integers, Strings for field lists, bare keys (true).
+        let r = h(&[(
+            "cdn-cache-control",
+            r#"max-age=60, s-maxage=30, private="set-cookie", no-cache, must-revalidate"#,
+        )]);
+        let (_, cc) = targeted(&r, &t).unwrap();
+        assert_eq!((cc.max_age, cc.s_maxage), (Some(60), Some(30)));
+        assert_eq!(cc.private, FieldDirective::Fields(vec!["set-cookie".into()]));
+        assert!(cc.no_cache.is_all() && cc.must_revalidate);
+        // An unknown directive, of any type, keeps the field (RFC 9213 3.1's `none`).
+        for unknown in ["none", r#"x-ext="a""#, "x-ext=5"] {
+            let r = h(&[("cache-control", "max-age=7"), ("cdn-cache-control", unknown)]);
+            let (_, cc) = targeted(&r, &t).expect(unknown);
+            assert_eq!(cc, ResponseCacheControl::default(), "{unknown:?}");
+        }
     }
 
     #[test]

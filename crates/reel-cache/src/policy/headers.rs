@@ -160,7 +160,10 @@ pub fn parse_delta_seconds(s: &[u8]) -> Option<u64> {
 /// sensitive" applies to senders; recipients are asked to be robust, and origins in the wild
 /// send `gmt` and `NOV`). A two-digit RFC 850 year that would lie more than 50 years in the
 /// future is read as the most recent past year with those digits, as 5.6.7 requires.
-/// Dates before the epoch, impossible dates and garbage yield `None`.
+/// Each format is matched with its exact field widths and its own weekday form (short in
+/// IMF-fixdate and asctime, full in RFC 850): a mixture such as `Thu, 18-Aug-2050 02:01:18
+/// GMT` or a one-digit hour is not an HTTP-date. Dates before the epoch, impossible dates
+/// and garbage yield `None` (an invalid `Expires` is then already expired, RFC 9111 5.3).
 ///
 /// `now` (unix seconds) is the clock the century rule reads: the time the field was
 /// received, which the caller knows (a response's receipt, a request's arrival). The
@@ -403,6 +406,56 @@ mod tests {
             b"Xyz, 06 Nov 1994 08:49:37 GMT",
         ] {
             assert_eq!(parse_http_date(bad, NOW), None, "{:?}", String::from_utf8_lossy(bad));
+        }
+    }
+
+    #[test]
+    fn dates_in_none_of_the_three_formats_are_invalid() {
+        // RFC 9110 5.6.7: IMF-fixdate, rfc850-date (full weekday, two-digit year) and
+        // asctime-date only, each with its exact field widths.
+        for bad in [
+            "Thu, 18-Aug-2050 02:01:18 GMT",
+            "Thursday, 18-Aug-2050 02:01:18 GMT",
+            "Thu, 18-Aug-50 02:01:18 GMT",
+            "Thu, 01 Jan 2099 2:00:00 GMT",
+            "Thu, 01 Jan 2099 02:0:00 GMT",
+            "Thu, 01 Jan 2099 02:00:0 GMT",
+            "Thu, 01 Jan 2099 002:00:00 GMT",
+            "Thu, 1 Jan 2099 02:00:00 GMT",
+            "Thu, 001 Jan 2099 02:00:00 GMT",
+            "Thu, 01 Jan 99 02:00:00 GMT",
+            "Thu, 01 Jan 02099 02:00:00 GMT",
+            "Thu, 01 January 2099 02:00:00 GMT",
+            "Thu,  01 Jan 2099 02:00:00 GMT",
+            "Thu, 01 Jan 2099 02:00:00  GMT",
+            "Thu,01 Jan 2099 02:00:00 GMT",
+            "Thursday, 1-Jan-99 02:00:00 GMT",
+            "Thursday, 01-Jan-99 2:00:00 GMT",
+            "Thursday, 01-Jan-099 02:00:00 GMT",
+            "Thursday, 01 Jan 99 02:00:00 GMT",
+            "Thu Jan 1 02:00:00 2099",
+            "Thu Jan  1 2:00:00 2099",
+            "Thu Jan  1 02:00:00 99",
+            "Thu Jan  1 02:00:00 2099 GMT",
+            "Thursday Jan  1 02:00:00 2099",
+            "Thu Jan   1 02:00:00 2099",
+        ] {
+            assert_eq!(parse_http_date(bad.as_bytes(), NOW), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn dates_in_each_of_the_three_formats_are_valid() {
+        let (aug, jan) = (2_544_400_878, 4_070_916_000);
+        for (good, want) in [
+            ("Thu, 18 Aug 2050 02:01:18 GMT", aug),
+            ("Thursday, 18-Aug-50 02:01:18 GMT", aug),
+            ("Thu Aug 18 02:01:18 2050", aug),
+            ("Thu, 01 Jan 2099 02:00:00 GMT", jan),
+            ("Thu Jan  1 02:00:00 2099", jan),
+            ("Thu Jan 01 02:00:00 2099", jan),
+        ] {
+            assert_eq!(parse_http_date(good.as_bytes(), NOW), Some(want), "{good:?}");
         }
     }
 

@@ -152,3 +152,33 @@ fn head_on_a_miss_stores_the_get_and_reports_its_length() {
     assert_eq!(get(&s, "/hm", &[]).body.len(), 7777);
     assert_eq!(o.count("/hm"), 1);
 }
+
+#[test]
+fn an_expires_in_none_of_the_three_date_formats_is_already_expired() {
+    let (o, s) = crate::setup();
+    // Invalid HTTP-dates (RFC 9110 5.6.7), read as "already expired" (RFC 9111 5.3): a short
+    // weekday with dashes and a four-digit year, and a one-digit hour.
+    for (path, bad) in
+        [("/dashes", "Thu, 18-Aug-2050 02:01:18 GMT"), ("/hour", "Thu, 01 Jan 2099 2:00:00 GMT")]
+    {
+        o.route(path, Route::ok("x", &[("expires", bad), ("etag", "\"x\"")]));
+        get(&s, path, &[]);
+        let r = get(&s, path, &[]);
+        assert!(!r.cache_status().contains("hit"), "{bad}: {}", r.cache_status());
+        assert_eq!(o.count(path), 2, "{bad}: stale at once");
+        assert_eq!(o.seen(path)[1].header("if-none-match"), Some("\"x\""), "stored, revalidated");
+    }
+    // The same instants in each of the three formats are in the future: fresh.
+    for (path, good) in [
+        ("/imf", "Thu, 18 Aug 2050 02:01:18 GMT"),
+        ("/rfc850", "Thursday, 18-Aug-50 02:01:18 GMT"),
+        ("/asctime", "Thu Aug 18 02:01:18 2050"),
+        ("/imf-hour", "Thu, 01 Jan 2099 02:00:00 GMT"),
+    ] {
+        o.route(path, Route::ok("x", &[("expires", good), ("etag", "\"x\"")]));
+        get(&s, path, &[]);
+        let r = get(&s, path, &[]);
+        assert!(r.cache_status().contains("hit"), "{good}: {}", r.cache_status());
+        assert_eq!(o.count(path), 1, "{good}");
+    }
+}

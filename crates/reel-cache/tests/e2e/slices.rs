@@ -413,3 +413,84 @@ fn without_slicing_the_ranges_of_an_object_too_large_to_store_are_stored_and_com
     get(&s, &path, &[("Range", "bytes=0-9")]);
     assert_eq!(o.stats().total(), before + 2, "a whole fetch again, then the range");
 }
+
+#[test]
+fn one_byte_ranges_at_slice_ends_start_no_read_ahead() {
+    let o = demo();
+    let s = sliced(&o, |opts| opts.slicing.read_ahead = 2);
+    let path = "/obj/33554432";
+    // Ten one-byte reads, each on the last byte of a slice (three apart, so no read-ahead
+    // of one would serve another): each costs its own slice and nothing more.
+    let ends: Vec<u64> = (0..10).map(|i| 3 * i).collect();
+    for &k in &ends {
+        let last = (k + 1) * MIB - 1;
+        let r = get(&s, path, &[("Range", &range(last, last))]);
+        assert_eq!(r.status, 206, "{}", r.cache_status());
+        assert!(r.body == expected_bytes(0, path, last, 1));
+    }
+    s.settle();
+    let got: Vec<u64> = asked(&o, path).iter().map(|x| x.0 / MIB).collect();
+    assert_eq!(got, ends, "only the slices asked for, no read-ahead");
+    assert_eq!(s.shared.slices.read_ahead_fetches.load(Relaxed), 0);
+    // A player reading half a slice at a time still gets read-ahead: the read that takes
+    // the second half of a slice (from its midpoint to its end) reads it sequentially.
+    let path = "/obj/8388608";
+    let half = MIB / 2;
+    for i in 0..4 {
+        let a = i * half;
+        s.settle();
+        let r = get(&s, path, &[("Range", &range(a, a + half - 1))]);
+        assert!(r.body == expected_bytes(0, path, a, half as usize));
+        if i >= 2 {
+            assert!(r.cache_status().contains("hit"), "chunk {i} was read ahead");
+        }
+    }
+    s.settle();
+    let got: Vec<u64> = asked(&o, path).iter().map(|x| x.0 / MIB).collect();
+    assert_eq!(got, [0, 1, 2, 3], "slices 1 and 2 read ahead after slice 0, then 3");
+}
+
+#[test]
+fn a_range_from_the_last_u64_offset_with_a_slice_size_not_a_power_of_two_is_416_like_unsliced() {
+    const SIZE: u64 = 3_000_000;
+    let total = 5_000_000u64;
+    let path = format!("/obj/{total}");
+    let o = demo();
+    let s = sliced(&o, |opts| {
+        opts.slicing.size = Some(SIZE);
+        opts.store = (256 * MIB, 8 * MIB);
+    });
+    let unsatisfied = format!("bytes */{total}");
+    for r in [
+        "bytes=18446744073709551615-",
+        "bytes=18446744073709551615-18446744073709551615",
+        "bytes=18446744073709551000-",
+        "bytes=18446744073707000000-18446744073709551614",
+    ] {
+        let a = get(&s, &path, &[("Range", r)]);
+        assert_eq!((a.status, a.header("content-range")), (416, Some(&*unsatisfied)), "{r}");
+    }
+    // The length was learnt from slice 0, the only thing the origin was asked for.
+    assert_eq!(asked(&o, &path), [(0, SIZE - 1, 1)]);
+    // The object is still served as usual.
+    let r = get(&s, &path, &[("Range", "bytes=4999990-")]);
+    assert_eq!(r.header("content-range"), Some(&*format!("bytes 4999990-4999999/{total}")));
+    assert!(r.body == expected_bytes(0, &path, 4_999_990, 10));
+    s.settle();
+    for &(a, b, _) in &asked(&o, &path) {
+        assert!(a % SIZE == 0 && b == (a + SIZE).min(total) - 1, "{a}-{b} is not a slice");
+    }
+    // A cold object meets the same range first: it answers the same.
+    let cold = "/obj/7000000";
+    let a = get(&s, cold, &[("Range", "bytes=18446744073709551615-")]);
+    assert_eq!((a.status, a.header("content-range")), (416, Some("bytes */7000000")));
+    assert_eq!(asked(&o, cold), [(0, SIZE - 1, 1)]);
+    // Without slicing the same request gets the same answer.
+    let o2 = demo();
+    let plain = sliced(&o2, |opts| {
+        opts.slicing = Slicing::default();
+        opts.store = (256 * MIB, 8 * MIB);
+    });
+    let a = get(&plain, &path, &[("Range", "bytes=18446744073709551615-")]);
+    assert_eq!((a.status, a.header("content-range")), (416, Some(&*unsatisfied)));
+}

@@ -159,3 +159,28 @@ fn set_cookie2_is_treated_as_set_cookie() {
     assert!(b.cache_status().contains("hit"), "{}", b.cache_status());
     assert_eq!(b.header("set-cookie2"), None, "another viewer never gets alice's cookie");
 }
+
+#[test]
+fn a_cdn_cache_control_max_age_given_as_a_string_is_ignored() {
+    let (o, s) = crate::setup();
+    // RFC 9213 2.2: max-age is an Integer. As a String it is not consumed; nothing else in
+    // the field, so the field is ignored and Cache-Control governs.
+    o.route(
+        "/str",
+        Route::ok(
+            "s",
+            &[("cache-control", "no-store"), ("cdn-cache-control", "max-age=\"10000\"")],
+        ),
+    );
+    get(&s, "/str", &[]);
+    let r = get(&s, "/str", &[]);
+    assert_eq!(o.count("/str"), 2, "Cache-Control: no-store governs: {}", r.cache_status());
+    o.route(
+        "/zero",
+        Route::ok("z", &[("cache-control", "max-age=600"), ("cdn-cache-control", "max-age=\"0\"")]),
+    );
+    get(&s, "/zero", &[]);
+    let r = get(&s, "/zero", &[]);
+    assert_eq!(o.count("/zero"), 1, "Cache-Control: max-age=600 governs");
+    assert!(r.cache_status().contains("hit"), "{}", r.cache_status());
+}

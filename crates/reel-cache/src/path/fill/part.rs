@@ -15,6 +15,7 @@ use reel_store::{FillWriter, Filling, Lookup, Store, StoreError};
 use super::Filler;
 use crate::key::CacheKey;
 use crate::path::inflight::{Role, State};
+use crate::path::slice::span;
 use crate::path::store_keys::{
     decode_index, encode_index, head_key, head_version, index_key, partial_lock_key, piece_key,
     piece_meta, slice_key, slice_len, slice_meta, version_of,
@@ -262,9 +263,7 @@ pub(in crate::path) fn this_slice(resp: &OriginResponse, size: u64, k: u64) -> O
     let v = resp.headers.get(CONTENT_RANGE)?;
     let (got, total) = parse_content_range(v.as_bytes())?;
     let total = total?;
-    let start = k.checked_mul(size)?;
-    (start < total && got.start == start && got.end == start + slice_len(size, total, k) - 1)
-        .then_some(total)
+    (span::bytes(size, total, k) == Some(got)).then_some(total)
 }
 
 /// The total length a 206 announces if it is exactly `r`.

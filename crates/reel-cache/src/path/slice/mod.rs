@@ -16,6 +16,10 @@
 //! streamed to that viewer. The head's freshness is the object's: a stale head is
 //! revalidated with the next slice fetch (conditional when that slice is stored, so a 304
 //! freshens it).
+//!
+//! The slice arithmetic (which slice holds a byte, the bytes of a slice, what the origin is
+//! asked for, the part of a slice a response sends) is checked, in [`span`]: offsets near
+//! `u64::MAX` and slice sizes that are not powers of two never wrap.
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -44,9 +48,10 @@ use crate::key::CacheKey;
 use crate::path::fill::part::this_slice;
 use crate::policy::cache_control::RequestCacheControl;
 use crate::policy::freshness::{Decision, decide, stale_if_error_ok};
-use crate::policy::range::{ByteRange, RangeSet, parse_range};
+use crate::policy::range::{RangeSet, parse_range};
 
 pub(super) mod readahead;
+pub(super) mod span;
 
 use readahead::ReadAhead;
 
@@ -87,8 +92,8 @@ pub(super) async fn get(
             if req_cc.only_if_cached {
                 return Answer::ONLY_IF_CACHED.on(Response::error(504), &statuses);
             }
-            // Learn the object from the slice where the request starts.
-            let k = first_byte_hint(range.as_ref()) / size;
+            // Learn the object from the slice where the request starts (or slice 0).
+            let k = span::learn_from(first_byte_hint(range.as_ref()), size);
             match slice_round((req, &mut *body), &s, k, None, m).await {
                 Ok(ans) => fetched = ans.or(fetched),
                 Err(resp) => return resp,
@@ -108,7 +113,7 @@ pub(super) async fn get(
                 return Answer::ONLY_IF_CACHED.on(Response::error(504), &statuses);
             }
             (None, Decision::MustRevalidate) => {
-                let k = first_byte(range.as_ref(), head.total) / size;
+                let k = span::index(first_byte(range.as_ref(), head.total), size);
                 match slice_round((req, &mut *body), &s, k, Some(&head), m).await {
                     Ok(ans) => fetched = ans.or(fetched),
                     Err(resp) => return resp,
@@ -192,7 +197,7 @@ async fn slice_round(
 /// Stale-while-revalidate of a sliced object: the head is revalidated in the background
 /// with the request's first slice, at most once at a time.
 fn refresh(s: &Rc<Sliced>, head: &Head, range: Option<&RangeSet>) {
-    let k = first_byte(range, head.total) / s.size;
+    let k = span::index(first_byte(range, head.total), s.size);
     let Some(lead) = s.job.worker.fetch.shared.inflight.try_lead(&s.lock_key(k)) else {
         return;
     };
@@ -251,12 +256,17 @@ impl Sliced {
         head: Option<&Head>,
         refresh: bool,
         conditional: bool,
-        lead: Lead,
+        mut lead: Lead,
     ) -> (Fetched, Option<Duration>) {
-        let start = k.saturating_mul(self.size);
-        let len = head.map_or(self.size, |h| slice_len(self.size, h.total, k)).max(1);
+        // The slice's bytes in the object the head describes; without a head (or for an
+        // empty object), the whole nominal slice.
+        let range = head.and_then(|h| span::bytes(self.size, h.total, k));
+        let Some(range) = range.or_else(|| span::nominal(self.size, k)) else {
+            // No object has a slice k (its bytes lie beyond u64): callers never ask for one.
+            lead.publish(State::Failed(416));
+            return (Fetched::Failed(416), None);
+        };
         let part = SlicePart { size: self.size, k, holds: head.map(|h| h.version), refresh };
-        let range = ByteRange { start, end: start + len - 1 };
         let stale = head.filter(|_| conditional).map(|h| (h, head_key(self.job.primary())));
         self.job.fetch_part(range, Part::Slice(&part), stale, lead).await
     }
@@ -331,7 +341,8 @@ impl Sliced {
 
 /// The slices of one version, for the body walk: the first slice as the request located
 /// it, the others located (or fetched) as the walk reaches them, read-ahead started as it
-/// enters a slice it reads to the end.
+/// enters a slice it reads sequentially (`span::reads_most_of`: to the slice's end, at least
+/// half of it).
 struct SliceSource {
     s: Rc<Sliced>,
     head: Head,
@@ -340,11 +351,11 @@ struct SliceSource {
 
 impl Source for SliceSource {
     fn has(&self, pos: u64) -> bool {
-        self.s.has_slice(&self.head, pos / self.s.size)
+        self.s.has_slice(&self.head, span::index(pos, self.s.size))
     }
 
     async fn prime(&mut self, pos: u64, _until: u64) -> Result<Got, Lost> {
-        let k = pos / self.s.size;
+        let k = span::index(pos, self.s.size);
         let (data, got) = self.s.locate(&self.head, k).await?;
         self.first = Some((k, data));
         Ok(got)
@@ -354,7 +365,10 @@ impl Source for SliceSource {
 impl Pieces for SliceSource {
     async fn piece_at(&mut self, pos: u64, until: u64) -> Result<Piece, String> {
         let size = self.s.size;
-        let k = pos / size;
+        let k = span::index(pos, size);
+        let Some(slice) = span::bytes(size, self.head.total, k) else {
+            return Err("range beyond the object".into());
+        };
         let data = match self.first.take() {
             Some((fk, d)) if fk == k => d,
             _ => match self.s.locate(&self.head, k).await {
@@ -367,11 +381,10 @@ impl Pieces for SliceSource {
                 Err(lost) => return Err(lost.describe()),
             },
         };
-        let (start, len) = (k * size, slice_len(size, self.head.total, k));
-        if until >= start + len - 1 {
-            // The viewer reads this slice to its end: it is reading sequentially.
+        if span::part(slice, pos, until).is_some_and(|part| span::reads_most_of(slice, part)) {
+            // The viewer reads most of this slice, to its end: it is reading sequentially.
             readahead::schedule(&self.s, &self.head, k);
         }
-        Ok(Piece { data, start, len })
+        Ok(Piece { data, start: slice.start, len: slice.len() })
     }
 }

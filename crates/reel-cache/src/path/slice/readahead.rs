@@ -1,6 +1,9 @@
-//! Read-ahead for sliced objects: when a viewer's response reads slice k to its end, the
-//! next `[[site]] read_ahead` slices that are neither stored nor being fetched are fetched
-//! in the background, so a sequential viewer finds them stored when it gets there.
+//! Read-ahead for sliced objects: when a viewer's response reads slice k sequentially (to
+//! its end, and at least half of it: `span::reads_most_of`), the next `[[site]] read_ahead`
+//! slices that are neither stored nor being fetched are fetched in the background, so a
+//! sequential viewer finds them stored when it gets there. A small range at a slice's end
+//! (one byte on its last byte) starts none: it costs the origin its own slice, never
+//! `read_ahead` more.
 //!
 //! Each read-ahead fetch is the ordinary miss step (`Sliced::fetch_slice`, through
 //! `Fetcher::fetch_and_store`) led by a background task that holds the slice's in-flight
@@ -82,7 +85,7 @@ pub(super) fn schedule(s: &Rc<Sliced>, head: &Head, k: u64) {
     if depth == 0 || per_worker == 0 || head.total == 0 {
         return;
     }
-    let last = (head.total - 1) / s.size;
+    let last = super::span::index(head.total - 1, s.size);
     let peer = s.job.peer;
     for j in k.saturating_add(1)..=k.saturating_add(depth).min(last) {
         if s.has_slice(head, j) {
