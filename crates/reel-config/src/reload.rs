@@ -78,6 +78,7 @@ pub const RELOAD_KEYS: &[ReloadKey] = &[
     live("http.idle_timeout"),
     live("http.body_timeout"),
     live("http.park_after"),
+    live("http.send_timeout"),
     live("http.max_connections_per_worker"),
     live("http.max_connections_per_client"),
     live("http.reserved_fds"),

@@ -300,6 +300,10 @@ pub struct HttpConfig {
     /// parked: kept without a task until it speaks again. Duration; `"0s"` never parks;
     /// default `"1s"`.
     pub park_after: Duration,
+    /// HTTP/2: how long a response stream may make no progress (a client that stopped
+    /// reading) before it is reset and its buffers go back to the pool. Duration; default
+    /// `"10s"`.
+    pub send_timeout: Duration,
     /// Open client connections per worker core; beyond this new connections are closed at
     /// accept. Count; default 20000.
     pub max_connections_per_worker: u32,
@@ -337,6 +341,7 @@ impl Default for HttpConfig {
             idle_timeout: Duration::from_secs(60),
             body_timeout: Duration::from_secs(120),
             park_after: Duration::from_secs(1),
+            send_timeout: Duration::from_secs(10),
             max_connections_per_worker: 20_000,
             max_connections_per_client: 2048,
             reserved_fds: 256,

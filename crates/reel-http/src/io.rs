@@ -370,7 +370,11 @@ impl Io {
             .checked_add(range.len())
             .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "file range overflows"))?;
         loop {
-            let mut buf = PoolBuf::acquire().await;
+            // Bounded like a write: a pool held by clients that stopped reading fails this
+            // response rather than stalling it for ever.
+            let Some(mut buf) = PoolBuf::acquire_within(self.stall).await else {
+                return Err(io::Error::new(io::ErrorKind::TimedOut, "no body buffer came free"));
+            };
             let space = buf.space();
             space[..prefix.len()].copy_from_slice(prefix);
             let n = ((end - off) as usize).min(space.len() - prefix.len());

@@ -104,7 +104,7 @@ pub use interim::{Interim, MAX_INTERIMS};
 pub use io::ByteStream;
 pub use limits::{Limits, MAX_HEADERS_CAP};
 pub use method::Method;
-pub use pool::{BUF_SIZE, POOL_BUFFERS, PoolBuf};
+pub use pool::{BUF_SIZE, CLIENT_BUFFERS, POOL_BUFFERS, PoolBuf, client_budget};
 pub use request::{BodyFraming, HeadError, HeadStatus, Request, Version};
 pub use response::{
     Body, BodyStream, Chunk, ColdRead, EncodedHead, FileRange, Framing, HeadContext, HeaderName,

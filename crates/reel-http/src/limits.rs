@@ -41,6 +41,11 @@ pub struct Limits {
     /// waits for its next request before it is handed back to be kept without a task
     /// (`None`: never).
     pub park_after: Option<Duration>,
+    /// Longest an HTTP/2 response stream waits without progress (flow-control capacity,
+    /// its body budget or a pooled buffer) before it is reset: a client that stops reading
+    /// gives its buffers back after this, not after `idle_timeout`. Capped by
+    /// `idle_timeout`, which bounds an HTTP/1.1 file body's wait for a pooled buffer.
+    pub send_timeout: Duration,
 }
 
 impl Default for Limits {
@@ -54,6 +59,7 @@ impl Default for Limits {
             idle_timeout: Duration::from_secs(60),
             body_timeout: Duration::from_secs(120),
             park_after: None,
+            send_timeout: Duration::from_secs(10),
         }
     }
 }

@@ -5,13 +5,19 @@
 //! The pool belongs to the worker thread (a thread-local), allocates buffers lazily up to
 //! [`POOL_BUFFERS`] and keeps them for reuse, so serving bodies allocates nothing per
 //! request once warm. When every buffer is out, acquirers wait (FIFO) for one to come
-//! back: the pool bounds the worker's body memory, and a stalled connection can hold
-//! only what its own limits allow (see the HTTP/2 module's per-stream and
-//! per-connection budgets).
+//! back, for a bounded time ([`PoolBuf::acquire_within`]): the pool bounds the worker's
+//! body memory, and a stalled connection can hold only what its own limits allow (see
+//! the HTTP/2 module's per-stream and per-connection budgets), a client address at most
+//! [`CLIENT_BUFFERS`] of them ([`client_budget`]), so clients that stop reading cannot
+//! take the pool from everyone else.
 
 use std::cell::RefCell;
+use std::collections::HashMap;
+use std::net::IpAddr;
 use std::rc::Rc;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
 
 use bytes::Buf;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -21,6 +27,12 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 pub const BUF_SIZE: usize = 16 * 1024;
 /// Most buffers one worker has out at once (16 MiB).
 pub const POOL_BUFFERS: usize = 1024;
+/// Most buffers of one worker's pool that the connections of one client address may hold
+/// queued at once (an eighth: 2 MiB).
+pub const CLIENT_BUFFERS: usize = POOL_BUFFERS / 8;
+
+/// Buffers lent out by every worker's pool, for the metrics.
+static LENT: AtomicUsize = AtomicUsize::new(0);
 
 struct Pool {
     free: RefCell<Vec<Box<[u8]>>>,
@@ -32,6 +44,28 @@ thread_local! {
         free: RefCell::new(Vec::new()),
         permits: Arc::new(Semaphore::new(POOL_BUFFERS)),
     });
+    /// Each client address's budget of this worker's buffers, kept while a connection of
+    /// it holds the budget.
+    static CLIENTS: RefCell<HashMap<IpAddr, Weak<Semaphore>>> = RefCell::new(HashMap::new());
+}
+
+/// The budget of this worker's pooled buffers that the connections of client `ip` share
+/// ([`CLIENT_BUFFERS`] permits): every connection of one address gets the same one while
+/// any of them holds it.
+pub fn client_budget(ip: IpAddr) -> Arc<Semaphore> {
+    CLIENTS.with(|c| {
+        let mut map = c.borrow_mut();
+        if let Some(s) = map.get(&ip).and_then(Weak::upgrade) {
+            return s;
+        }
+        if map.len() >= 64 && map.len().is_power_of_two() {
+            // Forget the addresses no connection holds any more, now and then.
+            map.retain(|_, w| w.strong_count() > 0);
+        }
+        let s = Arc::new(Semaphore::new(CLIENT_BUFFERS));
+        map.insert(ip, Arc::downgrade(&s));
+        s
+    })
 }
 
 /// A buffer lent by this worker's pool: `len` bytes of data, read from `pos`.
@@ -51,7 +85,19 @@ impl PoolBuf {
         // The semaphore is never closed, so acquiring cannot fail.
         let permit = pool.permits.clone().acquire_owned().await.ok();
         let data = pool.free.borrow_mut().pop().unwrap_or_else(|| vec![0u8; BUF_SIZE].into());
+        LENT.fetch_add(1, Relaxed);
         PoolBuf { data: Some(data), len: 0, pos: 0, pool, _permit: permit }
+    }
+
+    /// Like [`PoolBuf::acquire`], waiting at most `wait`: `None` when no buffer came back
+    /// in time. A writer never waits on the pool for longer than it would on its client.
+    pub async fn acquire_within(wait: Duration) -> Option<PoolBuf> {
+        tokio::time::timeout(wait, Self::acquire()).await.ok()
+    }
+
+    /// Buffers lent out by every worker's pool together.
+    pub fn lent() -> usize {
+        LENT.load(Relaxed)
     }
 
     /// The whole buffer, to fill.
@@ -92,6 +138,7 @@ impl Drop for PoolBuf {
     fn drop(&mut self) {
         if let Some(d) = self.data.take() {
             self.pool.free.borrow_mut().push(d);
+            LENT.fetch_sub(1, Relaxed);
         }
     }
 }

@@ -28,6 +28,12 @@ pub(crate) fn render(s: &Shared) -> String {
         l.render_prometheus(&mut p);
     }
     p.single(
+        "reel_body_buffers_lent",
+        Kind::Gauge,
+        "Pooled 16 KiB body buffers (TLS and HTTP/2 file bodies) lent out, all workers.",
+        reel_http::PoolBuf::lent() as u64,
+    );
+    p.single(
         "reel_draining",
         Kind::Gauge,
         "1 while the node is draining.",

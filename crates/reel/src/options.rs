@@ -42,6 +42,7 @@ pub(crate) fn http_limits(cfg: &Config) -> reel_http::Limits {
         // (`reel_runtime`'s idle lot): a viewer between segments then costs about 100
         // bytes instead of a task, and a busy connection never pays the park.
         park_after: Some(h.park_after.get()).filter(|d| !d.is_zero()),
+        send_timeout: h.send_timeout.get(),
     }
 }
 

@@ -56,6 +56,7 @@ pub(super) fn check_http(found: &mut Found, h: &HttpConfig) {
     positive_duration(found, "http.header_timeout".into(), h.header_timeout);
     positive_duration(found, "http.idle_timeout".into(), h.idle_timeout);
     positive_duration(found, "http.body_timeout".into(), h.body_timeout);
+    positive_duration(found, "http.send_timeout".into(), h.send_timeout);
     if h.max_connections_per_worker == 0 {
         bad(found, "http.max_connections_per_worker", "must be at least 1");
     }

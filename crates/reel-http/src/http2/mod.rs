@@ -18,10 +18,11 @@
 //!   and keeps at most one acknowledgement pending, so a flood costs no memory and stops
 //!   being read as soon as the client stops reading our answers; such a connection has
 //!   no open stream, so it is closed at the idle timeout.
-//! * **Slow readers**: a stream waits for flow-control capacity or for its body budget
-//!   at most the idle timeout, then is reset; body bytes buffered for a stream and for a
-//!   connection are bounded ([`H2Settings::stream_buffer`],
-//!   [`H2Settings::connection_buffer`]).
+//! * **Slow readers**: a stream waits for flow-control capacity, for its body budget or
+//!   for a pooled buffer at most the send timeout ([`Limits::send_timeout`]), then is
+//!   reset, which gives back the buffers queued for it; body bytes buffered for a stream,
+//!   a connection and a client address are bounded ([`H2Settings::stream_buffer`],
+//!   [`H2Settings::connection_buffer`], [`crate::pool::CLIENT_BUFFERS`]).
 //! * **Idle connections and drain**: with no open stream for the idle timeout, or when
 //!   drain is requested, the connection sends GOAWAY, finishes the streams it has, and
 //!   closes (RFC 9113 section 6.8).
@@ -120,6 +121,8 @@ struct ConnShared {
     changed: Notify,
     requests: Cell<u64>,
     conn_budget: Arc<Semaphore>,
+    /// The client address's share of the worker's pooled buffers.
+    client_budget: Arc<Semaphore>,
 }
 
 /// Keeps the count of open streams right however a stream task ends.
@@ -252,6 +255,10 @@ pub async fn serve_h2<H: Handler, S: ByteStream + 'static>(
         Ok(Err(e)) => return outcome(0, close_reason(&e)),
         Ok(Ok(c)) => c,
     };
+    let conn_buffers = (settings.connection_buffer / BUF_SIZE).max(1);
+    let stall = limits.send_timeout.min(limits.idle_timeout);
+    // Bytes written when the connection last made progress, and when.
+    let mut progress = (written.get(), tokio::time::Instant::now());
     let shared = Rc::new(ConnShared {
         resets: ResetMeter {
             window: Cell::new(Instant::now()),
@@ -263,7 +270,8 @@ pub async fn serve_h2<H: Handler, S: ByteStream + 'static>(
         idle_since: Cell::new(Instant::now()),
         changed: Notify::new(),
         requests: Cell::new(0),
-        conn_budget: Arc::new(Semaphore::new((settings.connection_buffer / BUF_SIZE).max(1))),
+        conn_budget: Arc::new(Semaphore::new(conn_buffers)),
+        client_budget: crate::pool::client_budget(peer.ip()),
     });
     let mut tasks = JoinSet::new();
     let mut drain_live = true;
@@ -283,6 +291,13 @@ pub async fn serve_h2<H: Handler, S: ByteStream + 'static>(
         let idle_at = tokio::time::Instant::from_std(shared.idle_since.get() + limits.idle_timeout);
         let idle = shared.active.get() == 0 && closing.is_none();
         let deadline = closing.as_ref().and_then(|c| c.1);
+        // Pooled buffers queued and no byte written for `send_timeout`: a client that
+        // stopped reading. Its streams are reset by then, but h2 keeps the frame it is
+        // writing; closing gives that back too, long before the idle timeout.
+        let holding = shared.conn_budget.available_permits() < conn_buffers;
+        if !holding || written.get() != progress.0 {
+            progress = (written.get(), tokio::time::Instant::now());
+        }
         tokio::select! {
             accepted = conn.accept() => match accepted {
                 Some(Ok((request, respond))) => {
@@ -323,6 +338,12 @@ pub async fn serve_h2<H: Handler, S: ByteStream + 'static>(
                 closing = Some((CloseReason::Abuse("rapid reset"), Some(grace)));
             }
             () = shared.changed.notified() => {}
+            () = tokio::time::sleep_until(progress.1 + stall), if holding => {
+                if written.get() == progress.0 {
+                    tracing::debug!(%peer, "HTTP/2 client stopped reading; closing");
+                    break CloseReason::WriteError(io::ErrorKind::TimedOut);
+                }
+            }
             () = sleep_until_opt(deadline) => {
                 break closing.map_or(CloseReason::IdleTimeout, |c| c.0);
             }
@@ -425,7 +446,8 @@ async fn stream_task<H: Handler>(
             let budget = Budget {
                 stream: Arc::new(Semaphore::new((settings.stream_buffer / BUF_SIZE).max(1))),
                 conn: shared.conn_budget.clone(),
-                stall: limits.idle_timeout,
+                client: shared.client_budget.clone(),
+                stall: limits.send_timeout.min(limits.idle_timeout),
                 window: settings.stream_buffer,
             };
             let r = send::send_body(&mut send, resp.body, h.length, &budget).await;

@@ -4,8 +4,9 @@
 //! read (page cache first, cold pages through the range's reader) into the worker's
 //! pooled buffers, one DATA frame per buffer: 16 375 bytes of payload plus the 9-byte
 //! frame header fill one 16 KiB TLS record. Each buffer also holds a permit of its
-//! stream's and its connection's budget until h2 has written it, so a client that
-//! stops reading pins at most those budgets, never the worker's pool.
+//! stream's, its connection's and its client address's budget until h2 has written it,
+//! so a client that stops reading pins at most those budgets, never the worker's pool,
+//! and only until the send timeout resets its streams.
 
 use std::future::poll_fn;
 use std::io;
@@ -27,7 +28,12 @@ pub(crate) const FRAME_PAYLOAD: usize = BUF_SIZE - 9;
 /// A DATA frame payload: shared memory or a pooled buffer with its budget permits.
 pub(crate) enum H2Chunk {
     Bytes(Bytes),
-    Pooled { buf: PoolBuf, _stream: OwnedSemaphorePermit, _conn: OwnedSemaphorePermit },
+    Pooled {
+        buf: PoolBuf,
+        _stream: OwnedSemaphorePermit,
+        _conn: OwnedSemaphorePermit,
+        _client: OwnedSemaphorePermit,
+    },
 }
 
 impl Buf for H2Chunk {
@@ -72,6 +78,8 @@ impl From<h2::Error> for SendFail {
 pub(crate) struct Budget {
     pub(crate) stream: Arc<Semaphore>,
     pub(crate) conn: Arc<Semaphore>,
+    /// The client address's share of the worker's pool, across its connections.
+    pub(crate) client: Arc<Semaphore>,
     pub(crate) stall: Duration,
     /// Capacity requested at a time (the per-stream buffer budget).
     pub(crate) window: usize,
@@ -136,7 +144,8 @@ async fn send_file(
         let n = capacity(send, (end - off).min(usize::MAX as u64) as usize, b).await?.min(want);
         let stream = permit(&b.stream, b.stall).await?;
         let conn = permit(&b.conn, b.stall).await?;
-        let mut buf = PoolBuf::acquire().await;
+        let client = permit(&b.client, b.stall).await?;
+        let mut buf = PoolBuf::acquire_within(b.stall).await.ok_or(SendFail::Stalled)?;
         match fileread::read_exact(range, off, &mut buf.space()[..n]).await {
             Ok(()) => {}
             Err(e) => {
@@ -150,7 +159,8 @@ async fn send_file(
         }
         buf.set_len(n);
         off += n as u64;
-        send.send_data(H2Chunk::Pooled { buf, _stream: stream, _conn: conn }, last && off == end)?;
+        let chunk = H2Chunk::Pooled { buf, _stream: stream, _conn: conn, _client: client };
+        send.send_data(chunk, last && off == end)?;
     }
     Ok(range.len())
 }
