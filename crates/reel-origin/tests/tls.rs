@@ -308,6 +308,26 @@ async fn self_signed_ca_certificate_listed_in_ca_file_is_accepted() {
 }
 
 #[tokio::test]
+async fn certificate_made_by_openssl_req_x509_is_accepted_when_listed() {
+    // Made once with `openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes
+    // -days 36500 -subj /CN=origin.test -addext subjectAltName=DNS:origin.test,IP:127.0.0.1`:
+    // critical `CA:TRUE` and key identifiers, as operators' certificates have.
+    use rustls::pki_types::pem::PemObject as _;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let data = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+    let pem = data.join("openssl-self-signed.pem");
+    let cert = CertificateDer::from_pem_file(&pem).unwrap();
+    let key = PrivateKeyDer::from_pem_file(data.join("openssl-self-signed.key")).unwrap();
+    let s = TlsServer::start_with(vec![cert], key, false).await;
+    for host_header in [Some("origin.test"), None] {
+        let origins =
+            Origins::new(vec![pinned_group(&s.host(), pem.clone(), host_header)]).unwrap();
+        let mut r = origins.worker_client().send("g", get("/a")).await.unwrap();
+        assert_eq!(read_all(&mut r).await, b"hello over tls");
+    }
+}
+
+#[tokio::test]
 async fn ca_file_with_an_authority_and_a_pinned_certificate_trusts_both() {
     let ca = TestCa::new("reel test CA");
     let pinned = SelfSigned::new();
@@ -395,9 +415,14 @@ async fn pinned_certificate_without_its_key_is_refused() {
     // the handshake signature check.
     let pinned = SelfSigned::new();
     let impostor = SelfSigned::new();
-    let s = TlsServer::start_with_wrong_key(vec![pinned.cert.clone()], impostor.key()).await;
-    expect_tls_error(pinned_group(&s.host(), pinned.pem_path(), Some("origin.test"))).await;
-    assert_eq!(s.requests(), 0);
+    for version in [&rustls::version::TLS13, &rustls::version::TLS12] {
+        let s = TlsServer::start_with_wrong_key(vec![pinned.cert.clone()], impostor.key(), version)
+            .await;
+        let g = pinned_group(&s.host(), pinned.pem_path(), Some("origin.test"));
+        let msg = expect_tls_error(g).await;
+        assert!(msg.contains("BadSignature"), "{version:?}: {msg}");
+        assert_eq!(s.requests(), 0);
+    }
 }
 
 #[tokio::test]

@@ -171,15 +171,19 @@ impl TlsServer {
     }
 
     /// Presents `chain` but signs the handshake with `key` whatever it is: what someone who
-    /// copied a certificate but not its key would try.
+    /// copied a certificate but not its key would try. Speaks only `version`.
     pub(crate) async fn start_with_wrong_key(
         chain: Vec<CertificateDer<'static>>,
         key: PrivateKeyDer<'static>,
+        version: &'static rustls::SupportedProtocolVersion,
     ) -> TlsServer {
-        let provider = rustls::crypto::ring::default_provider();
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
         let signer = provider.key_provider.load_private_key(key).unwrap();
         let certified = rustls::sign::CertifiedKey::new(chain, signer);
-        let cfg = server_builder()
+        let cfg = rustls::ServerConfig::builder_with_provider(provider)
+            .with_protocol_versions(&[version])
+            .unwrap()
+            .with_no_client_auth()
             .with_cert_resolver(Arc::new(rustls::sign::SingleCertAndKey::from(certified)));
         Self::serve(cfg, false).await
     }
