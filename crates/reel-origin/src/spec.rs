@@ -68,7 +68,8 @@ pub enum Balance {
 /// How the certificates of a group's TLS hosts are checked.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct TlsSpec {
-    /// PEM bundle of the certificate authorities to trust instead of the system roots.
+    /// PEM bundle of the certificate authorities to trust instead of the system roots; an
+    /// origin presenting exactly one of its certificates is accepted too (pinning).
     pub ca_file: Option<PathBuf>,
     /// Accept any certificate. Only for tests and emergencies: it is logged as a warning at
     /// start and reported by [`crate::Origins::warnings`].

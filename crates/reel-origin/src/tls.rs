@@ -3,9 +3,22 @@
 //! Certificates are verified (RFC 5280 path validation and RFC 6125 name checks, done by
 //! rustls-webpki) against the group's `ca_file` when it has one, else against the system's
 //! roots (the OS store, read once per process; a machine without one gets the bundled Mozilla
-//! roots). `insecure_skip_verify` replaces the chain and name checks by a verifier that
-//! accepts any certificate but still checks the handshake signatures, so the connection is
-//! at least bound to the key the origin presented.
+//! roots).
+//!
+//! A certificate listed in `ca_file` is also pinned: when the origin presents exactly it (the
+//! same DER bytes) as its end-entity certificate, [`PinningVerifier`] accepts it although
+//! webpki cannot build a path from it, as curl, nginx and HAProxy do. That is how internal
+//! origins are commonly trusted: `openssl req -x509` makes a self-signed certificate with
+//! `CA:TRUE`, which webpki refuses as an end entity (`CaUsedAsEndEntity`), and a leaf listed
+//! without its issuer has no path (`UnknownIssuer`). Only those two refusals are overridden,
+//! and only for a listed certificate; webpki checks the validity dates before either, so an
+//! expired pinned certificate still fails. The name is still checked (RFC 6125, subjectAltName
+//! entries only, as for any certificate), and so is the handshake signature, so the origin
+//! must hold the pinned certificate's key.
+//!
+//! `insecure_skip_verify` replaces the chain and name checks by a verifier that accepts any
+//! certificate but still checks the handshake signatures, so the connection is at least bound
+//! to the key the origin presented.
 //!
 //! The crypto provider is `ring`, given explicitly so no process-wide default is needed. The
 //! configuration is shared by every worker, and with it rustls' session cache: a worker's new
@@ -14,11 +27,16 @@
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
+use rustls::client::WebPkiServerVerifier;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::{CryptoProvider, WebPkiSupportedAlgorithms};
 use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
-use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
+use rustls::server::ParsedCertificate;
+use rustls::{
+    CertificateError, ClientConfig, DigitallySignedStruct, DistinguishedName, OtherError,
+    RootCertStore, SignatureScheme,
+};
 
 use crate::spec::{SpecError, TlsSpec};
 
@@ -57,19 +75,21 @@ fn system_roots() -> Arc<RootCertStore> {
         .clone()
 }
 
-/// The certificates of a PEM bundle.
-fn load_ca_file(path: &Path) -> Result<RootCertStore, String> {
+/// The certificates of a PEM bundle, as trust anchors and as they are (for pinning).
+fn load_ca_file(path: &Path) -> Result<(RootCertStore, Vec<CertificateDer<'static>>), String> {
     let shown = path.display();
     let iter = CertificateDer::pem_file_iter(path).map_err(|e| format!("ca_file {shown}: {e}"))?;
     let mut store = RootCertStore::empty();
+    let mut certs = Vec::new();
     for cert in iter {
         let cert = cert.map_err(|e| format!("ca_file {shown}: {e}"))?;
-        store.add(cert).map_err(|e| format!("ca_file {shown}: {e}"))?;
+        store.add(cert.clone()).map_err(|e| format!("ca_file {shown}: {e}"))?;
+        certs.push(cert);
     }
     if store.is_empty() {
         return Err(format!("ca_file {shown}: no PEM certificate in it"));
     }
-    Ok(store)
+    Ok((store, certs))
 }
 
 /// The client configuration of a group with TLS hosts.
@@ -89,12 +109,17 @@ pub(crate) fn client_config(group: &str, spec: &TlsSpec) -> Result<Arc<ClientCon
             .dangerous()
             .with_custom_certificate_verifier(Arc::new(AcceptAnyCert(algs)))
             .with_no_client_auth()
+    } else if let Some(path) = &spec.ca_file {
+        let (roots, pinned) = load_ca_file(path).map_err(fail)?;
+        let webpki = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider())
+            .build()
+            .map_err(|e| fail(e.to_string()))?;
+        builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(PinningVerifier { webpki, pinned }))
+            .with_no_client_auth()
     } else {
-        let roots = match &spec.ca_file {
-            Some(p) => Arc::new(load_ca_file(p).map_err(fail)?),
-            None => system_roots(),
-        };
-        builder.with_root_certificates(roots).with_no_client_auth()
+        builder.with_root_certificates(system_roots()).with_no_client_auth()
     };
     cfg.alpn_protocols = if spec.http2 {
         vec![ALPN_H2.to_vec(), ALPN_HTTP11.to_vec()]
@@ -127,6 +152,89 @@ impl TlsTarget {
             name: name.to_owned(),
         })?;
         Ok(Self { connector: tokio_rustls::TlsConnector::from(cfg.clone()), name })
+    }
+}
+
+/// A group's `ca_file`: webpki's verdict, except that a certificate of the file presented as
+/// the end entity is accepted where webpki finds no path for it (see the module doc).
+#[derive(Debug)]
+struct PinningVerifier {
+    webpki: Arc<WebPkiServerVerifier>,
+    /// The certificates of `ca_file`, DER as read.
+    pinned: Vec<CertificateDer<'static>>,
+}
+
+impl PinningVerifier {
+    fn is_pinned(&self, end_entity: &CertificateDer<'_>) -> bool {
+        self.pinned.iter().any(|p| p.as_ref() == end_entity.as_ref())
+    }
+}
+
+/// Whether webpki refused a certificate only for want of a path to a trust anchor: it is a CA
+/// certificate presented as an end entity, or its issuer is unknown. webpki reports both after
+/// the certificate's own validity dates (and, for an unknown issuer, its basic constraints
+/// and extended key usage) have passed.
+fn refused_for_path_only(e: &rustls::Error) -> bool {
+    match e {
+        rustls::Error::InvalidCertificate(CertificateError::UnknownIssuer) => true,
+        rustls::Error::InvalidCertificate(CertificateError::Other(OtherError(inner))) => {
+            matches!(inner.downcast_ref::<webpki::Error>(), Some(webpki::Error::CaUsedAsEndEntity))
+        }
+        _ => false,
+    }
+}
+
+impl ServerCertVerifier for PinningVerifier {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        let refused = match self.webpki.verify_server_cert(
+            end_entity,
+            intermediates,
+            server_name,
+            ocsp_response,
+            now,
+        ) {
+            Ok(v) => return Ok(v),
+            Err(e) => e,
+        };
+        if !refused_for_path_only(&refused) || !self.is_pinned(end_entity) {
+            return Err(refused);
+        }
+        let cert = ParsedCertificate::try_from(end_entity)?;
+        rustls::client::verify_server_name(&cert, server_name)?;
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.webpki.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.webpki.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.webpki.supported_verify_schemes()
+    }
+
+    fn root_hint_subjects(&self) -> Option<&[DistinguishedName]> {
+        self.webpki.root_hint_subjects()
     }
 }
 

@@ -3,11 +3,12 @@
 
 mod common;
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use common::tls::{TestCa, TlsServer};
+use common::tls::{SelfSigned, TestCa, TlsServer, bundle};
 use common::{fast_health_checks, group};
 use http::uri::PathAndQuery;
 use reel_origin::{ErrorKind, GroupSpec, OriginRequest, OriginResponse, Origins};
@@ -269,6 +270,159 @@ async fn health_checks_over_tls() {
         .await;
     origins.stop_health_checks();
     assert_eq!(probes(), before, "no probe reached the unverified origin");
+}
+
+/// One TLS host at `addr` whose `ca_file` is `ca_file`.
+fn pinned_group(addr: &str, ca_file: PathBuf, host_header: Option<&str>) -> GroupSpec {
+    let mut g = tls_group(addr, None, host_header);
+    g.tls.ca_file = Some(ca_file);
+    g
+}
+
+async fn expect_tls_error(g: GroupSpec) -> String {
+    let origins = Origins::new(vec![g]).unwrap();
+    let e = origins.worker_client().send("g", get("/x")).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Tls, "{e}");
+    e.to_string()
+}
+
+// A certificate made by `openssl req -x509` is self-signed with `CA:TRUE`; webpki refuses it as
+// an end entity ("CaUsedAsEndEntity") even when ca_file lists it, where curl, nginx and HAProxy
+// accept it.
+#[tokio::test]
+async fn self_signed_ca_certificate_listed_in_ca_file_is_accepted() {
+    let pinned = SelfSigned::new();
+    let s = TlsServer::start_with(vec![pinned.cert.clone()], pinned.key(), false).await;
+    let g = pinned_group(&s.host(), pinned.pem_path(), Some("origin.test"));
+    let origins = Origins::new(vec![g]).unwrap();
+    let mut r = origins.worker_client().send("g", get("/seg.ts")).await.unwrap();
+    assert_eq!(r.status, 200);
+    assert_eq!(read_all(&mut r).await, b"hello over tls");
+    assert_eq!(s.sni(), vec![Some("origin.test".to_owned())]);
+
+    // By IP address, the certificate's IP address entry is the name.
+    let origins = Origins::new(vec![pinned_group(&s.host(), pinned.pem_path(), None)]).unwrap();
+    let mut r = origins.worker_client().send("g", get("/ip")).await.unwrap();
+    assert_eq!(read_all(&mut r).await, b"hello over tls");
+    assert_eq!(s.requests(), 2);
+}
+
+#[tokio::test]
+async fn certificate_made_by_openssl_req_x509_is_accepted_when_listed() {
+    // Made once with `openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes
+    // -days 36500 -subj /CN=origin.test -addext subjectAltName=DNS:origin.test,IP:127.0.0.1`:
+    // critical `CA:TRUE` and key identifiers, as operators' certificates have.
+    use rustls::pki_types::pem::PemObject as _;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let data = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+    let pem = data.join("openssl-self-signed.pem");
+    let cert = CertificateDer::from_pem_file(&pem).unwrap();
+    let key = PrivateKeyDer::from_pem_file(data.join("openssl-self-signed.key")).unwrap();
+    let s = TlsServer::start_with(vec![cert], key, false).await;
+    for host_header in [Some("origin.test"), None] {
+        let origins =
+            Origins::new(vec![pinned_group(&s.host(), pem.clone(), host_header)]).unwrap();
+        let mut r = origins.worker_client().send("g", get("/a")).await.unwrap();
+        assert_eq!(read_all(&mut r).await, b"hello over tls");
+    }
+}
+
+#[tokio::test]
+async fn ca_file_with_an_authority_and_a_pinned_certificate_trusts_both() {
+    let ca = TestCa::new("reel test CA");
+    let pinned = SelfSigned::new();
+    let dir = tempfile::tempdir().unwrap();
+    let both = bundle(dir.path(), &[ca.pem_path(), pinned.pem_path()]);
+
+    let by_ca = TlsServer::start(&ca, false).await;
+    let origins =
+        Origins::new(vec![pinned_group(&by_ca.host(), both.clone(), Some("origin.test"))]).unwrap();
+    let mut r = origins.worker_client().send("g", get("/a")).await.unwrap();
+    assert_eq!(read_all(&mut r).await, b"hello over tls");
+
+    let by_pin = TlsServer::start_with(vec![pinned.cert.clone()], pinned.key(), false).await;
+    let origins =
+        Origins::new(vec![pinned_group(&by_pin.host(), both, Some("origin.test"))]).unwrap();
+    let mut r = origins.worker_client().send("g", get("/b")).await.unwrap();
+    assert_eq!(read_all(&mut r).await, b"hello over tls");
+}
+
+#[tokio::test]
+async fn pinned_leaf_without_its_issuer_is_accepted() {
+    // A CA-signed certificate listed on its own, without the authority that signed it.
+    let ca = TestCa::new("reel test CA");
+    let (cert, key, text) = ca.issue_with_pem(&["origin.test"]);
+    let dir = tempfile::tempdir().unwrap();
+    let pem = dir.path().join("leaf.pem");
+    std::fs::write(&pem, text).unwrap();
+    let s = TlsServer::start_with(vec![cert], key, false).await;
+    let origins = Origins::new(vec![pinned_group(&s.host(), pem, Some("origin.test"))]).unwrap();
+    let mut r = origins.worker_client().send("g", get("/a")).await.unwrap();
+    assert_eq!(read_all(&mut r).await, b"hello over tls");
+}
+
+#[tokio::test]
+async fn self_signed_ca_certificate_not_in_ca_file_is_refused() {
+    let served = SelfSigned::new();
+    let s = TlsServer::start_with(vec![served.cert.clone()], served.key(), false).await;
+    // Another certificate of the same shape and names: only the exact bytes are pinned.
+    let other = SelfSigned::new();
+    let msg =
+        expect_tls_error(pinned_group(&s.host(), other.pem_path(), Some("origin.test"))).await;
+    assert!(msg.contains("TLS handshake failed"), "{msg}");
+    // An authority's bundle that does not list it.
+    let ca = TestCa::new("reel test CA");
+    expect_tls_error(pinned_group(&s.host(), ca.pem_path(), Some("origin.test"))).await;
+    // The system roots.
+    expect_tls_error(tls_group(&s.host(), None, Some("origin.test"))).await;
+    assert_eq!(s.requests(), 0);
+}
+
+#[tokio::test]
+async fn pinned_certificate_must_carry_the_name() {
+    let pinned = SelfSigned::new();
+    let s = TlsServer::start_with(vec![pinned.cert.clone()], pinned.key(), false).await;
+    let msg =
+        expect_tls_error(pinned_group(&s.host(), pinned.pem_path(), Some("elsewhere.test"))).await;
+    assert!(msg.contains("not valid for name \"elsewhere.test\""), "{msg}");
+    assert_eq!(s.requests(), 0);
+}
+
+#[tokio::test]
+async fn expired_pinned_certificate_is_refused() {
+    let pinned = SelfSigned::with(|p| {
+        p.not_before = rcgen::date_time_ymd(2000, 1, 1);
+        p.not_after = rcgen::date_time_ymd(2001, 1, 1);
+    });
+    let s = TlsServer::start_with(vec![pinned.cert.clone()], pinned.key(), false).await;
+    let msg =
+        expect_tls_error(pinned_group(&s.host(), pinned.pem_path(), Some("origin.test"))).await;
+    assert!(msg.contains("expired"), "{msg}");
+
+    let future = SelfSigned::with(|p| {
+        p.not_before = rcgen::date_time_ymd(2999, 1, 1);
+        p.not_after = rcgen::date_time_ymd(3000, 1, 1);
+    });
+    let s = TlsServer::start_with(vec![future.cert.clone()], future.key(), false).await;
+    let msg =
+        expect_tls_error(pinned_group(&s.host(), future.pem_path(), Some("origin.test"))).await;
+    assert!(msg.contains("not valid yet"), "{msg}");
+}
+
+#[tokio::test]
+async fn pinned_certificate_without_its_key_is_refused() {
+    // The certificate is public; a server that has it but signs with another key must fail
+    // the handshake signature check.
+    let pinned = SelfSigned::new();
+    let impostor = SelfSigned::new();
+    for version in [&rustls::version::TLS13, &rustls::version::TLS12] {
+        let s = TlsServer::start_with_wrong_key(vec![pinned.cert.clone()], impostor.key(), version)
+            .await;
+        let g = pinned_group(&s.host(), pinned.pem_path(), Some("origin.test"));
+        let msg = expect_tls_error(g).await;
+        assert!(msg.contains("BadSignature"), "{version:?}: {msg}");
+        assert_eq!(s.requests(), 0);
+    }
 }
 
 #[tokio::test]

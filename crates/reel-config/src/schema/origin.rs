@@ -197,8 +197,9 @@ pub struct OriginGroupConfig {
     /// `round_robin` or `rendezvous`. Default `round_robin`.
     #[serde(default)]
     pub balance: OriginBalance,
-    /// PEM bundle of the certificate authorities trusted for the group's TLS tiers; empty =
-    /// the system roots. Default `""`.
+    /// PEM bundle of the certificate authorities trusted for the group's TLS tiers, each also
+    /// pinned (an origin presenting exactly that certificate is accepted, self-signed `CA:TRUE`
+    /// included); empty = the system roots. Default `""`.
     #[serde(default)]
     pub ca_file: PathBuf,
     /// Accept any certificate from the group's TLS tiers (warned about in the log and on

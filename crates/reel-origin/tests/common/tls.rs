@@ -2,9 +2,11 @@
 //! (rcgen), a server certificate it signs, and hyper serving HTTP/1.1 or HTTP/2 as ALPN
 //! chose. It records what a real origin could see: accepted TCP connections, completed
 //! handshakes, the SNI name, and the protocol, `Host`/authority and path of each request.
+//! [`SelfSigned`] is the other way origins are trusted: a self-signed certificate pinned in
+//! `ca_file`.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU16, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -47,6 +49,15 @@ impl TestCa {
         &self,
         names: &[&str],
     ) -> (CertificateDer<'static>, PrivateKeyDer<'static>) {
+        let (cert, key, _) = self.issue_with_pem(names);
+        (cert, key)
+    }
+
+    /// Like [`TestCa::issue`], with the certificate in PEM too.
+    pub(crate) fn issue_with_pem(
+        &self,
+        names: &[&str],
+    ) -> (CertificateDer<'static>, PrivateKeyDer<'static>, String) {
         let key = KeyPair::generate().unwrap();
         let mut params =
             CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>())
@@ -54,8 +65,55 @@ impl TestCa {
         params.distinguished_name.push(DnType::CommonName, names[0]);
         let cert = params.signed_by(&key, &*self.issuer).unwrap();
         let der = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der()));
-        (cert.der().clone(), der)
+        (cert.der().clone(), der, cert.pem())
     }
+}
+
+/// A self-signed server certificate with `CA:TRUE`, what `openssl req -x509` makes, and its
+/// PEM file (for `ca_file`).
+pub(crate) struct SelfSigned {
+    pub cert: CertificateDer<'static>,
+    key: KeyPair,
+    pub dir: tempfile::TempDir,
+}
+
+impl SelfSigned {
+    /// Valid now, for `origin.test`, `localhost` and `127.0.0.1`.
+    pub(crate) fn new() -> SelfSigned {
+        Self::with(|_| {})
+    }
+
+    /// Like [`SelfSigned::new`], with `edit` applied to the parameters before signing.
+    pub(crate) fn with(edit: impl FnOnce(&mut CertificateParams)) -> SelfSigned {
+        let names = ["origin.test", "localhost", "127.0.0.1"];
+        let mut params =
+            CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>())
+                .unwrap();
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.distinguished_name.push(DnType::CommonName, "origin.test");
+        edit(&mut params);
+        let key = KeyPair::generate().unwrap();
+        let cert = params.self_signed(&key).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("cert.pem"), cert.pem()).unwrap();
+        SelfSigned { cert: cert.der().clone(), key, dir }
+    }
+
+    pub(crate) fn pem_path(&self) -> PathBuf {
+        self.dir.path().join("cert.pem")
+    }
+
+    pub(crate) fn key(&self) -> PrivateKeyDer<'static> {
+        PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(self.key.serialize_der()))
+    }
+}
+
+/// A PEM bundle in `dir` holding the certificates of the PEM files `parts`, in order.
+pub(crate) fn bundle(dir: &Path, parts: &[PathBuf]) -> PathBuf {
+    let text: String = parts.iter().map(|p| std::fs::read_to_string(p).unwrap()).collect();
+    let path = dir.join("bundle.pem");
+    std::fs::write(&path, text).unwrap();
+    path
 }
 
 /// One request as the origin saw it.
@@ -99,13 +157,38 @@ impl TlsServer {
     /// offers HTTP/2 by ALPN when `h2`.
     pub(crate) async fn start(ca: &TestCa, h2: bool) -> TlsServer {
         let (cert, key) = ca.issue(&["origin.test", "localhost", "127.0.0.1"]);
+        Self::start_with(vec![cert], key, h2).await
+    }
+
+    /// Serves `chain` (leaf first) with `key`, which must belong to the leaf.
+    pub(crate) async fn start_with(
+        chain: Vec<CertificateDer<'static>>,
+        key: PrivateKeyDer<'static>,
+        h2: bool,
+    ) -> TlsServer {
+        let cfg = server_builder().with_single_cert(chain, key).unwrap();
+        Self::serve(cfg, h2).await
+    }
+
+    /// Presents `chain` but signs the handshake with `key` whatever it is: what someone who
+    /// copied a certificate but not its key would try. Speaks only `version`.
+    pub(crate) async fn start_with_wrong_key(
+        chain: Vec<CertificateDer<'static>>,
+        key: PrivateKeyDer<'static>,
+        version: &'static rustls::SupportedProtocolVersion,
+    ) -> TlsServer {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let mut cfg = rustls::ServerConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
+        let signer = provider.key_provider.load_private_key(key).unwrap();
+        let certified = rustls::sign::CertifiedKey::new(chain, signer);
+        let cfg = rustls::ServerConfig::builder_with_provider(provider)
+            .with_protocol_versions(&[version])
             .unwrap()
             .with_no_client_auth()
-            .with_single_cert(vec![cert], key)
-            .unwrap();
+            .with_cert_resolver(Arc::new(rustls::sign::SingleCertAndKey::from(certified)));
+        Self::serve(cfg, false).await
+    }
+
+    async fn serve(mut cfg: rustls::ServerConfig, h2: bool) -> TlsServer {
         cfg.alpn_protocols = if h2 {
             vec![b"h2".to_vec(), b"http/1.1".to_vec()]
         } else {
@@ -172,6 +255,15 @@ impl TlsServer {
     pub(crate) fn sni(&self) -> Vec<Option<String>> {
         self.state.sni.lock().unwrap().clone()
     }
+}
+
+fn server_builder() -> rustls::ConfigBuilder<rustls::ServerConfig, rustls::server::WantsServerCert>
+{
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
 }
 
 async fn handle(
