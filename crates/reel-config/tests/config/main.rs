@@ -603,8 +603,8 @@ fn llhls_keys_default_and_validate() {
 fn invalidate_on_defaults_to_standard_and_refuses_unknown_values_with_their_position() {
     let cfg = Config::parse_and_validate(BASE, "t.toml").expect("valid");
     assert_eq!(cfg.site[0].invalidate_on, reel_config::InvalidateOn::Standard);
-    let all = BASE
-        .replace("origin_group = \"main\"", "origin_group = \"main\"\ninvalidate_on = \"all\"");
+    let all =
+        BASE.replace("origin_group = \"main\"", "origin_group = \"main\"\ninvalidate_on = \"all\"");
     let cfg = Config::parse_and_validate(&all, "t.toml").expect("valid");
     assert_eq!(cfg.site[0].invalidate_on, reel_config::InvalidateOn::All);
     let bad = BASE.replace(
