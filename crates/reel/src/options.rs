@@ -464,7 +464,7 @@ retries = 3
         assert!(s.policy.heuristic);
         assert!(s.site_for("other.example").is_none());
         assert_eq!(site.prefetch, reel_cache::Prefetch::Hinted);
-        assert_eq!(s.blocking_timeout, Duration::from_secs(3), "[cache] blocking_timeout default");
+        assert_eq!(s.blocking_timeout, Duration::from_secs(10), "[cache] blocking_timeout default");
         assert_eq!(s.node.cache_status_name(), "reel", "[server] defaults");
         assert!(s.node.loop_entry().starts_with("reel; t="));
         let with_flag = cache_settings(&c, true);
