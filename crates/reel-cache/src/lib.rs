@@ -15,7 +15,7 @@ pub use path::hops::Node;
 pub use path::inflight::Inflight;
 pub use path::llhls::Streams;
 pub use path::pass_stream::{PASS_BUFFER, PassBuffered};
-pub use path::settings::{Prefetch, Settings, Site, Slicing};
+pub use path::settings::{InvalidateOn, Prefetch, Settings, Site, Slicing};
 pub use path::shared::{PurgeError, SharedCache};
 pub use path::tag::Tag;
 pub use result::{CacheResult, OUTCOMES};

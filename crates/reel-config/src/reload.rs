@@ -129,6 +129,7 @@ pub const RELOAD_KEYS: &[ReloadKey] = &[
     live("site[].ignore_query"),
     live("site[].drop_query"),
     live("site[].methods"),
+    live("site[].invalidate_on"),
     live("site[].heuristic_freshness"),
     live("site[].store_set_cookie"),
     live("site[].client_cache_control"),

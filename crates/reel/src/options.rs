@@ -270,6 +270,7 @@ pub(crate) fn cache_settings(cfg: &Config, origin_flag: bool) -> reel_cache::Set
             group: if origin_flag { FLAG_GROUP.to_string() } else { s.origin_group.clone() },
             key: KeyConfig { ignore_query: s.ignore_query.clone(), drop_query: s.drop_query },
             pass_methods: s.methods == MethodsPolicy::Pass,
+            invalidate_on: s.invalidate_on,
             policy: PolicyConfig {
                 heuristic: s.heuristic_freshness.unwrap_or(policy.heuristic),
                 store_set_cookie: s.store_set_cookie,
@@ -285,6 +286,7 @@ pub(crate) fn cache_settings(cfg: &Config, origin_flag: bool) -> reel_cache::Set
         group: FLAG_GROUP.to_string(),
         key: KeyConfig::default(),
         pass_methods: true,
+        invalidate_on: reel_cache::InvalidateOn::Standard,
         policy: policy.clone(),
         honor_client_cache_control: true,
         slicing: reel_cache::Slicing::default(),
@@ -392,6 +394,7 @@ hosts = ["live.example.com"]
 origin_group = "a"
 ignore_query = ["token"]
 methods = "refuse"
+invalidate_on = "all"
 slice = "1MiB"
 read_ahead = 3
 prefetch = "hinted"
@@ -454,6 +457,7 @@ retries = 3
         let site = s.site_for("live.example.com").expect("site");
         assert_eq!(site.group, "a");
         assert!(!site.pass_methods, "methods = refuse");
+        assert_eq!(site.invalidate_on, reel_cache::InvalidateOn::All);
         assert_eq!(site.key.ignore_query, ["token"]);
         assert_eq!((site.slicing.size, site.slicing.read_ahead), (Some(1 << 20), 3));
         assert_eq!(s.read_ahead_per_worker, 64);
@@ -461,13 +465,14 @@ retries = 3
         assert!(s.policy.heuristic);
         assert!(s.site_for("other.example").is_none());
         assert_eq!(site.prefetch, reel_cache::Prefetch::Hinted);
-        assert_eq!(s.blocking_timeout, Duration::from_secs(3), "[cache] blocking_timeout default");
+        assert_eq!(s.blocking_timeout, Duration::from_secs(10), "[cache] blocking_timeout default");
         assert_eq!(s.node.cache_status_name(), "reel", "[server] defaults");
         assert!(s.node.loop_entry().starts_with("reel; t="));
         let with_flag = cache_settings(&c, true);
         let fallback = with_flag.site_for("other.example").expect("fallback");
         assert_eq!(fallback.group, FLAG_GROUP);
         assert_eq!(fallback.prefetch, reel_cache::Prefetch::Off);
+        assert_eq!(fallback.invalidate_on, reel_cache::InvalidateOn::Standard);
         let claimed = with_flag.site_for("live.example.com").expect("site");
         assert_eq!(claimed.group, FLAG_GROUP, "--origin serves the sites' Hosts too");
         assert_eq!(claimed.key.ignore_query, ["token"], "with the site's own key");

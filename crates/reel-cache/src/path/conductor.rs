@@ -19,7 +19,8 @@
 //! sliced site, no whole object stored ─ slice (head, slices by Range, read-ahead)
 //! partial index for the URL ─ partial (pieces by Range)
 //! other methods ─ pass through (body streamed) ─ 2xx/3xx: invalidate URL, Location, Content-Location
-//! (extension methods too; TRACE and CONNECT never)
+//! (extension methods pass too; TRACE and CONNECT never; only POST, PUT, DELETE and PATCH
+//! invalidate unless the site's `invalidate_on = "all"`)
 //! ```
 //!
 //! Phase by phase: `lookup` finds what is stored ([`Found`]); `inflight` makes this

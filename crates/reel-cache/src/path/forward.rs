@@ -12,7 +12,7 @@ use super::answer::{Answer, StatusNames};
 use super::interim;
 use super::lookup::cache_key;
 use super::serve::{local, stream_origin};
-use super::settings::{Settings, Site};
+use super::settings::{InvalidateOn, Settings, Site};
 use super::shared::SharedCache;
 use super::upstream::{Forward, forward_headers, origin_form, origin_path};
 use crate::key::CacheKey;
@@ -77,7 +77,8 @@ impl Forwarder<'_> {
     }
 
     /// Other methods: forwarded uncached with the body streamed; a successful unsafe
-    /// request invalidates what we store for its URL (RFC 9111 4.4). The origin's interim
+    /// request invalidates what we store for its URL (RFC 9111 4.4), if the site's
+    /// `invalidate_on` covers its method (see [`invalidates`]). The origin's interim
     /// responses reach the client once its body has been read (the two share the
     /// connection).
     pub(super) async fn pass(
@@ -152,7 +153,7 @@ impl Forwarder<'_> {
         match res {
             Ok(resp) => {
                 let status = resp.status.as_u16();
-                if (200..400).contains(&status) && req.method().is_unsafe() {
+                if (200..400).contains(&status) && invalidates(req.method(), site.invalidate_on) {
                     self.invalidate(req, site, &resp.headers).await;
                 }
                 stream_origin(req, resp, ans, self.statuses, &self.shared.pass_buffered)
@@ -182,6 +183,20 @@ impl Forwarder<'_> {
     }
 }
 
+/// Whether a 2xx/3xx answer to `method` invalidates its URL. RFC 9111 4.4 lets a cache
+/// invalidate on any unsafe method, but an extension method (`PURGEME`, any token) is
+/// one a viewer can make up and an origin may answer 2xx without changing anything:
+/// by default only the standard unsafe methods count, so no viewer empties the cache
+/// with one.
+fn invalidates(method: &Method, on: InvalidateOn) -> bool {
+    match on {
+        InvalidateOn::Standard => {
+            matches!(method, Method::Post | Method::Put | Method::Delete | Method::Patch)
+        }
+        InvalidateOn::All => method.is_unsafe(),
+    }
+}
+
 /// The Host a passed-through request is sent with: normalised like a key's, so the
 /// origin sees one spelling of each site whatever the request's path.
 fn origin_host(req: &Request) -> Option<String> {
@@ -205,6 +220,23 @@ fn same_host_path(url: &str, host: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_standard_unsafe_methods_invalidate_unless_all() {
+        let m = Method::from_token;
+        for t in ["POST", "PUT", "DELETE", "PATCH"] {
+            assert!(invalidates(&m(t), InvalidateOn::Standard), "{t}");
+            assert!(invalidates(&m(t), InvalidateOn::All), "{t}");
+        }
+        for t in ["FOO", "PURGEME", "PROPPATCH", "post"] {
+            assert!(!invalidates(&m(t), InvalidateOn::Standard), "{t}");
+            assert!(invalidates(&m(t), InvalidateOn::All), "{t}");
+        }
+        for t in ["GET", "HEAD", "OPTIONS", "TRACE"] {
+            assert!(!invalidates(&m(t), InvalidateOn::Standard), "{t}");
+            assert!(!invalidates(&m(t), InvalidateOn::All), "{t}");
+        }
+    }
 
     #[test]
     fn same_host_paths() {

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-pub use reel_config::Prefetch;
+pub use reel_config::{InvalidateOn, Prefetch};
 
 use super::hops::Node;
 use crate::key::KeyConfig;
@@ -24,6 +24,8 @@ pub struct Site {
     pub key: KeyConfig,
     /// Whether methods other than GET/HEAD pass through to the origin (else 405).
     pub pass_methods: bool,
+    /// Which passed-through methods invalidate the URL they target (`invalidate_on`).
+    pub invalidate_on: InvalidateOn,
     /// Freshness and storability knobs of this site (the `[cache]` ones with the site's
     /// overrides).
     pub policy: PolicyConfig,
@@ -153,6 +155,7 @@ mod tests {
             group: group.into(),
             key: KeyConfig::default(),
             pass_methods: true,
+            invalidate_on: InvalidateOn::Standard,
             policy: PolicyConfig::default(),
             honor_client_cache_control: true,
             slicing: Slicing::default(),

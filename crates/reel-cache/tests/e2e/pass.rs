@@ -2,7 +2,8 @@
 //! successful unsafe request causes (RFC 9111 4.4).
 
 use crate::client::{body_of, get, request, request_body};
-use crate::origin::Route;
+use crate::origin::{Origin, Route};
+use crate::server::Server;
 
 #[test]
 fn a_post_body_streams_to_the_origin_and_the_response_streams_back() {
@@ -70,7 +71,7 @@ fn successful_unsafe_methods_invalidate_the_url_and_same_host_locations() {
 }
 
 /// Extension methods (RFC 9110 9.1: any token) pass through on `methods = "pass"` sites,
-/// with their bodies; they got 501. A successful one invalidates like any unsafe method.
+/// with their bodies; they got 501.
 #[test]
 fn extension_methods_pass_through_to_the_origin() {
     let (o, s) = crate::setup();
@@ -84,15 +85,51 @@ fn extension_methods_pass_through_to_the_origin() {
     assert_eq!(seen[0].method, "PROPFIND");
     assert_eq!(seen[0].body, b"<propfind/>");
     assert_eq!(seen[0].header("depth"), Some("1"));
+}
 
+/// Stores `/m/<method>` (v1), sends `<method>` to it answered 200 by the origin (which
+/// then serves v2 to GETs) and says whether the next GET reached the origin.
+fn invalidates(o: &Origin, s: &Server, method: &str) -> bool {
+    let p = format!("/m/{method}");
     let cc = ("cache-control", "max-age=600");
-    o.route("/res", Route::ok("v1", &[cc]));
-    get(&s, "/res", &[]);
-    o.route("/res", Route::status(200, "purged", &[]));
-    let r = request(s.addr, "PURGEX", "/res", &[]);
-    assert_eq!((r.status, r.body.as_slice()), (200, &b"purged"[..]));
-    o.route("/res", Route::ok("v2", &[cc]));
-    assert_eq!(get(&s, "/res", &[]).body, b"v2", "the extension method invalidated /res");
+    o.route(&p, Route::ok("v1", &[cc]));
+    assert_eq!(get(s, &p, &[]).body, b"v1", "{method}");
+    assert!(get(s, &p, &[]).cache_status().contains("hit"), "{method}: {p} stored");
+    o.route(&p, Route::status(200, "done", &[]));
+    let r = request(s.addr, method, &p, &[]);
+    assert_eq!((r.status, r.body.as_slice()), (200, &b"done"[..]), "{method}");
+    assert!(r.cache_status().contains("fwd=method"), "{method}: {}", r.cache_status());
+    o.route(&p, Route::ok("v2", &[cc]));
+    let after = get(s, &p, &[]);
+    if after.body == b"v1" {
+        assert!(after.cache_status().contains("hit"), "{method}: {}", after.cache_status());
+    }
+    after.body == b"v2"
+}
+
+/// Any viewer could invalidate any URL with a made-up method its origin answers 2xx
+/// (`FOO /x`, `PURGEME /x`): every method but GET, HEAD, OPTIONS and TRACE invalidated.
+/// By default (`invalidate_on = "standard"`) only POST, PUT, DELETE and PATCH do.
+#[test]
+fn extension_methods_answered_2xx_do_not_invalidate_by_default() {
+    let (o, s) = crate::setup();
+    for m in ["FOO", "PURGEME", "PROPPATCH"] {
+        assert!(!invalidates(&o, &s, m), "{m} invalidated its URL");
+    }
+    for m in ["POST", "PUT", "DELETE", "PATCH"] {
+        assert!(invalidates(&o, &s, m), "{m} did not invalidate its URL");
+    }
+}
+
+/// `invalidate_on = "all"` keeps RFC 9111 4.4's widest reading: any unsafe method,
+/// extension methods included, invalidates; safe ones still do not.
+#[test]
+fn with_invalidate_on_all_extension_methods_invalidate() {
+    let (o, s) = crate::setup_with(|opts| opts.invalidate_on = reel_cache::InvalidateOn::All);
+    for m in ["FOO", "PURGEME", "POST", "PATCH"] {
+        assert!(invalidates(&o, &s, m), "{m} did not invalidate its URL");
+    }
+    assert!(!invalidates(&o, &s, "OPTIONS"), "OPTIONS is safe");
 }
 
 /// Every 2xx POST used to write a purge record (4 KiB) and scan the whole index, whether

@@ -11,7 +11,7 @@ use std::time::Duration;
 use reel_cache::key::KeyConfig;
 use reel_cache::policy::freshness::PolicyConfig;
 use reel_cache::policy::rules::{TtlRule, TtlRules};
-use reel_cache::{Node, Prefetch, Settings, SharedCache, Site, Slicing, WorkerCache};
+use reel_cache::{InvalidateOn, Node, Prefetch, Settings, SharedCache, Site, Slicing, WorkerCache};
 use reel_http::{Handler, Limits, Request, RequestBody, Response};
 use reel_ops::metrics::WorkerMetrics;
 use reel_origin::{Balance, GroupSpec, HostSpec, Origins};
@@ -58,6 +58,8 @@ pub struct Opts {
     pub blocking_timeout: Duration,
     /// The site's LL-HLS prefetch.
     pub prefetch: Prefetch,
+    /// Which passed-through methods invalidate their URL.
+    pub invalidate_on: InvalidateOn,
     /// How the group picks a host within a tier.
     pub balance: Balance,
     /// `CDN-Loop` and `Cache-Status` names.
@@ -84,6 +86,7 @@ impl Opts {
             read_ahead_per_worker: 64,
             blocking_timeout: Duration::from_secs(3),
             prefetch: Prefetch::Off,
+            invalidate_on: InvalidateOn::Standard,
             balance: Balance::RoundRobin,
             node: Node::default(),
         }
@@ -185,6 +188,7 @@ impl Server {
                 group: "g".into(),
                 key: opts.key.clone(),
                 pass_methods: true,
+                invalidate_on: opts.invalidate_on,
                 policy: opts.policy.clone(),
                 honor_client_cache_control: opts.honor_client_cache_control,
                 slicing: opts.slicing,

@@ -156,6 +156,21 @@ pub enum MethodsPolicy {
     Refuse,
 }
 
+/// Which unsafe methods invalidate stored responses (RFC 9111 §4.4) when the origin
+/// answers them 2xx or 3xx.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum InvalidateOn {
+    /// The standard unsafe methods only: POST, PUT, DELETE and PATCH. An extension method
+    /// (`PURGEME`, any token) an origin happens to answer 2xx invalidates nothing, so a
+    /// viewer cannot empty the cache with one.
+    #[default]
+    Standard,
+    /// Every unsafe method, extension methods included (any method but GET, HEAD,
+    /// OPTIONS and TRACE).
+    All,
+}
+
 /// `[[site]]`: a set of Host names served from one origin group.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -180,6 +195,12 @@ pub struct SiteConfig {
     /// `pass` or `refuse`. Default `pass`.
     #[serde(default)]
     pub methods: MethodsPolicy,
+    /// Which passed-through methods invalidate what is stored for their URL when the
+    /// origin answers 2xx or 3xx: `standard` (POST, PUT, DELETE, PATCH) or `all` (every
+    /// method but GET, HEAD, OPTIONS and TRACE, extension methods included). Default
+    /// `standard`.
+    #[serde(default)]
+    pub invalidate_on: InvalidateOn,
     /// Heuristic freshness for this site; unset = `[cache] heuristic_freshness`.
     #[serde(default)]
     pub heuristic_freshness: Option<bool>,
@@ -237,6 +258,7 @@ impl Default for SiteConfig {
             ignore_query: Vec::new(),
             drop_query: false,
             methods: MethodsPolicy::default(),
+            invalidate_on: InvalidateOn::default(),
             heuristic_freshness: None,
             store_set_cookie: false,
             client_cache_control: ClientCacheControl::default(),

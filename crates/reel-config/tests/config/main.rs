@@ -597,6 +597,28 @@ fn llhls_keys_default_and_validate() {
     assert!(Config::parse_and_validate(&bad, "t.toml").is_err());
 }
 
+/// Any viewer could invalidate any URL with an extension method its origin answers 2xx
+/// (`PURGEME /x`); only POST, PUT, DELETE and PATCH do unless a site asks for `all`.
+#[test]
+fn invalidate_on_defaults_to_standard_and_refuses_unknown_values_with_their_position() {
+    let cfg = Config::parse_and_validate(BASE, "t.toml").expect("valid");
+    assert_eq!(cfg.site[0].invalidate_on, reel_config::InvalidateOn::Standard);
+    let all =
+        BASE.replace("origin_group = \"main\"", "origin_group = \"main\"\ninvalidate_on = \"all\"");
+    let cfg = Config::parse_and_validate(&all, "t.toml").expect("valid");
+    assert_eq!(cfg.site[0].invalidate_on, reel_config::InvalidateOn::All);
+    let bad = BASE.replace(
+        "origin_group = \"main\"",
+        "origin_group = \"main\"\ninvalidate_on = \"unsafe-methods\"",
+    );
+    let ps = problems(&bad);
+    let p = find(&ps, "site[0].invalidate_on");
+    assert_eq!(p.line, line_of(&bad, "invalidate_on"), "{p}");
+    assert!(p.column >= 1, "{p}");
+    assert!(p.message.contains("unknown variant `unsafe-methods`"), "{p}");
+    assert!(p.to_string().starts_with("t.toml:"), "{p}");
+}
+
 #[test]
 fn heuristic_freshness_is_on_unless_switched_off() {
     // RFC 9111 4.2.2, as Squid and Traffic Server do by default.
