@@ -121,6 +121,7 @@ pub const RELOAD_KEYS: &[ReloadKey] = &[
     live("cache.read_ahead_per_worker"),
     live("cache.fill_timeout"),
     live("cache.blocking_timeout"),
+    live("cache.max_misses_per_connection"),
     live("cache.rule[].match"),
     live("cache.rule[].ttl"),
     live("cache.rule[].override"),

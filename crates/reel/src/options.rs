@@ -308,6 +308,7 @@ pub(crate) fn cache_settings(cfg: &Config, origin_flag: bool) -> reel_cache::Set
         fill_drop_headers: c.fill_drop_headers.iter().map(|h| h.to_ascii_lowercase()).collect(),
         max_variants: c.max_variants as usize,
         lock_timeout: c.lock_timeout.get(),
+        max_misses_per_connection: c.max_misses_per_connection as usize,
         read_ahead_per_worker: c.read_ahead_per_worker as usize,
         blocking_timeout: c.blocking_timeout.get(),
         fill_timeout: c.fill_timeout.get(),

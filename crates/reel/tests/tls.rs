@@ -17,7 +17,7 @@ use reel_test_support::h2::{
     CANCEL, CONTINUATION, END_HEADERS, END_STREAM, ENHANCE_YOUR_CALM, HEADERS, PING, RST_STREAM,
     RawH2, Reply, SETTINGS, WINDOW_UPDATE, exchange, frame,
 };
-use reel_test_support::skip;
+use reel_test_support::{skip, wait_until_async};
 use reel_tls::testing::TestCa;
 use rustls::pki_types::{CertificateDer, ServerName};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -850,4 +850,52 @@ fn buffers_held_by_clients_that_stopped_reading_come_back_after_send_timeout() {
         eventually("every buffer back", || (lent() == 0.0).then_some(()));
         drop(stalled);
     });
+}
+
+/// Issue 23.3: one HTTP/2 connection's streams cannot each hold an origin connection.
+/// With `max_misses_per_connection = 2`, six distinct misses of a slow origin on one
+/// connection put two requests on the origin; the others wait `lock_timeout` and get 503,
+/// while a miss of another connection is not held back.
+#[test]
+fn one_connection_waits_on_the_origin_with_at_most_its_misses() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let origin = Origin::start("o");
+    let gate = Gate::default();
+    for i in 0..7u8 {
+        let obj = Object::ok(body(100, i)).header("cache-control", "max-age=60");
+        origin.put(&format!("/m{i}.ts"), obj.gated(&gate));
+    }
+    let pki = Pki::new(dir.path());
+    pki.leaf("edge", &["edge.example.test"]);
+    let mut conf = tls_conf(dir.path(), &origin, &pki);
+    conf.rules = format!("max_misses_per_connection = 2\nlock_timeout = \"1s\"\n{}", conf.rules);
+    let reel = Reel::start(&conf);
+    let addr = reel.listener_addr("https").expect("https listener");
+    let hits = || (0..6).map(|i| origin.hits(&format!("/m{i}.ts"))).sum::<u64>();
+    rt().block_on(async {
+        let c = h2_client(addr, pki.client(&[b"h2"]), "edge.example.test").await;
+        let streams: Vec<_> = (0..6)
+            .map(|i| {
+                let c = c.clone();
+                tokio::spawn(async move { h2_get(&c, &format!("/m{i}.ts")).await.status })
+            })
+            .collect();
+        wait_until_async("two misses at the origin", || hits() == 2).await;
+        // Another connection's miss is not held back by this one's.
+        let data = reel.data;
+        let other = std::thread::spawn(move || get(data, "/m6.ts").status);
+        wait_until_async("the other connection's miss", || origin.hits("/m6.ts") == 1).await;
+        // Past lock_timeout the four waiting streams get 503.
+        wait_until_async("four 503s", || streams.iter().filter(|s| s.is_finished()).count() == 4)
+            .await;
+        gate.open();
+        let mut statuses = Vec::new();
+        for s in streams {
+            statuses.push(s.await.expect("stream"));
+        }
+        statuses.sort_unstable();
+        assert_eq!(statuses, [200, 200, 503, 503, 503, 503]);
+        assert_eq!(other.join().expect("other"), 200);
+    });
+    assert_eq!(hits(), 2, "no more than two of the connection's misses reached the origin");
 }

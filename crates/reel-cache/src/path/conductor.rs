@@ -143,7 +143,7 @@ impl WorkerCache {
     pub fn new(shared: Arc<SharedCache>, settings: Arc<Settings>, client: WorkerClient) -> Self {
         let statuses = Rc::new(StatusNames::new(settings.node.cache_status_name()));
         let fetch = FetchCx { shared, settings, client };
-        let parts = WorkerParts { fetch, metas: Rc::default(), statuses };
+        let parts = WorkerParts { fetch, metas: Rc::default(), statuses, misses: Rc::default() };
         WorkerCache { parts, read_ahead: Rc::default() }
     }
 
@@ -152,7 +152,8 @@ impl WorkerCache {
     pub fn next_generation(&self, settings: Arc<Settings>, client: WorkerClient) -> Self {
         let statuses = Rc::new(StatusNames::new(settings.node.cache_status_name()));
         let fetch = FetchCx { shared: self.parts.fetch.shared.clone(), settings, client };
-        let parts = WorkerParts { fetch, metas: self.parts.metas.clone(), statuses };
+        let (metas, misses) = (self.parts.metas.clone(), self.parts.misses.clone());
+        let parts = WorkerParts { fetch, metas, statuses, misses };
         WorkerCache { parts, read_ahead: self.read_ahead.clone() }
     }
 
@@ -186,6 +187,9 @@ impl WorkerCache {
             | Method::Other(_)
                 if site.pass_methods =>
             {
+                let Some(_place) = self.parts.admit(req.peer()).await else {
+                    return too_many_waiting();
+                };
                 self.forwarder().pass(req, body, site).await
             }
             m => Response::for_unsupported_method(m, &[Method::Get, Method::Head])
@@ -218,6 +222,9 @@ impl WorkerCache {
             if let Found::Filling { fill, prep } = self.reader().find(&key, &hdrs) {
                 return self.serve().filling(req, fill, prep, Answer::MISS_COLLAPSED).await;
             }
+            let Some(_place) = self.parts.admit(req.peer()).await else {
+                return too_many_waiting();
+            };
             return self.forwarder().fetch_pass(req, body, site, Answer::FWD_REQUEST).await;
         }
         if let Some(size) = site.slicing.size
@@ -267,6 +274,9 @@ impl WorkerCache {
                 Phase::WaitedOut if g.wait.blocking => Phase::Done(self.blocking_timeout(m, None)),
                 Phase::WaitedOut => Phase::Pass(Answer::LOCK_TIMEOUT),
                 Phase::Pass(ans) => {
+                    let Some(_place) = self.parts.admit(req.peer()).await else {
+                        return too_many_waiting();
+                    };
                     return self.forwarder().fetch_pass(req, body, site, ans).await;
                 }
                 Phase::Done(r) => return r,
@@ -374,6 +384,9 @@ impl WorkerCache {
         stale: Option<Stored>,
     ) -> Response {
         let (req, site, key) = (g.req, g.site, &g.key);
+        // Dropping the lead before the fetch tells the followers it failed: they go round
+        // once more, and one of them leads.
+        let Some(place) = self.parts.admit(req.peer()).await else { return too_many_waiting() };
         let stale_meta = stale.as_ref().map(|s| &s.prep.meta);
         let settings = &self.parts.fetch.settings;
         let Some((oreq, mut interims)) =
@@ -390,6 +403,8 @@ impl WorkerCache {
         let fetch = tokio::task::spawn_local(async move {
             let stale = revalidate.as_ref().map(|(k, p)| (&k[..], &p.meta));
             let r = cx.for_viewer(&site_own, &req_own, &key_own, &cc, stale, oreq, lead).await;
+            // The origin has answered (or failed): the body goes on without the place.
+            drop(place);
             if let (Fetched::Filling(fill), _) = &r {
                 llhls::watch_playlist(&cx, &req_own, &site_own, &key_own, fill);
             }
@@ -502,4 +517,10 @@ mod tests {
         );
         assert!(!Rc::ptr_eq(&a.parts.metas, &other.parts.metas));
     }
+}
+
+/// The 503 of a request whose client connection has `[cache] max_misses_per_connection`
+/// requests waiting on the origin already, and had for `lock_timeout`.
+fn too_many_waiting() -> Response {
+    local(503).header("retry-after", "1")
 }

@@ -15,7 +15,8 @@
 //!   what became of it), `fill` (everything written into the store), `serve` (answers
 //!   from a stored or filling object, or an unstored origin response), `forward` (what is
 //!   not cached, and the invalidation it causes);
-//! - what the phases share: `deadline` (every wait bound), [`inflight`] (one origin fetch
+//! - what the phases share: `deadline` (every wait bound), `admit` (how many requests
+//!   of one client connection wait on the origin at once), [`inflight`] (one origin fetch
 //!   per key at a time, across workers), `preamble` (conditionals and ranges of every
 //!   answer), `upstream` (the origin requests), `store_keys` (the store keys derived from
 //!   a URL's key), `variants` (a varying URL's marker), `small` (small bodies read whole on
@@ -30,6 +31,7 @@
 //! [`SharedCache`]: shared::SharedCache
 //! [`WorkerCache`]: conductor::WorkerCache
 
+mod admit;
 mod answer;
 pub mod conductor;
 mod deadline;

@@ -3,8 +3,12 @@
 //! phase borrows from them.
 
 use std::cell::RefCell;
+use std::net::SocketAddr;
 use std::rc::Rc;
 
+use tokio::sync::OwnedSemaphorePermit;
+
+use super::admit::ClientMisses;
 use super::answer::StatusNames;
 use super::fetch::FetchCx;
 use super::forward::Forwarder;
@@ -22,6 +26,8 @@ pub(super) struct WorkerParts {
     pub metas: Rc<RefCell<MetaCache>>,
     /// Our `Cache-Status` entries.
     pub statuses: Rc<StatusNames>,
+    /// The places of this worker's client connections on the origin.
+    pub misses: Rc<ClientMisses>,
 }
 
 impl WorkerParts {
@@ -39,6 +45,13 @@ impl WorkerParts {
             client: &f.client,
             statuses: &self.statuses,
         }
+    }
+
+    /// A place on the origin for a request of the connection from `peer`, waiting at most
+    /// `lock_timeout`; `None`: the connection has too many waiting already (answer 503).
+    pub(super) async fn admit(&self, peer: SocketAddr) -> Option<OwnedSemaphorePermit> {
+        let s = &self.fetch.settings;
+        self.misses.admit(peer, s.max_misses_per_connection, s.lock_timeout).await
     }
 
     /// Reading the store.

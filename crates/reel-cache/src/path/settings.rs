@@ -74,6 +74,9 @@ pub struct Settings {
     pub max_variants: usize,
     /// How long a follower waits for its leader's origin response (`[cache] lock_timeout`).
     pub lock_timeout: Duration,
+    /// Requests of one client connection waiting on the origin at once (`[cache]
+    /// max_misses_per_connection`).
+    pub max_misses_per_connection: usize,
     /// Most read-ahead slice fetches in flight per worker (`[cache] read_ahead_per_worker`).
     pub read_ahead_per_worker: usize,
     /// Longest a fill may take from its origin request to the end of its body.
@@ -133,6 +136,7 @@ impl Settings {
             fill_drop_headers: Settings::default_fill_drop_headers(),
             max_variants: 32,
             lock_timeout: Duration::from_secs(10),
+            max_misses_per_connection: 32,
             read_ahead_per_worker: 64,
             fill_timeout: Duration::from_secs(600),
             blocking_timeout: Duration::from_secs(3),

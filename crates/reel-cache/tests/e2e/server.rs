@@ -201,6 +201,7 @@ impl Server {
             fill_drop_headers: opts.fill_drop_headers,
             max_variants: opts.max_variants,
             lock_timeout: opts.lock_timeout,
+            max_misses_per_connection: 32,
             read_ahead_per_worker: opts.read_ahead_per_worker,
             fill_timeout: opts.fill_timeout,
             blocking_timeout: opts.blocking_timeout,

@@ -64,6 +64,10 @@ pub struct CacheConfig {
     /// requests wait `blocking_timeout` instead. Duration; default `"10s"` (the default
     /// `first_byte_timeout`); greater than 0.
     pub lock_timeout: Duration,
+    /// Requests of one client connection that may wait on the origin at once (misses it
+    /// leads, requests it passes through); more wait their turn up to `lock_timeout`, then
+    /// get 503. Count, at least 1; default 32.
+    pub max_misses_per_connection: u32,
     /// How long an LL-HLS blocking request waits (draft-pantos-hls-rfc8216bis §6.2.5.2,
     /// §6.2.6): a playlist reload with `_HLS_msn`, or a request for a part a playlist hints
     /// (`EXT-X-PRELOAD-HINT`), both of which the origin holds until the media exists. It
@@ -134,6 +138,7 @@ impl Default for CacheConfig {
                 "CDN-Cache-Control".to_string(),
             ],
             lock_timeout: Duration::from_secs(10),
+            max_misses_per_connection: 32,
             fill_timeout: Duration::from_secs(600),
             blocking_timeout: Duration::from_secs(10),
             max_variants: 32,

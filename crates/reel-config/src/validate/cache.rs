@@ -39,6 +39,9 @@ pub(super) fn check_cache(found: &mut Found, cfg: &Config) {
     }
     positive_duration(found, "cache.fill_timeout".into(), c.fill_timeout);
     positive_duration(found, "cache.blocking_timeout".into(), c.blocking_timeout);
+    if c.max_misses_per_connection == 0 {
+        bad(found, "cache.max_misses_per_connection", "must be at least 1");
+    }
     if !(1..=1024).contains(&c.max_variants) {
         bad(found, "cache.max_variants", "must be between 1 and 1024");
     }
