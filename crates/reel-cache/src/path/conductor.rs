@@ -486,6 +486,12 @@ impl WorkerCache {
     }
 }
 
+/// The 503 of a request whose client connection has `[cache] max_misses_per_connection`
+/// requests waiting on the origin already, and had for `lock_timeout`.
+fn too_many_waiting() -> Response {
+    local(503).header("retry-after", "1")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -517,10 +523,4 @@ mod tests {
         );
         assert!(!Rc::ptr_eq(&a.parts.metas, &other.parts.metas));
     }
-}
-
-/// The 503 of a request whose client connection has `[cache] max_misses_per_connection`
-/// requests waiting on the origin already, and had for `lock_timeout`.
-fn too_many_waiting() -> Response {
-    local(503).header("retry-after", "1")
 }
