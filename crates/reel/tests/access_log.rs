@@ -177,3 +177,28 @@ fn refused_requests_get_a_line_with_what_was_known() {
     });
     assert!(ok.get("request").is_none() && ok.get("error").is_none(), "{ok}");
 }
+
+/// A request whose body stalls past `body_timeout` gets 408, made by the codec in place of
+/// the handler's answer: it is counted and logged as `local`, never as a cache hit (which
+/// inflated the hit ratio `/healthz` reports).
+#[test]
+fn a_408_for_a_stalled_body_is_local_not_a_hit() {
+    let dir = tempfile::tempdir().unwrap();
+    let origin = Origin::start("o");
+    origin.put("/up", Object::ok("stored"));
+    let mut conf = Conf::new(dir.path(), &origin);
+    conf.http = "body_timeout = \"1s\"\n".into();
+    let reel = Reel::start(&conf);
+    let raw = b"POST /up HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\n0123456789";
+    assert_eq!(raw_status(reel.data, raw), 408);
+    eventually("the 408 counted", || {
+        let m = reel.metrics();
+        metric(&m, "reel_requests_total{status=\"4xx\",cache=\"local\"}").filter(|&n| n >= 1.0)
+    });
+    let hits = metric(&reel.metrics(), "reel_requests_total{status=\"4xx\",cache=\"hit\"}");
+    assert_eq!(hits.unwrap_or(0.0), 0.0, "a 408 counted as a hit");
+    let log = dir.path().join("access.log");
+    let line =
+        eventually("the 408 logged", || lines(&log).into_iter().find(|v| v["status"] == 408));
+    assert_eq!(line["cache"], "local");
+}

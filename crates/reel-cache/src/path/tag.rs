@@ -5,7 +5,9 @@ use std::time::Duration;
 
 use crate::result::CacheResult;
 
-/// Cache result in the low 8 bits, origin time in microseconds above them.
+/// Cache result in the low 8 bits (its index plus one: 0 is a response nobody tagged, one
+/// the codec made itself such as a 408, and counts as local), origin time in microseconds
+/// above them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Tag(u64);
 
@@ -13,7 +15,7 @@ impl Tag {
     /// A tag for `result`, with the origin's time if it was asked.
     pub fn new(result: CacheResult, origin: Option<Duration>) -> Tag {
         let us = origin.map_or(0, |d| (d.as_micros() as u64).saturating_add(1).min(u64::MAX >> 8));
-        Tag(result as u64 | (us << 8))
+        Tag((result as u64 + 1) | (us << 8))
     }
 
     /// A response reel produced itself.
@@ -33,7 +35,10 @@ impl Tag {
 
     /// The cache result.
     pub fn result(self) -> CacheResult {
-        CacheResult::ALL.get((self.0 & 0xff) as usize).copied().unwrap_or(CacheResult::Local)
+        match (self.0 & 0xff) as usize {
+            0 => CacheResult::Local,
+            i => CacheResult::ALL.get(i - 1).copied().unwrap_or(CacheResult::Local),
+        }
     }
 
     /// The origin's time, if it was asked.
@@ -58,6 +63,11 @@ mod tests {
         let h = Tag::from_raw(Tag::new(CacheResult::Hit, None).raw());
         assert_eq!(h.result(), CacheResult::Hit);
         assert_eq!(h.origin_time(), None);
+        for r in CacheResult::ALL {
+            assert_eq!(Tag::from_raw(Tag::new(r, None).raw()).result(), r);
+        }
+        // A response nobody tagged (the codec's own 408, 413, ...) is local, never a hit.
+        assert_eq!(Tag::from_raw(0).result(), CacheResult::Local);
         assert_eq!(
             Tag::new(CacheResult::Miss, Some(Duration::ZERO)).origin_time(),
             Some(Duration::ZERO)
