@@ -313,6 +313,12 @@ pub(super) fn refresh_in_background(
         return;
     }
     let Some(lead) = cx.shared.inflight.try_lead(key.as_bytes()) else { return };
+    // A refresh that ended between this request's lookup and its lead (on another worker)
+    // has replaced the stale metadata: this one would ask the origin a second time.
+    match cx.shared.store.lookup(&stored.store_key) {
+        Some(reel_store::Lookup::Hit(h)) if h.meta() == stored.hit.meta() => {}
+        _ => return,
+    }
     let stale = Some(&stored.prep.meta);
     let Some(oreq) = fill_request(req, key, Forward::SharedFill, stale, &cx.settings) else {
         return;
