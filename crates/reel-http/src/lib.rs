@@ -90,6 +90,7 @@ mod method;
 mod pool;
 mod request;
 mod response;
+mod shares;
 #[allow(unsafe_code)]
 mod sys;
 
@@ -110,3 +111,4 @@ pub use response::{
     Body, BodyStream, Chunk, ColdRead, EncodedHead, FileRange, Framing, HeadContext, HeaderName,
     Response, encode_head, pread_bytes, reason_phrase,
 };
+pub use shares::Shares;

@@ -12,15 +12,15 @@
 //! take the pool from everyone else.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::net::IpAddr;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use bytes::Buf;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use crate::shares::Shares;
 
 /// Size of one pooled buffer: the largest TLS record payload (RFC 8446 section 5.1), so
 /// a full buffer leaves as one full record.
@@ -31,8 +31,9 @@ pub const POOL_BUFFERS: usize = 1024;
 /// queued at once (an eighth: 2 MiB).
 pub const CLIENT_BUFFERS: usize = POOL_BUFFERS / 8;
 
-/// Buffers lent out by every worker's pool, for the metrics.
-static LENT: AtomicUsize = AtomicUsize::new(0);
+/// Every worker pool's permits, for the metrics: read when they are rendered, so lending a
+/// buffer touches nothing another core shares.
+static POOLS: Mutex<Vec<Weak<Semaphore>>> = Mutex::new(Vec::new());
 
 struct Pool {
     free: RefCell<Vec<Box<[u8]>>>,
@@ -40,32 +41,24 @@ struct Pool {
 }
 
 thread_local! {
-    static POOL: Rc<Pool> = Rc::new(Pool {
-        free: RefCell::new(Vec::new()),
-        permits: Arc::new(Semaphore::new(POOL_BUFFERS)),
-    });
+    static POOL: Rc<Pool> = {
+        let permits = Arc::new(Semaphore::new(POOL_BUFFERS));
+        if let Ok(mut pools) = POOLS.lock() {
+            pools.retain(|p| p.strong_count() > 0);
+            pools.push(Arc::downgrade(&permits));
+        }
+        Rc::new(Pool { free: RefCell::new(Vec::new()), permits })
+    };
     /// Each client address's budget of this worker's buffers, kept while a connection of
     /// it holds the budget.
-    static CLIENTS: RefCell<HashMap<IpAddr, Weak<Semaphore>>> = RefCell::new(HashMap::new());
+    static CLIENTS: Shares<IpAddr> = Shares::default();
 }
 
 /// The budget of this worker's pooled buffers that the connections of client `ip` share
 /// ([`CLIENT_BUFFERS`] permits): every connection of one address gets the same one while
 /// any of them holds it.
 pub fn client_budget(ip: IpAddr) -> Arc<Semaphore> {
-    CLIENTS.with(|c| {
-        let mut map = c.borrow_mut();
-        if let Some(s) = map.get(&ip).and_then(Weak::upgrade) {
-            return s;
-        }
-        if map.len() >= 64 && map.len().is_power_of_two() {
-            // Forget the addresses no connection holds any more, now and then.
-            map.retain(|_, w| w.strong_count() > 0);
-        }
-        let s = Arc::new(Semaphore::new(CLIENT_BUFFERS));
-        map.insert(ip, Arc::downgrade(&s));
-        s
-    })
+    CLIENTS.with(|c| c.get(ip, CLIENT_BUFFERS))
 }
 
 /// A buffer lent by this worker's pool: `len` bytes of data, read from `pos`.
@@ -85,7 +78,6 @@ impl PoolBuf {
         // The semaphore is never closed, so acquiring cannot fail.
         let permit = pool.permits.clone().acquire_owned().await.ok();
         let data = pool.free.borrow_mut().pop().unwrap_or_else(|| vec![0u8; BUF_SIZE].into());
-        LENT.fetch_add(1, Relaxed);
         PoolBuf { data: Some(data), len: 0, pos: 0, pool, _permit: permit }
     }
 
@@ -97,7 +89,8 @@ impl PoolBuf {
 
     /// Buffers lent out by every worker's pool together.
     pub fn lent() -> usize {
-        LENT.load(Relaxed)
+        let Ok(pools) = POOLS.lock() else { return 0 };
+        pools.iter().filter_map(Weak::upgrade).map(|p| POOL_BUFFERS - p.available_permits()).sum()
     }
 
     /// The whole buffer, to fill.
@@ -138,7 +131,6 @@ impl Drop for PoolBuf {
     fn drop(&mut self) {
         if let Some(d) = self.data.take() {
             self.pool.free.borrow_mut().push(d);
-            LENT.fetch_sub(1, Relaxed);
         }
     }
 }

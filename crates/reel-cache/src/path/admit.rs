@@ -8,18 +8,16 @@
 //! A connection is served by one worker, so the count is per worker, keyed by the peer's
 //! address and port; an entry lives while a request of that connection holds a place.
 
-use std::cell::RefCell;
-use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use reel_http::Shares;
+use tokio::sync::OwnedSemaphorePermit;
 
 /// The places of this worker's client connections.
 #[derive(Default)]
 pub(super) struct ClientMisses {
-    conns: RefCell<HashMap<SocketAddr, Weak<Semaphore>>>,
+    conns: Shares<SocketAddr>,
 }
 
 impl ClientMisses {
@@ -31,21 +29,7 @@ impl ClientMisses {
         limit: usize,
         wait: Duration,
     ) -> Option<OwnedSemaphorePermit> {
-        let places = {
-            let mut conns = self.conns.borrow_mut();
-            match conns.get(&peer).and_then(Weak::upgrade) {
-                Some(s) => s,
-                None => {
-                    if conns.len() >= 64 && conns.len().is_power_of_two() {
-                        // Forget the connections that hold no place, now and then.
-                        conns.retain(|_, w| w.strong_count() > 0);
-                    }
-                    let s = Arc::new(Semaphore::new(limit.max(1)));
-                    conns.insert(peer, Arc::downgrade(&s));
-                    s
-                }
-            }
-        };
+        let places = self.conns.get(peer, limit);
         tokio::time::timeout(wait, places.acquire_owned()).await.ok()?.ok()
     }
 }
