@@ -654,3 +654,19 @@ fn origin_max_connections_defaults_to_128_and_must_be_positive() {
     let ps = problems(&text);
     assert!(find(&ps, "origin_group[0].max_connections").message.contains("at least 1"));
 }
+
+/// The hardening keys refuse values that would switch their bound off or cannot be read.
+#[test]
+fn hardening_bounds_refuse_zero_and_nonsense() {
+    for (table, line, key) in [
+        ("http", "send_timeout = \"0s\"", "http.send_timeout"),
+        ("http", "send_timeout = \"-1s\"", "http.send_timeout"),
+        ("http", "send_timeout = \"99999999999999999999s\"", "http.send_timeout"),
+        ("cache", "max_misses_per_connection = 0", "cache.max_misses_per_connection"),
+        ("cache", "max_misses_per_connection = -3", "cache.max_misses_per_connection"),
+        ("cache", "max_misses_per_connection = \"many\"", "cache.max_misses_per_connection"),
+    ] {
+        let ps = problems(&format!("{BASE}\n[{table}]\n{line}\n"));
+        assert!(ps.iter().any(|p| p.key == key), "{line}: {ps:#?}");
+    }
+}
