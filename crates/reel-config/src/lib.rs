@@ -36,7 +36,7 @@ pub use reload::{RELOAD_KEYS, Reload, ReloadKey, reload_of};
 pub use schema::{
     AccessLogConfig, AccessLogFormat, AdminConfig, CacheConfig, CacheRule, CertificateConfig,
     ClientCacheControl, CoresConfig, CpuSet, DEFAULT_FILL_DROP_HEADERS, DemoOriginConfig,
-    HealthConfig, HostPort, HttpConfig, InvalidateOn, ListenerConfig, LogConfig, LogFormat,
+    HealthConfig, HostPort, HttpConfig, InvalidateOn, Ktls, ListenerConfig, LogConfig, LogFormat,
     MethodsPolicy, OriginBalance, OriginGroupConfig, OriginHealthConfig, PathGlob, Prefetch,
     ServerConfig, SiteConfig, SliceSize, Steer, StoreConfig, StoreIo, TierConfig, TlsCert,
     host_pattern_matches, strip_port,

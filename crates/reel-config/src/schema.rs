@@ -118,6 +118,23 @@ pub struct ListenerConfig {
     /// Offer HTTP/2 by ALPN. Default `true` on TLS listeners; only valid on them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub http2: Option<bool>,
+    /// Who seals the TLS records after the handshake: `"auto"` hands them to the kernel
+    /// (kTLS, with `sendfile` for file bodies) when it has the `tls` module and takes the
+    /// cipher, reel's own record layer otherwise; `"off"`, always reel's. Default `"auto"`
+    /// on TLS listeners; only valid on them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ktls: Option<Ktls>,
+}
+
+/// `ktls`: whether a TLS listener hands its sessions' record layer to the kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Ktls {
+    /// The kernel when it can, user space otherwise.
+    #[default]
+    Auto,
+    /// Always user space.
+    Off,
 }
 
 impl Default for ListenerConfig {
@@ -130,6 +147,7 @@ impl Default for ListenerConfig {
             tls_key: None,
             sni_strict: false,
             http2: None,
+            ktls: None,
         }
     }
 }

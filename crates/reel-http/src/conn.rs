@@ -280,6 +280,39 @@ pub async fn serve_stream<H: Handler, S: ByteStream + 'static>(
     serve_io(Conn::new(io, peer, local, handler, limits, drain, false)).await.outcome
 }
 
+/// Serves a TLS connection after its handshake: HTTP/2 when ALPN chose it (`h2`),
+/// HTTP/1.1 otherwise, on whichever record layer the session has (the kernel's, with
+/// `sendfile` for file bodies; reel's, sealing file bodies in place; rustls').
+#[allow(clippy::too_many_arguments)]
+pub async fn serve_session<H: Handler>(
+    session: reel_tls::Session,
+    h2: bool,
+    peer: SocketAddr,
+    local: SocketAddr,
+    handler: Rc<H>,
+    limits: Rc<Limits>,
+    settings: Rc<crate::H2Settings>,
+    drain: watch::Receiver<bool>,
+) -> ConnOutcome {
+    use reel_tls::Session;
+    let transport = match (session, h2) {
+        (Session::Kernel(k), true) => {
+            return crate::serve_h2(k, peer, local, handler, limits, settings, drain).await;
+        }
+        (Session::Sealed(s), true) => {
+            return crate::serve_h2(*s, peer, local, handler, limits, settings, drain).await;
+        }
+        (Session::Rustls(s), true) => {
+            return crate::serve_h2(*s, peer, local, handler, limits, settings, drain).await;
+        }
+        (Session::Kernel(k), false) => Transport::Ktls(k),
+        (Session::Sealed(s), false) => Transport::Sealed(s),
+        (Session::Rustls(s), false) => Transport::Stream(s),
+    };
+    let io = Io::new(transport, limits.idle_timeout);
+    serve_io(Conn::new(io, peer, local, handler, limits, drain, false)).await.outcome
+}
+
 /// The connection loop. `c` is captured and used in place (not moved into a local), so
 /// the future stores it once: as an `async fn` it would be stored twice (the argument and
 /// its binding), the size of a `Conn` more per connection.

@@ -15,10 +15,14 @@
 //!   every full buffer becomes one full 16 KiB record. A response head is packed into the
 //!   first buffer of its file body, so the head does not cost a record of its own.
 //!
-//! kTLS seam: a socket whose kernel does the TLS record layer (the `tls` ULP with
-//! `TLS_TX`) is a plain socket again for the writer: such a connection would be served
-//! through [`Transport::Tcp`] and its file bodies would go back to `sendfile(2)`. Nothing
-//! else here would change; this kernel has no `tls` ULP, so no kTLS code is shipped.
+//! * **Kernel TLS** ([`Transport::Ktls`]): the kernel seals what is written, so writes
+//!   are those of plain TCP, file bodies included (`sendfile(2)`, no copy in user space);
+//!   reads learn each record's type (`recvmsg(2)`) and, like TCP, hold no buffer while
+//!   they wait.
+//! * **TLS sealed by reel** ([`Transport::Sealed`]): a byte stream for heads and memory
+//!   bodies (copied into records); a file body is read from the page cache into a pooled
+//!   buffer at the record's payload offset, sealed in place and written: one copy of each
+//!   body byte, where a TLS library makes two.
 //!
 //! A write that makes no progress for `stall` (the idle timeout) fails with `TimedOut`.
 
@@ -32,6 +36,8 @@ use std::time::Duration;
 use bytes::BytesMut;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, Interest, ReadBuf};
 use tokio::net::TcpStream;
+
+use reel_tls::{KtlsStream, SealedStream};
 
 use crate::bufs::{self, READ_SIZE};
 use crate::fileread;
@@ -74,7 +80,29 @@ impl AsyncWrite for Gone {
 
 pub(crate) enum Transport {
     Tcp(TcpStream),
+    Ktls(KtlsStream),
+    Sealed(Box<SealedStream>),
     Stream(Box<dyn ByteStream>),
+}
+
+impl Transport {
+    /// The socket plain writes and `sendfile` go to: TCP, or a kTLS socket.
+    fn socket(&self) -> Option<&TcpStream> {
+        match self {
+            Transport::Tcp(s) => Some(s),
+            Transport::Ktls(k) => Some(k.tcp()),
+            _ => None,
+        }
+    }
+
+    /// The byte stream, for a transport that is one.
+    fn stream(&mut self) -> Option<&mut dyn ByteStream> {
+        match self {
+            Transport::Sealed(s) => Some(&mut **s),
+            Transport::Stream(s) => Some(&mut **s),
+            _ => None,
+        }
+    }
 }
 
 pub(crate) struct Io {
@@ -120,6 +148,77 @@ fn poll_stream_read(
     Poll::Ready(Ok(n))
 }
 
+/// Sends all of `buf` on a socket: `send(2)` while it takes bytes, waiting for
+/// writability (at most `stall` each time) when it is full.
+async fn send_all(
+    s: &TcpStream,
+    mut buf: &[u8],
+    more: bool,
+    stall: Duration,
+    written: &mut u64,
+) -> io::Result<()> {
+    let fd = s.as_fd();
+    while !buf.is_empty() {
+        match s.try_io(Interest::WRITABLE, || sys::send(fd, buf, more)) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => {
+                buf = &buf[n..];
+                *written += n as u64;
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Io::wait_writable(s, stall).await?,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// One non-blocking read of a kTLS socket into the spare capacity of `rbuf`.
+fn ktls_read_into(k: &mut KtlsStream, rbuf: &mut BytesMut) -> io::Result<usize> {
+    let spare = rbuf.spare_capacity_mut();
+    let n = k.try_read_uninit(spare)?;
+    // SAFETY: `try_read_uninit` initialised the first `n` bytes of the spare capacity and
+    // never returns more than its length.
+    unsafe { rbuf.set_len(rbuf.len() + n) };
+    Ok(n)
+}
+
+/// [`Io::poll_read`] on a kTLS socket: like TCP, no buffer is taken before the socket is
+/// readable.
+fn poll_ktls_read(
+    k: &mut KtlsStream,
+    rbuf: &mut BytesMut,
+    bytes_read: &mut u64,
+    cx: &mut Context<'_>,
+) -> Poll<io::Result<usize>> {
+    loop {
+        std::task::ready!(k.poll_read_ready(cx))?;
+        make_room(rbuf);
+        match ktls_read_into(k, rbuf) {
+            Ok(n) => {
+                *bytes_read += n as u64;
+                return Poll::Ready(Ok(n));
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                if rbuf.is_empty() {
+                    bufs::give(std::mem::take(rbuf));
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Poll::Ready(Err(e)),
+        }
+    }
+}
+
+/// What a byte stream can hand over right now: one poll with a no-op waker.
+fn stream_read_now(s: &mut dyn ByteStream, rbuf: &mut BytesMut) -> io::Result<usize> {
+    let mut cx = Context::from_waker(Waker::noop());
+    match poll_stream_read(s, rbuf, &mut cx) {
+        Poll::Ready(r) => r,
+        Poll::Pending => Err(io::ErrorKind::WouldBlock.into()),
+    }
+}
+
 fn timed_out() -> io::Error {
     io::Error::new(io::ErrorKind::TimedOut, "peer made no progress")
 }
@@ -162,16 +261,20 @@ impl Io {
     /// future of its own (the waker is kept by the socket's registration), and on TCP no
     /// buffer is taken before the socket is readable.
     pub(crate) fn poll_read(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
+        if let Some(s) = self.transport.stream() {
+            make_room(&mut self.rbuf);
+            let r = poll_stream_read(s, &mut self.rbuf, cx);
+            if let Poll::Ready(Ok(n)) = r {
+                self.bytes_read += n as u64;
+            }
+            return r;
+        }
         let s = match &mut self.transport {
             Transport::Tcp(s) => s,
-            Transport::Stream(s) => {
-                make_room(&mut self.rbuf);
-                let r = poll_stream_read(&mut **s, &mut self.rbuf, cx);
-                if let Poll::Ready(Ok(n)) = r {
-                    self.bytes_read += n as u64;
-                }
-                return r;
+            Transport::Ktls(k) => {
+                return poll_ktls_read(k, &mut self.rbuf, &mut self.bytes_read, cx);
             }
+            _ => return Poll::Ready(Err(io::ErrorKind::NotConnected.into())),
         };
         loop {
             std::task::ready!(s.poll_read_ready(cx))?;
@@ -216,14 +319,15 @@ impl Io {
                     return Err(e);
                 }
             },
-            Transport::Stream(s) => {
-                // One poll with a no-op waker: what the stream can hand over right now.
-                let mut cx = Context::from_waker(Waker::noop());
-                match poll_stream_read(&mut **s, &mut self.rbuf, &mut cx) {
-                    Poll::Ready(r) => r?,
-                    Poll::Pending => return Err(io::ErrorKind::WouldBlock.into()),
+            Transport::Ktls(k) => match ktls_read_into(k, &mut self.rbuf) {
+                Ok(n) => n,
+                Err(e) => {
+                    self.release_rbuf();
+                    return Err(e);
                 }
-            }
+            },
+            Transport::Sealed(s) => stream_read_now(&mut **s, &mut self.rbuf)?,
+            Transport::Stream(s) => stream_read_now(&mut **s, &mut self.rbuf)?,
         };
         self.bytes_read += n as u64;
         Ok(n)
@@ -235,35 +339,19 @@ impl Io {
 
     /// Sends all of `buf`; with `more`, more data follows at once (`MSG_MORE` on TCP; no
     /// flush on a stream).
-    pub(crate) async fn write_all(&mut self, mut buf: &[u8], more: bool) -> io::Result<()> {
+    pub(crate) async fn write_all(&mut self, buf: &[u8], more: bool) -> io::Result<()> {
         let stall = self.stall;
-        let s = match &mut self.transport {
-            Transport::Tcp(s) => s,
-            Transport::Stream(s) => {
-                tokio::time::timeout(stall, s.write_all(buf)).await.map_err(|_| timed_out())??;
-                if !more {
-                    tokio::time::timeout(stall, s.flush()).await.map_err(|_| timed_out())??;
-                }
-                self.bytes_written += buf.len() as u64;
-                return Ok(());
+        if let Some(s) = self.transport.stream() {
+            tokio::time::timeout(stall, s.write_all(buf)).await.map_err(|_| timed_out())??;
+            if !more {
+                tokio::time::timeout(stall, s.flush()).await.map_err(|_| timed_out())??;
             }
-        };
-        let fd = s.as_fd();
-        while !buf.is_empty() {
-            match s.try_io(Interest::WRITABLE, || sys::send(fd, buf, more)) {
-                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-                Ok(n) => {
-                    buf = &buf[n..];
-                    self.bytes_written += n as u64;
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    Self::wait_writable(s, stall).await?
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
+            self.bytes_written += buf.len() as u64;
+            return Ok(());
         }
-        Ok(())
+        let s =
+            self.transport.socket().ok_or_else(|| io::Error::from(io::ErrorKind::NotConnected))?;
+        send_all(s, buf, more, stall, &mut self.bytes_written).await
     }
 
     /// Sends `a` then `b` with one vectored write where possible (`writev` on TCP; on a
@@ -281,9 +369,12 @@ impl Io {
                 slices = [IoSlice::new(&b[done - a.len()..]), IoSlice::new(&[])];
                 &slices[..1]
             };
-            let r = match &mut self.transport {
-                Transport::Tcp(s) => s.try_write_vectored(iov),
-                Transport::Stream(s) => tokio::time::timeout(stall, s.write_vectored(iov))
+            let r = match self.transport.stream() {
+                None => match self.transport.socket() {
+                    Some(s) => s.try_write_vectored(iov),
+                    None => Err(io::ErrorKind::NotConnected.into()),
+                },
+                Some(s) => tokio::time::timeout(stall, s.write_vectored(iov))
                     .await
                     .map_err(|_| timed_out())?,
             };
@@ -294,7 +385,7 @@ impl Io {
                     self.bytes_written += n as u64;
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    if let Transport::Tcp(s) = &self.transport {
+                    if let Some(s) = self.transport.socket() {
                         Self::wait_writable(s, stall).await?
                     }
                 }
@@ -302,7 +393,7 @@ impl Io {
                 Err(e) => return Err(e),
             }
         }
-        if let Transport::Stream(s) = &mut self.transport {
+        if let Some(s) = self.transport.stream() {
             tokio::time::timeout(stall, s.flush()).await.map_err(|_| timed_out())??;
         }
         Ok(())
@@ -316,19 +407,18 @@ impl Io {
         range: &dyn FileRange,
     ) -> io::Result<()> {
         match self.transport {
-            Transport::Tcp(_) => {
+            Transport::Tcp(_) | Transport::Ktls(_) => {
                 self.write_all(head, true).await?;
                 self.send_file(range).await
             }
-            Transport::Stream(_) => self.stream_file(head, range).await,
+            Transport::Sealed(_) | Transport::Stream(_) => self.stream_file(head, range).await,
         }
     }
 
     /// Sends the whole file region (after whatever was written before).
     pub(crate) async fn send_file(&mut self, range: &dyn FileRange) -> io::Result<()> {
-        let s = match &mut self.transport {
-            Transport::Tcp(s) => s,
-            Transport::Stream(_) => return self.stream_file(&[], range).await,
+        let Some(s) = self.transport.socket() else {
+            return self.stream_file(&[], range).await;
         };
         let sock = s.as_fd();
         let file = sys::range_fd(range);
@@ -375,6 +465,30 @@ impl Io {
             let Some(mut buf) = PoolBuf::acquire_within(self.stall).await else {
                 return Err(io::Error::new(io::ErrorKind::TimedOut, "no body buffer came free"));
             };
+            if let Transport::Sealed(_) = self.transport {
+                // Records already written as a stream leave first: records go out in the
+                // order they were sealed.
+                self.flush().await?;
+                let Transport::Sealed(s) = &mut self.transport else { unreachable!() };
+                let head = s.head_room();
+                debug_assert!(head + s.tail_room() <= crate::pool::RECORD_ROOM);
+                let space = buf.record_space();
+                let n = ((end - off) as usize).min(BUF_SIZE - prefix.len());
+                let body = &mut space[head..head + prefix.len() + n];
+                body[..prefix.len()].copy_from_slice(prefix);
+                fileread::read_exact(range, off, &mut body[prefix.len()..]).await?;
+                let Transport::Sealed(s) = &mut self.transport else { unreachable!() };
+                let rec = s.seal_in_place(buf.record_space(), prefix.len() + n)?;
+                buf.set_len(rec);
+                off += n as u64;
+                prefix = &[];
+                let s = s.tcp();
+                send_all(s, buf.data(), false, self.stall, &mut self.bytes_written).await?;
+                if off >= end {
+                    return Ok(());
+                }
+                continue;
+            }
             let space = buf.space();
             space[..prefix.len()].copy_from_slice(prefix);
             let n = ((end - off) as usize).min(space.len() - prefix.len());
@@ -401,6 +515,8 @@ impl Io {
     ) -> Poll<io::Result<usize>> {
         let r = match &mut self.transport {
             Transport::Tcp(s) => Pin::new(s).poll_write(cx, buf),
+            Transport::Ktls(k) => Pin::new(k).poll_write(cx, buf),
+            Transport::Sealed(s) => Pin::new(&mut **s).poll_write(cx, buf),
             Transport::Stream(s) => Pin::new(&mut **s).poll_write(cx, buf),
         };
         if let Poll::Ready(Ok(n)) = r {
@@ -411,9 +527,9 @@ impl Io {
 
     /// Pushes out what a stream buffered (TLS records); nothing to do on TCP.
     pub(crate) fn poll_flush(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match &mut self.transport {
-            Transport::Tcp(_) => Poll::Ready(Ok(())),
-            Transport::Stream(s) => Pin::new(&mut **s).poll_flush(cx),
+        match self.transport.stream() {
+            None => Poll::Ready(Ok(())),
+            Some(s) => Pin::new(s).poll_flush(cx),
         }
     }
 
@@ -427,10 +543,17 @@ impl Io {
 
     /// Half-closes the sending side (TLS: `close_notify`, then TCP FIN).
     pub(crate) async fn shutdown(&mut self) -> io::Result<()> {
+        let stall = self.stall;
         match &mut self.transport {
             Transport::Tcp(s) => s.shutdown().await,
+            Transport::Ktls(k) => {
+                tokio::time::timeout(stall, k.shutdown()).await.map_err(|_| timed_out())?
+            }
+            Transport::Sealed(s) => {
+                tokio::time::timeout(stall, s.shutdown()).await.map_err(|_| timed_out())?
+            }
             Transport::Stream(s) => {
-                tokio::time::timeout(self.stall, s.shutdown()).await.map_err(|_| timed_out())?
+                tokio::time::timeout(stall, s.shutdown()).await.map_err(|_| timed_out())?
             }
         }
     }

@@ -98,7 +98,7 @@ pub use body::{BodyError, MAX_CHUNK_LINE, RequestBody};
 pub use bufs::{FREE_MAX, lent as conn_buffers_lent};
 pub use conn::{
     CloseReason, ConnOutcome, DRAIN_LIMIT, Handler, Parked, REFUSAL_EXCERPT, Refusal, Sent, Served,
-    serve_connection, serve_parkable, serve_stream,
+    serve_connection, serve_parkable, serve_session, serve_stream,
 };
 pub use http2::{H2Settings, serve_h2};
 pub use interim::{Interim, MAX_INTERIMS};

@@ -25,6 +25,10 @@ use crate::shares::Shares;
 /// Size of one pooled buffer: the largest TLS record payload (RFC 8446 section 5.1), so
 /// a full buffer leaves as one full record.
 pub const BUF_SIZE: usize = 16 * 1024;
+/// Bytes each buffer has beyond [`BUF_SIZE`]: room for a TLS record's header, explicit
+/// nonce, inner content type and tag around a full payload, so a file body read into a
+/// buffer can be sealed in place as one full record.
+pub const RECORD_ROOM: usize = 32;
 /// Most buffers one worker has out at once (16 MiB).
 pub const POOL_BUFFERS: usize = 1024;
 /// Most buffers of one worker's pool that the connections of one client address may hold
@@ -77,7 +81,11 @@ impl PoolBuf {
         let pool = POOL.with(Rc::clone);
         // The semaphore is never closed, so acquiring cannot fail.
         let permit = pool.permits.clone().acquire_owned().await.ok();
-        let data = pool.free.borrow_mut().pop().unwrap_or_else(|| vec![0u8; BUF_SIZE].into());
+        let data = pool
+            .free
+            .borrow_mut()
+            .pop()
+            .unwrap_or_else(|| vec![0u8; BUF_SIZE + RECORD_ROOM].into());
         PoolBuf { data: Some(data), len: 0, pos: 0, pool, _permit: permit }
     }
 
@@ -93,14 +101,19 @@ impl PoolBuf {
         pools.iter().filter_map(Weak::upgrade).map(|p| POOL_BUFFERS - p.available_permits()).sum()
     }
 
-    /// The whole buffer, to fill.
+    /// The buffer's [`BUF_SIZE`] bytes, to fill.
     pub fn space(&mut self) -> &mut [u8] {
+        self.data.as_deref_mut().map_or(&mut [], |d| &mut d[..BUF_SIZE])
+    }
+
+    /// The whole buffer with its [`RECORD_ROOM`], for a record sealed in place.
+    pub fn record_space(&mut self) -> &mut [u8] {
         self.data.as_deref_mut().unwrap_or(&mut [])
     }
 
     /// Marks the first `len` bytes as the data (clamped to the buffer) and rewinds.
     pub fn set_len(&mut self, len: usize) {
-        self.len = len.min(BUF_SIZE);
+        self.len = len.min(self.data.as_deref().map_or(0, <[u8]>::len));
         self.pos = 0;
     }
 

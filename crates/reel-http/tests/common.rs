@@ -18,7 +18,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use reel_http::{
     BodyStream, Chunk, ColdRead, ConnOutcome, FileRange, H2Settings, Handler, Limits, Method,
-    Request, RequestBody, Response, Version, serve_connection, serve_h2, serve_stream,
+    Request, RequestBody, Response, Version, serve_connection, serve_session,
 };
 use reel_tls::testing::TestCa;
 use tokio::sync::{oneshot, watch};
@@ -266,7 +266,18 @@ impl Server {
             };
             let cert = Arc::new(reel_tls::cert::load(&spec).unwrap());
             let tickets = reel_tls::Tickets::new().unwrap();
-            Arc::new(reel_tls::server_config("l", cert, &[], false, http2, &tickets).unwrap())
+            Arc::new(
+                reel_tls::server_config(
+                    "l",
+                    cert,
+                    &[],
+                    false,
+                    http2,
+                    reel_tls::KtlsMode::Auto,
+                    &tickets,
+                )
+                .unwrap(),
+            )
         });
         let mut tmp = tempfile::tempfile().unwrap();
         tmp.write_all(file_data()).unwrap();
@@ -309,11 +320,8 @@ impl Server {
                                         let Ok((s, info)) = reel_tls::accept(&tls, stream, timeout).await else {
                                             return;
                                         };
-                                        if info.alpn == reel_tls::Alpn::H2 {
-                                            serve_h2(s, peer, local, h, l, h2, d).await
-                                        } else {
-                                            serve_stream(s, peer, local, h, l, d).await
-                                        }
+                                        let h2_alpn = info.alpn == reel_tls::Alpn::H2;
+                                        serve_session(s, h2_alpn, peer, local, h, l, h2, d).await
                                     }
                                 };
                                 let _ = tx.send(outcome);

@@ -5,19 +5,82 @@
 //! listener for its server name is told apart from other failures; the rest of the
 //! handshake then runs against the listener's shared configuration. The whole handshake
 //! is bounded by one deadline (slow or silent clients cannot hold a connection slot).
+//!
+//! The handshake reads one record at a time ([`Corked`]), so that when it ends the record
+//! layer can leave rustls whole: its secrets go to the kernel ([`KtlsStream`], when the
+//! listener's `ktls` allows and the kernel has the `tls` module) or to reel's own record
+//! layer ([`SealedStream`]). Which one, and why not the kernel, is counted per worker.
 
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use std::io::Read;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use std::sync::atomic::AtomicBool;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
 use rustls::HandshakeKind;
 use tokio::net::TcpStream;
 use tokio_rustls::LazyConfigAcceptor;
 
-use crate::context::{ALPN_H2, ListenerTls};
+use crate::context::{ALPN_H2, KtlsMode, ListenerTls};
+use crate::cork::Corked;
+use crate::ktls::{self, InstallError, KtlsStream};
+use crate::record::{DirectionKeys, SessionKeys, Version};
+use crate::sealed::SealedStream;
 
-/// A server-side TLS stream over TCP.
-pub type TlsStream = tokio_rustls::server::TlsStream<TcpStream>;
+/// A server-side TLS stream whose records rustls seals.
+pub type TlsStream = tokio_rustls::server::TlsStream<Corked>;
+
+/// A TLS connection after its handshake.
+#[derive(Debug)]
+pub enum Session {
+    /// The kernel seals and opens the records (kTLS).
+    Kernel(KtlsStream),
+    /// reel seals and opens the records.
+    Sealed(Box<SealedStream>),
+    /// rustls does (the secrets could not be taken out of it).
+    Rustls(Box<TlsStream>),
+}
+
+/// Who seals a connection's records: metric label `path`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecordPath {
+    /// The kernel.
+    Ktls,
+    /// User space (reel's record layer, or rustls').
+    Userspace,
+}
+
+/// Why a connection's records are not sealed by the kernel: metric label `reason`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fallback {
+    /// The listener says `ktls = "off"`.
+    Off,
+    /// The kernel has no `tls` module loaded.
+    NoModule,
+    /// The kernel refused the session (its cipher, most often).
+    Refused,
+    /// The session's secrets could not be taken out of rustls (it stays with rustls).
+    Extract,
+}
+
+impl Fallback {
+    /// Metric label.
+    pub fn label(self) -> &'static str {
+        match self {
+            Fallback::Off => "off",
+            Fallback::NoModule => "no_module",
+            Fallback::Refused => "refused",
+            Fallback::Extract => "extract",
+        }
+    }
+    const ALL: [Fallback; 4] =
+        [Fallback::Off, Fallback::NoModule, Fallback::Refused, Fallback::Extract];
+}
 
 /// Negotiated protocol version.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,6 +120,10 @@ pub struct HandshakeInfo {
     pub resumed: bool,
     /// The application protocol.
     pub alpn: Alpn,
+    /// Who seals the records.
+    pub path: RecordPath,
+    /// Why not the kernel, when it is not.
+    pub fallback: Option<Fallback>,
 }
 
 /// Why a handshake did not complete.
@@ -106,17 +173,18 @@ impl HandshakeError {
     }
 }
 
-/// Runs the server handshake on `tcp` with `tls`, within `timeout`. Sets `TCP_NODELAY`.
+/// Runs the server handshake on `tcp` with `tls`, within `timeout`, then hands the
+/// record layer to the kernel or to reel (see the module docs). Sets `TCP_NODELAY`.
 pub async fn accept(
     tls: &ListenerTls,
     tcp: TcpStream,
     timeout: Duration,
-) -> Result<(TlsStream, HandshakeInfo), HandshakeError> {
+) -> Result<(Session, HandshakeInfo), HandshakeError> {
     let deadline = tokio::time::Instant::now() + timeout;
     // Handshake flights and responses leave in whole writes; Nagle would only hold back
     // the last segment of each (and meet the client's delayed ACK).
     let _ = tcp.set_nodelay(true);
-    let lazy = LazyConfigAcceptor::new(rustls::server::Acceptor::default(), tcp);
+    let lazy = LazyConfigAcceptor::new(rustls::server::Acceptor::default(), Corked::new(tcp));
     let start = match tokio::time::timeout_at(deadline, lazy).await {
         Err(_) => return Err(HandshakeError::Timeout),
         Ok(Err(e)) => return Err(HandshakeError::from_io(e)),
@@ -138,12 +206,99 @@ pub async fn accept(
         Some(rustls::ProtocolVersion::TLSv1_2) => TlsVersion::Tls12,
         _ => TlsVersion::Tls13,
     };
-    let info = HandshakeInfo {
+    let mut info = HandshakeInfo {
         version,
         resumed: conn.handshake_kind() == Some(HandshakeKind::Resumed),
         alpn: if conn.alpn_protocol() == Some(ALPN_H2) { Alpn::H2 } else { Alpn::Http11 },
+        path: RecordPath::Userspace,
+        fallback: None,
     };
-    Ok((stream, info))
+    let session = hand_over(tls, stream, version, &mut info)?;
+    Ok((session, info))
+}
+
+/// Takes the record layer out of rustls after the handshake.
+fn hand_over(
+    tls: &ListenerTls,
+    mut stream: TlsStream,
+    version: TlsVersion,
+    info: &mut HandshakeInfo,
+) -> Result<Session, HandshakeError> {
+    let (corked, conn) = stream.get_ref();
+    if conn.wants_write() || conn.is_handshaking() || !corked.at_boundary() {
+        info.fallback = Some(Fallback::Extract);
+        return Ok(Session::Rustls(Box::new(stream)));
+    }
+    // Plaintext rustls has already opened (none, normally: the handshake stops reading at
+    // the client's last handshake record).
+    let mut early = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        match stream.get_mut().1.reader().read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => early.extend_from_slice(&chunk[..n]),
+            Err(_) => break,
+        }
+    }
+    let (corked, conn) = stream.into_inner();
+    let tcp = corked.into_tcp();
+    let secrets = conn.dangerous_extract_secrets().map_err(|e| {
+        once(Fallback::Extract, &e.to_string());
+        HandshakeError::Protocol(format!("taking the session out of rustls: {e}"))
+    })?;
+    let keys = (|| {
+        Some(SessionKeys {
+            version: match version {
+                TlsVersion::Tls12 => Version::Tls12,
+                TlsVersion::Tls13 => Version::Tls13,
+            },
+            tx: DirectionKeys::from_rustls(secrets.tx.0, &secrets.tx.1)?,
+            rx: DirectionKeys::from_rustls(secrets.rx.0, &secrets.rx.1)?,
+        })
+    })()
+    .ok_or_else(|| HandshakeError::Protocol("unknown cipher after the handshake".into()))?;
+    let fallback = match (tls.ktls, tls.kernel_tls) {
+        (KtlsMode::Off, _) => Fallback::Off,
+        (KtlsMode::Auto, false) => Fallback::NoModule,
+        (KtlsMode::Auto, true) => match ktls::install(&tcp, &keys) {
+            Ok(()) => {
+                info.path = RecordPath::Ktls;
+                return Ok(Session::Kernel(KtlsStream::with_early(tcp, early)));
+            }
+            Err(InstallError::Refused(e)) => {
+                once(Fallback::Refused, &e.to_string());
+                Fallback::Refused
+            }
+            Err(InstallError::Broken(e)) => {
+                return Err(HandshakeError::Protocol(format!("kTLS took TX but not RX: {e}")));
+            }
+        },
+    };
+    if fallback != Fallback::Off {
+        once(fallback, "");
+    }
+    info.fallback = Some(fallback);
+    let sealed = SealedStream::new(tcp, &keys, early)
+        .ok_or_else(|| HandshakeError::Protocol("no AEAD for the session's cipher".into()))?;
+    Ok(Session::Sealed(Box::new(sealed)))
+}
+
+/// Logs the first connection of the process that fell back for `why`.
+fn once(why: Fallback, detail: &str) {
+    static SEEN: [AtomicBool; 4] = [
+        AtomicBool::new(false),
+        AtomicBool::new(false),
+        AtomicBool::new(false),
+        AtomicBool::new(false),
+    ];
+    let at = Fallback::ALL.iter().position(|f| *f == why).unwrap_or(0);
+    if !SEEN[at].swap(true, Ordering::Relaxed) {
+        tracing::info!(
+            reason = why.label(),
+            detail,
+            "TLS records are sealed in user space, not by the kernel (kTLS); logged once per reason"
+        );
+    }
 }
 
 const FAILURES: [&str; 5] = ["timeout", "unknown_name", "closed", "protocol_error", "io_error"];
@@ -155,6 +310,10 @@ pub struct HandshakeCounters {
     ok: [[AtomicU64; 2]; 2],
     /// Indexed like [`FAILURES`].
     failed: [AtomicU64; FAILURES.len()],
+    /// Completed handshakes whose records the kernel seals.
+    ktls: AtomicU64,
+    /// Completed handshakes sealed in user space, by [`Fallback`].
+    userspace: [AtomicU64; 4],
 }
 
 impl HandshakeCounters {
@@ -164,6 +323,13 @@ impl HandshakeCounters {
             Ok(i) => {
                 let v = usize::from(i.version == TlsVersion::Tls13);
                 self.ok[v][usize::from(i.resumed)].fetch_add(1, Ordering::Relaxed);
+                match i.fallback {
+                    None => self.ktls.fetch_add(1, Ordering::Relaxed),
+                    Some(f) => {
+                        let at = Fallback::ALL.iter().position(|x| *x == f).unwrap_or(0);
+                        self.userspace[at].fetch_add(1, Ordering::Relaxed)
+                    }
+                };
             }
             Err(e) => {
                 let at = FAILURES.iter().position(|l| *l == e.label()).unwrap_or(0);
@@ -185,6 +351,8 @@ impl HandshakeCounters {
 pub struct HandshakeSnapshot {
     ok: [[u64; 2]; 2],
     failed: [u64; FAILURES.len()],
+    ktls: u64,
+    userspace: [u64; 4],
 }
 
 impl HandshakeSnapshot {
@@ -198,6 +366,30 @@ impl HandshakeSnapshot {
         for (i, f) in c.failed.iter().enumerate() {
             self.failed[i] += f.load(Ordering::Relaxed);
         }
+        self.ktls += c.ktls.load(Ordering::Relaxed);
+        for (i, f) in c.userspace.iter().enumerate() {
+            self.userspace[i] += f.load(Ordering::Relaxed);
+        }
+    }
+
+    /// Rows `(path, reason, count)` of completed handshakes by who seals their records:
+    /// `ktls` with reason `none`, `userspace` with a [`Fallback::label`].
+    pub fn paths(&self) -> Vec<(&'static str, &'static str, u64)> {
+        let mut out = vec![("ktls", "none", self.ktls)];
+        for (i, f) in Fallback::ALL.iter().enumerate() {
+            out.push(("userspace", f.label(), self.userspace[i]));
+        }
+        out
+    }
+
+    /// Completed handshakes sealed by the kernel.
+    pub fn ktls(&self) -> u64 {
+        self.ktls
+    }
+
+    /// Completed handshakes sealed in user space because of `why`.
+    pub fn userspace(&self, why: Fallback) -> u64 {
+        Fallback::ALL.iter().position(|f| *f == why).map_or(0, |i| self.userspace[i])
     }
 
     /// Rows `(result, version, resumed, count)`: result `ok` with version `tls1.2` or
@@ -224,5 +416,62 @@ impl HandshakeSnapshot {
     /// Failed handshakes with `label`.
     pub fn failed(&self, label: &str) -> u64 {
         FAILURES.iter().position(|l| *l == label).map_or(0, |i| self.failed[i])
+    }
+}
+
+macro_rules! each {
+    ($self:ident, $s:ident => $e:expr) => {
+        match $self.get_mut() {
+            Session::Kernel($s) => {
+                let $s = Pin::new($s);
+                $e
+            }
+            Session::Sealed($s) => {
+                let $s = Pin::new(&mut **$s);
+                $e
+            }
+            Session::Rustls($s) => {
+                let $s = Pin::new(&mut **$s);
+                $e
+            }
+        }
+    };
+}
+
+/// A session is a byte stream whichever record layer it has (tests and simple servers use
+/// it so; reel's HTTP server matches on it to pick the path).
+impl AsyncRead for Session {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        each!(self, s => s.poll_read(cx, buf))
+    }
+}
+
+impl AsyncWrite for Session {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        each!(self, s => s.poll_write(cx, buf))
+    }
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        each!(self, s => s.poll_write_vectored(cx, bufs))
+    }
+    fn is_write_vectored(&self) -> bool {
+        true
+    }
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        each!(self, s => s.poll_flush(cx))
+    }
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        each!(self, s => s.poll_shutdown(cx))
     }
 }

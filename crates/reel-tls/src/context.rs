@@ -52,6 +52,31 @@ pub struct ListenerTls {
     pub certs: Vec<Arc<LoadedCert>>,
     /// Whether ALPN offers `h2`.
     pub http2: bool,
+    /// Whether sessions may go to the kernel.
+    pub ktls: KtlsMode,
+    /// Whether the kernel had the `tls` module when this configuration was built (a
+    /// reload looks again).
+    pub kernel_tls: bool,
+}
+
+/// A listener's `ktls` setting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum KtlsMode {
+    /// The kernel seals the records when it can; user space otherwise.
+    #[default]
+    Auto,
+    /// Always user space.
+    Off,
+}
+
+impl KtlsMode {
+    /// The configuration value: `auto` or `off`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            KtlsMode::Auto => "auto",
+            KtlsMode::Off => "off",
+        }
+    }
 }
 
 /// Builds a listener's configuration: TLS 1.3 and 1.2 with the `ring` provider's suites,
@@ -64,6 +89,7 @@ pub fn server_config(
     extra: &[Arc<LoadedCert>],
     strict: bool,
     http2: bool,
+    ktls: KtlsMode,
     tickets: &Tickets,
 ) -> Result<ListenerTls, TlsError> {
     let resolver = Arc::new(SniResolver::new(&default, extra, strict));
@@ -80,8 +106,11 @@ pub fn server_config(
     config.ticketer = tickets.0.clone();
     config.session_storage = Arc::new(NoServerSessionStorage {});
     config.max_early_data_size = 0;
+    // The record layer leaves rustls after the handshake (to the kernel or to reel's).
+    config.enable_secret_extraction = true;
     let mut certs = Vec::with_capacity(extra.len() + 1);
     certs.push(default);
     certs.extend(extra.iter().cloned());
-    Ok(ListenerTls { config: Arc::new(config), resolver, certs, http2 })
+    let kernel_tls = ktls == KtlsMode::Auto && crate::sys::kernel_has_tls();
+    Ok(ListenerTls { config: Arc::new(config), resolver, certs, http2, ktls, kernel_tls })
 }

@@ -14,24 +14,41 @@
 //!   the worker that accepted it, with what it negotiated (version, resumption, ALPN) and
 //!   per-worker handshake counters.
 //!
+//! * [`record`], [`sealed`], [`ktls`], [`session`]: the record layer after the handshake,
+//!   taken out of rustls: to the kernel (kTLS, `sendfile` works on such a socket) or to
+//!   reel's own, which seals file bodies in place in the caller's buffer; [`cork`] keeps
+//!   the handshake from reading past its last record so that the handover loses nothing.
+//!
 //! It depends on no other reel crate: the binary converts configuration into
 //! [`cert::CertSpec`]s and [`context::ListenerTls`].
 
 #![deny(unsafe_code)]
 
 pub mod accept;
+mod bufs;
 pub mod cert;
 pub mod context;
+pub mod cork;
 mod error;
+pub mod ktls;
+pub mod record;
+pub mod sealed;
+pub mod session;
 pub mod sni;
+#[allow(unsafe_code)]
+mod sys;
 #[cfg(feature = "testing")]
 pub mod testing;
 
 pub use accept::{
-    Alpn, HandshakeCounters, HandshakeError, HandshakeInfo, HandshakeSnapshot, TlsStream,
-    TlsVersion, accept,
+    Alpn, Fallback, HandshakeCounters, HandshakeError, HandshakeInfo, HandshakeSnapshot,
+    RecordPath, Session, TlsStream, TlsVersion, accept,
 };
 pub use cert::{CertSource, CertSpec, LoadedCert, self_signed};
-pub use context::{ListenerTls, Tickets, server_config};
+pub use context::{KtlsMode, ListenerTls, Tickets, server_config};
 pub use error::TlsError;
+pub use ktls::KtlsStream;
+pub use sealed::SealedStream;
+pub use session::KEY_UPDATE_CLOSES;
 pub use sni::SniResolver;
+pub use sys::kernel_has_tls;

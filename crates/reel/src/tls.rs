@@ -19,8 +19,8 @@ use reel_config::{Config, TlsCert};
 use reel_http::{H2Settings, Handler, Limits};
 use reel_ops::metrics::{Kind, PromWriter};
 use reel_tls::{
-    Alpn, CertSource, CertSpec, HandshakeCounters, HandshakeSnapshot, ListenerTls, LoadedCert,
-    Tickets,
+    Alpn, CertSource, CertSpec, HandshakeCounters, HandshakeSnapshot, KtlsMode, ListenerTls,
+    LoadedCert, Tickets,
 };
 use serde_json::{Value, json};
 use tokio::net::TcpStream;
@@ -129,6 +129,10 @@ impl TlsState {
                 &extra,
                 l.sni_strict,
                 l.http2_enabled(),
+                match l.ktls.unwrap_or_default() {
+                    reel_config::Ktls::Auto => KtlsMode::Auto,
+                    reel_config::Ktls::Off => KtlsMode::Off,
+                },
                 tickets,
             ) {
                 Ok(t) => {
@@ -188,6 +192,8 @@ impl TlsState {
                     "name": name,
                     "http2": l.http2,
                     "sni_strict": l.resolver.is_strict(),
+                    "ktls": l.ktls.as_str(),
+                    "ktls_in_use": l.kernel_tls,
                     "default_certificate": l.certs.first().map(|c| c.config_key.clone()),
                 })
             })
@@ -239,6 +245,25 @@ impl TlsState {
                 n,
             );
         }
+        p.family(
+            "reel_tls_connections_total",
+            Kind::Counter,
+            "TLS connections by who seals their records after the handshake (ktls: the \
+             kernel; userspace: reel), with the reason they are not the kernel's.",
+        );
+        for (path, reason, n) in total.paths() {
+            p.sample("reel_tls_connections_total", &[("path", path), ("reason", reason)], n);
+        }
+        p.family(
+            "reel_tls_key_update_closes_total",
+            Kind::Counter,
+            "TLS connections closed because the client asked to update its keys.",
+        );
+        p.sample(
+            "reel_tls_key_update_closes_total",
+            &[],
+            reel_tls::KEY_UPDATE_CLOSES.load(std::sync::atomic::Ordering::Relaxed),
+        );
     }
 }
 
@@ -275,12 +300,15 @@ pub(crate) async fn serve<H: Handler>(
             return;
         }
     };
-    match info.alpn {
-        Alpn::H2 => {
-            reel_http::serve_h2(stream, peer, local, handler, limits, h2, drain).await;
-        }
-        Alpn::Http11 => {
-            reel_http::serve_stream(stream, peer, local, handler, limits, drain).await;
-        }
-    }
+    reel_http::serve_session(
+        stream,
+        info.alpn == Alpn::H2,
+        peer,
+        local,
+        handler,
+        limits,
+        h2,
+        drain,
+    )
+    .await;
 }

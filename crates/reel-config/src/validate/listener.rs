@@ -100,6 +100,9 @@ fn check_listener_tls(found: &mut Found, i: usize, l: &ListenerConfig) {
         if l.http2 == Some(true) {
             bad(found, key("http2"), "HTTP/2 is offered on TLS listeners only (set tls_cert)");
         }
+        if l.ktls.is_some() {
+            bad(found, key("ktls"), "only applies to a TLS listener (set tls_cert)");
+        }
     }
 }
 

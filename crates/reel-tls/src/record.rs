@@ -1,0 +1,428 @@
+//! The TLS record layer after the handshake, in reel: sealing records in place in the
+//! caller's buffer and opening received records in place, with the traffic secrets and
+//! sequence numbers rustls hands over (`dangerous_extract_secrets`).
+//!
+//! Why reel seals its own records: rustls copies every plaintext record into a fresh
+//! buffer before sealing it, and for a file body that is a second copy of every byte
+//! (page cache → pooled buffer → record buffer). Here the body is read from the page cache
+//! once, at [`Sealer::head_room`] into a pooled buffer, sealed where it lies and written.
+//! The kernel's record layer (kTLS, `ktls`) needs the same secrets; this is the path when
+//! the kernel cannot take them.
+//!
+//! Covered: TLS 1.3 and TLS 1.2 with AES-128-GCM, AES-256-GCM and ChaCha20-Poly1305 (the
+//! suites reel's provider offers). Nonces follow RFC 8446 section 5.3 (TLS 1.3, and TLS 1.2
+//! ChaCha20-Poly1305 per RFC 7905) and RFC 5288 (TLS 1.2 GCM: a 4-byte salt and an 8-byte
+//! explicit nonce sent in the record, here the sequence number XOR the key block's IV, as
+//! rustls does). A sequence number never wraps: at 2^64 - 1 records the connection fails.
+
+use ring::aead::{self, Aad, LessSafeKey, Nonce, UnboundKey};
+use rustls::ConnectionTrafficSecrets;
+
+/// Content types (RFC 8446 section 5.1).
+pub mod content {
+    /// `change_cipher_spec`.
+    pub const CHANGE_CIPHER_SPEC: u8 = 20;
+    /// `alert`.
+    pub const ALERT: u8 = 21;
+    /// `handshake`.
+    pub const HANDSHAKE: u8 = 22;
+    /// `application_data`.
+    pub const APPLICATION_DATA: u8 = 23;
+}
+
+/// Largest plaintext of one record (RFC 8446 section 5.1).
+pub const MAX_PLAINTEXT: usize = 1 << 14;
+/// Record header length.
+pub const HEADER: usize = 5;
+/// Largest ciphertext a peer may send in one record (RFC 8446 section 5.2: plaintext plus
+/// 256 bytes of expansion), header not included.
+pub const MAX_CIPHERTEXT: usize = MAX_PLAINTEXT + 256;
+const TAG: usize = 16;
+const EXPLICIT: usize = 8;
+
+/// Protocol version of a session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Version {
+    /// TLS 1.2.
+    Tls12,
+    /// TLS 1.3.
+    Tls13,
+}
+
+/// The AEAD of a session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cipher {
+    /// AES-128-GCM.
+    Aes128Gcm,
+    /// AES-256-GCM.
+    Aes256Gcm,
+    /// ChaCha20-Poly1305.
+    Chacha20Poly1305,
+}
+
+impl Cipher {
+    /// Metric label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Cipher::Aes128Gcm => "aes128gcm",
+            Cipher::Aes256Gcm => "aes256gcm",
+            Cipher::Chacha20Poly1305 => "chacha20poly1305",
+        }
+    }
+}
+
+/// Why a received record was refused; the connection ends (no record is ever skipped).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum RecordError {
+    /// The record did not authenticate (tampered, or keys out of step).
+    #[error("TLS record failed to authenticate")]
+    BadRecord,
+    /// Header not TLS, or a length over the limit.
+    #[error("malformed TLS record")]
+    Malformed,
+    /// 2^64 records in one direction.
+    #[error("TLS sequence number exhausted")]
+    SequenceExhausted,
+}
+
+/// One direction's keys, as extracted from rustls: what the kernel needs too.
+#[derive(Clone)]
+pub struct DirectionKeys {
+    /// The AEAD.
+    pub cipher: Cipher,
+    /// The key (16 or 32 bytes).
+    pub key: Vec<u8>,
+    /// The 12-byte IV (TLS 1.2 GCM: 4-byte salt and the key block's 8 bytes).
+    pub iv: [u8; 12],
+    /// The sequence number of the next record.
+    pub seq: u64,
+}
+
+impl std::fmt::Debug for DirectionKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DirectionKeys")
+            .field("cipher", &self.cipher)
+            .field("seq", &self.seq)
+            .finish()
+    }
+}
+
+impl DirectionKeys {
+    /// Converts rustls' secrets for one direction.
+    pub fn from_rustls(seq: u64, s: &ConnectionTrafficSecrets) -> Option<DirectionKeys> {
+        let (cipher, key, iv) = match s {
+            ConnectionTrafficSecrets::Aes128Gcm { key, iv } => (Cipher::Aes128Gcm, key, iv),
+            ConnectionTrafficSecrets::Aes256Gcm { key, iv } => (Cipher::Aes256Gcm, key, iv),
+            ConnectionTrafficSecrets::Chacha20Poly1305 { key, iv } => {
+                (Cipher::Chacha20Poly1305, key, iv)
+            }
+            _ => return None,
+        };
+        let iv: [u8; 12] = iv.as_ref().try_into().ok()?;
+        Some(DirectionKeys { cipher, key: key.as_ref().to_vec(), iv, seq })
+    }
+}
+
+/// Both directions of a session after its handshake.
+#[derive(Debug, Clone)]
+pub struct SessionKeys {
+    /// Protocol version.
+    pub version: Version,
+    /// What the server sends.
+    pub tx: DirectionKeys,
+    /// What the server receives.
+    pub rx: DirectionKeys,
+}
+
+struct Aead {
+    key: LessSafeKey,
+    iv: [u8; 12],
+    seq: u64,
+    version: Version,
+    /// TLS 1.2 GCM sends an explicit nonce in each record.
+    explicit: bool,
+}
+
+impl Aead {
+    fn new(version: Version, k: &DirectionKeys) -> Option<Aead> {
+        let alg = match k.cipher {
+            Cipher::Aes128Gcm => &aead::AES_128_GCM,
+            Cipher::Aes256Gcm => &aead::AES_256_GCM,
+            Cipher::Chacha20Poly1305 => &aead::CHACHA20_POLY1305,
+        };
+        let key = LessSafeKey::new(UnboundKey::new(alg, &k.key).ok()?);
+        let explicit = version == Version::Tls12 && k.cipher != Cipher::Chacha20Poly1305;
+        Some(Aead { key, iv: k.iv, seq: k.seq, version, explicit })
+    }
+
+    /// The IV XOR the sequence number (RFC 8446 section 5.3).
+    fn nonce_bytes(&self) -> [u8; 12] {
+        let mut n = self.iv;
+        for (b, s) in n[4..].iter_mut().zip(self.seq.to_be_bytes()) {
+            *b ^= s;
+        }
+        n
+    }
+
+    fn next_seq(&mut self) -> Result<(), RecordError> {
+        self.seq = self.seq.checked_add(1).ok_or(RecordError::SequenceExhausted)?;
+        Ok(())
+    }
+
+    /// TLS 1.2's additional data: seq, type, version, plaintext length (RFC 5246 6.2.3.3).
+    fn aad12(&self, typ: u8, len: usize) -> [u8; 13] {
+        let mut a = [0u8; 13];
+        a[..8].copy_from_slice(&self.seq.to_be_bytes());
+        a[8] = typ;
+        a[9..11].copy_from_slice(&[3, 3]);
+        a[11..].copy_from_slice(&(len as u16).to_be_bytes());
+        a
+    }
+}
+
+/// Seals outgoing records in place.
+pub struct Sealer(Aead);
+
+impl Sealer {
+    /// The sealer for `keys.tx`; `None` for a cipher ring does not have.
+    pub fn new(keys: &SessionKeys) -> Option<Sealer> {
+        Aead::new(keys.version, &keys.tx).map(Sealer)
+    }
+
+    /// Bytes a record needs before its payload: the header, and TLS 1.2 GCM's explicit nonce.
+    pub fn head_room(&self) -> usize {
+        HEADER + if self.0.explicit { EXPLICIT } else { 0 }
+    }
+
+    /// Bytes a record needs after its payload: the tag, and TLS 1.3's inner content type.
+    pub fn tail_room(&self) -> usize {
+        TAG + usize::from(self.0.version == Version::Tls13)
+    }
+
+    /// Seals one record of type `typ` whose `len`-byte payload lies at
+    /// `rec[head_room()..]`; writes the header, nonce and tag around it and returns the
+    /// record's length. `rec` must hold `head_room() + len + tail_room()` bytes and
+    /// `len` must be at most [`MAX_PLAINTEXT`].
+    pub fn seal(&mut self, typ: u8, rec: &mut [u8], len: usize) -> Result<usize, RecordError> {
+        let head = self.head_room();
+        let total = head + len + self.tail_room();
+        if len > MAX_PLAINTEXT || rec.len() < total {
+            return Err(RecordError::Malformed);
+        }
+        let a = &mut self.0;
+        let nonce = a.nonce_bytes();
+        let mut end = head + len;
+        let (outer, tag) = match a.version {
+            Version::Tls13 => {
+                rec[end] = typ;
+                end += 1;
+                let clen = (end - HEADER + TAG) as u16;
+                let hdr = [content::APPLICATION_DATA, 3, 3, (clen >> 8) as u8, clen as u8];
+                rec[..HEADER].copy_from_slice(&hdr);
+                let tag = a
+                    .key
+                    .seal_in_place_separate_tag(
+                        Nonce::assume_unique_for_key(nonce),
+                        Aad::from(hdr),
+                        &mut rec[head..end],
+                    )
+                    .map_err(|_| RecordError::Malformed)?;
+                (content::APPLICATION_DATA, tag)
+            }
+            Version::Tls12 => {
+                let aad = a.aad12(typ, len);
+                if a.explicit {
+                    rec[HEADER..head].copy_from_slice(&nonce[4..]);
+                }
+                let tag = a
+                    .key
+                    .seal_in_place_separate_tag(
+                        Nonce::assume_unique_for_key(nonce),
+                        Aad::from(aad),
+                        &mut rec[head..end],
+                    )
+                    .map_err(|_| RecordError::Malformed)?;
+                (typ, tag)
+            }
+        };
+        rec[end..end + TAG].copy_from_slice(tag.as_ref());
+        end += TAG;
+        let clen = (end - HEADER) as u16;
+        rec[..HEADER].copy_from_slice(&[outer, 3, 3, (clen >> 8) as u8, clen as u8]);
+        a.next_seq()?;
+        Ok(end)
+    }
+
+    /// The sequence number of the next record.
+    pub fn seq(&self) -> u64 {
+        self.0.seq
+    }
+}
+
+/// Opens received records in place.
+pub struct Opener(Aead);
+
+/// A record opened in place: its content type and where its plaintext lies in the buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Opened {
+    /// The (inner, for TLS 1.3) content type.
+    pub typ: u8,
+    /// Plaintext start in the buffer given to [`Opener::open`].
+    pub start: usize,
+    /// Plaintext end.
+    pub end: usize,
+    /// Bytes of the buffer the record took (header included).
+    pub consumed: usize,
+}
+
+impl Opener {
+    /// The opener for `keys.rx`; `None` for a cipher ring does not have.
+    pub fn new(keys: &SessionKeys) -> Option<Opener> {
+        Aead::new(keys.version, &keys.rx).map(Opener)
+    }
+
+    /// The whole record's length if `buf` starts with a complete record, `Ok(None)` if
+    /// more bytes are needed; refuses a header that is not a TLS record.
+    pub fn record_len(buf: &[u8]) -> Result<Option<usize>, RecordError> {
+        if buf.len() < HEADER {
+            return Ok(None);
+        }
+        let len = usize::from(u16::from_be_bytes([buf[3], buf[4]]));
+        if buf[1] != 3 || len > MAX_CIPHERTEXT + EXPLICIT || len < TAG {
+            return Err(RecordError::Malformed);
+        }
+        Ok((buf.len() >= HEADER + len).then_some(HEADER + len))
+    }
+
+    /// Opens the complete record at the start of `buf` (see [`Opener::record_len`]).
+    pub fn open(&mut self, buf: &mut [u8]) -> Result<Opened, RecordError> {
+        let total = Self::record_len(buf)?.ok_or(RecordError::Malformed)?;
+        let a = &mut self.0;
+        let outer = buf[0];
+        let hdr: [u8; HEADER] = buf[..HEADER].try_into().map_err(|_| RecordError::Malformed)?;
+        let opened = match a.version {
+            Version::Tls13 => {
+                if outer != content::APPLICATION_DATA {
+                    return Err(RecordError::Malformed);
+                }
+                let plain = a
+                    .key
+                    .open_in_place(
+                        Nonce::assume_unique_for_key(a.nonce_bytes()),
+                        Aad::from(hdr),
+                        &mut buf[HEADER..total],
+                    )
+                    .map_err(|_| RecordError::BadRecord)?;
+                // Strip the zero padding; the last non-zero byte is the inner type.
+                let Some(at) = plain.iter().rposition(|b| *b != 0) else {
+                    return Err(RecordError::BadRecord);
+                };
+                if at > MAX_PLAINTEXT {
+                    return Err(RecordError::Malformed);
+                }
+                Opened { typ: plain[at], start: HEADER, end: HEADER + at, consumed: total }
+            }
+            Version::Tls12 => {
+                let mut nonce = a.iv;
+                let mut start = HEADER;
+                if a.explicit {
+                    if total < HEADER + EXPLICIT + TAG {
+                        return Err(RecordError::Malformed);
+                    }
+                    nonce[4..].copy_from_slice(&buf[HEADER..HEADER + EXPLICIT]);
+                    start += EXPLICIT;
+                } else {
+                    nonce = a.nonce_bytes();
+                }
+                let len = total - start - TAG;
+                if len > MAX_PLAINTEXT {
+                    return Err(RecordError::Malformed);
+                }
+                let aad = a.aad12(outer, len);
+                a.key
+                    .open_in_place(
+                        Nonce::assume_unique_for_key(nonce),
+                        Aad::from(aad),
+                        &mut buf[start..total],
+                    )
+                    .map_err(|_| RecordError::BadRecord)?;
+                Opened { typ: outer, start, end: start + len, consumed: total }
+            }
+        };
+        a.next_seq()?;
+        Ok(opened)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn keys(version: Version, cipher: Cipher) -> SessionKeys {
+        let k = |b: u8| DirectionKeys {
+            cipher,
+            key: vec![b; if cipher == Cipher::Aes128Gcm { 16 } else { 32 }],
+            iv: [b.wrapping_add(1); 12],
+            seq: 7,
+        };
+        // The peer's rx is our tx: one set of keys for both ends of a loop.
+        SessionKeys { version, tx: k(1), rx: k(1) }
+    }
+
+    #[test]
+    fn sealed_records_open_with_the_same_keys_for_every_suite() {
+        for version in [Version::Tls12, Version::Tls13] {
+            for cipher in [Cipher::Aes128Gcm, Cipher::Aes256Gcm, Cipher::Chacha20Poly1305] {
+                let k = keys(version, cipher);
+                let mut s = Sealer::new(&k).unwrap();
+                let mut o = Opener::new(&k).unwrap();
+                for len in [0usize, 1, 100, MAX_PLAINTEXT] {
+                    let mut rec = vec![0u8; s.head_room() + len + s.tail_room()];
+                    let body: Vec<u8> = (0..len).map(|i| i as u8).collect();
+                    let h = s.head_room();
+                    rec[h..h + len].copy_from_slice(&body);
+                    let n = s.seal(content::APPLICATION_DATA, &mut rec, len).unwrap();
+                    assert_eq!(n, rec.len());
+                    assert_eq!(Opener::record_len(&rec[..n - 1]), Ok(None));
+                    let got = o.open(&mut rec).unwrap();
+                    assert_eq!(got.typ, content::APPLICATION_DATA, "{version:?} {cipher:?}");
+                    assert_eq!(&rec[got.start..got.end], &body[..]);
+                    assert_eq!(got.consumed, n);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_flipped_byte_or_a_replayed_record_is_refused() {
+        let k = keys(Version::Tls13, Cipher::Aes128Gcm);
+        let mut s = Sealer::new(&k).unwrap();
+        let mut o = Opener::new(&k).unwrap();
+        let mut rec = vec![0u8; s.head_room() + 10 + s.tail_room()];
+        let n = s.seal(content::APPLICATION_DATA, &mut rec, 10).unwrap();
+        let mut bad = rec.clone();
+        bad[HEADER + 3] ^= 1;
+        assert_eq!(o.open(&mut bad), Err(RecordError::BadRecord));
+        // The refused record did not use up a sequence number: the original opens, once.
+        assert!(o.open(&mut rec.clone()[..n]).is_ok());
+        assert_eq!(o.open(&mut rec), Err(RecordError::BadRecord));
+    }
+
+    #[test]
+    fn headers_that_are_not_tls_are_refused_before_any_decryption() {
+        assert_eq!(Opener::record_len(b"GET / HTTP/1.1"), Err(RecordError::Malformed));
+        assert_eq!(Opener::record_len(&[23, 3, 3, 0xff, 0xff]), Err(RecordError::Malformed));
+        assert_eq!(Opener::record_len(&[23, 3, 3]), Ok(None));
+    }
+
+    #[test]
+    fn a_sealer_refuses_a_buffer_too_short_and_a_payload_over_the_limit() {
+        let k = keys(Version::Tls12, Cipher::Aes256Gcm);
+        let mut s = Sealer::new(&k).unwrap();
+        let mut rec = vec![0u8; 20];
+        assert_eq!(s.seal(23, &mut rec, 10), Err(RecordError::Malformed));
+        let mut big = vec![0u8; MAX_PLAINTEXT + 64];
+        assert_eq!(s.seal(23, &mut big, MAX_PLAINTEXT + 1), Err(RecordError::Malformed));
+        assert_eq!(s.seq(), 7);
+    }
+}
