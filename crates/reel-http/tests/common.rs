@@ -266,7 +266,8 @@ impl Server {
             };
             let cert = Arc::new(reel_tls::cert::load(&spec).unwrap());
             let tickets = reel_tls::Tickets::new().unwrap();
-            Arc::new(reel_tls::server_config("l", cert, &[], false, http2, &tickets).unwrap())
+            let v12 = reel_tls::TlsVersion::Tls12;
+            Arc::new(reel_tls::server_config("l", cert, &[], false, http2, v12, &tickets).unwrap())
         });
         let mut tmp = tempfile::tempfile().unwrap();
         tmp.write_all(file_data()).unwrap();

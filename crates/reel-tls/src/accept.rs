@@ -36,6 +36,14 @@ impl TlsVersion {
             TlsVersion::Tls13 => "tls1.3",
         }
     }
+
+    /// The version number, as `min_tls_version` is written: `1.2` or `1.3`.
+    pub fn number(self) -> &'static str {
+        match self {
+            TlsVersion::Tls12 => "1.2",
+            TlsVersion::Tls13 => "1.3",
+        }
+    }
 }
 
 /// Application protocol chosen by ALPN.

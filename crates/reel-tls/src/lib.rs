@@ -8,11 +8,11 @@
 //! * [`sni`]: choosing a certificate by the server name a client sends (exact names, then
 //!   one-label wildcards, then the listener's default unless strict).
 //! * [`context`]: one immutable `rustls::ServerConfig` per TLS listener (ALPN `h2` and/or
-//!   `http/1.1`, TLS 1.3 and 1.2) sharing one process-wide session-ticket key rotator, so a
-//!   ticket issued on one worker resumes on any other, and after a reload.
-//! * [`accept`]: the server handshake of one accepted TCP connection, bounded in time, on
-//!   the worker that accepted it, with what it negotiated (version, resumption, ALPN) and
-//!   per-worker handshake counters.
+//!   `http/1.1`, TLS 1.3 and 1.2, or 1.3 only) sharing one process-wide session-ticket key
+//!   rotator, so a ticket issued on one worker resumes on any other, and after a reload.
+//! * [`accept`](mod@accept): the server handshake of one accepted TCP connection, bounded in
+//!   time, on the worker that accepted it, with what it negotiated (version, resumption,
+//!   ALPN) and per-worker handshake counters.
 //!
 //! It depends on no other reel crate: the binary converts configuration into
 //! [`cert::CertSpec`]s and [`context::ListenerTls`].

@@ -87,7 +87,8 @@ async fn alpn_versions_and_counters_over_real_handshakes() {
     assert_eq!(cert.names, vec!["edge.test"]);
     let tickets = Tickets::new().expect("tickets");
     let tls = Arc::new(
-        server_config("listener[0]", cert.clone(), &[], false, true, &tickets).expect("config"),
+        server_config("listener[0]", cert.clone(), &[], false, true, TlsVersion::Tls12, &tickets)
+            .expect("config"),
     );
     let (port, mut rx, counters) = serve(tls, Duration::from_secs(5)).await;
 
@@ -129,7 +130,15 @@ async fn http2_off_offers_only_http11() {
     let dir = tempfile::tempdir().expect("tmp");
     let (c, k) = ca.write_leaf(dir.path(), "edge", &["edge.test"]);
     let tickets = Tickets::new().expect("tickets");
-    let tls = server_config("l", load(&spec(&c, &k, &[], "l")), &[], false, false, &tickets);
+    let tls = server_config(
+        "l",
+        load(&spec(&c, &k, &[], "l")),
+        &[],
+        false,
+        false,
+        TlsVersion::Tls12,
+        &tickets,
+    );
     let (port, _rx, _) = serve(Arc::new(tls.expect("config")), Duration::from_secs(5)).await;
     let (line, _) =
         connect(port, ca.client_config(&[b"h2", b"http/1.1"]), "edge.test").await.expect("h1");
@@ -154,7 +163,8 @@ async fn sni_picks_the_certificate_and_strict_listeners_refuse_unknown_names() {
     let client = ca.client_config(&[b"http/1.1"]);
     let leaf_of = |c: &LoadedCert| c.certified.cert[0].clone();
 
-    let lax = server_config("l", default.clone(), &extra, false, true, &tickets).expect("config");
+    let lax = server_config("l", default.clone(), &extra, false, true, TlsVersion::Tls12, &tickets)
+        .expect("config");
     let (port, _rx, _) = serve(Arc::new(lax), Duration::from_secs(5)).await;
     let (_, leaf) = connect(port, client.clone(), "video.example.com").await.expect("video");
     assert_eq!(leaf, leaf_of(&extra[0]));
@@ -165,7 +175,9 @@ async fn sni_picks_the_certificate_and_strict_listeners_refuse_unknown_names() {
     // An unknown name gets the default certificate, which the client then rejects.
     assert!(connect(port, client.clone(), "other.test").await.is_err());
 
-    let strict = server_config("l", default.clone(), &extra, true, true, &tickets).expect("config");
+    let strict =
+        server_config("l", default.clone(), &extra, true, true, TlsVersion::Tls12, &tickets)
+            .expect("config");
     let (port, mut rx, counters) = serve(Arc::new(strict), Duration::from_secs(5)).await;
     let (_, leaf) = connect(port, client.clone(), "a.cdn.example.com").await.expect("cdn");
     assert_eq!(leaf, leaf_of(&extra[1]));
@@ -184,6 +196,28 @@ async fn sni_picks_the_certificate_and_strict_listeners_refuse_unknown_names() {
 }
 
 #[tokio::test]
+async fn min_version_1_3_refuses_tls12_only_clients() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let ca = TestCa::new();
+    let (c, k) = ca.write_leaf(dir.path(), "edge", &["edge.test"]);
+    let cert = load(&spec(&c, &k, &[], "l"));
+    let tickets = Tickets::new().expect("tickets");
+    let tls = server_config("l", cert, &[], false, true, TlsVersion::Tls13, &tickets).expect("1.3");
+    assert_eq!(tls.min_version, TlsVersion::Tls13);
+    let (port, mut rx, counters) = serve(Arc::new(tls), Duration::from_secs(5)).await;
+    let err = connect(port, client_config_tls12(&[ca.der()]), "edge.test").await.expect_err("1.2");
+    assert!(err.to_string().contains("ProtocolVersion"), "{err}");
+    let refused = rx.recv().await.expect("outcome").expect_err("refused");
+    assert_eq!(refused.label(), "protocol_error", "{refused}");
+    let (line, _) = connect(port, ca.client_config(&[b"h2"]), "edge.test").await.expect("1.3");
+    assert_eq!(line, "h2\n");
+    let info = rx.recv().await.expect("outcome").expect("handshake");
+    assert_eq!(info.version, TlsVersion::Tls13);
+    let snap = counters.snapshot();
+    assert_eq!((snap.failed("protocol_error"), snap.completed(TlsVersion::Tls13, false)), (1, 1));
+}
+
+#[tokio::test]
 async fn tickets_resume_across_separately_built_configurations_only_when_shared() {
     let dir = tempfile::tempdir().expect("tmp");
     let ca = TestCa::new();
@@ -191,8 +225,10 @@ async fn tickets_resume_across_separately_built_configurations_only_when_shared(
     let cert = load(&spec(&c, &k, &[], "l"));
     let tickets = Tickets::new().expect("tickets");
     // Two "workers" (or the configuration before and after a reload), each built on its own.
-    let a = server_config("l", cert.clone(), &[], false, true, &tickets).expect("a");
-    let b = server_config("l", cert.clone(), &[], false, true, &tickets).expect("b");
+    let a =
+        server_config("l", cert.clone(), &[], false, true, TlsVersion::Tls12, &tickets).expect("a");
+    let b =
+        server_config("l", cert.clone(), &[], false, true, TlsVersion::Tls12, &tickets).expect("b");
     let (pa, mut ra, _) = serve(Arc::new(a), Duration::from_secs(5)).await;
     let (pb, mut rb, counters_b) = serve(Arc::new(b), Duration::from_secs(5)).await;
     let client = ca.client_config(&[b"h2"]);
@@ -206,7 +242,9 @@ async fn tickets_resume_across_separately_built_configurations_only_when_shared(
     assert_eq!(counters_b.snapshot().completed(TlsVersion::Tls13, true), 2);
 
     // Keys not shared: the ticket is not accepted and a full handshake follows.
-    let other = server_config("l", cert, &[], false, true, &Tickets::new().expect("t")).expect("c");
+    let other =
+        server_config("l", cert, &[], false, true, TlsVersion::Tls12, &Tickets::new().expect("t"))
+            .expect("c");
     let (pc, mut rc, _) = serve(Arc::new(other), Duration::from_secs(5)).await;
     let client = ca.client_config(&[b"h2"]);
     connect(pa, client.clone(), "edge.test").await.expect("full");
@@ -227,7 +265,8 @@ async fn a_silent_client_times_out() {
         .expect("self-signed"),
     );
     let tickets = Tickets::new().expect("tickets");
-    let tls = server_config("l", cert, &[], false, true, &tickets).expect("config");
+    let tls =
+        server_config("l", cert, &[], false, true, TlsVersion::Tls12, &tickets).expect("config");
     let (port, mut rx, counters) = serve(Arc::new(tls), Duration::from_millis(200)).await;
     let _silent = TcpStream::connect(("127.0.0.1", port)).await.expect("connect");
     assert_eq!(rx.recv().await.expect("outcome"), Err(HandshakeError::Timeout));
@@ -316,7 +355,8 @@ async fn rsa_certificates_and_openssl_s_client_interoperate() {
     // Expires in 2 days: a warning.
     assert!(cert.expiry_warning(std::time::SystemTime::now()).is_some());
     let tickets = Tickets::new().expect("tickets");
-    let tls = server_config("l", cert.clone(), &[], false, true, &tickets).expect("config");
+    let tls = server_config("l", cert.clone(), &[], false, true, TlsVersion::Tls12, &tickets)
+        .expect("config");
     let (port, mut rx, _) = serve(Arc::new(tls), Duration::from_secs(5)).await;
     let client =
         reel_tls::testing::client_config_trusting(&[cert.certified.cert[0].clone()], &[b"h2"]);

@@ -15,7 +15,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use reel_config::{Config, TlsCert};
+use reel_config::{Config, TlsCert, TlsVersion};
 use reel_http::{H2Settings, Handler, Limits};
 use reel_ops::metrics::{Kind, PromWriter};
 use reel_tls::{
@@ -129,6 +129,10 @@ impl TlsState {
                 &extra,
                 l.sni_strict,
                 l.http2_enabled(),
+                match l.min_tls_version {
+                    TlsVersion::Tls12 => reel_tls::TlsVersion::Tls12,
+                    TlsVersion::Tls13 => reel_tls::TlsVersion::Tls13,
+                },
                 tickets,
             ) {
                 Ok(t) => {
@@ -188,6 +192,7 @@ impl TlsState {
                     "name": name,
                     "http2": l.http2,
                     "sni_strict": l.resolver.is_strict(),
+                    "min_tls_version": l.min_version.number(),
                     "default_certificate": l.certs.first().map(|c| c.config_key.clone()),
                 })
             })

@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 
 use super::{Found, bad};
 use crate::Config;
-use crate::schema::{ListenerConfig, TlsCert, is_dns_name};
+use crate::schema::{ListenerConfig, TlsCert, TlsVersion, is_dns_name};
 
 /// Two addresses would collide on bind: same non-zero port and same IP, or either IP is the
 /// wildcard address.
@@ -99,6 +99,9 @@ fn check_listener_tls(found: &mut Found, i: usize, l: &ListenerConfig) {
         }
         if l.http2 == Some(true) {
             bad(found, key("http2"), "HTTP/2 is offered on TLS listeners only (set tls_cert)");
+        }
+        if l.min_tls_version != TlsVersion::default() {
+            bad(found, key("min_tls_version"), "only applies to a TLS listener (set tls_cert)");
         }
     }
 }
