@@ -12,7 +12,9 @@
 //!   rotator, so a ticket issued on one worker resumes on any other, and after a reload.
 //! * [`accept`](mod@accept): the server handshake of one accepted TCP connection, bounded in
 //!   time, on the worker that accepted it, with what it negotiated (version, resumption,
-//!   ALPN) and per-worker handshake counters.
+//!   ALPN) and per-worker handshake counters, including ClientHellos that named an IP
+//!   address as server name (read from the ClientHello's bytes by `client_hello`, since
+//!   rustls treats them as no name).
 //!
 //! It depends on no other reel crate: the binary converts configuration into
 //! [`cert::CertSpec`]s and [`context::ListenerTls`].
@@ -21,6 +23,7 @@
 
 pub mod accept;
 pub mod cert;
+mod client_hello;
 pub mod context;
 mod error;
 pub mod sni;
@@ -29,7 +32,7 @@ pub mod testing;
 
 pub use accept::{
     Alpn, HandshakeCounters, HandshakeError, HandshakeInfo, HandshakeSnapshot, TlsStream,
-    TlsVersion, accept,
+    TlsVersion, accept, accept_counted,
 };
 pub use cert::{CertSource, CertSpec, LoadedCert, self_signed};
 pub use context::{ListenerTls, Tickets, server_config};

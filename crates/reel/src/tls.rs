@@ -201,7 +201,8 @@ impl TlsState {
         json!({"certificates": certs, "listeners": listeners})
     }
 
-    /// Prometheus families: certificate expiry per server name, and handshake counts.
+    /// Prometheus families: certificate expiry per server name, handshake counts, and
+    /// ClientHellos that named an IP address.
     pub(crate) fn render_prometheus(
         &self,
         counters: &[Arc<HandshakeCounters>],
@@ -244,6 +245,12 @@ impl TlsState {
                 n,
             );
         }
+        p.family(
+            "reel_tls_sni_ip_address_total",
+            Kind::Counter,
+            "TLS ClientHellos whose server name (SNI) was an IP address, served as if they sent none.",
+        );
+        p.sample("reel_tls_sni_ip_address_total", &[], total.sni_ip_address());
     }
 }
 
@@ -271,8 +278,7 @@ pub(crate) async fn serve<H: Handler>(
 ) {
     let local =
         stream.local_addr().unwrap_or_else(|_| SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0)));
-    let r = reel_tls::accept(&tls, stream, limits.header_timeout).await;
-    counters.record(&r.as_ref().map(|(_, i)| *i).map_err(Clone::clone));
+    let r = reel_tls::accept_counted(&tls, stream, limits.header_timeout, counters).await;
     let (stream, info) = match r {
         Ok(s) => s,
         Err(e) => {
