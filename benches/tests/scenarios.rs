@@ -40,8 +40,20 @@ impl Server {
         };
         let cert = Arc::new(reel_tls::cert::load(&spec).unwrap());
         let tickets = reel_tls::Tickets::new().unwrap();
-        let tls =
-            Arc::new(reel_tls::server_config("l", cert, &[], false, false, &tickets).unwrap());
+        let v12 = reel_tls::TlsVersion::Tls12;
+        let tls = Arc::new(
+            reel_tls::server_config(
+                "l",
+                cert,
+                &[],
+                false,
+                false,
+                v12,
+                reel_tls::KtlsMode::Auto,
+                &tickets,
+            )
+            .unwrap(),
+        );
         let seen: Seen = Arc::default();
         let s2 = seen.clone();
         let epoch = Instant::now();

@@ -39,7 +39,7 @@ pub use schema::{
     HealthConfig, HostPort, HttpConfig, InvalidateOn, Ktls, ListenerConfig, LogConfig, LogFormat,
     MethodsPolicy, OriginBalance, OriginGroupConfig, OriginHealthConfig, PathGlob, Prefetch,
     ServerConfig, SiteConfig, SliceSize, Steer, StoreConfig, StoreIo, TierConfig, TlsCert,
-    host_pattern_matches, strip_port,
+    TlsVersion, host_pattern_matches, strip_port,
 };
 pub use units::{ByteSize, Duration, UnitError};
 

@@ -67,6 +67,7 @@ pub const RELOAD_KEYS: &[ReloadKey] = &[
     live("listener[].sni_strict"),
     live("listener[].http2"),
     live("listener[].ktls"),
+    live("listener[].min_tls_version"),
     restart("cores.nic"),
     restart("cores.irq"),
     restart("cores.workers"),

@@ -124,6 +124,10 @@ pub struct ListenerConfig {
     /// on TLS listeners; only valid on them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ktls: Option<Ktls>,
+    /// Oldest TLS version a client may negotiate: `"1.2"` (TLS 1.3 and 1.2) or `"1.3"`
+    /// (TLS 1.3 only). Default `"1.2"`; `"1.3"` only on TLS listeners.
+    #[serde(default, skip_serializing_if = "TlsVersion::is_default")]
+    pub min_tls_version: TlsVersion,
 }
 
 /// `ktls`: whether a TLS listener hands its sessions' record layer to the kernel.
@@ -148,6 +152,7 @@ impl Default for ListenerConfig {
             sni_strict: false,
             http2: None,
             ktls: None,
+            min_tls_version: TlsVersion::default(),
         }
     }
 }
@@ -188,6 +193,77 @@ impl<'de> Deserialize<'de> for TlsCert {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let text = String::deserialize(d)?;
         Ok(if text == "self-signed" { TlsCert::SelfSigned } else { TlsCert::File(text.into()) })
+    }
+}
+
+/// `min_tls_version`: a TLS protocol version, written as a string (`"1.2"`, `"1.3"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub enum TlsVersion {
+    /// `"1.2"`: TLS 1.2 (RFC 5246).
+    #[default]
+    Tls12,
+    /// `"1.3"`: TLS 1.3 (RFC 8446).
+    Tls13,
+}
+
+impl TlsVersion {
+    /// Every version, oldest first.
+    pub const ALL: [TlsVersion; 2] = [TlsVersion::Tls12, TlsVersion::Tls13];
+
+    /// The spelling in the configuration: `"1.2"` or `"1.3"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TlsVersion::Tls12 => "1.2",
+            TlsVersion::Tls13 => "1.3",
+        }
+    }
+
+    fn is_default(&self) -> bool {
+        *self == TlsVersion::default()
+    }
+}
+
+impl fmt::Display for TlsVersion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The accepted spellings, for messages.
+const TLS_VERSIONS: &str = "\"1.2\" or \"1.3\"";
+
+impl Serialize for TlsVersion {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for TlsVersion {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = TlsVersion;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(TLS_VERSIONS)
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<TlsVersion, E> {
+                TlsVersion::ALL.into_iter().find(|t| t.as_str() == v).ok_or_else(|| {
+                    E::custom(format!("invalid TLS version {v:?}: expected {TLS_VERSIONS}"))
+                })
+            }
+            // A bare `1.3` is a TOML float: say how to write it rather than guess.
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<TlsVersion, E> {
+                Err(E::custom(format!(
+                    "invalid TLS version {v}: expected {TLS_VERSIONS} in quotes"
+                )))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<TlsVersion, E> {
+                Err(E::custom(format!(
+                    "invalid TLS version {v}: expected {TLS_VERSIONS} in quotes"
+                )))
+            }
+        }
+        d.deserialize_any(V)
     }
 }
 

@@ -28,7 +28,7 @@ pub const BUF_SIZE: usize = 16 * 1024;
 /// Bytes each buffer has beyond [`BUF_SIZE`]: room for a TLS record's header, explicit
 /// nonce, inner content type and tag around a full payload, so a file body read into a
 /// buffer can be sealed in place as one full record.
-pub const RECORD_ROOM: usize = 32;
+pub(crate) const RECORD_ROOM: usize = 32;
 /// Most buffers one worker has out at once (16 MiB).
 pub const POOL_BUFFERS: usize = 1024;
 /// Most buffers of one worker's pool that the connections of one client address may hold

@@ -273,6 +273,7 @@ impl Server {
                     &[],
                     false,
                     http2,
+                    reel_tls::TlsVersion::Tls12,
                     reel_tls::KtlsMode::Auto,
                     &tickets,
                 )

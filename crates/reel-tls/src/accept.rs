@@ -2,9 +2,10 @@
 //! per-worker counters of how handshakes ended.
 //!
 //! The ClientHello is read first (rustls' `Acceptor`), so a handshake refused by a strict
-//! listener for its server name is told apart from other failures; the rest of the
-//! handshake then runs against the listener's shared configuration. The whole handshake
-//! is bounded by one deadline (slow or silent clients cannot hold a connection slot).
+//! listener for its server name is told apart from other failures, and a server name that
+//! was an IP address is noticed (see `client_hello`); the rest of the handshake then runs
+//! against the listener's shared configuration. The whole handshake is bounded by one
+//! deadline (slow or silent clients cannot hold a connection slot).
 //!
 //! The handshake reads one record at a time ([`Corked`]), so that when it ends the record
 //! layer can leave rustls whole: its secrets go to the kernel ([`KtlsStream`], when the
@@ -25,7 +26,9 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use rustls::HandshakeKind;
 use tokio::net::TcpStream;
 use tokio_rustls::LazyConfigAcceptor;
+use tokio_rustls::server::StartHandshake;
 
+use crate::client_hello::{Recorded, sni_is_ip_address};
 use crate::context::{ALPN_H2, KtlsMode, ListenerTls};
 use crate::cork::Corked;
 use crate::ktls::{self, InstallError, KtlsStream};
@@ -97,6 +100,14 @@ impl TlsVersion {
         match self {
             TlsVersion::Tls12 => "tls1.2",
             TlsVersion::Tls13 => "tls1.3",
+        }
+    }
+
+    /// The version number, as `min_tls_version` is written: `1.2` or `1.3`.
+    pub fn number(self) -> &'static str {
+        match self {
+            TlsVersion::Tls12 => "1.2",
+            TlsVersion::Tls13 => "1.3",
         }
     }
 }
@@ -180,25 +191,60 @@ pub async fn accept(
     tcp: TcpStream,
     timeout: Duration,
 ) -> Result<(Session, HandshakeInfo), HandshakeError> {
+    handshake(tls, tcp, timeout).await.0
+}
+
+/// [`accept`], counting the outcome in `counters`, and the ClientHello when its server
+/// name was an IP address.
+pub async fn accept_counted(
+    tls: &ListenerTls,
+    tcp: TcpStream,
+    timeout: Duration,
+    counters: &HandshakeCounters,
+) -> Result<(Session, HandshakeInfo), HandshakeError> {
+    let (r, sni_ip_address) = handshake(tls, tcp, timeout).await;
+    counters.record(&r.as_ref().map(|(_, i)| *i).map_err(Clone::clone));
+    if sni_ip_address {
+        counters.sni_ip_address.fetch_add(1, Ordering::Relaxed);
+    }
+    r
+}
+
+/// The handshake, and whether the ClientHello's server name was an IP address.
+async fn handshake(
+    tls: &ListenerTls,
+    tcp: TcpStream,
+    timeout: Duration,
+) -> (Result<(Session, HandshakeInfo), HandshakeError>, bool) {
     let deadline = tokio::time::Instant::now() + timeout;
     // Handshake flights and responses leave in whole writes; Nagle would only hold back
     // the last segment of each (and meet the client's delayed ACK).
     let _ = tcp.set_nodelay(true);
-    let lazy = LazyConfigAcceptor::new(rustls::server::Acceptor::default(), Corked::new(tcp));
+    let lazy = LazyConfigAcceptor::new(
+        rustls::server::Acceptor::default(),
+        Recorded::new(Corked::new(tcp)),
+    );
     let start = match tokio::time::timeout_at(deadline, lazy).await {
-        Err(_) => return Err(HandshakeError::Timeout),
-        Ok(Err(e)) => return Err(HandshakeError::from_io(e)),
+        Err(_) => return (Err(HandshakeError::Timeout), false),
+        Ok(Err(e)) => return (Err(HandshakeError::from_io(e)), false),
         Ok(Ok(s)) => s,
     };
-    let refused = {
-        let hello = start.client_hello();
-        tls.resolver.is_strict() && !tls.resolver.knows(hello.server_name())
+    let (tcp, recorded) = start.io.into_parts();
+    let (refused, sni_ip_address) = {
+        let hello = start.accepted.client_hello();
+        let name = hello.server_name();
+        // rustls reports an address sent as server name as no name at all.
+        let ip = name.is_none() && sni_is_ip_address(&recorded);
+        (tls.resolver.is_strict() && !tls.resolver.knows(name), ip)
     };
+    // Not held for the rest of the handshake, which may take until the deadline.
+    drop(recorded);
+    let start = StartHandshake::from_parts(start.accepted, tcp);
     let stream =
         match tokio::time::timeout_at(deadline, start.into_stream(tls.config.clone())).await {
-            Err(_) => return Err(HandshakeError::Timeout),
-            Ok(Err(_)) if refused => return Err(HandshakeError::UnknownName),
-            Ok(Err(e)) => return Err(HandshakeError::from_io(e)),
+            Err(_) => return (Err(HandshakeError::Timeout), sni_ip_address),
+            Ok(Err(_)) if refused => return (Err(HandshakeError::UnknownName), sni_ip_address),
+            Ok(Err(e)) => return (Err(HandshakeError::from_io(e)), sni_ip_address),
             Ok(Ok(s)) => s,
         };
     let conn = stream.get_ref().1;
@@ -213,8 +259,10 @@ pub async fn accept(
         path: RecordPath::Userspace,
         fallback: None,
     };
-    let session = hand_over(tls, stream, version, &mut info)?;
-    Ok((session, info))
+    match hand_over(tls, stream, version, &mut info) {
+        Ok(session) => (Ok((session, info)), sni_ip_address),
+        Err(e) => (Err(e), sni_ip_address),
+    }
 }
 
 /// Takes the record layer out of rustls after the handshake.
@@ -314,6 +362,8 @@ pub struct HandshakeCounters {
     ktls: AtomicU64,
     /// Completed handshakes sealed in user space, by [`Fallback`].
     userspace: [AtomicU64; 4],
+    /// ClientHellos whose server name was an IP address (RFC 6066 allows DNS names only).
+    sni_ip_address: AtomicU64,
 }
 
 impl HandshakeCounters {
@@ -353,6 +403,7 @@ pub struct HandshakeSnapshot {
     failed: [u64; FAILURES.len()],
     ktls: u64,
     userspace: [u64; 4],
+    sni_ip_address: u64,
 }
 
 impl HandshakeSnapshot {
@@ -366,6 +417,7 @@ impl HandshakeSnapshot {
         for (i, f) in c.failed.iter().enumerate() {
             self.failed[i] += f.load(Ordering::Relaxed);
         }
+        self.sni_ip_address += c.sni_ip_address.load(Ordering::Relaxed);
         self.ktls += c.ktls.load(Ordering::Relaxed);
         for (i, f) in c.userspace.iter().enumerate() {
             self.userspace[i] += f.load(Ordering::Relaxed);
@@ -416,6 +468,12 @@ impl HandshakeSnapshot {
     /// Failed handshakes with `label`.
     pub fn failed(&self, label: &str) -> u64 {
         FAILURES.iter().position(|l| *l == label).map_or(0, |i| self.failed[i])
+    }
+
+    /// ClientHellos that named an IP address as server name (rustls serves them as if they
+    /// sent no name; counted whether or not the handshake then completed).
+    pub fn sni_ip_address(&self) -> u64 {
+        self.sni_ip_address
     }
 }
 

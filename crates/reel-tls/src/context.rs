@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use rustls::server::{NoServerSessionStorage, ProducesTickets, ServerConfig};
 
+use crate::accept::TlsVersion;
 use crate::cert::{LoadedCert, provider};
 use crate::error::TlsError;
 use crate::sni::SniResolver;
@@ -57,6 +58,8 @@ pub struct ListenerTls {
     /// Whether the kernel had the `tls` module when this configuration was built (a
     /// reload looks again).
     pub kernel_tls: bool,
+    /// The oldest protocol version offered.
+    pub min_version: TlsVersion,
 }
 
 /// A listener's `ktls` setting.
@@ -79,22 +82,27 @@ impl KtlsMode {
     }
 }
 
-/// Builds a listener's configuration: TLS 1.3 and 1.2 with the `ring` provider's suites,
-/// certificates chosen by [`SniResolver`], ALPN `h2` (when `http2`) then `http/1.1`, the
-/// shared `tickets`, no 0-RTT data (it could be replayed). `key` is the listener's
-/// configuration key, for errors.
+/// Builds a listener's configuration: TLS 1.3, and 1.2 unless `min_version` is 1.3, with
+/// the `ring` provider's suites, certificates chosen by [`SniResolver`], ALPN `h2` (when
+/// `http2`) then `http/1.1`, the shared `tickets`, no 0-RTT data (it could be replayed).
+/// `key` is the listener's configuration key, for errors.
 pub fn server_config(
     key: &str,
     default: Arc<LoadedCert>,
     extra: &[Arc<LoadedCert>],
     strict: bool,
     http2: bool,
+    min_version: TlsVersion,
     ktls: KtlsMode,
     tickets: &Tickets,
 ) -> Result<ListenerTls, TlsError> {
     let resolver = Arc::new(SniResolver::new(&default, extra, strict));
+    let versions: &[&'static rustls::SupportedProtocolVersion] = match min_version {
+        TlsVersion::Tls12 => &[&rustls::version::TLS13, &rustls::version::TLS12],
+        TlsVersion::Tls13 => &[&rustls::version::TLS13],
+    };
     let mut config = ServerConfig::builder_with_provider(provider())
-        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
+        .with_protocol_versions(versions)
         .map_err(|e| TlsError::Config { key: key.to_owned(), reason: e.to_string() })?
         .with_no_client_auth()
         .with_cert_resolver(resolver.clone());
@@ -112,5 +120,13 @@ pub fn server_config(
     certs.push(default);
     certs.extend(extra.iter().cloned());
     let kernel_tls = ktls == KtlsMode::Auto && crate::sys::kernel_has_tls();
-    Ok(ListenerTls { config: Arc::new(config), resolver, certs, http2, ktls, kernel_tls })
+    Ok(ListenerTls {
+        config: Arc::new(config),
+        resolver,
+        certs,
+        http2,
+        min_version,
+        ktls,
+        kernel_tls,
+    })
 }

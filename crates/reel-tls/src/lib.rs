@@ -8,11 +8,13 @@
 //! * [`sni`]: choosing a certificate by the server name a client sends (exact names, then
 //!   one-label wildcards, then the listener's default unless strict).
 //! * [`context`]: one immutable `rustls::ServerConfig` per TLS listener (ALPN `h2` and/or
-//!   `http/1.1`, TLS 1.3 and 1.2) sharing one process-wide session-ticket key rotator, so a
-//!   ticket issued on one worker resumes on any other, and after a reload.
-//! * [`accept`]: the server handshake of one accepted TCP connection, bounded in time, on
-//!   the worker that accepted it, with what it negotiated (version, resumption, ALPN) and
-//!   per-worker handshake counters.
+//!   `http/1.1`, TLS 1.3 and 1.2, or 1.3 only) sharing one process-wide session-ticket key
+//!   rotator, so a ticket issued on one worker resumes on any other, and after a reload.
+//! * [`accept`](mod@accept): the server handshake of one accepted TCP connection, bounded in
+//!   time, on the worker that accepted it, with what it negotiated (version, resumption,
+//!   ALPN) and per-worker handshake counters, including ClientHellos that named an IP
+//!   address as server name (read from the ClientHello's bytes by `client_hello`, since
+//!   rustls treats them as no name).
 //!
 //! * [`record`], [`sealed`], [`ktls`], [`session`]: the record layer after the handshake,
 //!   taken out of rustls: to the kernel (kTLS, `sendfile` works on such a socket) or to
@@ -27,6 +29,7 @@
 pub mod accept;
 mod bufs;
 pub mod cert;
+mod client_hello;
 pub mod context;
 pub mod cork;
 mod error;
@@ -42,7 +45,7 @@ pub mod testing;
 
 pub use accept::{
     Alpn, Fallback, HandshakeCounters, HandshakeError, HandshakeInfo, HandshakeSnapshot,
-    RecordPath, Session, TlsStream, TlsVersion, accept,
+    RecordPath, Session, TlsStream, TlsVersion, accept, accept_counted,
 };
 pub use cert::{CertSource, CertSpec, LoadedCert, self_signed};
 pub use context::{KtlsMode, ListenerTls, Tickets, server_config};

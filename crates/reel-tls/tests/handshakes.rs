@@ -31,8 +31,8 @@ fn load(s: &CertSpec) -> Arc<LoadedCert> {
     Arc::new(reel_tls::cert::load(s).expect("certificate loads"))
 }
 
-/// Serves `tls` on a fresh port: each connection is handshaken, its outcome reported, and
-/// on success the server answers one line `<alpn>\n` and closes.
+/// Serves `tls` on a fresh port: each connection is handshaken and counted, its outcome
+/// reported, and on success the server answers one line `<alpn>\n` and closes.
 async fn serve(
     tls: Arc<ListenerTls>,
     timeout: Duration,
@@ -47,10 +47,8 @@ async fn serve(
             let Ok((tcp, _)) = l.accept().await else { return };
             let (tls, tx, c) = (tls.clone(), tx.clone(), c.clone());
             tokio::spawn(async move {
-                let r = reel_tls::accept(&tls, tcp, timeout).await;
-                let outcome = r.as_ref().map(|(_, i)| *i).map_err(Clone::clone);
-                c.record(&outcome);
-                let _ = tx.send(outcome);
+                let r = reel_tls::accept_counted(&tls, tcp, timeout, &c).await;
+                let _ = tx.send(r.as_ref().map(|(_, i)| *i).map_err(Clone::clone));
                 if let Ok((mut s, info)) = r {
                     let line = if info.alpn == Alpn::H2 { "h2\n" } else { "http/1.1\n" };
                     let _ = s.write_all(line.as_bytes()).await;
@@ -87,8 +85,17 @@ async fn alpn_versions_and_counters_over_real_handshakes() {
     assert_eq!(cert.names, vec!["edge.test"]);
     let tickets = Tickets::new().expect("tickets");
     let tls = Arc::new(
-        server_config("listener[0]", cert.clone(), &[], false, true, KtlsMode::Auto, &tickets)
-            .expect("config"),
+        server_config(
+            "listener[0]",
+            cert.clone(),
+            &[],
+            false,
+            true,
+            TlsVersion::Tls12,
+            KtlsMode::Auto,
+            &tickets,
+        )
+        .expect("config"),
     );
     let (port, mut rx, counters) = serve(tls, Duration::from_secs(5)).await;
 
@@ -136,6 +143,7 @@ async fn http2_off_offers_only_http11() {
         &[],
         false,
         false,
+        TlsVersion::Tls12,
         KtlsMode::Auto,
         &tickets,
     );
@@ -163,8 +171,17 @@ async fn sni_picks_the_certificate_and_strict_listeners_refuse_unknown_names() {
     let client = ca.client_config(&[b"http/1.1"]);
     let leaf_of = |c: &LoadedCert| c.certified.cert[0].clone();
 
-    let lax = server_config("l", default.clone(), &extra, false, true, KtlsMode::Auto, &tickets)
-        .expect("config");
+    let lax = server_config(
+        "l",
+        default.clone(),
+        &extra,
+        false,
+        true,
+        TlsVersion::Tls12,
+        KtlsMode::Auto,
+        &tickets,
+    )
+    .expect("config");
     let (port, _rx, _) = serve(Arc::new(lax), Duration::from_secs(5)).await;
     let (_, leaf) = connect(port, client.clone(), "video.example.com").await.expect("video");
     assert_eq!(leaf, leaf_of(&extra[0]));
@@ -175,8 +192,17 @@ async fn sni_picks_the_certificate_and_strict_listeners_refuse_unknown_names() {
     // An unknown name gets the default certificate, which the client then rejects.
     assert!(connect(port, client.clone(), "other.test").await.is_err());
 
-    let strict = server_config("l", default.clone(), &extra, true, true, KtlsMode::Auto, &tickets)
-        .expect("config");
+    let strict = server_config(
+        "l",
+        default.clone(),
+        &extra,
+        true,
+        true,
+        TlsVersion::Tls12,
+        KtlsMode::Auto,
+        &tickets,
+    )
+    .expect("config");
     let (port, mut rx, counters) = serve(Arc::new(strict), Duration::from_secs(5)).await;
     let (_, leaf) = connect(port, client.clone(), "a.cdn.example.com").await.expect("cdn");
     assert_eq!(leaf, leaf_of(&extra[1]));
@@ -195,6 +221,102 @@ async fn sni_picks_the_certificate_and_strict_listeners_refuse_unknown_names() {
 }
 
 #[tokio::test]
+async fn min_version_1_3_refuses_tls12_only_clients() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let ca = TestCa::new();
+    let (c, k) = ca.write_leaf(dir.path(), "edge", &["edge.test"]);
+    let cert = load(&spec(&c, &k, &[], "l"));
+    let tickets = Tickets::new().expect("tickets");
+    let tls =
+        server_config("l", cert, &[], false, true, TlsVersion::Tls13, KtlsMode::Auto, &tickets)
+            .expect("1.3");
+    assert_eq!(tls.min_version, TlsVersion::Tls13);
+    let (port, mut rx, counters) = serve(Arc::new(tls), Duration::from_secs(5)).await;
+    let err = connect(port, client_config_tls12(&[ca.der()]), "edge.test").await.expect_err("1.2");
+    assert!(err.to_string().contains("ProtocolVersion"), "{err}");
+    let refused = rx.recv().await.expect("outcome").expect_err("refused");
+    assert_eq!(refused.label(), "protocol_error", "{refused}");
+    let (line, _) = connect(port, ca.client_config(&[b"h2"]), "edge.test").await.expect("1.3");
+    assert_eq!(line, "h2\n");
+    let info = rx.recv().await.expect("outcome").expect("handshake");
+    assert_eq!(info.version, TlsVersion::Tls13);
+    let snap = counters.snapshot();
+    assert_eq!((snap.failed("protocol_error"), snap.completed(TlsVersion::Tls13, false)), (1, 1));
+}
+
+/// The ClientHello a rustls client sends for `dns_name`, with `ip` (as long) in its place:
+/// what a client that puts the address it connects to in SNI sends.
+fn client_hello_naming(ca: &TestCa, dns_name: &str, ip: &str) -> Vec<u8> {
+    assert_eq!(dns_name.len(), ip.len());
+    let name = ServerName::try_from(dns_name.to_owned()).expect("name");
+    let mut conn = rustls::ClientConnection::new(ca.client_config(&[]), name).expect("client");
+    let mut hello = Vec::new();
+    conn.write_tls(&mut hello).expect("ClientHello");
+    let at = hello.windows(dns_name.len()).position(|w| w == dns_name.as_bytes()).expect("SNI");
+    hello[at..at + ip.len()].copy_from_slice(ip.as_bytes());
+    hello
+}
+
+#[tokio::test]
+async fn an_ip_address_as_server_name_is_served_as_no_name_and_counted() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let ca = TestCa::new();
+    let (c, k) = ca.write_leaf(dir.path(), "edge", &["edge.test"]);
+    let cert = load(&spec(&c, &k, &[], "l"));
+    let tickets = Tickets::new().expect("tickets");
+    for strict in [false, true] {
+        let tls = server_config(
+            "l",
+            cert.clone(),
+            &[],
+            strict,
+            true,
+            TlsVersion::Tls12,
+            KtlsMode::Auto,
+            &tickets,
+        );
+        let (port, mut rx, counters) =
+            serve(Arc::new(tls.expect("config")), Duration::from_secs(5)).await;
+        for (ip, hello) in [
+            ("127.0.0.1", client_hello_naming(&ca, "abcde.xyz", "127.0.0.1")),
+            ("0:0:0:0:0:0:0:1", client_hello_naming(&ca, "abcdefghi.xyzzy", "0:0:0:0:0:0:0:1")),
+        ] {
+            let mut raw = TcpStream::connect(("127.0.0.1", port)).await.expect("connect");
+            raw.set_nodelay(true).expect("nodelay");
+            // In small pieces: the server reads the ClientHello in several reads.
+            for piece in hello.chunks(97) {
+                raw.write_all(piece).await.expect("write");
+            }
+            // The server answers as to a client without a name (its default certificate),
+            // or, strict, refuses it.
+            let mut answer = [0u8; 5];
+            raw.read_exact(&mut answer).await.expect("an answer");
+            let want = if strict { 21 } else { 22 };
+            assert_eq!(answer[0], want, "{ip}, strict {strict}: record type {}", answer[0]);
+            drop(raw);
+            let outcome = rx.recv().await.expect("outcome");
+            if strict {
+                assert_eq!(outcome, Err(HandshakeError::UnknownName), "{ip}");
+            }
+        }
+        // A server name that is neither a DNS name nor an address fails the handshake.
+        let mut raw = TcpStream::connect(("127.0.0.1", port)).await.expect("connect");
+        raw.write_all(&client_hello_naming(&ca, "abcde.xyz", "bad name!")).await.expect("write");
+        let mut answer = [0u8; 1];
+        raw.read_exact(&mut answer).await.expect("an answer");
+        assert_eq!(answer[0], 21, "an alert");
+        let e = rx.recv().await.expect("outcome").expect_err("refused");
+        assert_eq!(e.label(), "protocol_error", "{e}");
+        // A DNS name, and no name at all (rustls sends none for an address), are not counted.
+        connect(port, ca.client_config(&[]), "edge.test").await.expect("dns name");
+        rx.recv().await.expect("outcome").expect("handshake");
+        let _ = connect(port, ca.client_config(&[]), "127.0.0.1").await;
+        rx.recv().await.expect("outcome").expect_err("no name, no certificate for it");
+        assert_eq!(counters.snapshot().sni_ip_address(), 2, "strict {strict}");
+    }
+}
+
+#[tokio::test]
 async fn tickets_resume_across_separately_built_configurations_only_when_shared() {
     let dir = tempfile::tempdir().expect("tmp");
     let ca = TestCa::new();
@@ -202,10 +324,28 @@ async fn tickets_resume_across_separately_built_configurations_only_when_shared(
     let cert = load(&spec(&c, &k, &[], "l"));
     let tickets = Tickets::new().expect("tickets");
     // Two "workers" (or the configuration before and after a reload), each built on its own.
-    let a =
-        server_config("l", cert.clone(), &[], false, true, KtlsMode::Auto, &tickets).expect("a");
-    let b =
-        server_config("l", cert.clone(), &[], false, true, KtlsMode::Auto, &tickets).expect("b");
+    let a = server_config(
+        "l",
+        cert.clone(),
+        &[],
+        false,
+        true,
+        TlsVersion::Tls12,
+        KtlsMode::Auto,
+        &tickets,
+    )
+    .expect("a");
+    let b = server_config(
+        "l",
+        cert.clone(),
+        &[],
+        false,
+        true,
+        TlsVersion::Tls12,
+        KtlsMode::Auto,
+        &tickets,
+    )
+    .expect("b");
     let (pa, mut ra, _) = serve(Arc::new(a), Duration::from_secs(5)).await;
     let (pb, mut rb, counters_b) = serve(Arc::new(b), Duration::from_secs(5)).await;
     let client = ca.client_config(&[b"h2"]);
@@ -219,9 +359,17 @@ async fn tickets_resume_across_separately_built_configurations_only_when_shared(
     assert_eq!(counters_b.snapshot().completed(TlsVersion::Tls13, true), 2);
 
     // Keys not shared: the ticket is not accepted and a full handshake follows.
-    let other =
-        server_config("l", cert, &[], false, true, KtlsMode::Auto, &Tickets::new().expect("t"))
-            .expect("c");
+    let other = server_config(
+        "l",
+        cert,
+        &[],
+        false,
+        true,
+        TlsVersion::Tls12,
+        KtlsMode::Auto,
+        &Tickets::new().expect("t"),
+    )
+    .expect("c");
     let (pc, mut rc, _) = serve(Arc::new(other), Duration::from_secs(5)).await;
     let client = ca.client_config(&[b"h2"]);
     connect(pa, client.clone(), "edge.test").await.expect("full");
@@ -242,7 +390,9 @@ async fn a_silent_client_times_out() {
         .expect("self-signed"),
     );
     let tickets = Tickets::new().expect("tickets");
-    let tls = server_config("l", cert, &[], false, true, KtlsMode::Auto, &tickets).expect("config");
+    let tls =
+        server_config("l", cert, &[], false, true, TlsVersion::Tls12, KtlsMode::Auto, &tickets)
+            .expect("config");
     let (port, mut rx, counters) = serve(Arc::new(tls), Duration::from_millis(200)).await;
     let _silent = TcpStream::connect(("127.0.0.1", port)).await.expect("connect");
     assert_eq!(rx.recv().await.expect("outcome"), Err(HandshakeError::Timeout));
@@ -331,8 +481,17 @@ async fn rsa_certificates_and_openssl_s_client_interoperate() {
     // Expires in 2 days: a warning.
     assert!(cert.expiry_warning(std::time::SystemTime::now()).is_some());
     let tickets = Tickets::new().expect("tickets");
-    let tls = server_config("l", cert.clone(), &[], false, true, KtlsMode::Auto, &tickets)
-        .expect("config");
+    let tls = server_config(
+        "l",
+        cert.clone(),
+        &[],
+        false,
+        true,
+        TlsVersion::Tls12,
+        KtlsMode::Auto,
+        &tickets,
+    )
+    .expect("config");
     let (port, mut rx, _) = serve(Arc::new(tls), Duration::from_secs(5)).await;
     let client =
         reel_tls::testing::client_config_trusting(&[cert.certified.cert[0].clone()], &[b"h2"]);

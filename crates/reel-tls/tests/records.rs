@@ -54,7 +54,10 @@ async fn echo(mode: KtlsMode) -> (u16, TestCa, mpsc::UnboundedReceiver<(Handshak
         .expect("load"),
     );
     let tickets = Tickets::new().expect("tickets");
-    let tls = Arc::new(server_config("l", loaded, &[], false, true, mode, &tickets).expect("cfg"));
+    let tls = Arc::new(
+        server_config("l", loaded, &[], false, true, reel_tls::TlsVersion::Tls12, mode, &tickets)
+            .expect("cfg"),
+    );
     let l = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let port = l.local_addr().expect("addr").port();
     let (tx, rx) = mpsc::unbounded_channel();

@@ -15,7 +15,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use reel_config::{Config, TlsCert};
+use reel_config::{Config, TlsCert, TlsVersion};
 use reel_http::{H2Settings, Handler, Limits};
 use reel_ops::metrics::{Kind, PromWriter};
 use reel_tls::{
@@ -129,6 +129,10 @@ impl TlsState {
                 &extra,
                 l.sni_strict,
                 l.http2_enabled(),
+                match l.min_tls_version {
+                    TlsVersion::Tls12 => reel_tls::TlsVersion::Tls12,
+                    TlsVersion::Tls13 => reel_tls::TlsVersion::Tls13,
+                },
                 match l.ktls.unwrap_or_default() {
                     reel_config::Ktls::Auto => KtlsMode::Auto,
                     reel_config::Ktls::Off => KtlsMode::Off,
@@ -194,6 +198,7 @@ impl TlsState {
                     "sni_strict": l.resolver.is_strict(),
                     "ktls": l.ktls.as_str(),
                     "ktls_in_use": l.kernel_tls,
+                    "min_tls_version": l.min_version.number(),
                     "default_certificate": l.certs.first().map(|c| c.config_key.clone()),
                 })
             })
@@ -202,7 +207,8 @@ impl TlsState {
         json!({"certificates": certs, "listeners": listeners})
     }
 
-    /// Prometheus families: certificate expiry per server name, and handshake counts.
+    /// Prometheus families: certificate expiry per server name, handshake counts, and
+    /// ClientHellos that named an IP address.
     pub(crate) fn render_prometheus(
         &self,
         counters: &[Arc<HandshakeCounters>],
@@ -264,6 +270,12 @@ impl TlsState {
             &[],
             reel_tls::KEY_UPDATE_CLOSES.load(std::sync::atomic::Ordering::Relaxed),
         );
+        p.family(
+            "reel_tls_sni_ip_address_total",
+            Kind::Counter,
+            "TLS ClientHellos whose server name (SNI) was an IP address, served as if they sent none.",
+        );
+        p.sample("reel_tls_sni_ip_address_total", &[], total.sni_ip_address());
     }
 }
 
@@ -291,8 +303,7 @@ pub(crate) async fn serve<H: Handler>(
 ) {
     let local =
         stream.local_addr().unwrap_or_else(|_| SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0)));
-    let r = reel_tls::accept(&tls, stream, limits.header_timeout).await;
-    counters.record(&r.as_ref().map(|(_, i)| *i).map_err(Clone::clone));
+    let r = reel_tls::accept_counted(&tls, stream, limits.header_timeout, counters).await;
     let (stream, info) = match r {
         Ok(s) => s,
         Err(e) => {

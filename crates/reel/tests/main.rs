@@ -18,4 +18,5 @@ mod shield;
 mod systemd;
 mod tls;
 mod tls_origin;
+mod tls_settings;
 mod workers;

@@ -28,29 +28,34 @@ use crate::origin::Gate;
 
 type Tls = tokio_rustls::client::TlsStream<TcpStream>;
 
-fn rt() -> tokio::runtime::Runtime {
+pub(crate) fn rt() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime")
 }
 
 /// Test PKI: a CA and leaf files in the test's directory.
-struct Pki {
+pub(crate) struct Pki {
     ca: TestCa,
     dir: PathBuf,
 }
 
 impl Pki {
-    fn new(dir: &Path) -> Pki {
+    pub(crate) fn new(dir: &Path) -> Pki {
         Pki { ca: TestCa::new(), dir: dir.to_path_buf() }
     }
 
     /// Writes `<stem>.pem`/`<stem>.key` for `names`; returns the leaf certificate.
-    fn leaf(&self, stem: &str, names: &[&str]) -> CertificateDer<'static> {
+    pub(crate) fn leaf(&self, stem: &str, names: &[&str]) -> CertificateDer<'static> {
         let (c, _) = self.ca.write_leaf(&self.dir, stem, names);
         pem_leaf(&c)
     }
 
-    fn client(&self, alpn: &[&[u8]]) -> Arc<rustls::ClientConfig> {
+    pub(crate) fn client(&self, alpn: &[&[u8]]) -> Arc<rustls::ClientConfig> {
         self.ca.client_config(alpn)
+    }
+
+    /// A client that speaks TLS 1.2 only (no ALPN).
+    pub(crate) fn client_tls12(&self) -> Arc<rustls::ClientConfig> {
+        reel_tls::testing::client_config_tls12(&[self.ca.der()])
     }
 }
 
@@ -60,13 +65,13 @@ fn pem_leaf(path: &Path) -> CertificateDer<'static> {
 }
 
 /// `tls_cert`/`tls_key` lines for the leaf `stem` of `pki`.
-fn tls_lines(pki: &Pki, stem: &str) -> String {
+pub(crate) fn tls_lines(pki: &Pki, stem: &str) -> String {
     let d = pki.dir.display();
     format!("tls_cert = \"{d}/{stem}.pem\"\ntls_key = \"{d}/{stem}.key\"\n")
 }
 
 /// A config with a plain listener `http` and a TLS listener `https` serving `edge`.
-fn tls_conf(dir: &Path, origin: &Origin, pki: &Pki) -> Conf {
+pub(crate) fn tls_conf(dir: &Path, origin: &Origin, pki: &Pki) -> Conf {
     let mut c = Conf::new(dir, origin);
     c.listeners.push(("https".into(), "127.0.0.1:0".into()));
     c.listener_lines.insert("https".into(), tls_lines(pki, "edge"));
@@ -116,7 +121,7 @@ async fn h2_get(send: &h2::client::SendRequest<Bytes>, path: &str) -> Reply {
 }
 
 /// One HTTPS/1.1 request on a new connection (`Connection: close`): status line and body.
-async fn https11_get(
+pub(crate) async fn https11_get(
     addr: SocketAddr,
     cfg: Arc<rustls::ClientConfig>,
     path: &str,

@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 
 use super::{Found, bad};
 use crate::Config;
-use crate::schema::{ListenerConfig, TlsCert, is_dns_name};
+use crate::schema::{ListenerConfig, TlsCert, TlsVersion, is_dns_name};
 
 /// Two addresses would collide on bind: same non-zero port and same IP, or either IP is the
 /// wildcard address.
@@ -102,6 +102,9 @@ fn check_listener_tls(found: &mut Found, i: usize, l: &ListenerConfig) {
         }
         if l.ktls.is_some() {
             bad(found, key("ktls"), "only applies to a TLS listener (set tls_cert)");
+        }
+        if l.min_tls_version != TlsVersion::default() {
+            bad(found, key("min_tls_version"), "only applies to a TLS listener (set tls_cert)");
         }
     }
 }

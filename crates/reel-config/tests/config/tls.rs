@@ -1,7 +1,7 @@
 //! TLS listener keys, certificates and origin TLS: parsing and the problems reported.
 
 use super::*;
-use reel_config::TlsCert;
+use reel_config::{TlsCert, TlsVersion};
 
 #[test]
 fn tls_listener_keys_and_certificates_parse() {
@@ -112,6 +112,65 @@ fn certificates_without_a_tls_listener_are_refused_and_tls_keys_reload_live() {
     assert!(old.diff_needs_restart(&new).is_empty());
     new.store.size = ByteSize::gib(1);
     assert_eq!(old.diff_needs_restart(&new), vec!["store.size"]);
+}
+
+#[test]
+fn min_tls_version_defaults_to_1_2_and_takes_1_3_on_tls_listeners() {
+    let text = format!(
+        "{BASE}\n[[listener]]\nname = \"a\"\naddress = \"127.0.0.1:8443\"\ntls_cert = \"self-signed\"\n\
+         \n[[listener]]\nname = \"b\"\naddress = \"127.0.0.1:8444\"\ntls_cert = \"self-signed\"\n\
+         min_tls_version = \"1.3\"\n\n[[listener]]\nname = \"c\"\naddress = \"127.0.0.1:8445\"\n\
+         tls_cert = \"self-signed\"\nmin_tls_version = \"1.2\"\n"
+    );
+    let cfg = Config::parse_and_validate(&text, "t.toml").expect("valid");
+    let versions: Vec<TlsVersion> = cfg.listener.iter().map(|l| l.min_tls_version).collect();
+    assert_eq!(
+        versions,
+        [TlsVersion::Tls12, TlsVersion::Tls12, TlsVersion::Tls13, TlsVersion::Tls12]
+    );
+    // Round trip: written out only where it differs from the default.
+    let out = toml::to_string(&cfg).expect("ser");
+    assert_eq!(out.matches("min_tls_version").count(), 1, "{out}");
+    let again = Config::parse(&out, "again.toml").expect("parse");
+    assert_eq!(again.listener, cfg.listener);
+    // A reload applies it.
+    let mut new = cfg.clone();
+    new.listener[1].min_tls_version = TlsVersion::Tls13;
+    assert!(cfg.diff_needs_restart(&new).is_empty());
+}
+
+#[test]
+fn min_tls_version_refuses_other_versions_numbers_and_plain_listeners() {
+    let tls =
+        "[[listener]]\nname = \"a\"\naddress = \"127.0.0.1:8443\"\ntls_cert = \"self-signed\"\n";
+    for value in ["\"1.1\"", "\"tls1.3\"", "\"1.0\"", "\"\"", "\"TLSv1.3\"", "1.3", "1", "true"] {
+        let text = format!("{BASE}\n{tls}min_tls_version = {value}\n");
+        let ps = Config::parse(&text, "t.toml").expect_err(value).problems;
+        assert_eq!(ps.len(), 1, "{value}: {ps:#?}");
+        let p = &ps[0];
+        assert_eq!(p.key, "listener[1].min_tls_version", "{value}: {p}");
+        assert_eq!(p.line, line_of(&text, "min_tls_version"), "{value}: {p}");
+        assert!(p.message.contains(r#""1.2" or "1.3""#), "{value}: {p}");
+        let shown = p.to_string();
+        assert!(
+            shown.starts_with(&format!("t.toml:{}:", p.line))
+                && shown.contains(": listener[1].min_tls_version: "),
+            "{shown}"
+        );
+    }
+    let ps = problems(&format!("{BASE}\n{tls}min_tls_version = 1.3\n"));
+    assert!(find(&ps, "listener[1].min_tls_version").message.contains("in quotes"), "{ps:#?}");
+    let ps = problems(&format!("{BASE}\n{tls}min_tls_version = \"1.1\"\n"));
+    assert!(find(&ps, "listener[1].min_tls_version").message.contains(r#""1.1""#), "{ps:#?}");
+    // A plain listener speaks no TLS: "1.3" there is a mistake.
+    let plain = BASE.replace(
+        "address = \"127.0.0.1:8080\"\n",
+        "address = \"127.0.0.1:8080\"\nmin_tls_version = \"1.3\"\n",
+    );
+    let ps = problems(&plain);
+    let p = find(&ps, "listener[0].min_tls_version");
+    assert!(p.message.contains("TLS listener"), "{p}");
+    assert_eq!(p.line, line_of(&plain, "min_tls_version"), "{p}");
 }
 
 #[test]
