@@ -8,6 +8,7 @@ mod cli;
 mod common;
 mod health;
 mod interim;
+mod ktls;
 mod limits;
 mod origin;
 mod parked;

@@ -92,7 +92,7 @@ fn leaf_of(s: &Tls) -> CertificateDer<'static> {
     s.get_ref().1.peer_certificates().and_then(|c| c.first().cloned()).expect("peer certificate")
 }
 
-async fn h2_client(
+pub(crate) async fn h2_client(
     addr: SocketAddr,
     cfg: Arc<rustls::ClientConfig>,
     name: &str,
@@ -116,7 +116,7 @@ async fn h2_req(
     exchange(send, b.body(()).expect("request"), None).await
 }
 
-async fn h2_get(send: &h2::client::SendRequest<Bytes>, path: &str) -> Reply {
+pub(crate) async fn h2_get(send: &h2::client::SendRequest<Bytes>, path: &str) -> Reply {
     h2_req(send, "GET", path, &[]).await.expect("h2 request")
 }
 
