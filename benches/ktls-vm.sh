@@ -33,8 +33,8 @@
 #   CARGO_TARGET_DIR as for cargo
 #
 # Inside the guest: the root is read-only (/etc, /usr, /var, /tmp are throwaway overlays),
-# TMPDIR is a fresh tmpfs, loopback is up, REEL_REQUIRE_KTLS=1, the host's PATH comes
-# first, and a command runs from the repository root with KTLS_VM_OUT set to the results
+# TMPDIR is a fresh ext4 (a loop device in a tmpfs; a tmpfs if that fails), loopback is
+# up, REEL_REQUIRE_KTLS=1, the host's PATH comes first, and a command runs from the repository root with KTLS_VM_OUT set to the results
 # folder (writable, shared with the host: files written there survive the VM).
 #
 # Exit status: 0 everything passed; 1 a test binary or the command failed; 2 the `tls`
@@ -264,6 +264,19 @@ ip link set lo up 2>/dev/null
 ip -br addr show dev lo >"$rw/lo" 2>&1
 mkdir -p /run/reel-ktls-tmp && mount -t tmpfs -o mode=1777 tmpfs /run/reel-ktls-tmp
 export TMPDIR=/run/reel-ktls-tmp
+# The tests' stores want a disk file system: tmpfs on this kernel (6.1) refuses the
+# RWF_NOWAIT reads the store probes page residency with, so every hit would take the
+# cold-read path instead of sendfile. An ext4 image in the tmpfs, on a loop device.
+if command -v mkfs.ext4 >/dev/null 2>&1 && modprobe loop 2>/dev/null; then
+    truncate -s 1G /run/reel-ktls-tmp/ext4.img
+    if mkfs.ext4 -q -F /run/reel-ktls-tmp/ext4.img >"$rw/ext4.out" 2>&1 &&
+        mkdir -p /run/reel-ktls-disk &&
+        mount -o loop /run/reel-ktls-tmp/ext4.img /run/reel-ktls-disk >>"$rw/ext4.out" 2>&1; then
+        chmod 1777 /run/reel-ktls-disk
+        export TMPDIR=/run/reel-ktls-disk
+    fi
+fi
+echo "$TMPDIR" >"$rw/tmpdir"
 modprobe tls >"$rw/modprobe.out" 2>&1
 echo $? >"$rw/modprobe.status"
 t0=$(now)

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use reel_tls::testing::TestCa;
 use reel_tls::{
-    Fallback, HandshakeInfo, KtlsMode, RecordPath, Session, Tickets, TlsVersion, server_config,
+    Fallback, HandshakeInfo, KtlsMode, RecordPath, Tickets, TlsVersion, server_config,
 };
 use rustls::SupportedCipherSuite;
 use rustls::crypto::ring::cipher_suite as cs;
@@ -231,11 +231,14 @@ async fn ktls_a_reset_ends_reading_with_an_error_not_a_panic() {
 async fn ktls_sessions_are_what_the_listener_and_the_kernel_allow() {
     let (port, ca, mut rx) = echo(KtlsMode::Auto).await;
     let mut c = connect(port, ca.client_config(&[b"h2"])).await;
+    // One echo first: a client that closes before the server's handover finished leaves
+    // a socket the kernel no longer takes keys for (not established), a `refused` session.
+    c.write_all(b"x").await.expect("write");
+    c.read_exact(&mut [0u8; 1]).await.expect("echo");
     c.shutdown().await.expect("close");
     let (info, _) = rx.recv().await.expect("report");
     check_path(&info, KtlsMode::Auto);
     if std::env::var_os("REEL_REQUIRE_KTLS").is_some_and(|v| v == "1") {
         assert!(reel_tls::kernel_has_tls(), "REEL_REQUIRE_KTLS=1 but no tls module");
     }
-    let _ = Session::Kernel;
 }
