@@ -12,9 +12,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use reel_tls::testing::TestCa;
-use reel_tls::{
-    Fallback, HandshakeInfo, KtlsMode, RecordPath, Tickets, TlsVersion, server_config,
-};
+use reel_tls::{Fallback, HandshakeInfo, KtlsMode, RecordPath, Tickets, TlsVersion, server_config};
 use rustls::SupportedCipherSuite;
 use rustls::crypto::ring::cipher_suite as cs;
 use rustls::pki_types::ServerName;

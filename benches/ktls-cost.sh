@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# CPU per HTTPS/1.1 hit with the kernel sealing the records (kTLS) against reel's own record
+# layer, and the syscalls of each: one reel worker on the demo config, `reel-load fixed`
+# for DUR seconds per row, reel's own CPU time (utime + stime from /proc) per request.
+#
+# Needs a kernel with the `tls` module: run it inside the VM of benches/ktls-vm.sh, where
+# the CPU is emulated, so quote ratios only, never absolute figures:
+#
+#     cargo build --release -p reel -p reel-benches
+#     benches/ktls-vm.sh -- benches/ktls-cost.sh
+#
+# Knobs: SIZES ("2097152 262144"), DUR (10), CONNS (8), STRACE_DUR (3; 0 = no syscall
+# mix), BIN_DIR (target/release). Writes the table to stdout and, when KTLS_VM_OUT is set
+# (inside the VM), to $KTLS_VM_OUT/ktls-cost.md too. Exit status: 0 measured, 1 a step
+# failed, 2 no kTLS in this kernel.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SIZES=${SIZES:-2097152 262144}
+DUR=${DUR:-10}
+CONNS=${CONNS:-8}
+STRACE_DUR=${STRACE_DUR:-3}
+BIN_DIR=${BIN_DIR:-${CARGO_TARGET_DIR:-target}/release}
+REEL=$BIN_DIR/reel
+LOAD=$BIN_DIR/reel-load
+[[ -x $REEL && -x $LOAD ]] || { echo "build first: cargo build --release -p reel -p reel-benches" >&2; exit 1; }
+grep -qw tls /proc/sys/net/ipv4/tcp_available_ulp 2>/dev/null || modprobe tls 2>/dev/null || true
+grep -qw tls /proc/sys/net/ipv4/tcp_available_ulp || { echo "no kTLS in this kernel" >&2; exit 2; }
+
+WORK=$(mktemp -d)
+PID=
+cleanup() { [[ -n $PID ]] && kill "$PID" 2>/dev/null; wait 2>/dev/null || true; rm -rf "$WORK"; }
+trap cleanup EXIT
+
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+TCK=$(getconf CLK_TCK)
+
+start_reel() { # ktls mode
+    sed -e "s|^ktls = .*|ktls = \"$1\"|" \
+        -e 's|^workers = .*|workers = [0]|' -e 's|^irq = .*|irq = []|' \
+        -e 's|^level = "info".*|level = "warn"|' \
+        -e "s|^path = \"./var/log/access.log\".*|path = \"$WORK/access.log\"|" \
+        -e "s|^path = \"./var/cache\".*|path = \"$WORK/cache-$1\"|" \
+        -e 's|^latency_scale = .*|latency_scale = 0.0|' \
+        config/reel.toml >"$WORK/reel-$1.toml"
+    "$REEL" serve --config "$WORK/reel-$1.toml" >"$WORK/reel-$1.log" 2>&1 &
+    PID=$!
+    for _ in $(seq 100); do
+        curl -sk -o /dev/null https://127.0.0.1:8443/healthz && return 0
+        sleep 0.2
+    done
+    cat "$WORK/reel-$1.log" >&2
+    return 1
+}
+
+stop_reel() { kill "$PID"; wait "$PID" 2>/dev/null || true; PID=; }
+
+out=$WORK/table.md
+{
+    echo "| size | path | requests | reel CPU µs/request | sendfile / sendto / writev / write per request |"
+    echo "|---|---|---|---|---|"
+} >"$out"
+for mode in auto off; do
+    start_reel "$mode"
+    for size in $SIZES; do
+        url=https://127.0.0.1:8443/obj/$size
+        curl -sk -o /dev/null "$url"    # the miss
+        curl -sk -o /dev/null "$url"
+        before=$(cpu_ticks "$PID")
+        n=$(taskset -c 1 "$LOAD" fixed -c "$CONNS" -d "${DUR}s" --kv "$url" | awk -F= '$1 == "requests" { print $2 }')
+        after=$(cpu_ticks "$PID")
+        us=$(awk -v t=$((after - before)) -v n="$n" -v hz="$TCK" 'BEGIN { printf "%.0f", n ? t * 1e6 / hz / n : 0 }')
+        mix="-"
+        if [[ $STRACE_DUR != 0 ]] && command -v strace >/dev/null; then
+            strace -f -c -o "$WORK/strace-$mode-$size" -p "$PID" &
+            spid=$!
+            sleep 0.5
+            m=$(taskset -c 1 "$LOAD" fixed -c "$CONNS" -d "${STRACE_DUR}s" --kv "$url" | awk -F= '$1 == "requests" { print $2 }')
+            kill -INT "$spid"; wait "$spid" 2>/dev/null || true
+            mix=$(awk -v m="$m" '$NF ~ /^(sendfile|sendto|writev|write)$/ { c[$NF] = $4 }
+                END { printf "%.1f / %.1f / %.1f / %.1f", c["sendfile"]/m, c["sendto"]/m, c["writev"]/m, c["write"]/m }' "$WORK/strace-$mode-$size")
+        fi
+        path=$([[ $mode == auto ]] && echo "kTLS" || echo "reel's record layer")
+        echo "| $size | $path | $n | $us | $mix |" >>"$out"
+    done
+    grep -h "reel_tls_connections_total" <(curl -s http://127.0.0.1:9090/metrics) >&2 || true
+    stop_reel
+done
+cat "$out"
+[[ -n ${KTLS_VM_OUT:-} ]] && cp "$out" "$KTLS_VM_OUT/ktls-cost.md"
+exit 0
