@@ -25,7 +25,7 @@ REEL=$BIN_DIR/reel
 LOAD=$BIN_DIR/reel-load
 [[ -x $REEL && -x $LOAD ]] || { echo "build first: cargo build --release -p reel -p reel-benches" >&2; exit 1; }
 grep -qw tls /proc/sys/net/ipv4/tcp_available_ulp 2>/dev/null || modprobe tls 2>/dev/null || true
-grep -qw tls /proc/sys/net/ipv4/tcp_available_ulp || { echo "no kTLS in this kernel" >&2; exit 2; }
+[[ -n ${MODES:-} ]] || grep -qw tls /proc/sys/net/ipv4/tcp_available_ulp || { echo "no kTLS in this kernel" >&2; exit 2; }
 
 WORK=$(mktemp -d)
 PID=
@@ -37,19 +37,21 @@ TCK=$(getconf CLK_TCK)
 
 start_reel() { # ktls mode
     sed -e "s|^ktls = .*|ktls = \"$1\"|" \
-        -e 's|^workers = .*|workers = [0]|' -e 's|^irq = .*|irq = []|' \
+        -e 's|^workers = .*|workers = [0]|' \
         -e 's|^level = "info".*|level = "warn"|' \
         -e "s|^path = \"./var/log/access.log\".*|path = \"$WORK/access.log\"|" \
         -e "s|^path = \"./var/cache\".*|path = \"$WORK/cache-$1\"|" \
         -e 's|^latency_scale = .*|latency_scale = 0.0|' \
+        -e 's|^size = "1GiB"|size = "256MiB"|' \
         config/reel.toml >"$WORK/reel-$1.toml"
     "$REEL" serve --config "$WORK/reel-$1.toml" >"$WORK/reel-$1.log" 2>&1 &
     PID=$!
-    for _ in $(seq 100); do
+    for _ in $(seq 300); do
         curl -sk -o /dev/null https://127.0.0.1:8443/healthz && return 0
         sleep 0.2
     done
-    cat "$WORK/reel-$1.log" >&2
+    echo "reel did not start:"
+    cat "$WORK/reel-$1.log"
     return 1
 }
 
@@ -60,7 +62,7 @@ out=$WORK/table.md
     echo "| size | path | requests | reel CPU µs/request | sendfile / sendto / writev / write per request |"
     echo "|---|---|---|---|---|"
 } >"$out"
-for mode in auto off; do
+for mode in ${MODES:-auto off}; do
     start_reel "$mode"
     for size in $SIZES; do
         url=https://127.0.0.1:8443/obj/$size

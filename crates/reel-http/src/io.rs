@@ -173,6 +173,54 @@ async fn send_all(
     Ok(())
 }
 
+/// Records sealed in place per `writev(2)` on a session reel seals.
+const SEAL_BATCH: usize = 4;
+
+/// Sends every byte of `parts`, in order, with vectored writes, waiting for writability (at
+/// most `stall` each time) when the socket is full.
+async fn send_all_vectored(
+    s: &TcpStream,
+    parts: &[&[u8]],
+    stall: Duration,
+    written: &mut u64,
+) -> io::Result<()> {
+    let (mut at, mut skip) = (0usize, 0usize);
+    while at < parts.len() {
+        if parts[at].len() == skip {
+            at += 1;
+            skip = 0;
+            continue;
+        }
+        let mut iov = [IoSlice::new(&[]); SEAL_BATCH];
+        let mut k = 0;
+        for (i, p) in parts[at..].iter().enumerate().take(SEAL_BATCH) {
+            iov[k] = IoSlice::new(if i == 0 { &p[skip..] } else { p });
+            k += 1;
+        }
+        match s.try_write_vectored(&iov[..k]) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(mut n) => {
+                *written += n as u64;
+                while n > 0 && at < parts.len() {
+                    let left = parts[at].len() - skip;
+                    if n >= left {
+                        n -= left;
+                        at += 1;
+                        skip = 0;
+                    } else {
+                        skip += n;
+                        n = 0;
+                    }
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Io::wait_writable(s, stall).await?,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
 /// One non-blocking read of a kTLS socket into the spare capacity of `rbuf`.
 fn ktls_read_into(k: &mut KtlsStream, rbuf: &mut BytesMut) -> io::Result<usize> {
     let spare = rbuf.spare_capacity_mut();
@@ -466,28 +514,8 @@ impl Io {
                 return Err(io::Error::new(io::ErrorKind::TimedOut, "no body buffer came free"));
             };
             if let Transport::Sealed(_) = self.transport {
-                // Records already written as a stream leave first: records go out in the
-                // order they were sealed.
-                self.flush().await?;
-                let Transport::Sealed(s) = &mut self.transport else { unreachable!() };
-                let head = s.head_room();
-                debug_assert!(head + s.tail_room() <= crate::pool::RECORD_ROOM);
-                let space = buf.record_space();
-                let n = ((end - off) as usize).min(BUF_SIZE - prefix.len());
-                let body = &mut space[head..head + prefix.len() + n];
-                body[..prefix.len()].copy_from_slice(prefix);
-                fileread::read_exact(range, off, &mut body[prefix.len()..]).await?;
-                let Transport::Sealed(s) = &mut self.transport else { unreachable!() };
-                let rec = s.seal_in_place(buf.record_space(), prefix.len() + n)?;
-                buf.set_len(rec);
-                off += n as u64;
-                prefix = &[];
-                let s = s.tcp();
-                send_all(s, buf.data(), false, self.stall, &mut self.bytes_written).await?;
-                if off >= end {
-                    return Ok(());
-                }
-                continue;
+                drop(buf);
+                return self.sealed_file(prefix, range, off, end).await;
             }
             let space = buf.space();
             space[..prefix.len()].copy_from_slice(prefix);
@@ -504,6 +532,61 @@ impl Io {
                 return Ok(());
             }
         }
+    }
+
+    /// The file body of a session whose records reel seals: each record's payload is read
+    /// from the page cache into a pooled buffer between the room for its header and its
+    /// tag, sealed there, and [`SEAL_BATCH`] records leave per `writev(2)`.
+    async fn sealed_file(
+        &mut self,
+        mut prefix: &[u8],
+        range: &dyn FileRange,
+        mut off: u64,
+        end: u64,
+    ) -> io::Result<()> {
+        // Records written as a stream leave first: records go out in the order sealed.
+        self.flush().await?;
+        // At least one record: a head with an empty body still leaves.
+        while off < end || !prefix.is_empty() {
+            let mut batch: [Option<PoolBuf>; SEAL_BATCH] = [None, None, None, None];
+            for slot in &mut batch {
+                if off >= end && prefix.is_empty() {
+                    break;
+                }
+                let Some(mut buf) = PoolBuf::acquire_within(self.stall).await else {
+                    return Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        "no body buffer came free",
+                    ));
+                };
+                let Transport::Sealed(s) = &mut self.transport else {
+                    return Err(io::ErrorKind::NotConnected.into());
+                };
+                let head = s.head_room();
+                debug_assert!(head + s.tail_room() <= crate::pool::RECORD_ROOM);
+                let n = ((end - off) as usize).min(BUF_SIZE - prefix.len());
+                let body = &mut buf.record_space()[head..head + prefix.len() + n];
+                body[..prefix.len()].copy_from_slice(prefix);
+                fileread::read_exact(range, off, &mut body[prefix.len()..]).await?;
+                let Transport::Sealed(s) = &mut self.transport else {
+                    return Err(io::ErrorKind::NotConnected.into());
+                };
+                let rec = s.seal_in_place(buf.record_space(), prefix.len() + n)?;
+                buf.set_len(rec);
+                off += n as u64;
+                prefix = &[];
+                *slot = Some(buf);
+            }
+            let Transport::Sealed(s) = &self.transport else {
+                return Err(io::ErrorKind::NotConnected.into());
+            };
+            let mut parts: [&[u8]; SEAL_BATCH] = [&[]; SEAL_BATCH];
+            for (p, b) in parts.iter_mut().zip(&batch) {
+                *p = b.as_ref().map_or(&[][..], PoolBuf::data);
+            }
+            send_all_vectored(s.tcp(), &parts, self.stall, &mut self.bytes_written).await?;
+        }
+        Ok(())
     }
 
     /// The poll form of a write, for what is written while a handler works (interim
