@@ -7,6 +7,9 @@
 //! stream's, its connection's and its client address's budget until h2 has written it,
 //! so a client that stops reading pins at most those budgets, never the worker's pool,
 //! and only until the send timeout resets its streams.
+//!
+//! Body bytes are handed to `h2` only on the stream's turn ([`Place::turn`]); waiting for
+//! flow control or for the next chunk of a streamed body marks it idle ([`Place::idle`]).
 
 use std::future::poll_fn;
 use std::io;
@@ -17,6 +20,7 @@ use bytes::{Buf, Bytes};
 use h2::SendStream;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+use super::order::Place;
 use crate::fileread;
 use crate::pool::{BUF_SIZE, PoolBuf};
 use crate::response::{Body, Chunk, FileRange};
@@ -24,6 +28,10 @@ use crate::response::{Body, Chunk, FileRange};
 /// Payload of one DATA frame made from a pooled buffer: with the 9-byte frame header
 /// it is exactly one full TLS record.
 pub(crate) const FRAME_PAYLOAD: usize = BUF_SIZE - 9;
+
+/// Pooled frames of a finished body that may still wait to be written when the next
+/// response takes the connection: enough to keep the writer busy while it starts.
+const TAIL_FRAMES: usize = 2;
 
 /// A DATA frame payload: shared memory or a pooled buffer with its budget permits.
 pub(crate) enum H2Chunk {
@@ -77,6 +85,8 @@ impl From<h2::Error> for SendFail {
 /// Budgets and limits of one stream's body.
 pub(crate) struct Budget {
     pub(crate) stream: Arc<Semaphore>,
+    /// The stream budget's permits (pooled buffers).
+    pub(crate) stream_permits: usize,
     pub(crate) conn: Arc<Semaphore>,
     /// The client address's share of the worker's pool, across its connections.
     pub(crate) client: Arc<Semaphore>,
@@ -85,18 +95,23 @@ pub(crate) struct Budget {
     pub(crate) window: usize,
 }
 
-/// Waits until the stream may send at least one byte; returns how many (at most `want`).
+/// Waits for the stream's turn and until it may send at least one byte; returns how many
+/// (at most `want`).
 async fn capacity(
     send: &mut SendStream<H2Chunk>,
     want: usize,
     b: &Budget,
+    place: &Place,
 ) -> Result<usize, SendFail> {
-    send.reserve_capacity(want.min(b.window).max(1));
     loop {
+        place.turn().await;
+        send.reserve_capacity(want.min(b.window).max(1));
         let cap = send.capacity();
         if cap > 0 {
             return Ok(cap.min(want));
         }
+        // Nothing to send until the client opens its window: the streams behind may go.
+        place.idle();
         match tokio::time::timeout(b.stall, poll_fn(|cx| send.poll_capacity(cx))).await {
             Err(_) => return Err(SendFail::Stalled),
             Ok(None) => return Err(SendFail::Aborted),
@@ -120,10 +135,11 @@ async fn send_bytes(
     mut data: Bytes,
     last: bool,
     b: &Budget,
+    place: &Place,
 ) -> Result<u64, SendFail> {
     let total = data.len() as u64;
     while !data.is_empty() {
-        let n = capacity(send, data.len(), b).await?;
+        let n = capacity(send, data.len(), b, place).await?;
         let piece = data.split_to(n);
         send.send_data(H2Chunk::Bytes(piece), last && data.is_empty())?;
     }
@@ -136,12 +152,14 @@ async fn send_file(
     range: &dyn FileRange,
     last: bool,
     b: &Budget,
+    place: &Place,
 ) -> Result<u64, SendFail> {
     let mut off = range.offset();
     let end = off.checked_add(range.len()).ok_or(SendFail::Aborted)?;
     while off < end {
         let want = ((end - off) as usize).min(FRAME_PAYLOAD);
-        let n = capacity(send, (end - off).min(usize::MAX as u64) as usize, b).await?.min(want);
+        let n =
+            capacity(send, (end - off).min(usize::MAX as u64) as usize, b, place).await?.min(want);
         let stream = permit(&b.stream, b.stall).await?;
         let conn = permit(&b.conn, b.stall).await?;
         let client = permit(&b.client, b.stall).await?;
@@ -172,18 +190,27 @@ pub(crate) async fn send_body(
     body: Body,
     length: Option<u64>,
     b: &Budget,
+    place: &Place,
 ) -> Result<u64, SendFail> {
     match body {
         Body::Empty => {
             send.send_data(H2Chunk::Bytes(Bytes::new()), true)?;
             Ok(0)
         }
-        Body::Bytes(data) => send_bytes(send, data, true, b).await,
-        Body::File(f) => send_file(send, &*f, true, b).await,
+        Body::Bytes(data) => send_bytes(send, data, true, b, place).await,
+        Body::File(f) => send_file(send, &*f, true, b, place).await,
         Body::Stream(mut s) => {
             let mut sent = 0u64;
             loop {
-                let chunk = match poll_fn(|cx| s.as_mut().poll_next(cx)).await {
+                let next = poll_fn(|cx| {
+                    let r = s.as_mut().poll_next(cx);
+                    if r.is_pending() {
+                        // No chunk yet (a slow origin): the streams behind may go.
+                        place.idle();
+                    }
+                    r
+                });
+                let chunk = match next.await {
                     None => break,
                     Some(Ok(c)) => c,
                     Some(Err(e)) => {
@@ -201,8 +228,8 @@ pub(crate) async fn send_body(
                     return Err(SendFail::Aborted);
                 }
                 match chunk {
-                    Chunk::Bytes(d) => send_bytes(send, d, false, b).await?,
-                    Chunk::File(f) => send_file(send, &*f, false, b).await?,
+                    Chunk::Bytes(d) => send_bytes(send, d, false, b, place).await?,
+                    Chunk::File(f) => send_file(send, &*f, false, b, place).await?,
                 };
             }
             if let Some(n) = length.filter(|n| sent != *n) {
@@ -213,4 +240,13 @@ pub(crate) async fn send_body(
             Ok(sent)
         }
     }
+}
+
+/// Waits (at most the stall timeout) until no more than [`TAIL_FRAMES`] of the stream's
+/// pooled frames are still unwritten: until then the response keeps its place, so the
+/// next one does not share the connection with its tail.
+pub(crate) async fn drained(b: &Budget) {
+    let Some(n) = b.stream_permits.checked_sub(TAIL_FRAMES).filter(|n| *n > 0) else { return };
+    let n = u32::try_from(n).unwrap_or(u32::MAX);
+    let _ = tokio::time::timeout(b.stall, b.stream.acquire_many(n)).await;
 }
