@@ -443,3 +443,28 @@ async fn a_more_urgent_later_request_is_sent_first() {
     let early = log.sent_before_end(1, 7);
     assert!(early <= INTERLEAVE_BOUND, "{early} bytes of stream 1 before the urgent one ended");
 }
+
+/// File pages that are not in the page cache reach the body through the range's own
+/// reader, stitched in order with what one `preadv2` got for a batch of frames.
+#[tokio::test(flavor = "current_thread")]
+async fn cold_file_pages_are_read_through_the_ranges_reader_over_h2() {
+    let server = server();
+    let c = client(&server).await;
+    let (off, len) = (4096 * 3 + 17, 1_000_000usize);
+    let path = format!("/file?off={off}&len={len}&counted=1");
+    // As in the HTTPS/1.1 test: a few just-written pages may survive one eviction on a
+    // loaded machine, so evict again before each of a few tries.
+    let mut n = 0u64;
+    for _ in 0..5 {
+        assert_eq!(get(&c, "/evict").await.status, 200);
+        let r = get(&c, &path).await;
+        assert!(r.body == file_data()[off..off + len]);
+        n = String::from_utf8(get(&c, "/cold-reads").await.body).unwrap().parse().unwrap();
+        if n > 0 {
+            break;
+        }
+    }
+    assert!(n > 0, "no read went through read_cold");
+    let r = get(&c, &path).await;
+    assert!(r.body == file_data()[off..off + len]);
+}

@@ -455,7 +455,11 @@ async fn stream_task<H: Handler>(
         Ok(_) if !h.has_body => Ok(0),
         Ok(mut send) => {
             let frames = (settings.stream_buffer / BUF_SIZE).max(1);
+            // Permits are taken a batch at a time, so a batch must fit every budget.
+            let conn_frames = (settings.connection_buffer / BUF_SIZE).max(1);
+            let batch = send::BATCH.min(frames).min(conn_frames).min(crate::pool::CLIENT_BUFFERS);
             let budget = Budget {
+                batch,
                 stream: Arc::new(Semaphore::new(frames)),
                 stream_permits: frames,
                 conn: shared.conn_budget.clone(),

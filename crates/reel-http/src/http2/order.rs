@@ -151,6 +151,13 @@ impl Place {
         Turn(self)
     }
 
+    /// Whether no ready entry ahead holds this one back (without waiting or marking it).
+    pub(crate) fn is_turn(&self) -> bool {
+        let q = self.order.queue.borrow();
+        let Some(me) = self.index(&q) else { return true };
+        !q[..me].iter().any(|e| e.ready && e.pri.blocks(self.pri))
+    }
+
     /// Nothing to send for now (waiting for the body or for flow control): the responses
     /// behind may go. Cheap when already idle.
     pub(crate) fn idle(&self) {
