@@ -20,7 +20,9 @@
 #     listeners (same ECDSA P-256 certificate, same core): HTTP/1.1 keep-alive (reel-load
 #     fixed), HTTP/2 (h2load -c H2_CLIENTS -m H2_STREAMS), full and resumed TLS 1.3
 #     handshakes (reel-load connect, HS_CONNS connections, one 1 KiB request each).
-#   H2_CLIENTS (8)  H2_STREAMS (16)  HS_CONNS (32)
+#   H2_CLIENTS (8)  H2_STREAMS (16)  HS_CONNS (32)  TLS_PROTOS ("h1 h2": h1 = the HTTPS/1.1
+#     and handshake rows, h2 = the HTTP/2 rows, which also give each request's latency
+#     p50/p99, from h2load --log-file)
 #   seek (in SECTIONS): large files by ranges. SEEK_VIEWERS viewers play a SEEK_SIZE-byte
 #     MP4-like file of the demo origin (/obj/<n>.mp4) by SEEK_CHUNK-byte ranges from random
 #     start points at SEEK_RATE bytes/s (reel-load seek, SEEK_RUN s per seek, SEEK_DUR s in
@@ -50,8 +52,8 @@
 #     CONN_BUSY (64) busy ones on the 1 KiB object for CONN_DUR (5) s: memory per idle
 #     connection (serving processes' RSS), CPU per hit and hit p99 against the busy ones alone;
 #     reel and nginx proxy_cache.
-# Output: the markdown table on stdout and in benches/runs/<date>-<host>/results.md; raw
-# outputs in benches/runs/<date>-<host>/raw/ (gitignored).
+# Output: the markdown table on stdout and in benches/runs/<date>-<host>[-RUN_TAG]/results.md;
+# raw outputs in its raw/ (gitignored).
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -73,6 +75,7 @@ LL_VIEWERS=${LL_VIEWERS:-1000}
 LL_DUR=${LL_DUR:-10}
 H2_CLIENTS=${H2_CLIENTS:-8}
 H2_STREAMS=${H2_STREAMS:-16}
+TLS_PROTOS=${TLS_PROTOS:-h1 h2}
 HS_CONNS=${HS_CONNS:-32}
 SEEK_VIEWERS=${SEEK_VIEWERS:-48}
 SEEK_DUR=${SEEK_DUR:-30}
@@ -108,7 +111,7 @@ REEL_TLS_PORT=$((PORT_BASE + 6))
 NGINX_TLS_PORT=$((PORT_BASE + 7))
 LAT_ORIGIN_PORT=$((PORT_BASE + 8))
 T_START=$(date +%s)
-RUN_DIR=$HERE/runs/$(date -u +%Y-%m-%d)-$(hostname -s)
+RUN_DIR=$HERE/runs/$(date -u +%Y-%m-%d)-$(hostname -s)${RUN_TAG:+-$RUN_TAG}
 RAW=$RUN_DIR/raw
 CLK_TCK=$(getconf CLK_TCK)
 
@@ -701,15 +704,19 @@ proc_ticks() {
     done
     echo "$t"
 }
-h2run() {     # output file, url: h2load for DUR s, bounded by a guard
+h2run() {     # output file, url: h2load for DUR s, bounded by a guard; per-request log in file.log
+    rm -f "$1.log"
     timeout $((DUR + 60)) taskset -c "$GEN_CPU" h2load -D "$DUR" -c "$H2_CLIENTS" -m "$H2_STREAMS" -t 1 \
-        --warm-up-time=1 "$2" > "$1" 2>&1 || true
+        --warm-up-time=1 --log-file="$1.log" "$2" > "$1" 2>&1 || true
 }
-h2kv() {      # file, field: succeeded | failed | rps
+h2kv() {      # file, field: succeeded | failed | rps | p50 | p99 (request latency, µs)
     case $2 in
         succeeded) grep -m1 '^requests:' "$1" | sed -E 's/.* ([0-9]+) succeeded.*/\1/' ;;
         failed) grep -m1 '^requests:' "$1" | sed -E 's/.* ([0-9]+) failed.*/\1/' ;;
         rps) grep -m1 '^finished in' "$1" | sed -E 's/.*, ([0-9.]+) req\/s.*/\1/' ;;
+        # h2load's log: start (µs since the epoch), status, µs until the response ended.
+        p50 | p99) [[ -s "$1.log" ]] && awk '$2 == 200 { print $3 }' "$1.log" | sort -n |
+            awk -v q="${2#p}" '{ v[NR] = $1 } END { if (NR) { i = int(NR * q / 100 + 0.999999); if (i < 1) i = 1; print v[i] } }' ;;
     esac
 }
 for round in $(seq "$ROUNDS"); do
@@ -718,6 +725,7 @@ for round in $(seq "$ROUNDS"); do
         IFS='|' read -r wl path <<<"$w"
         for proto in h1 h2; do
             [[ $wl == hs-* && $proto == h2 ]] && continue
+            [[ " $TLS_PROTOS " == *" $proto "* ]] || continue
             for s in "${TLS_SERVERS[@]}"; do
                 IFS='|' read -r name base <<<"$s"
                 key=tls-$proto-$wl
@@ -741,6 +749,10 @@ for round in $(seq "$ROUNDS"); do
                 fi
                 put "$name" "$key.rps" "$round" "${rps:-0}"
                 put "$name" "$key.errors" "$round" "${fail:-0}"
+                if [[ $proto == h2 ]]; then
+                    put "$name" "$key.p50" "$round" "$(h2kv "$out" p50)"
+                    put "$name" "$key.p99" "$round" "$(h2kv "$out" p99)"
+                fi
                 put "$name" "$key.cpu_us" "$round" "$(awk -v b=$((c1 - c0)) -v t="$CLK_TCK" -v r="$req" 'BEGIN { printf "%.2f", b * 1e6 / t / r }')"
                 put "$name" "$key.pcpu_us" "$round" "$(awk -v b=$((p1 - p0)) -v t="$CLK_TCK" -v r="$req" 'BEGIN { printf "%.2f", b * 1e6 / t / r }')"
                 put "$name" "$key.per_core" "$round" "$(awk -v b=$((p1 - p0)) -v t="$CLK_TCK" -v r="$req" 'BEGIN { if (b > 0) printf "%.0f", r * t / b; else print 0 }')"
@@ -1293,17 +1305,24 @@ RESULTS=$RUN_DIR/results.md
         }
         for proto in "h1|HTTPS/1.1" "h2|HTTP/2"; do
             IFS='|' read -r pk plabel <<<"$proto"
+            [[ " $TLS_PROTOS " == *" $pk "* ]] || continue
             for w in "1k|1 KiB" "256k|256 KiB" "2m|2 MiB"; do
                 IFS='|' read -r wl label <<<"$w"
                 trow "$plabel $label: CPU µs/req" "tls-$pk-$wl.pcpu_us" f1
                 trow "$plabel $label: CPU$SRV_CPU µs/req" "tls-$pk-$wl.cpu_us" f1
                 trow "$plabel $label: req/s" "tls-$pk-$wl.rps" rps
+                if [[ $pk == h2 ]]; then
+                    trow "$plabel $label: request latency p50 ms" "tls-$pk-$wl.p50" ms
+                    trow "$plabel $label: request latency p99 ms" "tls-$pk-$wl.p99" ms
+                fi
             done
         done
-        trow "full TLS 1.3 handshakes/s per core" "tls-h1-hs-full.per_core" raw
-        trow "full handshake: CPU µs each" "tls-h1-hs-full.pcpu_us" f1
-        trow "resumed TLS 1.3 handshakes/s per core" "tls-h1-hs-resumed.per_core" raw
-        trow "resumed handshake: CPU µs each" "tls-h1-hs-resumed.pcpu_us" f1
+        if [[ " $TLS_PROTOS " == *" h1 "* ]]; then
+            trow "full TLS 1.3 handshakes/s per core" "tls-h1-hs-full.per_core" raw
+            trow "full handshake: CPU µs each" "tls-h1-hs-full.pcpu_us" f1
+            trow "resumed TLS 1.3 handshakes/s per core" "tls-h1-hs-resumed.per_core" raw
+            trow "resumed handshake: CPU µs each" "tls-h1-hs-resumed.pcpu_us" f1
+        fi
         trow "failed requests, all TLS runs" "tls_errors" raw
     fi
     if ((${#SEEK_SERVERS[@]})); then
@@ -1486,7 +1505,7 @@ RESULTS=$RUN_DIR/results.md
         nrow "idle connections closed early (errors)" idle.errors raw "${names[@]}"
     fi
     echo
-    echo "Whole run: $(( $(date +%s) - T_START )) s. Command: \`$(for v in SECTIONS DUR ROUNDS CONNS OPEN_RATE STRACE_DUR LIVE_VIEWERS LIVE_DUR HERD_VIEWERS H2_CLIENTS H2_STREAMS HS_CONNS LL_VIEWERS LL_DUR STORE_SIZE MIX_N VOD_STORE_MIB VOD_VIEWERS VOD_INTERVAL VOD_WARM VOD_DUR VOD_HIT_DUR VOD_ROUNDS COLD_RATE COLD_DUR CONN_IDLE CONN_BUSY CONN_DUR; do printf '%s="%s" ' "$v" "${!v}"; done)$(has seek && for v in SEEK_VIEWERS SEEK_DUR SEEK_SIZE SEEK_CHUNK SEEK_RATE SEEK_RUN SEEK_DELAY_MS SEEK_READ_AHEAD SEEK_ROUNDS; do printf '%s="%s" ' "$v" "${!v}"; done)benches/compare.sh\`. Raw data: raw/ (not committed)."
+    echo "Whole run: $(( $(date +%s) - T_START )) s. Command: \`$(for v in SECTIONS DUR ROUNDS CONNS OPEN_RATE STRACE_DUR LIVE_VIEWERS LIVE_DUR HERD_VIEWERS H2_CLIENTS H2_STREAMS TLS_PROTOS HS_CONNS LL_VIEWERS LL_DUR STORE_SIZE MIX_N VOD_STORE_MIB VOD_VIEWERS VOD_INTERVAL VOD_WARM VOD_DUR VOD_HIT_DUR VOD_ROUNDS COLD_RATE COLD_DUR CONN_IDLE CONN_BUSY CONN_DUR; do printf '%s="%s" ' "$v" "${!v}"; done)$(has seek && for v in SEEK_VIEWERS SEEK_DUR SEEK_SIZE SEEK_CHUNK SEEK_RATE SEEK_RUN SEEK_DELAY_MS SEEK_READ_AHEAD SEEK_ROUNDS; do printf '%s="%s" ' "$v" "${!v}"; done)benches/compare.sh\`. Raw data: raw/ (not committed)."
 } > "$RESULTS"
 echo
 cat "$RESULTS"

@@ -4,7 +4,7 @@
 //! [`FileRange::read_cold`] (the store's io_uring), so a cold disk read suspends only
 //! the task that needs it.
 
-use std::io;
+use std::io::{self, IoSliceMut};
 
 use crate::response::FileRange;
 use crate::sys;
@@ -43,6 +43,40 @@ pub(crate) async fn read_exact(range: &dyn FileRange, off: u64, dst: &mut [u8]) 
     }
     Ok(())
 }
+
+/// Fills each buffer of `bufs` in turn with the bytes from file offset `off` of `range`'s
+/// file on, as [`read_exact`] would one after the other; what the page cache holds is
+/// read by one `preadv2` for all of them.
+pub(crate) async fn read_exact_bufs(
+    range: &dyn FileRange,
+    off: u64,
+    bufs: &mut [&mut [u8]],
+) -> io::Result<()> {
+    let mut done = 0usize;
+    let fd = if bufs.len() > 1 { sys::range_fd(range) } else { None };
+    if let Some(fd) = fd {
+        let mut iov: [IoSliceMut<'_>; MAX_BUFS] = std::array::from_fn(|_| IoSliceMut::new(&mut []));
+        let n = bufs.len().min(MAX_BUFS);
+        for (slot, b) in iov.iter_mut().zip(bufs.iter_mut()) {
+            *slot = IoSliceMut::new(b);
+        }
+        // Anything short of all of it (cold pages, EINTR, no RWF_NOWAIT) is finished below.
+        done = sys::preadv_nowait(fd, &mut iov[..n], off).unwrap_or(0);
+    }
+    let mut at = 0usize;
+    for b in bufs.iter_mut() {
+        let len = b.len();
+        let skip = done.saturating_sub(at).min(len);
+        if skip < len {
+            read_exact(range, off + (at + skip) as u64, &mut b[skip..]).await?;
+        }
+        at += len;
+    }
+    Ok(())
+}
+
+/// Most buffers [`read_exact_bufs`] reads with one call.
+pub(crate) const MAX_BUFS: usize = 8;
 
 fn short() -> io::Error {
     io::Error::new(io::ErrorKind::UnexpectedEof, "file shorter than the declared range")

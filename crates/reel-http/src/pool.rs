@@ -89,9 +89,20 @@ impl PoolBuf {
         PoolBuf { data: Some(data), len: 0, pos: 0, pool, _permit: permit }
     }
 
+    /// A buffer if one is free now (no waiting, no timer).
+    pub fn try_acquire() -> Option<PoolBuf> {
+        let pool = POOL.with(Rc::clone);
+        let permit = pool.permits.clone().try_acquire_owned().ok()?;
+        let data = pool.free.borrow_mut().pop().unwrap_or_else(|| vec![0u8; BUF_SIZE].into());
+        Some(PoolBuf { data: Some(data), len: 0, pos: 0, pool, _permit: Some(permit) })
+    }
+
     /// Like [`PoolBuf::acquire`], waiting at most `wait`: `None` when no buffer came back
     /// in time. A writer never waits on the pool for longer than it would on its client.
     pub async fn acquire_within(wait: Duration) -> Option<PoolBuf> {
+        if let Some(b) = Self::try_acquire() {
+            return Some(b);
+        }
         tokio::time::timeout(wait, Self::acquire()).await.ok()
     }
 

@@ -61,6 +61,17 @@ pub(crate) fn pread_nowait(fd: BorrowedFd<'_>, buf: &mut [u8], offset: u64) -> i
     Ok(rustix::io::preadv2(fd, &mut [IoSliceMut::new(buf)], off, ReadWriteFlags::NOWAIT)?)
 }
 
+/// [`pread_nowait`] into several buffers in turn (one syscall): what the page cache holds
+/// from `offset` on, up to their total length.
+pub(crate) fn preadv_nowait(
+    fd: BorrowedFd<'_>,
+    bufs: &mut [IoSliceMut<'_>],
+    offset: u64,
+) -> io::Result<usize> {
+    let off = check_offset(offset)?;
+    Ok(rustix::io::preadv2(fd, bufs, off, ReadWriteFlags::NOWAIT)?)
+}
+
 /// `pread(2)` (may block on a cold page).
 pub(crate) fn pread(fd: BorrowedFd<'_>, buf: &mut [u8], offset: u64) -> io::Result<usize> {
     let off = check_offset(offset)?;

@@ -108,6 +108,8 @@ pub(crate) struct TestHandler {
     cold_reads: Rc<Cell<u64>>,
     /// `/slow` requests whose handling has begun.
     slow_started: Arc<AtomicUsize>,
+    /// What `/gated-head` and `/gated-body` wait for (one permit each).
+    gate: Arc<tokio::sync::Semaphore>,
 }
 
 fn query_num(req: &Request, key: &str) -> Option<u64> {
@@ -195,6 +197,33 @@ impl Handler for TestHandler {
                 body.with_interims(&mut rx, tokio::time::sleep(Duration::from_millis(50))).await;
                 Response::new(200).bytes("hinted")
             }
+            "/gated-head" => {
+                // An answer that takes as long as the test wants (a miss at a slow origin).
+                if let Ok(p) = self.gate.acquire().await {
+                    p.forget();
+                }
+                let off = query_num(req, "off").unwrap_or(0);
+                let len = query_num(req, "len").unwrap_or(self.file_len - off);
+                Response::new(200).file(FileSlice { file: self.file.clone(), off, len })
+            }
+            "/gated-body" => {
+                // A body whose first 64 KiB come at once and the rest when the test says
+                // (an origin that stalls mid-body).
+                let off = query_num(req, "off").unwrap_or(0);
+                let len = query_num(req, "len").unwrap_or(self.file_len - off).max(65_536);
+                let (tx, rx) = tokio::sync::mpsc::channel(2);
+                let (file, gate) = (self.file.clone(), self.gate.clone());
+                tokio::task::spawn_local(async move {
+                    let first = FileSlice { file: file.clone(), off, len: 65_536 };
+                    let _ = tx.send(Ok(Chunk::File(Box::new(first)))).await;
+                    if let Ok(p) = gate.acquire().await {
+                        p.forget();
+                    }
+                    let rest = FileSlice { file, off: off + 65_536, len: len - 65_536 };
+                    let _ = tx.send(Ok(Chunk::File(Box::new(rest)))).await;
+                });
+                Response::new(200).stream(rx, Some(len))
+            }
             "/slow" => {
                 self.slow_started.fetch_add(1, Ordering::SeqCst);
                 tokio::time::sleep(Duration::from_millis(400)).await;
@@ -223,6 +252,7 @@ pub(crate) struct Server {
     drain: watch::Sender<bool>,
     closing: Arc<AtomicBool>,
     slow_started: Arc<AtomicUsize>,
+    gate: Arc<tokio::sync::Semaphore>,
     outcomes: mpsc::Receiver<ConnOutcome>,
     stop: Option<oneshot::Sender<()>>,
     thread: Option<thread::JoinHandle<()>>,
@@ -290,6 +320,8 @@ impl Server {
         let handler_closing = closing.clone();
         let slow_started = Arc::new(AtomicUsize::new(0));
         let handler_slow_started = slow_started.clone();
+        let gate = Arc::new(tokio::sync::Semaphore::new(0));
+        let handler_gate = gate.clone();
         let thread = thread::Builder::new().name("reel-srv".into()).spawn(move || {
             let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
             let local = tokio::task::LocalSet::new();
@@ -303,6 +335,7 @@ impl Server {
                     closing: handler_closing,
                     cold_reads: Rc::new(Cell::new(0)),
                     slow_started: handler_slow_started,
+                    gate: handler_gate,
                 });
                 let limits = Rc::new(limits);
                 loop {
@@ -339,6 +372,7 @@ impl Server {
             drain,
             closing,
             slow_started,
+            gate,
             outcomes,
             stop: Some(stop),
             thread: Some(thread),
@@ -365,6 +399,11 @@ impl Server {
     /// How many `/slow` requests the handler has begun to answer (it then takes 400 ms).
     pub(crate) fn slow_started(&self) -> usize {
         self.slow_started.load(Ordering::SeqCst)
+    }
+
+    /// Lets `n` of the `/gated-head` and `/gated-body` requests waiting (or to come) go on.
+    pub(crate) fn open_gate(&self, n: usize) {
+        self.gate.add_permits(n);
     }
 
     /// Next finished connection's outcome (generous timeout: the machine is loaded).

@@ -1,6 +1,7 @@
 //! HTTP/2 over TLS (real handshakes on 127.0.0.1, ALPN `h2`): the same handler as
 //! HTTP/1.1, many streams on one connection byte-exact, HEAD, bodies, limits, and the
-//! defences: rapid reset, CONTINUATION flood, PING flood, slow readers, drain.
+//! defences: rapid reset, CONTINUATION flood, PING flood, slow readers, drain; the
+//! order in which one connection's responses are sent.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -8,8 +9,9 @@ use std::time::Duration;
 use bytes::Bytes;
 use reel_http::{CloseReason, H2Settings, Limits};
 use reel_test_support::h2::{
-    CANCEL, CONTINUATION, END_HEADERS, END_STREAM, ENHANCE_YOUR_CALM, HEADERS, PING, RST_STREAM,
-    RawH2, Reply, WINDOW_UPDATE, client as h2_client, exchange, frame, get_block,
+    CANCEL, CONTINUATION, DATA, END_HEADERS, END_STREAM, ENHANCE_YOUR_CALM, HEADERS, PING,
+    RST_STREAM, RawH2, Reply, WINDOW_UPDATE, client as h2_client, exchange, frame, get_block,
+    get_block_with,
 };
 use reel_test_support::{skip, wait_until_async, which};
 use reel_tls::testing::TestCa;
@@ -293,4 +295,176 @@ async fn a_handler_that_ends_keep_alive_gets_goaway_after_the_next_request() {
     assert_eq!((r.status, r.body.as_slice()), (200, &b"slow done"[..]));
     assert_eq!(server.outcome().close, CloseReason::NotKeepAlive);
     assert!(request(&c, "GET", "/hello", None).await.is_err(), "new streams go elsewhere");
+}
+
+const MIB: u64 = 1024 * 1024;
+
+/// What a raw client saw of some streams: every DATA frame in arrival order.
+#[derive(Default)]
+struct DataLog {
+    /// (stream, payload bytes, END_STREAM) of each DATA frame.
+    frames: Vec<(u32, usize, bool)>,
+    /// Each stream's body so far.
+    bodies: std::collections::HashMap<u32, Vec<u8>>,
+}
+
+impl DataLog {
+    /// Reads frames until every stream of `streams` has ended (a reset fails the test).
+    async fn read_until_ended(&mut self, raw: &mut RawH2<Tls>, streams: &[u32]) {
+        while !streams.iter().all(|s| self.ended(*s)) {
+            let f = raw.read().await.expect("the connection ended early");
+            assert_ne!(f.kind, RST_STREAM, "stream {} was reset", f.stream);
+            if f.kind == DATA {
+                self.frames.push((f.stream, f.payload.len(), f.flags & END_STREAM != 0));
+                self.bodies.entry(f.stream).or_default().extend_from_slice(&f.payload);
+            }
+        }
+    }
+
+    fn ended(&self, stream: u32) -> bool {
+        self.frames.iter().any(|&(s, _, end)| s == stream && end)
+    }
+
+    /// The streams in the order they ended.
+    fn completion_order(&self) -> Vec<u32> {
+        self.frames.iter().filter(|f| f.2).map(|f| f.0).collect()
+    }
+
+    /// Body bytes of `later` that arrived before `earlier` ended.
+    fn sent_before_end(&self, later: u32, earlier: u32) -> usize {
+        self.frames
+            .iter()
+            .take_while(|&&(s, _, end)| !(s == earlier && end))
+            .filter(|f| f.0 == later)
+            .map(|f| f.1)
+            .sum()
+    }
+
+    fn assert_body(&self, stream: u32, off: u64, len: u64) {
+        let body = &self.bodies[&stream];
+        assert!(body == &file_data()[off as usize..(off + len) as usize], "stream {stream}");
+    }
+}
+
+/// Writes the HEADERS of several GETs (with their extra fields) in one write, as streams
+/// 1, 3, 5...
+async fn request_all(raw: &mut RawH2<Tls>, requests: &[(&str, &[(&str, &str)])]) {
+    let mut burst = Vec::new();
+    for (i, (path, fields)) in requests.iter().enumerate() {
+        let id = 2 * i as u32 + 1;
+        burst.extend(frame(
+            HEADERS,
+            END_STREAM | END_HEADERS,
+            id,
+            &get_block_with("t", path, fields),
+        ));
+    }
+    raw.write(&burst).await.unwrap();
+}
+
+/// How much of the next response may arrive before the previous one ends: at most what
+/// the previous one had handed to the connection (one stream buffer).
+const INTERLEAVE_BOUND: usize = 256 * 1024;
+
+/// Four 1 MiB segments asked for at once on one connection arrive one after the other in
+/// request order, not shared frame by frame (a player needs each whole, in order).
+#[tokio::test(flavor = "current_thread")]
+async fn one_connections_responses_are_sent_whole_in_request_order() {
+    let server = server();
+    let mut raw = connect_raw(&server).await;
+    raw.open_windows().await;
+    let paths: Vec<String> = (0..4).map(|i| format!("/file?off={}&len={MIB}", i * MIB)).collect();
+    let requests: Vec<(&str, &[(&str, &str)])> =
+        paths.iter().map(|p| (p.as_str(), &[][..])).collect();
+    request_all(&mut raw, &requests).await;
+    let mut log = DataLog::default();
+    log.read_until_ended(&mut raw, &[1, 3, 5, 7]).await;
+    assert_eq!(log.completion_order(), [1, 3, 5, 7]);
+    for (earlier, later) in [(1, 3), (3, 5), (5, 7)] {
+        let early = log.sent_before_end(later, earlier);
+        assert!(
+            early <= INTERLEAVE_BOUND,
+            "{early} bytes of stream {later} before {earlier} ended"
+        );
+    }
+    for (i, s) in [1u32, 3, 5, 7].into_iter().enumerate() {
+        log.assert_body(s, i as u64 * MIB, MIB);
+    }
+}
+
+/// Responses that have nothing to send (a handler still waiting for its origin, a body
+/// stalled mid-way) hold back none of the ready ones behind them, and those still go
+/// one after the other.
+#[tokio::test(flavor = "current_thread")]
+async fn responses_waiting_for_their_body_do_not_hold_back_the_ones_behind() {
+    let server = server();
+    let mut raw = connect_raw(&server).await;
+    raw.open_windows().await;
+    let gated_body = format!("/gated-body?off=0&len={MIB}");
+    let gated_head = format!("/gated-head?off={MIB}&len={MIB}");
+    let (a, b) =
+        (format!("/file?off={}&len={MIB}", 2 * MIB), format!("/file?off={}&len={MIB}", 3 * MIB));
+    let none: &[(&str, &str)] = &[];
+    request_all(&mut raw, &[(&gated_body, none), (&gated_head, none), (&a, none), (&b, none)])
+        .await;
+    let mut log = DataLog::default();
+    log.read_until_ended(&mut raw, &[5, 7]).await;
+    assert!(!log.ended(1) && !log.ended(3), "the gated responses cannot have ended");
+    assert_eq!(log.completion_order(), [5, 7]);
+    let early = log.sent_before_end(7, 5);
+    assert!(early <= INTERLEAVE_BOUND, "{early} bytes of stream 7 before 5 ended");
+    // The stalled body had started (its first 64 KiB).
+    assert_eq!(log.bodies.get(&1).map_or(0, Vec::len), 65_536);
+    server.open_gate(2);
+    log.read_until_ended(&mut raw, &[1, 3]).await;
+    for (s, i) in [(1, 0), (3, 1), (5, 2), (7, 3)] {
+        log.assert_body(s, i * MIB, MIB);
+    }
+}
+
+/// RFC 9218: a later request with a more urgent `priority` (u=0) is answered first; the
+/// others keep their request order.
+#[tokio::test(flavor = "current_thread")]
+async fn a_more_urgent_later_request_is_sent_first() {
+    let server = server();
+    let mut raw = connect_raw(&server).await;
+    raw.open_windows().await;
+    let paths: Vec<String> = (0..4).map(|i| format!("/file?off={}&len={MIB}", i * MIB)).collect();
+    let urgent: &[(&str, &str)] = &[("priority", "u=0")];
+    let none: &[(&str, &str)] = &[];
+    request_all(
+        &mut raw,
+        &[(&paths[0], none), (&paths[1], none), (&paths[2], none), (&paths[3], urgent)],
+    )
+    .await;
+    let mut log = DataLog::default();
+    log.read_until_ended(&mut raw, &[1, 3, 5, 7]).await;
+    assert_eq!(log.completion_order(), [7, 1, 3, 5]);
+    let early = log.sent_before_end(1, 7);
+    assert!(early <= INTERLEAVE_BOUND, "{early} bytes of stream 1 before the urgent one ended");
+}
+
+/// File pages that are not in the page cache reach the body through the range's own
+/// reader, stitched in order with what one `preadv2` got for a batch of frames.
+#[tokio::test(flavor = "current_thread")]
+async fn cold_file_pages_are_read_through_the_ranges_reader_over_h2() {
+    let server = server();
+    let c = client(&server).await;
+    let (off, len) = (4096 * 3 + 17, 1_000_000usize);
+    let path = format!("/file?off={off}&len={len}&counted=1");
+    // As in the HTTPS/1.1 test: a few just-written pages may survive one eviction on a
+    // loaded machine, so evict again before each of a few tries.
+    let mut n = 0u64;
+    for _ in 0..5 {
+        assert_eq!(get(&c, "/evict").await.status, 200);
+        let r = get(&c, &path).await;
+        assert!(r.body == file_data()[off..off + len]);
+        n = String::from_utf8(get(&c, "/cold-reads").await.body).unwrap().parse().unwrap();
+        if n > 0 {
+            break;
+        }
+    }
+    assert!(n > 0, "no read went through read_cold");
+    let r = get(&c, &path).await;
+    assert!(r.body == file_data()[off..off + len]);
 }

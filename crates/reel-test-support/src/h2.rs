@@ -136,6 +136,20 @@ pub fn get_block(authority: &str, path: &str) -> Vec<u8> {
     b
 }
 
+/// [`get_block`] followed by `fields`, each a literal without indexing with a literal
+/// name (RFC 7541 section 6.2.2): lower-case names, values under 127 bytes.
+pub fn get_block_with(authority: &str, path: &str, fields: &[(&str, &str)]) -> Vec<u8> {
+    let mut b = get_block(authority, path);
+    for (name, value) in fields {
+        assert!(name.len() < 0x7f && value.len() < 0x7f, "one-byte HPACK lengths");
+        b.extend_from_slice(&[0x00, name.len() as u8]);
+        b.extend_from_slice(name.as_bytes());
+        b.push(value.len() as u8);
+        b.extend_from_slice(value.as_bytes());
+    }
+    b
+}
+
 /// A raw HTTP/2 client connection over `io` (a TLS stream with ALPN `h2`, usually).
 #[derive(Debug)]
 pub struct RawH2<S> {
@@ -159,6 +173,17 @@ impl<S: AsyncRead + AsyncWrite + Unpin> RawH2<S> {
         }
         raw.send(SETTINGS, ACK, 0, &[]).await;
         raw
+    }
+
+    /// Raises the stream windows (SETTINGS_INITIAL_WINDOW_SIZE) and the connection
+    /// window to the largest allowed (section 6.9), so the server is limited only by the
+    /// connection itself; the frames the server then sends show its own order.
+    pub async fn open_windows(&mut self) {
+        let max = 0x7fff_ffffu32;
+        let mut settings = vec![0x00, 0x04];
+        settings.extend_from_slice(&max.to_be_bytes());
+        self.send(SETTINGS, 0, 0, &settings).await;
+        self.send(WINDOW_UPDATE, 0, 0, &(max - 65_535).to_be_bytes()).await;
     }
 
     /// Writes one frame. A write error is ignored: a server that closed the connection

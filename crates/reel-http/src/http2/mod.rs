@@ -1,7 +1,8 @@
 //! HTTP/2 to clients (RFC 9113) on the `h2` crate, in front of the same [`Handler`] as
 //! the HTTP/1.1 codec: each stream's head is parsed by the HTTP/1.1 parser (see
 //! [`head`]), its body is a [`RequestBody`], and the handler's [`Response`] is sent with
-//! flow control from memory or from pooled file reads (see [`send`]).
+//! flow control from memory or from pooled file reads (see [`send`]), one response after
+//! the other in request order or by RFC 9218 priority (see [`order`]).
 //!
 //! # Defences
 //! * **Concurrency and heads**: at most [`H2Settings::max_concurrent_streams`] open
@@ -28,6 +29,7 @@
 //!   closes (RFC 9113 section 6.8).
 
 mod head;
+mod order;
 mod send;
 
 use std::cell::Cell;
@@ -54,6 +56,7 @@ use crate::method::Method;
 use crate::pool::BUF_SIZE;
 use crate::request::Request;
 use crate::response::Response;
+use order::{Place, Priority, SendOrder};
 use send::{Budget, H2Chunk, SendFail};
 
 /// HTTP/2 settings and defences of a listener.
@@ -123,6 +126,8 @@ struct ConnShared {
     conn_budget: Arc<Semaphore>,
     /// The client address's share of the worker's pooled buffers.
     client_budget: Arc<Semaphore>,
+    /// The order in which the streams' bodies take the connection.
+    order: Rc<SendOrder>,
 }
 
 /// Keeps the count of open streams right however a stream task ends.
@@ -272,6 +277,7 @@ pub async fn serve_h2<H: Handler, S: ByteStream + 'static>(
         requests: Cell::new(0),
         conn_budget: Arc::new(Semaphore::new(conn_buffers)),
         client_budget: crate::pool::client_budget(peer.ip()),
+        order: Rc::new(SendOrder::default()),
     });
     let mut tasks = JoinSet::new();
     let mut drain_live = true;
@@ -301,11 +307,15 @@ pub async fn serve_h2<H: Handler, S: ByteStream + 'static>(
         tokio::select! {
             accepted = conn.accept() => match accepted {
                 Some(Ok((request, respond))) => {
+                    // Queued now, in the order the requests came.
+                    let id = u32::from(respond.stream_id());
+                    let place = shared.order.join(id, Priority::of_request(request.headers()));
                     let task = stream_task(
                         handler.clone(),
                         shared.clone(),
                         request,
                         respond,
+                        place,
                         limits.clone(),
                         settings.clone(),
                         peer,
@@ -368,6 +378,7 @@ async fn stream_task<H: Handler>(
     shared: Rc<ConnShared>,
     request: http::Request<h2::RecvStream>,
     mut respond: SendResponse<H2Chunk>,
+    place: Place,
     limits: Rc<Limits>,
     settings: Rc<H2Settings>,
     peer: SocketAddr,
@@ -443,14 +454,23 @@ async fn stream_task<H: Handler>(
         Err(e) => Err(SendFail::Peer(e)),
         Ok(_) if !h.has_body => Ok(0),
         Ok(mut send) => {
+            let frames = (settings.stream_buffer / BUF_SIZE).max(1);
+            // Permits are taken a batch at a time, so a batch must fit every budget.
+            let conn_frames = (settings.connection_buffer / BUF_SIZE).max(1);
+            let batch = send::BATCH.min(frames).min(conn_frames).min(crate::pool::CLIENT_BUFFERS);
             let budget = Budget {
-                stream: Arc::new(Semaphore::new((settings.stream_buffer / BUF_SIZE).max(1))),
+                batch,
+                stream: Arc::new(Semaphore::new(frames)),
+                stream_permits: frames,
                 conn: shared.conn_budget.clone(),
                 client: shared.client_budget.clone(),
                 stall: limits.send_timeout.min(limits.idle_timeout),
                 window: settings.stream_buffer,
             };
-            let r = send::send_body(&mut send, resp.body, h.length, &budget).await;
+            let r = send::send_body(&mut send, resp.body, h.length, &budget, &place).await;
+            if r.is_ok() {
+                send::drained(&budget).await;
+            }
             if let Err(f) = &r {
                 let reason = match f {
                     SendFail::Stalled => Reason::CANCEL,

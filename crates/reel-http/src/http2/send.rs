@@ -6,7 +6,13 @@
 //! frame header fill one 16 KiB TLS record. Each buffer also holds a permit of its
 //! stream's, its connection's and its client address's budget until h2 has written it,
 //! so a client that stops reading pins at most those budgets, never the worker's pool,
-//! and only until the send timeout resets its streams.
+//! and only until the send timeout resets its streams. Buffers go in batches of
+//! [`BATCH`]: permits taken together, one `preadv2` for all, so the stream's task and
+//! the connection's writer wake once per batch; timers are armed only for waits that
+//! actually happen.
+//!
+//! Body bytes are handed to `h2` only on the stream's turn ([`Place::turn`]); waiting for
+//! flow control or for the next chunk of a streamed body marks it idle ([`Place::idle`]).
 
 use std::future::poll_fn;
 use std::io;
@@ -15,8 +21,9 @@ use std::time::Duration;
 
 use bytes::{Buf, Bytes};
 use h2::SendStream;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, TryAcquireError};
 
+use super::order::Place;
 use crate::fileread;
 use crate::pool::{BUF_SIZE, PoolBuf};
 use crate::response::{Body, Chunk, FileRange};
@@ -24,6 +31,16 @@ use crate::response::{Body, Chunk, FileRange};
 /// Payload of one DATA frame made from a pooled buffer: with the 9-byte frame header
 /// it is exactly one full TLS record.
 pub(crate) const FRAME_PAYLOAD: usize = BUF_SIZE - 9;
+
+/// Pooled frames read and handed to `h2` at a time (64 KiB): one `preadv2`, one wakeup of
+/// the writer and one of this task per batch instead of per frame, while the bytes read
+/// are still in the CPU's cache when the writer encrypts them.
+pub(crate) const BATCH: usize = 4;
+const _: () = assert!(BATCH <= fileread::MAX_BUFS);
+
+/// Pooled frames of a finished body that may still wait to be written when the next
+/// response takes the connection: enough to keep the writer busy while it starts.
+const TAIL_FRAMES: usize = 2;
 
 /// A DATA frame payload: shared memory or a pooled buffer with its budget permits.
 pub(crate) enum H2Chunk {
@@ -77,26 +94,47 @@ impl From<h2::Error> for SendFail {
 /// Budgets and limits of one stream's body.
 pub(crate) struct Budget {
     pub(crate) stream: Arc<Semaphore>,
+    /// The stream budget's permits (pooled buffers).
+    pub(crate) stream_permits: usize,
     pub(crate) conn: Arc<Semaphore>,
     /// The client address's share of the worker's pool, across its connections.
     pub(crate) client: Arc<Semaphore>,
     pub(crate) stall: Duration,
     /// Capacity requested at a time (the per-stream buffer budget).
     pub(crate) window: usize,
+    /// Pooled frames read and handed over at a time: at least 1, at most [`BATCH`] and
+    /// any budget's size.
+    pub(crate) batch: usize,
 }
 
-/// Waits until the stream may send at least one byte; returns how many (at most `want`).
+impl Budget {
+    fn batch_bytes(&self) -> usize {
+        self.batch * FRAME_PAYLOAD
+    }
+}
+
+/// Waits for the stream's turn and until it may send at least one byte; returns how many
+/// (at most `want`).
 async fn capacity(
     send: &mut SendStream<H2Chunk>,
     want: usize,
     b: &Budget,
+    place: &Place,
 ) -> Result<usize, SendFail> {
-    send.reserve_capacity(want.min(b.window).max(1));
     loop {
+        place.turn().await;
+        // Capacity is asked for again only when what is left runs short of this batch.
+        let cap = send.capacity();
+        if cap >= want.min(b.batch_bytes()) {
+            return Ok(cap.min(want));
+        }
+        send.reserve_capacity(want.min(b.window).max(1));
         let cap = send.capacity();
         if cap > 0 {
             return Ok(cap.min(want));
         }
+        // Nothing to send until the client opens its window: the streams behind may go.
+        place.idle();
         match tokio::time::timeout(b.stall, poll_fn(|cx| send.poll_capacity(cx))).await {
             Err(_) => return Err(SendFail::Stalled),
             Ok(None) => return Err(SendFail::Aborted),
@@ -106,9 +144,21 @@ async fn capacity(
     }
 }
 
-async fn permit(sem: &Arc<Semaphore>, stall: Duration) -> Result<OwnedSemaphorePermit, SendFail> {
-    match tokio::time::timeout(stall, sem.clone().acquire_owned()).await {
-        Ok(Ok(p)) => Ok(p),
+/// `k` permits of `sem` as one, and whether they had to be waited for (at most `stall`,
+/// with a timer only then).
+async fn permits(
+    sem: &Arc<Semaphore>,
+    k: usize,
+    stall: Duration,
+) -> Result<(OwnedSemaphorePermit, bool), SendFail> {
+    let k = u32::try_from(k).unwrap_or(u32::MAX);
+    match sem.clone().try_acquire_many_owned(k) {
+        Ok(p) => return Ok((p, false)),
+        Err(TryAcquireError::Closed) => return Err(SendFail::Aborted),
+        Err(TryAcquireError::NoPermits) => {}
+    }
+    match tokio::time::timeout(stall, sem.clone().acquire_many_owned(k)).await {
+        Ok(Ok(p)) => Ok((p, true)),
         Ok(Err(_)) => Err(SendFail::Aborted),
         Err(_) => Err(SendFail::Stalled),
     }
@@ -120,35 +170,62 @@ async fn send_bytes(
     mut data: Bytes,
     last: bool,
     b: &Budget,
+    place: &Place,
 ) -> Result<u64, SendFail> {
     let total = data.len() as u64;
     while !data.is_empty() {
-        let n = capacity(send, data.len(), b).await?;
+        let n = capacity(send, data.len(), b, place).await?;
         let piece = data.split_to(n);
         send.send_data(H2Chunk::Bytes(piece), last && data.is_empty())?;
     }
     Ok(total)
 }
 
+/// One permit of a batch's: split off, or the rest of it for the batch's final frame.
+fn one(p: &mut Option<OwnedSemaphorePermit>, final_one: bool) -> Option<OwnedSemaphorePermit> {
+    if final_one { p.take() } else { p.as_mut().and_then(|p| p.split(1)) }
+}
+
 /// Sends the whole file region; with `last`, the final frame ends the stream.
+///
+/// Frames go in batches (up to [`Budget::batch`]): the budgets' permits taken at once, the
+/// pooled buffers filled by one read, then handed to `h2` together, so the task and the
+/// writer wake once per batch, not once per frame.
 async fn send_file(
     send: &mut SendStream<H2Chunk>,
     range: &dyn FileRange,
     last: bool,
     b: &Budget,
+    place: &Place,
 ) -> Result<u64, SendFail> {
     let mut off = range.offset();
     let end = off.checked_add(range.len()).ok_or(SendFail::Aborted)?;
     while off < end {
-        let want = ((end - off) as usize).min(FRAME_PAYLOAD);
-        let n = capacity(send, (end - off).min(usize::MAX as u64) as usize, b).await?.min(want);
-        let stream = permit(&b.stream, b.stall).await?;
-        let conn = permit(&b.conn, b.stall).await?;
-        let client = permit(&b.client, b.stall).await?;
-        let mut buf = PoolBuf::acquire_within(b.stall).await.ok_or(SendFail::Stalled)?;
-        match fileread::read_exact(range, off, &mut buf.space()[..n]).await {
-            Ok(()) => {}
-            Err(e) => {
+        let left = (end - off).min(usize::MAX as u64) as usize;
+        let n = capacity(send, left, b, place).await?;
+        let k = n.div_ceil(FRAME_PAYLOAD).min(b.batch);
+        let (stream, waited_s) = permits(&b.stream, k, b.stall).await?;
+        let (conn, waited_c) = permits(&b.conn, k, b.stall).await?;
+        let (client, waited_a) = permits(&b.client, k, b.stall).await?;
+        if (waited_s || waited_c || waited_a) && !place.is_turn() {
+            // An earlier response became ready meanwhile: it goes first.
+            continue;
+        }
+        let (mut stream, mut conn, mut client) = (Some(stream), Some(conn), Some(client));
+        let mut bufs: [Option<PoolBuf>; BATCH] = Default::default();
+        for slot in &mut bufs[..k] {
+            *slot = Some(PoolBuf::acquire_within(b.stall).await.ok_or(SendFail::Stalled)?);
+        }
+        let n = n.min(k * FRAME_PAYLOAD);
+        {
+            let mut spaces: [&mut [u8]; BATCH] = Default::default();
+            let mut left = n;
+            for (space, buf) in spaces.iter_mut().zip(bufs.iter_mut().flatten()) {
+                let len = left.min(FRAME_PAYLOAD);
+                *space = &mut buf.space()[..len];
+                left -= len;
+            }
+            if let Err(e) = fileread::read_exact_bufs(range, off, &mut spaces[..k]).await {
                 if e.kind() == io::ErrorKind::UnexpectedEof {
                     tracing::warn!("file body shorter than its range; resetting the stream");
                 } else {
@@ -157,10 +234,24 @@ async fn send_file(
                 return Err(SendFail::Aborted);
             }
         }
-        buf.set_len(n);
-        off += n as u64;
-        let chunk = H2Chunk::Pooled { buf, _stream: stream, _conn: conn, _client: client };
-        send.send_data(chunk, last && off == end)?;
+        let mut left = n;
+        for (i, slot) in bufs[..k].iter_mut().enumerate() {
+            let final_one = i + 1 == k;
+            let (Some(mut buf), Some(s), Some(c), Some(a)) = (
+                slot.take(),
+                one(&mut stream, final_one),
+                one(&mut conn, final_one),
+                one(&mut client, final_one),
+            ) else {
+                return Err(SendFail::Aborted);
+            };
+            let len = left.min(FRAME_PAYLOAD);
+            left -= len;
+            buf.set_len(len);
+            off += len as u64;
+            let chunk = H2Chunk::Pooled { buf, _stream: s, _conn: c, _client: a };
+            send.send_data(chunk, last && off == end)?;
+        }
     }
     Ok(range.len())
 }
@@ -172,18 +263,27 @@ pub(crate) async fn send_body(
     body: Body,
     length: Option<u64>,
     b: &Budget,
+    place: &Place,
 ) -> Result<u64, SendFail> {
     match body {
         Body::Empty => {
             send.send_data(H2Chunk::Bytes(Bytes::new()), true)?;
             Ok(0)
         }
-        Body::Bytes(data) => send_bytes(send, data, true, b).await,
-        Body::File(f) => send_file(send, &*f, true, b).await,
+        Body::Bytes(data) => send_bytes(send, data, true, b, place).await,
+        Body::File(f) => send_file(send, &*f, true, b, place).await,
         Body::Stream(mut s) => {
             let mut sent = 0u64;
             loop {
-                let chunk = match poll_fn(|cx| s.as_mut().poll_next(cx)).await {
+                let next = poll_fn(|cx| {
+                    let r = s.as_mut().poll_next(cx);
+                    if r.is_pending() {
+                        // No chunk yet (a slow origin): the streams behind may go.
+                        place.idle();
+                    }
+                    r
+                });
+                let chunk = match next.await {
                     None => break,
                     Some(Ok(c)) => c,
                     Some(Err(e)) => {
@@ -201,8 +301,8 @@ pub(crate) async fn send_body(
                     return Err(SendFail::Aborted);
                 }
                 match chunk {
-                    Chunk::Bytes(d) => send_bytes(send, d, false, b).await?,
-                    Chunk::File(f) => send_file(send, &*f, false, b).await?,
+                    Chunk::Bytes(d) => send_bytes(send, d, false, b, place).await?,
+                    Chunk::File(f) => send_file(send, &*f, false, b, place).await?,
                 };
             }
             if let Some(n) = length.filter(|n| sent != *n) {
@@ -213,4 +313,16 @@ pub(crate) async fn send_body(
             Ok(sent)
         }
     }
+}
+
+/// Waits (at most the stall timeout) until no more than [`TAIL_FRAMES`] of the stream's
+/// pooled frames are still unwritten: until then the response keeps its place, so the
+/// next one does not share the connection with its tail.
+pub(crate) async fn drained(b: &Budget) {
+    let Some(n) = b.stream_permits.checked_sub(TAIL_FRAMES).filter(|n| *n > 0) else { return };
+    let n = u32::try_from(n).unwrap_or(u32::MAX);
+    if b.stream.try_acquire_many(n).is_ok() {
+        return;
+    }
+    let _ = tokio::time::timeout(b.stall, b.stream.acquire_many(n)).await;
 }
