@@ -93,7 +93,11 @@ impl PoolBuf {
     pub fn try_acquire() -> Option<PoolBuf> {
         let pool = POOL.with(Rc::clone);
         let permit = pool.permits.clone().try_acquire_owned().ok()?;
-        let data = pool.free.borrow_mut().pop().unwrap_or_else(|| vec![0u8; BUF_SIZE].into());
+        let data = pool
+            .free
+            .borrow_mut()
+            .pop()
+            .unwrap_or_else(|| vec![0u8; BUF_SIZE + RECORD_ROOM].into());
         Some(PoolBuf { data: Some(data), len: 0, pos: 0, pool, _permit: Some(permit) })
     }
 
