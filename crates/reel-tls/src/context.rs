@@ -86,6 +86,7 @@ impl KtlsMode {
 /// the `ring` provider's suites, certificates chosen by [`SniResolver`], ALPN `h2` (when
 /// `http2`) then `http/1.1`, the shared `tickets`, no 0-RTT data (it could be replayed).
 /// `key` is the listener's configuration key, for errors.
+#[allow(clippy::too_many_arguments)] // one per listener setting, each named at the call
 pub fn server_config(
     key: &str,
     default: Arc<LoadedCert>,

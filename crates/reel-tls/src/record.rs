@@ -288,7 +288,7 @@ impl Opener {
             return Ok(None);
         }
         let len = usize::from(u16::from_be_bytes([buf[3], buf[4]]));
-        if buf[1] != 3 || len > MAX_CIPHERTEXT + EXPLICIT || len < TAG {
+        if buf[1] != 3 || !(TAG..=MAX_CIPHERTEXT + EXPLICIT).contains(&len) {
             return Err(RecordError::Malformed);
         }
         Ok((buf.len() >= HEADER + len).then_some(HEADER + len))

@@ -3,8 +3,10 @@
 //!
 //! Two ways to write:
 //! * as a byte stream ([`AsyncWrite`]): what is written is copied into a record buffer
-//!   (from the worker's free list), up to [`bufs::OUT_RECORDS`] full records sealed per
-//!   call and sent with one `write(2)`; heads, small bodies and HTTP/2 frames go this way;
+//!   (from the worker's free list) and sealed there; the records leave together once the
+//!   buffer holds [`bufs::OUT_RECORDS`] full ones, or at a flush (callers flush when they
+//!   have nothing more to write right away, as the HTTP/2 codec and the HTTP/1.1 writer
+//!   do); heads, small bodies and HTTP/2 frames go this way;
 //! * in place ([`SealedStream::seal_in_place`]): the caller reads a file body straight
 //!   into its own buffer at [`SealedStream::head_room`], has it sealed where it lies and
 //!   writes the record to [`SealedStream::tcp`] itself, after [`AsyncWrite::poll_flush`]
@@ -186,7 +188,7 @@ impl SealedStream {
         let mut slices = data.iter().map(|s| &s[..]).filter(|s| !s.is_empty()).peekable();
         let mut cur: &[u8] = slices.next().unwrap_or(&[]);
         for _ in 0..bufs::OUT_RECORDS {
-            if cur.is_empty() {
+            if cur.is_empty() || self.out.len() + head + MAX_PLAINTEXT + tail > bufs::OUT_SIZE {
                 break;
             }
             let at = self.out.len();
@@ -207,6 +209,12 @@ impl SealedStream {
             taken += len;
         }
         Ok(taken)
+    }
+
+    /// Whether `out` has no room for another full record.
+    fn out_full(&self) -> bool {
+        let room = self.sealer.head_room() + MAX_PLAINTEXT + self.sealer.tail_room();
+        self.out.len() + room > bufs::OUT_SIZE
     }
 
     /// Sends `close_notify` once, then pending bytes.
@@ -287,17 +295,24 @@ impl AsyncWrite for SealedStream {
         data: &[IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         let this = &mut *self;
-        std::task::ready!(this.poll_drain(cx))?;
         if data.iter().all(|s| s.is_empty()) {
             return Poll::Ready(Ok(0));
         }
-        let taken = this.seal_from(content::APPLICATION_DATA, data)?;
-        // The bytes are committed (sealed with their sequence numbers): what the socket
-        // does not take now leaves at the next write or flush.
-        match this.poll_drain(cx) {
-            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
-            _ => Poll::Ready(Ok(taken)),
+        // Records wait in `out` until it has no room for another full one, or a flush:
+        // an HTTP/2 connection writes frame by frame, and four records then leave in one
+        // write(2) instead of four.
+        if this.out_full() {
+            std::task::ready!(this.poll_drain(cx))?;
         }
+        let taken = this.seal_from(content::APPLICATION_DATA, data)?;
+        if this.out_full() {
+            // The bytes are committed (sealed with their sequence numbers): what the
+            // socket does not take now leaves at the next write or flush.
+            if let Poll::Ready(Err(e)) = this.poll_drain(cx) {
+                return Poll::Ready(Err(e));
+            }
+        }
+        Poll::Ready(Ok(taken))
     }
 
     fn is_write_vectored(&self) -> bool {

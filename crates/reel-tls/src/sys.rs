@@ -160,18 +160,8 @@ pub(crate) fn recv_record(fd: BorrowedFd<'_>, buf: &mut [MaybeUninit<u8>]) -> io
         return Err(io::Error::last_os_error());
     }
     let n = n as usize;
-    let mut typ = crate::record::content::APPLICATION_DATA;
-    // SAFETY: `msg` was filled by the kernel; CMSG_FIRSTHDR/CMSG_NXTHDR/CMSG_DATA walk the
-    // control buffer within `msg_controllen`, which the kernel set to what it wrote.
-    unsafe {
-        let mut c = libc::CMSG_FIRSTHDR(&msg);
-        while !c.is_null() {
-            if (*c).cmsg_level == SOL_TLS && (*c).cmsg_type == TLS_GET_RECORD_TYPE {
-                typ = *libc::CMSG_DATA(c);
-            }
-            c = libc::CMSG_NXTHDR(&msg, c);
-        }
-    }
+    let used = (msg.msg_controllen as usize).min(cbuf.0.len());
+    let typ = record_type(&cbuf.0[..used]).unwrap_or(crate::record::content::APPLICATION_DATA);
     let mut head = [0u8; 8];
     for (d, b) in head.iter_mut().zip(&buf[..n]) {
         // SAFETY: the kernel initialised the first `n` bytes of `buf` (its return value).
@@ -183,27 +173,70 @@ pub(crate) fn recv_record(fd: BorrowedFd<'_>, buf: &mut [MaybeUninit<u8>]) -> io
 /// `sendmsg(2)` of `data` as one record of content type `typ` (non-blocking).
 pub(crate) fn send_record(fd: BorrowedFd<'_>, typ: u8, data: &[u8]) -> io::Result<usize> {
     let mut cbuf = Cmsg([0; 32]);
+    let space = put_record_type(&mut cbuf.0, typ);
     let mut iov = libc::iovec { iov_base: data.as_ptr().cast_mut().cast(), iov_len: data.len() };
-    // SAFETY: as in `recv_record`.
+    // SAFETY: zeroed `msghdr` is a valid "no name, no control" value; fields set below.
     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
     msg.msg_iov = &mut iov;
     msg.msg_iovlen = 1;
     msg.msg_control = cbuf.0.as_mut_ptr().cast();
-    // SAFETY: CMSG_SPACE/CMSG_LEN are pure arithmetic.
-    let space = unsafe { libc::CMSG_SPACE(1) } as usize;
     msg.msg_controllen = space as _;
-    // SAFETY: the control buffer holds `space` (<= 32) bytes, aligned for `cmsghdr`;
-    // CMSG_FIRSTHDR is non-null since `msg_controllen` >= one header. The kernel only
-    // reads `data` (the `cast_mut` above is for the iovec type).
-    let n = unsafe {
-        let c = libc::CMSG_FIRSTHDR(&msg);
-        (*c).cmsg_level = SOL_TLS;
-        (*c).cmsg_type = TLS_SET_RECORD_TYPE;
-        (*c).cmsg_len = libc::CMSG_LEN(1) as _;
-        *libc::CMSG_DATA(c) = typ;
-        libc::sendmsg(fd.as_raw_fd(), &msg, libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL)
-    };
+    // SAFETY: `msg` points to `iov` (over `data`, which the kernel only reads; the
+    // `cast_mut` is for the iovec type) and to `space` bytes of `cbuf`, all live across
+    // the call.
+    let n = unsafe { libc::sendmsg(fd.as_raw_fd(), &msg, libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL) };
     if n < 0 { Err(io::Error::last_os_error()) } else { Ok(n as usize) }
+}
+
+/// `CMSG_ALIGN`: control messages are aligned to `size_t`.
+fn cmsg_align(n: usize) -> usize {
+    let a = size_of::<usize>();
+    (n + a - 1) & !(a - 1)
+}
+
+/// Where a control message's data starts (`CMSG_LEN(0)`).
+fn cmsg_data_at() -> usize {
+    cmsg_align(size_of::<libc::cmsghdr>())
+}
+
+/// The content type in a `TLS_GET_RECORD_TYPE` control message of `ctl` (the bytes the
+/// kernel filled), read field by field from the `cmsghdr` layout without pointers.
+fn record_type(ctl: &[u8]) -> Option<u8> {
+    let (lvl, ty) = (
+        std::mem::offset_of!(libc::cmsghdr, cmsg_level),
+        std::mem::offset_of!(libc::cmsghdr, cmsg_type),
+    );
+    let int = |at: usize| -> Option<i32> {
+        Some(i32::from_ne_bytes(ctl.get(at..at + 4)?.try_into().ok()?))
+    };
+    let mut off = 0;
+    while off + cmsg_data_at() <= ctl.len() {
+        let len_bytes = ctl.get(off..off + size_of::<usize>())?;
+        let len = usize::from_ne_bytes(len_bytes.try_into().ok()?);
+        if len < cmsg_data_at() || len > ctl.len() - off {
+            return None;
+        }
+        if int(off + lvl)? == SOL_TLS && int(off + ty)? == TLS_GET_RECORD_TYPE {
+            return ctl.get(off + cmsg_data_at()).copied();
+        }
+        off += cmsg_align(len);
+    }
+    None
+}
+
+/// Writes one `TLS_SET_RECORD_TYPE` control message carrying `typ` at the start of `ctl`;
+/// returns its space (`CMSG_SPACE(1)`).
+fn put_record_type(ctl: &mut [u8], typ: u8) -> usize {
+    let (lvl, ty) = (
+        std::mem::offset_of!(libc::cmsghdr, cmsg_level),
+        std::mem::offset_of!(libc::cmsghdr, cmsg_type),
+    );
+    let len = cmsg_data_at() + 1;
+    ctl[..size_of::<usize>()].copy_from_slice(&len.to_ne_bytes());
+    ctl[lvl..lvl + 4].copy_from_slice(&SOL_TLS.to_ne_bytes());
+    ctl[ty..ty + 4].copy_from_slice(&TLS_SET_RECORD_TYPE.to_ne_bytes());
+    ctl[cmsg_data_at()] = typ;
+    cmsg_align(len)
 }
 
 /// Whether the kernel has the `tls` upper-layer protocol registered now (the module is
@@ -216,6 +249,20 @@ pub fn kernel_has_tls() -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn control_messages_round_trip_and_garbage_is_no_type() {
+        let mut ctl = [0u8; 32];
+        let space = put_record_type(&mut ctl, 21);
+        assert_eq!(space, cmsg_align(cmsg_data_at() + 1));
+        // What the kernel hands back for a record has the same layout, GET instead of SET.
+        let ty = std::mem::offset_of!(libc::cmsghdr, cmsg_type);
+        ctl[ty..ty + 4].copy_from_slice(&TLS_GET_RECORD_TYPE.to_ne_bytes());
+        assert_eq!(record_type(&ctl[..space]), Some(21));
+        assert_eq!(record_type(&[]), None);
+        assert_eq!(record_type(&[0xff; 32]), None);
+        assert_eq!(record_type(&ctl[..cmsg_data_at()]), None);
+    }
 
     #[test]
     fn crypto_info_layouts_are_the_kernels() {

@@ -73,7 +73,7 @@ async fn echo(mode: KtlsMode) -> (u16, TestCa, mpsc::UnboundedReceiver<(Handshak
                     match s.read(&mut buf).await {
                         Ok(0) => break End::Eof,
                         Ok(n) => {
-                            if s.write_all(&buf[..n]).await.is_err() {
+                            if s.write_all(&buf[..n]).await.is_err() || s.flush().await.is_err() {
                                 break End::Error(std::io::ErrorKind::BrokenPipe);
                             }
                         }
