@@ -305,7 +305,7 @@ pub async fn serve_session<H: Handler>(
         (Session::Rustls(s), true) => {
             return crate::serve_h2(*s, peer, local, handler, limits, settings, drain).await;
         }
-        (Session::Kernel(k), false) => Transport::Ktls(k),
+        (Session::Kernel(k), false) => Transport::Ktls(Box::new(k)),
         (Session::Sealed(s), false) => Transport::Sealed(s),
         (Session::Rustls(s), false) => Transport::Stream(s),
     };

@@ -80,7 +80,7 @@ impl AsyncWrite for Gone {
 
 pub(crate) enum Transport {
     Tcp(TcpStream),
-    Ktls(KtlsStream),
+    Ktls(Box<KtlsStream>),
     Sealed(Box<SealedStream>),
     Stream(Box<dyn ByteStream>),
 }
@@ -598,7 +598,7 @@ impl Io {
     ) -> Poll<io::Result<usize>> {
         let r = match &mut self.transport {
             Transport::Tcp(s) => Pin::new(s).poll_write(cx, buf),
-            Transport::Ktls(k) => Pin::new(k).poll_write(cx, buf),
+            Transport::Ktls(k) => Pin::new(&mut **k).poll_write(cx, buf),
             Transport::Sealed(s) => Pin::new(&mut **s).poll_write(cx, buf),
             Transport::Stream(s) => Pin::new(&mut **s).poll_write(cx, buf),
         };
