@@ -22,7 +22,8 @@
 #     handshakes (reel-load connect, HS_CONNS connections, one 1 KiB request each).
 #   H2_CLIENTS (8)  H2_STREAMS (16)  HS_CONNS (32)  TLS_PROTOS ("h1 h2": h1 = the HTTPS/1.1
 #     and handshake rows, h2 = the HTTP/2 rows, which also give each request's latency
-#     p50/p99, from h2load --log-file)
+#     p50/p99, from h2load --log-file, for the closed loop and for one burst: every client
+#     asks for H2_STREAMS objects at once, once, as a player fetching several segments)
 #   seek (in SECTIONS): large files by ranges. SEEK_VIEWERS viewers play a SEEK_SIZE-byte
 #     MP4-like file of the demo origin (/obj/<n>.mp4) by SEEK_CHUNK-byte ranges from random
 #     start points at SEEK_RATE bytes/s (reel-load seek, SEEK_RUN s per seek, SEEK_DUR s in
@@ -709,6 +710,11 @@ h2run() {     # output file, url: h2load for DUR s, bounded by a guard; per-requ
     timeout $((DUR + 60)) taskset -c "$GEN_CPU" h2load -D "$DUR" -c "$H2_CLIENTS" -m "$H2_STREAMS" -t 1 \
         --warm-up-time=1 --log-file="$1.log" "$2" > "$1" 2>&1 || true
 }
+h2burst() {   # output file, url: one burst, H2_STREAMS requests per client at once; log in file.log
+    rm -f "$1.log"
+    timeout 120 taskset -c "$GEN_CPU" h2load -n $((H2_CLIENTS * H2_STREAMS)) -c "$H2_CLIENTS" -m "$H2_STREAMS" -t 1 \
+        --log-file="$1.log" "$2" > "$1" 2>&1 || true
+}
 h2kv() {      # file, field: succeeded | failed | rps | p50 | p99 (request latency, µs)
     case $2 in
         succeeded) grep -m1 '^requests:' "$1" | sed -E 's/.* ([0-9]+) succeeded.*/\1/' ;;
@@ -752,6 +758,9 @@ for round in $(seq "$ROUNDS"); do
                 if [[ $proto == h2 ]]; then
                     put "$name" "$key.p50" "$round" "$(h2kv "$out" p50)"
                     put "$name" "$key.p99" "$round" "$(h2kv "$out" p99)"
+                    h2burst "$out.burst" "$base$path"
+                    put "$name" "$key.burst_p50" "$round" "$(h2kv "$out.burst" p50)"
+                    put "$name" "$key.burst_p99" "$round" "$(h2kv "$out.burst" p99)"
                 fi
                 put "$name" "$key.cpu_us" "$round" "$(awk -v b=$((c1 - c0)) -v t="$CLK_TCK" -v r="$req" 'BEGIN { printf "%.2f", b * 1e6 / t / r }')"
                 put "$name" "$key.pcpu_us" "$round" "$(awk -v b=$((p1 - p0)) -v t="$CLK_TCK" -v r="$req" 'BEGIN { printf "%.2f", b * 1e6 / t / r }')"
@@ -1293,7 +1302,8 @@ RESULTS=$RUN_DIR/results.md
         echo
         echo "## HTTPS and HTTP/2 (reel vs nginx-cache, TLS 1.3, the same ECDSA P-256 certificate, both on CPU $SRV_CPU)"
         echo
-        echo "HTTP/1.1: \`reel-load fixed -c $CONNS -d ${DUR}s https://...\` (keep-alive). HTTP/2: \`h2load -D $DUR -c $H2_CLIENTS -m $H2_STREAMS -t 1\`." \
+        echo "HTTP/1.1: \`reel-load fixed -c $CONNS -d ${DUR}s https://...\` (keep-alive). HTTP/2: \`h2load -D $DUR -c $H2_CLIENTS -m $H2_STREAMS -t 1\`;" \
+            "request latency = h2load's per-request times (--log-file) of that closed loop; burst latency = one \`h2load -n $((H2_CLIENTS * H2_STREAMS)) -c $H2_CLIENTS -m $H2_STREAMS\` (each client asks for $H2_STREAMS at once)." \
             "Handshakes: \`reel-load connect [--full] -c $HS_CONNS -d ${DUR}s\` (a new connection, a handshake and one 1 KiB request each);" \
             "CPU µs/req = the server processes' CPU time (user + system, /proc/PID/stat) / requests; CPU$SRV_CPU µs/req = CPU $SRV_CPU busy time / requests (includes anything else on that core);" \
             "handshakes per core = handshakes / server CPU seconds. Median of $ROUNDS rounds."
@@ -1314,6 +1324,8 @@ RESULTS=$RUN_DIR/results.md
                 if [[ $pk == h2 ]]; then
                     trow "$plabel $label: request latency p50 ms" "tls-$pk-$wl.p50" ms
                     trow "$plabel $label: request latency p99 ms" "tls-$pk-$wl.p99" ms
+                    trow "$plabel $label: burst latency p50 ms" "tls-$pk-$wl.burst_p50" ms
+                    trow "$plabel $label: burst latency p99 ms" "tls-$pk-$wl.burst_p99" ms
                 fi
             done
         done

@@ -3,7 +3,8 @@
 //! Memory bytes ([`Body::Bytes`]) are cut into frames without copying. File bytes are
 //! read (page cache first, cold pages through the range's reader) into the worker's
 //! pooled buffers, one DATA frame per buffer: 16 375 bytes of payload plus the 9-byte
-//! frame header fill one 16 KiB TLS record. Each buffer also holds a permit of its
+//! frame header fill one 16 KiB TLS record; a body's odd remainder is its first frame,
+//! written together with the head. Each buffer also holds a permit of its
 //! stream's, its connection's and its client address's budget until h2 has written it,
 //! so a client that stops reading pins at most those budgets, never the worker's pool,
 //! and only until the send timeout resets its streams. Buffers go in batches of
@@ -203,7 +204,20 @@ async fn send_file(
     while off < end {
         let left = (end - off).min(usize::MAX as u64) as usize;
         let n = capacity(send, left, b, place).await?;
-        let k = n.div_ceil(FRAME_PAYLOAD).min(b.batch);
+        // Frame sizes: each leaves a whole number of full frames behind it, so the odd
+        // remainder goes first (written with the head and the next frame, one write) and
+        // the body ends on a full frame instead of a lone small record.
+        let mut lens = [0usize; BATCH];
+        let (mut k, mut at, mut cap) = (0, left, n);
+        while k < b.batch && cap > 0 && at > 0 {
+            let len = match at % FRAME_PAYLOAD {
+                0 => FRAME_PAYLOAD,
+                odd => odd,
+            }
+            .min(cap);
+            lens[k] = len;
+            (k, at, cap) = (k + 1, at - len, cap - len);
+        }
         let (stream, waited_s) = permits(&b.stream, k, b.stall).await?;
         let (conn, waited_c) = permits(&b.conn, k, b.stall).await?;
         let (client, waited_a) = permits(&b.client, k, b.stall).await?;
@@ -216,14 +230,10 @@ async fn send_file(
         for slot in &mut bufs[..k] {
             *slot = Some(PoolBuf::acquire_within(b.stall).await.ok_or(SendFail::Stalled)?);
         }
-        let n = n.min(k * FRAME_PAYLOAD);
         {
             let mut spaces: [&mut [u8]; BATCH] = Default::default();
-            let mut left = n;
-            for (space, buf) in spaces.iter_mut().zip(bufs.iter_mut().flatten()) {
-                let len = left.min(FRAME_PAYLOAD);
+            for ((space, buf), len) in spaces.iter_mut().zip(bufs.iter_mut().flatten()).zip(lens) {
                 *space = &mut buf.space()[..len];
-                left -= len;
             }
             if let Err(e) = fileread::read_exact_bufs(range, off, &mut spaces[..k]).await {
                 if e.kind() == io::ErrorKind::UnexpectedEof {
@@ -234,8 +244,7 @@ async fn send_file(
                 return Err(SendFail::Aborted);
             }
         }
-        let mut left = n;
-        for (i, slot) in bufs[..k].iter_mut().enumerate() {
+        for (i, (slot, len)) in bufs[..k].iter_mut().zip(lens).enumerate() {
             let final_one = i + 1 == k;
             let (Some(mut buf), Some(s), Some(c), Some(a)) = (
                 slot.take(),
@@ -245,8 +254,6 @@ async fn send_file(
             ) else {
                 return Err(SendFail::Aborted);
             };
-            let len = left.min(FRAME_PAYLOAD);
-            left -= len;
             buf.set_len(len);
             off += len as u64;
             let chunk = H2Chunk::Pooled { buf, _stream: s, _conn: c, _client: a };
