@@ -150,6 +150,7 @@ async fn serve_conn<S: AsyncRead + AsyncWrite + Unpin>(mut sock: S, seen: Seen, 
             // Announces 1000 bytes, sends 10, closes: a mid-body origin failure.
             let _ =
                 sock.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n0123456789").await;
+            let _ = sock.flush().await;
             return;
         } else if path == "/hang" {
             tokio::time::sleep(Duration::from_secs(30)).await;
@@ -188,7 +189,8 @@ async fn serve_conn<S: AsyncRead + AsyncWrite + Unpin>(mut sock: S, seen: Seen, 
         } else {
             b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n".to_vec()
         };
-        if sock.write_all(&resp).await.is_err() {
+        // A TLS session may hold records until a flush (reel's record layer does).
+        if sock.write_all(&resp).await.is_err() || sock.flush().await.is_err() {
             return;
         }
         if path.starts_with("/close/") {
