@@ -194,6 +194,11 @@ fn origin_connections_to_a_host_are_bounded_and_hits_go_on() {
     conf.origin_group = "max_connections = 3\n".into();
     let reel = Reel::start(&conf);
     assert_eq!(get(reel.data, "/hit.ts").status, 200);
+    // The store commits a fill just after its last byte leaves; until then a request
+    // follows the fill ("collapsed"). Wait for the stored object before busying the origin.
+    eventually("/hit.ts stored", || {
+        (get(reel.data, "/hit.ts").cache_status() == "reel; hit").then_some(())
+    });
     let misses: Vec<_> = (0..10)
         .map(|i| {
             let addr = reel.data;
