@@ -31,6 +31,7 @@ mod bufs;
 pub mod cert;
 mod client_hello;
 pub mod context;
+mod copy;
 pub mod cork;
 mod error;
 pub mod ktls;

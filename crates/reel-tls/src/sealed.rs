@@ -24,6 +24,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
 use crate::bufs::{self, Kind};
+use crate::copy;
 use crate::record::{MAX_PLAINTEXT, Opener, RecordError, Sealer, SessionKeys, content};
 use crate::session::{CLOSE_NOTIFY, control};
 
@@ -196,7 +197,7 @@ impl SealedStream {
             let mut len = 0;
             while len < MAX_PLAINTEXT && !cur.is_empty() {
                 let n = cur.len().min(MAX_PLAINTEXT - len);
-                self.out.extend_from_slice(&cur[..n]);
+                copy::extend(&mut self.out, &cur[..n]);
                 cur = &cur[n..];
                 len += n;
                 if cur.is_empty() {
