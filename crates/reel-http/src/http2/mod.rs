@@ -287,6 +287,16 @@ pub async fn serve_h2<H: Handler, S: ByteStream + 'static>(
         closing = Some((CloseReason::Drain, None));
     }
     let close = loop {
+        // Finished streams leave the set here: a JoinSet keeps each task's memory (its
+        // whole future's size) until it is joined, so a connection that lives for
+        // thousands of requests would otherwise grow by every one of them.
+        while let Some(done) = tasks.try_join_next() {
+            if let Err(e) = done
+                && e.is_panic()
+            {
+                tracing::error!(%peer, error = %e, "an HTTP/2 stream's task panicked");
+            }
+        }
         // A handler that ends keep-alive (a server about to stop) sends GOAWAY at the
         // connection's next event: the streams in flight finish, new ones go to a new
         // connection (a stream the client opened meanwhile is refused, which it retries).
