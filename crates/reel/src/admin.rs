@@ -76,7 +76,9 @@ pub(crate) fn start(
 ) -> anyhow::Result<Admin> {
     let cfg = &shared.live().cfg;
     let addr = cfg.admin.address;
-    crate::preflight::check_environment(cfg)?;
+    if let Some(p) = crate::preflight::check_environment(cfg) {
+        anyhow::bail!("{p}");
+    }
     let a = &cfg.admin;
     if !addr.ip().is_loopback() && a.token.is_empty() && a.token_env.is_empty() {
         // Only `insecure_no_token` lets such a config through validation.

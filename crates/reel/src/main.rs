@@ -74,9 +74,10 @@ enum Command {
 fn main() -> ExitCode {
     alloc::configure();
     let cli = Cli::parse();
+    let named = cli.config.is_some();
     let config = cli.config.unwrap_or_else(|| PathBuf::from(DEFAULT_CONFIG));
     let result = match cli.command.unwrap_or(Command::Serve { origin: None }) {
-        Command::Check => return check::run(&config),
+        Command::Check => return check::run(&config, named),
         Command::Plan { format } => plan::run(&config, format),
         Command::Serve { origin } => server::run(server::ServeArgs { config, origin }),
     };
