@@ -47,8 +47,8 @@ impl FdBudget {
         if left == 0 {
             return Err(format!(
                 "the descriptor limit (RLIMIT_NOFILE {}) leaves no client connections: {} are \
-                 open at start (the store's volumes included) and http.reserved_fds keeps {reserved}; raise LimitNOFILE \
-                 (ulimit -n) or lower http.reserved_fds",
+                 open at start (the store's volumes included) and http.reserved_fds keeps \
+                 {reserved}; raise LimitNOFILE (ulimit -n) or lower http.reserved_fds",
                 self.limit, self.base
             ));
         }
