@@ -84,8 +84,22 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("reel: {e:#}");
+            eprintln!("reel: {}", causes(&e));
             ExitCode::FAILURE
         }
     }
+}
+
+/// `e` and its causes on one line, `a: b: c`, leaving out a cause whose text the line
+/// already holds (an error that prints its source would otherwise say it twice).
+fn causes(e: &anyhow::Error) -> String {
+    let mut line = e.to_string();
+    for cause in e.chain().skip(1) {
+        let c = cause.to_string();
+        if !line.contains(&c) {
+            line.push_str(": ");
+            line.push_str(&c);
+        }
+    }
+    line
 }
