@@ -334,3 +334,34 @@ fn check_without_config_names_the_file_it_read() {
         "{err}"
     );
 }
+
+/// Issue 26.4: a size or duration `reel check` refuses comes with the same value written as
+/// the parser accepts it, at the key's position.
+#[test]
+fn check_suggests_a_value_it_accepts() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("units.toml");
+    let file = p.display().to_string();
+    for (line, want) in [
+        (
+            "idle_timeout = \"2.5h\"",
+            "http.idle_timeout: invalid duration \"2.5h\": fractions are not supported: write \"150m\"",
+        ),
+        ("idle_timeout = \"1h30m\"", "write \"90m\""),
+        ("idle_timeout = \"10\"", "missing unit (ns, us, ms, s, m, h or d)"),
+        ("idle_timeout = \"10x\"", "unknown unit (use ns, us, ms, s, m, h or d)"),
+        (
+            "max_body = \"1.5MiB\"",
+            "http.max_body: invalid size \"1.5MiB\": fractions are not supported: write \"1536KiB\"",
+        ),
+    ] {
+        std::fs::write(&p, format!("[http]\n{line}\n")).unwrap();
+        let out = Command::new(BIN).arg("check").arg("--config").arg(&p).output().unwrap();
+        assert_eq!(out.status.code(), Some(64), "{line}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.lines().any(|l| l.starts_with(&format!("{file}:2:")) && l.contains(want)),
+            "{line}: {want}\n{err}"
+        );
+    }
+}
