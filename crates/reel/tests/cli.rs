@@ -240,6 +240,9 @@ fn run_sub(sub: &str, p: &std::path::Path, nofile: Option<u32>) -> (Option<i32>,
     (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
 }
 
+/// A key, how to break it, the descriptor limit to run with, and what the problem says.
+type Case = (&'static str, Box<dyn Fn(&mut Conf)>, Option<u32>, &'static str);
+
 /// Issue 26.1: what `serve` refuses at start, `check` refuses too, with the key's file,
 /// line and column: a worker CPU outside the allowed set, `http.reserved_fds` above the
 /// descriptor limit, a store path that is a file, a listener address this host does not
@@ -254,7 +257,7 @@ fn check_refuses_what_serve_refuses_with_the_key_position() {
     let bad_cpu = cpu_not_allowed();
     let not_a_dir = dir.path().join("a-file");
     std::fs::write(&not_a_dir, b"x").unwrap();
-    let cases: Vec<(&str, Box<dyn Fn(&mut Conf)>, Option<u32>, &str)> = vec![
+    let cases: Vec<Case> = vec![
         (
             "cores.workers",
             Box::new(move |c: &mut Conf| {

@@ -24,11 +24,14 @@ const DECIMAL: [(&str, u128); 5] =
 
 /// `n` in the largest unit of `units` (largest first) that divides it.
 fn largest(n: u128, units: &[(&str, u128)]) -> String {
+    let smallest = units.last().map_or("", |(u, _)| *u);
     if n == 0 {
-        return format!("0{}", units[units.len() - 1].0);
+        return format!("0{smallest}");
     }
-    let (u, per) = units.iter().find(|(_, per)| n % per == 0).unwrap_or(&units[units.len() - 1]);
-    format!("{}{u}", n / per)
+    match units.iter().find(|(_, per)| *per > 0 && n.is_multiple_of(*per)) {
+        Some((u, per)) => format!("{}{u}", n / per),
+        None => format!("{n}{smallest}"),
+    }
 }
 
 /// `"2.5"` times `per`, when that is a whole number.

@@ -56,7 +56,8 @@ pub(super) fn store(cfg: &Config) -> Vec<ConfigProblem> {
     }
     // Volumes are preallocated at start: what is not allocated yet must fit.
     let vs = cfg.store.volume_size.bytes();
-    let volumes = if vs == 0 { 0 } else { cfg.store.size.bytes() / vs };
+    // Validation keeps the count sane; the cap only bounds the stat calls below.
+    let volumes = cfg.store.size.bytes().checked_div(vs).unwrap_or(0).min(1 << 20);
     let missing: u64 = (0..volumes)
         .map(|i| {
             let have = std::fs::metadata(path.join(format!("vol-{i:05}.dat")))
