@@ -235,7 +235,9 @@ mod tests {
 
     #[test]
     fn purge_urls_as_viewers_type_them() {
-        let ok = |u: &str| split_purge_url(u).ok();
+        fn ok(u: &str) -> Option<(&str, &str)> {
+            split_purge_url(u).ok()
+        }
         let want = Some(("cdn.example.com:8080", "/a/b.ts?x=1"));
         assert_eq!(ok("http://cdn.example.com:8080/a/b.ts?x=1"), want);
         assert_eq!(ok("cdn.example.com:8080/a/b.ts?x=1#t=10"), want);
