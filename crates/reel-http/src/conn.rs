@@ -490,28 +490,33 @@ async fn one_request<H: Handler>(c: &mut Conn<H>) -> Option<CloseReason> {
     // still sending its body is never blocked against our response.
     let mut must_close = false;
     let mut body_failure = None;
-    if let Some(err) = body.error().cloned() {
-        must_close = true;
-        match err {
-            BodyError::TooLarge => resp = Response::error(413),
-            BodyError::Malformed(_) => resp = Response::error(400),
-            BodyError::Timeout => resp = Response::error(408),
-            BodyError::Incomplete | BodyError::Io(_) => {
-                handler.on_response(req, &Sent::nothing(started.elapsed(), resp.tag));
-                return Some(CloseReason::Body(err));
-            }
-        }
-        body_failure = Some(err);
-    } else if !body.is_complete() {
+    let mut failed = body.error().cloned();
+    if failed.is_none() && !body.is_complete() {
         let small = body.length_remaining().is_some_and(|n| n <= DRAIN_LIMIT);
         if body.continue_pending() || !small {
             // The client may or may not send the rest; only closing is safe.
             must_close = true;
             body_failure = Some(BodyError::Incomplete);
         } else if let Err(e) = body.discard().await {
-            handler.on_response(req, &Sent::nothing(started.elapsed(), resp.tag));
-            return Some(CloseReason::Body(e));
+            // The handler answered without the body (a hit, an origin that did not wait
+            // for it): a body that then stalls is refused as if the handler had read it.
+            failed = Some(e);
         }
+    }
+    if let Some(err) = failed {
+        must_close = true;
+        // The refusal replaces the handler's answer, tag included: it is the codec's own
+        // response (a local one), never the cache's hit or miss.
+        resp = match err {
+            BodyError::TooLarge => Response::error(413),
+            BodyError::Malformed(_) => Response::error(400),
+            BodyError::Timeout => Response::error(408),
+            BodyError::Incomplete | BodyError::Io(_) => {
+                handler.on_response(req, &Sent::nothing(started.elapsed(), resp.tag));
+                return Some(CloseReason::Body(err));
+            }
+        };
+        body_failure = Some(err);
     }
 
     let draining = *drain_live && *drain.borrow();

@@ -196,3 +196,18 @@ fn a_body_dripped_within_the_idle_timeout_is_cut_at_the_body_timeout() {
     c.assert_closed();
     assert_eq!(server.outcome().close, CloseReason::Body(reel_http::BodyError::Timeout));
 }
+
+/// A handler that answers without reading the body (a cache hit, an origin that did not
+/// wait for it) leaves the codec to read the rest; when that stalls the client gets the
+/// same 408 as when the handler reads it, not a silent close.
+#[test]
+fn a_stalled_body_the_handler_did_not_read_gets_408_and_close() {
+    let server = Server::with_limits(short_timeouts());
+    let mut c = server.connect();
+    c.send(b"POST /hello HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n\r\nabc");
+    let r = c.response(false);
+    assert_eq!(r.status, 408);
+    assert!(r.closes());
+    c.assert_closed();
+    assert_eq!(server.outcome().close, CloseReason::Body(reel_http::BodyError::Timeout));
+}

@@ -1,6 +1,7 @@
 //! The `reel` binary: parses the CLI and the config, then runs a subcommand.
 //!
-//! - `reel serve --config F [--origin URL]` (the default subcommand) runs the server;
+//! - `reel serve --config F [--origin URL [--origin-host viewer|NAME]]` (the default
+//!   subcommand: `reel --origin URL` is the same) runs the server;
 //! - `reel check --config F` validates a config like `nginx -t` (exit 64 on problems);
 //! - `reel plan --config F [--format text|env]` prints the core plan.
 
@@ -43,24 +44,37 @@ const DEFAULT_CONFIG: &str = "config/reel.toml";
 
 #[derive(Parser)]
 #[command(name = "reel", version, about = "Edge CDN cache for HTTP video segments")]
+#[command(args_conflicts_with_subcommands = true)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
     /// Config file (when no subcommand is given, `serve` runs with it).
     #[arg(long, short, global = true)]
     config: Option<PathBuf>,
+    /// `serve`'s flags, for `reel --origin URL` without the subcommand.
+    #[command(flatten)]
+    serve: ServeFlags,
+}
+
+/// The flags of `serve`, the default subcommand.
+#[derive(clap::Args, Default)]
+struct ServeFlags {
+    /// Serve every Host from this one origin (`http://HOST:PORT` or `https://HOST:PORT`), on
+    /// top of the config: its sites keep their cache keys and policies, its origin groups
+    /// and demo origin are not used.
+    #[arg(long, value_name = "URL")]
+    origin: Option<String>,
+    /// The `Host` (and TLS server name) sent to `--origin`: by default the origin's own
+    /// `HOST[:PORT]`, as nginx's `proxy_pass`; `viewer` passes the viewer's `Host`; any
+    /// other value is sent as it is.
+    #[arg(long, value_name = "viewer|NAME", requires = "origin")]
+    origin_host: Option<String>,
 }
 
 #[derive(Subcommand)]
 enum Command {
     /// Run the server (the default).
-    Serve {
-        /// Serve every Host from this one origin (`http://HOST:PORT` or `https://HOST:PORT`), on
-        /// top of the config: its sites keep their cache keys and policies, its origin groups
-        /// and demo origin are not used.
-        #[arg(long)]
-        origin: Option<String>,
-    },
+    Serve(ServeFlags),
     /// Validate the config and exit: 0 if it is valid, 64 with every problem listed.
     Check,
     /// Print the core plan: each CPU, its role, and the evidence.
@@ -76,10 +90,12 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let named = cli.config.is_some();
     let config = cli.config.unwrap_or_else(|| PathBuf::from(DEFAULT_CONFIG));
-    let result = match cli.command.unwrap_or(Command::Serve { origin: None }) {
+    let result = match cli.command.unwrap_or(Command::Serve(cli.serve)) {
         Command::Check => return check::run(&config, named),
         Command::Plan { format } => plan::run(&config, format),
-        Command::Serve { origin } => server::run(server::ServeArgs { config, origin }),
+        Command::Serve(ServeFlags { origin, origin_host }) => {
+            server::run(server::ServeArgs { config, origin, origin_host })
+        }
     };
     match result {
         Ok(code) => code,

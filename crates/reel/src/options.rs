@@ -187,6 +187,7 @@ pub(crate) fn origin_groups(cfg: &Config, origin_flag: Option<&OriginFlag>) -> V
         Some(o) => {
             let mut host = HostSpec::new(o.addr.to_string());
             host.tls = o.tls;
+            host.host_header = o.host_header.clone();
             let mut g = GroupSpec::new(FLAG_GROUP, vec![vec![host]]);
             g.health.enabled = false;
             vec![g]
@@ -343,10 +344,22 @@ pub(crate) struct OriginFlag {
     pub addr: HostPort,
     /// `https://`: TLS verified against the system roots, SNI the host name.
     pub tls: bool,
+    /// The `Host` sent to the origin (and over TLS its SNI name); `None` passes the
+    /// viewer's (`--origin-host viewer`).
+    pub host_header: Option<String>,
 }
 
-/// `--origin http://HOST[:PORT]` or `https://HOST[:PORT]` (ports 80 and 443 by default).
-pub(crate) fn parse_origin_flag(url: &str) -> Result<OriginFlag, String> {
+/// `--origin-host viewer`: pass the viewer's `Host` on to the origin.
+pub(crate) const ORIGIN_HOST_VIEWER: &str = "viewer";
+
+/// `--origin http://HOST[:PORT]` or `https://HOST[:PORT]` (ports 80 and 443 by default), with
+/// `--origin-host` (`origin_host`): by default the origin's own `HOST[:PORT]` goes in `Host`
+/// (the port only when it is not the scheme's default), as nginx's `proxy_pass` sends;
+/// `viewer` passes the viewer's; any other value is sent as it is.
+pub(crate) fn parse_origin_flag(
+    url: &str,
+    origin_host: Option<&str>,
+) -> Result<OriginFlag, String> {
     let (rest, tls, default_port) =
         match (url.strip_prefix("http://"), url.strip_prefix("https://")) {
             (Some(rest), _) => (rest, false, 80),
@@ -365,7 +378,35 @@ pub(crate) fn parse_origin_flag(url: &str) -> Result<OriginFlag, String> {
         } else {
             format!("{authority}:{default_port}")
         };
-    Ok(OriginFlag { addr: with_port.parse::<HostPort>()?, tls })
+    let addr = with_port.parse::<HostPort>()?;
+    let host_header = match origin_host {
+        None => {
+            let host = match addr.host.contains(':') {
+                true => format!("[{}]", addr.host),
+                false => addr.host.to_ascii_lowercase(),
+            };
+            Some(match addr.port == default_port {
+                true => host,
+                false => format!("{host}:{}", addr.port),
+            })
+        }
+        Some(ORIGIN_HOST_VIEWER) => None,
+        Some(name) => Some(host_header_value(name)?),
+    };
+    Ok(OriginFlag { addr, tls, host_header })
+}
+
+/// A `--origin-host NAME`: a host name or address, with an optional port.
+fn host_header_value(name: &str) -> Result<String, String> {
+    let ok =
+        |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b':' | b'[' | b']');
+    if name.is_empty() || !name.bytes().all(ok) {
+        return Err(format!(
+            "--origin-host {name:?}: expected {ORIGIN_HOST_VIEWER:?} or a host name with an \
+             optional port (NAME[:PORT])"
+        ));
+    }
+    Ok(name.to_string())
 }
 
 #[cfg(test)]
@@ -479,21 +520,54 @@ retries = 3
         assert_eq!(claimed.key.ignore_query, ["token"], "with the site's own key");
         let fallback = with_flag.site_for("other.example").expect("fallback");
         assert_eq!(fallback.slicing.size, None, "the fallback site does not slice");
-        let hp = OriginFlag { addr: "10.0.0.1:8000".parse().expect("host"), tls: false };
+        let hp = OriginFlag {
+            addr: "10.0.0.1:8000".parse().expect("host"),
+            tls: false,
+            host_header: Some("10.0.0.1:8000".into()),
+        };
         let groups = origin_groups(&c, Some(&hp));
         assert_eq!(groups.iter().map(|g| g.name.as_str()).collect::<Vec<_>>(), [FLAG_GROUP]);
     }
 
     #[test]
     fn origin_flag_forms() {
-        let f = parse_origin_flag("http://127.0.0.1:8081/").unwrap();
+        let f = parse_origin_flag("http://127.0.0.1:8081/", None).unwrap();
         assert_eq!((f.addr.to_string(), f.tls), ("127.0.0.1:8081".to_string(), false));
-        assert_eq!(parse_origin_flag("http://origin.test").unwrap().addr.port, 80);
-        assert_eq!(parse_origin_flag("http://[::1]").unwrap().addr.to_string(), "[::1]:80");
-        let t = parse_origin_flag("https://origin.test").unwrap();
+        assert_eq!(parse_origin_flag("http://origin.test", None).unwrap().addr.port, 80);
+        assert_eq!(parse_origin_flag("http://[::1]", None).unwrap().addr.to_string(), "[::1]:80");
+        let t = parse_origin_flag("https://origin.test", None).unwrap();
         assert_eq!((t.addr.port, t.tls), (443, true));
-        assert!(parse_origin_flag("https://a:1").unwrap().tls);
-        assert!(parse_origin_flag("ftp://a:1").is_err());
-        assert!(parse_origin_flag("http://a:1/path").is_err());
+        assert!(parse_origin_flag("https://a:1", None).unwrap().tls);
+        assert!(parse_origin_flag("ftp://a:1", None).is_err());
+        assert!(parse_origin_flag("http://a:1/path", None).is_err());
+    }
+
+    #[test]
+    fn origin_flag_sends_the_origins_own_host_unless_told_otherwise() {
+        let host =
+            |url: &str, flag: Option<&str>| parse_origin_flag(url, flag).unwrap().host_header;
+        // As nginx's proxy_pass: the URL's host, with its port unless it is the default.
+        assert_eq!(host("http://127.0.0.1:8081", None).as_deref(), Some("127.0.0.1:8081"));
+        assert_eq!(host("http://Origin.test/", None).as_deref(), Some("origin.test"));
+        assert_eq!(host("http://origin.test:80", None).as_deref(), Some("origin.test"));
+        assert_eq!(host("https://b.s3.example:443", None).as_deref(), Some("b.s3.example"));
+        assert_eq!(host("https://b.s3.example:8443", None).as_deref(), Some("b.s3.example:8443"));
+        assert_eq!(host("http://origin.test:443", None).as_deref(), Some("origin.test:443"));
+        assert_eq!(host("http://[::1]:8081", None).as_deref(), Some("[::1]:8081"));
+        assert_eq!(host("http://[::1]", None).as_deref(), Some("[::1]"));
+        assert_eq!(host("http://o.test", Some("viewer")), None);
+        assert_eq!(
+            host("http://o.test", Some("www.example.com")).as_deref(),
+            Some("www.example.com")
+        );
+        assert_eq!(host("http://o.test", Some("a.test:81")).as_deref(), Some("a.test:81"));
+        for bad in ["", "a b", "a/b", "a@b", "a\nb"] {
+            assert!(parse_origin_flag("http://o.test", Some(bad)).is_err(), "{bad:?}");
+        }
+        // The flag's group carries it.
+        let f = parse_origin_flag("https://b.s3.example", None).unwrap();
+        let g = origin_groups(&cfg(), Some(&f));
+        assert_eq!(g[0].tiers[0][0].host_header.as_deref(), Some("b.s3.example"));
+        assert_eq!(g[0].tiers[0][0].tls_name(), "b.s3.example");
     }
 }

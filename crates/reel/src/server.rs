@@ -33,6 +33,8 @@ pub(crate) struct ServeArgs {
     pub config: PathBuf,
     /// `--origin http(s)://HOST:PORT`: serve every Host from this origin.
     pub origin: Option<String>,
+    /// `--origin-host viewer|NAME`: the `Host` sent to `--origin` instead of its own.
+    pub origin_host: Option<String>,
 }
 
 /// Runs the server; returns the process exit code.
@@ -66,7 +68,8 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     for w in &plan.warnings {
         warn!("core plan: {w}");
     }
-    let origin_override = match args.origin.as_deref().map(options::parse_origin_flag) {
+    let flag = |url: &str| options::parse_origin_flag(url, args.origin_host.as_deref());
+    let origin_override = match args.origin.as_deref().map(flag) {
         Some(Ok(o)) => Some(o),
         Some(Err(e)) => {
             eprintln!("reel: --origin: {e}");

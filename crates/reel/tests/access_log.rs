@@ -202,3 +202,40 @@ fn a_408_for_a_stalled_body_is_local_not_a_hit() {
         eventually("the 408 logged", || lines(&log).into_iter().find(|v| v["status"] == 408));
     assert_eq!(line["cache"], "local");
 }
+
+/// A cache hit answered before its request body arrived (the handler never reads it) and
+/// whose body then stalls past `body_timeout` gets a 408 too, where the connection used to
+/// be closed without an answer and logged with status 0 as a `hit`: the 408 is counted and
+/// logged as `local`, and no hit is counted for it.
+#[test]
+fn a_stalled_body_on_a_hit_gets_a_local_408_not_a_silent_close() {
+    let dir = tempfile::tempdir().unwrap();
+    let origin = Origin::start("o");
+    origin.put("/stalled/hit.ts", Object::ok("stored"));
+    let mut conf = Conf::new(dir.path(), &origin);
+    conf.http = "body_timeout = \"1s\"\n".into();
+    let reel = Reel::start(&conf);
+    eventually("the object stored", || {
+        (get(reel.data, "/stalled/hit.ts").cache_status() == "reel; hit").then_some(())
+    });
+    let hits_before = metric(&reel.metrics(), "reel_requests_total{status=\"2xx\",cache=\"hit\"}");
+    let raw = b"GET /stalled/hit.ts HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\n0123";
+    assert_eq!(raw_status(reel.data, raw), 408);
+    eventually("the 408 counted as local", || {
+        let m = reel.metrics();
+        metric(&m, "reel_requests_total{status=\"4xx\",cache=\"local\"}").filter(|&n| n >= 1.0)
+    });
+    let m = reel.metrics();
+    for class in ["other", "4xx"] {
+        let hits = metric(&m, &format!("reel_requests_total{{status=\"{class}\",cache=\"hit\"}}"));
+        assert_eq!(hits.unwrap_or(0.0), 0.0, "{class} hits:\n{m}");
+    }
+    let hits_after = metric(&m, "reel_requests_total{status=\"2xx\",cache=\"hit\"}");
+    assert_eq!(hits_after, hits_before, "the refused request counted as a 2xx hit");
+    let log = dir.path().join("access.log");
+    let line = eventually("the 408 logged", || {
+        lines(&log).into_iter().find(|v| v["status"] == 408 && v["path"] == "/stalled/hit.ts")
+    });
+    assert_eq!(line["cache"], "local", "{line}");
+    assert!(!lines(&log).iter().any(|v| v["status"] == 0), "a line with status 0");
+}

@@ -82,6 +82,48 @@ fn purge_exact_prefix_and_soft_on_every_worker() {
     assert_eq!(reel.admin_req("POST", "/admin/purge?url=http://unknown.invalid/x").status, 400);
 }
 
+/// Purge takes the URL as a viewer types it for the site: with the listener's port, any
+/// case, `https://` or no scheme, a fragment; the cache key drops the port and lowercases
+/// the host, and so does the purge.
+#[test]
+fn purge_takes_the_url_as_a_viewer_types_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = Origin::start("a");
+    let paths = ["/u/a.ts", "/u/b.ts", "/u/c.ts", "/u/dir/d.ts"];
+    for p in paths {
+        o.put(p, Object::ok("v1"));
+    }
+    let reel = Reel::start(&Conf::new(dir.path(), &o));
+    let port = reel.data.port();
+    let viewer_host = format!("localhost:{port}");
+    for p in paths {
+        assert_eq!(request(reel.data, "GET", &viewer_host, p, &[]).text(), "v1");
+        eventually("the object stored", || {
+            let r = request(reel.data, "GET", &viewer_host, p, &[]);
+            (r.cache_status() == "reel; hit").then_some(())
+        });
+        o.put(p, Object::ok("v2"));
+    }
+    for (url, path) in [
+        (format!("http://localhost:{port}/u/a.ts"), "/u/a.ts"),
+        (format!("https%3A%2F%2FLocalHost%3A{port}%2Fu%2Fb.ts%23t%3D10"), "/u/b.ts"),
+        (format!("localhost:{port}/u/c.ts"), "/u/c.ts"),
+        (format!("http://localhost:{port}/u/dir/&prefix=1"), "/u/dir/d.ts"),
+    ] {
+        let r = reel.admin_req("POST", &format!("/admin/purge?url={url}"));
+        assert_eq!(r.status, 200, "{url}: {}", r.text());
+        assert_eq!(r.json()["purged"].as_u64(), Some(1), "{url}: {}", r.text());
+        let r = request(reel.data, "GET", &viewer_host, path, &[]);
+        assert_eq!(
+            (r.text().as_str(), r.cache_status()),
+            ("v2", "reel; fwd=miss; stored"),
+            "{url}"
+        );
+    }
+    let r = reel.admin_req("POST", "/admin/purge?url=ftp://localhost/u/a.ts");
+    assert_eq!(r.status, 400, "{}", r.text());
+}
+
 #[test]
 fn admin_token_inline() {
     let dir = tempfile::tempdir().unwrap();

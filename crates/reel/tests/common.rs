@@ -226,6 +226,8 @@ pub(crate) struct Conf {
     pub extra: String,
     /// Extra arguments of `reel serve`.
     pub serve_args: Vec<String>,
+    /// Start `reel --config F ARGS` without naming `serve` (the default subcommand).
+    pub bare: bool,
     /// The whole file instead of what the fields above render (a shipped config).
     pub raw: Option<String>,
 }
@@ -255,6 +257,7 @@ impl Conf {
             listener_lines: HashMap::new(),
             extra: String::new(),
             serve_args: Vec::new(),
+            bare: false,
             raw: None,
         }
     }
@@ -397,8 +400,10 @@ impl Reel {
     pub(crate) fn start_with(conf: &Conf, bin: &Path, env: &[(&str, &str)]) -> Reel {
         conf.write();
         let mut cmd = Command::new(bin);
-        cmd.arg("serve")
-            .arg("--config")
+        if !conf.bare {
+            cmd.arg("serve");
+        }
+        cmd.arg("--config")
             .arg(conf.path())
             .args(&conf.serve_args)
             .current_dir(&conf.dir)

@@ -12,6 +12,7 @@ mod ktls;
 mod limits;
 mod origin;
 mod parked;
+mod readme;
 mod reload;
 mod restarts;
 mod serve;

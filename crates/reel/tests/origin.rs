@@ -107,6 +107,8 @@ struct OriginState {
     cdn_loop: HashMap<String, String>,
     /// The `Cookie` field lines of the last request per path, one entry a line.
     cookies: HashMap<String, Vec<String>>,
+    /// The `Host` of the last request per path.
+    hosts: HashMap<String, String>,
 }
 
 /// A small HTTP/1.1 origin on 127.0.0.1:0: serves the objects put into it (404 otherwise,
@@ -170,6 +172,11 @@ impl Origin {
         self.state.lock().unwrap().cookies.get(path).cloned().unwrap_or_default()
     }
 
+    /// The `Host` of the last request for `path`.
+    pub(crate) fn host(&self, path: &str) -> Option<String> {
+        self.state.lock().unwrap().hosts.get(path).cloned()
+    }
+
     /// Requests received for `path` so far.
     pub(crate) fn hits(&self, path: &str) -> u64 {
         self.state.lock().unwrap().hits.get(path).copied().unwrap_or(0)
@@ -197,6 +204,7 @@ fn origin_conn(s: TcpStream, state: &Mutex<OriginState>, name: &str) {
         let mut inm = None;
         let mut cdn_loop: Vec<String> = Vec::new();
         let mut cookies: Vec<String> = Vec::new();
+        let mut host = None;
         let mut body_len = 0usize;
         loop {
             let mut h = String::new();
@@ -212,6 +220,8 @@ fn origin_conn(s: TcpStream, state: &Mutex<OriginState>, name: &str) {
                     inm = Some(v.trim().to_string());
                 } else if k.eq_ignore_ascii_case("cdn-loop") {
                     cdn_loop.push(v.trim().to_string());
+                } else if k.eq_ignore_ascii_case("host") {
+                    host = Some(v.trim().to_string());
                 } else if k.eq_ignore_ascii_case("cookie") {
                     cookies.push(v.trim().to_string());
                 } else if k.eq_ignore_ascii_case("content-length") {
@@ -234,6 +244,9 @@ fn origin_conn(s: TcpStream, state: &Mutex<OriginState>, name: &str) {
                 st.cdn_loop.insert(path.clone(), cdn_loop.join(", "));
             }
             st.cookies.insert(path.clone(), cookies);
+            if let Some(h) = host {
+                st.hosts.insert(path.clone(), h);
+            }
             match st.objects.get(&path).or(st.default.as_ref()) {
                 Some(o) => o.clone(),
                 None if path == "/healthz" => Object::ok("ok"),

@@ -124,6 +124,58 @@ fn sigterm_lets_the_in_flight_request_finish_and_exits_0() {
 /// The README's `reel serve --config F --origin http://H:P`: every Host, those the config's
 /// `[[site]]`s claim included, comes from that one origin, and the demo origin the config
 /// enables does not start.
+/// `--origin` sends the origin's own host and port in `Host`, as nginx's `proxy_pass` does
+/// (a virtual-hosted origin answers by it), `--origin-host viewer` passes the viewer's (as
+/// the cache key spells it, without a port), `--origin-host NAME` sends NAME; and
+/// `reel --origin URL` runs `serve` without naming it.
+#[test]
+fn origin_flag_sends_the_origins_own_host_unless_told_otherwise() {
+    let dir = tempfile::tempdir().unwrap();
+    let origin = Origin::start("own");
+    origin.put_default(Object::ok("from the origin"));
+    let runs = [
+        (None, true, origin.addr.to_string()),
+        (Some("viewer"), false, "my.site.example".to_string()),
+        (Some("bucket.origin.example"), true, "bucket.origin.example".to_string()),
+    ];
+    for (i, (host_flag, bare, want)) in runs.into_iter().enumerate() {
+        let sub = dir.path().join(format!("run{i}"));
+        std::fs::create_dir(&sub).unwrap();
+        let mut conf = Conf::new(&sub, &origin);
+        conf.serve_args = vec!["--origin".into(), format!("http://{}", origin.addr)];
+        if let Some(h) = host_flag {
+            conf.serve_args.extend(["--origin-host".into(), h.into()]);
+        }
+        conf.bare = bare;
+        let reel = Reel::start(&conf);
+        let path = format!("/own/{i}.ts");
+        let r = request(reel.data, "GET", "My.Site.Example:8080", &path, &[]);
+        assert_eq!((r.status, r.text().as_str()), (200, "from the origin"), "{host_flag:?}");
+        assert_eq!(origin.host(&path), Some(want), "{host_flag:?}");
+    }
+}
+
+/// `--origin-host` without `--origin`, a bad `--origin-host`, and `serve`'s flags before
+/// another subcommand are usage errors.
+#[test]
+fn origin_host_flag_misuse_is_refused() {
+    let out = |args: &[&str]| std::process::Command::new(BIN).args(args).output().unwrap();
+    let o = out(&["serve", "--origin-host", "viewer"]);
+    assert_eq!(o.status.code(), Some(2), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--origin"));
+    let o = out(&["--origin", "http://127.0.0.1:1", "check"]);
+    assert_eq!(o.status.code(), Some(2), "{}", String::from_utf8_lossy(&o.stderr));
+    let dir = tempfile::tempdir().unwrap();
+    let origin = Origin::start("unused");
+    let conf = Conf::new(dir.path(), &origin);
+    conf.write();
+    let cfg = conf.path();
+    let cfg = cfg.to_str().unwrap();
+    let o = out(&["--config", cfg, "--origin", "http://127.0.0.1:1", "--origin-host", "a b"]);
+    assert_eq!(o.status.code(), Some(64), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--origin-host"));
+}
+
 #[test]
 fn origin_flag_serves_every_host_and_starts_no_demo_origin() {
     let dir = tempfile::tempdir().unwrap();

@@ -18,6 +18,7 @@ struct TlsOrigin {
     ca_pem: String,
     connections: Arc<AtomicUsize>,
     requests: Arc<AtomicUsize>,
+    /// The server name (SNI) of every handshake, finished or not.
     sni: Arc<Mutex<Vec<Option<String>>>>,
 }
 
@@ -56,11 +57,13 @@ impl TlsOrigin {
                 std::thread::spawn(move || {
                     let Ok(conn) = rustls::ServerConnection::new(cfg) else { return };
                     let mut tls = rustls::StreamOwned::new(conn, tcp);
-                    // Completes the handshake (or fails on a client that rejects us).
-                    if tls.flush().is_err() || tls.conn.complete_io(&mut tls.sock).is_err() {
+                    // Completes the handshake (or fails on a client that rejects us); the
+                    // server name is recorded either way.
+                    let done = tls.flush().is_ok() && tls.conn.complete_io(&mut tls.sock).is_ok();
+                    sni.lock().unwrap().push(tls.conn.server_name().map(str::to_owned));
+                    if !done {
                         return;
                     }
-                    sni.lock().unwrap().push(tls.conn.server_name().map(str::to_owned));
                     let mut r = BufReader::new(tls);
                     loop {
                         let mut line = String::new();
@@ -178,4 +181,32 @@ fn origin_flag_https_speaks_tls() {
     let key =
         format!("reel_origin_errors_total{{group=\"--origin\",host=\"{}\",kind=\"tls\"}}", o.addr);
     assert_eq!(metric(&m, &key), Some(1.0), "{m}");
+}
+
+/// `--origin https://` names the origin's own host in SNI by default (an IP address: no
+/// SNI, verified against the address); `--origin-host NAME` sends NAME as SNI and verifies
+/// the certificate for it. The system roots come from `SSL_CERT_FILE`, here the test's CA.
+#[test]
+fn origin_flag_https_sends_the_origins_name_or_the_origin_host_as_sni() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = TlsOrigin::start();
+    let ca = dir.path().join("origin-ca.pem");
+    std::fs::write(&ca, &o.ca_pem).unwrap();
+    let env = [("SSL_CERT_FILE", ca.to_str().unwrap())];
+    for (i, (host_flag, sni)) in
+        [(None, None), (Some("origin.test"), Some("origin.test"))].into_iter().enumerate()
+    {
+        let sub = dir.path().join(format!("run{i}"));
+        std::fs::create_dir(&sub).unwrap();
+        let mut c = conf(&sub, &o);
+        c.serve_args = vec!["--origin".into(), format!("https://{}", o.addr)];
+        if let Some(h) = host_flag {
+            c.serve_args.extend(["--origin-host".into(), h.into()]);
+        }
+        let reel = Reel::start_env(&c, &env);
+        let path = format!("/sni/{i}.ts");
+        let r = request(reel.data, "GET", "viewer.example", &path, &[]);
+        assert_eq!((r.status, r.text()), (200, format!("secure {path}")), "{host_flag:?}");
+        assert_eq!(o.sni.lock().unwrap().last().cloned(), Some(sni.map(String::from)));
+    }
 }

@@ -84,7 +84,7 @@ impl SliceCounters {
 #[derive(Debug, thiserror::Error)]
 pub enum PurgeError {
     /// Not an `http://host/path` URL.
-    #[error("expected an absolute http:// or https:// URL")]
+    #[error("expected a URL such as http://HOST[:PORT]/PATH (https:// or no scheme too)")]
     BadUrl,
     /// No site serves that host.
     #[error("no site serves host {0:?}")]
@@ -163,17 +163,7 @@ impl SharedCache {
         prefix: bool,
         soft: bool,
     ) -> Result<u64, PurgeError> {
-        let rest = url
-            .strip_prefix("http://")
-            .or_else(|| url.strip_prefix("https://"))
-            .ok_or(PurgeError::BadUrl)?;
-        let (host, path) = match rest.find('/') {
-            Some(i) => (&rest[..i], &rest[i..]),
-            None => (rest, "/"),
-        };
-        if host.is_empty() {
-            return Err(PurgeError::BadUrl);
-        }
+        let (host, path) = split_purge_url(url)?;
         let site = settings.site_for(host).ok_or_else(|| PurgeError::UnknownHost(host.into()))?;
         if prefix {
             if soft {
@@ -210,5 +200,52 @@ impl SharedCache {
             n += u64::from(self.invalidate_one(&k).await?);
         }
         Ok(n)
+    }
+}
+
+/// A purge URL as a viewer would type it for the site: `http://`, `https://` (any case) or
+/// no scheme; the host with or without a port and in any case (the cache key lowercases it
+/// and drops the port); a `#fragment`, which no request carries, ignored. Returns the host
+/// (port included) and the path with its query.
+fn split_purge_url(url: &str) -> Result<(&str, &str), PurgeError> {
+    let url = url.split('#').next().unwrap_or_default();
+    let rest = match url.split_once("://") {
+        Some((scheme, rest))
+            if scheme.eq_ignore_ascii_case("http") || scheme.eq_ignore_ascii_case("https") =>
+        {
+            rest
+        }
+        Some(_) => return Err(PurgeError::BadUrl),
+        None => url,
+    };
+    let (host, path) = match rest.find(['/', '?']) {
+        Some(i) if rest.as_bytes()[i] == b'/' => (&rest[..i], &rest[i..]),
+        Some(_) => return Err(PurgeError::BadUrl),
+        None => (rest, "/"),
+    };
+    if host.is_empty() || host.contains('@') {
+        return Err(PurgeError::BadUrl);
+    }
+    Ok((host, path))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn purge_urls_as_viewers_type_them() {
+        fn ok(u: &str) -> Option<(&str, &str)> {
+            split_purge_url(u).ok()
+        }
+        let want = Some(("cdn.example.com:8080", "/a/b.ts?x=1"));
+        assert_eq!(ok("http://cdn.example.com:8080/a/b.ts?x=1"), want);
+        assert_eq!(ok("cdn.example.com:8080/a/b.ts?x=1#t=10"), want);
+        assert_eq!(ok("HTTPS://cdn.example.com:8080/a/b.ts?x=1"), want);
+        assert_eq!(ok("http://Cdn.Example.com"), Some(("Cdn.Example.com", "/")));
+        assert_eq!(ok("http://[::1]:8080/x"), Some(("[::1]:8080", "/x")));
+        for bad in ["", "/a.ts", "ftp://h/a", "http:///a", "http://u@h/a", "http://h?x=1", "#x"] {
+            assert!(split_purge_url(bad).is_err(), "{bad:?}");
+        }
     }
 }

@@ -48,3 +48,34 @@ fn cpu_set_serde() {
     let e = toml::from_str::<W>("c = \"all\"").err().map(|e| e.message().to_owned());
     assert!(e.is_some_and(|m| m.contains("expected \"auto\"")));
 }
+
+/// docs/demo-origin.md's settings table names exactly the keys `[demo_origin]` has: every
+/// key it lists exists, every key exists in it, and no other backticked setting name in the
+/// page is written as if it were a key.
+#[test]
+fn demo_origin_doc_names_only_real_keys() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/demo-origin.md");
+    let doc = std::fs::read_to_string(path).expect("docs/demo-origin.md");
+    let table = toml::Value::try_from(DemoOriginConfig::default()).expect("serializes");
+    let keys: std::collections::BTreeSet<String> =
+        table.as_table().expect("a table").keys().cloned().collect();
+    let header = doc.find("| `[demo_origin]` key |").expect("the settings table");
+    let listed: std::collections::BTreeSet<String> = doc[header..]
+        .lines()
+        .skip(2)
+        .take_while(|l| l.starts_with('|'))
+        .filter_map(|l| l.split('|').nth(2))
+        .map(str::trim)
+        .filter(|c| *c != "—")
+        .map(|c| c.trim_matches('`').to_string())
+        .collect();
+    assert_eq!(listed, keys, "the table's `[demo_origin]` column");
+    // A key-like name (`snake_case` with a `=`, as in a config line) must be a key.
+    for (i, _) in doc.match_indices(" = ") {
+        let before = &doc[..i];
+        let name = before.rsplit(['`', ' ', '(']).next().unwrap_or("");
+        if name.contains('_') && before.ends_with(name) {
+            assert!(keys.contains(name), "docs/demo-origin.md names `{name} = ...`, not a key");
+        }
+    }
+}
