@@ -38,7 +38,6 @@ mod app;
 pub mod core_plan;
 mod error;
 pub mod limits;
-mod listening;
 mod options;
 mod sockets;
 pub mod steer;
@@ -51,5 +50,5 @@ pub use core_plan::{
 pub use error::RuntimeError;
 pub use limits::Refusal;
 pub use options::{ListenerSpec, RuntimeOptions, Steer};
-pub use sockets::{Inherited, in_use};
+pub use sockets::Inherited;
 pub use workers::{Runtime, ShutdownHandle, ShutdownReport, start, start_with};

@@ -25,6 +25,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::thread::JoinHandle;
 
+use anyhow::Context;
 use bytes::Bytes;
 use reel_http::{Handler, Method, Request, RequestBody, Response};
 use serde_json::json;
@@ -75,9 +76,7 @@ pub(crate) fn start(
 ) -> anyhow::Result<Admin> {
     let cfg = &shared.live().cfg;
     let addr = cfg.admin.address;
-    if let Some(p) = crate::preflight::check_environment(cfg) {
-        anyhow::bail!("{p}");
-    }
+    crate::preflight::check_environment(cfg)?;
     let a = &cfg.admin;
     if !addr.ip().is_loopback() && a.token.is_empty() && a.token_env.is_empty() {
         // Only `insecure_no_token` lets such a config through validation.
@@ -89,12 +88,9 @@ pub(crate) fn start(
     }
     let std_listener = match inherited {
         Some(l) => l,
-        None => std::net::TcpListener::bind(addr).map_err(|e| match e.kind() {
-            std::io::ErrorKind::AddrInUse => {
-                anyhow::anyhow!("admin.address {addr}: {}", reel_runtime::in_use(addr))
-            }
-            _ => anyhow::Error::new(e).context(format!("admin.address {addr}")),
-        })?,
+        None => {
+            std::net::TcpListener::bind(addr).with_context(|| format!("binding admin {addr}"))?
+        }
     };
     std_listener.set_nonblocking(true)?;
     let keep = std_listener.try_clone()?;
