@@ -148,7 +148,12 @@ impl Store {
             let due = self.started.elapsed().as_secs() + super::maint::CHECKPOINT_EVERY;
             self.c.checkpoint_due.store(due, Ordering::Relaxed);
         }
-        self.loading.store(false, Ordering::SeqCst);
+        {
+            // Under the lock `wait_loaded` checks `loading` with: cleared between its check
+            // and its wait, the notification would be lost and the waiter sleep for ever.
+            let _g = self.load_state.lock().unwrap_or_else(|p| p.into_inner());
+            self.loading.store(false, Ordering::SeqCst);
+        }
         self.load_cv.notify_all();
         tracing::info!(
             objects,
