@@ -5,6 +5,8 @@
 //! for a timeout could mean seconds or milliseconds, and guessing wrong is an outage. The only
 //! bare integer accepted for a duration is `0`.
 
+mod hint;
+
 use std::fmt;
 use std::str::FromStr;
 
@@ -19,18 +21,24 @@ pub enum UnitError {
     Duration {
         /// The rejected text.
         text: String,
-        /// What is wrong with it.
-        reason: &'static str,
+        /// What is wrong with it, and what to write instead when that is known.
+        reason: String,
     },
     /// The text is not `<integer><unit>` or a plain integer.
     #[error("invalid size {text:?}: {reason}")]
     Size {
         /// The rejected text.
         text: String,
-        /// What is wrong with it.
-        reason: &'static str,
+        /// What is wrong with it, and what to write instead when that is known.
+        reason: String,
     },
 }
+
+/// The duration units, as every duration message lists them.
+pub(crate) const DURATION_UNITS: &str = "ns, us, ms, s, m, h or d";
+
+/// The size units, as every size message lists them.
+pub(crate) const SIZE_UNITS: &str = "B, KiB, MiB, GiB, TiB, kB, MB, GB or TB";
 
 /// Splits `"64 KiB"` into `("64", "KiB")`; whitespace between number and unit is allowed.
 fn split_number(text: &str) -> Option<(&str, &str)> {
@@ -92,15 +100,15 @@ impl FromStr for Duration {
     type Err = UnitError;
 
     fn from_str(text: &str) -> Result<Self, UnitError> {
-        let err = |reason| UnitError::Duration { text: text.to_owned(), reason };
+        let err = |reason: String| UnitError::Duration { text: text.to_owned(), reason };
         let (digits, unit) = split_number(text).ok_or_else(|| {
-            err("expected an integer followed by a unit (ms, s, m, h or d), e.g. \"10s\"")
+            err(format!("expected an integer followed by a unit ({DURATION_UNITS}), e.g. \"10s\""))
         })?;
-        let n: u64 = digits.parse().map_err(|_| err("number too large"))?;
+        let n: u64 = digits.parse().map_err(|_| err("number too large".into()))?;
         // Nanoseconds per unit; the match is exhaustive over the documented units.
         let per: u64 = match unit {
             "" if n == 0 => 0,
-            "" => return Err(err("missing unit (ms, s, m, h or d), e.g. \"10s\"")),
+            "" => return Err(err(format!("missing unit ({DURATION_UNITS}): write \"{n}s\""))),
             "ns" => 1,
             "us" => 1_000,
             "ms" => 1_000_000,
@@ -109,11 +117,22 @@ impl FromStr for Duration {
             "h" => 3_600 * 1_000_000_000,
             "d" => 86_400 * 1_000_000_000,
             u if u.starts_with('.') => {
-                return Err(err("fractions are not supported, use a smaller unit (\"1500ms\")"));
+                return Err(err(match hint::duration_fraction(text) {
+                    Some(w) => format!("fractions are not supported: write \"{w}\""),
+                    None => "fractions are not supported, use a smaller unit (\"1500ms\")".into(),
+                }));
             }
-            _ => return Err(err("unknown unit (use ns, us, ms, s, m, h or d)")),
+            u => {
+                return Err(err(if let Some(w) = hint::duration_compound(text) {
+                    format!("compound durations are not supported: write \"{w}\"")
+                } else if let Some(w) = hint::duration_case(digits, u) {
+                    format!("unknown unit (use {DURATION_UNITS}): write \"{w}\"")
+                } else {
+                    format!("unknown unit (use {DURATION_UNITS})")
+                }));
+            }
         };
-        let nanos = n.checked_mul(per).ok_or_else(|| err("number too large"))?;
+        let nanos = n.checked_mul(per).ok_or_else(|| err("number too large".into()))?;
         Ok(Duration(std::time::Duration::from_nanos(nanos)))
     }
 }
@@ -168,7 +187,8 @@ impl<'de> Deserialize<'de> for Duration {
                     Ok(Duration::ZERO)
                 } else {
                     Err(E::custom(format!(
-                        "invalid duration {v}: missing unit, write a string such as \"{v}s\" or \"{v}ms\""
+                        "invalid duration {v}: missing unit ({DURATION_UNITS}): write a string \
+                         such as \"{v}s\" or \"{v}ms\""
                     )))
                 }
             }
@@ -224,11 +244,11 @@ impl FromStr for ByteSize {
     type Err = UnitError;
 
     fn from_str(text: &str) -> Result<Self, UnitError> {
-        let err = |reason| UnitError::Size { text: text.to_owned(), reason };
+        let err = |reason: String| UnitError::Size { text: text.to_owned(), reason };
         let (digits, unit) = split_number(text).ok_or_else(|| {
-            err("expected an integer optionally followed by a unit (B, KiB, MiB, GiB, TiB, kB, MB, GB, TB)")
+            err(format!("expected an integer optionally followed by a unit ({SIZE_UNITS})"))
         })?;
-        let n: u64 = digits.parse().map_err(|_| err("number too large"))?;
+        let n: u64 = digits.parse().map_err(|_| err("number too large".into()))?;
         let per: u64 = match unit {
             "" | "B" => 1,
             "KiB" => Self::KIB,
@@ -240,11 +260,19 @@ impl FromStr for ByteSize {
             "GB" => 1_000_000_000,
             "TB" => 1_000_000_000_000,
             u if u.starts_with('.') => {
-                return Err(err("fractions are not supported, use a smaller unit (\"1536MiB\")"));
+                return Err(err(match hint::size_fraction(text) {
+                    Some(w) => format!("fractions are not supported: write \"{w}\""),
+                    None => "fractions are not supported, use a smaller unit (\"1536MiB\")".into(),
+                }));
             }
-            _ => return Err(err("unknown unit (use B, KiB, MiB, GiB, TiB, kB, MB, GB or TB)")),
+            u => {
+                return Err(err(match hint::size_case(digits, u) {
+                    Some(w) => format!("unknown unit (use {SIZE_UNITS}): write {w}"),
+                    None => format!("unknown unit (use {SIZE_UNITS})"),
+                }));
+            }
         };
-        n.checked_mul(per).map(ByteSize).ok_or_else(|| err("number too large"))
+        n.checked_mul(per).map(ByteSize).ok_or_else(|| err("number too large".into()))
     }
 }
 
@@ -327,7 +355,9 @@ mod tests {
             ("1.5s", "fractions"),
             ("-1s", "expected an integer"),
             ("1S", "unknown unit"),
-            ("1h30m", "unknown unit"),
+            ("1h30m", "compound durations are not supported: write \"90m\""),
+            ("2.5h", "fractions are not supported: write \"150m\""),
+            ("1S", "write \"1s\""),
             ("99999999999999999999s", "too large"),
             ("999999999999d", "too large"),
         ];
@@ -363,6 +393,8 @@ mod tests {
             ("64K", "unknown unit"),
             ("64kib", "unknown unit"),
             ("1.5GiB", "fractions"),
+            ("1.5MiB", "write \"1536KiB\""),
+            ("64K", "write \"64KiB\" (powers of 1024) or \"64kB\""),
             ("GiB", "expected an integer"),
             ("-1", "expected an integer"),
             ("20000000TiB", "too large"),

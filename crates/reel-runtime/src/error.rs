@@ -16,8 +16,9 @@ pub enum RuntimeError {
     /// Two listeners share a name.
     #[error("listener name {0:?} is used twice")]
     DuplicateListener(String),
-    /// Creating, binding or listening on a socket failed.
-    #[error("listener {name:?} on {addr}: {source}")]
+    /// Creating, binding or listening on a socket failed. The message names the config
+    /// key to change: `listener "NAME" address ADDR`.
+    #[error("listener {name:?} address {addr}: {source}")]
     Bind {
         /// Listener name.
         name: String,

@@ -38,6 +38,7 @@ mod app;
 pub mod core_plan;
 mod error;
 pub mod limits;
+mod listening;
 mod options;
 mod sockets;
 pub mod steer;
@@ -50,5 +51,5 @@ pub use core_plan::{
 pub use error::RuntimeError;
 pub use limits::Refusal;
 pub use options::{ListenerSpec, RuntimeOptions, Steer};
-pub use sockets::Inherited;
+pub use sockets::{Inherited, in_use};
 pub use workers::{Runtime, ShutdownHandle, ShutdownReport, start, start_with};

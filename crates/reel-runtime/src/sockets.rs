@@ -51,15 +51,27 @@ fn probe_free(addr: SocketAddr) -> io::Result<()> {
     }
     s.bind(&addr.into()).map_err(|e| {
         if e.kind() == io::ErrorKind::AddrInUse {
-            io::Error::new(
-                io::ErrorKind::AddrInUse,
-                "another process already listens on this address (reel shares a port only \
-                 among its own workers; a binary upgrade hands its sockets over)",
-            )
+            io::Error::new(io::ErrorKind::AddrInUse, in_use(addr))
         } else {
             e
         }
     })
+}
+
+/// Why `addr` is in use, for the operator: another process listens there (the kernel's
+/// socket table has a listening socket on an overlapping address), or something only holds
+/// the port bound without listening.
+pub fn in_use(addr: SocketAddr) -> String {
+    if crate::listening::listens(addr) {
+        "another process already listens on this address (reel shares a port only among its \
+         own workers; a binary upgrade hands its sockets over)"
+            .into()
+    } else {
+        "the address is in use, though nothing listens on it: a socket holds the port bound \
+         (a client's local port, or a program that has not called listen); choose another \
+         port or stop what holds it"
+            .into()
+    }
 }
 
 /// Binds `n` sockets for `spec`, all on the same port, in worker order, and attaches the

@@ -25,7 +25,6 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::thread::JoinHandle;
 
-use anyhow::Context;
 use bytes::Bytes;
 use reel_http::{Handler, Method, Request, RequestBody, Response};
 use serde_json::json;
@@ -76,7 +75,9 @@ pub(crate) fn start(
 ) -> anyhow::Result<Admin> {
     let cfg = &shared.live().cfg;
     let addr = cfg.admin.address;
-    crate::preflight::check_environment(cfg)?;
+    if let Some(p) = crate::preflight::check_environment(cfg) {
+        anyhow::bail!("{p}");
+    }
     let a = &cfg.admin;
     if !addr.ip().is_loopback() && a.token.is_empty() && a.token_env.is_empty() {
         // Only `insecure_no_token` lets such a config through validation.
@@ -88,9 +89,12 @@ pub(crate) fn start(
     }
     let std_listener = match inherited {
         Some(l) => l,
-        None => {
-            std::net::TcpListener::bind(addr).with_context(|| format!("binding admin {addr}"))?
-        }
+        None => std::net::TcpListener::bind(addr).map_err(|e| match e.kind() {
+            std::io::ErrorKind::AddrInUse => {
+                anyhow::anyhow!("admin.address {addr}: {}", reel_runtime::in_use(addr))
+            }
+            _ => anyhow::Error::new(e).context(format!("admin.address {addr}")),
+        })?,
     };
     std_listener.set_nonblocking(true)?;
     let keep = std_listener.try_clone()?;

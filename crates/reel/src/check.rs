@@ -4,29 +4,42 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use crate::EX_USAGE;
+use crate::fds::FdBudget;
 
 /// Prints every problem with file, line, column and key; exit 0 or 64. Besides the file's
-/// own rules, the file must not ask for a part this binary was built without, nor name an
-/// environment variable that is not set (as `serve` and reloads refuse both), and the
-/// certificates it names must load.
-pub(crate) fn run(path: &Path) -> ExitCode {
+/// own rules, every check `serve` makes before it binds runs ([`crate::preflight::check`]):
+/// what `check` accepts, `serve` starts with, short of an address another process holds.
+/// `named`: the file was given with `--config` (otherwise the output says which file was
+/// read).
+pub(crate) fn run(path: &Path, named: bool) -> ExitCode {
+    if !named {
+        let shown = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+        eprintln!("reel: no --config given; checking the default {}", shown.display());
+    }
     let problems: Vec<String> = match reel_config::load_and_validate(path) {
         Ok(cfg) => {
-            let mut found: Vec<String> =
-                crate::preflight::problems(&cfg, false).iter().map(|e| e.to_string()).collect();
-            // The files the config names: certificates must load and match their keys.
-            if let Err(tls) = tls_problems(&cfg) {
-                found.extend(tls);
+            let checked =
+                reel_tls::Tickets::new().map_err(|e| vec![e.to_string()]).and_then(|tickets| {
+                    crate::preflight::check(&cfg, false, &tickets, &FdBudget::estimate(&cfg))
+                        .map_err(|e| e.problems.iter().map(ToString::to_string).collect())
+                });
+            match checked {
+                Ok(ready) => {
+                    for w in &ready.warnings {
+                        eprintln!("warning: {w}");
+                    }
+                    for w in &ready.plan.warnings {
+                        eprintln!("warning: core plan: {w}");
+                    }
+                    println!(
+                        "reel: configuration file {} is valid (hash {})",
+                        path.display(),
+                        cfg.hash()
+                    );
+                    return ExitCode::SUCCESS;
+                }
+                Err(found) => found,
             }
-            if found.is_empty() {
-                println!(
-                    "reel: configuration file {} is valid (hash {})",
-                    path.display(),
-                    cfg.hash()
-                );
-                return ExitCode::SUCCESS;
-            }
-            found
         }
         Err(errs) => errs.problems.iter().map(|p| p.to_string()).collect(),
     };
@@ -35,21 +48,4 @@ pub(crate) fn run(path: &Path) -> ExitCode {
     }
     eprintln!("reel: configuration file {} has {} problem(s)", path.display(), problems.len());
     ExitCode::from(EX_USAGE)
-}
-
-/// Loads the certificates `cfg` names; problems as `file:line:column: key: message` lines.
-/// Certificates that expire soon (or have) are printed as warnings.
-fn tls_problems(cfg: &reel_config::Config) -> Result<(), Vec<String>> {
-    let tickets = reel_tls::Tickets::new().map_err(|e| vec![e.to_string()])?;
-    match crate::tls::TlsState::build(cfg, &tickets) {
-        Ok(tls) => {
-            for w in tls.warnings(std::time::SystemTime::now()) {
-                eprintln!("warning: {}", cfg.problem(&w.key, w.message));
-            }
-            Ok(())
-        }
-        Err(problems) => {
-            Err(problems.iter().map(|p| cfg.problem(&p.key, &p.message).to_string()).collect())
-        }
-    }
 }

@@ -32,20 +32,33 @@ impl FdBudget {
         FdBudget { limit, base }
     }
 
+    /// The budget `serve` will have once its store is open, for checks made before: what
+    /// [`FdBudget::take`] finds plus a descriptor per store volume and a few for the store's
+    /// lock and I/O.
+    pub(crate) fn estimate(cfg: &reel_config::Config) -> FdBudget {
+        let b = FdBudget::take();
+        let vs = cfg.store.volume_size.bytes().max(1);
+        FdBudget { limit: b.limit, base: b.base + cfg.store.size.bytes() / vs + STORE_EXTRA }
+    }
+
     /// Client connections the process may hold with `reserved` descriptors kept free.
     pub(crate) fn max_connections(&self, reserved: u32) -> Result<usize, String> {
         let left = self.limit.saturating_sub(self.base).saturating_sub(u64::from(reserved));
         if left == 0 {
             return Err(format!(
                 "the descriptor limit (RLIMIT_NOFILE {}) leaves no client connections: {} are \
-                 open at start and http.reserved_fds keeps {reserved}; raise LimitNOFILE \
-                 (ulimit -n) or lower http.reserved_fds",
+                 open at start (the store's volumes included) and http.reserved_fds keeps \
+                 {reserved}; raise LimitNOFILE (ulimit -n) or lower http.reserved_fds",
                 self.limit, self.base
             ));
         }
         Ok(usize::try_from(left).unwrap_or(usize::MAX))
     }
 }
+
+/// Descriptors the store holds besides its volumes (the lock file, the I/O ring or pool's
+/// event descriptors).
+const STORE_EXTRA: u64 = 4;
 
 fn nr_open() -> u64 {
     std::fs::read_to_string("/proc/sys/fs/nr_open")

@@ -11,7 +11,10 @@
 //!    ready; old freezes its store, waits for its fills to finish, answers `StoreReleased`
 //!    (or `Abort`);
 //! 3. new → old `Serving` once its workers accept on the inherited sockets;
-//! 4. old stops accepting, drains and exits: the new one sees end-of-file and lets its
+//! 4. old → new `Stderr` with its own standard error: until then the new process writes
+//!    its standard error into a pipe the old one relays (so a failed start's error lines
+//!    reach the old process's log); from then on it writes where the old one did;
+//! 5. old stops accepting, drains and exits: the new one sees end-of-file and lets its
 //!    store take writes.
 
 use std::io::{self, IoSlice, IoSliceMut};
@@ -74,6 +77,9 @@ pub(crate) enum Msg {
         /// The successor.
         pid: u32,
     },
+    /// The descriptor that comes with this packet is the old process's standard error:
+    /// the successor writes its own there from now on.
+    Stderr,
 }
 
 /// One end of the channel.

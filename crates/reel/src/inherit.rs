@@ -148,7 +148,14 @@ impl Predecessor {
         let old = self.pid;
         std::thread::Builder::new().name("reel-predecessor".into()).spawn(move || {
             // The channel closes when the predecessor exits (its end is close-on-exec).
-            while let Ok(Some(_)) = self.channel.recv(None) {}
+            while let Ok(Some((msg, fds))) = self.channel.recv(None) {
+                if let (Msg::Stderr, Some(fd)) = (msg, fds.first()) {
+                    // Standard error was a pipe the predecessor relays; it goes away with it.
+                    if let Err(e) = rustix::stdio::dup2_stderr(fd) {
+                        warn!("could not take over the replaced process's standard error: {e}");
+                    }
+                }
+            }
             info!(pid = old, "the replaced process has exited");
             on_exit();
         })?;

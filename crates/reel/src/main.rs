@@ -88,9 +88,10 @@ enum Command {
 fn main() -> ExitCode {
     alloc::configure();
     let cli = Cli::parse();
+    let named = cli.config.is_some();
     let config = cli.config.unwrap_or_else(|| PathBuf::from(DEFAULT_CONFIG));
     let result = match cli.command.unwrap_or(Command::Serve(cli.serve)) {
-        Command::Check => return check::run(&config),
+        Command::Check => return check::run(&config, named),
         Command::Plan { format } => plan::run(&config, format),
         Command::Serve(ServeFlags { origin, origin_host }) => {
             server::run(server::ServeArgs { config, origin, origin_host })
@@ -99,8 +100,22 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("reel: {e:#}");
+            eprintln!("reel: {}", causes(&e));
             ExitCode::FAILURE
         }
     }
+}
+
+/// `e` and its causes on one line, `a: b: c`, leaving out a cause whose text the line
+/// already holds (an error that prints its source would otherwise say it twice).
+fn causes(e: &anyhow::Error) -> String {
+    let mut line = e.to_string();
+    for cause in e.chain().skip(1) {
+        let c = cause.to_string();
+        if !line.contains(&c) {
+            line.push_str(": ");
+            line.push_str(&c);
+        }
+    }
+    line
 }

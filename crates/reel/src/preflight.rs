@@ -1,54 +1,127 @@
-//! What a valid config must also find in this process: the parts it asks for compiled into
-//! this binary, and the environment variables it names. `reel check`, `reel serve` and
-//! every reload run these after the file's own validation; each problem names its key's
-//! file, line and column like the validator's.
+//! Everything a valid config must also find on this host and in this process before it can
+//! run: the parts it asks for compiled into this binary, the environment variables it
+//! names, the certificates it names, the CPUs of `[cores]`, the descriptor limit against
+//! `http.reserved_fds`, the store's directory and disk, and listener addresses this host
+//! has. One function, [`check`], makes every one of these checks for `reel check`,
+//! `reel serve` and every reload, so `check` refuses what `serve` would; each problem
+//! names its key's file, line and column like the validator's. Only what cannot be known
+//! before binding (an address another process holds) is left to start-up.
+
+mod host;
+
+use std::fmt;
 
 use reel_config::{Config, ConfigProblem};
+use reel_runtime::CorePlan;
 
-/// A config this process cannot run.
+use crate::fds::FdBudget;
+use crate::options::{self, ConnectionLimits};
+use crate::tls::TlsState;
+
+/// A config this process cannot run: every problem, one per line.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum PreflightError {
-    /// The config asks for a part this binary was built without.
-    #[error("{0}")]
-    NotBuiltIn(ConfigProblem),
-    /// `admin.token_env` names a variable that is unset or empty: the admin API would run
-    /// without authentication.
-    #[error("{0}")]
-    TokenEnvUnset(ConfigProblem),
+pub(crate) struct PreflightError {
+    /// The problems, never empty.
+    pub problems: Vec<ConfigProblem>,
+}
+
+impl fmt::Display for PreflightError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, p) in self.problems.iter().enumerate() {
+            if i > 0 {
+                f.write_str("\n")?;
+            }
+            write!(f, "{p}")?;
+        }
+        Ok(())
+    }
+}
+
+/// What the checks built on the way, for the caller to run with.
+pub(crate) struct Ready {
+    /// The certificates, loaded.
+    pub tls: TlsState,
+    /// The core plan for `[cores]`.
+    pub plan: CorePlan,
+    /// The connection limits `[http]` leaves with the descriptor budget.
+    pub limits: ConnectionLimits,
+    /// Certificates that expire soon (or have), as `file:line:column: key: message`; the
+    /// core plan's own notes are in `plan.warnings`.
+    pub warnings: Vec<String>,
+}
+
+/// Runs every check on `cfg`. `origin_flag`: `--origin` was given (the demo origin is not
+/// started); `fds`: the descriptor budget to hold `http.reserved_fds` against (a running
+/// server's own, or [`FdBudget::estimate`] before start).
+pub(crate) fn check(
+    cfg: &Config,
+    origin_flag: bool,
+    tickets: &reel_tls::Tickets,
+    fds: &FdBudget,
+) -> Result<Ready, PreflightError> {
+    let mut problems: Vec<ConfigProblem> = Vec::new();
+    problems.extend(check_build(cfg, origin_flag));
+    problems.extend(check_environment(cfg));
+    let mut warnings = Vec::new();
+    let tls = match TlsState::build(cfg, tickets) {
+        Ok(t) => {
+            for w in t.warnings(std::time::SystemTime::now()) {
+                warnings.push(cfg.problem(&w.key, w.message).to_string());
+            }
+            Some(t)
+        }
+        Err(tls) => {
+            problems.extend(tls.iter().map(|p| cfg.problem(&p.key, &p.message)));
+            None
+        }
+    };
+    let plan = match host::core_plan(cfg) {
+        Ok(p) => Some(p),
+        Err(p) => {
+            problems.push(p);
+            None
+        }
+    };
+    let limits = match options::connection_limits(cfg, fds) {
+        Ok(l) => Some(l),
+        Err(e) => {
+            problems.push(cfg.problem("http.reserved_fds", e));
+            None
+        }
+    };
+    problems.extend(host::store(cfg));
+    problems.extend(host::addresses(cfg, origin_flag));
+    match (tls, plan, limits) {
+        (Some(tls), Some(plan), Some(limits)) if problems.is_empty() => {
+            Ok(Ready { tls, plan, limits, warnings })
+        }
+        _ => Err(PreflightError { problems }),
+    }
 }
 
 /// Parts of the config that need a cargo feature this binary lacks. With `--origin`
 /// (`origin_flag`) the demo origin is not started, so it needs no feature.
-pub(crate) fn check_build(cfg: &Config, origin_flag: bool) -> Result<(), PreflightError> {
-    if cfg.demo_origin.enabled && !origin_flag && !cfg!(feature = "demo") {
-        return Err(PreflightError::NotBuiltIn(cfg.problem(
+fn check_build(cfg: &Config, origin_flag: bool) -> Option<ConfigProblem> {
+    (cfg.demo_origin.enabled && !origin_flag && !cfg!(feature = "demo")).then(|| {
+        cfg.problem(
             "demo_origin.enabled",
             "this reel was built without the demo origin (cargo feature `demo`); \
              set `enabled = false` or use a build with default features",
-        )));
-    }
-    Ok(())
+        )
+    })
 }
 
-/// Environment variables the config names.
-pub(crate) fn check_environment(cfg: &Config) -> Result<(), PreflightError> {
-    if !cfg.admin.token_env.is_empty() && cfg.admin.resolved_token().is_none() {
-        return Err(PreflightError::TokenEnvUnset(cfg.problem(
+/// Environment variables the config names: `admin.token_env` naming a variable that is
+/// unset or empty would run the admin API without authentication.
+pub(crate) fn check_environment(cfg: &Config) -> Option<ConfigProblem> {
+    (!cfg.admin.token_env.is_empty() && cfg.admin.resolved_token().is_none()).then(|| {
+        cfg.problem(
             "admin.token_env",
             format!(
                 "names {:?}, which is not set (or empty) in the environment: the admin API \
                  would run without its token",
                 cfg.admin.token_env
             ),
-        )));
-    }
-    Ok(())
-}
-
-/// Every preflight problem of `cfg` (`origin_flag`: see [`check_build`]).
-pub(crate) fn problems(cfg: &Config, origin_flag: bool) -> Vec<PreflightError> {
-    [check_build(cfg, origin_flag), check_environment(cfg)]
-        .into_iter()
-        .filter_map(Result::err)
-        .collect()
+        )
+    })
 }

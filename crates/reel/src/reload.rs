@@ -41,13 +41,10 @@ pub(crate) enum ReloadError {
     /// The file is unreadable or invalid (every problem, one per line).
     #[error("{0}")]
     Config(#[from] ConfigErrors),
-    /// The file is valid but cannot run in this process.
+    /// The file is valid but cannot run here (every problem as `file:line:column: key:
+    /// message`, one per line, as `reel check` prints them).
     #[error(transparent)]
     Preflight(#[from] PreflightError),
-    /// A certificate could not be loaded (every problem as `file:line:column: key:
-    /// message`, one per line).
-    #[error("{0}")]
-    Tls(String),
     /// Building the new generation failed.
     #[error(transparent)]
     Generation(#[from] GenerationError),
@@ -57,9 +54,6 @@ pub(crate) enum ReloadError {
     /// The workers did not take the new connection limits.
     #[error("http connection limits: {0}")]
     ConnectionCap(#[source] RuntimeError),
-    /// The descriptor limit leaves no client connections with `http.reserved_fds`.
-    #[error("http.reserved_fds: {0}")]
-    FdBudget(String),
     /// The server is shutting down.
     #[error("the server is shutting down")]
     ShuttingDown,
@@ -109,22 +103,23 @@ fn apply(
     runtime: &reel_runtime::Runtime,
 ) -> Result<Vec<String>, ReloadError> {
     let read = reel_config::load_and_validate(&shared.config_path)?;
-    preflight::check_build(&read, shared.origin_flag.is_some())?;
-    preflight::check_environment(&read)?;
+    // Everything that can fail without side effects comes first: a failure after the
+    // listeners changed would leave them out of step with the running config. The file is
+    // checked as `reel check` checks it (a file this process could not restart with is
+    // refused now, with its keys' positions); certificates are loaded here, so a bad one
+    // fails the reload and the running ones serve on. The keys the checks build from
+    // (certificates, `http.reserved_fds`) all reload live.
+    let ready =
+        preflight::check(&read, shared.origin_flag.is_some(), &shared.tickets, &shared.fds)?;
+    let (tls, limits) = (ready.tls, ready.limits);
+    for w in &ready.warnings {
+        warn!("{w}");
+    }
     let old = shared.live_full();
     let needs_restart = old.cfg.diff_needs_restart(&read);
     // Restart keys keep their running values, so what runs stays coherent.
     let new = read.keeping_restart_keys(&old.cfg);
-    // Everything that can fail without side effects comes first: a failure after the
-    // listeners changed would leave them out of step with the running config. Certificates
-    // are loaded and checked here: a bad one fails the reload and the running ones serve on.
-    let tls = crate::tls::TlsState::build(&new, &shared.tickets)
-        .map_err(|p| ReloadError::Tls(crate::tls::report(&new, &p)))?;
-    for w in tls.warnings(SystemTime::now()) {
-        warn!("{}", new.problem(&w.key, w.message));
-    }
     let generation = shared.generation.load(Ordering::SeqCst) + 1;
-    let limits = options::connection_limits(&new, &shared.fds).map_err(ReloadError::FdBudget)?;
     let live = Live::build(new, generation, shared.origin_flag.as_ref(), Some(&old), tls)?;
     if old.cfg.listener != live.cfg.listener {
         let r = runtime.set_listeners(options::listeners(&live.cfg));

@@ -46,24 +46,27 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(crate::EX_USAGE));
         }
     };
-    let problems = preflight::problems(&cfg, args.origin.is_some());
-    if !problems.is_empty() {
-        for e in &problems {
-            eprintln!("{e}");
-        }
-        return Ok(ExitCode::from(crate::EX_USAGE));
-    }
     let tickets = reel_tls::Tickets::new().context("making session-ticket keys")?;
-    let tls = match crate::tls::TlsState::build(&cfg, &tickets) {
-        Ok(t) => t,
-        Err(problems) => {
-            eprintln!("{}", crate::tls::report(&cfg, &problems));
+    // Every check `reel check` makes, from the same function: what it accepts starts.
+    let ready = match preflight::check(
+        &cfg,
+        args.origin.is_some(),
+        &tickets,
+        &crate::fds::FdBudget::estimate(&cfg),
+    ) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("{e}");
             return Ok(ExitCode::from(crate::EX_USAGE));
         }
     };
+    let preflight::Ready { tls, mut plan, warnings, .. } = ready;
     crate::logging::init(&cfg.log);
-    for w in tls.warnings(std::time::SystemTime::now()) {
-        warn!("{}", cfg.problem(&w.key, w.message));
+    for w in &warnings {
+        warn!("{w}");
+    }
+    for w in &plan.warnings {
+        warn!("core plan: {w}");
     }
     let flag = |url: &str| options::parse_origin_flag(url, args.origin_host.as_deref());
     let origin_override = match args.origin.as_deref().map(flag) {
@@ -85,11 +88,6 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         Some(_) => None,
     };
 
-    let spec = options::core_spec(&cfg);
-    let mut plan = reel_runtime::plan_system(&spec).context("planning cores")?;
-    for w in &plan.warnings {
-        warn!("core plan: {w}");
-    }
     let test_workers = options::test_workers()?;
     if let Some(n) = test_workers {
         // More workers than CPUs, for correctness tests of N-worker guarantees on a small
@@ -118,10 +116,11 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         // The old process serves meanwhile: start with the whole index, hits are hits.
         shared.store.wait_loaded();
     }
+    // Checked above against an estimate; the store and inherited sockets are open now.
     let limits = match options::connection_limits(&shared.live().cfg, &shared.fds) {
         Ok(l) => l,
         Err(e) => {
-            eprintln!("{}: {e}", args.config.display());
+            eprintln!("{}", shared.live().cfg.problem("http.reserved_fds", e));
             return Ok(ExitCode::from(crate::EX_USAGE));
         }
     };

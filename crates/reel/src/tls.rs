@@ -279,15 +279,6 @@ impl TlsState {
     }
 }
 
-/// `file:line:column: key: message` lines for `problems` found in `cfg`.
-pub(crate) fn report(cfg: &Config, problems: &[Problem]) -> String {
-    problems
-        .iter()
-        .map(|p| cfg.problem(&p.key, &p.message).to_string())
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
 /// Serves one connection accepted on a TLS listener: the handshake (bounded by the head
 /// timeout, counted in `counters`), then HTTP/2 or HTTP/1.1 by ALPN.
 #[allow(clippy::too_many_arguments)]

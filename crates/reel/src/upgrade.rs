@@ -7,17 +7,19 @@
 //! [`SERVE_WAIT`]) is killed if still running and reported as [`Event::Failed`]; this
 //! process thaws its store and keeps serving as if nothing happened.
 
+mod relay;
+
 use std::ffi::OsString;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::PathBuf;
-use std::process::{Child, Command};
+use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::Context;
 use serde::Serialize;
 use tokio::sync::mpsc;
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 
 use crate::handoff::{Channel, ENV_FD, FDS_PER_MSG, Msg, SocketRole};
 use crate::state::Shared;
@@ -72,7 +74,8 @@ pub(crate) fn begin(
     });
     let s = shared.clone();
     let spawned = std::thread::Builder::new().name("reel-upgrade".into()).spawn(move || {
-        let mut attempt = Attempt { shared: s.clone(), child: None, froze: false, released: false };
+        let mut attempt =
+            Attempt { shared: s.clone(), child: None, relay: None, froze: false, released: false };
         match attempt.run(sockets, fill_wait) {
             Ok((pid, channel)) => {
                 s.update_upgrade(|u| {
@@ -112,6 +115,8 @@ pub(crate) fn begin(
 struct Attempt {
     shared: Arc<Shared>,
     child: Option<Child>,
+    /// The successor's standard error, until it serves.
+    relay: Option<relay::Relay>,
     froze: bool,
     released: bool,
 }
@@ -128,17 +133,22 @@ impl Attempt {
         let exe = installed_binary()?;
         let args: Vec<OsString> = std::env::args_os().skip(1).collect();
         info!(binary = %exe.display(), ?args, "upgrade: starting the new binary");
-        let child = Command::new(&exe)
+        let mut child = Command::new(&exe)
             .args(&args)
             .env(ENV_FD, theirs.as_raw_fd().to_string())
             .env_remove("LISTEN_FDS")
             .env_remove("LISTEN_PID")
             .env_remove("LISTEN_FDNAMES")
+            .stderr(Stdio::piped())
             .spawn()
             .with_context(|| format!("starting {}", exe.display()))?;
         drop(theirs);
         let pid = child.id();
+        let stderr = child.stderr.take();
         self.child = Some(child);
+        if let Some(e) = stderr {
+            self.relay = Some(relay::Relay::start(e).context("relaying its standard error")?);
+        }
 
         let gone = |_| anyhow::anyhow!("it closed the channel before it took the sockets");
         for chunk in sockets.chunks(FDS_PER_MSG) {
@@ -173,6 +183,10 @@ impl Attempt {
             |m| matches!(m, Msg::Serving { pid: p } if *p == pid),
         );
         serving?;
+        // It writes where this process does from now on: the relay ends with this process.
+        if let Err(e) = ours.send(&Msg::Stderr, &[std::io::stderr().as_fd()]) {
+            warn!(pid, "upgrade: could not hand over standard error: {e}");
+        }
         info!(pid, "upgrade: the new process serves; this one stops accepting and drains");
         Ok((pid, ours))
     }
@@ -182,6 +196,7 @@ impl Attempt {
     fn fail(&mut self, e: anyhow::Error) -> String {
         let mut reason = format!("{e:#}");
         if let Some(mut c) = self.child.take() {
+            let pid = c.id();
             // A child that closed the channel is exiting: give it a moment to be reaped.
             let until = Instant::now() + Duration::from_secs(2);
             let mut status = None;
@@ -200,6 +215,16 @@ impl Attempt {
                     format!("the new process was killed: {reason}")
                 }
             };
+            // Its own account of what went wrong, into this process's log.
+            let said = self.relay.take().map(|r| r.problems(Duration::from_secs(2)));
+            let said = said.unwrap_or_default();
+            for line in &said {
+                error!(successor = pid, line = %line, "upgrade: the new process said");
+            }
+            if !said.is_empty() {
+                let last = &said[said.len().saturating_sub(5)..];
+                reason = format!("{reason}; it said: {}", last.join(" / "));
+            }
         }
         // The successor is gone (killed and reaped above), so its lock on the store is too.
         let relocked = !self.released || self.shared.store.relock().is_ok();

@@ -152,10 +152,32 @@ fn a_second_reel_on_the_same_data_address_is_refused() {
     second.write();
     let (status, err) = run_second(&second);
     assert!(!status.success());
-    assert!(err.contains("another process already listens"), "{err}");
-    assert!(err.contains(&format!("127.0.0.1:{port}")), "{err}");
+    // Said once, with the config key to change.
+    assert_eq!(err.matches("another process already listens").count(), 1, "{err}");
+    assert!(err.contains(&format!("listener \"http\" address 127.0.0.1:{port}")), "{err}");
     // The first one serves on, alone.
     assert_eq!(get(first.data, "/healthz").status, 200);
+}
+
+/// Issue 26.4: a port held by a socket that does not listen (bound, as a client's local
+/// port may be) is in use, but no process listens there: the message says so, and names
+/// the listener's key.
+#[test]
+fn a_port_bound_without_a_listener_is_not_blamed_on_another_listener() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = Origin::start("o");
+    let holder = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    holder.bind(&"127.0.0.1:0".parse::<std::net::SocketAddr>().unwrap().into()).unwrap();
+    let port = holder.local_addr().unwrap().as_socket().unwrap().port();
+    let mut conf = Conf::new(dir.path(), &o);
+    conf.listeners = vec![("http".into(), format!("127.0.0.1:{port}"))];
+    conf.write();
+    let (status, err) = run_second(&conf);
+    assert!(!status.success());
+    assert!(!err.contains("another process already listens"), "{err}");
+    assert!(err.contains("nothing listens on it"), "{err}");
+    assert!(err.contains(&format!("listener \"http\" address 127.0.0.1:{port}")), "{err}");
+    drop(holder);
 }
 
 #[test]

@@ -370,3 +370,42 @@ fn the_connection_cap_closes_at_accept_and_changes_with_a_reload() {
     assert!(more.iter().all(|(_, r)| r.status == 200), "the raised cap admits them");
     drop((first, more));
 }
+
+/// Issue 26.1: a reload makes the checks `reel check` makes (from the same function): an
+/// `http.reserved_fds` the descriptor limit cannot hold, or a worker CPU this process may
+/// not run on, is refused with the key's file, line and column, and nothing changes.
+#[test]
+fn a_reload_refuses_what_check_refuses_at_the_key_position() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = Origin::start("a");
+    let conf = Conf::new(dir.path(), &a);
+    let reel = Reel::start(&conf);
+    let before = reel.status();
+    let file = conf.path().display().to_string();
+    let mut reserved = conf.clone();
+    // More than the kernel lets any process open (fs.nr_open is at most 2^30).
+    reserved.http = "reserved_fds = 2000000000\n".into();
+    let mut cpu = conf.clone();
+    cpu.raw = Some(conf.render().replace("workers = \"auto\"", "workers = [100000]"));
+    for (broken, key) in [(reserved, "http.reserved_fds"), (cpu, "cores.workers")] {
+        broken.write();
+        let text = broken.render();
+        let needle = key.rsplit('.').next().unwrap();
+        let line = text.lines().position(|l| l.starts_with(needle)).unwrap() + 1;
+        let st = reel.sighup_reload();
+        assert_eq!(st["reload"]["last_ok"], false, "{st}");
+        let err = st["reload"]["last_error"].as_str().unwrap_or_default();
+        assert!(err.contains(&format!("{file}:{line}:")) && err.contains(key), "{key}: {err}");
+        assert_eq!(st["config"]["generation"], before["config"]["generation"]);
+        // `reel check` says the same.
+        let out = std::process::Command::new(BIN)
+            .arg("check")
+            .arg("--config")
+            .arg(conf.path())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(64));
+        assert!(String::from_utf8_lossy(&out.stderr).contains(&format!("{file}:{line}:")));
+    }
+    assert_eq!(get(reel.data, "/healthz").status, 200);
+}

@@ -378,20 +378,30 @@ fn a_failed_upgrade_leaves_the_old_process_serving() {
     reel.logs.wait_for("the failure logged", |v| {
         message(v) == "upgrade failed; this process keeps serving"
     });
+    // Issue 26.4: the new process's own error line is in the old process's log, and in
+    // the reason `/status` shows.
+    let said = reel
+        .logs
+        .wait_for("the new process's words", |v| message(v) == "upgrade: the new process said");
+    let line = said["fields"]["line"].as_str().unwrap_or("");
+    assert!(line.contains("bogus") && line.contains(&conf.path().display().to_string()), "{said}");
+    upgrade_failed(1, "bogus");
 
     // A store the new process cannot open: it fails after the old one handed the store
-    // over, which takes it back and stores again.
-    let blocker = dir.path().join("not-a-dir");
-    std::fs::write(&blocker, "x").unwrap();
+    // over, which takes it back and stores again. (A volume that is a directory: `check`
+    // cannot tell a volume file from a directory before opening the store.)
+    let other = dir.path().join("other-store");
+    std::fs::create_dir_all(other.join("vol-00000.dat")).unwrap();
     let store_line = format!("path = \"{}/store\"", dir.path().display());
     assert!(good.contains(&store_line));
     std::fs::write(
         conf.path(),
-        good.replace(&store_line, &format!("path = \"{}\"", blocker.display())),
+        good.replace(&store_line, &format!("path = \"{}\"", other.display())),
     )
     .unwrap();
     reel.signal(libc::SIGUSR2);
     upgrade_failed(2, "exit status: 1");
+    upgrade_failed(2, "vol-00000.dat");
     o.put("/seg/after.ts", Object::ok("after"));
     assert!(get(addr, "/seg/after.ts").cache_status().contains("stored"), "writes again");
 
@@ -414,6 +424,10 @@ fn a_failed_upgrade_leaves_the_old_process_serving() {
     let successor = Successor { pid: new_pid, reaped: false };
     assert!(reel.wait_exit().success());
     assert!(get(addr, &path(3)).cache_status().contains("hit"));
+    // Its standard error was handed over: with the old process gone, its log still
+    // arrives where the old one's went.
+    successor.signal(libc::SIGHUP);
+    reel.logs.wait_for("the successor's reload logged", |v| message(v) == "configuration reloaded");
     assert_eq!(successor.stop(), 0);
 }
 
