@@ -53,7 +53,7 @@ impl Admin {
         self.listener.try_clone().map(Into::into)
     }
 
-    /// Stops accepting (connections in flight are dropped); see [`Admin::stop`].
+    /// Stops accepting; requests already accepted are answered (for up to [`STOP_GRACE`]).
     pub(crate) fn stop_accepting(&self) {
         let _ = self.stop.send(true);
     }
@@ -118,21 +118,33 @@ async fn serve(l: std::net::TcpListener, shared: Arc<Shared>, mut stop: watch::R
     let Ok(listener) = tokio::net::TcpListener::from_std(l) else { return };
     let handler = Rc::new(AdminHandler { shared });
     let limits = Rc::new(reel_http::Limits::default());
+    let mut conns = tokio::task::JoinSet::new();
     loop {
+        // Finished connections leave the set at once, so it holds only live ones.
+        while conns.try_join_next().is_some() {}
         tokio::select! {
             r = listener.accept() => {
                 let Ok((stream, peer)) = r else { continue };
                 let h = handler.clone();
                 let lim = limits.clone();
                 let d = stop.clone();
-                tokio::task::spawn_local(async move {
+                conns.spawn_local(async move {
                     reel_http::serve_connection(stream, peer, h, lim, d).await;
                 });
             }
-            _ = stop.changed() => return,
+            _ = stop.changed() => break,
         }
     }
+    // A request already accepted is answered (the stop is also the connections' drain
+    // signal: idle ones close, one in flight ends with `Connection: close`). The listening
+    // socket may live on in a successor, which takes what is still queued; dropping these
+    // tasks would reset a request a successor could not see.
+    let finish = async { while conns.join_next().await.is_some() {} };
+    let _ = tokio::time::timeout(STOP_GRACE, finish).await;
 }
+
+/// How long a stopped admin listener lets accepted requests finish.
+const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
 struct AdminHandler {
     shared: Arc<Shared>,

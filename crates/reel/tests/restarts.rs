@@ -348,6 +348,41 @@ fn an_upgrade_under_load_keeps_the_sockets_and_the_cache_and_fails_nothing() {
 }
 
 #[test]
+fn an_admin_request_in_flight_when_an_upgrade_hands_over_is_answered() {
+    use std::io::{Read, Write};
+
+    become_subreaper();
+    let dir = tempfile::tempdir().unwrap();
+    let o = origin();
+    let conf = Conf::new(dir.path(), &o);
+    let mut reel = Reel::start(&conf);
+    let admin = reel.admin;
+    let old_pid = reel.pid() as u64;
+    // Accepted by the old process, half a request sent: in flight when it hands over.
+    let mut c = std::net::TcpStream::connect(admin).unwrap();
+    c.set_read_timeout(Some(PATIENCE)).unwrap();
+    c.write_all(b"GET /status HTTP/1.1\r\n").unwrap();
+    // Accepted in order, and only the old process accepts yet: it holds `c` now.
+    assert_eq!(status(admin)["pid"].as_u64(), Some(old_pid));
+    reel.signal(libc::SIGUSR2);
+    let new_pid = eventually("the new process on the admin socket", || {
+        let pid = status(admin)["pid"].as_u64()?;
+        (pid != old_pid).then_some(pid as i32)
+    });
+    let successor = Successor { pid: new_pid, reaped: false };
+    c.write_all(b"Host: 127.0.0.1\r\n\r\n").unwrap();
+    let mut got = Vec::new();
+    let _ = c.read_to_end(&mut got);
+    let text = String::from_utf8_lossy(&got);
+    assert!(text.starts_with("HTTP/1.1 200"), "answered by the old process: {text:?}");
+    let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    let v: serde_json::Value = serde_json::from_str(body).expect("JSON");
+    assert_eq!(v["pid"].as_u64(), Some(old_pid), "{text}");
+    assert!(reel.wait_exit().success());
+    assert_eq!(successor.stop(), 0);
+}
+
+#[test]
 fn a_failed_upgrade_leaves_the_old_process_serving() {
     become_subreaper();
     let dir = tempfile::tempdir().unwrap();
