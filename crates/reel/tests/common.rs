@@ -541,6 +541,11 @@ impl Reel {
 
 impl Drop for Reel {
     fn drop(&mut self) {
+        if std::thread::panicking() {
+            // The failed test's output then shows what the process (and any successor
+            // writing to the same standard error) said.
+            println!("--- reel's log:\n{}\n---", self.logs.dump());
+        }
         if let Some(mut c) = self.child.take() {
             let _ = c.kill();
             let _ = c.wait();

@@ -488,17 +488,18 @@ fn systemd_socket_activation_serves_connections_queued_before_start_and_upgrades
     let port = free_port();
     conf.listeners = vec![("http".into(), format!("127.0.0.1:{port}"))];
     // systemd-socket-activate owns the socket and starts reel on the first connection.
-    let wrapper = dir.path().join("activate.sh");
+    let script = dir.path().join("activate.txt");
     std::fs::write(
-        &wrapper,
+        &script,
         format!(
             "#!/bin/sh\nexec {} -l 127.0.0.1:{port} --fdname=http {BIN} \"$@\"\n",
             tool.display()
         ),
     )
     .unwrap();
-    std::fs::set_permissions(&wrapper, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-        .unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    // Copied by a child process, as `install` does (ETXTBSY otherwise).
+    let wrapper = install(dir.path(), &script);
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     let early = std::thread::spawn(move || {
         let deadline = Instant::now() + PATIENCE;
