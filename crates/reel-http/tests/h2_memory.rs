@@ -10,41 +10,15 @@
 #[path = "common.rs"]
 mod common;
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicIsize, Ordering};
-
 use bytes::Bytes;
 use reel_http::{H2Settings, Limits};
 use tokio::net::TcpStream;
 
 use common::Server;
-
-/// The system allocator, counting the bytes live.
-struct Counting;
-
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-
-// SAFETY: every call goes to `System` unchanged; the counter only observes sizes.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        LIVE.fetch_add(l.size() as isize, Ordering::Relaxed);
-        // SAFETY: the caller's layout, as `GlobalAlloc::alloc` requires.
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        LIVE.fetch_sub(l.size() as isize, Ordering::Relaxed);
-        // SAFETY: `p` came from `System` with layout `l`.
-        unsafe { System.dealloc(p, l) }
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
-        LIVE.fetch_add(new as isize - l.size() as isize, Ordering::Relaxed);
-        // SAFETY: `p` came from `System` with layout `l`.
-        unsafe { System.realloc(p, l, new) }
-    }
-}
+use reel_test_support::CountingAlloc;
 
 #[global_allocator]
-static ALLOC: Counting = Counting;
+static ALLOC: CountingAlloc = CountingAlloc;
 
 async fn client(server: &Server) -> h2::client::SendRequest<Bytes> {
     let tcp = TcpStream::connect(server.addr).await.unwrap();
@@ -83,9 +57,9 @@ async fn a_long_http2_connection_does_not_grow_with_its_requests() {
     let server = Server::start_h2(Limits::default(), H2Settings::default());
     let c = client(&server).await;
     requests(&c, 1_000).await;
-    let before = LIVE.load(Ordering::Relaxed);
+    let before = CountingAlloc::live();
     requests(&c, 6_000).await;
-    let grown = LIVE.load(Ordering::Relaxed) - before;
+    let grown = CountingAlloc::live() - before;
     // Even a 100-byte remainder per request would be 600 kB.
     assert!(grown < 128 * 1024, "{grown} bytes more live after 6000 requests on one connection");
 }

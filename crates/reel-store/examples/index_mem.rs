@@ -3,31 +3,12 @@
 //!
 //! Usage: `index_mem [OBJECTS]` (default 20000; key ~40 bytes, metadata 300 bytes).
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicIsize, Ordering};
-
 use bytes::Bytes;
 use reel_store::{IoMode, Store, StoreConfig};
-
-struct Counting;
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-
-// SAFETY: delegates to the system allocator and only counts bytes.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        LIVE.fetch_add(l.size() as isize, Ordering::Relaxed);
-        // SAFETY: same contract as the caller's.
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        LIVE.fetch_sub(l.size() as isize, Ordering::Relaxed);
-        // SAFETY: same contract as the caller's.
-        unsafe { System.dealloc(p, l) }
-    }
-}
+use reel_test_support::CountingAlloc;
 
 #[global_allocator]
-static A: Counting = Counting;
+static A: CountingAlloc = CountingAlloc;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let n: u64 = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(20_000);
@@ -39,7 +20,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         StoreConfig { path: dir.path().to_owned(), size, volume_size: vol, io: IoMode::Threads };
     let base = {
         let s = Store::open(cfg.clone())?;
-        let b = LIVE.load(Ordering::Relaxed);
+        let b = CountingAlloc::live();
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
         rt.block_on(async {
             for i in 0..n {
@@ -54,7 +35,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         b
     };
     let s = Store::open(cfg)?;
-    let after = LIVE.load(Ordering::Relaxed);
+    let after = CountingAlloc::live();
     let objects = s.stats().objects;
     println!(
         "{objects} objects: {:.1} heap bytes per object (key 42 B + meta 300 B included)",

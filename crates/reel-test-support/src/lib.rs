@@ -12,14 +12,18 @@
 //!   readers).
 //! * [`listening_inodes`] names the listening sockets on a port, to tell whether a
 //!   restart kept the very same sockets.
+//! * [`CountingAlloc`] counts the heap bytes live, for memory measurements.
 
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
+#[allow(unsafe_code)]
+mod alloc;
 pub mod h2;
 mod net;
 mod skip;
 mod wait;
 
+pub use alloc::CountingAlloc;
 pub use net::listening_inodes;
 pub use skip::{have_ffmpeg, skip, which};
 pub use wait::{PATIENCE, eventually, wait_until, wait_until_async};
