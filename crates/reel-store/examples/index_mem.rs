@@ -35,6 +35,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         b
     };
     let s = Store::open(cfg)?;
+    // The index loads in the background; measure it whole.
+    s.wait_loaded();
     let after = CountingAlloc::live();
     let objects = s.stats().objects;
     println!(
