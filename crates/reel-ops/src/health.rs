@@ -67,6 +67,12 @@ pub struct LoadFigures {
     pub hit_total_p99_ms: f64,
     /// Window length the figures cover, seconds.
     pub window_secs: f64,
+    /// Fraction of the cgroup's CPU periods over the window in which it ran out of quota
+    /// (0 without a quota). Not part of the verdict; a node throttled this way has latency
+    /// spikes of up to a period that the CPU figure does not show.
+    pub throttled_ratio: f64,
+    /// Milliseconds per second the cgroup's threads waited for quota over the window.
+    pub throttled_ms_per_sec: f64,
 }
 
 /// Why the node should or should not take traffic.

@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
+use reel_runtime::cgroup::CpuStat;
 
 use crate::health::{LoadFigures, Overload, Thresholds, Verdict, verdict};
 use crate::metrics::{HistogramSnapshot, WorkerMetrics};
@@ -40,6 +41,8 @@ pub struct Inputs {
     pub connections: Box<dyn Fn() -> u64 + Send + Sync>,
     /// Whether the store can serve.
     pub store_ok: Box<dyn Fn() -> bool + Send + Sync>,
+    /// The process cgroup's CPU throttling counters, where there is a cgroup to read.
+    pub cpu_stat: Box<dyn Fn() -> Option<CpuStat> + Send + Sync>,
 }
 
 /// State shared between the sampler thread, the workers and the admin listener.
@@ -67,6 +70,7 @@ struct Sample {
     latency: HistogramSnapshot,
     hit_latency: HistogramSnapshot,
     hit_first_byte: HistogramSnapshot,
+    cpu_stat: Option<CpuStat>,
 }
 
 impl Health {
@@ -163,6 +167,7 @@ impl Health {
             latency: HistogramSnapshot::default(),
             hit_latency: HistogramSnapshot::default(),
             hit_first_byte: HistogramSnapshot::default(),
+            cpu_stat: (self.inputs.cpu_stat)(),
         };
         for w in &self.inputs.workers {
             s.requests += w.requests_total();
@@ -184,6 +189,17 @@ impl Health {
         let lat = now.latency.since(&first.latency);
         let hit = now.hit_latency.since(&first.hit_latency);
         let hit_fb = now.hit_first_byte.since(&first.hit_first_byte);
+        let (throttled_ratio, throttled_ms) = match (first.cpu_stat, now.cpu_stat) {
+            (Some(a), Some(b)) => {
+                let periods = b.periods.saturating_sub(a.periods);
+                let throttled = b.throttled_periods.saturating_sub(a.throttled_periods);
+                let usec = b.throttled_usec.saturating_sub(a.throttled_usec);
+                let ratio = if periods > 0 { throttled as f64 / periods as f64 } else { 0.0 };
+                let ms = if secs > 0.0 { usec as f64 / 1000.0 / secs } else { 0.0 };
+                (ratio, ms)
+            }
+            _ => (0.0, 0.0),
+        };
         LoadFigures {
             cpu_percent: round1(cpu.min(100.0)),
             connections: (self.inputs.connections)(),
@@ -194,6 +210,8 @@ impl Health {
             hit_p99_ms: hit_fb.quantile_ms(0.99).unwrap_or(0.0),
             hit_total_p99_ms: hit.quantile_ms(0.99).unwrap_or(0.0),
             window_secs: round1(secs),
+            throttled_ratio: round3(throttled_ratio.min(1.0)),
+            throttled_ms_per_sec: round1(throttled_ms),
         }
     }
 }
@@ -245,6 +263,7 @@ mod tests {
             worker_tids: vec![],
             connections: Box::new(move || conns.load(Ordering::Relaxed)),
             store_ok: Box::new(|| true),
+            cpu_stat: Box::new(|| None),
         }
     }
 

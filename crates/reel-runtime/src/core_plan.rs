@@ -73,7 +73,7 @@ pub struct CpuEntry {
 }
 
 /// The result of planning: printed by `reel plan` and consumed by [`crate::start`].
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct CorePlan {
     /// Every CPU known to the planner, ascending.
     pub cpus: Vec<CpuEntry>,
@@ -83,6 +83,8 @@ pub struct CorePlan {
     pub irq_cpus: Vec<usize>,
     /// Non-fatal problems worth telling the operator about.
     pub warnings: Vec<String>,
+    /// The cgroup CPU quota in CPUs and the group that sets it, when there is one.
+    pub cpu_quota: Option<(f64, String)>,
 }
 
 /// Errors of the planner (only for inputs that cannot be planned at all).
@@ -407,9 +409,13 @@ pub fn plan(spec: &CoreSpec, sys: &dyn SysFs) -> Result<CorePlan, PlanError> {
         CpuSelect::List(v) => v.iter().copied().collect(),
     };
 
+    let group = crate::cgroup::cpu_group(sys);
+    let cap = group.as_ref().and_then(crate::cgroup::CpuGroup::worker_cap);
+    let quota = group.and_then(|g| g.quota);
+    let mut capped: Vec<usize> = Vec::new();
     let workers: Vec<usize> = match &spec.workers {
         CpuSelect::Auto => {
-            let w: Vec<usize> = allowed.difference(&irq_set).copied().collect();
+            let mut w: Vec<usize> = allowed.difference(&irq_set).copied().collect();
             if w.is_empty() {
                 warnings.push(format!(
                     "every allowed cpu ({}) services NIC interrupts ({}); workers run on all \
@@ -417,10 +423,15 @@ pub fn plan(spec: &CoreSpec, sys: &dyn SysFs) -> Result<CorePlan, PlanError> {
                     fmt_list(&allowed_vec),
                     fmt_list(&irq_set.iter().copied().collect::<Vec<_>>()),
                 ));
-                allowed_vec.clone()
-            } else {
-                w
+                w = allowed_vec.clone();
             }
+            // More workers than the quota's CPUs would be throttled in bursts.
+            if let Some(cap) = cap
+                && w.len() > cap
+            {
+                capped = w.split_off(cap);
+            }
+            w
         }
         CpuSelect::List(v) => {
             if v.is_empty() {
@@ -437,6 +448,16 @@ pub fn plan(spec: &CoreSpec, sys: &dyn SysFs) -> Result<CorePlan, PlanError> {
                 if !seen.insert(c) {
                     return Err(PlanError::DuplicateWorker(c));
                 }
+            }
+            if let (Some(cap), Some((q, dir))) = (cap, &quota)
+                && seen.len() > cap
+            {
+                warnings.push(format!(
+                    "{} worker cpus are listed but the cgroup CPU quota ({dir}) allows {q:.2} \
+                     cpus: the scheduler will throttle the workers in bursts (latency spikes); \
+                     list at most {cap} or raise the quota",
+                    seen.len()
+                ));
             }
             let overlap: Vec<usize> = seen.intersection(&irq_set).copied().collect();
             if !overlap.is_empty() {
@@ -486,7 +507,11 @@ pub fn plan(spec: &CoreSpec, sys: &dyn SysFs) -> Result<CorePlan, PlanError> {
                 (false, false) => Role::Unused,
             };
             let mut ev = evidence.remove(&cpu).unwrap_or_default();
-            if !allowed.contains(&cpu) {
+            if capped.contains(&cpu)
+                && let Some((q, _)) = &quota
+            {
+                ev.push(format!("left out: the cgroup CPU quota allows {q:.2} cpus"));
+            } else if !allowed.contains(&cpu) {
                 ev.push("not in the process affinity mask".into());
             } else if role == Role::Unused {
                 ev.push("allowed but not in the explicit worker list".into());
@@ -494,7 +519,13 @@ pub fn plan(spec: &CoreSpec, sys: &dyn SysFs) -> Result<CorePlan, PlanError> {
             CpuEntry { cpu, role, evidence: ev }
         })
         .collect();
-    Ok(CorePlan { cpus, workers, irq_cpus: irq_set.into_iter().collect(), warnings })
+    Ok(CorePlan {
+        cpus,
+        workers,
+        irq_cpus: irq_set.into_iter().collect(),
+        warnings,
+        cpu_quota: quota,
+    })
 }
 
 impl fmt::Display for CorePlan {
@@ -509,6 +540,9 @@ impl fmt::Display for CorePlan {
         }
         writeln!(f, "workers ({}): {}", self.workers.len(), fmt_list(&self.workers))?;
         writeln!(f, "irq cpus: {}", fmt_list(&self.irq_cpus))?;
+        if let Some((q, dir)) = &self.cpu_quota {
+            writeln!(f, "cpu quota: {q:.2} cpus (cgroup {dir})")?;
+        }
         for w in &self.warnings {
             writeln!(f, "warning: {w}")?;
         }

@@ -35,6 +35,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 mod app;
+pub mod cgroup;
 pub mod core_plan;
 mod error;
 pub mod limits;

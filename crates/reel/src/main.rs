@@ -14,6 +14,7 @@ mod demo;
 mod fds;
 mod generation;
 mod handoff;
+mod host;
 mod inherit;
 mod lifecycle;
 mod logging;

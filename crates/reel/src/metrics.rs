@@ -39,6 +39,10 @@ pub(crate) fn render(s: &Shared) -> String {
         "1 while the node is draining.",
         s.health().is_some_and(|h| h.draining()),
     );
+    if let Some(h) = s.health() {
+        health(&mut p, &h.answer().verdict);
+    }
+    host(&mut p, &crate::host::sample(&crate::options::core_spec(&live.cfg).nic));
     s.cache.slices.render_prometheus(&mut p);
     live.origins.snapshot().render_prometheus(&mut p);
     live.tls.render_prometheus(&s.tls_counters, &mut p);
@@ -110,6 +114,90 @@ fn store(p: &mut PromWriter, store: &reel_store::Store) {
         st.write_errors,
     );
     p.single("reel_store_read_errors_total", Kind::Counter, "Store read errors.", st.read_errors);
+    p.single("reel_store_volumes", Kind::Gauge, "Store volume files.", st.volumes);
+    p.single(
+        "reel_store_quarantined_volumes",
+        Kind::Gauge,
+        "Store volumes taken out of service after I/O errors (the store is degraded).",
+        st.quarantined_volumes,
+    );
+}
+
+/// What `/healthz` answers now: 1 for healthy (200), and the verdict's status as a label.
+fn health(p: &mut PromWriter, v: &reel_ops::health::Verdict) {
+    p.single(
+        "reel_healthy",
+        Kind::Gauge,
+        "1 while /healthz answers 200 (the node takes traffic).",
+        v.http_status() == 200,
+    );
+    p.family("reel_health_status", Kind::Gauge, "The /healthz verdict, as a label (value 1).");
+    let status = serde_json::to_value(v.status).ok();
+    let status = status.as_ref().and_then(|s| s.as_str()).unwrap_or("unknown");
+    p.sample("reel_health_status", &[("status", status)], 1u64);
+}
+
+/// The host's hidden limits: cgroup CPU quota and throttling, data interfaces' bytes,
+/// descriptors.
+fn host(p: &mut PromWriter, h: &crate::host::HostSample) {
+    if let Some((q, _)) = h.cpu_group.as_ref().and_then(|g| g.quota.as_ref()) {
+        p.single(
+            "reel_cgroup_cpu_quota_cpus",
+            Kind::Gauge,
+            "The cgroup CPU quota, in CPUs (absent without a quota).",
+            *q,
+        );
+    }
+    if let Some(st) = h.cpu_stat {
+        p.single(
+            "reel_cgroup_cpu_periods_total",
+            Kind::Counter,
+            "CPU enforcement periods of the process's cgroup with runnable threads (cpu.stat nr_periods).",
+            st.periods,
+        );
+        p.single(
+            "reel_cgroup_cpu_throttled_periods_total",
+            Kind::Counter,
+            "Periods in which the cgroup ran out of CPU quota (cpu.stat nr_throttled).",
+            st.throttled_periods,
+        );
+        p.single(
+            "reel_cgroup_cpu_throttled_seconds_total",
+            Kind::Counter,
+            "Time the cgroup's threads waited for CPU quota (cpu.stat throttled_usec).",
+            st.throttled_usec as f64 / 1e6,
+        );
+    }
+    if !h.net.is_empty() {
+        for (name, help, pick) in [
+            (
+                "reel_net_receive_bytes_total",
+                "Bytes received on a data interface ([cores] nic), all processes.",
+                (|n: &crate::host::NetCounters| n.rx_bytes) as fn(&crate::host::NetCounters) -> u64,
+            ),
+            (
+                "reel_net_transmit_bytes_total",
+                "Bytes sent on a data interface ([cores] nic), all processes.",
+                |n| n.tx_bytes,
+            ),
+        ] {
+            p.family(name, Kind::Counter, help);
+            for n in &h.net {
+                p.sample(name, &[("interface", &n.name)], pick(n));
+            }
+        }
+    }
+    if let Some(n) = h.open_fds {
+        p.single("reel_process_open_fds", Kind::Gauge, "Open file descriptors.", n);
+    }
+    if let Some(n) = h.max_fds {
+        p.single(
+            "reel_process_max_fds",
+            Kind::Gauge,
+            "The descriptor limit (soft RLIMIT_NOFILE).",
+            n,
+        );
+    }
 }
 
 /// Reload counters and the generation they produced.

@@ -474,7 +474,13 @@ retries = 3
         assert_eq!((l.max_request_line, l.idle_timeout), (1024, Duration::from_secs(5)));
         let ls = listeners(&c);
         assert_eq!((ls[0].name.as_str(), ls[0].backlog), ("http", 100));
-        let plan = CorePlan { cpus: vec![], workers: vec![0], irq_cpus: vec![1], warnings: vec![] };
+        let plan = CorePlan {
+            cpus: vec![],
+            workers: vec![0],
+            irq_cpus: vec![1],
+            warnings: vec![],
+            cpu_quota: None,
+        };
         let limits = connection_limits(&c, &FdBudget { limit: 1000, base: 10 }).unwrap();
         assert_eq!(
             limits,

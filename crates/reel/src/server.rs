@@ -165,6 +165,13 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
                 conn_stats.iter().map(|s| s.open.load(Ordering::Relaxed) as u64).sum()
             }),
             store_ok: Box::new(move || store_shared.store_ok()),
+            cpu_stat: {
+                let group = reel_runtime::cgroup::cpu_group(&reel_runtime::core_plan::RealSysFs);
+                Box::new(move || {
+                    let g = group.as_ref()?;
+                    reel_runtime::cgroup::cpu_stat(&reel_runtime::core_plan::RealSysFs, g)
+                })
+            },
         },
         options::thresholds(&shared.live().cfg),
     );

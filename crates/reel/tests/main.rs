@@ -4,6 +4,7 @@
 
 mod access_log;
 mod admin;
+mod cgroup;
 mod cli;
 mod common;
 mod health;

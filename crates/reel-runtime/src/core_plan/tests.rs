@@ -230,3 +230,42 @@ fn live_system_plans_without_error() {
     let allowed = allowed_cpus().unwrap();
     assert!(p.workers.iter().all(|w| allowed.contains(w)));
 }
+
+/// A container with a 1.5-CPU quota (cgroup v2) on a 4-CPU host without NIC interrupts.
+fn quota_host(quota: &str) -> Sample {
+    Sample::new("           CPU0       CPU1       CPU2       CPU3\n", [0, 1, 2, 3])
+        .file("/proc/self/cgroup".into(), "0::/pod/ctr\n")
+        .file("/sys/fs/cgroup/cgroup.controllers".into(), "cpu\n")
+        .file("/sys/fs/cgroup/pod/cpu.max".into(), quota)
+}
+
+#[test]
+fn automatic_workers_follow_the_cgroup_cpu_quota() {
+    let spec = CoreSpec { nic: vec![], ..CoreSpec::default() };
+    let p = plan(&spec, &quota_host("150000 100000\n")).unwrap();
+    assert_eq!(p.workers, vec![0], "1.5 cpus of quota: one worker");
+    assert_eq!(p.cpu_quota, Some((1.5, "/sys/fs/cgroup/pod".into())));
+    let text = p.to_string();
+    assert!(text.contains("cpu quota: 1.50 cpus (cgroup /sys/fs/cgroup/pod)"), "{text}");
+    assert!(text.contains("left out: the cgroup CPU quota allows 1.50 cpus"), "{text}");
+    // Two CPUs of quota, two workers; none, all four.
+    assert_eq!(plan(&spec, &quota_host("200000 100000\n")).unwrap().workers, vec![0, 1]);
+    assert_eq!(plan(&spec, &quota_host("max 100000\n")).unwrap().workers, vec![0, 1, 2, 3]);
+    // Less than one CPU still runs one worker.
+    assert_eq!(plan(&spec, &quota_host("20000 100000\n")).unwrap().workers, vec![0]);
+}
+
+#[test]
+fn an_explicit_worker_list_above_the_quota_is_kept_with_a_warning() {
+    let spec =
+        CoreSpec { nic: vec![], workers: CpuSelect::List(vec![1, 2, 3]), ..CoreSpec::default() };
+    let p = plan(&spec, &quota_host("150000 100000\n")).unwrap();
+    assert_eq!(p.workers, vec![1, 2, 3]);
+    assert!(
+        p.warnings.iter().any(|w| w.contains("3 worker cpus are listed but the cgroup CPU quota")),
+        "{:?}",
+        p.warnings
+    );
+    let within = CoreSpec { workers: CpuSelect::List(vec![2]), ..spec };
+    assert!(plan(&within, &quota_host("150000 100000\n")).unwrap().warnings.is_empty());
+}
