@@ -7,6 +7,7 @@ mod admin;
 mod cgroup;
 mod cli;
 mod common;
+mod contrib;
 mod health;
 mod interim;
 mod ktls;
