@@ -38,8 +38,9 @@ pub(super) struct Loaded {
     pub(super) seqs: Vec<u64>,
     /// Volumes with an incarnation at or past this one are not covered.
     pub(super) from_seq: u64,
-    /// (volume, entry) of every object in a covered volume.
-    pub(super) entries: Vec<(u128, Entry)>,
+    /// The checked file, its header and the volume size, until [`Loaded::entries`]
+    /// streams the entries.
+    stream: Option<(File, Head, u64)>,
 }
 
 impl Loaded {
@@ -202,13 +203,13 @@ impl Store {
         Ok(n)
     }
 
-    /// Reads the checkpoint, if there is a valid one for this store's geometry.
+    /// Opens the checkpoint, if there is a valid one for this store's geometry. The file is
+    /// read as a stream, twice: once here to check its CRC and structure without keeping
+    /// anything, then by [`Loaded::entries`] as the index takes the entries one by one, so
+    /// loading holds a buffer, not the file, on top of the index it builds.
     pub(super) fn read_checkpoint(&self) -> Option<Loaded> {
-        let mut f = File::open(self.path.join(FILE)).ok()?;
-        let len = f.metadata().ok()?.len();
-        let mut b = Vec::with_capacity(usize::try_from(len).ok()?);
-        f.read_to_end(&mut b).ok()?;
-        match decode(&b, self.vols.len(), self.volume_size) {
+        let f = File::open(self.path.join(FILE)).ok()?;
+        match Loaded::open(f, self.vols.len(), self.volume_size) {
             Some(l) => Some(l),
             None => {
                 tracing::warn!("store index checkpoint unusable, scanning the volumes");
@@ -218,79 +219,205 @@ impl Store {
     }
 }
 
-/// Decodes a checkpoint file; `None` unless all of it checks out.
-fn decode(b: &[u8], volumes: usize, volume_size: u64) -> Option<Loaded> {
-    if b.len() < HEADER_LEN + 20 || &b[0..8] != MAGIC || u16_at(b, 8)? != VERSION {
+/// The stream buffer of a checkpoint read.
+const READ_BUF: usize = 1 << 20;
+
+/// Reads through a buffer, keeping the CRC-32C of what it read.
+struct CrcReader<R> {
+    inner: std::io::BufReader<R>,
+    crc: u32,
+    /// Bytes read so far.
+    pos: u64,
+}
+
+impl<R: Read> CrcReader<R> {
+    fn new(inner: R) -> Self {
+        CrcReader { inner: std::io::BufReader::with_capacity(READ_BUF, inner), crc: 0, pos: 0 }
+    }
+
+    fn fill(&mut self, buf: &mut [u8]) -> Option<()> {
+        self.inner.read_exact(buf).ok()?;
+        self.crc = crc32c::crc32c_append(self.crc, buf);
+        self.pos += buf.len() as u64;
+        Some(())
+    }
+
+    fn array<const N: usize>(&mut self) -> Option<[u8; N]> {
+        let mut b = [0u8; N];
+        self.fill(&mut b)?;
+        Some(b)
+    }
+
+    fn u64(&mut self) -> Option<u64> {
+        self.array::<8>().map(u64::from_le_bytes)
+    }
+
+    /// `n` bytes into `scratch` (reused), for the CRC only.
+    fn skip(&mut self, n: usize, scratch: &mut Vec<u8>) -> Option<()> {
+        scratch.resize(n, 0);
+        self.fill(scratch)
+    }
+}
+
+/// The header of a checkpoint: what [`Loaded`] knows before its entries.
+struct Head {
+    seqs: Vec<u64>,
+    from_seq: u64,
+    /// Where the entries end (the end marker starts).
+    entries_end: u64,
+}
+
+/// Reads the header and the volume incarnations; `None` for another format or geometry.
+fn read_head<R: Read>(
+    r: &mut CrcReader<R>,
+    len: u64,
+    volumes: usize,
+    volume_size: u64,
+) -> Option<Head> {
+    if len < (HEADER_LEN + 20) as u64 {
         return None;
     }
-    let (body, crc) = b.split_at(b.len() - 4);
-    if crc32c::crc32c(body) != u32::from_le_bytes(crc.try_into().ok()?) {
+    let h = r.array::<HEADER_LEN>()?;
+    if &h[0..8] != MAGIC || u16_at(&h, 8)? != VERSION {
         return None;
     }
-    let n_vols = u32_at(b, 12)? as usize;
-    if n_vols != volumes || u64_at(b, 16)? != volume_size {
+    let n_vols = u32_at(&h, 12)? as usize;
+    if n_vols != volumes || u64_at(&h, 16)? != volume_size {
         return None;
     }
-    let from_seq = u64_at(b, 24)?;
-    let mut pos = HEADER_LEN;
-    let mut seqs = Vec::with_capacity(n_vols);
-    for _ in 0..n_vols {
-        seqs.push(u64_at(b, pos)?);
-        pos += 8;
-    }
-    let end = body.len().checked_sub(16)?;
-    if &body[end..end + 8] != END_MAGIC {
+    let from_seq = u64_at(&h, 24)?;
+    let entries_end = len - 20;
+    if (HEADER_LEN + 8 * n_vols) as u64 > entries_end {
         return None;
     }
-    let count = u64_at(body, end + 8)?;
-    let mut entries = Vec::new();
-    while pos < end {
-        let vol = u32_at(body, pos)?;
-        let rec_off = u64_at(body, pos + 4)?;
-        let body_len = u64_at(body, pos + 12)?;
-        let span = u64_at(body, pos + 20)?;
-        let stored_at = u64_at(body, pos + 28)?;
-        let key_len = u32_at(body, pos + 36)? as usize;
-        let meta_len = u32_at(body, pos + 40)? as usize;
-        pos += ENTRY_FIXED;
-        if key_len > MAX_KEY_LEN || meta_len > MAX_META_LEN || pos + key_len + meta_len > end {
+    let seqs = (0..n_vols).map(|_| r.u64()).collect::<Option<Vec<u64>>>()?;
+    Some(Head { seqs, from_seq, entries_end })
+}
+
+/// One entry's fixed part, checked against the geometry.
+struct Fixed {
+    vol: u32,
+    seq: u64,
+    rec_off: u64,
+    body_off: u64,
+    body_len: u64,
+    span: u64,
+    stored_at: u64,
+    key_len: usize,
+    meta_len: usize,
+}
+
+fn read_fixed<R: Read>(r: &mut CrcReader<R>, head: &Head, volume_size: u64) -> Option<Fixed> {
+    let b = r.array::<ENTRY_FIXED>()?;
+    let vol = u32_at(&b, 0)?;
+    let rec_off = u64_at(&b, 4)?;
+    let body_len = u64_at(&b, 12)?;
+    let span = u64_at(&b, 20)?;
+    let stored_at = u64_at(&b, 28)?;
+    let key_len = u32_at(&b, 36)? as usize;
+    let meta_len = u32_at(&b, 40)? as usize;
+    if key_len > MAX_KEY_LEN
+        || meta_len > MAX_META_LEN
+        || r.pos + (key_len + meta_len) as u64 > head.entries_end
+    {
+        return None;
+    }
+    let seq = *head.seqs.get(vol as usize)?;
+    let header_len = (format::RECORD_FIXED_LEN + key_len + meta_len) as u64;
+    let body_off = rec_off.checked_add(format::body_rel(Kind::Object, header_len))?;
+    let sane = seq != 0
+        && rec_off >= VOLUME_HEADER_LEN
+        && rec_off % format::ALIGN == 0
+        && span >= format::span_for(Kind::Object, header_len, body_len)
+        && rec_off.checked_add(span).is_some_and(|e| e <= volume_size);
+    sane.then_some(Fixed {
+        vol,
+        seq,
+        rec_off,
+        body_off,
+        body_len,
+        span,
+        stored_at,
+        key_len,
+        meta_len,
+    })
+}
+
+impl Loaded {
+    /// Checks all of `f` in one streaming pass (CRC, header, every entry's bounds, the
+    /// count) and keeps it open for [`Loaded::entries`].
+    fn open(mut f: File, volumes: usize, volume_size: u64) -> Option<Loaded> {
+        use std::io::{Seek, SeekFrom};
+        let len = f.metadata().ok()?.len();
+        let mut r = CrcReader::new(&mut f);
+        let head = read_head(&mut r, len, volumes, volume_size)?;
+        let mut scratch = Vec::new();
+        let mut count = 0u64;
+        while r.pos < head.entries_end {
+            let e = read_fixed(&mut r, &head, volume_size)?;
+            r.skip(e.key_len + e.meta_len, &mut scratch)?;
+            count += 1;
+        }
+        if r.pos != head.entries_end || &r.array::<8>()? != END_MAGIC || r.u64()? != count {
             return None;
         }
-        let key: Box<[u8]> = body[pos..pos + key_len].into();
-        let meta = Bytes::copy_from_slice(&body[pos + key_len..pos + key_len + meta_len]);
-        pos += key_len + meta_len;
-        let seq = *seqs.get(vol as usize)?;
-        let header_len = (format::RECORD_FIXED_LEN + key_len + meta_len) as u64;
-        let body_off = rec_off.checked_add(format::body_rel(Kind::Object, header_len))?;
-        let sane = seq != 0
-            && rec_off >= VOLUME_HEADER_LEN
-            && rec_off % format::ALIGN == 0
-            && span >= format::span_for(Kind::Object, header_len, body_len)
-            && rec_off.checked_add(span).is_some_and(|e| e <= volume_size);
-        if !sane {
+        let crc = r.crc;
+        if u32::from_le_bytes(r.array::<4>()?) != crc {
             return None;
         }
-        let h = format::key_hash(&key);
-        entries.push((
-            h,
-            Entry {
-                key,
-                meta,
-                vol,
-                seq,
-                rec_off,
-                body_off,
-                body_len,
-                span,
-                stored_at,
-                accessed: AtomicBool::new(false),
-            },
-        ));
+        drop(r);
+        f.seek(SeekFrom::Start(0)).ok()?;
+        Some(Loaded {
+            seqs: head.seqs.clone(),
+            from_seq: head.from_seq,
+            stream: Some((f, head, volume_size)),
+        })
     }
-    if pos != end || entries.len() as u64 != count {
-        return None;
+
+    /// The entries, decoded as they are read (the file was checked whole by
+    /// [`Loaded::open`]; it is open, so a checkpoint written meanwhile under the same name
+    /// does not change it). A read error ends the entries early, with a warning.
+    pub(super) fn entries(mut self) -> impl Iterator<Item = (u128, Entry)> {
+        let mut state = self.stream.take().and_then(|(f, head, vs)| {
+            let mut r = CrcReader::new(f);
+            read_head(&mut r, head.entries_end + 20, head.seqs.len(), vs)?;
+            Some((r, head, vs))
+        });
+        std::iter::from_fn(move || {
+            let (r, head, vs) = state.as_mut()?;
+            if r.pos >= head.entries_end {
+                return None;
+            }
+            let e = read_fixed(r, head, *vs);
+            let mut key = vec![0u8; e.as_ref().map_or(0, |e| e.key_len)];
+            let mut meta = vec![0u8; e.as_ref().map_or(0, |e| e.meta_len)];
+            let got = e.filter(|_| r.fill(&mut key).is_some() && r.fill(&mut meta).is_some());
+            let Some(e) = got else {
+                tracing::warn!(
+                    "store index checkpoint changed while it was read; the rest is not loaded"
+                );
+                state = None;
+                return None;
+            };
+            let key: Box<[u8]> = key.into_boxed_slice();
+            let h = format::key_hash(&key);
+            Some((
+                h,
+                Entry {
+                    key,
+                    meta: Bytes::from(meta),
+                    vol: e.vol,
+                    seq: e.seq,
+                    rec_off: e.rec_off,
+                    body_off: e.body_off,
+                    body_len: e.body_len,
+                    span: e.span,
+                    stored_at: e.stored_at,
+                    accessed: AtomicBool::new(false),
+                },
+            ))
+        })
     }
-    Some(Loaded { seqs, from_seq, entries })
 }
 
 fn u16_at(b: &[u8], o: usize) -> Option<u16> {
@@ -307,9 +434,16 @@ fn u64_at(b: &[u8], o: usize) -> Option<u64> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn damaged_or_foreign_checkpoints_are_refused() {
-        // A checkpoint with no entries for 2 volumes of 1 MiB.
+    fn check(b: &[u8], volumes: usize, volume_size: u64) -> Option<Loaded> {
+        let mut f = tempfile::tempfile().unwrap();
+        f.write_all(b).unwrap();
+        use std::io::Seek;
+        f.rewind().unwrap();
+        Loaded::open(f, volumes, volume_size)
+    }
+
+    /// A checkpoint for 2 volumes of 1 MiB with `entries` (key, body length) in volume 0.
+    fn file(entries: &[(&str, u64)]) -> Vec<u8> {
         let mut b = Vec::new();
         let mut h = [0u8; HEADER_LEN];
         h[0..8].copy_from_slice(MAGIC);
@@ -320,20 +454,50 @@ mod tests {
         b.extend_from_slice(&h);
         b.extend_from_slice(&3u64.to_le_bytes());
         b.extend_from_slice(&0u64.to_le_bytes());
+        let mut off = VOLUME_HEADER_LEN;
+        for (key, len) in entries {
+            let meta = b"m";
+            let header_len = (format::RECORD_FIXED_LEN + key.len() + meta.len()) as u64;
+            let span = format::span_for(Kind::Object, header_len, *len);
+            let mut e = [0u8; ENTRY_FIXED];
+            e[0..4].copy_from_slice(&0u32.to_le_bytes());
+            e[4..12].copy_from_slice(&off.to_le_bytes());
+            e[12..20].copy_from_slice(&len.to_le_bytes());
+            e[20..28].copy_from_slice(&span.to_le_bytes());
+            e[28..36].copy_from_slice(&7u64.to_le_bytes());
+            e[36..40].copy_from_slice(&(key.len() as u32).to_le_bytes());
+            e[40..44].copy_from_slice(&(meta.len() as u32).to_le_bytes());
+            b.extend_from_slice(&e);
+            b.extend_from_slice(key.as_bytes());
+            b.extend_from_slice(meta);
+            off += span;
+        }
         b.extend_from_slice(END_MAGIC);
-        b.extend_from_slice(&0u64.to_le_bytes());
+        b.extend_from_slice(&(entries.len() as u64).to_le_bytes());
         let crc = crc32c::crc32c(&b);
         b.extend_from_slice(&crc.to_le_bytes());
-        let l = decode(&b, 2, 1 << 20).expect("valid");
-        assert_eq!((l.seqs.clone(), l.from_seq, l.entries.len()), (vec![3, 0], 9, 0));
+        b
+    }
+
+    #[test]
+    fn damaged_or_foreign_checkpoints_are_refused() {
+        let b = file(&[("a/k1", 100), ("a/k2", 5000)]);
+        let l = check(&b, 2, 1 << 20).expect("valid");
+        assert_eq!((l.seqs.clone(), l.from_seq), (vec![3, 0], 9));
         assert!(l.covers(0, 3) && !l.covers(0, 4) && !l.covers(1, 0));
-        assert!(decode(&b, 3, 1 << 20).is_none(), "other volume count");
-        assert!(decode(&b, 2, 2 << 20).is_none(), "other volume size");
+        let got: Vec<(Box<[u8]>, u64)> = l.entries().map(|(_, e)| (e.key, e.body_len)).collect();
+        assert_eq!(got, vec![(b"a/k1"[..].into(), 100), (b"a/k2"[..].into(), 5000)]);
+        assert!(check(&b, 3, 1 << 20).is_none(), "other volume count");
+        assert!(check(&b, 2, 2 << 20).is_none(), "other volume size");
         for i in 0..b.len() {
             let mut d = b.clone();
             d[i] ^= 0x10;
-            assert!(decode(&d, 2, 1 << 20).is_none(), "flip at {i} accepted");
+            assert!(check(&d, 2, 1 << 20).is_none(), "flip at {i} accepted");
         }
-        assert!(decode(&b[..b.len() - 1], 2, 1 << 20).is_none(), "truncated");
+        for cut in [1, 4, 21, b.len() - HEADER_LEN] {
+            assert!(check(&b[..b.len() - cut], 2, 1 << 20).is_none(), "truncated by {cut}");
+        }
+        let empty = file(&[]);
+        assert_eq!(check(&empty, 2, 1 << 20).expect("valid").entries().count(), 0);
     }
 }

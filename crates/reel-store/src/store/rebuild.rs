@@ -117,9 +117,12 @@ impl Store {
                     .is_some_and(|c| c.covers(v.idx as usize, v.seq.load(Ordering::SeqCst)))
             })
             .collect();
-        let entries = ckpt.map(|c| c.entries).unwrap_or_default();
-        let from_ckpt = entries.len();
+        let mut from_ckpt = 0u64;
         let in_covered = move |(_, e): &(u128, Entry)| covered.get(e.vol as usize) == Some(&true);
+        // Streamed: each entry goes into the index as it is read.
+        let entries = ckpt.into_iter().flat_map(super::checkpoint::Loaded::entries).inspect(|_| {
+            from_ckpt += 1;
+        });
         let scanned = scan.len();
         let mut dropped = 0;
         let (objects, bytes) = if scan.is_empty() {
