@@ -103,6 +103,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 st.index_load_millis,
                 st.dropped_on_rebuild
             );
+            // Resident memory now (the index loaded) and at its peak (during the load).
+            let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+            let kib = |k: &str| {
+                status.lines().find_map(|l| l.strip_prefix(k)).map_or(String::from("?"), |v| {
+                    let n: u64 = v.trim().trim_end_matches(" kB").trim().parse().unwrap_or(0);
+                    format!("{:.0} MB", n as f64 * 1024.0 / 1e6)
+                })
+            };
+            println!("RSS after the load {}, peak {}", kib("VmRSS:"), kib("VmHWM:"));
             store.close()?;
         }
         m => return Err(format!("unknown mode {m}").into()),
