@@ -14,6 +14,7 @@ mod demo;
 mod fds;
 mod generation;
 mod handoff;
+mod history;
 mod inherit;
 mod lifecycle;
 mod logging;
