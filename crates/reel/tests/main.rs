@@ -6,6 +6,7 @@ mod access_log;
 mod admin;
 mod cli;
 mod common;
+mod dashboard;
 mod health;
 mod interim;
 mod ktls;
