@@ -329,21 +329,21 @@ impl AdminHandler {
         let samples: Vec<_> = h.since(since).collect();
         // Compact: 900 samples pretty-printed would be several times the size.
         let body = json!({
-                "now": crate::history::unix_ms(now),
-                "interval_ms": 1000,
-                "capacity": h.capacity(),
-                "header": {
-                    "version": env!("CARGO_PKG_VERSION"),
-                    "health": verdict.as_ref().map(|v| v.status),
-                    "reasons": verdict.as_ref().map_or(Vec::new(), |v| v.reasons.clone()),
-                    "config": {"generation": live.generation, "hash": live.cfg.hash(), "loaded_at": loaded},
-                    "draining": s.health().is_some_and(|h| h.draining()),
-                    "certificate": nearest,
-                    "workers": s.metrics.len(),
-                    "uptime_secs": s.started.elapsed().map(|d| d.as_secs()).unwrap_or(0),
-                },
-                "samples": samples,
-            });
+            "now": crate::history::unix_ms(now),
+            "interval_ms": 1000,
+            "capacity": h.capacity(),
+            "header": {
+                "version": env!("CARGO_PKG_VERSION"),
+                "health": verdict.as_ref().map(|v| v.status),
+                "reasons": verdict.as_ref().map_or(Vec::new(), |v| v.reasons.clone()),
+                "config": {"generation": live.generation, "hash": live.cfg.hash(), "loaded_at": loaded},
+                "draining": s.health().is_some_and(|h| h.draining()),
+                "certificate": nearest,
+                "workers": s.metrics.len(),
+                "uptime_secs": s.started.elapsed().map(|d| d.as_secs()).unwrap_or(0),
+            },
+            "samples": samples,
+        });
         let mut text = body.to_string();
         text.push('\n');
         Response::new(200)

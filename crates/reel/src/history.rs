@@ -141,7 +141,11 @@ impl Totals {
             }
         }
         if let Some(h) = s.health() {
-            t.cpu_ticks = h.worker_tids().iter().map(|&tid| reel_ops::sampler::thread_cpu_ticks(tid)).collect();
+            t.cpu_ticks = h
+                .worker_tids()
+                .iter()
+                .map(|&tid| reel_ops::sampler::thread_cpu_ticks(tid))
+                .collect();
         }
         t
     }
@@ -188,7 +192,9 @@ impl Sample {
             (Some(a), Some(b)) => b.duration_since(a).as_secs_f64(),
             _ => 0.0,
         };
-        let rate = |a: u64, b: u64| if secs > 0.0 { round1(b.saturating_sub(a) as f64 / secs) } else { 0.0 };
+        let rate = |a: u64, b: u64| {
+            if secs > 0.0 { round1(b.saturating_sub(a) as f64 / secs) } else { 0.0 }
+        };
         let labels = reel_cache::OUTCOMES.labels;
         let by_result: BTreeMap<_, _> = labels
             .iter()
@@ -214,8 +220,15 @@ impl Sample {
             .origins
             .iter()
             .map(|((group, host), &(req, err))| {
-                let (preq, perr) = prev.origins.get(&(group.clone(), host.clone())).copied().unwrap_or((req, err));
-                OriginSample { group: group.clone(), host: host.clone(), requests: rate(preq, req), errors: rate(perr, err), healthy: false }
+                let (preq, perr) =
+                    prev.origins.get(&(group.clone(), host.clone())).copied().unwrap_or((req, err));
+                OriginSample {
+                    group: group.clone(),
+                    host: host.clone(),
+                    requests: rate(preq, req),
+                    errors: rate(perr, err),
+                    healthy: false,
+                }
             })
             .collect();
         let tps = reel_ops::sampler::clock_ticks_per_sec();
@@ -225,7 +238,11 @@ impl Sample {
             .enumerate()
             .map(|(i, &t)| {
                 let p = prev.cpu_ticks.get(i).copied().unwrap_or(t);
-                if secs > 0.0 && tps > 0.0 { round1((t.saturating_sub(p) as f64 / tps / secs * 100.0).min(100.0)) } else { 0.0 }
+                if secs > 0.0 && tps > 0.0 {
+                    round1((t.saturating_sub(p) as f64 / tps / secs * 100.0).min(100.0))
+                } else {
+                    0.0
+                }
             })
             .collect();
         Sample {
@@ -315,7 +332,14 @@ mod tests {
         by_result[reel_cache::CacheResult::Miss.index()] = misses;
         let mut origins = BTreeMap::new();
         origins.insert(("g".to_string(), "o:80".to_string()), (misses, 0));
-        Totals { at: Some(at), by_result, from_cache: hits, bytes_out: bytes, origins, ..Totals::default() }
+        Totals {
+            at: Some(at),
+            by_result,
+            from_cache: hits,
+            bytes_out: bytes,
+            origins,
+            ..Totals::default()
+        }
     }
 
     #[test]
