@@ -10,6 +10,7 @@
 #
 #     benches/dashboard-check.sh                 # builds reel, reel-load, the demo origin (release)
 #     SKIP_BUILD=1 CARGO_TARGET_DIR=/path benches/dashboard-check.sh
+#     SKIP_BUILD=1 REEL_BIN=target/debug/reel benches/dashboard-check.sh   # another reel binary
 #
 #   PORT_BASE (18480: origin, +1 http, +2 https, +3 admin), LOAD_SECS (25)
 #
@@ -46,7 +47,7 @@ done
 if [[ -z ${SKIP_BUILD:-} ]]; then
     (cd "$ROOT" && cargo build -q --release --locked -p reel -p reel-benches -p reel-demo-origin)
 fi
-REEL=$TGT/release/reel
+REEL=${REEL_BIN:-$TGT/release/reel}
 LOAD=$TGT/release/reel-load
 ORIGIN_BIN=$TGT/release/reel-demo-origin
 
