@@ -28,6 +28,28 @@ pub struct Outcomes {
     pub from_cache: &'static [usize],
 }
 
+/// The protocol a request came over, for the dashboard's requests by protocol.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    /// HTTP/1.x (plain or TLS).
+    Http1,
+    /// HTTP/2.
+    Http2,
+}
+
+impl Protocol {
+    /// Every protocol, in index order.
+    pub const ALL: [Protocol; 2] = [Protocol::Http1, Protocol::Http2];
+
+    /// The label used in `/status/history`.
+    pub fn label(self) -> &'static str {
+        match self {
+            Protocol::Http1 => "h1",
+            Protocol::Http2 => "h2",
+        }
+    }
+}
+
 /// Status classes 1xx..5xx, index 0 for anything else.
 const N_CLASSES: usize = 6;
 
@@ -38,6 +60,8 @@ pub struct WorkerMetrics {
     /// One row per outcome, one column per status class.
     requests: Box<[[AtomicU64; N_CLASSES]]>,
     bytes_out: AtomicU64,
+    /// Requests by protocol, indexed by [`Protocol`].
+    protocols: [AtomicU64; Protocol::ALL.len()],
     /// Latency of every request, complete request head to last byte written (includes the
     /// time the client takes to receive the body).
     pub latency: Histogram,
@@ -64,6 +88,7 @@ impl WorkerMetrics {
             outcomes,
             requests: outcomes.labels.iter().map(|_| Default::default()).collect(),
             bytes_out: AtomicU64::new(0),
+            protocols: Default::default(),
             latency: Histogram::default(),
             hit_latency: Histogram::default(),
             first_byte: Histogram::default(),
@@ -104,6 +129,17 @@ impl WorkerMetrics {
                 self.hit_first_byte.record(fb);
             }
         }
+    }
+
+    /// Counts one request under its protocol (one relaxed increment on this worker's own
+    /// counter, like [`WorkerMetrics::record`]).
+    pub fn record_protocol(&self, p: Protocol) {
+        self.protocols[p as usize].fetch_add(1, Relaxed);
+    }
+
+    /// Requests so far over this protocol.
+    pub fn requests_over(&self, p: Protocol) -> u64 {
+        self.protocols[p as usize].load(Relaxed)
     }
 
     /// Requests so far with this outcome, over all statuses.

@@ -113,6 +113,11 @@ impl Health {
         self.tick();
     }
 
+    /// Kernel thread ids of the worker threads, in worker order (for per-worker CPU time).
+    pub fn worker_tids(&self) -> &[i32] {
+        &self.inputs.worker_tids
+    }
+
     /// Replaces the thresholds (config reload).
     pub fn set_thresholds(&self, t: Thresholds) {
         self.thresholds.store(Arc::new(t));
@@ -230,7 +235,8 @@ fn round3(x: f64) -> f64 {
     (x * 1000.0).round() / 1000.0
 }
 
-fn clock_ticks_per_sec() -> f64 {
+/// Clock ticks per second, the unit of [`thread_cpu_ticks`].
+pub fn clock_ticks_per_sec() -> f64 {
     crate::sys::clock_ticks_per_sec()
 }
 

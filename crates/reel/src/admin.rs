@@ -1,11 +1,13 @@
-//! The admin listener (default `127.0.0.1:9090`): `/metrics`, `/status`, reload, drain,
-//! resume and purge. It runs on its own thread with its own small runtime, off the
+//! The admin listener (default `127.0.0.1:9090`): `/metrics`, `/status`, the load history
+//! and its dashboard, reload, drain, resume and purge. It runs on its own thread with its own small runtime, off the
 //! workers, and speaks HTTP through the same codec as the data listeners.
 //!
 //! | method and path | what |
 //! |---|---|
 //! | `GET /metrics` | Prometheus text format (rendered by [`crate::metrics`]) |
 //! | `GET /status` | JSON: version, config hash and load time, core plan, workers, origins, store, reloads |
+//! | `GET /status/history[?since=UNIX_MS]` | JSON: the last 15 minutes, one sample a second ([`crate::history`]), and the header figures |
+//! | `GET /dashboard` | a self-contained HTML page drawing `/status/history`, refreshed every second |
 //! | `POST /admin/reload` | re-read the config (like SIGHUP); 200 with the outcome, 400 with the errors |
 //! | `POST /admin/drain`, `POST /admin/resume` | `/healthz` answers 503 (draining) or resumes |
 //! | `POST /admin/purge?url=URL[&prefix=1][&soft=1]` | purge one URL, or every URL under a prefix |
@@ -19,6 +21,7 @@
 //! preflight, which this listener never grants, so a page in the operator's browser cannot
 //! drain the node even without a token.
 
+use std::cell::RefCell;
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -31,7 +34,11 @@ use serde_json::json;
 use tokio::sync::watch;
 use tracing::{info, warn};
 
+use crate::history::History;
 use crate::state::Shared;
+
+/// The dashboard page: inline CSS and script, no other asset.
+const DASHBOARD: &str = include_str!("dashboard.html");
 
 /// A running admin listener.
 pub(crate) struct Admin {
@@ -116,7 +123,17 @@ pub(crate) fn start(
 
 async fn serve(l: std::net::TcpListener, shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
     let Ok(listener) = tokio::net::TcpListener::from_std(l) else { return };
-    let handler = Rc::new(AdminHandler { shared });
+    let history = Rc::new(RefCell::new(History::new(crate::history::CAPACITY)));
+    let handler = Rc::new(AdminHandler { shared: shared.clone(), history: history.clone() });
+    // The history sampler runs here, off the workers: it only reads their counters.
+    tokio::task::spawn_local(async move {
+        let mut every = tokio::time::interval(std::time::Duration::from_secs(1));
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            every.tick().await;
+            history.borrow_mut().tick(&shared);
+        }
+    });
     let limits = Rc::new(reel_http::Limits::default());
     let mut conns = tokio::task::JoinSet::new();
     loop {
@@ -148,6 +165,7 @@ const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
 struct AdminHandler {
     shared: Arc<Shared>,
+    history: Rc<RefCell<History>>,
 }
 
 fn json_response(status: u16, v: serde_json::Value) -> Response {
@@ -295,6 +313,75 @@ impl AdminHandler {
         )
     }
 
+    /// `GET /status/history`: the samples after `since` and what the dashboard's header shows.
+    fn history(&self, req: &Request) -> Response {
+        let since = query_param(req.query().unwrap_or(""), "since")
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0);
+        let s = &self.shared;
+        let live = s.live_full();
+        let loaded = crate::history::unix_ms(live.loaded_at) / 1000;
+        let now = std::time::SystemTime::now();
+        let now_secs = crate::history::unix_ms(now) as i64 / 1000;
+        let tls = live.tls.status();
+        let nearest = tls["certificates"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|c| Some((c["not_after"].as_i64()?, c)))
+            .min_by_key(|(t, _)| *t)
+            .map(|(t, c)| {
+                json!({
+                    "key": c["key"], "names": c["names"], "not_after": t,
+                    "days_left": (t - now_secs).div_euclid(86_400),
+                })
+            });
+        let verdict = s.health().map(|h| h.answer().verdict.clone());
+        let h = self.history.borrow();
+        let samples: Vec<_> = h.since(since).collect();
+        // Compact: 900 samples pretty-printed would be several times the size.
+        let body = json!({
+            "now": crate::history::unix_ms(now),
+            "interval_ms": 1000,
+            "capacity": h.capacity(),
+            "header": {
+                "version": env!("CARGO_PKG_VERSION"),
+                "health": verdict.as_ref().map(|v| v.status),
+                "reasons": verdict.as_ref().map_or(Vec::new(), |v| v.reasons.clone()),
+                "config": {"generation": live.generation, "hash": live.cfg.hash(), "loaded_at": loaded},
+                "draining": s.health().is_some_and(|h| h.draining()),
+                "certificate": nearest,
+                "workers": s.metrics.len(),
+                "uptime_secs": s.started.elapsed().map(|d| d.as_secs()).unwrap_or(0),
+            },
+            "samples": samples,
+        });
+        let mut text = body.to_string();
+        text.push('\n');
+        Response::new(200)
+            .header("content-type", Bytes::from_static(b"application/json"))
+            .header("cache-control", Bytes::from_static(b"no-store"))
+            .bytes(text)
+    }
+
+    /// `GET /dashboard`: the page. Its script and style are inline, allowed by the policy
+    /// for this response only; it may fetch from this origin and nothing else.
+    fn dashboard(&self) -> Response {
+        Response::new(200)
+            .header("content-type", Bytes::from_static(b"text/html; charset=utf-8"))
+            .header("cache-control", Bytes::from_static(b"no-store"))
+            .header(
+                "content-security-policy",
+                Bytes::from_static(
+                    b"default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; \
+                      connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; \
+                      frame-ancestors 'none'",
+                ),
+            )
+            .header("x-content-type-options", Bytes::from_static(b"nosniff"))
+            .bytes(DASHBOARD)
+    }
+
     async fn purge(&self, req: &Request) -> Response {
         let q = req.query().unwrap_or("");
         let Some(url) = query_param(q, "url") else {
@@ -336,6 +423,8 @@ impl Handler for AdminHandler {
         match (req.path(), post) {
             ("/metrics", false) => self.metrics(),
             ("/status", false) => self.status(),
+            ("/status/history", false) => self.history(req),
+            ("/dashboard", false) => self.dashboard(),
             ("/admin/reload", true) => match self.shared.request_reload().await {
                 Ok(st) => json_response(200, json!({"reloaded": true, "status": st})),
                 Err(e) => json_response(400, json!({"reloaded": false, "error": e.to_string()})),
@@ -349,7 +438,7 @@ impl Handler for AdminHandler {
                 json_response(200, json!({"draining": on}))
             }
             ("/admin/purge", true) => self.purge(req).await,
-            ("/metrics" | "/status", true) => {
+            ("/metrics" | "/status" | "/status/history" | "/dashboard", true) => {
                 Response::method_not_allowed(&[Method::Get, Method::Head])
             }
             ("/admin/reload" | "/admin/drain" | "/admin/resume" | "/admin/purge", false) => {

@@ -260,6 +260,10 @@ impl Handler for WorkerState {
         let tag = reel_cache::Tag::from_raw(tag);
         let result = tag.result();
         self.metrics.record(status, result.index(), bytes, first_byte, elapsed);
+        self.metrics.record_protocol(match req.version() {
+            reel_http::Version::Http2 => reel_ops::metrics::Protocol::Http2,
+            _ => reel_ops::metrics::Protocol::Http1,
+        });
         let g = self.generation.borrow();
         if let Some(log) = &g.log {
             log.log(&Entry {

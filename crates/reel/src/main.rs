@@ -14,6 +14,7 @@ mod demo;
 mod fds;
 mod generation;
 mod handoff;
+mod history;
 mod host;
 mod inherit;
 mod lifecycle;

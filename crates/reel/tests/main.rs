@@ -8,6 +8,7 @@ mod cgroup;
 mod cli;
 mod common;
 mod contrib;
+mod dashboard;
 mod health;
 mod interim;
 mod ktls;

@@ -1,0 +1,117 @@
+//! `GET /status/history` (the one-second samples behind the dashboard) and `GET /dashboard`
+//! (the page itself; the browser check in `benches/dashboard-check.sh` runs it).
+
+use serde_json::Value;
+
+use crate::common::*;
+
+fn history(reel: &Reel, since: u64) -> Value {
+    let r = reel.admin_req("GET", &format!("/status/history?since={since}"));
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.header("content-type"), Some("application/json"));
+    r.json()
+}
+
+fn samples(v: &Value) -> &Vec<Value> {
+    v["samples"].as_array().expect("samples")
+}
+
+fn sum(v: &Value, f: impl Fn(&Value) -> f64) -> f64 {
+    samples(v).iter().map(f).sum()
+}
+
+#[test]
+fn history_has_hits_misses_bytes_and_origin_rates_and_filters_by_since() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = Origin::start("a");
+    for i in 0..4 {
+        o.put(&format!("/h/{i}.ts"), Object::ok("x".repeat(10_000)));
+    }
+    let reel = Reel::start(&Conf::new(dir.path(), &o));
+    for i in 0..4 {
+        let p = format!("/h/{i}.ts");
+        assert_eq!(request(reel.data, "GET", "127.0.0.1", &p, &[]).status, 200);
+        eventually("a hit", || {
+            let r = request(reel.data, "GET", "127.0.0.1", &p, &[]);
+            (r.cache_status() == "reel; hit").then_some(())
+        });
+    }
+
+    // The sampler turns the counters into per-second rates once a second.
+    let v = eventually("samples with the hits and misses", || {
+        let v = history(&reel, 0);
+        let hits = sum(&v, |s| s["by_result"]["hit"].as_f64().unwrap_or(0.0));
+        let misses = sum(&v, |s| s["by_result"]["miss"].as_f64().unwrap_or(0.0));
+        (hits >= 4.0 && misses >= 4.0).then_some(v)
+    });
+    assert!(sum(&v, |s| s["bytes_out"].as_f64().unwrap()) >= 80_000.0, "{v}");
+    assert!(sum(&v, |s| s["by_protocol"]["h1"].as_f64().unwrap()) >= 8.0, "{v}");
+    assert!(samples(&v).iter().any(|s| s["hit_ratio"].as_f64().unwrap() > 0.0), "{v}");
+    assert!(samples(&v).iter().any(|s| s["hit_ttfb_p99_ms"].as_f64().is_some()), "{v}");
+    assert!(samples(&v).iter().any(|s| s["miss_ttfb_p50_ms"].as_f64().is_some()), "{v}");
+    let origin_reqs = sum(&v, |s| {
+        s["origins"].as_array().unwrap().iter().map(|h| h["requests"].as_f64().unwrap()).sum()
+    });
+    assert!(origin_reqs >= 4.0, "{v}");
+    let last = samples(&v).last().unwrap();
+    assert_eq!(last["origins"][0]["healthy"], true, "{last}");
+    assert!(last["store_objects"].as_u64().unwrap() >= 4, "{last}");
+    assert!(last["store_bytes"].as_u64().unwrap() >= 40_000, "{last}");
+    assert_eq!(last["disks"][0]["state"], "online", "{last}");
+    assert_eq!(last["worker_cpu"].as_array().unwrap().len(), reel.workers(), "{last}");
+    assert!(last["connections_active"].as_u64().is_some(), "{last}");
+
+    // The header the page shows at the top.
+    assert_eq!(v["capacity"], 900);
+    assert_eq!(v["interval_ms"], 1000);
+    assert_eq!(v["header"]["health"], "ok", "{v}");
+    assert_eq!(v["header"]["config"]["generation"], 1);
+    assert_eq!(v["header"]["draining"], false);
+    assert!(v["header"]["certificate"].is_null(), "no TLS listener: {v}");
+
+    // Samples are in time order, at most the capacity, and `since` returns only newer ones.
+    let ts: Vec<u64> = samples(&v).iter().map(|s| s["t"].as_u64().unwrap()).collect();
+    assert!(ts.len() <= 900);
+    assert!(ts.windows(2).all(|w| w[0] < w[1]), "{ts:?}");
+    let newest = *ts.last().unwrap();
+    let first = ts[0];
+    let after_first = history(&reel, first);
+    assert!(samples(&after_first).iter().all(|s| s["t"].as_u64().unwrap() > first));
+    assert_eq!(samples(&after_first).len(), samples(&history(&reel, 0)).len() - 1);
+    let fresh = eventually("a sample after the newest", || {
+        let v = history(&reel, newest);
+        (!samples(&v).is_empty()).then_some(v)
+    });
+    assert!(samples(&fresh).iter().all(|s| s["t"].as_u64().unwrap() > newest), "{fresh}");
+    assert!(samples(&history(&reel, u64::MAX)).is_empty());
+
+    // A drain shows in the header at once.
+    assert_eq!(reel.admin_req("POST", "/admin/drain").status, 200);
+    let v = history(&reel, u64::MAX);
+    assert_eq!(v["header"]["draining"], true, "{v}");
+    assert_eq!(v["header"]["health"], "draining", "{v}");
+}
+
+#[test]
+fn dashboard_is_one_page_without_external_assets() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = Origin::start("a");
+    let reel = Reel::start(&Conf::new(dir.path(), &o));
+    let r = reel.admin_req("GET", "/dashboard");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("content-type"), Some("text/html; charset=utf-8"));
+    let csp = r.header("content-security-policy").expect("a CSP");
+    assert!(csp.contains("default-src 'none'") && csp.contains("connect-src 'self'"), "{csp}");
+    let page = r.text();
+    assert!(page.contains("/status/history"), "the page reads the history");
+    assert!(page.contains("id=\"selfcheck\""), "the browser check reads it");
+    for bad in ["http://", "https://", "src=", "href=", "@import", "url("] {
+        assert!(!page.contains(bad), "the page must load nothing else: found {bad:?}");
+    }
+
+    // The same rules as every admin endpoint.
+    let evil = request(reel.admin, "GET", "evil.example", "/dashboard", &[]);
+    assert_eq!(evil.status, 421);
+    assert_eq!(reel.admin_req("POST", "/dashboard").status, 405);
+    assert_eq!(reel.admin_req("POST", "/status/history").status, 405);
+}
