@@ -95,7 +95,7 @@ http2 = true
 [cores]
 workers = "auto"
 irq = "auto"
-nic = []
+nic = ["lo"]                    # the data interfaces chart (loopback here)
 
 [admin]
 address = "127.0.0.1:$ADMIN_PORT"

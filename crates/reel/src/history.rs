@@ -61,6 +61,16 @@ pub(crate) struct Sample {
     pub disks: Vec<Disk>,
     /// CPU use of each worker thread, percent of one core.
     pub worker_cpu: Vec<f64>,
+    /// Share of the cgroup's CPU periods in the interval that ran out of quota, percent
+    /// (`null` without a readable cgroup).
+    pub cpu_throttled_pct: Option<f64>,
+    /// Milliseconds per second the cgroup's threads waited for CPU quota.
+    pub cpu_throttled_ms_per_s: Option<f64>,
+    /// Bytes per second received on the data interfaces (`[cores] nic`, the whole host's
+    /// traffic on them; `null` without any).
+    pub net_rx_bytes: Option<f64>,
+    /// Bytes per second sent on the data interfaces.
+    pub net_tx_bytes: Option<f64>,
     /// Further numeric series by name.
     pub extra: BTreeMap<&'static str, f64>,
 }
@@ -102,6 +112,9 @@ pub(crate) struct Totals {
     /// `(group, host)` to (requests, errors).
     origins: BTreeMap<(String, String), (u64, u64)>,
     cpu_ticks: Vec<u64>,
+    cpu_stat: Option<reel_runtime::cgroup::CpuStat>,
+    /// (received, sent) bytes over the data interfaces, when there are any.
+    net: Option<(u64, u64)>,
 }
 
 /// The ring of samples, allocated once at [`CAPACITY`].
@@ -139,6 +152,12 @@ impl Totals {
             for h in g.hosts {
                 t.origins.insert((g.name.clone(), h.addr), (h.requests, h.errors.total()));
             }
+        }
+        let (_, cpu_stat, net) =
+            crate::host::counters(&crate::options::core_spec(&s.live().cfg).nic);
+        t.cpu_stat = cpu_stat;
+        if !net.is_empty() {
+            t.net = Some(net.iter().fold((0, 0), |(r, x), n| (r + n.rx_bytes, x + n.tx_bytes)));
         }
         if let Some(h) = s.health() {
             t.cpu_ticks = h
@@ -245,6 +264,20 @@ impl Sample {
                 }
             })
             .collect();
+        let (cpu_throttled_pct, cpu_throttled_ms_per_s) = match (prev.cpu_stat, now.cpu_stat) {
+            (Some(a), Some(b)) if secs > 0.0 => {
+                let periods = b.periods.saturating_sub(a.periods);
+                let throttled = b.throttled_periods.saturating_sub(a.throttled_periods);
+                let pct = if periods > 0 { throttled as f64 / periods as f64 * 100.0 } else { 0.0 };
+                let usec = b.throttled_usec.saturating_sub(a.throttled_usec);
+                (Some(round1(pct.min(100.0))), Some(round1(usec as f64 / 1000.0 / secs)))
+            }
+            _ => (None, None),
+        };
+        let (net_rx_bytes, net_tx_bytes) = match (prev.net, now.net) {
+            (Some((pr, px)), Some((r, x))) => (Some(rate(pr, r)), Some(rate(px, x))),
+            _ => (None, None),
+        };
         Sample {
             t: unix_ms(SystemTime::now()),
             requests: rate(prev_total, total),
@@ -264,6 +297,10 @@ impl Sample {
             store_capacity: 0,
             disks: Vec::new(),
             worker_cpu,
+            cpu_throttled_pct,
+            cpu_throttled_ms_per_s,
+            net_rx_bytes,
+            net_tx_bytes,
             extra: BTreeMap::new(),
         }
     }

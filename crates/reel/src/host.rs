@@ -33,12 +33,18 @@ pub(crate) struct HostSample {
 
 /// Reads the host now; `nics` are the data interfaces (`[cores] nic`).
 pub(crate) fn sample(nics: &[String]) -> HostSample {
-    let cpu_group = cgroup::cpu_group(&RealSysFs);
-    let cpu_stat = cpu_group.as_ref().and_then(|g| cgroup::cpu_stat(&RealSysFs, g));
-    let net = nics.iter().filter_map(|n| net_counters(n)).collect();
+    let (cpu_group, cpu_stat, net) = counters(nics);
     let open_fds = std::fs::read_dir("/proc/self/fd").ok().map(|d| d.count() as u64);
     let max_fds = rustix::process::getrlimit(rustix::process::Resource::Nofile).current;
     HostSample { cpu_group, cpu_stat, net, open_fds, max_fds }
+}
+
+/// The counters only (no descriptor count), for the once-a-second history.
+pub(crate) fn counters(nics: &[String]) -> (Option<CpuGroup>, Option<CpuStat>, Vec<NetCounters>) {
+    let cpu_group = cgroup::cpu_group(&RealSysFs);
+    let cpu_stat = cpu_group.as_ref().and_then(|g| cgroup::cpu_stat(&RealSysFs, g));
+    let net = nics.iter().filter_map(|n| net_counters(n)).collect();
+    (cpu_group, cpu_stat, net)
 }
 
 /// The counters of interface `name`; `None` when it does not exist. The name comes from the

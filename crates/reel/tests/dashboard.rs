@@ -27,7 +27,10 @@ fn history_has_hits_misses_bytes_and_origin_rates_and_filters_by_since() {
     for i in 0..4 {
         o.put(&format!("/h/{i}.ts"), Object::ok("x".repeat(10_000)));
     }
-    let reel = Reel::start(&Conf::new(dir.path(), &o));
+    // Loopback as the data interface: its bytes are charted next to latency.
+    let mut conf = Conf::new(dir.path(), &o);
+    conf.raw = Some(conf.render().replace("nic = []", "nic = [\"lo\"]"));
+    let reel = Reel::start(&conf);
     for i in 0..4 {
         let p = format!("/h/{i}.ts");
         assert_eq!(request(reel.data, "GET", "127.0.0.1", &p, &[]).status, 200);
@@ -60,6 +63,19 @@ fn history_has_hits_misses_bytes_and_origin_rates_and_filters_by_since() {
     assert_eq!(last["disks"][0]["state"], "online", "{last}");
     assert_eq!(last["worker_cpu"].as_array().unwrap().len(), reel.workers(), "{last}");
     assert!(last["connections_active"].as_u64().is_some(), "{last}");
+    // The data interface (loopback) carries at least what reel sends.
+    eventually("hits counted on the data interface", || {
+        assert_eq!(request(reel.data, "GET", "127.0.0.1", "/h/0.ts", &[]).status, 200);
+        let v = history(&reel, 0);
+        (sum(&v, |s| s["net_tx_bytes"].as_f64().unwrap_or(0.0)) >= 10_000.0).then_some(())
+    });
+    // A process in a cgroup whose cpu.stat can be read gets throttling figures (0 here).
+    if std::fs::read_to_string("/proc/self/cgroup").is_ok_and(|c| !c.trim().is_empty())
+        && (std::path::Path::new("/sys/fs/cgroup/cpu/cpu.stat").exists()
+            || std::path::Path::new("/sys/fs/cgroup/cpu.stat").exists())
+    {
+        assert!(last["cpu_throttled_pct"].as_f64().is_some(), "{last}");
+    }
 
     // The header the page shows at the top.
     assert_eq!(v["capacity"], 900);
