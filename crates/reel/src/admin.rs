@@ -107,6 +107,10 @@ pub(crate) fn start(
     let keep = std_listener.try_clone()?;
     let addr = std_listener.local_addr()?;
     let (stop, stop_rx) = watch::channel(false);
+    // The history's first reading, before anything is served: the first sample then
+    // covers every request from the start.
+    let mut history = History::new(crate::history::CAPACITY);
+    history.tick(&shared);
     let thread = std::thread::Builder::new().name("reel-admin".into()).spawn(move || {
         let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
             Ok(rt) => rt,
@@ -116,18 +120,25 @@ pub(crate) fn start(
             }
         };
         let local = tokio::task::LocalSet::new();
-        local.block_on(&rt, serve(std_listener, shared, stop_rx));
+        local.block_on(&rt, serve(std_listener, shared, history, stop_rx));
     })?;
     Ok(Admin { addr, stop, thread: Some(thread), listener: keep })
 }
 
-async fn serve(l: std::net::TcpListener, shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
+async fn serve(
+    l: std::net::TcpListener,
+    shared: Arc<Shared>,
+    history: History,
+    mut stop: watch::Receiver<bool>,
+) {
     let Ok(listener) = tokio::net::TcpListener::from_std(l) else { return };
-    let history = Rc::new(RefCell::new(History::new(crate::history::CAPACITY)));
+    let history = Rc::new(RefCell::new(history));
     let handler = Rc::new(AdminHandler { shared: shared.clone(), history: history.clone() });
     // The history sampler runs here, off the workers: it only reads their counters.
     tokio::task::spawn_local(async move {
-        let mut every = tokio::time::interval(std::time::Duration::from_secs(1));
+        let second = std::time::Duration::from_secs(1);
+        // The first reading was taken at start: the next one a second later.
+        let mut every = tokio::time::interval_at(tokio::time::Instant::now() + second, second);
         every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             every.tick().await;

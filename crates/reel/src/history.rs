@@ -239,8 +239,10 @@ impl Sample {
             .origins
             .iter()
             .map(|((group, host), &(req, err))| {
+                // A host not in the previous reading is new (the first request to it, or a
+                // group a reload made, whose counters start at 0): all it did is this interval's.
                 let (preq, perr) =
-                    prev.origins.get(&(group.clone(), host.clone())).copied().unwrap_or((req, err));
+                    prev.origins.get(&(group.clone(), host.clone())).copied().unwrap_or((0, 0));
                 OriginSample {
                     group: group.clone(),
                     host: host.clone(),
@@ -404,11 +406,15 @@ mod tests {
         assert_eq!(s.bytes_out, 0.0);
         assert_eq!(s.origins[0].requests, 0.0);
         assert_eq!(s.hit_ratio, 0.0);
-        // A host that appeared in a reload starts at zero, not at its whole total.
+        // A host not in the previous reading came to exist in this interval (a reload made
+        // its group, whose counters start at 0; or its first request): all of its total is
+        // this interval's.
         let mut c = totals(t0 + Duration::from_secs(2), 3, 2, 10);
         c.origins.insert(("new".to_string(), "n:80".to_string()), (500, 7));
         let s = Sample::rates(&b, &c);
-        assert!(s.origins.iter().all(|o| o.requests == 0.0 && o.errors == 0.0), "{s:?}");
+        let new = s.origins.iter().find(|o| o.group == "new").expect("the new host");
+        assert_eq!((new.requests, new.errors), (500.0, 7.0), "{s:?}");
+        assert!(s.origins.iter().filter(|o| o.group != "new").all(|o| o.requests == 0.0));
     }
 
     #[test]
