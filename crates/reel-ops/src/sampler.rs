@@ -196,10 +196,7 @@ impl Health {
         let hit_fb = now.hit_first_byte.since(&first.hit_first_byte);
         let (throttled_ratio, throttled_ms) = match (first.cpu_stat, now.cpu_stat) {
             (Some(a), Some(b)) => {
-                let periods = b.periods.saturating_sub(a.periods);
-                let throttled = b.throttled_periods.saturating_sub(a.throttled_periods);
-                let usec = b.throttled_usec.saturating_sub(a.throttled_usec);
-                let ratio = if periods > 0 { throttled as f64 / periods as f64 } else { 0.0 };
+                let (ratio, usec) = b.throttled_since(&a);
                 let ms = if secs > 0.0 { usec as f64 / 1000.0 / secs } else { 0.0 };
                 (ratio, ms)
             }
@@ -215,7 +212,7 @@ impl Health {
             hit_p99_ms: hit_fb.quantile_ms(0.99).unwrap_or(0.0),
             hit_total_p99_ms: hit.quantile_ms(0.99).unwrap_or(0.0),
             window_secs: round1(secs),
-            throttled_ratio: round3(throttled_ratio.min(1.0)),
+            throttled_ratio: round3(throttled_ratio),
             throttled_ms_per_sec: round1(throttled_ms),
         }
     }

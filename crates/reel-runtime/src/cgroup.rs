@@ -55,6 +55,18 @@ pub struct CpuStat {
     pub throttled_usec: u64,
 }
 
+impl CpuStat {
+    /// Throttling since `earlier`: the share of periods that ran out of quota (0 to 1, 0
+    /// when no period elapsed) and the microseconds the group waited. Counters that went
+    /// back (another group after a move) count as no change.
+    pub fn throttled_since(&self, earlier: &CpuStat) -> (f64, u64) {
+        let periods = self.periods.saturating_sub(earlier.periods);
+        let throttled = self.throttled_periods.saturating_sub(earlier.throttled_periods);
+        let ratio = if periods > 0 { (throttled as f64 / periods as f64).min(1.0) } else { 0.0 };
+        (ratio, self.throttled_usec.saturating_sub(earlier.throttled_usec))
+    }
+}
+
 /// The process's CPU cgroup, from `/proc/self/cgroup`; `None` when there is none to read.
 pub fn cpu_group(sys: &dyn SysFs) -> Option<CpuGroup> {
     let text = sys.read("/proc/self/cgroup")?;
@@ -185,6 +197,9 @@ mod tests {
         assert_eq!(g.worker_cap(), Some(1));
         let st = cpu_stat(&sys, &g).unwrap();
         assert_eq!(st, CpuStat { periods: 10, throttled_periods: 4, throttled_usec: 1234 });
+        let before = CpuStat { periods: 6, throttled_periods: 3, throttled_usec: 1000 };
+        assert_eq!(st.throttled_since(&before), (0.25, 234));
+        assert_eq!(before.throttled_since(&st), (0.0, 0), "counters that went back");
     }
 
     #[test]

@@ -268,11 +268,8 @@ impl Sample {
             .collect();
         let (cpu_throttled_pct, cpu_throttled_ms_per_s) = match (prev.cpu_stat, now.cpu_stat) {
             (Some(a), Some(b)) if secs > 0.0 => {
-                let periods = b.periods.saturating_sub(a.periods);
-                let throttled = b.throttled_periods.saturating_sub(a.throttled_periods);
-                let pct = if periods > 0 { throttled as f64 / periods as f64 * 100.0 } else { 0.0 };
-                let usec = b.throttled_usec.saturating_sub(a.throttled_usec);
-                (Some(round1(pct.min(100.0))), Some(round1(usec as f64 / 1000.0 / secs)))
+                let (ratio, usec) = b.throttled_since(&a);
+                (Some(round1(ratio * 100.0)), Some(round1(usec as f64 / 1000.0 / secs)))
             }
             _ => (None, None),
         };

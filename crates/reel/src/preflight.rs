@@ -9,33 +9,12 @@
 
 mod host;
 
-use std::fmt;
-
-use reel_config::{Config, ConfigProblem};
+use reel_config::{Config, ConfigErrors, ConfigProblem};
 use reel_runtime::CorePlan;
 
 use crate::fds::FdBudget;
 use crate::options::{self, ConnectionLimits};
 use crate::tls::TlsState;
-
-/// A config this process cannot run: every problem, one per line.
-#[derive(Debug, thiserror::Error)]
-pub(crate) struct PreflightError {
-    /// The problems, never empty.
-    pub problems: Vec<ConfigProblem>,
-}
-
-impl fmt::Display for PreflightError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (i, p) in self.problems.iter().enumerate() {
-            if i > 0 {
-                f.write_str("\n")?;
-            }
-            write!(f, "{p}")?;
-        }
-        Ok(())
-    }
-}
 
 /// What the checks built on the way, for the caller to run with.
 pub(crate) struct Ready {
@@ -58,7 +37,7 @@ pub(crate) fn check(
     origin_flag: bool,
     tickets: &reel_tls::Tickets,
     fds: &FdBudget,
-) -> Result<Ready, PreflightError> {
+) -> Result<Ready, ConfigErrors> {
     let mut problems: Vec<ConfigProblem> = Vec::new();
     problems.extend(check_build(cfg, origin_flag));
     problems.extend(check_environment(cfg));
@@ -95,7 +74,7 @@ pub(crate) fn check(
         (Some(tls), Some(plan), Some(limits)) if problems.is_empty() => {
             Ok(Ready { tls, plan, limits, warnings })
         }
-        _ => Err(PreflightError { problems }),
+        _ => Err(ConfigErrors { problems }),
     }
 }
 

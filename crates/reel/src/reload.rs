@@ -15,7 +15,7 @@ use tracing::{error, info, warn};
 
 use crate::generation::{GenerationError, Live};
 use crate::options;
-use crate::preflight::{self, PreflightError};
+use crate::preflight;
 use crate::state::Shared;
 
 /// The outcome of the last reload, shown in `/status`.
@@ -44,7 +44,7 @@ pub(crate) enum ReloadError {
     /// The file is valid but cannot run here (every problem as `file:line:column: key:
     /// message`, one per line, as `reel check` prints them).
     #[error(transparent)]
-    Preflight(#[from] PreflightError),
+    Preflight(ConfigErrors),
     /// Building the new generation failed.
     #[error(transparent)]
     Generation(#[from] GenerationError),
@@ -109,8 +109,8 @@ fn apply(
     // refused now, with its keys' positions); certificates are loaded here, so a bad one
     // fails the reload and the running ones serve on. The keys the checks build from
     // (certificates, `http.reserved_fds`) all reload live.
-    let ready =
-        preflight::check(&read, shared.origin_flag.is_some(), &shared.tickets, &shared.fds)?;
+    let ready = preflight::check(&read, shared.origin_flag.is_some(), &shared.tickets, &shared.fds)
+        .map_err(ReloadError::Preflight)?;
     let (tls, limits) = (ready.tls, ready.limits);
     for w in &ready.warnings {
         warn!("{w}");
