@@ -26,6 +26,9 @@ pub(crate) const CAPACITY: usize = 900;
 pub(crate) struct Sample {
     /// End of the interval, Unix milliseconds.
     pub t: u64,
+    /// Length of the interval, milliseconds (about 1000; longer when the admin thread was
+    /// late): a rate times this is the interval's count.
+    pub span_ms: u64,
     /// Requests per second, all of them.
     pub requests: f64,
     /// Requests per second by protocol (`h1`, `h2`).
@@ -279,6 +282,7 @@ impl Sample {
         };
         Sample {
             t: unix_ms(SystemTime::now()),
+            span_ms: (secs * 1000.0).round() as u64,
             requests: rate(prev_total, total),
             by_protocol,
             by_result,

@@ -16,8 +16,13 @@ fn samples(v: &Value) -> &Vec<Value> {
     v["samples"].as_array().expect("samples")
 }
 
+/// The total over the samples of a per-second figure: each rate times its interval (a
+/// late sampler makes an interval longer than a second).
 fn sum(v: &Value, f: impl Fn(&Value) -> f64) -> f64 {
-    samples(v).iter().map(f).sum()
+    let total: f64 =
+        samples(v).iter().map(|s| f(s) * s["span_ms"].as_f64().unwrap_or(0.0) / 1000.0).sum();
+    // Rates are rounded to 0.1/s: a count comes back within a few hundredths of itself.
+    total.round()
 }
 
 #[test]
