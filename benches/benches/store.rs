@@ -25,8 +25,7 @@ impl Drop for Scratch {
 }
 
 fn open(dir: &std::path::Path, io: IoMode) -> Arc<Store> {
-    Store::open(StoreConfig { path: dir.to_owned(), size: 256 << 20, volume_size: 16 << 20, io })
-        .expect("open store")
+    Store::open(StoreConfig::single(dir.to_owned(), 256 << 20, 16 << 20, io)).expect("open store")
 }
 
 fn lookup(c: &mut Criterion) {

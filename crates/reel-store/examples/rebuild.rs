@@ -33,12 +33,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
     }
     let num = |i: usize| -> Result<u64, Box<dyn std::error::Error>> { Ok(args[i].parse()?) };
-    let cfg = StoreConfig {
-        path: args[1].clone().into(),
-        size: num(2)? << 20,
-        volume_size: num(3)? << 20,
-        io: IoMode::Auto,
-    };
+    let cfg = StoreConfig::single(args[1].clone(), num(2)? << 20, num(3)? << 20, IoMode::Auto);
     let obj = num(4)? as usize;
     let limit = args.get(6).map(|a| a.parse()).transpose()?.unwrap_or(u64::MAX);
     match args[5].as_str() {

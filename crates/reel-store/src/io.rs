@@ -44,7 +44,9 @@ pub(crate) struct Io {
 
 impl Io {
     /// Resolves `mode` (the `REEL_STORE_IO` environment variable wins) and logs the choice.
-    pub(crate) fn new(mode: IoMode) -> io::Result<Io> {
+    /// `lane`: the disk's position in the store; each disk has its own I/O threads, so
+    /// a slow disk does not hold up another's reads.
+    pub(crate) fn new(mode: IoMode, lane: usize) -> io::Result<Io> {
         let env = std::env::var("REEL_STORE_IO").ok();
         let mode = match env.as_deref() {
             Some("threads") => IoMode::Threads,
@@ -66,7 +68,12 @@ impl Io {
             },
         };
         tracing::info!(backend = if uring { "io_uring" } else { "threads" }, "store I/O backend");
-        Ok(Io { uring, pool: pool()? })
+        Ok(Io { uring, pool: pool(lane)? })
+    }
+
+    /// The disk's I/O thread pool (also runs its scans and checkpoints).
+    pub(crate) fn pool(&self) -> &'static Pool {
+        self.pool
     }
 
     /// Whether this store uses io_uring (per worker thread) for reads and writes.
@@ -304,21 +311,25 @@ fn probe_pages(fd: BorrowedFd<'_>, off: u64, len: u64) -> bool {
 
 type Job = Box<dyn FnOnce() + Send>;
 
-static POOL: std::sync::OnceLock<Option<Pool>> = std::sync::OnceLock::new();
+/// The I/O thread pools, one per disk lane, started on first use.
+static POOLS: Mutex<Vec<&'static Pool>> = Mutex::new(Vec::new());
 
-/// The process-wide I/O thread pool, started on first use. Its threads live as long
-/// as the process: a thread that exits makes glibc madvise(DONTNEED) its stack, and
-/// the store promises no madvise calls.
-pub(crate) fn pool() -> io::Result<&'static Pool> {
-    POOL.get_or_init(|| match Pool::new(POOL_THREADS) {
-        Ok(p) => Some(p),
-        Err(e) => {
-            tracing::error!(error = %e, "cannot start store I/O threads");
-            None
+/// The I/O thread pool of disk lane `lane`, started on first use. Its threads live as
+/// long as the process (a pool is leaked, never dropped): a thread that exits makes
+/// glibc madvise(DONTNEED) its stack, and the store promises no madvise calls. A disk
+/// that is reopened (brought back into service) takes its lane's pool again.
+pub(crate) fn pool(lane: usize) -> io::Result<&'static Pool> {
+    let mut pools = POOLS.lock().unwrap_or_else(|p| p.into_inner());
+    while pools.len() <= lane {
+        match Pool::new(POOL_THREADS) {
+            Ok(p) => pools.push(Box::leak(Box::new(p))),
+            Err(e) => {
+                tracing::error!(error = %e, "cannot start store I/O threads");
+                return Err(io::Error::other("store I/O threads unavailable"));
+            }
         }
-    })
-    .as_ref()
-    .ok_or_else(|| io::Error::other("store I/O threads unavailable"))
+    }
+    Ok(pools[lane])
 }
 
 /// Fallback I/O threads: blocking pread/pwrite off the workers, results back through

@@ -1,11 +1,13 @@
 //! Persistent log-structured segment store read through the page cache.
 //!
-//! The store owns the bytes of cached objects on disk and an in-memory index over
-//! them; what an object *means* (status, headers, freshness) is an opaque metadata blob
+//! The store owns the bytes of cached objects on one or more disks and an in-memory
+//! index over them; what an object *means* (status, headers, freshness) is an opaque metadata blob
 //! that the cache layer encodes and the store keeps and returns.
 //!
 //! - [`Store`]: opened once per process ([`Store::open`]) and shared by all worker
-//!   threads (`Arc<Store>`, Send + Sync).
+//!   threads (`Arc<Store>`, Send + Sync). Keys are placed over its disks by weighted
+//!   rendezvous hashing; a disk with too many I/O errors leaves service and the node
+//!   keeps serving from the others (module `store`). Each disk is a `disk::Disk`.
 //! - [`Store::lookup`] returns a [`Lookup`]: a complete [`Hit`] or a [`Filling`] handle
 //!   for an object still being written. Both hold a lease on their volume, so the bytes
 //!   behind [`FileRange`] (for sendfile) are never overwritten while the handle lives.
@@ -24,6 +26,7 @@
 #![deny(unsafe_code)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+mod disk;
 mod format;
 // The io_uring submission, the eventfd's registration with tokio and `cachestat(2)`.
 #[allow(unsafe_code)]
@@ -35,10 +38,10 @@ use std::path::PathBuf;
 /// Re-exported: bodies and metadata blobs are passed as `Bytes`.
 pub use bytes::Bytes;
 
-pub use store::{
+pub use disk::{
     Committed, FileRange, FillStatus, FillWriter, Filling, Hit, Lookup, MAX_KEY_LEN, MAX_META_LEN,
-    Store,
 };
+pub use store::{DiskInfo, DiskState, Store};
 
 /// How the store does file I/O.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -55,16 +58,41 @@ pub enum IoMode {
 /// Store configuration. `REEL_STORE_IO=threads` in the environment overrides `io`.
 #[derive(Clone, Debug)]
 pub struct StoreConfig {
-    /// Directory holding the volume files; created if missing.
-    pub path: PathBuf,
-    /// Total bytes of all volume files; never exceeded. `size / volume_size` volumes
-    /// are created (at least 2).
-    pub size: u64,
+    /// The disks, in order (a disk's position is its lane: its I/O and maintenance
+    /// threads). At least one.
+    pub disks: Vec<DiskConfig>,
     /// Bytes per volume file, a multiple of 4096, at least 1 MiB. Also the upper bound
     /// of one object (minus its header). Typical: 256 MiB to 1 GiB.
     pub volume_size: u64,
     /// I/O backend.
     pub io: IoMode,
+    /// I/O errors on one disk that take it out of service; 0 = never.
+    pub disk_error_limit: u64,
+}
+
+impl StoreConfig {
+    /// A store of one disk at `path` (created if missing) that never leaves service.
+    pub fn single(path: impl Into<PathBuf>, size: u64, volume_size: u64, io: IoMode) -> Self {
+        StoreConfig {
+            disks: vec![DiskConfig { path: path.into(), size }],
+            volume_size,
+            io,
+            disk_error_limit: 0,
+        }
+    }
+}
+
+/// One disk of the store.
+#[derive(Clone, Debug)]
+pub struct DiskConfig {
+    /// Directory holding the disk's volume files. In a store of one disk it is created
+    /// if missing; with several, a missing directory is a missing disk (point it inside
+    /// the mount, so that an unmounted disk is missing rather than filled on the root
+    /// file system).
+    pub path: PathBuf,
+    /// Total bytes of its volume files; never exceeded. `size / volume_size` volumes
+    /// are created (at least 2). Keys are spread over the disks in proportion.
+    pub size: u64,
 }
 
 /// Errors of the store.
@@ -89,6 +117,9 @@ pub enum StoreError {
     /// The store was closed ([`Store::close`]); nothing new is written.
     #[error("store is closed")]
     Closed,
+    /// No disk of the store is in service.
+    #[error("no store disk is in service")]
+    NoDisk,
     /// The configuration is unusable.
     #[error("invalid store configuration: {0}")]
     Config(String),

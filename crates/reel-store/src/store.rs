@@ -1,388 +1,539 @@
-//! The store proper: the [`Store`] handle, opening, removal and metadata updates, and
-//! the counters. Each job lives in a submodule:
+//! The store: the set of disks objects are kept on, and the calls that span them.
 //!
-//! - `index`: the sharded in-memory index of complete and filling objects;
-//! - `volumes`: volume files, leases, allocation of the write head, quarantine;
-//! - `fill`: writing one object while readers follow it ([`FillWriter`]);
-//! - `reclaim`: recycling the oldest volume with a second chance for read objects;
-//! - `maint`: the thread that runs reclaim off the workers;
-//! - `spill`: bodies of unknown length that outgrow the store, delivered but not kept;
-//! - `rebuild`: the volume headers read at open and the index load that follows in the
-//!   background (checkpoint plus a scan of record headers);
-//! - `checkpoint`: the index written at a clean close and periodically;
-//! - `handles`: [`Hit`], [`Filling`] and the [`FileRange`]s they lend for sendfile.
+//! Each key lives on one disk, chosen by weighted rendezvous hashing over the disks in
+//! service (`placement`). Each disk has its own volumes, index, I/O threads and
+//! maintenance thread (`crate::disk`), so a slow disk does not hold up another.
+//!
+//! A disk is in service, or out of it:
+//! - missing or unusable at start (no directory, wrong permissions, a failed probe
+//!   write): logged, and left out; the start fails only when no disk is left;
+//! - failed: its I/O errors reached `disk_error_limit`. Lookups skip it at once, its
+//!   index is dropped, its keys are fetched again and stored on the disk that scores
+//!   next;
+//! - taken out by the operator ([`Store::set_online`]).
+//!
+//! A disk comes back by [`Store::set_online`] or at a restart, empty: it missed the
+//! removals and purges made while it was out (`membership` records which disks were in
+//! service). Removals and purges go to every disk in service, so a copy left on the
+//! next disk by an earlier failure never outlives a purge.
 
-mod checkpoint;
-mod fill;
-mod handles;
-mod handover;
-mod index;
-mod maint;
-mod rebuild;
-mod reclaim;
-mod spill;
-mod volumes;
+mod membership;
+mod placement;
 
-use std::fs::OpenOptions;
-use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, RwLock};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 
+use arc_swap::{ArcSwapOption, Guard};
 use bytes::Bytes;
 
-use crate::format::{self, ALIGN, Kind};
-use crate::io::Io;
-use crate::{StoreConfig, StoreError, StoreStats};
+use crate::disk::{Disk, DiskOpen};
+use crate::{FillWriter, Lookup, StoreConfig, StoreError, StoreStats, format};
 
-pub use crate::format::{MAX_KEY_LEN, MAX_META_LEN};
-pub use fill::{Committed, FillWriter};
-pub use handles::{FileRange, FillStatus, Filling, Hit, Lookup};
-
-use index::{Entry, SHARDS, Shard, Slot};
-use rebuild::LoadState;
-use volumes::{Alloc, Volume, lock_dir, preallocate};
-
-/// Error logs on the write path are rate-limited to one per this many seconds.
-const LOG_INTERVAL_SECS: u64 = 10;
-
-/// The store's counters (see [`StoreStats`]).
-#[derive(Default)]
-struct Counters {
-    evictions: AtomicU64,
-    second_chance: AtomicU64,
-    reclaims: AtomicU64,
-    write_errors: AtomicU64,
-    read_errors: AtomicU64,
-    quarantined: AtomicU64,
-    no_space: AtomicU64,
-    fill_moves: AtomicU64,
-    not_stored: AtomicU64,
-    objects: AtomicU64,
-    bytes_used: AtomicU64,
-    recovered: AtomicU64,
-    dropped: AtomicU64,
-    last_write_log: AtomicU64,
-    /// Bumped by every change of the index that a checkpoint would record.
-    changes: AtomicU64,
-    /// `changes` when the last checkpoint was taken.
-    checkpointed: AtomicU64,
-    /// How long the index load took.
-    load_millis: AtomicU64,
-    /// When (seconds since open) the next periodic checkpoint is due.
-    checkpoint_due: AtomicU64,
+/// Whether a disk is in service.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DiskState {
+    /// In service.
+    Online,
+    /// Out of service: missing at start, failed, or taken out by the operator.
+    Offline,
 }
 
-/// The segment store. Shared by all workers (`Arc<Store>`): the index is sharded, the
-/// volumes are plain files read with positional I/O.
+impl DiskState {
+    /// `"online"` or `"offline"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DiskState::Online => "online",
+            DiskState::Offline => "offline",
+        }
+    }
+}
+
+/// One disk as [`Store::disks`] reports it.
+#[derive(Clone, Debug)]
+pub struct DiskInfo {
+    /// The configured directory.
+    pub path: PathBuf,
+    /// The configured size in bytes.
+    pub size: u64,
+    /// In service or not.
+    pub state: DiskState,
+    /// Why it is out of service.
+    pub reason: Option<String>,
+    /// I/O errors counted since it was opened.
+    pub errors: u64,
+    /// Its counters (zero when it could not be opened).
+    pub stats: StoreStats,
+}
+
+/// One configured disk.
+struct Slot {
+    path: PathBuf,
+    size: u64,
+    seed: u64,
+    /// The open disk; `None` if it could not be opened. A failed disk stays here (for
+    /// its counters) until it is brought back.
+    disk: ArcSwapOption<Disk>,
+    /// Why it could not be opened.
+    missing: Mutex<Option<String>>,
+}
+
+impl Slot {
+    fn in_service(&self) -> Option<Arc<Disk>> {
+        self.disk.load_full().filter(|d| !d.is_failed())
+    }
+}
+
+/// The segment store: one or more disks. Shared by all workers (`Arc<Store>`).
 pub struct Store {
-    /// The store directory.
-    path: std::path::PathBuf,
-    vols: Vec<Arc<Volume>>,
-    volume_size: u64,
-    shards: Box<[RwLock<Shard>]>,
-    alloc: Mutex<Alloc>,
-    io: Io,
-    c: Counters,
-    started: Instant,
-    /// Whether the maintenance thread runs [`Store::maintain`] for this store.
-    background: AtomicBool,
-    /// The first incarnation written since open: everything older is loaded, not live.
-    open_seq: AtomicU64,
-    /// Set until the index is loaded; `load_claimed` once a thread took the load on.
-    loading: AtomicBool,
-    load_claimed: AtomicBool,
-    load_state: Mutex<LoadState>,
-    load_cv: Condvar,
-    checkpointing: AtomicBool,
-    /// Set by [`Store::close`] and [`Store::freeze`]: nothing new is written.
-    closed: AtomicBool,
-    /// The directory's exclusive lock, held while the store lives (given up for a
-    /// successor process by [`Store::release_lock`]).
-    lock: Mutex<Option<std::fs::File>>,
+    slots: Box<[Slot]>,
+    /// All disks have the same size: placement skips the logarithm.
+    equal: bool,
+    cfg: StoreConfig,
+    /// Set by [`Store::freeze`] (and [`Store::open_frozen`]) until [`Store::thaw`].
+    frozen: AtomicBool,
+    /// The membership epoch last written.
+    epoch: Mutex<u64>,
+    /// Counters of disks that were replaced by a reopened one, so totals never go back.
+    retired: Mutex<StoreStats>,
+    me: Weak<Store>,
 }
 
 impl Store {
-    /// Opens (creating and preallocating if needed) the store. Returns as soon as the
-    /// volume headers are read; the index loads in the background (from the checkpoint
-    /// of the last clean close where it is valid, otherwise by scanning record headers),
-    /// and lookups miss until it is loaded ([`Store::wait_loaded`], `index_loading` in
-    /// [`StoreStats`]). Fills and removals work at once.
+    /// Opens every disk of `cfg` (creating and preallocating volumes as needed). Returns
+    /// as soon as the volume headers are read; each disk's index loads in the
+    /// background and lookups of keys not loaded yet miss ([`Store::wait_loaded`]).
+    /// A disk that cannot be opened is logged and left out of service; this fails only
+    /// if none can be opened, on a configuration error, or if another process holds a
+    /// disk.
     pub fn open(cfg: StoreConfig) -> Result<Arc<Store>, StoreError> {
-        Store::open_inner(cfg, true, true, false)
+        Store::open_inner(cfg, false)
     }
 
     /// [`Store::open`] for a process that takes the store over from another one still
     /// running (a binary upgrade): frozen from the start ([`Store::freeze`]), so nothing,
     /// not even a reclaim after the index loads, is written until [`Store::thaw`].
     pub fn open_frozen(cfg: StoreConfig) -> Result<Arc<Store>, StoreError> {
-        Store::open_inner(cfg, true, true, true)
+        Store::open_inner(cfg, true)
     }
 
-    /// [`Store::open`]; `background: false` leaves maintenance to explicit
-    /// [`Store::maintain`] calls and loads the index before returning, unless `load` is
-    /// false too (tests that must see when a reclaim or the load runs).
-    #[cfg(test)]
-    fn open_with(cfg: StoreConfig, background: bool, load: bool) -> Result<Arc<Store>, StoreError> {
-        Store::open_inner(cfg, background, load, false)
-    }
-
-    fn open_inner(
-        cfg: StoreConfig,
-        background: bool,
-        load: bool,
-        frozen: bool,
-    ) -> Result<Arc<Store>, StoreError> {
-        let vs = cfg.volume_size;
-        if vs < (1 << 20) || !vs.is_multiple_of(ALIGN) {
-            return Err(StoreError::Config(format!(
-                "volume_size must be a multiple of 4096 and at least 1 MiB, got {vs}"
-            )));
+    fn open_inner(cfg: StoreConfig, frozen: bool) -> Result<Arc<Store>, StoreError> {
+        if cfg.disks.is_empty() {
+            return Err(StoreError::Config("the store has no disk".into()));
         }
-        let n = cfg.size / vs;
-        if n < 2 {
-            return Err(StoreError::Config(format!(
-                "size {} holds fewer than 2 volumes of {vs} bytes",
-                cfg.size
-            )));
-        }
-        if n > u64::from(u32::MAX) {
-            return Err(StoreError::Config("too many volumes".into()));
-        }
-        let open_err = |path: &Path, source| StoreError::Open { path: path.to_owned(), source };
-        std::fs::create_dir_all(&cfg.path).map_err(|e| open_err(&cfg.path, e))?;
-        let lock = lock_dir(&cfg.path)?;
-        let io = Io::new(cfg.io).map_err(|e| open_err(&cfg.path, e))?;
-        let mut vols = Vec::new();
-        for i in 0..n as u32 {
-            let p = cfg.path.join(format!("vol-{i:05}.dat"));
-            let f = OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                .truncate(false)
-                .open(&p)
-                .map_err(|e| open_err(&p, e))?;
-            preallocate(&f, vs).map_err(|e| open_err(&p, e))?;
-            vols.push(Arc::new(Volume::new(i, f)));
-        }
-        let store = Store {
-            path: cfg.path.clone(),
-            vols,
-            volume_size: vs,
-            shards: (0..SHARDS).map(|_| RwLock::new(Shard::default())).collect(),
-            alloc: Mutex::new(Alloc::default()),
-            io,
-            c: Counters::default(),
-            started: Instant::now(),
-            background: AtomicBool::new(background),
-            open_seq: AtomicU64::new(1),
-            loading: AtomicBool::new(true),
-            load_claimed: AtomicBool::new(false),
-            load_state: Mutex::new(LoadState { active: true, ..LoadState::default() }),
-            load_cv: Condvar::new(),
-            checkpointing: AtomicBool::new(false),
-            closed: AtomicBool::new(frozen),
-            lock: Mutex::new(Some(lock)),
-        };
-        store.read_volume_headers().map_err(|e| open_err(&cfg.path, e))?;
-        let store = Arc::new(store);
-        if !maint::register(&store) {
-            return Err(open_err(&cfg.path, std::io::Error::other("no maintenance thread")));
-        }
-        if background {
-            maint::kick();
-        } else {
-            // Not for the maintenance thread: loaded here, or by the caller.
-            store.load_claimed.store(true, Ordering::SeqCst);
-            if load {
-                store.load_index();
+        for (i, d) in cfg.disks.iter().enumerate() {
+            if cfg.disks[..i].iter().any(|o| o.path == d.path) {
+                return Err(StoreError::Config(format!(
+                    "disk {} is listed twice",
+                    d.path.display()
+                )));
             }
+        }
+        let known = membership::newest(cfg.disks.iter().map(|d| d.path.as_path()));
+        let single = cfg.disks.len() == 1;
+        let mut slots = Vec::new();
+        let mut first_err = None;
+        for (lane, d) in cfg.disks.iter().enumerate() {
+            let clear = known.as_ref().is_some_and(|m| !m.disks.contains(&d.path));
+            let open = DiskOpen {
+                path: d.path.clone(),
+                size: d.size,
+                volume_size: cfg.volume_size,
+                io: cfg.io,
+                lane,
+                error_limit: cfg.disk_error_limit,
+                create: single,
+                clear,
+            };
+            if clear && d.path.is_dir() {
+                tracing::warn!(disk = %d.path.display(),
+                    "store disk was out of service: it starts empty");
+            }
+            let r = if frozen { Disk::open_frozen(open) } else { Disk::open(open) };
+            let slot = Slot {
+                path: d.path.clone(),
+                size: d.size,
+                seed: placement::seed(&d.path),
+                disk: ArcSwapOption::empty(),
+                missing: Mutex::new(None),
+            };
+            match r {
+                Ok(disk) => slot.disk.store(Some(disk)),
+                Err(e @ (StoreError::Config(_) | StoreError::Locked { .. })) => return Err(e),
+                Err(e) => {
+                    tracing::error!(disk = %d.path.display(), error = %e,
+                        "store disk left out of service");
+                    *slot.missing.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.to_string());
+                    first_err.get_or_insert(e);
+                }
+            }
+            slots.push(slot);
+        }
+        if slots.iter().all(|s| s.disk.load().is_none()) {
+            return Err(first_err.unwrap_or(StoreError::Config("the store has no disk".into())));
+        }
+        let equal = cfg.disks.iter().all(|d| d.size == cfg.disks[0].size);
+        let epoch = known.map_or(0, |m| m.epoch);
+        let store = Arc::new_cyclic(|me| Store {
+            slots: slots.into(),
+            equal,
+            cfg,
+            frozen: AtomicBool::new(frozen),
+            epoch: Mutex::new(epoch),
+            retired: Mutex::new(StoreStats::default()),
+            me: me.clone(),
+        });
+        for s in store.slots.iter() {
+            if let Some(d) = s.disk.load_full() {
+                store.watch(&d);
+            }
+        }
+        if !frozen {
+            store.record_membership();
         }
         Ok(store)
     }
 
-    /// Removes `key` (complete or filling). Persistent: a tombstone is appended when
-    /// something was removed, nothing is written otherwise. While the index is still
-    /// loading, a key not indexed yet may be on disk: the load leaves it out, a
-    /// tombstone follows once the load has found it there (nothing is written if it did
-    /// not), and this returns true.
-    pub async fn remove(self: &Arc<Self>, key: &[u8]) -> Result<bool, StoreError> {
-        // Before the index changes: a removal whose tombstone cannot be written would
-        // come back at the next start.
-        self.check_writable()?;
-        let h = format::key_hash(key);
-        let take = || -> Result<Option<Slot>, StoreError> {
-            let mut shard = self.shard(h).write().map_err(|_| StoreError::Aborted)?;
-            let matches = match shard.get(&h) {
-                Some(Slot::Ready(e)) => &*e.key == key,
-                Some(Slot::Filling(f)) => &*f.key == key,
-                None => false,
-            };
-            Ok(if matches { shard.remove(&h) } else { None })
-        };
-        // While the index loads, the key may be on disk but not indexed yet: the load
-        // must not bring it back.
-        let (removed, loading) = {
-            let mut g = self.load_state.lock().unwrap_or_else(|p| p.into_inner());
-            let removed = take()?;
-            if g.active {
-                g.keys.insert(h);
-                if removed.is_none() {
-                    g.unmatched.insert(h, key.into());
+    /// Has `disk` tell the store when it failed.
+    fn watch(&self, disk: &Disk) {
+        let me = self.me.clone();
+        disk.on_fail(Box::new(move || {
+            if let Some(s) = me.upgrade() {
+                s.record_membership();
+            }
+        }));
+    }
+
+    /// Writes the set of disks in service, at the next epoch, into each of them.
+    fn record_membership(&self) {
+        if self.frozen.load(Ordering::SeqCst) {
+            return;
+        }
+        let mut epoch = self.epoch.lock().unwrap_or_else(|p| p.into_inner());
+        let up: Vec<&Path> = self
+            .slots
+            .iter()
+            .filter(|s| s.in_service().is_some())
+            .map(|s| s.path.as_path())
+            .collect();
+        *epoch += 1;
+        for dir in &up {
+            if let Err(e) = membership::write(dir, *epoch, &up) {
+                tracing::warn!(disk = %dir.display(), error = %e,
+                    "cannot record the store's disks in service");
+            }
+        }
+    }
+
+    /// The disk `h` lives on, among those in service.
+    fn place(&self, h: u128) -> Option<Guard<Option<Arc<Disk>>>> {
+        if let [only] = &*self.slots {
+            let g = only.disk.load();
+            return g.as_ref().is_some_and(|d| !d.is_failed()).then_some(g);
+        }
+        let guards: Vec<Guard<Option<Arc<Disk>>>> =
+            self.slots.iter().map(|s| s.disk.load()).collect();
+        let cands: Vec<(f64, u64, bool)> = self
+            .slots
+            .iter()
+            .zip(&guards)
+            .map(|(s, g)| (s.size as f64, s.seed, g.as_ref().is_some_and(|d| !d.is_failed())))
+            .collect();
+        let i = placement::best(h, &cands, self.equal)?;
+        guards.into_iter().nth(i)
+    }
+
+    fn placed(&self, key: &[u8]) -> Option<Arc<Disk>> {
+        self.place(format::key_hash(key)).and_then(|g| g.as_ref().cloned())
+    }
+
+    /// The disks in service.
+    fn in_service(&self) -> impl Iterator<Item = Arc<Disk>> + '_ {
+        self.slots.iter().filter_map(Slot::in_service)
+    }
+
+    /// Looks up `key` on its disk. `None` is a miss.
+    pub fn lookup(&self, key: &[u8]) -> Option<Lookup> {
+        let g = self.place(format::key_hash(key))?;
+        g.as_ref()?.lookup(key)
+    }
+
+    /// Whether `key` is stored or being filled (no lease, not counted as a read).
+    pub fn contains(&self, key: &[u8]) -> bool {
+        self.place(format::key_hash(key))
+            .is_some_and(|g| g.as_ref().is_some_and(|d| d.contains(key)))
+    }
+
+    /// Starts writing `key` on its disk (see [`FillWriter`]). An existing complete
+    /// object for the key is replaced. Fails with [`StoreError::AlreadyFilling`] if a
+    /// fill for the key is in progress, [`StoreError::NoSpace`] without a free volume,
+    /// [`StoreError::NoDisk`] when no disk is in service.
+    pub async fn begin_fill(
+        &self,
+        key: &[u8],
+        meta: Bytes,
+        expected_len: Option<u64>,
+    ) -> Result<FillWriter, StoreError> {
+        let disk = self.placed(key).ok_or(StoreError::NoDisk)?;
+        disk.begin_fill(key, meta, expected_len).await
+    }
+
+    /// Removes `key` (complete or filling) from every disk in service; true if it was
+    /// somewhere (see the disk's removal for a key removed while an index loads).
+    pub async fn remove(&self, key: &[u8]) -> Result<bool, StoreError> {
+        let mut removed = false;
+        let mut err = None;
+        for d in self.in_service().collect::<Vec<_>>() {
+            match d.remove(key).await {
+                Ok(r) => removed |= r,
+                Err(e) => {
+                    err.get_or_insert(e);
                 }
             }
-            (removed, g.active)
+        }
+        match err {
+            Some(e) if !removed => Err(e),
+            _ => Ok(removed),
+        }
+    }
+
+    /// Removes every key starting with `prefix` from every disk in service (purge).
+    /// Returns the number of keys removed.
+    pub async fn remove_prefix(&self, prefix: &[u8]) -> Result<u64, StoreError> {
+        let mut n = 0;
+        let mut err = None;
+        for d in self.in_service().collect::<Vec<_>>() {
+            match d.remove_prefix(prefix).await {
+                Ok(k) => n += k,
+                Err(e) => {
+                    err.get_or_insert(e);
+                }
+            }
+        }
+        match err {
+            Some(e) => Err(e),
+            None => Ok(n),
+        }
+    }
+
+    /// Replaces the metadata blob of the complete object `key` (e.g. after a 304);
+    /// false if the key is not stored.
+    pub async fn update_meta(&self, key: &[u8], meta: Bytes) -> Result<bool, StoreError> {
+        match self.placed(key) {
+            Some(d) => d.update_meta(key, meta).await,
+            None => Ok(false),
+        }
+    }
+
+    /// Takes the disk at `path` (as configured) out of service, or brings it back.
+    /// Back means reopened empty after a probe write, since it missed the removals and
+    /// purges made while it was out. Returns whether anything changed.
+    pub fn set_online(&self, path: &Path, online: bool) -> Result<bool, StoreError> {
+        let slot = self.slots.iter().find(|s| s.path == path).ok_or_else(|| {
+            StoreError::Config(format!("no disk {} in the store", path.display()))
+        })?;
+        if !online {
+            let Some(d) = slot.in_service() else { return Ok(false) };
+            d.fail("taken out of service by the operator".into());
+            return Ok(true);
+        }
+        if slot.in_service().is_some() {
+            return Ok(false);
+        }
+        if self.frozen.load(Ordering::SeqCst) {
+            return Err(StoreError::Closed);
+        }
+        let old = slot.disk.load_full();
+        if let Some(old) = &old {
+            old.unlock();
+        }
+        let lane = self.slots.iter().position(|s| std::ptr::eq(s, slot)).unwrap_or(0);
+        let open = DiskOpen {
+            path: slot.path.clone(),
+            size: slot.size,
+            volume_size: self.cfg.volume_size,
+            io: self.cfg.io,
+            lane,
+            error_limit: self.cfg.disk_error_limit,
+            create: self.slots.len() == 1,
+            clear: true,
         };
-        let Some(slot) = removed else { return Ok(loading) };
-        self.retire_slot(slot);
-        self.c.changes.fetch_add(1, Ordering::Relaxed);
-        self.append_small(Kind::Tombstone, key, &[], None).await?;
+        let disk = Disk::open(open).inspect_err(|e| {
+            *slot.missing.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.to_string());
+        })?;
+        self.watch(&disk);
+        if let Some(old) = old {
+            add_counters(&mut self.retired.lock().unwrap_or_else(|p| p.into_inner()), &old.stats());
+        }
+        slot.disk.store(Some(disk));
+        *slot.missing.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        tracing::info!(disk = %path.display(), "store disk back in service, empty");
+        self.record_membership();
         Ok(true)
     }
 
-    /// Removes every key starting with `prefix` (purge). Persistent: one purge record
-    /// is appended. Returns the number of keys removed.
-    pub async fn remove_prefix(self: &Arc<Self>, prefix: &[u8]) -> Result<u64, StoreError> {
-        self.check_writable()?;
-        {
-            let mut g = self.load_state.lock().unwrap_or_else(|p| p.into_inner());
-            if g.active {
-                g.prefixes.push(prefix.into());
+    /// Every configured disk, in configuration order.
+    pub fn disks(&self) -> Vec<DiskInfo> {
+        self.slots
+            .iter()
+            .map(|s| {
+                let d = s.disk.load_full();
+                let (state, reason) = match &d {
+                    Some(d) if !d.is_failed() => (DiskState::Online, None),
+                    Some(d) => (DiskState::Offline, d.fail_reason()),
+                    None => (
+                        DiskState::Offline,
+                        s.missing.lock().unwrap_or_else(|p| p.into_inner()).clone(),
+                    ),
+                };
+                DiskInfo {
+                    path: s.path.clone(),
+                    size: s.size,
+                    state,
+                    reason,
+                    errors: d.as_ref().map_or(0, |d| d.errors()),
+                    stats: d.map(|d| d.stats()).unwrap_or_default(),
+                }
+            })
+            .collect()
+    }
+
+    /// Counters summed over the disks (gauges over the disks in service).
+    pub fn stats(&self) -> StoreStats {
+        let mut t = *self.retired.lock().unwrap_or_else(|p| p.into_inner());
+        for s in self.slots.iter() {
+            let Some(d) = s.disk.load_full() else { continue };
+            let st = d.stats();
+            add_counters(&mut t, &st);
+            if d.is_failed() {
+                continue;
             }
+            t.objects += st.objects;
+            t.bytes_used += st.bytes_used;
+            t.capacity += st.capacity;
+            t.volumes += st.volumes;
+            t.uring |= st.uring;
+            t.index_loading |= st.index_loading;
+            t.index_load_millis = t.index_load_millis.max(st.index_load_millis);
         }
-        self.c.changes.fetch_add(1, Ordering::Relaxed);
+        t
+    }
+
+    /// Blocks until the index of every disk in service is loaded.
+    pub fn wait_loaded(&self) {
+        for d in self.in_service() {
+            d.wait_loaded();
+        }
+    }
+
+    /// Writes a checkpoint of every disk's index now (blocking file I/O). Returns the
+    /// number of entries written.
+    pub fn checkpoint(&self) -> Result<u64, StoreError> {
         let mut n = 0;
-        for shard in self.shards.iter() {
-            let taken: Vec<Slot> = {
-                let Ok(mut s) = shard.write() else { continue };
-                let hs: Vec<u128> = s
-                    .iter()
-                    .filter(|(_, v)| match v {
-                        Slot::Ready(e) => e.key.starts_with(prefix),
-                        Slot::Filling(f) => f.key.starts_with(prefix),
-                    })
-                    .map(|(h, _)| *h)
-                    .collect();
-                hs.iter().filter_map(|h| s.remove(h)).collect()
-            };
-            n += taken.len() as u64;
-            for slot in taken {
-                self.retire_slot(slot);
-            }
+        for d in self.in_service() {
+            n += d.checkpoint()?;
         }
-        self.append_small(Kind::PurgePrefix, prefix, &[], None).await?;
         Ok(n)
     }
 
-    /// Replaces the metadata blob of the complete object `key` (e.g. after a 304).
-    /// Appends a small metadata record aimed at that exact object; returns false if the
-    /// key is not stored (or changed meanwhile, or its volume is being reclaimed).
-    pub async fn update_meta(
-        self: &Arc<Self>,
-        key: &[u8],
-        meta: Bytes,
-    ) -> Result<bool, StoreError> {
-        if meta.len() > MAX_META_LEN {
-            return Err(StoreError::KeyOrMetaTooLong);
-        }
-        self.check_writable()?;
-        let h = format::key_hash(key);
-        let Some(old) = self.ready_entry(h, key) else { return Ok(false) };
-        self.append_small(Kind::Meta, key, &meta, Some((old.seq, old.rec_off))).await?;
-        let new = Arc::new(Entry {
-            key: old.key.clone(),
-            meta,
-            vol: old.vol,
-            seq: old.seq,
-            rec_off: old.rec_off,
-            body_off: old.body_off,
-            body_len: old.body_len,
-            span: old.span,
-            stored_at: old.stored_at,
-            accessed: AtomicBool::new(old.accessed.load(Ordering::Relaxed)),
-        });
-        let mut shard = self.shard(h).write().map_err(|_| StoreError::Aborted)?;
-        match shard.get_mut(&h) {
-            // Not while the object's volume is being reclaimed: a second-chance copy
-            // taken before this update would come after the update record in the log
-            // and bring the old metadata back on restart. The object stays as it was.
-            Some(Slot::Ready(e))
-                if Arc::ptr_eq(e, &old)
-                    && !self.vols[old.vol as usize].reclaiming.load(Ordering::SeqCst) =>
-            {
-                *e = new;
-                self.c.changes.fetch_add(1, Ordering::Relaxed);
-                Ok(true)
+    /// Closes every disk for writing and writes the checkpoints the next open loads.
+    pub fn close(&self) -> Result<u64, StoreError> {
+        self.frozen.store(true, Ordering::SeqCst);
+        let mut n = 0;
+        let mut err = None;
+        for d in self.in_service() {
+            match d.close() {
+                Ok(k) => n += k,
+                Err(e) => {
+                    err.get_or_insert(e);
+                }
             }
-            _ => Ok(false),
+        }
+        err.map_or(Ok(n), Err)
+    }
+
+    /// Stops this process writing the store (a hand-over): see the disk's freeze.
+    pub fn freeze(&self) {
+        self.frozen.store(true, Ordering::SeqCst);
+        for d in self.in_service() {
+            d.freeze();
         }
     }
 
-    /// Current counters.
-    pub fn stats(&self) -> StoreStats {
-        let c = &self.c;
-        StoreStats {
-            objects: c.objects.load(Ordering::Relaxed),
-            bytes_used: c.bytes_used.load(Ordering::Relaxed),
-            capacity: self.vols.len() as u64 * self.volume_size,
-            volumes: self.vols.len() as u64,
-            evictions: c.evictions.load(Ordering::Relaxed),
-            second_chance: c.second_chance.load(Ordering::Relaxed),
-            reclaims: c.reclaims.load(Ordering::Relaxed),
-            write_errors: c.write_errors.load(Ordering::Relaxed),
-            read_errors: c.read_errors.load(Ordering::Relaxed),
-            quarantined_volumes: c.quarantined.load(Ordering::Relaxed),
-            no_space: c.no_space.load(Ordering::Relaxed),
-            fill_moves: c.fill_moves.load(Ordering::Relaxed),
-            not_stored: c.not_stored.load(Ordering::Relaxed),
-            recovered: c.recovered.load(Ordering::Relaxed),
-            dropped_on_rebuild: c.dropped.load(Ordering::Relaxed),
-            uring: self.io.is_uring(),
-            index_loading: self.loading.load(Ordering::SeqCst),
-            index_load_millis: c.load_millis.load(Ordering::Relaxed),
+    /// Lets this process write the store again.
+    pub fn thaw(&self) {
+        self.frozen.store(false, Ordering::SeqCst);
+        for d in self.in_service() {
+            d.thaw();
         }
+        self.record_membership();
     }
 
-    fn write_error(&self, e: &std::io::Error) {
-        self.c.write_errors.fetch_add(1, Ordering::Relaxed);
-        let now = self.started.elapsed().as_secs() + LOG_INTERVAL_SECS;
-        let last = self.c.last_write_log.load(Ordering::Relaxed);
-        if now >= last + LOG_INTERVAL_SECS
-            && self
-                .c
-                .last_write_log
-                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
-                .is_ok()
-        {
-            tracing::error!(error = %e, total = self.c.write_errors.load(Ordering::Relaxed),
-                "store write failed; object not admitted");
-        }
+    /// Whether the store takes no writes ([`Store::freeze`] or [`Store::close`]).
+    pub fn is_frozen(&self) -> bool {
+        self.frozen.load(Ordering::SeqCst)
     }
 
-    fn read_error(&self, vol: &Volume, e: &std::io::Error) {
-        self.c.read_errors.fetch_add(1, Ordering::Relaxed);
-        tracing::error!(volume = vol.idx, error = %e, "store read failed; quarantining volume");
-        self.quarantine(vol);
+    /// Writes under way on every disk (fills, small records, reclaims, checkpoints).
+    pub fn writes_in_progress(&self) -> u64 {
+        self.slots.iter().filter_map(|s| s.disk.load_full()).map(|d| d.writes_in_progress()).sum()
+    }
+
+    /// Checkpoints the frozen disks and gives up their directory locks (a hand-over).
+    pub fn release_lock(&self) -> Result<(), StoreError> {
+        if !self.is_frozen() {
+            return Err(StoreError::Config("release_lock needs a frozen store".into()));
+        }
+        for s in self.slots.iter() {
+            match s.disk.load_full() {
+                Some(d) if d.is_failed() => d.unlock(),
+                Some(d) => d.release_lock()?,
+                None => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Takes the directory locks back after [`Store::release_lock`].
+    pub fn relock(&self) -> Result<(), StoreError> {
+        for d in self.in_service() {
+            d.relock()?;
+        }
+        Ok(())
+    }
+
+    /// Whether this store holds the lock of every disk in service.
+    pub fn has_lock(&self) -> bool {
+        let mut any = false;
+        for d in self.in_service() {
+            if !d.has_lock() {
+                return false;
+            }
+            any = true;
+        }
+        any
+    }
+
+    /// Runs one maintenance pass (reclaim) on every disk in service; for stores whose
+    /// maintenance is not left to the background (tests).
+    pub async fn maintain(&self) {
+        for d in self.in_service().collect::<Vec<_>>() {
+            d.maintain().await;
+        }
     }
 }
 
-impl Drop for Store {
-    /// A clean close writes the checkpoint the next open loads (unless
-    /// [`Store::close`] did).
-    fn drop(&mut self) {
-        if self.closed.load(Ordering::SeqCst) {
-            return;
-        }
-        if let Err(e) = self.checkpoint_with(true) {
-            tracing::warn!(error = %e, "store index checkpoint not written at close");
-        }
-    }
+/// Adds the counters (not the gauges) of `s` to `t`.
+fn add_counters(t: &mut StoreStats, s: &StoreStats) {
+    t.evictions += s.evictions;
+    t.second_chance += s.second_chance;
+    t.reclaims += s.reclaims;
+    t.write_errors += s.write_errors;
+    t.read_errors += s.read_errors;
+    t.quarantined_volumes += s.quarantined_volumes;
+    t.no_space += s.no_space;
+    t.fill_moves += s.fill_moves;
+    t.not_stored += s.not_stored;
+    t.recovered += s.recovered;
+    t.dropped_on_rebuild += s.dropped_on_rebuild;
 }
-
-fn now_secs() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
-}
-
-#[cfg(test)]
-mod tests;

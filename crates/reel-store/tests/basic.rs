@@ -206,12 +206,12 @@ fn unopenable_directory_is_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("not-a-dir");
     std::fs::write(&file, b"x").unwrap();
-    let err = reel_store::Store::open(reel_store::StoreConfig {
-        path: file.join("store"),
-        size: 4 * VOL,
-        volume_size: VOL,
-        io: IoMode::Auto,
-    })
+    let err = reel_store::Store::open(reel_store::StoreConfig::single(
+        file.join("store"),
+        4 * VOL,
+        VOL,
+        IoMode::Auto,
+    ))
     .err()
     .expect("must fail");
     assert!(matches!(err, StoreError::Open { .. }), "{err}");

@@ -44,13 +44,8 @@ fn freeze_hands_over(io: IoMode) {
     assert!(old.has_lock());
     old.release_lock().unwrap();
     assert!(!old.has_lock());
-    let new = Store::open_frozen(StoreConfig {
-        path: dir.path().to_owned(),
-        size: 6 * VOL,
-        volume_size: VOL,
-        io,
-    })
-    .unwrap();
+    let new =
+        Store::open_frozen(StoreConfig::single(dir.path().to_owned(), 6 * VOL, VOL, io)).unwrap();
     new.wait_loaded();
     assert!(new.is_frozen());
     rt(async {

@@ -18,13 +18,8 @@ pub const VOL: u64 = 1 << 20;
 
 /// Opens a store of `volumes` 1 MiB volumes and waits for its index.
 pub fn open(dir: &Path, volumes: u64, io: IoMode) -> Arc<Store> {
-    let s = Store::open(StoreConfig {
-        path: dir.to_owned(),
-        size: volumes * VOL,
-        volume_size: VOL,
-        io,
-    })
-    .expect("open store");
+    let s = Store::open(StoreConfig::single(dir.to_owned(), volumes * VOL, VOL, io))
+        .expect("open store");
     s.wait_loaded();
     s
 }

@@ -499,12 +499,12 @@ mod tests {
     #[test]
     fn the_next_generation_keeps_the_metadata_cache() {
         let dir = tempfile::tempdir().unwrap();
-        let store = reel_store::Store::open(reel_store::StoreConfig {
-            path: dir.path().join("store"),
-            size: 8 << 20,
-            volume_size: 4 << 20,
-            io: reel_store::IoMode::Threads,
-        })
+        let store = reel_store::Store::open(reel_store::StoreConfig::single(
+            dir.path().join("store"),
+            8 << 20,
+            4 << 20,
+            reel_store::IoMode::Threads,
+        ))
         .unwrap();
         let spec = reel_origin::GroupSpec::new(
             "g",

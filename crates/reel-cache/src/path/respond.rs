@@ -483,12 +483,12 @@ mod tests {
     #[test]
     fn cold_hits_stream_the_stored_bytes_by_reads_and_by_file_ranges() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(StoreConfig {
-            path: dir.path().to_path_buf(),
-            size: 8 << 20,
-            volume_size: 4 << 20,
-            io: IoMode::Auto,
-        })
+        let store = Store::open(StoreConfig::single(
+            dir.path().to_path_buf(),
+            8 << 20,
+            4 << 20,
+            IoMode::Auto,
+        ))
         .unwrap();
         let data = body(3 * STREAM_CHUNK as usize + 12_345);
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();

@@ -149,12 +149,12 @@ impl Server {
     /// Starts two workers over a fresh store (by default 64 MiB of 4 MiB volumes).
     pub fn start(opts: Opts) -> Server {
         let dir = tempfile::tempdir().expect("tempdir");
-        let store = Store::open(StoreConfig {
-            path: dir.path().join("store"),
-            size: opts.store.0,
-            volume_size: opts.store.1,
-            io: IoMode::Auto,
-        })
+        let store = Store::open(StoreConfig::single(
+            dir.path().join("store"),
+            opts.store.0,
+            opts.store.1,
+            IoMode::Auto,
+        ))
         .expect("open store");
         let shared = SharedCache::new(store);
         let tiers = opts

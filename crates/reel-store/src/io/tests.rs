@@ -14,7 +14,7 @@ async fn round_trip(mode: IoMode) {
             .open(dir.path().join("f"))
             .unwrap(),
     );
-    let io = Io::new(mode).unwrap();
+    let io = Io::new(mode, 0).unwrap();
     io.write_all_at(&f, Bytes::from(vec![7u8; 100_000]), 4096).await.unwrap();
     let got = io.read_exact_at(&f, 100_000, 4096).await.unwrap();
     assert!(got.iter().all(|&b| b == 7));
@@ -43,7 +43,7 @@ async fn threads_round_trip_and_short_read_is_error() {
 async fn dropped_uring_read_parks_buffer_until_completion() {
     let dir = tempfile::tempdir().unwrap();
     let f = Arc::new(File::create(dir.path().join("f")).unwrap());
-    let io = Io::new(IoMode::Uring).unwrap();
+    let io = Io::new(IoMode::Uring, 0).unwrap();
     let f2 = Arc::new(File::open(dir.path().join("f")).unwrap());
     drop(f);
     {

@@ -13,11 +13,11 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::Store;
+use super::Disk;
 use super::fill::{Committed, FillState, FillWriter, Place};
 use crate::StoreError;
 
-impl Store {
+impl Disk {
     /// A new spill file.
     fn spill_file(&self) -> std::io::Result<File> {
         let tmp = OpenOptions::new()

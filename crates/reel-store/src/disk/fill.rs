@@ -23,7 +23,7 @@ use tokio::sync::watch;
 
 use super::index::{Entry, Slot};
 use super::volumes::{Lease, Volume};
-use super::{Store, now_secs};
+use super::{Disk, now_secs};
 use crate::StoreError;
 use crate::format::{self, Kind, LEN_UNKNOWN, RECORD_FIXED_LEN, TRAILER_LEN, VOLUME_HEADER_LEN};
 use crate::{MAX_KEY_LEN, MAX_META_LEN};
@@ -126,7 +126,7 @@ impl FillShared {
 
 /// Writes one object. Dropping it without [`FillWriter::commit`] aborts the fill.
 pub struct FillWriter {
-    pub(super) store: Arc<Store>,
+    pub(super) store: Arc<Disk>,
     pub(super) shared: Arc<FillShared>,
     hash: u128,
     kind_header_len: u64,
@@ -152,13 +152,13 @@ pub struct FillWriter {
     sealed_holding: bool,
 }
 
-impl Store {
+impl Disk {
     /// Starts writing `key` with its metadata blob. `expected_len` is the body length
     /// if known (Content-Length). An existing complete object for the key is replaced
     /// (it stops being served now). Fails with [`StoreError::AlreadyFilling`] if a
     /// fill for the key is in progress. Never waits for a reclaim: without a free
     /// volume it fails with [`StoreError::NoSpace`].
-    pub async fn begin_fill(
+    pub(crate) async fn begin_fill(
         self: &Arc<Self>,
         key: &[u8],
         meta: Bytes,

@@ -18,12 +18,11 @@ use std::time::Instant;
 
 use bytes::Bytes;
 
-use super::Store;
+use super::Disk;
 use super::index::{Entry, Slot};
 use crate::format::{
     self, ALIGN, Kind, LEN_UNKNOWN, RECORD_FIXED_LEN, TRAILER_LEN, VOLUME_HEADER_LEN, VolumeHeader,
 };
-use crate::io;
 
 /// What remove and purge calls record while the index is loading, so the load does not
 /// bring back what they removed.
@@ -43,15 +42,15 @@ pub(super) struct LoadState {
 /// A key and the record (incarnation, offset) its tombstone names.
 pub(super) type DueTombstone = (Box<[u8]>, (u64, u64));
 
-impl Store {
+impl Disk {
     /// At open: reads every volume header and sets up allocation (free volumes, sealed
     /// ones in incarnation order, the next incarnation). A full store keeps every volume:
     /// a fill that finds no free volume while the index loads takes the oldest one then
-    /// (`Store::allocate`), after the load reclaim makes room as usual.
+    /// (`Disk::allocate`), after the load reclaim makes room as usual.
     pub(super) fn read_volume_headers(&self) -> std::io::Result<()> {
         // In parallel on the I/O pool: cold, these reads are what open waits for.
         let (tx, rx) = std::sync::mpsc::channel();
-        let pool = io::pool().ok();
+        let pool = Some(self.io.pool());
         for vol in &self.vols {
             let (file, idx, vs, tx) = (vol.file.clone(), vol.idx, self.volume_size, tx.clone());
             let job = move || {
@@ -172,7 +171,7 @@ impl Store {
     /// Scans volumes in parallel on the I/O pool (its threads never exit).
     fn scan_volumes(&self, scan: &[(u32, u64)]) -> Vec<(u32, u64, ScanResult)> {
         let (tx, rx) = std::sync::mpsc::channel();
-        let pool = io::pool().ok();
+        let pool = Some(self.io.pool());
         for &(v, seq) in scan {
             let file = self.vols[v as usize].file.clone();
             let vs = self.volume_size;
@@ -254,7 +253,7 @@ impl Store {
     }
 
     /// Blocks until the index is loaded (tools and tests; serving does not wait).
-    pub fn wait_loaded(&self) {
+    pub(crate) fn wait_loaded(&self) {
         let mut g = self.load_state.lock().unwrap_or_else(|p| p.into_inner());
         while g.active || self.loading.load(Ordering::SeqCst) {
             g = self.load_cv.wait(g).unwrap_or_else(|p| p.into_inner());

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 
 use bytes::Bytes;
 
-use super::Store;
+use super::Disk;
 use super::rebuild::{ScannedRecord, apply_record};
 use crate::format::Kind;
 
@@ -36,28 +36,23 @@ fn replay_applies_targeted_records_only_to_their_object() {
     assert!(idx.is_empty());
 }
 
-fn small_store(dir: &std::path::Path, volumes: u64, background: bool) -> std::sync::Arc<Store> {
-    let cfg = crate::StoreConfig {
-        path: dir.to_owned(),
-        size: volumes << 20,
-        volume_size: 1 << 20,
-        io: crate::IoMode::Threads,
-    };
-    Store::open_with(cfg, background, true).expect("open store")
+fn small_store(dir: &std::path::Path, volumes: u64, background: bool) -> std::sync::Arc<Disk> {
+    let cfg = super::DiskOpen::new(dir, volumes << 20, 1 << 20, crate::IoMode::Threads);
+    Disk::open_with(cfg, background, true).expect("open store")
 }
 
 fn rt<F: std::future::Future>(f: F) -> F::Output {
     tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime").block_on(f)
 }
 
-async fn put(s: &std::sync::Arc<Store>, key: &[u8], len: usize) {
+async fn put(s: &std::sync::Arc<Disk>, key: &[u8], len: usize) {
     let mut w = s.begin_fill(key, Bytes::from_static(b"m"), Some(len as u64)).await.expect("fill");
     w.append(Bytes::from(vec![7u8; len])).await.expect("append");
     w.commit().await.expect("commit");
 }
 
 /// Writes 300 kB objects until no volume is free and a sealed one waits for reclaim.
-async fn fill_until_reclaim_due(s: &std::sync::Arc<Store>) {
+async fn fill_until_reclaim_due(s: &std::sync::Arc<Disk>) {
     for i in 0..100 {
         put(s, format!("k{i}").as_bytes(), 300_000).await;
         let a = s.lock_alloc();
@@ -142,14 +137,14 @@ fn a_fill_with_nowhere_to_move_is_still_delivered_whole() {
     });
 }
 
-async fn body_of(s: &std::sync::Arc<Store>, key: &[u8]) -> Option<Vec<u8>> {
+async fn body_of(s: &std::sync::Arc<Disk>, key: &[u8]) -> Option<Vec<u8>> {
     match s.lookup(key)? {
         crate::Lookup::Hit(h) => Some(h.read(0, h.body_len()).await.ok()?.to_vec()),
         crate::Lookup::Filling(_) => None,
     }
 }
 
-async fn put_byte(s: &std::sync::Arc<Store>, key: &[u8], len: usize, byte: u8) {
+async fn put_byte(s: &std::sync::Arc<Disk>, key: &[u8], len: usize, byte: u8) {
     let mut w = s.begin_fill(key, Bytes::from_static(b"m"), Some(len as u64)).await.unwrap();
     w.append(Bytes::from(vec![byte; len])).await.unwrap();
     assert_eq!(w.commit().await.unwrap(), crate::Committed::Stored);
@@ -160,14 +155,9 @@ async fn put_byte(s: &std::sync::Arc<Store>, key: &[u8], len: usize, byte: u8) {
 #[test]
 fn writes_while_the_index_loads_win_over_the_loaded_ones() {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = crate::StoreConfig {
-        path: dir.path().to_owned(),
-        size: 4 << 20,
-        volume_size: 1 << 20,
-        io: crate::IoMode::Threads,
-    };
+    let cfg = super::DiskOpen::new(dir.path(), 4 << 20, 1 << 20, crate::IoMode::Threads);
     {
-        let s = Store::open_with(cfg.clone(), false, true).unwrap();
+        let s = Disk::open_with(cfg.clone(), false, true).unwrap();
         rt(async {
             for k in [&b"keep"[..], b"newer", b"gone", b"p/1", b"p/2", b"filling"] {
                 put_byte(&s, k, 20_000, 1).await;
@@ -176,7 +166,7 @@ fn writes_while_the_index_loads_win_over_the_loaded_ones() {
     }
     // Crash-like: no checkpoint, so the load scans.
     std::fs::remove_file(dir.path().join(super::checkpoint::FILE)).unwrap();
-    let s = Store::open_with(cfg.clone(), false, false).unwrap();
+    let s = Disk::open_with(cfg.clone(), false, false).unwrap();
     rt(async {
         assert!(s.stats().index_loading);
         assert!(s.lookup(b"keep").is_none(), "not loaded yet: a miss");
@@ -204,7 +194,7 @@ fn writes_while_the_index_loads_win_over_the_loaded_ones() {
         if scan {
             std::fs::remove_file(dir.path().join(super::checkpoint::FILE)).unwrap();
         }
-        let s = Store::open_with(cfg.clone(), false, true).unwrap();
+        let s = Disk::open_with(cfg.clone(), false, true).unwrap();
         rt(async {
             assert_eq!(body_of(&s, b"keep").await, Some(vec![1; 20_000]));
             assert_eq!(body_of(&s, b"newer").await, Some(vec![2; 30_000]));
@@ -218,7 +208,7 @@ fn writes_while_the_index_loads_win_over_the_loaded_ones() {
 }
 
 /// Keys `k0..` that `fill_until_reclaim_due` stored and the store still holds.
-fn stored_keys(s: &std::sync::Arc<Store>) -> Vec<String> {
+fn stored_keys(s: &std::sync::Arc<Disk>) -> Vec<String> {
     (0..100).map(|i| format!("k{i}")).filter(|k| s.lookup(k.as_bytes()).is_some()).collect()
 }
 
@@ -251,19 +241,14 @@ fn a_full_store_loses_nothing_at_open() {
 #[test]
 fn a_fill_on_a_full_store_while_its_index_loads_takes_the_oldest_volume() {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = crate::StoreConfig {
-        path: dir.path().to_owned(),
-        size: 3 << 20,
-        volume_size: 1 << 20,
-        io: crate::IoMode::Threads,
-    };
+    let cfg = super::DiskOpen::new(dir.path(), 3 << 20, 1 << 20, crate::IoMode::Threads);
     let keys = {
-        let s = Store::open_with(cfg.clone(), false, true).unwrap();
+        let s = Disk::open_with(cfg.clone(), false, true).unwrap();
         rt(fill_until_reclaim_due(&s));
         stored_keys(&s)
     };
     std::fs::remove_file(dir.path().join(super::checkpoint::FILE)).unwrap();
-    let s = Store::open_with(cfg, false, false).unwrap();
+    let s = Disk::open_with(cfg, false, false).unwrap();
     assert!(s.lock_alloc().free.is_empty(), "the store is full");
     rt(async {
         put(&s, b"during-load", 300_000).await;
@@ -286,17 +271,12 @@ fn a_fill_on_a_full_store_while_its_index_loads_takes_the_oldest_volume() {
 #[test]
 fn a_removal_during_the_load_writes_only_for_keys_on_disk() {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = crate::StoreConfig {
-        path: dir.path().to_owned(),
-        size: 4 << 20,
-        volume_size: 1 << 20,
-        io: crate::IoMode::Threads,
-    };
+    let cfg = super::DiskOpen::new(dir.path(), 4 << 20, 1 << 20, crate::IoMode::Threads);
     {
-        let s = Store::open_with(cfg.clone(), false, true).unwrap();
+        let s = Disk::open_with(cfg.clone(), false, true).unwrap();
         rt(put_byte(&s, b"on-disk", 10_000, 3));
     }
-    let s = Store::open_with(cfg.clone(), false, false).unwrap();
+    let s = Disk::open_with(cfg.clone(), false, false).unwrap();
     rt(async {
         assert!(s.remove(b"absent").await.unwrap(), "may be on disk while loading");
         assert!(s.remove(b"on-disk").await.unwrap());
@@ -313,7 +293,7 @@ fn a_removal_during_the_load_writes_only_for_keys_on_disk() {
         if scan {
             std::fs::remove_file(dir.path().join(super::checkpoint::FILE)).unwrap();
         }
-        let s = Store::open_with(cfg.clone(), false, true).unwrap();
+        let s = Disk::open_with(cfg.clone(), false, true).unwrap();
         assert!(s.lookup(b"on-disk").is_none(), "scan {scan}");
         assert_eq!(s.stats().objects, 0);
     }

@@ -15,7 +15,7 @@ use std::sync::{Arc, RwLock};
 
 use bytes::Bytes;
 
-use super::Store;
+use super::Disk;
 use super::fill::{FillShared, FillState};
 use super::volumes::Volume;
 
@@ -64,7 +64,7 @@ pub(super) struct Entry {
     pub(super) accessed: AtomicBool,
 }
 
-impl Store {
+impl Disk {
     pub(super) fn shard(&self, h: u128) -> &RwLock<Shard> {
         &self.shards[((h >> 64) as usize) % SHARDS]
     }

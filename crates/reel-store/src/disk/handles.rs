@@ -1,5 +1,5 @@
 //! Read handles: [`Hit`] (a complete object) and [`Filling`] (an object still being
-//! written), what [`Store::lookup`] hands out, and the file ranges they lend for
+//! written), what [`Disk::lookup`] hands out, and the file ranges they lend for
 //! sendfile. Each handle holds a lease on its volume, so the bytes behind a
 //! [`FileRange`] are not overwritten while the handle lives.
 
@@ -11,14 +11,14 @@ use std::sync::atomic::Ordering;
 use bytes::Bytes;
 use tokio::sync::watch;
 
-use super::Store;
+use super::Disk;
 use super::fill::{FillShared, FillState, Progress};
 use super::index::{Entry, Slot};
 use super::volumes::{Lease, Volume};
 use crate::io;
 use crate::{StoreError, format};
 
-/// Result of [`Store::lookup`].
+/// Result of [`Disk::lookup`].
 pub enum Lookup {
     /// A complete object.
     Hit(Hit),
@@ -30,7 +30,7 @@ pub enum Lookup {
 pub struct Hit {
     pub(super) entry: Arc<Entry>,
     pub(super) lease: Lease,
-    pub(super) store: Arc<Store>,
+    pub(super) store: Arc<Disk>,
 }
 
 /// An object being filled; readable up to what has been written so far. The fill's
@@ -39,7 +39,7 @@ pub struct Hit {
 pub struct Filling {
     pub(super) shared: Arc<FillShared>,
     pub(super) rx: watch::Receiver<Progress>,
-    pub(super) store: Arc<Store>,
+    pub(super) store: Arc<Disk>,
 }
 
 /// Progress of a fill as seen by a reader.
@@ -63,10 +63,10 @@ pub struct FileRange<'a> {
     pub len: u64,
 }
 
-impl Store {
-    /// Whether `key` is stored or being filled. Unlike [`Store::lookup`] it takes no
+impl Disk {
+    /// Whether `key` is stored or being filled. Unlike [`Disk::lookup`] it takes no
     /// lease and does not count as a read (no second chance at reclaim).
-    pub fn contains(&self, key: &[u8]) -> bool {
+    pub(crate) fn contains(&self, key: &[u8]) -> bool {
         let h = format::key_hash(key);
         let Ok(shard) = self.shard(h).read() else { return false };
         match shard.get(&h) {
@@ -77,7 +77,7 @@ impl Store {
     }
 
     /// Looks up `key`. `None` is a miss.
-    pub fn lookup(self: &Arc<Self>, key: &[u8]) -> Option<Lookup> {
+    pub(crate) fn lookup(self: &Arc<Self>, key: &[u8]) -> Option<Lookup> {
         let h = format::key_hash(key);
         let slot = {
             let shard = self.shard(h).read().ok()?;
@@ -154,7 +154,7 @@ impl Filling {
         &self.shared.key
     }
 
-    /// The metadata blob given to [`Store::begin_fill`].
+    /// The metadata blob given to [`Disk::begin_fill`].
     pub fn meta(&self) -> &Bytes {
         &self.shared.meta
     }
@@ -244,7 +244,7 @@ fn range(
     }
 }
 
-async fn read_body(store: &Store, vol: &Volume, off: u64, len: u64) -> Result<Bytes, StoreError> {
+async fn read_body(store: &Disk, vol: &Volume, off: u64, len: u64) -> Result<Bytes, StoreError> {
     if vol.quarantined.load(Ordering::SeqCst) {
         return Err(StoreError::Gone);
     }

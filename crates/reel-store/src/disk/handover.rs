@@ -1,25 +1,25 @@
 //! Handing the store over to another process (a binary upgrade). The process that has
-//! it stops writing ([`Store::freeze`]), waits until its writes under way are done
-//! ([`Store::writes_in_progress`]), and gives up the directory lock
-//! ([`Store::release_lock`], which first writes a checkpoint so the successor loads the
+//! it stops writing ([`Disk::freeze`]), waits until its writes under way are done
+//! ([`Disk::writes_in_progress`]), and gives up the directory lock
+//! ([`Disk::release_lock`], which first writes a checkpoint so the successor loads the
 //! index quickly); only then does the other process open the directory, frozen
-//! ([`Store::open_frozen`]) until the first one has exited. The two never write the same
+//! ([`Disk::open_frozen`]) until the first one has exited. The two never write the same
 //! volumes at once; reads go on in both. A hand-over called off takes the lock back
-//! ([`Store::relock`]) and thaws.
+//! ([`Disk::relock`]) and thaws.
 
 use std::sync::atomic::Ordering;
 
-use super::Store;
+use super::Disk;
 use super::volumes::lock_dir;
 use crate::StoreError;
 
-impl Store {
+impl Disk {
     /// Stops this process writing the store: from now on fills, removals, metadata
     /// updates, reclaims and checkpoints are refused ([`StoreError::Closed`]; a miss is
     /// then served without being stored); lookups and reads of stored objects go on.
-    /// Writes already under way finish: wait until [`Store::writes_in_progress`] is 0
+    /// Writes already under way finish: wait until [`Disk::writes_in_progress`] is 0
     /// before another process opens the directory.
-    pub fn freeze(&self) {
+    pub(crate) fn freeze(&self) {
         // Under the allocation lock: an allocation or reclaim that saw the store writable
         // has counted itself before this returns.
         let _a = self.lock_alloc();
@@ -27,19 +27,19 @@ impl Store {
     }
 
     /// Lets this process write the store again (the other process is gone, or the
-    /// hand-over was called off and [`Store::relock`] succeeded).
-    pub fn thaw(&self) {
+    /// hand-over was called off and [`Disk::relock`] succeeded).
+    pub(crate) fn thaw(&self) {
         self.closed.store(false, Ordering::SeqCst);
     }
 
-    /// Whether the store takes no writes ([`Store::freeze`] or [`Store::close`]).
-    pub fn is_frozen(&self) -> bool {
+    /// Whether the store takes no writes ([`Disk::freeze`] or [`Disk::close`]).
+    pub(crate) fn is_frozen(&self) -> bool {
         self.closed.load(Ordering::SeqCst)
     }
 
     /// Writes under way: fills not yet committed or aborted, small records being
-    /// appended, a reclaim, a checkpoint. After [`Store::freeze`] it only goes down.
-    pub fn writes_in_progress(&self) -> u64 {
+    /// appended, a reclaim, a checkpoint. After [`Disk::freeze`] it only goes down.
+    pub(crate) fn writes_in_progress(&self) -> u64 {
         let writers: u64 =
             self.vols.iter().map(|v| u64::from(v.writers.load(Ordering::SeqCst))).sum();
         writers
@@ -49,7 +49,7 @@ impl Store {
 
     /// Writes a checkpoint of the frozen index (so the next process loads it instead of
     /// scanning) and gives up the directory lock. The store keeps serving reads.
-    pub fn release_lock(&self) -> Result<(), StoreError> {
+    pub(crate) fn release_lock(&self) -> Result<(), StoreError> {
         if !self.is_frozen() {
             return Err(StoreError::Config("release_lock needs a frozen store".into()));
         }
@@ -62,10 +62,10 @@ impl Store {
         Ok(())
     }
 
-    /// Takes the directory lock back after [`Store::release_lock`] (waiting a few seconds
+    /// Takes the directory lock back after [`Disk::release_lock`] (waiting a few seconds
     /// for a successor that is still exiting); fails with [`StoreError::Locked`] if
     /// another process holds it.
-    pub fn relock(&self) -> Result<(), StoreError> {
+    pub(crate) fn relock(&self) -> Result<(), StoreError> {
         let mut l = self.lock.lock().unwrap_or_else(|p| p.into_inner());
         if l.is_none() {
             *l = Some(lock_dir(&self.path)?);
@@ -73,8 +73,8 @@ impl Store {
         Ok(())
     }
 
-    /// Whether this store holds its directory's lock (not after [`Store::release_lock`]).
-    pub fn has_lock(&self) -> bool {
+    /// Whether this store holds its directory's lock (not after [`Disk::release_lock`]).
+    pub(crate) fn has_lock(&self) -> bool {
         self.lock.lock().map(|l| l.is_some()).unwrap_or(false)
     }
 

@@ -6,13 +6,13 @@ use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
 
-use super::Store;
+use super::Disk;
 use super::index::{Entry, Shard, Slot};
 use super::volumes::Volume;
 use crate::StoreError;
 use crate::format::{self, VOLUME_HEADER_LEN, VolumeHeader};
 
-impl Store {
+impl Disk {
     /// Runs due maintenance on the calling task: tombstones the index load found due
     /// are written, volumes whose leases drained go back to the free queue, and the
     /// oldest sealed volume is reclaimed when no volume is free. (A new volume's header is written by the first record that goes into it,
@@ -20,7 +20,7 @@ impl Store {
     /// free volume is taken and once a second, so no fill waits for it; calling it
     /// directly forces a pass (tools, tests). Returns at once if another task is
     /// reclaiming.
-    pub async fn maintain(self: &Arc<Self>) {
+    pub(crate) async fn maintain(self: &Arc<Self>) {
         // Not while the index loads: the load would put back entries of a reclaimed
         // volume.
         if self.loading.load(Ordering::SeqCst) {

@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use bytes::Bytes;
 
-use super::Store;
+use super::Disk;
 use super::index::{Entry, Slot};
 use crate::format::{self, Kind, MAX_KEY_LEN, MAX_META_LEN, VOLUME_HEADER_LEN};
 
@@ -67,11 +67,11 @@ impl<W: Write> Write for Crc<W> {
     }
 }
 
-impl Store {
+impl Disk {
     /// Writes a checkpoint of the index now (blocking file I/O; the store calls it at a
     /// clean close and from its maintenance thread). Returns the number of entries
     /// written. Does nothing (0) while the index is still loading.
-    pub fn checkpoint(&self) -> Result<u64, crate::StoreError> {
+    pub(crate) fn checkpoint(&self) -> Result<u64, crate::StoreError> {
         if self.closed.load(Ordering::SeqCst) {
             return Ok(0);
         }
@@ -83,7 +83,7 @@ impl Store {
     /// [`StoreError::Closed`](crate::StoreError::Closed) from then on; lookups still
     /// work. Call it at shutdown: dropping the last handle does the same, but possibly
     /// on a background thread that the exiting process does not wait for.
-    pub fn close(&self) -> Result<u64, crate::StoreError> {
+    pub(crate) fn close(&self) -> Result<u64, crate::StoreError> {
         self.closed.store(true, Ordering::SeqCst);
         if self.loading.load(Ordering::SeqCst) {
             return Ok(0);

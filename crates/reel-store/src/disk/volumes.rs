@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use bytes::Bytes;
 
-use super::{Store, maint, now_secs};
+use super::{Disk, maint, now_secs};
 use crate::StoreError;
 use crate::format::{self, Kind, RECORD_FIXED_LEN, VOLUME_HEADER_LEN, VolumeHeader};
 
@@ -26,7 +26,7 @@ pub(super) struct Volume {
     pub(super) leases: AtomicU64,
     pub(super) writers: AtomicU32,
     pub(super) quarantined: AtomicBool,
-    /// Set while the volume is being reclaimed (see `Store::update_meta`).
+    /// Set while the volume is being reclaimed (see `Disk::update_meta`).
     pub(super) reclaiming: AtomicBool,
     /// Hashes of objects committed into this incarnation (for reclaim).
     pub(super) objects: Mutex<Vec<u128>>,
@@ -81,7 +81,7 @@ impl Drop for Lease {
     }
 }
 
-impl Store {
+impl Disk {
     pub(super) fn lock_alloc(&self) -> MutexGuard<'_, Alloc> {
         self.alloc.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -130,13 +130,13 @@ impl Store {
             self.promote_drained(a);
             let Some(n) = a.free.pop_front().or_else(|| self.take_oldest_while_loading(a)) else {
                 self.c.no_space.fetch_add(1, Ordering::Relaxed);
-                maint::kick();
+                maint::kick(self.lane);
                 return Err(StoreError::NoSpace);
             };
             if a.free.is_empty() {
                 // The last free volume becomes active: reclaim the oldest one now, on
                 // the maintenance thread, so the next volume is ready when needed.
-                maint::kick();
+                maint::kick(self.lane);
             }
             if let Some(old) = a.active.take()
                 && !self.vols[old as usize].quarantined.load(Ordering::SeqCst)
@@ -334,4 +334,49 @@ pub(super) fn lock_dir(dir: &std::path::Path) -> Result<File, StoreError> {
     let pid = format!("{:<19}\n", std::process::id());
     f.write_all_at(pid.as_bytes(), 0).map_err(open_err)?;
     Ok(f)
+}
+
+/// Deletes the volume files and the checkpoint of a disk directory (a disk that comes
+/// back after it was out of service starts empty). Other files are left alone.
+pub(super) fn clear_dir(dir: &std::path::Path) -> std::io::Result<u64> {
+    let mut n = 0;
+    for e in std::fs::read_dir(dir)? {
+        let e = e?;
+        let name = e.file_name();
+        let name = name.to_string_lossy();
+        let ours = (name.starts_with("vol-") && name.ends_with(".dat"))
+            || name.starts_with(super::checkpoint::FILE)
+            || (name.starts_with("spill-") && name.ends_with(".tmp"));
+        if ours {
+            std::fs::remove_file(e.path())?;
+            n += 1;
+        }
+    }
+    Ok(n)
+}
+
+/// Checks that the directory takes a write that reads back the same and survives a
+/// sync: a disk that fails this is not put in service.
+pub(super) fn probe(dir: &std::path::Path) -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    let path = dir.join("probe.tmp");
+    let data: Vec<u8> = (0..4096u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8).collect();
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&path)?;
+    let r = (|| {
+        f.write_all_at(&data, 0)?;
+        f.sync_data()?;
+        let mut back = vec![0u8; data.len()];
+        f.read_exact_at(&mut back, 0)?;
+        if back != data {
+            return Err(std::io::Error::other("probe write read back different bytes"));
+        }
+        Ok(())
+    })();
+    let removed = std::fs::remove_file(&path);
+    r.and(removed)
 }

@@ -1,0 +1,548 @@
+//! One disk of the store: its volume files, its index, opening, removal and metadata
+//! updates, its counters and its failure (too many I/O errors take it out of service,
+//! see [`Disk::fail`]). [`crate::Store`] places keys over the disks. Each job lives in a
+//! submodule:
+//!
+//! - `index`: the sharded in-memory index of complete and filling objects;
+//! - `volumes`: volume files, leases, allocation of the write head, quarantine;
+//! - `fill`: writing one object while readers follow it ([`FillWriter`]);
+//! - `reclaim`: recycling the oldest volume with a second chance for read objects;
+//! - `maint`: the thread that runs reclaim off the workers;
+//! - `spill`: bodies of unknown length that outgrow the store, delivered but not kept;
+//! - `rebuild`: the volume headers read at open and the index load that follows in the
+//!   background (checkpoint plus a scan of record headers);
+//! - `checkpoint`: the index written at a clean close and periodically;
+//! - `handles`: [`Hit`], [`Filling`] and the [`FileRange`]s they lend for sendfile.
+
+mod checkpoint;
+mod fill;
+mod handles;
+mod handover;
+mod index;
+mod maint;
+mod rebuild;
+mod reclaim;
+mod spill;
+mod volumes;
+
+use std::fs::OpenOptions;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+
+use crate::format::{self, ALIGN, Kind};
+use crate::io::Io;
+use crate::{IoMode, StoreError, StoreStats};
+
+pub use crate::format::{MAX_KEY_LEN, MAX_META_LEN};
+pub use fill::{Committed, FillWriter};
+pub use handles::{FileRange, FillStatus, Filling, Hit, Lookup};
+
+use index::{Entry, SHARDS, Shard, Slot};
+use rebuild::LoadState;
+use volumes::{Alloc, Volume, lock_dir, preallocate};
+
+/// Error logs on the write path are rate-limited to one per this many seconds.
+const LOG_INTERVAL_SECS: u64 = 10;
+
+/// The store's counters (see [`StoreStats`]).
+#[derive(Default)]
+struct Counters {
+    evictions: AtomicU64,
+    second_chance: AtomicU64,
+    reclaims: AtomicU64,
+    write_errors: AtomicU64,
+    read_errors: AtomicU64,
+    quarantined: AtomicU64,
+    no_space: AtomicU64,
+    fill_moves: AtomicU64,
+    not_stored: AtomicU64,
+    objects: AtomicU64,
+    bytes_used: AtomicU64,
+    recovered: AtomicU64,
+    dropped: AtomicU64,
+    last_write_log: AtomicU64,
+    /// Bumped by every change of the index that a checkpoint would record.
+    changes: AtomicU64,
+    /// `changes` when the last checkpoint was taken.
+    checkpointed: AtomicU64,
+    /// How long the index load took.
+    load_millis: AtomicU64,
+    /// When (seconds since open) the next periodic checkpoint is due.
+    checkpoint_due: AtomicU64,
+}
+
+/// How to open one disk.
+#[derive(Clone, Debug)]
+pub(crate) struct DiskOpen {
+    /// Directory holding the volume files.
+    pub(crate) path: std::path::PathBuf,
+    /// Total bytes of its volume files.
+    pub(crate) size: u64,
+    /// Bytes per volume file.
+    pub(crate) volume_size: u64,
+    /// I/O backend.
+    pub(crate) io: IoMode,
+    /// The disk's position in the store: its I/O threads and maintenance thread.
+    pub(crate) lane: usize,
+    /// I/O errors that take the disk out of service (0: never).
+    pub(crate) error_limit: u64,
+    /// Create the directory when it is missing (a store of one disk); otherwise a
+    /// missing directory is a missing disk (an unmounted file system).
+    pub(crate) create: bool,
+    /// Delete what the directory holds first: the disk missed removals and purges while
+    /// it was out of service.
+    pub(crate) clear: bool,
+}
+
+impl DiskOpen {
+    /// One disk at `path` on lane 0 that never fails and is created when missing.
+    #[cfg(test)]
+    pub(crate) fn new(path: &Path, size: u64, volume_size: u64, io: IoMode) -> DiskOpen {
+        DiskOpen {
+            path: path.to_owned(),
+            size,
+            volume_size,
+            io,
+            lane: 0,
+            error_limit: 0,
+            create: true,
+            clear: false,
+        }
+    }
+}
+
+/// One disk of the store. Shared by all workers (`Arc<Disk>`): the index is sharded,
+/// the volumes are plain files read with positional I/O.
+pub(crate) struct Disk {
+    /// The store directory.
+    path: std::path::PathBuf,
+    vols: Vec<Arc<Volume>>,
+    volume_size: u64,
+    shards: Box<[RwLock<Shard>]>,
+    alloc: Mutex<Alloc>,
+    io: Io,
+    c: Counters,
+    started: Instant,
+    /// Whether the maintenance thread runs [`Disk::maintain`] for this store.
+    background: AtomicBool,
+    /// The first incarnation written since open: everything older is loaded, not live.
+    open_seq: AtomicU64,
+    /// Set until the index is loaded; `load_claimed` once a thread took the load on.
+    loading: AtomicBool,
+    load_claimed: AtomicBool,
+    load_state: Mutex<LoadState>,
+    load_cv: Condvar,
+    checkpointing: AtomicBool,
+    /// Set by [`Disk::close`] and [`Disk::freeze`]: nothing new is written.
+    closed: AtomicBool,
+    /// The directory's exclusive lock, held while the store lives (given up for a
+    /// successor process by [`Disk::release_lock`]).
+    lock: Mutex<Option<std::fs::File>>,
+    /// I/O errors (reads and writes) since open, and how many take the disk out.
+    errors: AtomicU64,
+    error_limit: u64,
+    /// The disk's position in the store (its maintenance thread and I/O threads).
+    lane: usize,
+    /// Out of service ([`Disk::fail`]): lookups skip it, nothing is written.
+    failed: AtomicBool,
+    /// Why it failed.
+    fail_reason: Mutex<Option<String>>,
+    /// Whether the maintenance thread has dropped the failed disk's index.
+    index_dropped: AtomicBool,
+    /// Called on the maintenance thread once the failed disk's index is dropped.
+    on_fail: std::sync::OnceLock<Box<dyn Fn() + Send + Sync>>,
+}
+
+impl Disk {
+    /// Opens (creating and preallocating if needed) the store. Returns as soon as the
+    /// volume headers are read; the index loads in the background (from the checkpoint
+    /// of the last clean close where it is valid, otherwise by scanning record headers),
+    /// and lookups miss until it is loaded ([`Disk::wait_loaded`], `index_loading` in
+    /// [`StoreStats`]). Fills and removals work at once.
+    pub(crate) fn open(cfg: DiskOpen) -> Result<Arc<Disk>, StoreError> {
+        Disk::open_inner(cfg, true, true, false)
+    }
+
+    /// [`Disk::open`] for a process that takes the store over from another one still
+    /// running (a binary upgrade): frozen from the start ([`Disk::freeze`]), so nothing,
+    /// not even a reclaim after the index loads, is written until [`Disk::thaw`].
+    pub(crate) fn open_frozen(cfg: DiskOpen) -> Result<Arc<Disk>, StoreError> {
+        Disk::open_inner(cfg, true, true, true)
+    }
+
+    /// [`Disk::open`]; `background: false` leaves maintenance to explicit
+    /// [`Disk::maintain`] calls and loads the index before returning, unless `load` is
+    /// false too (tests that must see when a reclaim or the load runs).
+    #[cfg(test)]
+    fn open_with(cfg: DiskOpen, background: bool, load: bool) -> Result<Arc<Disk>, StoreError> {
+        Disk::open_inner(cfg, background, load, false)
+    }
+
+    fn open_inner(
+        cfg: DiskOpen,
+        background: bool,
+        load: bool,
+        frozen: bool,
+    ) -> Result<Arc<Disk>, StoreError> {
+        let vs = cfg.volume_size;
+        if vs < (1 << 20) || !vs.is_multiple_of(ALIGN) {
+            return Err(StoreError::Config(format!(
+                "volume_size must be a multiple of 4096 and at least 1 MiB, got {vs}"
+            )));
+        }
+        let n = cfg.size / vs;
+        if n < 2 {
+            return Err(StoreError::Config(format!(
+                "size {} holds fewer than 2 volumes of {vs} bytes",
+                cfg.size
+            )));
+        }
+        if n > u64::from(u32::MAX) {
+            return Err(StoreError::Config("too many volumes".into()));
+        }
+        let open_err = |path: &Path, source| StoreError::Open { path: path.to_owned(), source };
+        if cfg.create {
+            std::fs::create_dir_all(&cfg.path).map_err(|e| open_err(&cfg.path, e))?;
+        } else if !cfg.path.is_dir() {
+            let e = std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                "no such directory (reel creates a disk's directory only in a store of one disk)",
+            );
+            return Err(open_err(&cfg.path, e));
+        }
+        let lock = lock_dir(&cfg.path)?;
+        if cfg.clear {
+            volumes::clear_dir(&cfg.path).map_err(|e| open_err(&cfg.path, e))?;
+        }
+        volumes::probe(&cfg.path).map_err(|e| open_err(&cfg.path, e))?;
+        let io = Io::new(cfg.io, cfg.lane).map_err(|e| open_err(&cfg.path, e))?;
+        let mut vols = Vec::new();
+        for i in 0..n as u32 {
+            let p = cfg.path.join(format!("vol-{i:05}.dat"));
+            let f = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(&p)
+                .map_err(|e| open_err(&p, e))?;
+            preallocate(&f, vs).map_err(|e| open_err(&p, e))?;
+            vols.push(Arc::new(Volume::new(i, f)));
+        }
+        let store = Disk {
+            path: cfg.path.clone(),
+            vols,
+            volume_size: vs,
+            shards: (0..SHARDS).map(|_| RwLock::new(Shard::default())).collect(),
+            alloc: Mutex::new(Alloc::default()),
+            io,
+            c: Counters::default(),
+            started: Instant::now(),
+            background: AtomicBool::new(background),
+            open_seq: AtomicU64::new(1),
+            loading: AtomicBool::new(true),
+            load_claimed: AtomicBool::new(false),
+            load_state: Mutex::new(LoadState { active: true, ..LoadState::default() }),
+            load_cv: Condvar::new(),
+            checkpointing: AtomicBool::new(false),
+            closed: AtomicBool::new(frozen),
+            lock: Mutex::new(Some(lock)),
+            errors: AtomicU64::new(0),
+            error_limit: cfg.error_limit,
+            lane: cfg.lane,
+            failed: AtomicBool::new(false),
+            fail_reason: Mutex::new(None),
+            index_dropped: AtomicBool::new(false),
+            on_fail: std::sync::OnceLock::new(),
+        };
+        store.read_volume_headers().map_err(|e| open_err(&cfg.path, e))?;
+        let store = Arc::new(store);
+        if !maint::register(&store, cfg.lane) {
+            return Err(open_err(&cfg.path, std::io::Error::other("no maintenance thread")));
+        }
+        if background {
+            maint::kick(cfg.lane);
+        } else {
+            // Not for the maintenance thread: loaded here, or by the caller.
+            store.load_claimed.store(true, Ordering::SeqCst);
+            if load {
+                store.load_index();
+            }
+        }
+        Ok(store)
+    }
+
+    /// Removes `key` (complete or filling). Persistent: a tombstone is appended when
+    /// something was removed, nothing is written otherwise. While the index is still
+    /// loading, a key not indexed yet may be on disk: the load leaves it out, a
+    /// tombstone follows once the load has found it there (nothing is written if it did
+    /// not), and this returns true.
+    pub(crate) async fn remove(self: &Arc<Self>, key: &[u8]) -> Result<bool, StoreError> {
+        // Before the index changes: a removal whose tombstone cannot be written would
+        // come back at the next start.
+        self.check_writable()?;
+        let h = format::key_hash(key);
+        let take = || -> Result<Option<Slot>, StoreError> {
+            let mut shard = self.shard(h).write().map_err(|_| StoreError::Aborted)?;
+            let matches = match shard.get(&h) {
+                Some(Slot::Ready(e)) => &*e.key == key,
+                Some(Slot::Filling(f)) => &*f.key == key,
+                None => false,
+            };
+            Ok(if matches { shard.remove(&h) } else { None })
+        };
+        // While the index loads, the key may be on disk but not indexed yet: the load
+        // must not bring it back.
+        let (removed, loading) = {
+            let mut g = self.load_state.lock().unwrap_or_else(|p| p.into_inner());
+            let removed = take()?;
+            if g.active {
+                g.keys.insert(h);
+                if removed.is_none() {
+                    g.unmatched.insert(h, key.into());
+                }
+            }
+            (removed, g.active)
+        };
+        let Some(slot) = removed else { return Ok(loading) };
+        self.retire_slot(slot);
+        self.c.changes.fetch_add(1, Ordering::Relaxed);
+        self.append_small(Kind::Tombstone, key, &[], None).await?;
+        Ok(true)
+    }
+
+    /// Removes every key starting with `prefix` (purge). Persistent: one purge record
+    /// is appended. Returns the number of keys removed.
+    pub(crate) async fn remove_prefix(self: &Arc<Self>, prefix: &[u8]) -> Result<u64, StoreError> {
+        self.check_writable()?;
+        {
+            let mut g = self.load_state.lock().unwrap_or_else(|p| p.into_inner());
+            if g.active {
+                g.prefixes.push(prefix.into());
+            }
+        }
+        self.c.changes.fetch_add(1, Ordering::Relaxed);
+        let mut n = 0;
+        for shard in self.shards.iter() {
+            let taken: Vec<Slot> = {
+                let Ok(mut s) = shard.write() else { continue };
+                let hs: Vec<u128> = s
+                    .iter()
+                    .filter(|(_, v)| match v {
+                        Slot::Ready(e) => e.key.starts_with(prefix),
+                        Slot::Filling(f) => f.key.starts_with(prefix),
+                    })
+                    .map(|(h, _)| *h)
+                    .collect();
+                hs.iter().filter_map(|h| s.remove(h)).collect()
+            };
+            n += taken.len() as u64;
+            for slot in taken {
+                self.retire_slot(slot);
+            }
+        }
+        self.append_small(Kind::PurgePrefix, prefix, &[], None).await?;
+        Ok(n)
+    }
+
+    /// Replaces the metadata blob of the complete object `key` (e.g. after a 304).
+    /// Appends a small metadata record aimed at that exact object; returns false if the
+    /// key is not stored (or changed meanwhile, or its volume is being reclaimed).
+    pub(crate) async fn update_meta(
+        self: &Arc<Self>,
+        key: &[u8],
+        meta: Bytes,
+    ) -> Result<bool, StoreError> {
+        if meta.len() > MAX_META_LEN {
+            return Err(StoreError::KeyOrMetaTooLong);
+        }
+        self.check_writable()?;
+        let h = format::key_hash(key);
+        let Some(old) = self.ready_entry(h, key) else { return Ok(false) };
+        self.append_small(Kind::Meta, key, &meta, Some((old.seq, old.rec_off))).await?;
+        let new = Arc::new(Entry {
+            key: old.key.clone(),
+            meta,
+            vol: old.vol,
+            seq: old.seq,
+            rec_off: old.rec_off,
+            body_off: old.body_off,
+            body_len: old.body_len,
+            span: old.span,
+            stored_at: old.stored_at,
+            accessed: AtomicBool::new(old.accessed.load(Ordering::Relaxed)),
+        });
+        let mut shard = self.shard(h).write().map_err(|_| StoreError::Aborted)?;
+        match shard.get_mut(&h) {
+            // Not while the object's volume is being reclaimed: a second-chance copy
+            // taken before this update would come after the update record in the log
+            // and bring the old metadata back on restart. The object stays as it was.
+            Some(Slot::Ready(e))
+                if Arc::ptr_eq(e, &old)
+                    && !self.vols[old.vol as usize].reclaiming.load(Ordering::SeqCst) =>
+            {
+                *e = new;
+                self.c.changes.fetch_add(1, Ordering::Relaxed);
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    /// Current counters.
+    pub(crate) fn stats(&self) -> StoreStats {
+        let c = &self.c;
+        StoreStats {
+            objects: c.objects.load(Ordering::Relaxed),
+            bytes_used: c.bytes_used.load(Ordering::Relaxed),
+            capacity: self.vols.len() as u64 * self.volume_size,
+            volumes: self.vols.len() as u64,
+            evictions: c.evictions.load(Ordering::Relaxed),
+            second_chance: c.second_chance.load(Ordering::Relaxed),
+            reclaims: c.reclaims.load(Ordering::Relaxed),
+            write_errors: c.write_errors.load(Ordering::Relaxed),
+            read_errors: c.read_errors.load(Ordering::Relaxed),
+            quarantined_volumes: c.quarantined.load(Ordering::Relaxed),
+            no_space: c.no_space.load(Ordering::Relaxed),
+            fill_moves: c.fill_moves.load(Ordering::Relaxed),
+            not_stored: c.not_stored.load(Ordering::Relaxed),
+            recovered: c.recovered.load(Ordering::Relaxed),
+            dropped_on_rebuild: c.dropped.load(Ordering::Relaxed),
+            uring: self.io.is_uring(),
+            index_loading: self.loading.load(Ordering::SeqCst),
+            index_load_millis: c.load_millis.load(Ordering::Relaxed),
+        }
+    }
+
+    fn write_error(&self, e: &std::io::Error) {
+        self.c.write_errors.fetch_add(1, Ordering::Relaxed);
+        self.count_error(e);
+        let now = self.started.elapsed().as_secs() + LOG_INTERVAL_SECS;
+        let last = self.c.last_write_log.load(Ordering::Relaxed);
+        if now >= last + LOG_INTERVAL_SECS
+            && self
+                .c
+                .last_write_log
+                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        {
+            tracing::error!(error = %e, total = self.c.write_errors.load(Ordering::Relaxed),
+                "store write failed; object not admitted");
+        }
+    }
+
+    fn read_error(&self, vol: &Volume, e: &std::io::Error) {
+        self.c.read_errors.fetch_add(1, Ordering::Relaxed);
+        tracing::error!(disk = %self.path.display(), volume = vol.idx, error = %e,
+            "store read failed; quarantining volume");
+        self.quarantine(vol);
+        self.count_error(e);
+    }
+
+    /// Counts an I/O error against the disk's limit; the one that reaches it fails the
+    /// disk.
+    fn count_error(&self, e: &std::io::Error) {
+        let n = self.errors.fetch_add(1, Ordering::Relaxed) + 1;
+        if self.error_limit > 0 && n >= self.error_limit {
+            self.fail(format!(
+                "{n} I/O errors (disk_error_limit {}), the last: {e}",
+                self.error_limit
+            ));
+        }
+    }
+
+    /// Takes the disk out of service: lookups skip it at once ([`Disk::is_failed`]),
+    /// nothing more is written, and the maintenance thread drops its index (its objects
+    /// are then fetched from the origin and stored on the other disks). Handles already
+    /// out keep their leases: what they read from a failing disk may fail.
+    pub(crate) fn fail(&self, reason: String) {
+        {
+            // Under the allocation lock, as a freeze: an allocation that saw the disk
+            // writable has counted itself before this returns.
+            let _a = self.lock_alloc();
+            self.closed.store(true, Ordering::SeqCst);
+        }
+        if self.failed.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        tracing::error!(disk = %self.path.display(), %reason, "store disk taken out of service");
+        *self.fail_reason.lock().unwrap_or_else(|p| p.into_inner()) = Some(reason);
+        maint::kick(self.lane);
+    }
+
+    /// Whether the disk is out of service.
+    pub(crate) fn is_failed(&self) -> bool {
+        self.failed.load(Ordering::Relaxed)
+    }
+
+    /// Why the disk is out of service.
+    pub(crate) fn fail_reason(&self) -> Option<String> {
+        self.fail_reason.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// I/O errors counted since open.
+    pub(crate) fn errors(&self) -> u64 {
+        self.errors.load(Ordering::Relaxed)
+    }
+
+    /// Sets what the maintenance thread calls once this disk, failed, has dropped its
+    /// index (the store records which disks are in service).
+    pub(crate) fn on_fail(&self, f: Box<dyn Fn() + Send + Sync>) {
+        let _ = self.on_fail.set(f);
+    }
+
+    /// On the maintenance thread: empties a failed disk's index, once.
+    fn drop_failed_index(&self) {
+        if !self.is_failed() || self.index_dropped.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let mut n = 0u64;
+        for shard in self.shards.iter() {
+            let slots: Vec<Slot> = {
+                let mut s = shard.write().unwrap_or_else(|p| p.into_inner());
+                s.drain().map(|(_, v)| v).collect()
+            };
+            n += slots.len() as u64;
+            for slot in slots {
+                self.retire_slot(slot);
+            }
+        }
+        for v in &self.vols {
+            v.objects.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        }
+        tracing::warn!(disk = %self.path.display(), objects = n,
+            "failed store disk: its objects left the index");
+        if let Some(f) = self.on_fail.get() {
+            f();
+        }
+    }
+
+    /// Gives up the directory lock without a checkpoint (a failed disk being replaced).
+    pub(crate) fn unlock(&self) {
+        self.lock.lock().unwrap_or_else(|p| p.into_inner()).take();
+    }
+}
+
+impl Drop for Disk {
+    /// A clean close writes the checkpoint the next open loads (unless
+    /// [`Disk::close`] did).
+    fn drop(&mut self) {
+        if self.closed.load(Ordering::SeqCst) {
+            return;
+        }
+        if let Err(e) = self.checkpoint_with(true) {
+            tracing::warn!(error = %e, "store index checkpoint not written at close");
+        }
+    }
+}
+
+fn now_secs() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+#[cfg(test)]
+mod tests;
