@@ -111,6 +111,8 @@ pub const RELOAD_KEYS: &[ReloadKey] = &[
     restart("store.size"),
     restart("store.volume_size"),
     restart("store.io"),
+    restart("store.disk"),
+    restart("store.disk_error_limit"),
     live("cache.heuristic_freshness"),
     live("cache.heuristic_max"),
     live("cache.negative_ttl"),

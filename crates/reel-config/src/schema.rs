@@ -596,16 +596,23 @@ pub enum StoreIo {
     Threads,
 }
 
-/// `[store]`: the on-disk segment store.
+/// `[store]`: the on-disk segment store, on one directory (`path`, `size`) or on several
+/// disks (`[[store.disk]]` tables, and then neither `path` nor `size`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct StoreConfig {
-    /// Directory holding the volume files; created if missing. Relative paths are relative
-    /// to the working directory. Default `"/var/cache/reel"`.
+    /// Directory holding the volume files of a store on one disk; created if missing.
+    /// Relative paths are relative to the working directory. Default `"/var/cache/reel"`.
     pub path: PathBuf,
-    /// Total disk space for cached objects. Size; default `"10GiB"`; at least
-    /// 2 × `volume_size`.
+    /// Total disk space for cached objects of a store on one disk. Size; default
+    /// `"10GiB"`; at least 2 × `volume_size`.
     pub size: ByteSize,
+    /// `[[store.disk]]`: the disks of a store on several disks. Keys are spread over them
+    /// in proportion to their sizes; a disk that fails moves only its own share.
+    pub disk: Vec<StoreDisk>,
+    /// I/O errors on one disk that take it out of service (its objects are fetched again
+    /// and stored on the other disks); 0 = never. Default 10.
+    pub disk_error_limit: u64,
     /// Size of one volume file, the unit of eviction. Size; default `"256MiB"`; at least
     /// `"1MiB"`.
     pub volume_size: ByteSize,
@@ -613,11 +620,40 @@ pub struct StoreConfig {
     pub io: StoreIo,
 }
 
+/// One `[[store.disk]]` table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoreDisk {
+    /// The disk's directory. It must exist: reel does not create it, so that a path
+    /// inside the disk's mount point is missing, not filled on the root file system, when
+    /// the disk is not mounted.
+    pub path: PathBuf,
+    /// Disk space for cached objects on it. Size; at least 2 × `volume_size`.
+    pub size: ByteSize,
+}
+
+impl StoreConfig {
+    /// The disks as `(key prefix for messages, path, size)`: the `[[store.disk]]` tables,
+    /// or `[store] path` and `size` as the one disk.
+    pub fn disks(&self) -> Vec<(String, &std::path::Path, ByteSize)> {
+        if self.disk.is_empty() {
+            return vec![("store".to_owned(), self.path.as_path(), self.size)];
+        }
+        self.disk
+            .iter()
+            .enumerate()
+            .map(|(i, d)| (format!("store.disk[{i}]"), d.path.as_path(), d.size))
+            .collect()
+    }
+}
+
 impl Default for StoreConfig {
     fn default() -> Self {
         StoreConfig {
             path: "/var/cache/reel".into(),
             size: ByteSize::gib(10),
+            disk: Vec::new(),
+            disk_error_limit: 10,
             volume_size: ByteSize::mib(256),
             io: StoreIo::Auto,
         }

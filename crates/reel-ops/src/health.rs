@@ -186,23 +186,42 @@ impl Verdict {
     }
 }
 
+/// What the store says about itself for the verdict.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StoreHealth {
+    /// Whether it can serve at all (a disk in service with a usable volume).
+    pub ok: bool,
+    /// One reason per disk out of service (`store_degraded: …`). Not a 503 on its own:
+    /// the node serves from its other disks.
+    pub degraded: Vec<String>,
+}
+
+impl StoreHealth {
+    /// A store that serves, with every disk in service.
+    pub fn ok() -> StoreHealth {
+        StoreHealth { ok: true, degraded: Vec::new() }
+    }
+}
+
 /// Combines the inputs into a verdict; draining wins over everything, then the store.
+/// Disks out of service are listed among the reasons whatever the status.
 pub fn verdict(
     draining: bool,
-    store_ok: bool,
+    store: &StoreHealth,
     overloaded: &Overload,
     workers: usize,
     load: LoadFigures,
 ) -> Verdict {
-    let (status, reasons) = if draining {
+    let (status, mut reasons) = if draining {
         (Status::Draining, vec!["draining".to_string()])
-    } else if !store_ok {
+    } else if !store.ok {
         (Status::StoreUnavailable, vec!["store unavailable".to_string()])
     } else if overloaded.tripped {
         (Status::Overloaded, overloaded.reasons.clone())
     } else {
         (Status::Ok, Vec::new())
     };
+    reasons.extend(store.degraded.iter().cloned());
     Verdict { status, reasons, workers, version: env!("CARGO_PKG_VERSION"), load }
 }
 
@@ -246,18 +265,22 @@ mod tests {
     #[test]
     fn draining_wins_and_maps_to_503() {
         let o = Overload::default();
-        let v = verdict(true, false, &o, 2, LoadFigures::default());
+        let down = StoreHealth { ok: false, degraded: Vec::new() };
+        let v = verdict(true, &down, &o, 2, LoadFigures::default());
         assert_eq!(v.status, Status::Draining);
         assert_eq!(v.http_status(), 503);
-        let v = verdict(false, false, &o, 2, LoadFigures::default());
+        let v = verdict(false, &down, &o, 2, LoadFigures::default());
         assert_eq!(v.status, Status::StoreUnavailable);
-        let v = verdict(false, true, &o, 2, LoadFigures::default());
+        let degraded = StoreHealth { ok: true, degraded: vec!["store_degraded: /d2".into()] };
+        let v = verdict(false, &degraded, &o, 2, LoadFigures::default());
+        assert_eq!((v.http_status(), v.reasons.clone()), (200, vec!["store_degraded: /d2".into()]));
+        let v = verdict(false, &StoreHealth::ok(), &o, 2, LoadFigures::default());
         assert_eq!(v.http_status(), 200);
         let j: serde_json::Value = serde_json::from_str(&v.to_json()).unwrap();
         assert_eq!(j["status"], "ok");
         assert_eq!(j["workers"], 2);
         assert!(j["load"]["cpu_percent"].is_number());
-        let s = verdict(true, true, &o, 2, LoadFigures::default()).stopping();
+        let s = verdict(true, &StoreHealth::ok(), &o, 2, LoadFigures::default()).stopping();
         assert_eq!((s.status, s.http_status()), (Status::Stopping, 503));
         let j: serde_json::Value = serde_json::from_str(&s.to_json()).unwrap();
         assert_eq!(

@@ -39,8 +39,8 @@ pub struct Inputs {
     pub worker_tids: Vec<i32>,
     /// Open client connections now, all workers.
     pub connections: Box<dyn Fn() -> u64 + Send + Sync>,
-    /// Whether the store can serve.
-    pub store_ok: Box<dyn Fn() -> bool + Send + Sync>,
+    /// Whether the store can serve, and its disks out of service.
+    pub store: Box<dyn Fn() -> crate::health::StoreHealth + Send + Sync>,
     /// The process cgroup's CPU throttling counters, where there is a cgroup to read.
     pub cpu_stat: Box<dyn Fn() -> Option<CpuStat> + Send + Sync>,
 }
@@ -77,7 +77,13 @@ impl Health {
     /// Creates the shared state with an initial "ok, no load yet" answer.
     pub fn new(inputs: Inputs, thresholds: Thresholds) -> Arc<Health> {
         let n = inputs.workers.len();
-        let v = verdict(false, true, &Overload::default(), n, LoadFigures::default());
+        let v = verdict(
+            false,
+            &crate::health::StoreHealth::ok(),
+            &Overload::default(),
+            n,
+            LoadFigures::default(),
+        );
         let h = Arc::new(Health {
             answer: ArcSwap::from_pointee(render(v)),
             draining: AtomicBool::new(false),
@@ -140,7 +146,7 @@ impl Health {
         st.overload.update(&t, &figures);
         let mut v = verdict(
             self.draining(),
-            (self.inputs.store_ok)(),
+            &(self.inputs.store)(),
             &st.overload,
             self.inputs.workers.len(),
             figures,
@@ -265,7 +271,7 @@ mod tests {
             workers: w,
             worker_tids: vec![],
             connections: Box::new(move || conns.load(Ordering::Relaxed)),
-            store_ok: Box::new(|| true),
+            store: Box::new(crate::health::StoreHealth::ok),
             cpu_stat: Box::new(|| None),
         }
     }

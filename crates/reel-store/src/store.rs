@@ -252,6 +252,18 @@ impl Store {
         self.slots.iter().filter_map(Slot::in_service)
     }
 
+    /// The directory of the disk in service that `key` is placed on (whether or not it
+    /// is stored there); `None` when no disk is in service.
+    pub fn disk_of(&self, key: &[u8]) -> Option<PathBuf> {
+        let h = format::key_hash(key);
+        let d = self.place(h)?;
+        let d = d.as_ref()?;
+        self.slots
+            .iter()
+            .find(|s| s.disk.load().as_ref().is_some_and(|x| Arc::ptr_eq(x, d)))
+            .map(|s| s.path.clone())
+    }
+
     /// Looks up `key` on its disk. `None` is a miss.
     pub fn lookup(&self, key: &[u8]) -> Option<Lookup> {
         let g = self.place(format::key_hash(key))?;
@@ -412,6 +424,7 @@ impl Store {
             t.bytes_used += st.bytes_used;
             t.capacity += st.capacity;
             t.volumes += st.volumes;
+            t.quarantined_volumes += st.quarantined_volumes;
             t.uring |= st.uring;
             t.index_loading |= st.index_loading;
             t.index_load_millis = t.index_load_millis.max(st.index_load_millis);
@@ -530,7 +543,6 @@ fn add_counters(t: &mut StoreStats, s: &StoreStats) {
     t.reclaims += s.reclaims;
     t.write_errors += s.write_errors;
     t.read_errors += s.read_errors;
-    t.quarantined_volumes += s.quarantined_volumes;
     t.no_space += s.no_space;
     t.fill_moves += s.fill_moves;
     t.not_stored += s.not_stored;

@@ -37,11 +37,11 @@ const LOG_INTERVAL_SECS: u64 = 10;
 
 /// A tmpfs mounted on a directory; lazily unmounted on drop (also when a test panics),
 /// so open volume files cannot keep it busy.
-struct Tmpfs(PathBuf);
+pub(crate) struct Tmpfs(PathBuf);
 
 impl Tmpfs {
     /// Mounts a 16 MiB tmpfs on `dir`, or says why it cannot and returns None.
-    fn mount(dir: &Path) -> Option<Tmpfs> {
+    pub(crate) fn mount(dir: &Path) -> Option<Tmpfs> {
         match Command::new("mount")
             .args(["-t", "tmpfs", "-o", "size=16m", "tmpfs"])
             .arg(dir)
@@ -71,14 +71,14 @@ impl Drop for Tmpfs {
 }
 
 /// Gives `off..off + len` of `f` back to the file system: writes there need new pages.
-fn punch_hole(f: &File, off: u64, len: u64) {
+pub(crate) fn punch_hole(f: &File, off: u64, len: u64) {
     use rustix::fs::FallocateFlags;
     let mode = FallocateFlags::PUNCH_HOLE | FallocateFlags::KEEP_SIZE;
     rustix::fs::fallocate(f, mode, off, len).unwrap_or_else(|e| panic!("punch hole: {e}"));
 }
 
 /// Appends to `path` until the file system is full (ENOSPC). Returns the bytes written.
-fn fill_until_enospc(path: &Path) -> u64 {
+pub(crate) fn fill_until_enospc(path: &Path) -> u64 {
     let mut f = OpenOptions::new().create(true).append(true).open(path).expect("open filler");
     let buf = vec![0xa5u8; 64 * 1024];
     let mut total = 0u64;

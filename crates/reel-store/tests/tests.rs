@@ -2,6 +2,7 @@
 
 mod basic;
 mod crash;
+mod disks;
 mod faults;
 mod handover;
 mod model;

@@ -319,6 +319,7 @@ impl AdminHandler {
                     "read_errors": st.read_errors, "volumes": st.volumes,
                     "quarantined_volumes": st.quarantined_volumes,
                     "frozen": s.store.is_frozen(),
+                    "disks": disks_json(&s.store),
                 },
             }),
         )
@@ -412,6 +413,65 @@ impl AdminHandler {
     }
 }
 
+impl AdminHandler {
+    /// `POST /admin/store/disk?path=DIR&online=1|0`: brings a disk back into service
+    /// (reopened empty after a probe write) or takes it out.
+    async fn store_disk(&self, req: &Request) -> Response {
+        let q = req.query().unwrap_or("");
+        let (Some(path), Some(online)) = (query_param(q, "path"), query_param(q, "online")) else {
+            return json_response(400, json!({"error": "needs ?path=DIR&online=1 (or online=0)"}));
+        };
+        let online = match online {
+            "1" | "true" => true,
+            "0" | "false" => false,
+            _ => return json_response(400, json!({"error": "online must be 1 or 0"})),
+        };
+        let path = percent_encoding::percent_decode_str(path).decode_utf8_lossy().into_owned();
+        let store = self.shared.store.clone();
+        let p = std::path::PathBuf::from(&path);
+        // Opening a disk preallocates its volumes: blocking file I/O, off the admin loop.
+        let r = tokio::task::spawn_blocking(move || store.set_online(&p, online)).await;
+        let status = match r {
+            Ok(Ok(changed)) => {
+                info!(disk = %path, online, changed, "store disk state set by the admin API");
+                return json_response(
+                    200,
+                    json!({"path": path, "online": online, "changed": changed,
+                           "disks": disks_json(&self.shared.store)}),
+                );
+            }
+            Ok(Err(e @ reel_store::StoreError::Config(_))) => (404, e.to_string()),
+            Ok(Err(e @ reel_store::StoreError::Closed)) => (409, e.to_string()),
+            Ok(Err(e)) => (500, e.to_string()),
+            Err(e) => (500, e.to_string()),
+        };
+        json_response(status.0, json!({"path": path, "online": online, "error": status.1}))
+    }
+}
+
+/// Every disk of the store: path, state, why it is offline, errors, bytes.
+fn disks_json(store: &reel_store::Store) -> serde_json::Value {
+    store
+        .disks()
+        .into_iter()
+        .map(|d| {
+            json!({
+                "path": d.path.display().to_string(),
+                "state": d.state.as_str(),
+                "reason": d.reason,
+                "errors": d.errors,
+                "size": d.size,
+                "objects": d.stats.objects,
+                "bytes_used": d.stats.bytes_used,
+                "capacity": d.stats.capacity,
+                "read_errors": d.stats.read_errors,
+                "write_errors": d.stats.write_errors,
+                "quarantined_volumes": d.stats.quarantined_volumes,
+            })
+        })
+        .collect()
+}
+
 impl Handler for AdminHandler {
     async fn handle(&self, req: &Request, _body: &mut RequestBody<'_>) -> Response {
         if !host_allowed(req) {
@@ -449,12 +509,15 @@ impl Handler for AdminHandler {
                 json_response(200, json!({"draining": on}))
             }
             ("/admin/purge", true) => self.purge(req).await,
+            ("/admin/store/disk", true) => self.store_disk(req).await,
             ("/metrics" | "/status" | "/status/history" | "/dashboard", true) => {
                 Response::method_not_allowed(&[Method::Get, Method::Head])
             }
-            ("/admin/reload" | "/admin/drain" | "/admin/resume" | "/admin/purge", false) => {
-                Response::method_not_allowed(&[Method::Post])
-            }
+            (
+                "/admin/reload" | "/admin/drain" | "/admin/resume" | "/admin/purge"
+                | "/admin/store/disk",
+                false,
+            ) => Response::method_not_allowed(&[Method::Post]),
             _ => Response::error(404),
         }
     }

@@ -38,7 +38,9 @@ impl FdBudget {
     pub(crate) fn estimate(cfg: &reel_config::Config) -> FdBudget {
         let b = FdBudget::take();
         let vs = cfg.store.volume_size.bytes().max(1);
-        FdBudget { limit: b.limit, base: b.base + cfg.store.size.bytes() / vs + STORE_EXTRA }
+        let disks = cfg.store.disks();
+        let volumes: u64 = disks.iter().map(|(_, _, size)| size.bytes() / vs).sum();
+        FdBudget { limit: b.limit, base: b.base + volumes + STORE_EXTRA * disks.len() as u64 }
     }
 
     /// Client connections the process may hold with `reserved` descriptors kept free.

@@ -98,7 +98,8 @@ pub(crate) struct OriginSample {
 pub(crate) struct Disk {
     /// The store path.
     pub path: String,
-    /// `online`, `frozen` (handed over in an upgrade) or `failed` (quarantined).
+    /// `online`, `frozen` (handed over in an upgrade) or `failed` (out of service, or
+    /// every volume quarantined).
     pub state: &'static str,
 }
 
@@ -186,14 +187,24 @@ impl Sample {
         out.store_bytes = st.bytes_used;
         out.store_objects = st.objects;
         out.store_capacity = st.capacity;
-        let state = if st.volumes <= st.quarantined_volumes {
-            "failed"
-        } else if s.store.is_frozen() {
-            "frozen"
-        } else {
-            "online"
-        };
-        out.disks = vec![Disk { path: s.live().cfg.store.path.display().to_string(), state }];
+        let frozen = s.store.is_frozen();
+        out.disks = s
+            .store
+            .disks()
+            .into_iter()
+            .map(|d| {
+                let state = if d.state == reel_store::DiskState::Offline
+                    || d.stats.volumes <= d.stats.quarantined_volumes
+                {
+                    "failed"
+                } else if frozen {
+                    "frozen"
+                } else {
+                    "online"
+                };
+                Disk { path: d.path.display().to_string(), state }
+            })
+            .collect();
         let live = s.live();
         let healthy: BTreeMap<(String, String), bool> = live
             .origins

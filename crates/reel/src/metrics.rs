@@ -121,6 +121,33 @@ fn store(p: &mut PromWriter, store: &reel_store::Store) {
         "Store volumes taken out of service after I/O errors (the store is degraded).",
         st.quarantined_volumes,
     );
+    let disks = store.disks();
+    let label = |d: &reel_store::DiskInfo| d.path.display().to_string();
+    p.family("reel_store_disk_online", Kind::Gauge, "1 while a store disk is in service.");
+    for d in &disks {
+        let online = d.state == reel_store::DiskState::Online;
+        p.sample("reel_store_disk_online", &[("path", &label(d))], online);
+    }
+    p.family(
+        "reel_store_disk_errors_total",
+        Kind::Counter,
+        "I/O errors on a store disk since it was opened (disk_error_limit takes it out).",
+    );
+    for d in &disks {
+        p.sample("reel_store_disk_errors_total", &[("path", &label(d))], d.errors);
+    }
+    p.family("reel_store_disk_bytes", Kind::Gauge, "Bytes used on a store disk.");
+    for d in &disks {
+        p.sample("reel_store_disk_bytes", &[("path", &label(d))], d.stats.bytes_used);
+    }
+    p.family("reel_store_disk_capacity_bytes", Kind::Gauge, "Capacity of a store disk in service.");
+    for d in &disks {
+        p.sample("reel_store_disk_capacity_bytes", &[("path", &label(d))], d.stats.capacity);
+    }
+    p.family("reel_store_disk_objects", Kind::Gauge, "Objects on a store disk.");
+    for d in &disks {
+        p.sample("reel_store_disk_objects", &[("path", &label(d))], d.stats.objects);
+    }
 }
 
 /// What `/healthz` answers now: 1 for healthy (200), and the verdict's status as a label.

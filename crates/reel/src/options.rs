@@ -16,9 +16,17 @@ pub(crate) const FLAG_GROUP: &str = "--origin";
 /// `[store]`.
 pub(crate) fn store(cfg: &Config) -> reel_store::StoreConfig {
     reel_store::StoreConfig {
-        path: cfg.store.path.clone(),
-        size: cfg.store.size.bytes(),
+        disks: cfg
+            .store
+            .disks()
+            .into_iter()
+            .map(|(_, path, size)| reel_store::DiskConfig {
+                path: path.to_owned(),
+                size: size.bytes(),
+            })
+            .collect(),
         volume_size: cfg.store.volume_size.bytes(),
+        disk_error_limit: cfg.store.disk_error_limit,
         io: match cfg.store.io {
             reel_config::StoreIo::Auto => reel_store::IoMode::Auto,
             reel_config::StoreIo::Uring => reel_store::IoMode::Uring,

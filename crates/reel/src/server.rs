@@ -164,7 +164,7 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
             connections: Box::new(move || {
                 conn_stats.iter().map(|s| s.open.load(Ordering::Relaxed) as u64).sum()
             }),
-            store_ok: Box::new(move || store_shared.store_ok()),
+            store: Box::new(move || store_shared.store_health()),
             cpu_stat: {
                 let group = reel_runtime::cgroup::cpu_group(&reel_runtime::core_plan::RealSysFs);
                 Box::new(move || {

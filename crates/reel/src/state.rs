@@ -90,8 +90,11 @@ impl Shared {
         frozen: bool,
     ) -> anyhow::Result<Arc<Shared>> {
         let open = if frozen { reel_store::Store::open_frozen } else { reel_store::Store::open };
-        let store = open(options::store(&cfg))
-            .with_context(|| format!("opening the store at {}", cfg.store.path.display()))?;
+        let store = open(options::store(&cfg)).with_context(|| {
+            let paths: Vec<String> =
+                cfg.store.disks().iter().map(|(_, p, _)| p.display().to_string()).collect();
+            format!("opening the store at {}", paths.join(", "))
+        })?;
         let live = Live::build(cfg, 1, origin_flag.as_ref(), None, tls)?;
         let (reload_tx, reload_rx) = mpsc::channel(4);
         let n = plan.workers.len();
@@ -168,10 +171,21 @@ impl Shared {
         self.worker_stats.get().map(|v| v.as_slice()).unwrap_or(&[])
     }
 
-    /// Whether the store can serve.
-    pub(crate) fn store_ok(&self) -> bool {
+    /// Whether the store can serve (a disk in service with a usable volume), and a
+    /// `store_degraded` reason per disk out of service.
+    pub(crate) fn store_health(&self) -> reel_ops::health::StoreHealth {
         let st = self.store.stats();
-        st.volumes > st.quarantined_volumes
+        let degraded = self
+            .store
+            .disks()
+            .into_iter()
+            .filter(|d| d.state == reel_store::DiskState::Offline)
+            .map(|d| match d.reason {
+                Some(r) => format!("store_degraded: disk {} offline: {r}", d.path.display()),
+                None => format!("store_degraded: disk {} offline", d.path.display()),
+            })
+            .collect();
+        reel_ops::health::StoreHealth { ok: st.volumes > st.quarantined_volumes, degraded }
     }
 
     /// The receiving end of admin reload requests (taken once by the control thread).

@@ -120,19 +120,45 @@ pub(super) fn check_health(found: &mut Found, hl: &HealthConfig) {
     }
 }
 
-/// `[store]`: a path, and room for at least two volumes.
+/// Most `[[store.disk]]` tables: more would only be a typo or a generated file gone wrong.
+const MAX_DISKS: usize = 256;
+
+/// `[store]`: a path per disk, and room for at least two volumes on each.
 pub(super) fn check_store(found: &mut Found, s: &StoreConfig) {
-    if s.path.as_os_str().is_empty() {
-        bad(found, "store.path", "must not be empty");
-    }
     if s.volume_size < ByteSize::mib(1) {
         bad(found, "store.volume_size", format!("{} is below the minimum 1MiB", s.volume_size));
     }
-    if s.volume_size.bytes().checked_mul(2).is_none_or(|twice| s.size.bytes() < twice) {
-        bad(
-            found,
-            "store.size",
-            format!("{} must be at least twice store.volume_size ({})", s.size, s.volume_size),
-        );
+    if !s.disk.is_empty() {
+        let d = StoreConfig::default();
+        for (key, set) in [("store.path", s.path != d.path), ("store.size", s.size != d.size)] {
+            if set {
+                bad(
+                    found,
+                    key,
+                    "set either store.path and store.size or [[store.disk]] tables, not both",
+                );
+            }
+        }
+        if s.disk.len() > MAX_DISKS {
+            bad(found, "store.disk", format!("{} disks, at most {MAX_DISKS}", s.disk.len()));
+        }
+    }
+    let disks = s.disks();
+    for (i, (key, path, size)) in disks.iter().enumerate() {
+        if path.as_os_str().is_empty() {
+            bad(found, format!("{key}.path"), "must not be empty");
+        } else if path.to_string_lossy().contains('\n') {
+            bad(found, format!("{key}.path"), "must not contain a line break");
+        }
+        if let Some((other, ..)) = disks[..i].iter().find(|(_, p, _)| p == path) {
+            bad(found, format!("{key}.path"), format!("{} is also {other}.path", path.display()));
+        }
+        if s.volume_size.bytes().checked_mul(2).is_none_or(|twice| size.bytes() < twice) {
+            bad(
+                found,
+                format!("{key}.size"),
+                format!("{size} must be at least twice store.volume_size ({})", s.volume_size),
+            );
+        }
     }
 }

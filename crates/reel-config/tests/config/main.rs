@@ -66,8 +66,10 @@ fn default_config_serves_the_demo() {
     let cfg = load_and_validate(config_dir().join("reel.toml")).expect("valid");
     assert_eq!(cfg.listener[0].address, "127.0.0.1:8080".parse().expect("addr"));
     assert_eq!(cfg.admin.address, "127.0.0.1:9090".parse().expect("addr"));
-    assert!(cfg.store.path.is_relative());
-    assert_eq!((cfg.store.size, cfg.store.volume_size), (ByteSize::gib(1), ByteSize::mib(64)));
+    let disks = cfg.store.disks();
+    assert_eq!(disks.len(), 1, "one disk");
+    assert!(disks[0].1.is_relative());
+    assert_eq!((disks[0].2, cfg.store.volume_size), (ByteSize::gib(1), ByteSize::mib(64)));
     assert!(cfg.demo_origin.enabled);
     assert_eq!(cfg.demo_origin.address, "127.0.0.1:8081".parse().expect("addr"));
     // `curl http://127.0.0.1:8080/live/index.m3u8` sends Host: 127.0.0.1:8080.
@@ -297,6 +299,27 @@ fn problems_about_absent_keys_point_at_the_nearest_table_or_the_top() {
     assert_eq!((p.line, p.column), (1, 1));
     let text = "\n\n[store]\nvolume_size = \"8GiB\"\n";
     assert_eq!(find(&problems(text), "store.size").line, 3);
+}
+
+#[test]
+fn store_disks_are_checked_one_by_one_and_not_mixed_with_path() {
+    let text = "[store]\npath = \"/a\"\nvolume_size = \"1GiB\"\n\n[[store.disk]]\npath = \"/d1\"\nsize = \"4GiB\"\n\n[[store.disk]]\npath = \"/d1\"\nsize = \"1GiB\"\n";
+    let ps = problems(text);
+    assert!(find(&ps, "store.path").message.contains("not both"), "{ps:#?}");
+    let p = find(&ps, "store.disk[1].path");
+    assert!(p.message.contains("is also store.disk[0].path"), "{p:?}");
+    assert_eq!(p.line, 10);
+    let p = find(&ps, "store.disk[1].size");
+    assert!(p.message.contains("at least twice store.volume_size"), "{p:?}");
+    assert_eq!(p.line, 11);
+    assert!(ps.iter().all(|p| p.key != "store.disk[0].size"), "{ps:#?}");
+    let ok = format!(
+        "{BASE}\n[store]\nvolume_size = \"1GiB\"\n[[store.disk]]\npath = \"/d1\"\nsize = \"4GiB\"\n[[store.disk]]\npath = \"/d2\"\nsize = \"8GiB\"\n"
+    );
+    let cfg = Config::parse_and_validate(&ok, "t.toml").expect("valid");
+    let disks: Vec<_> =
+        cfg.store.disks().into_iter().map(|(k, p, s)| (k, p.to_owned(), s)).collect();
+    assert_eq!(disks[1], ("store.disk[1]".to_owned(), "/d2".into(), ByteSize::gib(8)));
 }
 
 #[test]

@@ -22,23 +22,54 @@ pub(super) fn core_plan(cfg: &Config) -> Result<CorePlan, ConfigProblem> {
     })
 }
 
-/// The store directory: a directory (or creatable, under a writable parent) with room on
-/// its filesystem for the volumes that are not allocated yet.
+/// The store's disks: each a directory (or, in a store of one disk, creatable under a
+/// writable parent) with room on its filesystem for the volumes not allocated yet. With
+/// several disks, a disk that is missing or not writable is not a refusal (`serve` starts
+/// without it and says so) unless every disk is; too little room always is.
 pub(super) fn store(cfg: &Config) -> Vec<ConfigProblem> {
-    let path = cfg.store.path.as_path();
+    let disks = cfg.store.disks();
+    let single = disks.len() == 1;
+    let mut unusable = Vec::new();
     let mut problems = Vec::new();
+    for (key, path, size) in &disks {
+        match disk(cfg, key, path, size.bytes(), single) {
+            Ok(Some(p)) => problems.push(p),
+            Ok(None) => {}
+            Err(p) => unusable.push(p),
+        }
+    }
+    if single || unusable.len() == disks.len() {
+        problems.extend(unusable);
+    }
+    problems
+}
+
+/// One disk: `Err` if it cannot be used at all, `Ok(Some)` if its filesystem lacks room.
+fn disk(
+    cfg: &Config,
+    key: &str,
+    path: &Path,
+    size: u64,
+    create: bool,
+) -> Result<Option<ConfigProblem>, ConfigProblem> {
+    let path_key = format!("{key}.path");
     let Some(existing) = nearest_existing(path) else {
-        return problems;
+        return Ok(None);
     };
     let shown = path.display();
+    if !create && existing != path {
+        return Err(cfg.problem(
+            &path_key,
+            format!("{shown} does not exist (reel creates a disk's directory only in a store of one disk)"),
+        ));
+    }
     if !existing.is_dir() {
         let what = if existing == path {
             format!("{shown} is not a directory")
         } else {
             format!("{shown} cannot be created: {} is not a directory", existing.display())
         };
-        problems.push(cfg.problem("store.path", what));
-        return problems;
+        return Err(cfg.problem(&path_key, what));
     }
     if let Err(e) = access(&existing, Access::WRITE_OK | Access::EXEC_OK) {
         let uid = rustix::process::geteuid().as_raw();
@@ -51,13 +82,12 @@ pub(super) fn store(cfg: &Config) -> Vec<ConfigProblem> {
                 existing.display()
             )
         };
-        problems.push(cfg.problem("store.path", what));
-        return problems;
+        return Err(cfg.problem(&path_key, what));
     }
     // Volumes are preallocated at start: what is not allocated yet must fit.
     let vs = cfg.store.volume_size.bytes();
     // Validation keeps the count sane; the cap only bounds the stat calls below.
-    let volumes = cfg.store.size.bytes().checked_div(vs).unwrap_or(0).min(1 << 20);
+    let volumes = size.checked_div(vs).unwrap_or(0).min(1 << 20);
     let missing: u64 = (0..volumes)
         .map(|i| {
             let have = std::fs::metadata(path.join(format!("vol-{i:05}.dat")))
@@ -69,18 +99,18 @@ pub(super) fn store(cfg: &Config) -> Vec<ConfigProblem> {
     if let Ok(fs) = statvfs(&existing) {
         let free = fs.f_bavail.saturating_mul(fs.f_frsize);
         if missing > free {
-            problems.push(cfg.problem(
-                "store.size",
+            return Ok(Some(cfg.problem(
+                &format!("{key}.size"),
                 format!(
                     "the store's volumes need {} more on the filesystem of {shown}, which has \
-                     {} free: lower store.size or free disk space",
+                     {} free: lower {key}.size or free disk space",
                     human(missing),
                     human(free)
                 ),
-            ));
+            )));
         }
     }
-    problems
+    Ok(None)
 }
 
 /// `path` or its nearest ancestor that exists (`.` for a relative path with none).
