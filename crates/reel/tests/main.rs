@@ -9,6 +9,7 @@ mod cli;
 mod common;
 mod contrib;
 mod dashboard;
+mod disks;
 mod health;
 mod interim;
 mod ktls;
