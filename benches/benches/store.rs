@@ -1,10 +1,11 @@
-//! Criterion micro-benchmarks of reel-store: index lookup (hit), append (a 256 KiB
+//! Criterion micro-benchmarks of reel-store: index lookup (hit; on one disk and placed
+//! over 12 disks of equal and of mixed sizes), append (a 256 KiB
 //! object written and committed through the worker's ring or the I/O threads), and the
 //! page-cache residency check of a 2 MiB hit (what the cache asks before sendfile).
 use std::sync::Arc;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use reel_store::{Bytes, IoMode, Lookup, Store, StoreConfig};
+use reel_store::{Bytes, DiskConfig, IoMode, Lookup, Store, StoreConfig};
 
 /// A scratch directory removed on drop (the benches crate has no tempfile).
 struct Scratch(std::path::PathBuf);
@@ -28,28 +29,51 @@ fn open(dir: &std::path::Path, io: IoMode) -> Arc<Store> {
     Store::open(StoreConfig::single(dir.to_owned(), 256 << 20, 16 << 20, io)).expect("open store")
 }
 
+/// A store over 12 disks (subdirectories of `dir`), of equal sizes or of 32 and 64 MiB.
+fn open_disks(dir: &std::path::Path, mixed: bool) -> Arc<Store> {
+    let disks = (0..12)
+        .map(|i| {
+            let path = dir.join(format!("disk{i}"));
+            std::fs::create_dir_all(&path).expect("disk dir");
+            let size = if mixed && i % 2 == 1 { 64 << 20 } else { 32 << 20 };
+            DiskConfig { path, size }
+        })
+        .collect();
+    let cfg = StoreConfig { disks, volume_size: 16 << 20, io: IoMode::Auto, disk_error_limit: 0 };
+    Store::open(cfg).expect("open store")
+}
+
 fn lookup(c: &mut Criterion) {
-    let dir = Scratch::new("lookup");
-    let store = open(&dir.0, IoMode::Auto);
+    let one = Scratch::new("lookup");
+    let equal = Scratch::new("lookup-12");
+    let mixed = Scratch::new("lookup-12-mixed");
+    let stores = [
+        ("store/lookup_hit", open(&one.0, IoMode::Auto)),
+        ("store/lookup_hit_12_disks", open_disks(&equal.0, false)),
+        ("store/lookup_hit_12_mixed_disks", open_disks(&mixed.0, true)),
+    ];
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("rt");
     let keys: Vec<String> = (0..10_000).map(|i| format!("cdn.example/vod/seg_{i:06}.ts")).collect();
-    rt.block_on(async {
-        for k in &keys {
-            let mut w = store
-                .begin_fill(k.as_bytes(), Bytes::from_static(b"meta"), Some(100))
-                .await
-                .expect("fill");
-            w.append(Bytes::from_static(&[1u8; 100])).await.expect("append");
-            w.commit().await.expect("commit");
-        }
-    });
-    let mut i = 0usize;
-    c.bench_function("store/lookup_hit", |b| {
-        b.iter(|| {
-            i = (i + 7919) % keys.len();
-            matches!(store.lookup(keys[i].as_bytes()), Some(Lookup::Hit(_)))
-        })
-    });
+    for (name, store) in &stores {
+        rt.block_on(async {
+            for k in &keys {
+                let mut w = store
+                    .begin_fill(k.as_bytes(), Bytes::from_static(b"meta"), Some(100))
+                    .await
+                    .expect("fill");
+                w.append(Bytes::from_static(&[1u8; 100])).await.expect("append");
+                w.commit().await.expect("commit");
+            }
+        });
+        let mut i = 0usize;
+        c.bench_function(name, |b| {
+            b.iter(|| {
+                i = (i + 7919) % keys.len();
+                matches!(store.lookup(keys[i].as_bytes()), Some(Lookup::Hit(_)))
+            })
+        });
+    }
+    let store = &stores[0].1;
     c.bench_function("store/lookup_miss", |b| {
         b.iter(|| store.lookup(b"cdn.example/none").is_none())
     });
