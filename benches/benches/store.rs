@@ -25,8 +25,14 @@ impl Drop for Scratch {
 }
 
 fn open(dir: &std::path::Path, io: IoMode) -> Arc<Store> {
-    Store::open(StoreConfig { path: dir.to_owned(), size: 256 << 20, volume_size: 16 << 20, io })
-        .expect("open store")
+    Store::open(StoreConfig {
+        path: dir.to_owned(),
+        size: 256 << 20,
+        volume_size: 16 << 20,
+        io,
+        scrub_rate: 0,
+    })
+    .expect("open store")
 }
 
 fn lookup(c: &mut Criterion) {

@@ -111,6 +111,7 @@ pub const RELOAD_KEYS: &[ReloadKey] = &[
     restart("store.size"),
     restart("store.volume_size"),
     restart("store.io"),
+    live("store.scrub_rate"),
     live("cache.heuristic_freshness"),
     live("cache.heuristic_max"),
     live("cache.negative_ttl"),

@@ -34,7 +34,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let vol = arg(3, 16) << 20;
     let obj = (arg(4, 2048) << 10) as usize;
     let cycles = arg(5, 8);
-    let store = Store::open(StoreConfig { path: dir, size, volume_size: vol, io: IoMode::Auto })?;
+    let store = Store::open(StoreConfig {
+        path: dir,
+        size,
+        volume_size: vol,
+        io: IoMode::Auto,
+        scrub_rate: 0,
+    })?;
     let n = cycles * size / obj as u64;
     let payload = Bytes::from(vec![0x5au8; obj]);
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;

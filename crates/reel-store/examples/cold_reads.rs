@@ -73,8 +73,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let vol = 64u64 << 20;
     let per_vol = (vol - 4096) / (obj + 8192);
     let size = (objects.div_ceil(per_vol.max(1)) + 2) * vol;
-    let store =
-        Store::open(StoreConfig { path: dir.clone(), size, volume_size: vol, io: IoMode::Auto })?;
+    let store = Store::open(StoreConfig {
+        path: dir.clone(),
+        size,
+        volume_size: vol,
+        io: IoMode::Auto,
+        scrub_rate: 0,
+    })?;
     store.wait_loaded();
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let local = tokio::task::LocalSet::new();

@@ -16,8 +16,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Each small object takes 8 KiB on disk (4 KiB header block + 4 KiB body block).
     let vol = 16u64 << 20;
     let size = ((n * 8192 * 5 / 4) / vol + 2) * vol;
-    let cfg =
-        StoreConfig { path: dir.path().to_owned(), size, volume_size: vol, io: IoMode::Threads };
+    let cfg = StoreConfig {
+        path: dir.path().to_owned(),
+        size,
+        volume_size: vol,
+        io: IoMode::Threads,
+        scrub_rate: 0,
+    };
     let base = {
         let s = Store::open(cfg.clone())?;
         let b = CountingAlloc::live();

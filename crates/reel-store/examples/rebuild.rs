@@ -38,6 +38,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         size: num(2)? << 20,
         volume_size: num(3)? << 20,
         io: IoMode::Auto,
+        scrub_rate: 0,
     };
     let obj = num(4)? as usize;
     let limit = args.get(6).map(|a| a.parse()).transpose()?.unwrap_or(u64::MAX);

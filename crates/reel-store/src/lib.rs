@@ -15,7 +15,9 @@
 //! aligned bodies, whole volumes reclaimed FIFO with a second chance for objects read
 //! since they were written (`docs/store-format.md`, `docs/store.md`).
 //!
-//! Reclaim runs on the store's maintenance thread, never inside a fill.
+//! Reclaim runs on the store's maintenance thread, never inside a fill; so does the
+//! scrub, which reads stored bodies back at a bounded rate ([`StoreConfig::scrub_rate`])
+//! and removes any whose checksum no longer matches ([`Store::scrub_step`]).
 //!
 //! I/O: io_uring per worker thread, or an I/O thread pool (module `io`). The async
 //! methods return `!Send` futures (they use the calling thread's ring): run them on the
@@ -37,7 +39,7 @@ pub use bytes::Bytes;
 
 pub use store::{
     Committed, FileRange, FillStatus, FillWriter, Filling, Hit, Lookup, MAX_KEY_LEN, MAX_META_LEN,
-    Store,
+    ScrubProgress, Store,
 };
 
 /// How the store does file I/O.
@@ -65,6 +67,9 @@ pub struct StoreConfig {
     pub volume_size: u64,
     /// I/O backend.
     pub io: IoMode,
+    /// Bytes per second the background scrub reads back and verifies against the
+    /// stored checksums; 0 = off. Changed live with [`Store::set_scrub_rate`].
+    pub scrub_rate: u64,
 }
 
 /// Errors of the store.
@@ -172,4 +177,12 @@ pub struct StoreStats {
     pub index_loading: bool,
     /// How long the last index load took, in milliseconds.
     pub index_load_millis: u64,
+    /// Bytes the scrub read back (record headers, bodies, trailers).
+    pub scrub_bytes: u64,
+    /// Objects the scrub verified (good or corrupt).
+    pub scrub_objects: u64,
+    /// Objects the scrub found corrupt and removed.
+    pub scrub_corrupt: u64,
+    /// Scrub passes completed over the whole store.
+    pub scrub_passes: u64,
 }

@@ -10,6 +10,7 @@
 //! - `rebuild`: the volume headers read at open and the index load that follows in the
 //!   background (checkpoint plus a scan of record headers);
 //! - `checkpoint`: the index written at a clean close and periodically;
+//! - `scrub`: the background pass that verifies stored bodies at a bounded rate;
 //! - `handles`: [`Hit`], [`Filling`] and the [`FileRange`]s they lend for sendfile.
 
 mod checkpoint;
@@ -20,6 +21,7 @@ mod index;
 mod maint;
 mod rebuild;
 mod reclaim;
+mod scrub;
 mod spill;
 mod volumes;
 
@@ -38,6 +40,7 @@ use crate::{StoreConfig, StoreError, StoreStats};
 pub use crate::format::{MAX_KEY_LEN, MAX_META_LEN};
 pub use fill::{Committed, FillWriter};
 pub use handles::{FileRange, FillStatus, Filling, Hit, Lookup};
+pub use scrub::ScrubProgress;
 
 use index::{Entry, SHARDS, Shard, Slot};
 use rebuild::LoadState;
@@ -100,6 +103,8 @@ pub struct Store {
     /// The directory's exclusive lock, held while the store lives (given up for a
     /// successor process by [`Store::release_lock`]).
     lock: Mutex<Option<std::fs::File>>,
+    /// The background scrub's rate, position and counters.
+    scrub: scrub::Scrub,
 }
 
 impl Store {
@@ -184,6 +189,7 @@ impl Store {
             checkpointing: AtomicBool::new(false),
             closed: AtomicBool::new(frozen),
             lock: Mutex::new(Some(lock)),
+            scrub: scrub::Scrub::new(cfg.scrub_rate),
         };
         store.read_volume_headers().map_err(|e| open_err(&cfg.path, e))?;
         let store = Arc::new(store);
@@ -341,6 +347,7 @@ impl Store {
             uring: self.io.is_uring(),
             index_loading: self.loading.load(Ordering::SeqCst),
             index_load_millis: c.load_millis.load(Ordering::Relaxed),
+            ..self.scrub.stats()
         }
     }
 

@@ -211,6 +211,7 @@ fn unopenable_directory_is_a_clear_error() {
         size: 4 * VOL,
         volume_size: VOL,
         io: IoMode::Auto,
+        scrub_rate: 0,
     })
     .err()
     .expect("must fail");

@@ -49,6 +49,7 @@ fn freeze_hands_over(io: IoMode) {
         size: 6 * VOL,
         volume_size: VOL,
         io,
+        scrub_rate: 0,
     })
     .unwrap();
     new.wait_loaded();

@@ -5,6 +5,7 @@ mod crash;
 mod faults;
 mod handover;
 mod model;
+mod scrub;
 mod unknown_len;
 
 use std::path::Path;
@@ -23,6 +24,7 @@ pub fn open(dir: &Path, volumes: u64, io: IoMode) -> Arc<Store> {
         size: volumes * VOL,
         volume_size: VOL,
         io,
+        scrub_rate: 0,
     })
     .expect("open store");
     s.wait_loaded();

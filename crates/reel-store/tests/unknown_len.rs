@@ -12,8 +12,13 @@ use crate::{body, both, get, rt};
 const MIB: u64 = 1 << 20;
 
 fn open16(dir: &std::path::Path, volumes: u64, io: IoMode) -> Arc<Store> {
-    let cfg =
-        StoreConfig { path: dir.to_owned(), size: volumes * 16 * MIB, volume_size: 16 * MIB, io };
+    let cfg = StoreConfig {
+        path: dir.to_owned(),
+        size: volumes * 16 * MIB,
+        volume_size: 16 * MIB,
+        io,
+        scrub_rate: 0,
+    };
     let s = Store::open(cfg).expect("open store");
     s.wait_loaded();
     s

@@ -319,6 +319,11 @@ impl AdminHandler {
                     "read_errors": st.read_errors, "volumes": st.volumes,
                     "quarantined_volumes": st.quarantined_volumes,
                     "frozen": s.store.is_frozen(),
+                    "scrub": {
+                        "rate": s.store.scrub_rate(), "bytes": st.scrub_bytes,
+                        "objects": st.scrub_objects, "corrupt": st.scrub_corrupt,
+                        "passes": st.scrub_passes,
+                    },
                 },
             }),
         )

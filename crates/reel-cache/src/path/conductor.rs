@@ -504,6 +504,7 @@ mod tests {
             size: 8 << 20,
             volume_size: 4 << 20,
             io: reel_store::IoMode::Threads,
+            scrub_rate: 0,
         })
         .unwrap();
         let spec = reel_origin::GroupSpec::new(

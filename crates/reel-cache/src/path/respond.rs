@@ -488,6 +488,7 @@ mod tests {
             size: 8 << 20,
             volume_size: 4 << 20,
             io: IoMode::Auto,
+            scrub_rate: 0,
         })
         .unwrap();
         let data = body(3 * STREAM_CHUNK as usize + 12_345);

@@ -154,6 +154,7 @@ impl Server {
             size: opts.store.0,
             volume_size: opts.store.1,
             io: IoMode::Auto,
+            scrub_rate: 0,
         })
         .expect("open store");
         let shared = SharedCache::new(store);

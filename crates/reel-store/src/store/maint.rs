@@ -1,7 +1,8 @@
 //! The maintenance thread: loads the index after open, runs [`Store::maintain`]
 //! (volume reclaim, drained volumes back to the free queue) off the workers, so a
-//! client's miss never waits behind a reclaim, and starts the periodic index
-//! checkpoint (written on an I/O pool thread).
+//! client's miss never waits behind a reclaim, starts the periodic index
+//! checkpoint (written on an I/O pool thread) and runs the scrub's steps (module
+//! `scrub`).
 //!
 //! One thread per process serves every open store (like the I/O pool, it never exits: an
 //! exiting thread makes glibc `madvise(MADV_DONTNEED)` its stack). It sleeps on a condvar
@@ -100,6 +101,7 @@ impl Maint {
                 if store.background.load(Ordering::Relaxed) {
                     rt.block_on(store.maintain());
                     store.checkpoint_if_due();
+                    rt.block_on(store.scrub_tick());
                 }
             }
         }

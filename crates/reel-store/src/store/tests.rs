@@ -42,6 +42,7 @@ fn small_store(dir: &std::path::Path, volumes: u64, background: bool) -> std::sy
         size: volumes << 20,
         volume_size: 1 << 20,
         io: crate::IoMode::Threads,
+        scrub_rate: 0,
     };
     Store::open_with(cfg, background, true).expect("open store")
 }
@@ -165,6 +166,7 @@ fn writes_while_the_index_loads_win_over_the_loaded_ones() {
         size: 4 << 20,
         volume_size: 1 << 20,
         io: crate::IoMode::Threads,
+        scrub_rate: 0,
     };
     {
         let s = Store::open_with(cfg.clone(), false, true).unwrap();
@@ -256,6 +258,7 @@ fn a_fill_on_a_full_store_while_its_index_loads_takes_the_oldest_volume() {
         size: 3 << 20,
         volume_size: 1 << 20,
         io: crate::IoMode::Threads,
+        scrub_rate: 0,
     };
     let keys = {
         let s = Store::open_with(cfg.clone(), false, true).unwrap();
@@ -291,6 +294,7 @@ fn a_removal_during_the_load_writes_only_for_keys_on_disk() {
         size: 4 << 20,
         volume_size: 1 << 20,
         io: crate::IoMode::Threads,
+        scrub_rate: 0,
     };
     {
         let s = Store::open_with(cfg.clone(), false, true).unwrap();
