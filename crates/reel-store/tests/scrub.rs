@@ -194,3 +194,33 @@ fn objects_changed_under_the_scrub_are_skipped() {
         assert!(get(&s, b"a").await.is_some_and(|(_, b)| b == body(3, 1000)));
     });
 }
+
+/// A body damaged on disk is not re-appended under a fresh checksum by the second chance
+/// of a reclaim (the scrub could never find it then); intact objects still are.
+fn a_second_chance_never_launders_a_corrupt_body(io: IoMode) {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path(), 4, io);
+    rt(async {
+        for i in 0..4 {
+            put(&s, &key(i), META, &body(i, len(i)), true).await;
+        }
+        // Read since written: both earn a second chance.
+        assert!(get(&s, &key(0)).await.is_some() && get(&s, &key(1)).await.is_some());
+    });
+    let (file, at) = find_body(dir.path(), &body(0, len(0)));
+    flip(&file, at + 100);
+    rt(async {
+        let mut i = 100;
+        while s.stats().reclaims == 0 {
+            put(&s, &key(i), META, &body(i, len(i)), true).await;
+            i += 1;
+        }
+        assert!(get(&s, &key(0)).await.is_none(), "the corrupt body was copied");
+        assert!(get(&s, &key(1)).await == Some((META.to_vec(), body(1, len(1)))));
+    });
+    assert_eq!(s.stats().second_chance, 1, "{:?}", s.stats());
+}
+both!(
+    a_second_chance_never_launders_a_corrupt_body_on,
+    a_second_chance_never_launders_a_corrupt_body
+);
