@@ -39,7 +39,13 @@ fn open_disks(dir: &std::path::Path, mixed: bool) -> Arc<Store> {
             DiskConfig { path, size }
         })
         .collect();
-    let cfg = StoreConfig { disks, volume_size: 16 << 20, io: IoMode::Auto, disk_error_limit: 0 };
+    let cfg = StoreConfig {
+        disks,
+        volume_size: 16 << 20,
+        io: IoMode::Auto,
+        disk_error_limit: 0,
+        scrub_rate: 0,
+    };
     Store::open(cfg).expect("open store")
 }
 

@@ -111,6 +111,7 @@ pub const RELOAD_KEYS: &[ReloadKey] = &[
     restart("store.size"),
     restart("store.volume_size"),
     restart("store.io"),
+    live("store.scrub_rate"),
     restart("store.disk"),
     restart("store.disk_error_limit"),
     live("cache.heuristic_freshness"),

@@ -12,6 +12,7 @@
 //! - `rebuild`: the volume headers read at open and the index load that follows in the
 //!   background (checkpoint plus a scan of record headers);
 //! - `checkpoint`: the index written at a clean close and periodically;
+//! - `scrub`: the background pass that verifies stored bodies at a bounded rate;
 //! - `handles`: [`Hit`], [`Filling`] and the [`FileRange`]s they lend for sendfile.
 
 mod checkpoint;
@@ -22,6 +23,7 @@ mod index;
 mod maint;
 mod rebuild;
 mod reclaim;
+mod scrub;
 mod spill;
 mod volumes;
 
@@ -40,6 +42,7 @@ use crate::{IoMode, StoreError, StoreStats};
 pub use crate::format::{MAX_KEY_LEN, MAX_META_LEN};
 pub use fill::{Committed, FillWriter};
 pub use handles::{FileRange, FillStatus, Filling, Hit, Lookup};
+pub use scrub::ScrubProgress;
 
 use index::{Entry, SHARDS, Shard, Slot};
 use rebuild::LoadState;
@@ -96,6 +99,8 @@ pub(crate) struct DiskOpen {
     /// Delete what the directory holds first: the disk missed removals and purges while
     /// it was out of service.
     pub(crate) clear: bool,
+    /// Bytes per second the scrub verifies; 0 = off.
+    pub(crate) scrub_rate: u64,
 }
 
 impl DiskOpen {
@@ -111,6 +116,7 @@ impl DiskOpen {
             error_limit: 0,
             create: true,
             clear: false,
+            scrub_rate: 0,
         }
     }
 }
@@ -155,6 +161,8 @@ pub(crate) struct Disk {
     index_dropped: AtomicBool,
     /// Called on the maintenance thread once the failed disk's index is dropped.
     on_fail: std::sync::OnceLock<Box<dyn Fn() + Send + Sync>>,
+    /// The background scrub's rate, position and counters.
+    scrub: scrub::Scrub,
 }
 
 impl Disk {
@@ -258,6 +266,7 @@ impl Disk {
             fail_reason: Mutex::new(None),
             index_dropped: AtomicBool::new(false),
             on_fail: std::sync::OnceLock::new(),
+            scrub: scrub::Scrub::new(cfg.scrub_rate),
         };
         store.read_volume_headers().map_err(|e| open_err(&cfg.path, e))?;
         let store = Arc::new(store);
@@ -415,6 +424,7 @@ impl Disk {
             uring: self.io.is_uring(),
             index_loading: self.loading.load(Ordering::SeqCst),
             index_load_millis: c.load_millis.load(Ordering::Relaxed),
+            ..self.scrub.stats()
         }
     }
 

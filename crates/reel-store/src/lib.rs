@@ -17,7 +17,9 @@
 //! aligned bodies, whole volumes reclaimed FIFO with a second chance for objects read
 //! since they were written (`docs/store-format.md`, `docs/store.md`).
 //!
-//! Reclaim runs on the store's maintenance thread, never inside a fill.
+//! Reclaim runs on the store's maintenance thread, never inside a fill; so does the
+//! scrub, which reads stored bodies back at a bounded rate ([`StoreConfig::scrub_rate`])
+//! and removes any whose checksum no longer matches ([`Store::scrub_step`]).
 //!
 //! I/O: io_uring per worker thread, or an I/O thread pool (module `io`). The async
 //! methods return `!Send` futures (they use the calling thread's ring): run them on the
@@ -40,6 +42,7 @@ pub use bytes::Bytes;
 
 pub use disk::{
     Committed, FileRange, FillStatus, FillWriter, Filling, Hit, Lookup, MAX_KEY_LEN, MAX_META_LEN,
+    ScrubProgress,
 };
 pub use store::{DiskInfo, DiskState, Store};
 
@@ -68,16 +71,22 @@ pub struct StoreConfig {
     pub io: IoMode,
     /// I/O errors on one disk that take it out of service; 0 = never.
     pub disk_error_limit: u64,
+    /// Bytes per second the background scrub reads back and verifies against the
+    /// stored checksums, on each disk; 0 = off. Changed live with
+    /// [`Store::set_scrub_rate`].
+    pub scrub_rate: u64,
 }
 
 impl StoreConfig {
-    /// A store of one disk at `path` (created if missing) that never leaves service.
+    /// A store of one disk at `path` (created if missing) that never leaves service,
+    /// without a scrub.
     pub fn single(path: impl Into<PathBuf>, size: u64, volume_size: u64, io: IoMode) -> Self {
         StoreConfig {
             disks: vec![DiskConfig { path: path.into(), size }],
             volume_size,
             io,
             disk_error_limit: 0,
+            scrub_rate: 0,
         }
     }
 }
@@ -203,4 +212,12 @@ pub struct StoreStats {
     pub index_loading: bool,
     /// How long the last index load took, in milliseconds.
     pub index_load_millis: u64,
+    /// Bytes the scrub read back (record headers, bodies, trailers).
+    pub scrub_bytes: u64,
+    /// Objects the scrub verified (good or corrupt).
+    pub scrub_objects: u64,
+    /// Objects the scrub found corrupt and removed.
+    pub scrub_corrupt: u64,
+    /// Scrub passes completed over the whole store.
+    pub scrub_passes: u64,
 }

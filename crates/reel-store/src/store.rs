@@ -28,7 +28,10 @@ use arc_swap::{ArcSwapOption, Guard};
 use bytes::Bytes;
 
 use crate::disk::{Disk, DiskOpen};
-use crate::{FillWriter, Lookup, StoreConfig, StoreError, StoreStats, format};
+use crate::{FillWriter, Lookup, ScrubProgress, StoreConfig, StoreError, StoreStats, format};
+
+/// A slot's disk, loaded for one call.
+type DiskGuard = Guard<Option<Arc<Disk>>>;
 
 /// Whether a disk is in service.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -94,6 +97,8 @@ pub struct Store {
     frozen: AtomicBool,
     /// The membership epoch last written.
     epoch: Mutex<u64>,
+    /// The scrub rate per disk (a disk brought back takes it).
+    scrub: std::sync::atomic::AtomicU64,
     /// Counters of disks that were replaced by a reopened one, so totals never go back.
     retired: Mutex<StoreStats>,
     me: Weak<Store>,
@@ -144,6 +149,7 @@ impl Store {
                 error_limit: cfg.disk_error_limit,
                 create: single,
                 clear,
+                scrub_rate: cfg.scrub_rate,
             };
             if clear && d.path.is_dir() {
                 tracing::warn!(disk = %d.path.display(),
@@ -174,12 +180,14 @@ impl Store {
         }
         let equal = cfg.disks.iter().all(|d| d.size == cfg.disks[0].size);
         let epoch = known.map_or(0, |m| m.epoch);
+        let scrub_rate = cfg.scrub_rate;
         let store = Arc::new_cyclic(|me| Store {
             slots: slots.into(),
             equal,
             cfg,
             frozen: AtomicBool::new(frozen),
             epoch: Mutex::new(epoch),
+            scrub: std::sync::atomic::AtomicU64::new(scrub_rate),
             retired: Mutex::new(StoreStats::default()),
             me: me.clone(),
         });
@@ -225,22 +233,36 @@ impl Store {
         }
     }
 
-    /// The disk `h` lives on, among those in service.
-    fn place(&self, h: u128) -> Option<Guard<Option<Arc<Disk>>>> {
+    /// The disk `h` lives on, among those in service. One pass without allocating:
+    /// only the best guard so far is held.
+    fn place(&self, h: u128) -> Option<DiskGuard> {
         if let [only] = &*self.slots {
             let g = only.disk.load();
             return g.as_ref().is_some_and(|d| !d.is_failed()).then_some(g);
         }
-        let guards: Vec<Guard<Option<Arc<Disk>>>> =
-            self.slots.iter().map(|s| s.disk.load()).collect();
-        let cands: Vec<(f64, u64, bool)> = self
-            .slots
-            .iter()
-            .zip(&guards)
-            .map(|(s, g)| (s.size as f64, s.seed, g.as_ref().is_some_and(|d| !d.is_failed())))
-            .collect();
-        let i = placement::best(h, &cands, self.equal)?;
-        guards.into_iter().nth(i)
+        let mut best: Option<(DiskGuard, f64, u64)> = None;
+        for s in self.slots.iter() {
+            let g = s.disk.load();
+            if g.as_ref().is_none_or(|d| d.is_failed()) {
+                continue;
+            }
+            let d = placement::draw(h, s.seed);
+            let score = if self.equal { 0.0 } else { placement::weighted(d, s.size as f64) };
+            let better = match &best {
+                None => true,
+                Some((_, bs, bd)) => {
+                    if self.equal {
+                        d > *bd
+                    } else {
+                        score > *bs
+                    }
+                }
+            };
+            if better {
+                best = Some((g, score, d));
+            }
+        }
+        best.map(|(g, _, _)| g)
     }
 
     fn placed(&self, key: &[u8]) -> Option<Arc<Disk>> {
@@ -369,6 +391,7 @@ impl Store {
             error_limit: self.cfg.disk_error_limit,
             create: self.slots.len() == 1,
             clear: true,
+            scrub_rate: self.scrub_rate(),
         };
         let disk = Disk::open(open).inspect_err(|e| {
             *slot.missing.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.to_string());
@@ -527,6 +550,37 @@ impl Store {
         any
     }
 
+    /// Sets the scrub's rate (bytes per second on each disk; 0 = off), live.
+    pub fn set_scrub_rate(&self, bytes_per_sec: u64) {
+        self.scrub.store(bytes_per_sec, Ordering::Relaxed);
+        for s in self.slots.iter() {
+            if let Some(d) = s.disk.load_full() {
+                d.set_scrub_rate(bytes_per_sec);
+            }
+        }
+    }
+
+    /// The scrub's rate per disk, bytes per second.
+    pub fn scrub_rate(&self) -> u64 {
+        self.scrub.load(Ordering::Relaxed)
+    }
+
+    /// Runs one scrub step of at most `budget` bytes on every disk in service, now (the
+    /// maintenance threads run steps on their own at the configured rate). Blocking
+    /// reads: never call it on a worker. `pass_done` once every disk finished a pass in
+    /// this step.
+    pub async fn scrub_step(&self, budget: u64) -> ScrubProgress {
+        let mut t = ScrubProgress { pass_done: true, ..ScrubProgress::default() };
+        for d in self.in_service().collect::<Vec<_>>() {
+            let p = d.scrub_step(budget).await;
+            t.bytes += p.bytes;
+            t.objects += p.objects;
+            t.corrupt += p.corrupt;
+            t.pass_done &= p.pass_done;
+        }
+        t
+    }
+
     /// Runs one maintenance pass (reclaim) on every disk in service; for stores whose
     /// maintenance is not left to the background (tests).
     pub async fn maintain(&self) {
@@ -548,4 +602,8 @@ fn add_counters(t: &mut StoreStats, s: &StoreStats) {
     t.not_stored += s.not_stored;
     t.recovered += s.recovered;
     t.dropped_on_rebuild += s.dropped_on_rebuild;
+    t.scrub_bytes += s.scrub_bytes;
+    t.scrub_objects += s.scrub_objects;
+    t.scrub_corrupt += s.scrub_corrupt;
+    t.scrub_passes += s.scrub_passes;
 }

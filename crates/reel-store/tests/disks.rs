@@ -19,6 +19,7 @@ fn cfg(disks: &[(&Path, u64)], limit: u64, io: IoMode) -> StoreConfig {
         volume_size: VOL,
         io,
         disk_error_limit: limit,
+        scrub_rate: 0,
     }
 }
 

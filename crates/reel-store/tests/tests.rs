@@ -6,6 +6,7 @@ mod disks;
 mod faults;
 mod handover;
 mod model;
+mod scrub;
 mod unknown_len;
 
 use std::path::Path;

@@ -320,6 +320,11 @@ impl AdminHandler {
                     "quarantined_volumes": st.quarantined_volumes,
                     "frozen": s.store.is_frozen(),
                     "disks": disks_json(&s.store),
+                    "scrub": {
+                        "rate": s.store.scrub_rate(), "bytes": st.scrub_bytes,
+                        "objects": st.scrub_objects, "corrupt": st.scrub_corrupt,
+                        "passes": st.scrub_passes,
+                    },
                 },
             }),
         )

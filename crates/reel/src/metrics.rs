@@ -121,6 +121,30 @@ fn store(p: &mut PromWriter, store: &reel_store::Store) {
         "Store volumes taken out of service after I/O errors (the store is degraded).",
         st.quarantined_volumes,
     );
+    p.single(
+        "reel_store_scrub_bytes_total",
+        Kind::Counter,
+        "Bytes the store scrub read back to verify stored objects.",
+        st.scrub_bytes,
+    );
+    p.single(
+        "reel_store_scrub_objects_total",
+        Kind::Counter,
+        "Stored objects the scrub verified.",
+        st.scrub_objects,
+    );
+    p.single(
+        "reel_store_scrub_corrupt_total",
+        Kind::Counter,
+        "Stored objects the scrub found corrupt on disk and removed (refetched on their next request).",
+        st.scrub_corrupt,
+    );
+    p.single(
+        "reel_store_scrub_passes_total",
+        Kind::Counter,
+        "Scrub passes completed over the whole store.",
+        st.scrub_passes,
+    );
     let disks = store.disks();
     let label = |d: &reel_store::DiskInfo| d.path.display().to_string();
     p.family("reel_store_disk_online", Kind::Gauge, "1 while a store disk is in service.");

@@ -32,6 +32,7 @@ pub(crate) fn store(cfg: &Config) -> reel_store::StoreConfig {
             reel_config::StoreIo::Uring => reel_store::IoMode::Uring,
             reel_config::StoreIo::Threads => reel_store::IoMode::Threads,
         },
+        scrub_rate: cfg.store.scrub_rate.bytes(),
     }
 }
 

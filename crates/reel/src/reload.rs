@@ -1,8 +1,8 @@
 //! Live reload (SIGHUP, `POST /admin/reload`): re-read and validate the file, keep the
 //! running values of the keys that need a restart (`reel_config::RELOAD_KEYS` decides which),
 //! build the next generation, apply what lives outside it (listeners, connection limits,
-//! the log filter, health thresholds), then swap it in. A file with any problem changes
-//! nothing.
+//! the log filter, health thresholds, the store's scrub rate), then swap it in. A file
+//! with any problem changes nothing.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -146,6 +146,7 @@ fn apply(
     if let Some(h) = shared.health() {
         h.set_thresholds(options::thresholds(&live.cfg));
     }
+    shared.store.set_scrub_rate(options::store(&live.cfg).scrub_rate);
     shared.live.store(Arc::new(live));
     Ok(needs_restart)
 }

@@ -19,6 +19,7 @@ mod parked;
 mod readme;
 mod reload;
 mod restarts;
+mod scrub;
 mod serve;
 mod shield;
 mod systemd;

@@ -693,3 +693,25 @@ fn hardening_bounds_refuse_zero_and_nonsense() {
         assert!(ps.iter().any(|p| p.key == key), "{line}: {ps:#?}");
     }
 }
+
+#[test]
+fn scrub_rate_is_a_size_per_second_and_zero_turns_it_off() {
+    let cfg = Config::parse_and_validate(BASE, "t.toml").expect("valid");
+    assert_eq!(cfg.store.scrub_rate, ByteSize::mib(4));
+    for (v, bytes) in [("\"0\"", 0), ("0", 0), ("\"8MiB\"", 8 << 20), ("\"100MB\"", 100_000_000)] {
+        let text = format!("{BASE}\n[store]\nscrub_rate = {v}\n");
+        let cfg = Config::parse_and_validate(&text, "t.toml").expect("valid");
+        assert_eq!(cfg.store.scrub_rate.bytes(), bytes, "{v}");
+    }
+    let text = format!("{BASE}\n[store]\nscrub_rate = \"8MiB/s\"\n");
+    let ps = Config::parse(&text, "config/reel.toml").expect_err("not a size").problems;
+    assert_eq!(ps.len(), 1, "{ps:#?}");
+    let line = line_of(&text, "scrub_rate");
+    let shown = ps[0].to_string();
+    assert!(
+        shown.starts_with(&format!(
+            "config/reel.toml:{line}:14: store.scrub_rate: invalid size \"8MiB/s\": unknown unit"
+        )),
+        "{shown}"
+    );
+}

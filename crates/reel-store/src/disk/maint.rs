@@ -1,7 +1,8 @@
 //! The maintenance thread: loads the index after open, runs [`Disk::maintain`]
 //! (volume reclaim, drained volumes back to the free queue) off the workers, so a
-//! client's miss never waits behind a reclaim, and starts the periodic index
-//! checkpoint (written on an I/O pool thread).
+//! client's miss never waits behind a reclaim, starts the periodic index
+//! checkpoint (written on an I/O pool thread) and runs the scrub's steps (module
+//! `scrub`).
 //!
 //! One thread per disk lane (the disk's position in the store) serves every open disk of
 //! that lane, so a slow disk's reclaim does not hold up another disk's. Like the I/O
@@ -104,6 +105,7 @@ impl Maint {
                 if store.background.load(Ordering::Relaxed) {
                     rt.block_on(store.maintain());
                     store.checkpoint_if_due();
+                    rt.block_on(store.scrub_tick());
                 }
             }
         }

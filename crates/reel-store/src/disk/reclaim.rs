@@ -96,7 +96,8 @@ impl Disk {
     }
 
     /// Re-appends one object (second chance) and repoints the index if it still names
-    /// the old copy.
+    /// the old copy. A body that no longer matches its checksum is not copied (it goes
+    /// with the volume).
     ///
     /// The copy's trailer is written only while the index still names the original: a
     /// copy of an object that was replaced or removed meanwhile (by a record that may
@@ -107,13 +108,22 @@ impl Disk {
         vol: &Arc<Volume>,
         e: &Arc<Entry>,
     ) -> Result<(), StoreError> {
-        let body = match self.io.read_exact_at(&vol.file, e.body_len as usize, e.body_off).await {
+        // With its trailer, which follows it: a body damaged on disk would otherwise be
+        // re-appended under a fresh checksum, and the scrub could never catch it again.
+        let n = e.body_len as usize + format::TRAILER_LEN;
+        let mut body = match self.io.read_exact_at(&vol.file, n, e.body_off).await {
             Ok(b) => b,
             Err(err) => {
                 self.read_error(vol, &err);
                 return Err(err.into());
             }
         };
+        let trailer = body.split_off(e.body_len as usize);
+        if format::trailer_body_crc(&trailer, e.seq, e.body_len) != Some(crc32c::crc32c(&body)) {
+            tracing::warn!(key = %String::from_utf8_lossy(&e.key), volume = vol.idx,
+                offset = e.rec_off, "store reclaim: object corrupt on disk, not kept");
+            return Err(StoreError::Gone);
+        }
         let mut w =
             self.start_writer(&e.key, e.meta.clone(), Some(e.body_len), e.stored_at, true)?;
         w.append(Bytes::from(body)).await?;
