@@ -21,16 +21,18 @@ use bytes::Bytes;
 
 use super::Disk;
 use super::index::{Entry, Slot};
-use crate::format::{self, Kind, MAX_KEY_LEN, MAX_META_LEN, VOLUME_HEADER_LEN};
+use crate::format::{self, MAX_KEY_LEN, MAX_META_LEN, VOLUME_HEADER_LEN};
 
 /// File name of the checkpoint in the store directory.
 pub(super) const FILE: &str = "index.ckpt";
 const MAGIC: &[u8; 8] = b"REELCKP1";
 const END_MAGIC: &[u8; 8] = b"REELCKPE";
-const VERSION: u16 = 1;
+/// 2: entries carry their body offset (version 1 derived it from the metadata length,
+/// wrong once a metadata update had grown the header past the body's alignment).
+const VERSION: u16 = 2;
 const HEADER_LEN: usize = 48;
 /// Fixed part of one entry, before its key and metadata.
-const ENTRY_FIXED: usize = 4 + 8 + 8 + 8 + 8 + 4 + 4;
+const ENTRY_FIXED: usize = 4 + 8 + 8 + 8 + 8 + 4 + 4 + 4;
 
 /// A checkpoint read back from disk.
 pub(super) struct Loaded {
@@ -187,6 +189,10 @@ impl Disk {
                 b[28..36].copy_from_slice(&e.stored_at.to_le_bytes());
                 b[36..40].copy_from_slice(&(e.key.len() as u32).to_le_bytes());
                 b[40..44].copy_from_slice(&(e.meta.len() as u32).to_le_bytes());
+                // Where the body is: the record's header had its first metadata, which a
+                // metadata update (a record of its own) may have outgrown.
+                let body_rel = (e.body_off - e.rec_off) as u32;
+                b[44..48].copy_from_slice(&body_rel.to_le_bytes());
                 w.write_all(&b)?;
                 w.write_all(&e.key)?;
                 w.write_all(&e.meta)?;
@@ -322,14 +328,22 @@ fn read_fixed<R: Read>(r: &mut CrcReader<R>, head: &Head, volume_size: u64) -> O
     {
         return None;
     }
+    let body_rel = u64::from(u32_at(&b, 44)?);
     let seq = *head.seqs.get(vol as usize)?;
-    let header_len = (format::RECORD_FIXED_LEN + key_len + meta_len) as u64;
-    let body_off = rec_off.checked_add(format::body_rel(Kind::Object, header_len))?;
+    let body_off = rec_off.checked_add(body_rel)?;
+    let end = rec_off.checked_add(span)?;
+    // The body follows at least a header with the key (its metadata then may have been
+    // shorter), 4 KiB aligned, and ends with its trailer inside the span.
     let sane = seq != 0
         && rec_off >= VOLUME_HEADER_LEN
         && rec_off % format::ALIGN == 0
-        && span >= format::span_for(Kind::Object, header_len, body_len)
-        && rec_off.checked_add(span).is_some_and(|e| e <= volume_size);
+        && body_off % format::ALIGN == 0
+        && body_rel >= (format::RECORD_FIXED_LEN + key_len) as u64
+        && body_off
+            .checked_add(body_len)
+            .and_then(|x| x.checked_add(format::TRAILER_LEN as u64))
+            .is_some_and(|x| x <= end)
+        && end <= volume_size;
     sane.then_some(Fixed {
         vol,
         seq,
@@ -433,6 +447,7 @@ fn u64_at(b: &[u8], o: usize) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::format::Kind;
 
     fn check(b: &[u8], volumes: usize, volume_size: u64) -> Option<Loaded> {
         let mut f = tempfile::tempfile().unwrap();
@@ -467,6 +482,8 @@ mod tests {
             e[28..36].copy_from_slice(&7u64.to_le_bytes());
             e[36..40].copy_from_slice(&(key.len() as u32).to_le_bytes());
             e[40..44].copy_from_slice(&(meta.len() as u32).to_le_bytes());
+            let body_rel = format::body_rel(Kind::Object, header_len) as u32;
+            e[44..48].copy_from_slice(&body_rel.to_le_bytes());
             b.extend_from_slice(&e);
             b.extend_from_slice(key.as_bytes());
             b.extend_from_slice(meta);
