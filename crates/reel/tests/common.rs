@@ -265,6 +265,27 @@ impl Conf {
         }
     }
 
+    /// The TOML text with the store on `disks` (`[[store.disk]]` tables of 32 MiB each,
+    /// 4 MiB volumes, at most 5 I/O errors a disk) instead of one directory.
+    pub(crate) fn with_disks(&self, disks: &[&Path]) -> String {
+        let d = self.dir.display();
+        let old = format!(
+            "[store]\npath = \"{d}/store\"\nsize = \"{}\"\nvolume_size = \"{}\"\nio = \"threads\"\n",
+            self.store_size, self.volume_size
+        );
+        let mut new =
+            "[store]\nvolume_size = \"4MiB\"\nio = \"threads\"\ndisk_error_limit = 5\n".to_owned();
+        for p in disks {
+            new.push_str(&format!(
+                "\n[[store.disk]]\npath = \"{}\"\nsize = \"32MiB\"\n",
+                p.display()
+            ));
+        }
+        let text = self.render();
+        assert!(text.contains(&old), "the store section moved: {text}");
+        text.replace(&old, &new)
+    }
+
     /// The TOML text.
     pub(crate) fn render(&self) -> String {
         if let Some(raw) = &self.raw {

@@ -18,22 +18,6 @@ fn path(i: usize) -> String {
     format!("/d/{i}.ts")
 }
 
-fn with_disks(conf: &Conf, disks: &[&Path]) -> String {
-    let d = conf.dir.display();
-    let old = format!(
-        "[store]\npath = \"{d}/store\"\nsize = \"{}\"\nvolume_size = \"{}\"\nio = \"threads\"\n",
-        conf.store_size, conf.volume_size
-    );
-    let mut new =
-        "[store]\nvolume_size = \"4MiB\"\nio = \"threads\"\ndisk_error_limit = 5\n".to_owned();
-    for p in disks {
-        new.push_str(&format!("\n[[store.disk]]\npath = \"{}\"\nsize = \"32MiB\"\n", p.display()));
-    }
-    let text = conf.render();
-    assert!(text.contains(&old), "the store section moved: {text}");
-    text.replace(&old, &new)
-}
-
 fn disk<'a>(status: &'a Value, p: &Path) -> &'a Value {
     status["store"]["disks"]
         .as_array()
@@ -61,7 +45,7 @@ fn a_disk_leaves_service_mid_traffic_comes_back_and_a_restart_goes_on_without_it
     let body = |i: usize| format!("{i:>6}").repeat(2000);
     let origin_count = |i: usize| o.all_hits().get(&path(i)).copied().unwrap_or(0);
     let mut conf = Conf::new(dir.path(), &o);
-    conf.raw = Some(with_disks(&conf, &[&a, &b]));
+    conf.raw = Some(conf.with_disks(&[&a, &b]));
     let reel = Reel::start(&conf);
 
     for i in 0..N {

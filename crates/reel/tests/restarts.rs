@@ -286,11 +286,29 @@ fn sigterm_with_shutdown_delay_loses_no_request_behind_a_health_checking_balance
 
 #[test]
 fn an_upgrade_under_load_keeps_the_sockets_and_the_cache_and_fails_nothing() {
+    upgrade_under_load(false);
+}
+
+/// The same with the store on two disks: both are handed over (frozen, checkpointed,
+/// unlocked; opened frozen by the successor) and both stay warm and writable.
+#[test]
+fn an_upgrade_under_load_hands_over_a_store_on_two_disks() {
+    upgrade_under_load(true);
+}
+
+fn upgrade_under_load(two_disks: bool) {
     become_subreaper();
     let dir = tempfile::tempdir().unwrap();
     let o = origin();
     let mut conf = Conf::new(dir.path(), &o);
     conf.server = "shutdown_delay = \"5s\"\n".into();
+    let disks = [dir.path().join("d0"), dir.path().join("d1")];
+    if two_disks {
+        for d in &disks {
+            std::fs::create_dir(d).unwrap();
+        }
+        conf.raw = Some(conf.with_disks(&[&disks[0], &disks[1]]));
+    }
     let bin = install(dir.path(), Path::new(BIN));
     let old_inode = std::fs::metadata(&bin).unwrap().ino();
     let mut reel = Reel::start_with(&conf, &bin, &[]);
@@ -344,6 +362,14 @@ fn an_upgrade_under_load_keeps_the_sockets_and_the_cache_and_fails_nothing() {
     eventually("a hit", || get(addr, "/seg/new.ts").cache_status().contains("hit").then_some(()));
     let up = status(admin);
     assert_eq!(up["upgrade"]["predecessor"], serde_json::Value::Null, "{up}");
+    if two_disks {
+        let listed = up["store"]["disks"].as_array().expect("disks");
+        assert_eq!(listed.len(), 2, "{}", up["store"]);
+        for d in listed {
+            assert_eq!(d["state"], "online", "{}", up["store"]);
+            assert!(d["objects"].as_u64().unwrap() > 0, "both disks hold objects: {}", up["store"]);
+        }
+    }
     assert_eq!(successor.stop(), 0);
 }
 
