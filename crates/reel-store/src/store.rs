@@ -7,6 +7,7 @@
 //! - `reclaim`: recycling the oldest volume with a second chance for read objects;
 //! - `maint`: the thread that runs reclaim off the workers;
 //! - `spill`: bodies of unknown length that outgrow the store, delivered but not kept;
+//! - `unstored`: fills that go to a spill file from the start (refused by admission);
 //! - `rebuild`: the volume headers read at open and the index load that follows in the
 //!   background (checkpoint plus a scan of record headers);
 //! - `checkpoint`: the index written at a clean close and periodically;
@@ -21,6 +22,7 @@ mod maint;
 mod rebuild;
 mod reclaim;
 mod spill;
+mod unstored;
 mod volumes;
 
 use std::fs::OpenOptions;
@@ -58,6 +60,9 @@ struct Counters {
     no_space: AtomicU64,
     fill_moves: AtomicU64,
     not_stored: AtomicU64,
+    /// Bytes written into volume files, and into spill files.
+    bytes_written: AtomicU64,
+    spill_written: AtomicU64,
     objects: AtomicU64,
     bytes_used: AtomicU64,
     recovered: AtomicU64,
@@ -336,6 +341,8 @@ impl Store {
             no_space: c.no_space.load(Ordering::Relaxed),
             fill_moves: c.fill_moves.load(Ordering::Relaxed),
             not_stored: c.not_stored.load(Ordering::Relaxed),
+            bytes_written: c.bytes_written.load(Ordering::Relaxed),
+            spill_bytes_written: c.spill_written.load(Ordering::Relaxed),
             recovered: c.recovered.load(Ordering::Relaxed),
             dropped_on_rebuild: c.dropped.load(Ordering::Relaxed),
             uring: self.io.is_uring(),
