@@ -111,6 +111,8 @@ pub const RELOAD_KEYS: &[ReloadKey] = &[
     restart("store.size"),
     restart("store.volume_size"),
     restart("store.io"),
+    live("store.admission"),
+    restart("store.admission_window"),
     live("cache.heuristic_freshness"),
     live("cache.heuristic_max"),
     live("cache.negative_ttl"),

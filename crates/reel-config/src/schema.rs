@@ -596,6 +596,18 @@ pub enum StoreIo {
     Threads,
 }
 
+/// Which fetched objects the store takes (`store.admission`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StoreAdmission {
+    /// Every storable response is stored when first fetched.
+    #[default]
+    Always,
+    /// Stored the second time its key misses within `admission_window`; the first fetch is
+    /// served (and shared by concurrent requests) but not kept.
+    SecondHit,
+}
+
 /// `[store]`: the on-disk segment store.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -611,6 +623,11 @@ pub struct StoreConfig {
     pub volume_size: ByteSize,
     /// `auto`, `uring` or `threads`. Default `auto`.
     pub io: StoreIo,
+    /// `always` or `second-hit`. Default `always`.
+    pub admission: StoreAdmission,
+    /// With `second-hit`: how many distinct missed objects are remembered (at least this
+    /// many, at most twice). Count; default 1 000 000; 1024 to 268 435 456.
+    pub admission_window: u64,
 }
 
 impl Default for StoreConfig {
@@ -620,6 +637,8 @@ impl Default for StoreConfig {
             size: ByteSize::gib(10),
             volume_size: ByteSize::mib(256),
             io: StoreIo::Auto,
+            admission: StoreAdmission::Always,
+            admission_window: 1_000_000,
         }
     }
 }
