@@ -1,6 +1,6 @@
 //! Admission: which fetched objects are worth writing into the store.
 //!
-//! [`Admission`] owns the policy ([`AdmissionPolicy`]) and, for `second-hit`, a
+//! [`Admission`] decides under an [`AdmissionPolicy`]; for `second-hit` it keeps a
 //! *doorkeeper*: a Bloom-style bit array that remembers which keys missed recently. An
 //! object is admitted when its key was seen before within the window; the first sighting
 //! only sets its bits. Objects requested once and never again (one-hit wonders) then cost
@@ -14,8 +14,9 @@
 //! positive only admits an object early; a thread stalled across a whole generation can at
 //! worst lose a bit it set (the object is refused once more). Neither loses data.
 
+use std::sync::OnceLock;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use crate::format;
 
@@ -40,19 +41,6 @@ pub enum AdmissionPolicy {
     SecondHit,
 }
 
-impl AdmissionPolicy {
-    fn to_u8(self) -> u8 {
-        match self {
-            AdmissionPolicy::Always => 0,
-            AdmissionPolicy::SecondHit => 1,
-        }
-    }
-
-    fn from_u8(v: u8) -> AdmissionPolicy {
-        if v == 1 { AdmissionPolicy::SecondHit } else { AdmissionPolicy::Always }
-    }
-}
-
 /// Counters of admission decisions.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct AdmissionStats {
@@ -66,9 +54,18 @@ pub struct AdmissionStats {
     pub sketch_bytes: u64,
 }
 
-/// The admission policy and its doorkeeper, shared by every worker.
+/// The admission doorkeeper, shared by every worker. The policy is passed with each
+/// decision (it belongs to the reloadable settings); the bits are allocated the first time
+/// `second-hit` is in force.
 pub struct Admission {
-    policy: AtomicU8,
+    window: u64,
+    keeper: OnceLock<Doorkeeper>,
+    admitted: AtomicU64,
+    rejected: AtomicU64,
+}
+
+/// The two generations of bits.
+struct Doorkeeper {
     window: u64,
     /// Bits per generation (a multiple of 64).
     bits: u64,
@@ -78,41 +75,19 @@ pub struct Admission {
     /// Distinct keys inserted into the current generation.
     inserted: AtomicU64,
     rotating: AtomicBool,
-    admitted: AtomicU64,
-    rejected: AtomicU64,
     rotations: AtomicU64,
 }
 
 impl Admission {
     /// A doorkeeper remembering at least `window` distinct keys (clamped to
-    /// [`MIN_WINDOW`]..=[`MAX_WINDOW`]), with `policy`.
-    pub fn new(policy: AdmissionPolicy, window: u64) -> Admission {
-        let window = window.clamp(MIN_WINDOW, MAX_WINDOW);
-        let bits = (window * BITS_PER_KEY).div_ceil(64) * 64;
-        let words = (bits / 64) as usize;
-        let generation = || (0..words).map(|_| AtomicU64::new(0)).collect::<Box<[_]>>();
+    /// [`MIN_WINDOW`]..=[`MAX_WINDOW`]). Allocates nothing yet.
+    pub fn new(window: u64) -> Admission {
         Admission {
-            policy: AtomicU8::new(policy.to_u8()),
-            window,
-            bits,
-            gens: [generation(), generation()],
-            current: AtomicUsize::new(0),
-            inserted: AtomicU64::new(0),
-            rotating: AtomicBool::new(false),
+            window: window.clamp(MIN_WINDOW, MAX_WINDOW),
+            keeper: OnceLock::new(),
             admitted: AtomicU64::new(0),
             rejected: AtomicU64::new(0),
-            rotations: AtomicU64::new(0),
         }
-    }
-
-    /// The policy in force.
-    pub fn policy(&self) -> AdmissionPolicy {
-        AdmissionPolicy::from_u8(self.policy.load(Relaxed))
-    }
-
-    /// Changes the policy (a live reload). The doorkeeper keeps what it saw.
-    pub fn set_policy(&self, policy: AdmissionPolicy) {
-        self.policy.store(policy.to_u8(), Relaxed);
     }
 
     /// The window, in distinct keys, after clamping.
@@ -120,17 +95,47 @@ impl Admission {
         self.window
     }
 
-    /// Decides for one origin fetch of `key` whose response may be stored: true to store
-    /// it. Under `second-hit` this records the sighting, so call it once per fetch.
-    pub fn admit(&self, key: &[u8]) -> bool {
-        match self.policy() {
+    /// Decides, under `policy`, for one origin fetch of `key` whose response may be stored:
+    /// true to store it. Under `second-hit` this records the sighting, so call it once per
+    /// fetch.
+    pub fn admit(&self, policy: AdmissionPolicy, key: &[u8]) -> bool {
+        match policy {
             AdmissionPolicy::Always => true,
             AdmissionPolicy::SecondHit => {
-                let seen = self.record(format::key_hash(key));
+                let keeper = self.keeper.get_or_init(|| Doorkeeper::new(self.window));
+                let seen = keeper.record(format::key_hash(key));
                 let counter = if seen { &self.admitted } else { &self.rejected };
                 counter.fetch_add(1, Relaxed);
                 seen
             }
+        }
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> AdmissionStats {
+        let k = self.keeper.get();
+        AdmissionStats {
+            admitted: self.admitted.load(Relaxed),
+            rejected: self.rejected.load(Relaxed),
+            rotations: k.map_or(0, |k| k.rotations.load(Relaxed)),
+            sketch_bytes: k.map_or(0, |k| k.bits / 8 * 2),
+        }
+    }
+}
+
+impl Doorkeeper {
+    fn new(window: u64) -> Doorkeeper {
+        let bits = (window * BITS_PER_KEY).div_ceil(64) * 64;
+        let words = (bits / 64) as usize;
+        let generation = || (0..words).map(|_| AtomicU64::new(0)).collect::<Box<[_]>>();
+        Doorkeeper {
+            window,
+            bits,
+            gens: [generation(), generation()],
+            current: AtomicUsize::new(0),
+            inserted: AtomicU64::new(0),
+            rotating: AtomicBool::new(false),
+            rotations: AtomicU64::new(0),
         }
     }
 
@@ -184,22 +189,11 @@ impl Admission {
         }
         self.rotating.store(false, Ordering::Release);
     }
-
-    /// Counters so far.
-    pub fn stats(&self) -> AdmissionStats {
-        AdmissionStats {
-            admitted: self.admitted.load(Relaxed),
-            rejected: self.rejected.load(Relaxed),
-            rotations: self.rotations.load(Relaxed),
-            sketch_bytes: self.bits / 8 * 2,
-        }
-    }
 }
 
 impl std::fmt::Debug for Admission {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Admission")
-            .field("policy", &self.policy())
             .field("window", &self.window)
             .field("stats", &self.stats())
             .finish()
@@ -210,32 +204,35 @@ impl std::fmt::Debug for Admission {
 mod tests {
     use super::*;
 
+    const SECOND: AdmissionPolicy = AdmissionPolicy::SecondHit;
+
     fn key(i: u64) -> Vec<u8> {
         format!("GET http://example.test/seg_{i}.ts").into_bytes()
     }
 
     #[test]
     fn always_admits_and_records_nothing() {
-        let a = Admission::new(AdmissionPolicy::Always, 0);
-        assert!(a.admit(b"k") && a.admit(b"k"));
-        assert_eq!((a.stats().admitted, a.stats().rejected), (0, 0));
+        let a = Admission::new(0);
+        let always = AdmissionPolicy::Always;
+        assert!(a.admit(always, b"k") && a.admit(always, b"k"));
+        assert_eq!(a.stats(), AdmissionStats::default(), "no bits allocated, nothing counted");
         assert_eq!(a.window(), MIN_WINDOW, "a window below the minimum is raised");
     }
 
     #[test]
     fn the_second_sighting_within_the_window_is_admitted() {
         let w = 10_000;
-        let a = Admission::new(AdmissionPolicy::SecondHit, w);
+        let a = Admission::new(w);
         let mut early = 0;
         for i in 0..w {
             // A false positive may admit a first sighting; never more than a few.
-            early += u64::from(a.admit(&key(i)));
+            early += u64::from(a.admit(SECOND, &key(i)));
         }
         assert!(early < w / 50, "{early} first sightings admitted");
         // No false negative: every key of the window is remembered, whether the
         // generations rotated meanwhile or not.
         for i in 0..w {
-            assert!(a.admit(&key(i)), "key {i} forgotten within the window");
+            assert!(a.admit(SECOND, &key(i)), "key {i} forgotten within the window");
         }
         let st = a.stats();
         assert_eq!(st.admitted + st.rejected, 2 * w);
@@ -245,16 +242,16 @@ mod tests {
     #[test]
     fn a_key_seen_once_is_forgotten_after_two_windows() {
         let w = 4096;
-        let a = Admission::new(AdmissionPolicy::SecondHit, w);
+        let a = Admission::new(w);
         let old: Vec<_> = (0..200).map(|i| key(1_000_000 + i)).collect();
         for k in &old {
-            a.admit(k);
+            a.admit(SECOND, k);
         }
         for i in 0..2 * w + 1 {
-            a.admit(&key(i));
+            a.admit(SECOND, &key(i));
         }
         assert!(a.stats().rotations >= 2, "{:?}", a.stats());
-        let remembered = old.iter().filter(|k| a.admit(k)).count();
+        let remembered = old.iter().filter(|k| a.admit(SECOND, k)).count();
         // Only false positives of the bits set since: about 1 %.
         assert!(remembered < 10, "{remembered} of 200 old keys still admitted");
     }
@@ -262,49 +259,48 @@ mod tests {
     #[test]
     fn a_key_that_keeps_coming_back_is_never_forgotten() {
         let w = 2048;
-        let a = Admission::new(AdmissionPolicy::SecondHit, w);
-        a.admit(b"popular");
+        let a = Admission::new(w);
+        a.admit(SECOND, b"popular");
         for round in 0..10u64 {
             for i in 0..w / 2 {
-                a.admit(&key(round * w + i));
+                a.admit(SECOND, &key(round * w + i));
             }
-            assert!(a.admit(b"popular"), "forgotten in round {round}");
+            assert!(a.admit(SECOND, b"popular"), "forgotten in round {round}");
         }
     }
 
     #[test]
     fn memory_is_fixed_by_the_window() {
-        let a = Admission::new(AdmissionPolicy::SecondHit, 100_000);
+        let a = Admission::new(100_000);
+        a.admit(SECOND, b"first");
         let before = a.stats().sketch_bytes;
         assert_eq!(before, 2 * 100_000 * BITS_PER_KEY / 8);
         for i in 0..500_000 {
-            a.admit(&key(i));
+            a.admit(SECOND, &key(i));
         }
         assert_eq!(a.stats().sketch_bytes, before, "no growth with the keys seen");
-        let big = Admission::new(AdmissionPolicy::SecondHit, u64::MAX);
+        let big = Admission::new(u64::MAX);
         assert_eq!(big.window(), MAX_WINDOW, "a window above the maximum is lowered");
     }
 
     #[test]
     fn the_policy_changes_live_and_keeps_what_was_seen() {
-        let a = Admission::new(AdmissionPolicy::SecondHit, 0);
-        assert!(!a.admit(b"x"));
-        a.set_policy(AdmissionPolicy::Always);
-        assert!(a.admit(b"y"), "always admits a first sighting");
-        a.set_policy(AdmissionPolicy::SecondHit);
-        assert!(a.admit(b"x"), "seen before the change");
-        assert!(!a.admit(b"y"), "not recorded while always was in force");
+        let a = Admission::new(0);
+        assert!(!a.admit(SECOND, b"x"));
+        assert!(a.admit(AdmissionPolicy::Always, b"y"), "always admits a first sighting");
+        assert!(a.admit(SECOND, b"x"), "seen before the change");
+        assert!(!a.admit(SECOND, b"y"), "not recorded while always was in force");
     }
 
     #[test]
     fn threads_share_the_doorkeeper() {
-        let a = std::sync::Arc::new(Admission::new(AdmissionPolicy::SecondHit, 50_000));
+        let a = std::sync::Arc::new(Admission::new(50_000));
         let ts: Vec<_> = (0..4u64)
             .map(|t| {
                 let a = a.clone();
                 std::thread::spawn(move || {
                     for i in 0..5_000 {
-                        a.admit(&key(t * 10_000 + i));
+                        a.admit(SECOND, &key(t * 10_000 + i));
                     }
                 })
             })
@@ -314,7 +310,7 @@ mod tests {
         }
         for t in 0..4u64 {
             for i in (0..5_000).step_by(97) {
-                assert!(a.admit(&key(t * 10_000 + i)), "thread {t} key {i}");
+                assert!(a.admit(SECOND, &key(t * 10_000 + i)), "thread {t} key {i}");
             }
         }
     }
