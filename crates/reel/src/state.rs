@@ -92,6 +92,7 @@ impl Shared {
         let open = if frozen { reel_store::Store::open_frozen } else { reel_store::Store::open };
         let store = open(options::store(&cfg))
             .with_context(|| format!("opening the store at {}", cfg.store.path.display()))?;
+        let window = cfg.store.admission_window;
         let live = Live::build(cfg, 1, origin_flag.as_ref(), None, tls)?;
         let (reload_tx, reload_rx) = mpsc::channel(4);
         let n = plan.workers.len();
@@ -100,7 +101,7 @@ impl Shared {
             config_path,
             origin_flag,
             metrics: (0..n).map(|_| Arc::new(WorkerMetrics::new(&reel_cache::OUTCOMES))).collect(),
-            cache: reel_cache::SharedCache::new(store.clone()),
+            cache: reel_cache::SharedCache::with_admission_window(store.clone(), window),
             store,
             health: OnceLock::new(),
             worker_stats: OnceLock::new(),

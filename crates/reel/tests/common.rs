@@ -204,6 +204,8 @@ pub(crate) struct Conf {
     pub store_size: String,
     /// `store.volume_size`.
     pub volume_size: String,
+    /// Further lines of `[store]`.
+    pub store: String,
     /// `server.shutdown_timeout`.
     pub shutdown_timeout: String,
     /// `cache.negative_ttl`.
@@ -246,6 +248,7 @@ impl Conf {
             access_log: "flush_interval = \"100ms\"\n".into(),
             store_size: "64MiB".into(),
             volume_size: "4MiB".into(),
+            store: String::new(),
             shutdown_timeout: "20s".into(),
             negative_ttl: "0s".into(),
             log_level: "info".into(),
@@ -291,8 +294,8 @@ impl Conf {
             self.access_log
         ));
         s.push_str(&format!(
-            "[store]\npath = \"{d}/store\"\nsize = \"{}\"\nvolume_size = \"{}\"\nio = \"threads\"\n\n",
-            self.store_size, self.volume_size
+            "[store]\npath = \"{d}/store\"\nsize = \"{}\"\nvolume_size = \"{}\"\nio = \"threads\"\n{}\n",
+            self.store_size, self.volume_size, self.store
         ));
         s.push_str(&format!(
             "[cache]\nnegative_ttl = \"{}\"\n\n{}\n",

@@ -156,12 +156,10 @@ impl Clone for Filling {
 }
 
 impl Filling {
-    /// Whether the body is going to a spill file (begun with
-    /// [`Store::begin_unstored_fill`], or moved there): delivered to its readers, then not
-    /// stored, so a lookup after its commit misses.
+    /// Whether the fill was begun with [`Store::begin_unstored_fill`]: delivered to its
+    /// readers, then not stored, so a lookup after its commit misses.
     pub fn is_unstored(&self) -> bool {
-        let p = self.rx.borrow().place;
-        self.shared.place(p).vol().is_none()
+        self.shared.place(0).vol().is_none()
     }
 
     /// The key being filled.
