@@ -57,15 +57,20 @@ impl State {
     }
 }
 
-/// One fetch: its state, and the fill the leader shares with its followers.
+/// One fetch: its state, and the fill the leader shares with its followers. Followers hold
+/// the fill's slot, never the sender: a leader gone without a word closes the channel.
 struct Entry {
     tx: watch::Sender<State>,
-    fill: OnceLock<Filling>,
+    fill: Arc<OnceLock<Filling>>,
 }
 
 impl Entry {
     fn new() -> Arc<Entry> {
-        Arc::new(Entry { tx: watch::channel(State::Waiting).0, fill: OnceLock::new() })
+        Arc::new(Entry { tx: watch::channel(State::Waiting).0, fill: Arc::default() })
+    }
+
+    fn follow(&self) -> Follow {
+        Follow { rx: self.tx.subscribe(), fill: self.fill.clone() }
     }
 }
 
@@ -93,16 +98,16 @@ pub struct Lead {
 /// A follower's handle.
 pub struct Follow {
     rx: watch::Receiver<State>,
-    entry: Arc<Entry>,
+    fill: Arc<OnceLock<Filling>>,
 }
 
 /// Where a follower finds the fill its leader shared, after its wait.
-pub struct SharedFill(Arc<Entry>);
+pub struct SharedFill(Arc<OnceLock<Filling>>);
 
 impl SharedFill {
     /// The fill the leader shared, if it did.
     pub fn get(&self) -> Option<Filling> {
-        self.0.fill.get().cloned()
+        self.0.get().cloned()
     }
 }
 
@@ -133,7 +138,7 @@ impl Inflight {
             return self.lead_unshared(key);
         };
         if let Some(e) = shard.get(key) {
-            return Role::Follow(Follow { rx: e.tx.subscribe(), entry: e.clone() });
+            return Role::Follow(e.follow());
         }
         let tx = Entry::new();
         shard.insert(key.into(), tx.clone());
@@ -143,7 +148,7 @@ impl Inflight {
     /// Follows the current leader for `key`, if there is one; never leads.
     pub fn follow(&self, key: &[u8]) -> Option<Follow> {
         let shard = self.shard(key).lock().unwrap_or_else(|p| p.into_inner());
-        shard.get(key).map(|e| Follow { rx: e.tx.subscribe(), entry: e.clone() })
+        shard.get(key).map(|e| e.follow())
     }
 
     /// Only becomes the leader if nobody is fetching `key` (background revalidation).
@@ -218,7 +223,7 @@ impl Follow {
     /// Where the fill the leader shares ([`Lead::share_fill`]) can be found after the wait,
     /// which consumes the handle.
     pub fn shared_fill(&self) -> SharedFill {
-        SharedFill(self.entry.clone())
+        SharedFill(self.fill.clone())
     }
 
     /// Whether the leader's response is being written into the store already.
