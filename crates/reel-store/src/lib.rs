@@ -9,7 +9,10 @@
 //! - [`Store::lookup`] returns a [`Lookup`]: a complete [`Hit`] or a [`Filling`] handle
 //!   for an object still being written. Both hold a lease on their volume, so the bytes
 //!   behind [`FileRange`] (for sendfile) are never overwritten while the handle lives.
-//! - [`Store::begin_fill`] returns a [`FillWriter`] that streams an origin response in.
+//! - [`Store::begin_fill`] returns a [`FillWriter`] that streams an origin response in;
+//!   [`Store::begin_unstored_fill`] one whose body readers follow but that is not kept.
+//! - [`Admission`] (module [`admission`]): the doorkeeper of `second-hit` admission, which
+//!   tells the cache whether a fetched object is worth storing.
 //!
 //! Layout: preallocated volume files, objects appended log-structured with 4 KiB
 //! aligned bodies, whole volumes reclaimed FIFO with a second chance for objects read

@@ -2,7 +2,9 @@
 //! object, the background refresh of stale-while-revalidate, an LL-HLS prefetch and a
 //! slice or piece fetch all go through one step, [`Fetcher::fetch_and_store`]: ask the
 //! origin, apply the storability rules (RFC 9111 3) for the viewer the fetch is made for,
-//! store what may be stored (`fill`) and tell the followers. It returns what became of the
+//! store what may be stored (`fill`) and tell the followers. A viewer's own miss is also
+//! subject to `[store] admission`: under `second-hit` an object seen for the first time is
+//! filled unstored (delivered to the leader and its followers, then forgotten). It returns what became of the
 //! fetch ([`Fetched`]) and never answers a viewer: the conductor decides what to answer.
 
 use std::sync::Arc;
