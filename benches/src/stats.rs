@@ -111,6 +111,10 @@ pub struct Stats {
     pub unmarked_latency: Histogram<u64>,
     /// Connections that were established and stayed open (`idle`).
     pub held: u64,
+    /// Completed responses to URLs requested once in the run (`zipf --one-hit-share`).
+    pub one_hit: u64,
+    /// Those of them that were marked.
+    pub one_hit_marked: u64,
 }
 
 impl Default for Stats {
@@ -155,6 +159,8 @@ impl Stats {
             marked_latency: hist(),
             unmarked_latency: hist(),
             held: 0,
+            one_hit: 0,
+            one_hit_marked: 0,
         }
     }
 
@@ -211,6 +217,8 @@ impl Stats {
         self.errors.add(&o.errors);
         self.marked += o.marked;
         self.held += o.held;
+        self.one_hit += o.one_hit;
+        self.one_hit_marked += o.one_hit_marked;
         let _ = self.marked_latency.add(&o.marked_latency);
         let _ = self.unmarked_latency.add(&o.unmarked_latency);
         // Auto-resizing histograms with equal precision cannot fail to add.
@@ -270,6 +278,8 @@ impl Stats {
             unmarked: self.unmarked_latency.len(),
             unmarked_latency_us: pct(&self.unmarked_latency),
             held: self.held,
+            one_hit: self.one_hit,
+            one_hit_marked: self.one_hit_marked,
         }
     }
 }
@@ -347,6 +357,10 @@ pub struct Report {
     pub unmarked_latency_us: Percentiles,
     /// Connections held open to the end (`idle`).
     pub held: u64,
+    /// Completed responses to URLs requested once in the run (`zipf --one-hit-share`).
+    pub one_hit: u64,
+    /// Those of them that were marked.
+    pub one_hit_marked: u64,
 }
 
 fn ms(us: u64) -> String {
@@ -402,6 +416,16 @@ impl fmt::Display for Report {
         }
         if self.held > 0 {
             writeln!(f, "held          {} connections open to the end", self.held)?;
+        }
+        if self.one_hit > 0 {
+            writeln!(
+                f,
+                "one-hit URLs  {} requests ({} marked); catalog {} requests ({} marked)",
+                self.one_hit,
+                self.one_hit_marked,
+                self.requests - self.one_hit,
+                self.marked - self.one_hit_marked
+            )?;
         }
         let e = &self.errors;
         writeln!(

@@ -457,6 +457,7 @@ async fn zipf_viewers_favour_low_ranks_and_split_hits_by_header() {
         viewers: 4,
         interval: None,
         seed: 7,
+        one_hit_share: 0.0,
         common: c,
     })
     .await
@@ -483,6 +484,7 @@ async fn zipf_viewers_favour_low_ranks_and_split_hits_by_header() {
         viewers: 2,
         interval: Some(Duration::from_millis(100)),
         seed: 1,
+        one_hit_share: 0.0,
         common: c,
     })
     .await
@@ -490,6 +492,50 @@ async fn zipf_viewers_favour_low_ranks_and_split_hits_by_header() {
     assert_eq!(paced.errors_total, 0);
     assert!(paced.requests >= 6 && paced.requests <= 12, "{paced}");
     assert_eq!(paced.marked + paced.unmarked, paced.requests);
+}
+
+#[tokio::test]
+async fn zipf_one_hit_urls_are_each_requested_once_past_the_catalog() {
+    let s = Server::start().await;
+    let mut c = common(600);
+    c.mark = Mark { header: Some(("x-cache".into(), "hit".into())), url: None };
+    let r = run_zipf(&ZipfConfig {
+        target: s.url("/zipf/{i}"),
+        objects: 20,
+        exponent: 1.0,
+        viewers: 4,
+        interval: None,
+        seed: 3,
+        one_hit_share: 0.3,
+        common: c,
+    })
+    .await
+    .unwrap();
+    assert_eq!(r.errors_total, 0, "{r}");
+    let rank = |p: &str| p.strip_prefix("/zipf/").and_then(|n| n.parse::<u64>().ok());
+    let seen = s.seen.lock().unwrap().clone();
+    let one_hit: Vec<_> = seen.iter().filter(|(p, _)| rank(p).is_some_and(|n| n >= 20)).collect();
+    assert_eq!(one_hit.len() as u64, r.one_hit, "{r}");
+    assert!(one_hit.iter().all(|(_, n)| **n == 1), "each one-hit URL once");
+    let share = r.one_hit as f64 / r.requests as f64;
+    assert!((0.2..0.4).contains(&share), "share {share}: {r}");
+    let even = one_hit.iter().filter(|(p, _)| rank(p).is_some_and(|n| n % 2 == 0)).count();
+    assert_eq!(r.one_hit_marked, even as u64, "marked by the server's header: {r}");
+    assert!(r.to_string().contains("one-hit URLs"), "{r}");
+    assert!(
+        run_zipf(&ZipfConfig {
+            target: s.url("/zipf/{i}"),
+            objects: 20,
+            exponent: 1.0,
+            viewers: 1,
+            interval: None,
+            seed: 3,
+            one_hit_share: 1.5,
+            common: common(100),
+        })
+        .await
+        .is_err()
+    );
 }
 
 #[tokio::test]

@@ -204,6 +204,10 @@ enum Scenario {
         /// RNG seed.
         #[arg(long, default_value_t = 42)]
         seed: u64,
+        /// Share of requests (0 to 1) sent to URLs requested once in the run (one-hit
+        /// wonders: `{i}` becomes a number past the catalog, unique to the request).
+        #[arg(long, default_value_t = 0.0)]
+        one_hit_share: f64,
         /// URL whose path contains `{i}` or `{i:0N}` (the object's rank), e.g.
         /// `http://127.0.0.1:8080/obj/2097152?v={i}`.
         url: String,
@@ -429,7 +433,16 @@ fn main() -> Result<()> {
                 };
                 (Any::Seek(run_seek(&cfg).await?), fmt(c))
             }
-            Scenario::Zipf { viewers, objects, exponent, interval, seed, url, common: c } => {
+            Scenario::Zipf {
+                viewers,
+                objects,
+                exponent,
+                interval,
+                seed,
+                one_hit_share,
+                url,
+                common: c,
+            } => {
                 let cfg = ZipfConfig {
                     target: Target::parse(url).with_context(|| format!("target {url}"))?,
                     objects: *objects,
@@ -437,6 +450,7 @@ fn main() -> Result<()> {
                     viewers: *viewers,
                     interval: *interval,
                     seed: *seed,
+                    one_hit_share: *one_hit_share,
                     common: common(c),
                 };
                 (Any::Plain(run_zipf(&cfg).await?), fmt(c))

@@ -207,6 +207,10 @@ pub struct ZipfConfig {
     pub interval: Option<Duration>,
     /// RNG seed (viewer v uses `seed + v`).
     pub seed: u64,
+    /// Share of requests (0 to 1) that go to URLs requested once in the run (one-hit
+    /// wonders): `{i}` becomes a number past the catalog, unique to the request (distinct
+    /// between runs with distinct seeds).
+    pub one_hit_share: f64,
     /// Duration, timeout, headers, mark.
     pub common: Common,
 }

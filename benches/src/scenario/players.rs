@@ -201,6 +201,13 @@ pub async fn run_zipf(cfg: &ZipfConfig) -> Result<Report, ScenarioError> {
     if cfg.interval.is_some_and(|i| i.is_zero()) {
         return Err(ScenarioError::Invalid("interval must be > 0"));
     }
+    if !(0.0..=1.0).contains(&cfg.one_hit_share) {
+        return Err(ScenarioError::Invalid("one-hit share must be 0..=1"));
+    }
+    // One-hit numbers: past any catalog, a range of their own per seed.
+    let one_hit = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(
+        2_000_000 + (cfg.seed % 1_000_000) as usize * 1_000_000_000,
+    ));
     let zipf = Zipf::new(cfg.objects, cfg.exponent);
     let reqs: std::sync::Arc<Vec<(Vec<u8>, Option<bool>)>> = std::sync::Arc::new(
         (0..cfg.objects)
@@ -215,7 +222,10 @@ pub async fn run_zipf(cfg: &ZipfConfig) -> Result<Report, ScenarioError> {
     let deadline = start + cfg.common.duration;
     let mut set = JoinSet::new();
     for v in 0..cfg.viewers {
-        let (zipf, reqs) = (zipf.clone(), reqs.clone());
+        let (zipf, reqs, one_hit) = (zipf.clone(), reqs.clone(), one_hit.clone());
+        let (share, target, mark) =
+            (cfg.one_hit_share, cfg.target.clone(), cfg.common.mark.clone());
+        let headers = cfg.common.headers.clone();
         let mut client =
             Client::marking(cfg.target.endpoint(), cfg.common.timeout, &cfg.common.mark);
         let interval = cfg.interval;
@@ -230,10 +240,25 @@ pub async fn run_zipf(cfg: &ZipfConfig) -> Result<Report, ScenarioError> {
                 if Instant::now() >= deadline {
                     break;
                 }
-                let (req, mark) = &reqs[zipf.sample(&mut rng)];
-                let t = Instant::now();
-                let res = client.get(req, Body::Discard).await;
-                account_marked(&mut stats, t, &res, *mark).await;
+                // No draw without one-hit URLs: the catalog sequence stays that of a seed.
+                if share > 0.0 && rng.random::<f64>() < share {
+                    let n = one_hit.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let path = title_path(&target.path, n).unwrap_or_default();
+                    let req = build_get(&target.host_header, &path, &headers);
+                    let url_mark = mark.on().then(|| mark.url_marks(&path));
+                    let t = Instant::now();
+                    let res = client.get(&req, Body::Discard).await;
+                    account_marked(&mut stats, t, &res, url_mark).await;
+                    if let Ok(r) = &res {
+                        stats.one_hit += 1;
+                        stats.one_hit_marked += u64::from(r.marked);
+                    }
+                } else {
+                    let (req, mark) = &reqs[zipf.sample(&mut rng)];
+                    let t = Instant::now();
+                    let res = client.get(req, Body::Discard).await;
+                    account_marked(&mut stats, t, &res, *mark).await;
+                }
                 // Late viewers do not catch up with a burst.
                 due = interval.map_or_else(Instant::now, |i| (due + i).max(Instant::now()));
             }

@@ -38,8 +38,8 @@ pub use schema::{
     ClientCacheControl, CoresConfig, CpuSet, DEFAULT_FILL_DROP_HEADERS, DemoOriginConfig,
     HealthConfig, HostPort, HttpConfig, InvalidateOn, Ktls, ListenerConfig, LogConfig, LogFormat,
     MethodsPolicy, OriginBalance, OriginGroupConfig, OriginHealthConfig, PathGlob, Prefetch,
-    ServerConfig, SiteConfig, SliceSize, Steer, StoreConfig, StoreIo, TierConfig, TlsCert,
-    TlsVersion, host_pattern_matches, strip_port,
+    ServerConfig, SiteConfig, SliceSize, Steer, StoreAdmission, StoreConfig, StoreIo, TierConfig,
+    TlsCert, TlsVersion, host_pattern_matches, strip_port,
 };
 pub use units::{ByteSize, Duration, UnitError};
 

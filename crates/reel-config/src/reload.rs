@@ -114,6 +114,8 @@ pub const RELOAD_KEYS: &[ReloadKey] = &[
     live("store.scrub_rate"),
     restart("store.disk"),
     restart("store.disk_error_limit"),
+    live("store.admission"),
+    restart("store.admission_window"),
     live("cache.heuristic_freshness"),
     live("cache.heuristic_max"),
     live("cache.negative_ttl"),

@@ -596,6 +596,18 @@ pub enum StoreIo {
     Threads,
 }
 
+/// Which fetched objects the store takes (`store.admission`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StoreAdmission {
+    /// Every storable response is stored when first fetched.
+    #[default]
+    Always,
+    /// Stored the second time its key misses within `admission_window`; the first fetch is
+    /// served (and shared by concurrent requests) but not kept.
+    SecondHit,
+}
+
 /// `[store]`: the on-disk segment store, on one directory (`path`, `size`) or on several
 /// disks (`[[store.disk]]` tables, and then neither `path` nor `size`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -622,6 +634,11 @@ pub struct StoreConfig {
     /// checksums; a corrupt one is removed and fetched again on its next request. Size
     /// per second; default `"4MiB"`; `"0"` = off.
     pub scrub_rate: ByteSize,
+    /// `always` or `second-hit`. Default `always`.
+    pub admission: StoreAdmission,
+    /// With `second-hit`: how many distinct missed objects are remembered (at least this
+    /// many, at most twice). Count; default 1 000 000; 1024 to 268 435 456.
+    pub admission_window: u64,
 }
 
 /// One `[[store.disk]]` table.
@@ -664,6 +681,8 @@ impl Default for StoreConfig {
             // under 1% of a core for the checksums, while still covering a 1 TiB store
             // about every 3 days, far more often than bit rot appears.
             scrub_rate: ByteSize::mib(4),
+            admission: StoreAdmission::Always,
+            admission_window: 1_000_000,
         }
     }
 }

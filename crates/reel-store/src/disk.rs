@@ -11,6 +11,7 @@
 //! - `spill`: bodies of unknown length that outgrow the store, delivered but not kept;
 //! - `rebuild`: the volume headers read at open and the index load that follows in the
 //!   background (checkpoint plus a scan of record headers);
+//! - `unstored`: fills that go to a spill file from the start (refused by admission);
 //! - `checkpoint`: the index written at a clean close and periodically;
 //! - `scrub`: the background pass that verifies stored bodies at a bounded rate;
 //! - `handles`: [`Hit`], [`Filling`] and the [`FileRange`]s they lend for sendfile.
@@ -25,6 +26,7 @@ mod rebuild;
 mod reclaim;
 mod scrub;
 mod spill;
+mod unstored;
 mod volumes;
 
 use std::fs::OpenOptions;
@@ -63,6 +65,9 @@ struct Counters {
     no_space: AtomicU64,
     fill_moves: AtomicU64,
     not_stored: AtomicU64,
+    /// Bytes written into volume files, and into spill files.
+    bytes_written: AtomicU64,
+    spill_written: AtomicU64,
     objects: AtomicU64,
     bytes_used: AtomicU64,
     recovered: AtomicU64,
@@ -419,6 +424,8 @@ impl Disk {
             no_space: c.no_space.load(Ordering::Relaxed),
             fill_moves: c.fill_moves.load(Ordering::Relaxed),
             not_stored: c.not_stored.load(Ordering::Relaxed),
+            bytes_written: c.bytes_written.load(Ordering::Relaxed),
+            spill_bytes_written: c.spill_written.load(Ordering::Relaxed),
             recovered: c.recovered.load(Ordering::Relaxed),
             dropped_on_rebuild: c.dropped.load(Ordering::Relaxed),
             uring: self.io.is_uring(),

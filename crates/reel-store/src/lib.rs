@@ -11,7 +11,10 @@
 //! - [`Store::lookup`] returns a [`Lookup`]: a complete [`Hit`] or a [`Filling`] handle
 //!   for an object still being written. Both hold a lease on their volume, so the bytes
 //!   behind [`FileRange`] (for sendfile) are never overwritten while the handle lives.
-//! - [`Store::begin_fill`] returns a [`FillWriter`] that streams an origin response in.
+//! - [`Store::begin_fill`] returns a [`FillWriter`] that streams an origin response in;
+//!   [`Store::begin_unstored_fill`] one whose body readers follow but that is not kept.
+//! - [`Admission`] (module [`admission`]): the doorkeeper of `second-hit` admission, which
+//!   tells the cache whether a fetched object is worth storing.
 //!
 //! Layout: preallocated volume files, objects appended log-structured with 4 KiB
 //! aligned bodies, whole volumes reclaimed FIFO with a second chance for objects read
@@ -28,6 +31,7 @@
 #![deny(unsafe_code)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+pub mod admission;
 mod disk;
 mod format;
 // The io_uring submission, the eventfd's registration with tokio and `cachestat(2)`.
@@ -40,6 +44,7 @@ use std::path::PathBuf;
 /// Re-exported: bodies and metadata blobs are passed as `Bytes`.
 pub use bytes::Bytes;
 
+pub use admission::{Admission, AdmissionPolicy, AdmissionStats};
 pub use disk::{
     Committed, FileRange, FillStatus, FillWriter, Filling, Hit, Lookup, MAX_KEY_LEN, MAX_META_LEN,
     ScrubProgress,
@@ -197,9 +202,16 @@ pub struct StoreStats {
     /// Fills of unknown length that could not grow in place and moved to a larger
     /// reservation (copying what they had written).
     pub fill_moves: u64,
-    /// Fills of unknown length delivered whole to their readers but not stored (larger
-    /// than a volume, or no free volume to move to): see [`Committed::NotStored`].
+    /// Fills delivered whole to their readers but not stored: of unknown length and larger
+    /// than a volume, or with no free volume to move to, or begun unstored
+    /// ([`Store::begin_unstored_fill`]): see [`Committed::NotStored`].
     pub not_stored: u64,
+    /// Bytes written into the volume files (object records and their headers, second-chance
+    /// copies, moves, metadata, tombstone and volume header records; not the checkpoint).
+    pub bytes_written: u64,
+    /// Bytes written into spill files (bodies delivered but not stored). Unnamed files
+    /// that usually vanish before the kernel writes them back.
+    pub spill_bytes_written: u64,
     /// Objects recovered by the index load at open.
     pub recovered: u64,
     /// Records dropped by the scan at open (bad header checksum or no valid commit

@@ -312,6 +312,20 @@ impl Store {
         disk.begin_fill(key, meta, expected_len).await
     }
 
+    /// As [`Store::begin_fill`], but the body is never stored: it goes to a spill file on
+    /// the key's disk that readers follow, and [`FillWriter::commit`] returns
+    /// [`Committed::NotStored`](crate::Committed::NotStored) (an object refused by
+    /// admission).
+    pub async fn begin_unstored_fill(
+        &self,
+        key: &[u8],
+        meta: Bytes,
+        expected_len: Option<u64>,
+    ) -> Result<FillWriter, StoreError> {
+        let disk = self.placed(key).ok_or(StoreError::NoDisk)?;
+        disk.begin_unstored_fill(key, meta, expected_len).await
+    }
+
     /// Removes `key` (complete or filling) from every disk in service; true if it was
     /// somewhere (see the disk's removal for a key removed while an index loads).
     pub async fn remove(&self, key: &[u8]) -> Result<bool, StoreError> {
@@ -600,6 +614,8 @@ fn add_counters(t: &mut StoreStats, s: &StoreStats) {
     t.no_space += s.no_space;
     t.fill_moves += s.fill_moves;
     t.not_stored += s.not_stored;
+    t.bytes_written += s.bytes_written;
+    t.spill_bytes_written += s.spill_bytes_written;
     t.recovered += s.recovered;
     t.dropped_on_rebuild += s.dropped_on_rebuild;
     t.scrub_bytes += s.scrub_bytes;

@@ -22,7 +22,7 @@ pub(crate) fn render(s: &Shared) -> String {
     render_workers(&mut p, &s.metrics);
     connections(&mut p, s.worker_stats());
     upgrades(&mut p, &s.upgrade_status());
-    store(&mut p, &s.store);
+    store(&mut p, &s.store, &s.cache.admission);
     reloads(&mut p, &s.reload_status(), live.generation);
     if let Some(l) = &live.access_log {
         l.render_prometheus(&mut p);
@@ -94,8 +94,9 @@ fn upgrades(p: &mut PromWriter, up: &UpgradeStatus) {
     );
 }
 
-/// The store's gauges and counters (`reel-store` keeps them without a metrics writer).
-fn store(p: &mut PromWriter, store: &reel_store::Store) {
+/// The store's gauges and counters, and its admission's (`reel-store` keeps them without a
+/// metrics writer).
+fn store(p: &mut PromWriter, store: &reel_store::Store, admission: &reel_store::Admission) {
     p.single(
         "reel_store_frozen",
         Kind::Gauge,
@@ -172,6 +173,31 @@ fn store(p: &mut PromWriter, store: &reel_store::Store) {
     for d in &disks {
         p.sample("reel_store_disk_objects", &[("path", &label(d))], d.stats.objects);
     }
+    p.single(
+        "reel_store_bytes_written_total",
+        Kind::Counter,
+        "Bytes written into the store's volume files (objects, copies, metadata records).",
+        st.bytes_written,
+    );
+    p.single(
+        "reel_store_spill_bytes_written_total",
+        Kind::Counter,
+        "Bytes written into unnamed spill files: bodies delivered but not stored.",
+        st.spill_bytes_written,
+    );
+    let ad = admission.stats();
+    p.single(
+        "reel_store_admission_rejected_total",
+        Kind::Counter,
+        "Fetched objects served but not stored: first seen within the window (second-hit).",
+        ad.rejected,
+    );
+    p.single(
+        "reel_store_admission_admitted_total",
+        Kind::Counter,
+        "Fetched objects stored because seen before within the window (second-hit).",
+        ad.admitted,
+    );
 }
 
 /// What `/healthz` answers now: 1 for healthy (200), and the verdict's status as a label.

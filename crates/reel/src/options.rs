@@ -323,6 +323,10 @@ pub(crate) fn cache_settings(cfg: &Config, origin_flag: bool) -> reel_cache::Set
         blocking_timeout: c.blocking_timeout.get(),
         fill_timeout: c.fill_timeout.get(),
         node: node(cfg),
+        admission: match cfg.store.admission {
+            reel_config::StoreAdmission::Always => reel_store::AdmissionPolicy::Always,
+            reel_config::StoreAdmission::SecondHit => reel_store::AdmissionPolicy::SecondHit,
+        },
     }
 }
 

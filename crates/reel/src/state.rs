@@ -95,6 +95,7 @@ impl Shared {
                 cfg.store.disks().iter().map(|(_, p, _)| p.display().to_string()).collect();
             format!("opening the store at {}", paths.join(", "))
         })?;
+        let window = cfg.store.admission_window;
         let live = Live::build(cfg, 1, origin_flag.as_ref(), None, tls)?;
         let (reload_tx, reload_rx) = mpsc::channel(4);
         let n = plan.workers.len();
@@ -103,7 +104,7 @@ impl Shared {
             config_path,
             origin_flag,
             metrics: (0..n).map(|_| Arc::new(WorkerMetrics::new(&reel_cache::OUTCOMES))).collect(),
-            cache: reel_cache::SharedCache::new(store.clone()),
+            cache: reel_cache::SharedCache::with_admission_window(store.clone(), window),
             store,
             health: OnceLock::new(),
             worker_stats: OnceLock::new(),

@@ -4,6 +4,7 @@
 
 mod access_log;
 mod admin;
+mod admission;
 mod cgroup;
 mod cli;
 mod common;

@@ -25,6 +25,7 @@ pub(super) enum Status {
     MissStored,
     MissCollapsed,
     NotStorable,
+    NotAdmitted,
     LockTimeout,
     BlockingTimeout,
     OriginError,
@@ -36,7 +37,7 @@ pub(super) enum Status {
 }
 
 impl Status {
-    const ALL: [Status; 15] = [
+    const ALL: [Status; 16] = [
         Status::Hit,
         Status::HitStale,
         Status::HitSwr,
@@ -44,6 +45,7 @@ impl Status {
         Status::MissStored,
         Status::MissCollapsed,
         Status::NotStorable,
+        Status::NotAdmitted,
         Status::LockTimeout,
         Status::BlockingTimeout,
         Status::OriginError,
@@ -64,6 +66,7 @@ impl Status {
             Status::MissStored => "fwd=miss; stored",
             Status::MissCollapsed => "fwd=miss; collapsed",
             Status::NotStorable => "fwd=miss; detail=not-storable",
+            Status::NotAdmitted => "fwd=miss; detail=not-admitted",
             Status::LockTimeout => "fwd=miss; detail=lock-timeout",
             Status::BlockingTimeout => "fwd=miss; detail=blocking-timeout",
             Status::OriginError => "fwd=miss; detail=origin-error",
@@ -143,6 +146,9 @@ impl Answer {
     pub(super) const MISS_COLLAPSED: Answer = answer(CacheResult::Coalesced, Status::MissCollapsed);
     /// This request's origin fetch, not storable (or refused by the store).
     pub(super) const MISS_NOT_STORED: Answer = answer(CacheResult::Miss, Status::NotStorable);
+    /// Fetched for this request and shared with concurrent ones, not stored: the admission
+    /// policy (`second-hit`) saw the object for the first time.
+    pub(super) const MISS_NOT_ADMITTED: Answer = answer(CacheResult::Miss, Status::NotAdmitted);
     /// Fetched on its own because the leader's response could not be shared.
     pub(super) const PASS_NOT_STORED: Answer = answer(CacheResult::Pass, Status::NotStorable);
     /// Fetched on its own, uncached, after waiting `lock_timeout` for another request's

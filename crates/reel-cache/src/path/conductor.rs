@@ -136,6 +136,10 @@ struct Get<'r> {
     fails: Failures,
     /// Whether the request waited once for a small body to be read whole.
     small_waited: bool,
+    /// A fill this request waited on that is not stored (refused by admission): it leaves
+    /// the index when it commits, so a lookup after the wait may miss it. Served from here
+    /// then, rather than fetched again.
+    joined: Option<Filling>,
 }
 
 impl WorkerCache {
@@ -239,7 +243,7 @@ impl WorkerCache {
         // A blocking request's leader failure is final: another round would hold one more
         // origin request.
         let fails = Failures { retried: wait.blocking, ..Failures::default() };
-        let mut g = Get { req, site, key, cc, wait, m, fails, small_waited: false };
+        let mut g = Get { req, site, key, cc, wait, m, fails, small_waited: false, joined: None };
         let mut phase = Phase::Lookup;
         let mut rounds = 0;
         loop {
@@ -250,7 +254,10 @@ impl WorkerCache {
                     match self.reader().find(&g.key, &hdrs) {
                         Found::Hit(stored) => Phase::Stored(stored),
                         Found::Filling { fill, prep } => Phase::Filling(fill, prep),
-                        Found::None => Phase::Absent,
+                        Found::None => match self.joined(&mut g, &hdrs) {
+                            Some((fill, prep)) => Phase::Filling(fill, prep),
+                            None => Phase::Absent,
+                        },
                     }
                 }
                 Phase::Stored(stored) => self.stored(&mut g, stored).await,
@@ -258,12 +265,14 @@ impl WorkerCache {
                 Phase::Absent => self.absent(&g, body).await,
                 Phase::Lead(lead, stale) => Phase::Done(self.lead(&g, body, lead, stale).await),
                 Phase::Follow { f, revalidating, to_end } => {
+                    let shared_fill = f.shared_fill();
                     match deadline::follow(f, m, g.wait.until(), to_end).await {
                         Some(State::NotShared) if !revalidating => {
                             Phase::Pass(Answer::PASS_NOT_STORED)
                         }
                         Some(st) => {
                             g.fails.record(st);
+                            g.joined = shared_fill.get();
                             Phase::Lookup
                         }
                         None => Phase::WaitedOut,
@@ -336,9 +345,24 @@ impl WorkerCache {
             if let Some(st) = deadline::follow(f, g.m, g.wait.until(), false).await {
                 g.fails.record(st);
             }
+            if fill.is_unstored() {
+                g.joined = Some(fill);
+            }
             return Phase::Lookup;
         }
         Phase::Done(serve.filling(g.req, fill, prep, Answer::MISS_COLLAPSED).await)
+    }
+
+    /// The unstored fill this request waited on, when a lookup no longer finds it (it
+    /// committed and left the index): still whole for its readers, if it did not fail and is
+    /// the variant this request selects.
+    fn joined(&self, g: &mut Get<'_>, hdrs: &ReqHeaders<'_>) -> Option<(Filling, Rc<Prepared>)> {
+        let fill = g.joined.take()?;
+        if g.fails.failed.is_some() || fill.status().is_err() {
+            return None;
+        }
+        let prep = self.reader().prepared(fill.meta())?;
+        prep.meta.vary().matches(hdrs).then_some((fill, prep))
     }
 
     /// Nothing usable stored: the failure a previous round learnt, the URL's partial
@@ -439,7 +463,11 @@ impl WorkerCache {
             (Fetched::Filling(fill), stale) => {
                 // The metadata was encoded just now, so it decodes.
                 let Some(prep) = self.reader().prepared(fill.meta()) else { return local(502) };
-                let ans = if stale.is_some() { Answer::REFRESHED } else { Answer::MISS_STORED };
+                let ans = match stale {
+                    Some(_) => Answer::REFRESHED,
+                    None if fill.is_unstored() => Answer::MISS_NOT_ADMITTED,
+                    None => Answer::MISS_STORED,
+                };
                 serve.filling(req, fill, prep, ans.after(origin_time)).await
             }
             (Fetched::NotStored(resp), _)

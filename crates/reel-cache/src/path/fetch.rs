@@ -2,7 +2,9 @@
 //! object, the background refresh of stale-while-revalidate, an LL-HLS prefetch and a
 //! slice or piece fetch all go through one step, [`Fetcher::fetch_and_store`]: ask the
 //! origin, apply the storability rules (RFC 9111 3) for the viewer the fetch is made for,
-//! store what may be stored (`fill`) and tell the followers. It returns what became of the
+//! store what may be stored (`fill`) and tell the followers. A viewer's own miss is also
+//! subject to `[store] admission`: under `second-hit` an object seen for the first time is
+//! filled unstored (delivered to the leader and its followers, then forgotten). It returns what became of the
 //! fetch ([`Fetched`]) and never answers a viewer: the conductor decides what to answer.
 
 use std::sync::Arc;
@@ -84,6 +86,10 @@ pub(super) struct Viewer<'a, H: ?Sized> {
     /// The part of the representation the request asks the origin for (a slice): its 206
     /// is stored as that part. `None`: the whole representation.
     pub part: Option<Part<'a>>,
+    /// Whether `[store] admission` decides if the response is stored: a viewer's own miss
+    /// of a whole object. Revalidations, background refreshes, prefetches and parts are
+    /// stored whenever they may be.
+    pub admission: bool,
 }
 
 impl<H: HeaderLookup + ?Sized> Viewer<'_, H> {
@@ -202,9 +208,12 @@ impl Fetcher<'_> {
         }
         let mut resp = resp;
         let filler = self.filler();
+        // Counted once per fetch, by the key: the requests that share it are one sighting.
+        let keep = !viewer.admission
+            || self.shared.admission.admit(self.settings.admission, key.as_bytes());
         let begun = match viewer.part {
             Some(part) if status == 206 => filler.begin_part(part, key, &resp, times, rule).await,
-            _ => filler.begin_fill(key, &vary, viewer.headers, &resp, times, rule).await,
+            _ => filler.begin_fill(key, &vary, viewer.headers, &resp, times, rule, keep).await,
         };
         match begun {
             Ok((mut writer, fill)) => {
@@ -221,6 +230,10 @@ impl Fetcher<'_> {
                 };
                 if let Some(b) = &first {
                     self.shared.small.insert(fill.meta(), b.clone());
+                }
+                if !keep {
+                    // Out of the store's index at its commit: the followers get it here.
+                    lead.share_fill(fill.clone());
                 }
                 lead.publish(State::Filling);
                 tokio::task::spawn_local(fill_task(writer, resp, lead, first, deadline));
@@ -281,7 +294,9 @@ impl FetchCx {
         let hdrs = ReqHeaders(req);
         let withheld = Withheld { dropped: &self.settings.fill_drop_headers, per_viewer: false };
         let partial_key = key_omits_query(req, key);
-        let viewer = Viewer { headers: &hdrs, cc: req_cc, withheld, partial_key, part: None };
+        let admission = stale.is_none();
+        let viewer =
+            Viewer { headers: &hdrs, cc: req_cc, withheld, partial_key, part: None, admission };
         let revalidating = stale.map(|(store_key, meta)| Revalidating { store_key, meta });
         self.fetcher(site).fetch_and_store(key, oreq, viewer, revalidating, lead).await
     }
@@ -304,7 +319,8 @@ pub(super) fn refresh_in_background(
     let dropped = &cx.settings.fill_drop_headers;
     let withheld = Withheld { dropped, per_viewer: true };
     let partial_key = key_omits_query(req, key);
-    let viewer = Viewer { headers: &hdrs, cc: req_cc, withheld, partial_key, part: None };
+    let viewer =
+        Viewer { headers: &hdrs, cc: req_cc, withheld, partial_key, part: None, admission: false };
     let entries = stored.prep.meta.vary().entries();
     if viewer.selects_withheld(entries.iter().map(|(n, _)| n.as_str())) {
         // This viewer's variant depends on its credentials or cookies, which a shared
@@ -333,7 +349,14 @@ pub(super) fn refresh_in_background(
         let fx = cx.fetcher(&site);
         let dropped = &cx.settings.fill_drop_headers;
         let withheld = Withheld { dropped, per_viewer: true };
-        let viewer = Viewer { headers: &headers, cc: &cc, withheld, partial_key, part: None };
+        let viewer = Viewer {
+            headers: &headers,
+            cc: &cc,
+            withheld,
+            partial_key,
+            part: None,
+            admission: false,
+        };
         let stale = Revalidating { store_key: &store_key, meta: &prep.meta };
         // No client waits for it: a response that was not stored is dropped.
         let _ = fx.fetch_and_store(&key, oreq, viewer, Some(stale), lead).await;

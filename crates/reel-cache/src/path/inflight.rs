@@ -10,12 +10,18 @@
 //! A viewer's fetch runs as a task of its own (`conductor::lead`): a leader whose client
 //! vanished before the origin answered stops waiting, and the fetch still publishes.
 //!
+//! A fill that will not be stored (refused by admission) leaves the store's index when it
+//! commits, so a follower woken by `Filling` or `Done` may look the key up too late to find
+//! it. The leader hands such a fill to its followers through the entry ([`Lead::share_fill`],
+//! [`Follow::shared_fill`]): one origin fetch still serves every request that waited on it.
+//!
 //! The map is sharded by key hash; a shard's mutex is held only to insert or remove an
 //! entry, never across an await.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
+use reel_store::Filling;
 use tokio::sync::watch;
 
 const SHARDS: usize = 32;
@@ -51,7 +57,24 @@ impl State {
     }
 }
 
-type Shard = Mutex<HashMap<Box<[u8]>, Arc<watch::Sender<State>>>>;
+/// One fetch: its state, and the fill the leader shares with its followers. Followers hold
+/// the fill's slot, never the sender: a leader gone without a word closes the channel.
+struct Entry {
+    tx: watch::Sender<State>,
+    fill: Arc<OnceLock<Filling>>,
+}
+
+impl Entry {
+    fn new() -> Arc<Entry> {
+        Arc::new(Entry { tx: watch::channel(State::Waiting).0, fill: Arc::default() })
+    }
+
+    fn follow(&self) -> Follow {
+        Follow { rx: self.tx.subscribe(), fill: self.fill.clone() }
+    }
+}
+
+type Shard = Mutex<HashMap<Box<[u8]>, Arc<Entry>>>;
 
 /// The cross-worker in-flight map.
 pub struct Inflight {
@@ -68,13 +91,24 @@ impl Default for Inflight {
 pub struct Lead {
     map: Arc<Inflight>,
     key: Box<[u8]>,
-    tx: Arc<watch::Sender<State>>,
+    entry: Arc<Entry>,
     finished: bool,
 }
 
 /// A follower's handle.
 pub struct Follow {
     rx: watch::Receiver<State>,
+    fill: Arc<OnceLock<Filling>>,
+}
+
+/// Where a follower finds the fill its leader shared, after its wait.
+pub struct SharedFill(Arc<OnceLock<Filling>>);
+
+impl SharedFill {
+    /// The fill the leader shared, if it did.
+    pub fn get(&self) -> Option<Filling> {
+        self.0.get().cloned()
+    }
 }
 
 /// Either role.
@@ -103,18 +137,18 @@ impl Inflight {
             // map is still consistent (inserts and removes are single operations).
             return self.lead_unshared(key);
         };
-        if let Some(tx) = shard.get(key) {
-            return Role::Follow(Follow { rx: tx.subscribe() });
+        if let Some(e) = shard.get(key) {
+            return Role::Follow(e.follow());
         }
-        let tx = Arc::new(watch::channel(State::Waiting).0);
+        let tx = Entry::new();
         shard.insert(key.into(), tx.clone());
-        Role::Lead(Lead { map: self.clone(), key: key.into(), tx, finished: false })
+        Role::Lead(Lead { map: self.clone(), key: key.into(), entry: tx, finished: false })
     }
 
     /// Follows the current leader for `key`, if there is one; never leads.
     pub fn follow(&self, key: &[u8]) -> Option<Follow> {
         let shard = self.shard(key).lock().unwrap_or_else(|p| p.into_inner());
-        shard.get(key).map(|tx| Follow { rx: tx.subscribe() })
+        shard.get(key).map(|e| e.follow())
     }
 
     /// Only becomes the leader if nobody is fetching `key` (background revalidation).
@@ -126,8 +160,8 @@ impl Inflight {
     }
 
     fn lead_unshared(self: &Arc<Self>, key: &[u8]) -> Role {
-        let tx = Arc::new(watch::channel(State::Waiting).0);
-        Role::Lead(Lead { map: self.clone(), key: key.into(), tx, finished: true })
+        let tx = Entry::new();
+        Role::Lead(Lead { map: self.clone(), key: key.into(), entry: tx, finished: true })
     }
 
     /// Keys being fetched right now.
@@ -140,7 +174,7 @@ impl Inflight {
         self.len() == 0
     }
 
-    fn remove(&self, key: &[u8], tx: &Arc<watch::Sender<State>>) {
+    fn remove(&self, key: &[u8], tx: &Arc<Entry>) {
         if let Ok(mut shard) = self.shard(key).lock()
             && shard.get(key).is_some_and(|cur| Arc::ptr_eq(cur, tx))
         {
@@ -158,14 +192,20 @@ impl Lead {
             // lead (or follow) a new fetch, never join this finished one.
             self.finish();
         }
-        self.tx.send_replace(s);
+        self.entry.tx.send_replace(s);
+    }
+
+    /// Hands `fill` to the followers (before publishing `Filling`): for a fill that leaves
+    /// the store's index at its commit, so followers woken later still find it.
+    pub fn share_fill(&self, fill: Filling) {
+        let _ = self.entry.fill.set(fill);
     }
 
     /// Removes the entry: later requests look the store up (or lead a new fetch).
     pub fn finish(&mut self) {
         if !self.finished {
             self.finished = true;
-            self.map.remove(&self.key, &self.tx);
+            self.map.remove(&self.key, &self.entry);
         }
     }
 }
@@ -173,13 +213,19 @@ impl Lead {
 impl Drop for Lead {
     fn drop(&mut self) {
         self.finish();
-        if matches!(*self.tx.borrow(), State::Waiting) {
-            self.tx.send_replace(State::Failed(502));
+        if matches!(*self.entry.tx.borrow(), State::Waiting) {
+            self.entry.tx.send_replace(State::Failed(502));
         }
     }
 }
 
 impl Follow {
+    /// Where the fill the leader shares ([`Lead::share_fill`]) can be found after the wait,
+    /// which consumes the handle.
+    pub fn shared_fill(&self) -> SharedFill {
+        SharedFill(self.fill.clone())
+    }
+
     /// Whether the leader's response is being written into the store already.
     pub fn is_filling(&self) -> bool {
         *self.rx.borrow() == State::Filling
@@ -283,6 +329,35 @@ mod tests {
         drop(lead);
         assert_eq!(f.wait().await, State::Failed(502));
         assert!(m.is_empty());
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn followers_find_the_fill_the_leader_shared_after_it_ended() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = reel_store::Store::open(reel_store::StoreConfig::single(
+            dir.path().join("s"),
+            8 << 20,
+            4 << 20,
+            reel_store::IoMode::Threads,
+        ))
+        .unwrap();
+        let m = Inflight::new();
+        let Role::Lead(mut lead) = m.join(b"k") else { panic!() };
+        let Role::Follow(f) = m.join(b"k") else { panic!() };
+        let slot = f.shared_fill();
+        assert!(slot.get().is_none(), "nothing shared yet");
+        let mut w = store.begin_unstored_fill(b"k", bytes::Bytes::new(), Some(2)).await.unwrap();
+        let Some(reel_store::Lookup::Filling(fill)) = store.lookup(b"k") else { panic!() };
+        lead.share_fill(fill);
+        lead.publish(State::Filling);
+        w.append(bytes::Bytes::from_static(b"ok")).await.unwrap();
+        w.commit().await.unwrap();
+        lead.publish(State::Done);
+        assert_eq!(f.wait().await, State::Done);
+        assert!(store.lookup(b"k").is_none(), "gone from the store");
+        let mut fill = slot.get().expect("still reachable through the fetch");
+        assert_eq!(fill.wait_for(2).await.unwrap().final_len, Some(2));
+        assert_eq!(fill.read(0, 2).await.unwrap(), &b"ok"[..]);
     }
 
     #[test]

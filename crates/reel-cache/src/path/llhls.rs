@@ -188,7 +188,14 @@ async fn prefetch_part(
     };
     let withheld = Withheld { dropped: &pf.cx.settings.fill_drop_headers, per_viewer: true };
     let cc = RequestCacheControl::default();
-    let viewer = Viewer { headers: &pf.viewer, cc: &cc, withheld, partial_key, part: None };
+    let viewer = Viewer {
+        headers: &pf.viewer,
+        cc: &cc,
+        withheld,
+        partial_key,
+        part: None,
+        admission: false,
+    };
     if let (Fetched::Filling(mut fill), _) =
         fx.fetch_and_store(&key, oreq, viewer, None, lead).await
     {

@@ -87,6 +87,8 @@ pub struct Settings {
     /// This node's `CDN-Loop` and `Cache-Status` names (`[server] cdn_id`, `max_hops`,
     /// `cache_status_name`).
     pub node: Node,
+    /// Which fetched objects are stored (`[store] admission`).
+    pub admission: reel_store::AdmissionPolicy,
 }
 
 impl Settings {
@@ -141,6 +143,7 @@ impl Settings {
             fill_timeout: Duration::from_secs(600),
             blocking_timeout: Duration::from_secs(3),
             node: Node::default(),
+            admission: reel_store::AdmissionPolicy::Always,
         }
     }
 }

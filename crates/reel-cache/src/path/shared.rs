@@ -1,11 +1,11 @@
-//! The cache's cross-worker state ([`SharedCache`]: the store, the in-flight map, the
-//! LL-HLS streams seen, small bodies, counters) and purge.
+//! The cache's cross-worker state ([`SharedCache`]: the store, its admission doorkeeper,
+//! the in-flight map, the LL-HLS streams seen, small bodies, counters) and purge.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use reel_ops::metrics::{Kind, PromWriter};
-use reel_store::{Lookup, Store, StoreError};
+use reel_store::{Admission, Lookup, Store, StoreError};
 
 use super::hints::Streams;
 use super::inflight::Inflight;
@@ -33,7 +33,12 @@ pub struct SharedCache {
     pub streams: Arc<Streams>,
     /// Small bodies read whole on arrival, answered from memory.
     pub small: Arc<SmallBodies>,
+    /// Which fetches are stored under `second-hit` (`[store] admission`).
+    pub admission: Admission,
 }
+
+/// `[store] admission_window` when none is given.
+pub const DEFAULT_ADMISSION_WINDOW: u64 = 1_000_000;
 
 /// Counters of the sliced path, all workers together (`/metrics`).
 #[derive(Default)]
@@ -101,8 +106,13 @@ pub enum PurgeError {
 }
 
 impl SharedCache {
-    /// Wraps the store.
+    /// Wraps the store, with the default admission window.
     pub fn new(store: Arc<Store>) -> Arc<SharedCache> {
+        SharedCache::with_admission_window(store, DEFAULT_ADMISSION_WINDOW)
+    }
+
+    /// Wraps the store; under `second-hit`, the doorkeeper remembers `window` objects.
+    pub fn with_admission_window(store: Arc<Store>, window: u64) -> Arc<SharedCache> {
         Arc::new(SharedCache {
             store,
             inflight: Inflight::new(),
@@ -110,6 +120,7 @@ impl SharedCache {
             slices: SliceCounters::default(),
             streams: Arc::default(),
             small: Arc::default(),
+            admission: Admission::new(window),
         })
     }
 

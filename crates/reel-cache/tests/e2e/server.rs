@@ -64,6 +64,8 @@ pub struct Opts {
     pub balance: Balance,
     /// `CDN-Loop` and `Cache-Status` names.
     pub node: Node,
+    /// Which fetched objects are stored.
+    pub admission: reel_store::AdmissionPolicy,
 }
 
 impl Opts {
@@ -89,6 +91,7 @@ impl Opts {
             invalidate_on: InvalidateOn::Standard,
             balance: Balance::RoundRobin,
             node: Node::default(),
+            admission: reel_store::AdmissionPolicy::Always,
         }
     }
 }
@@ -206,6 +209,7 @@ impl Server {
             fill_timeout: opts.fill_timeout,
             blocking_timeout: opts.blocking_timeout,
             node: opts.node,
+            admission: opts.admission,
         });
         let (sh, st, or) = (shared.clone(), settings.clone(), origins.clone());
         let metrics = Arc::new(Mutex::new(Vec::new()));

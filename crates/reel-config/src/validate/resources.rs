@@ -161,4 +161,19 @@ pub(super) fn check_store(found: &mut Found, s: &StoreConfig) {
             );
         }
     }
+    if !(MIN_ADMISSION_WINDOW..=MAX_ADMISSION_WINDOW).contains(&s.admission_window) {
+        bad(
+            found,
+            "store.admission_window",
+            format!(
+                "{} is outside {MIN_ADMISSION_WINDOW}..={MAX_ADMISSION_WINDOW} (objects remembered)",
+                s.admission_window
+            ),
+        );
+    }
 }
+
+/// Bounds of `store.admission_window`: below, the doorkeeper forgets within a few
+/// segments' time; above, its bits take more than 600 MiB.
+const MIN_ADMISSION_WINDOW: u64 = 1024;
+const MAX_ADMISSION_WINDOW: u64 = 1 << 28;

@@ -162,6 +162,27 @@ fn invalid_duration_reported_like_the_spec() {
 }
 
 #[test]
+fn store_admission_is_parsed_checked_and_located() {
+    let cfg = Config::parse_and_validate(BASE, "t.toml").expect("valid");
+    assert_eq!(cfg.store.admission, reel_config::StoreAdmission::Always, "the default");
+    assert_eq!(cfg.store.admission_window, 1_000_000);
+    let text = format!("{BASE}\n[store]\nadmission = \"second-hit\"\nadmission_window = 4096\n");
+    let cfg = Config::parse_and_validate(&text, "t.toml").expect("valid");
+    assert_eq!(cfg.store.admission, reel_config::StoreAdmission::SecondHit);
+    assert_eq!(cfg.store.admission_window, 4096);
+    let text = format!("{BASE}\n[store]\nadmission = \"third-hit\"\n");
+    let ps = problems(&text);
+    let p = find(&ps, "store.admission");
+    assert_eq!(p.line, line_of(&text, "admission ="), "{p}");
+    assert!(p.message.contains("unknown variant `third-hit`"), "{p}");
+    let text = format!("{BASE}\n[store]\nadmission_window = 10\n");
+    let ps = problems(&text);
+    let p = find(&ps, "store.admission_window");
+    assert_eq!(p.line, line_of(&text, "admission_window ="), "{p}");
+    assert!(p.message.contains("outside 1024..="), "{p}");
+}
+
+#[test]
 fn several_parse_errors_are_all_reported_in_file_order() {
     let text = format!(
         "{BASE}\n[server]\nshutdown_timeout = \"10\"\n\n[admin]\naddress = \"localhost:9090\"\ntokn = \"x\"\n\n[store]\nsize = \"10 gigs\"\nio = \"aio\"\n"

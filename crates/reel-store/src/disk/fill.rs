@@ -249,6 +249,50 @@ impl Disk {
 }
 
 impl FillWriter {
+    /// A writer whose body goes to the spill file `file` from its first byte (module
+    /// `unstored`): it reserves nothing in a volume, and its commit is
+    /// [`Committed::NotStored`]. `vol` is never written or counted in: a writer on a spill
+    /// file does not hold its volume.
+    pub(super) fn unstored(
+        store: &Arc<Disk>,
+        key: &[u8],
+        meta: Bytes,
+        expected: Option<u64>,
+        file: Arc<File>,
+    ) -> FillWriter {
+        let (tx, _) = watch::channel(Progress { written: 0, state: FillState::Open, place: 0 });
+        let shared = Arc::new(FillShared {
+            key: key.into(),
+            meta,
+            first: Place::new(None, file.clone(), 0),
+            stored_at: now_secs(),
+            expected,
+            progress: tx,
+            purged: AtomicBool::new(false),
+            replaced: Mutex::new(None),
+        });
+        FillWriter {
+            store: store.clone(),
+            shared,
+            hash: format::key_hash(key),
+            kind_header_len: 0,
+            vol: store.vols[0].clone(),
+            seq: 0,
+            rec_off: 0,
+            body_off: 0,
+            reserved_end: 0,
+            place: 0,
+            written: 0,
+            crc: 0,
+            header_crc: 0,
+            header_on_disk: false,
+            spill: Some(file),
+            internal: false,
+            done: false,
+            sealed_holding: false,
+        }
+    }
+
     /// Body bytes written so far.
     pub fn written(&self) -> u64 {
         self.written
@@ -369,11 +413,14 @@ impl FillWriter {
     }
 
     pub(super) async fn write(&self, data: Bytes, off: u64) -> Result<(), StoreError> {
+        let n = data.len() as u64;
         if let Some(f) = &self.spill {
-            return self.store.io.write_all_at(f, data, off).await.map_err(|e| {
+            self.store.io.write_all_at(f, data, off).await.map_err(|e| {
                 self.store.write_error(&e);
                 StoreError::Io(e)
-            });
+            })?;
+            self.store.c.spill_written.fetch_add(n, Ordering::Relaxed);
+            return Ok(());
         }
         // A quarantined volume (its header could not be written, or a read failed) is
         // out of service: nothing in it is served, and without its header a restart
@@ -384,7 +431,9 @@ impl FillWriter {
         self.store.io.write_all_at(&self.vol.file, data, off).await.map_err(|e| {
             self.store.write_error(&e);
             StoreError::Io(e)
-        })
+        })?;
+        self.store.c.bytes_written.fetch_add(n, Ordering::Relaxed);
+        Ok(())
     }
 
     async fn append_inner(&mut self, data: Bytes) -> Result<(), StoreError> {

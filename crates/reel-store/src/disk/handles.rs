@@ -148,7 +148,20 @@ impl Hit {
     }
 }
 
+impl Clone for Filling {
+    /// Another reader of the same fill.
+    fn clone(&self) -> Filling {
+        Filling { shared: self.shared.clone(), rx: self.rx.clone(), store: self.store.clone() }
+    }
+}
+
 impl Filling {
+    /// Whether the fill was begun with [`Store::begin_unstored_fill`]: delivered to its
+    /// readers, then not stored, so a lookup after its commit misses.
+    pub fn is_unstored(&self) -> bool {
+        self.shared.place(0).vol().is_none()
+    }
+
     /// The key being filled.
     pub fn key(&self) -> &[u8] {
         &self.shared.key

@@ -82,11 +82,13 @@ impl Disk {
         self.c.reclaims.fetch_add(1, Ordering::Relaxed);
         vol.seq.store(0, Ordering::SeqCst);
         let hdr = VolumeHeader { index: v, volume_size: self.volume_size, seq: 0 }.encode();
+        let n = hdr.len() as u64;
         if let Err(e) = self.io.write_all_at(&vol.file, Bytes::from(hdr), 0).await {
             self.write_error(&e);
             self.quarantine(&vol);
             return;
         }
+        self.c.bytes_written.fetch_add(n, Ordering::Relaxed);
         let mut a = self.lock_alloc();
         if vol.leases.load(Ordering::SeqCst) == 0 {
             a.free.push_back(v);

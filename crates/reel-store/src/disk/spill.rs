@@ -19,7 +19,7 @@ use crate::StoreError;
 
 impl Disk {
     /// A new spill file.
-    fn spill_file(&self) -> std::io::Result<File> {
+    pub(super) fn spill_file(&self) -> std::io::Result<File> {
         let tmp = OpenOptions::new()
             .read(true)
             .write(true)

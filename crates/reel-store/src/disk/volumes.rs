@@ -190,9 +190,13 @@ impl Disk {
         for (v, seq) in pending {
             let vol = &self.vols[v as usize];
             let hdr = VolumeHeader { index: v, volume_size: self.volume_size, seq }.encode();
-            if let Err(e) = self.io.write_all_at(&vol.file, Bytes::from(hdr), 0).await {
-                self.write_error(&e);
-                self.quarantine(vol);
+            let n = hdr.len() as u64;
+            match self.io.write_all_at(&vol.file, Bytes::from(hdr), 0).await {
+                Ok(()) => _ = self.c.bytes_written.fetch_add(n, Ordering::Relaxed),
+                Err(e) => {
+                    self.write_error(&e);
+                    self.quarantine(vol);
+                }
             }
         }
     }
@@ -250,8 +254,12 @@ impl Disk {
         let bcrc = crc32c::crc32c(&body);
         rec.extend_from_slice(&body);
         rec.extend_from_slice(&format::encode_trailer(seq, body.len() as u64, bcrc, hcrc));
+        let n = rec.len() as u64;
         let r = self.io.write_all_at(&vol.file, Bytes::from(rec), off).await;
         vol.writers.fetch_sub(1, Ordering::SeqCst);
+        if r.is_ok() {
+            self.c.bytes_written.fetch_add(n, Ordering::Relaxed);
+        }
         r.map_err(|e| {
             self.write_error(&e);
             StoreError::Io(e)

@@ -44,6 +44,9 @@ pub(super) struct Filler<'a> {
 impl Filler<'_> {
     /// Starts writing a response into the store: under its variant key (after the key's
     /// Vary marker) when it varies, with its metadata. Returns the writer and a reader.
+    /// Without `keep` (refused by admission) the body is delivered to its readers and not
+    /// stored ([`reel_store::Store::begin_unstored_fill`]).
+    #[allow(clippy::too_many_arguments)]
     pub(super) async fn begin_fill<H: HeaderLookup + ?Sized>(
         &self,
         key: &CacheKey,
@@ -52,6 +55,7 @@ impl Filler<'_> {
         resp: &OriginResponse,
         times: ResponseTimes,
         rule: Option<&TtlRule>,
+        keep: bool,
     ) -> Result<(reel_store::FillWriter, reel_store::Filling), StoreError> {
         let store = &self.shared.store;
         let vk = VaryKey::from_request(vary, hdrs);
@@ -68,7 +72,11 @@ impl Filler<'_> {
         };
         let len = resp.body.content_length();
         let meta = self.meta_for(resp.status.as_u16(), &resp.headers, &[], vk, times, len, rule);
-        let writer = store.begin_fill(&store_key, meta.encode().into(), len).await?;
+        let writer = if keep {
+            store.begin_fill(&store_key, meta.encode().into(), len).await?
+        } else {
+            store.begin_unstored_fill(&store_key, meta.encode().into(), len).await?
+        };
         match store.lookup(&store_key) {
             Some(Lookup::Filling(f)) => Ok((writer, f)),
             _ => Err(StoreError::Gone),

@@ -164,6 +164,7 @@ impl Job {
             withheld,
             partial_key: self.partial_key,
             part: Some(part),
+            admission: false,
         };
         let reval =
             stale.as_ref().map(|(h, key)| Revalidating { store_key: key, meta: &h.prep.meta });
