@@ -209,8 +209,11 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
             shared.update_upgrade(|u| u.predecessor = Some(old));
             let s = shared.clone();
             p.serving(move || {
-                s.store.thaw();
+                // The predecessor is gone: said first, so that a store seen taking writes
+                // (`frozen: false`) never shows it still there. The thaw then records the
+                // disks in service (a synced write on each), which takes a moment.
                 s.update_upgrade(|u| u.predecessor = None);
+                s.store.thaw();
                 info!("the store takes writes again");
                 notify::ready();
             })
