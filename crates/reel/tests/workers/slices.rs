@@ -29,7 +29,9 @@ fn viewers_on_different_workers_fetch_each_slice_once_with_read_ahead() {
         let reel = start_n(&conf, n);
         let before = per_worker(&reel);
         let path = format!("/obj/{SIZE}.mp4");
-        let answers = burst((0..6).map(|_| Ask::get(reel.data, &path)).collect());
+        // 16 viewers: with 6, all of them landed on one of two workers about one run in
+        // 32 (the kernel hashes each connection), and the spread check below failed.
+        let answers = burst((0..16).map(|_| Ask::get(reel.data, &path)).collect());
         let first = &answers[0].body;
         assert_eq!(first.len() as u64, SIZE, "{n} workers");
         for r in &answers {
