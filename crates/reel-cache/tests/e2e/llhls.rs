@@ -169,7 +169,13 @@ fn a_hinted_part_is_a_blocking_request_and_prefetch_sends_no_viewer_credentials(
     assert!(s.shared.streams.is_hinted(format!("{HOST}/h/p9.ts").as_bytes()));
     // Viewers wait on the prefetch, longer than lock_timeout, until it streams.
     let r = concurrent(s.addr, "/h/p9.ts", 20);
-    assert!(r.iter().all(|(st, cs)| *st == 200 && cs.contains("collapsed")), "{r:?}");
+    // A viewer whose request the loaded machine delayed past the part's arrival finds it
+    // stored (a hit); the rest wait on the prefetch. Either way, one origin fetch (below).
+    assert!(
+        r.iter().all(|(st, cs)| *st == 200 && (cs.contains("collapsed") || cs == "reel; hit")),
+        "{r:?}"
+    );
+    assert!(r.iter().any(|(_, cs)| cs.contains("collapsed")), "{r:?}");
     s.settle();
     assert_eq!(o.count("/h/p9.ts"), 1);
     assert_eq!(o.count("/h/p8.ts"), 1, "the listed part was prefetched too");
