@@ -421,6 +421,11 @@ impl Store {
         Ok(true)
     }
 
+    /// Bytes per volume file, the same on every disk (the largest object, less its header).
+    pub fn volume_size(&self) -> u64 {
+        self.cfg.volume_size
+    }
+
     /// Every configured disk, in configuration order.
     pub fn disks(&self) -> Vec<DiskInfo> {
         self.slots

@@ -48,8 +48,7 @@ const MAX_ROUNDS: usize = 4;
 
 /// The largest piece fetched at once: a quarter of a volume, at most 16 MiB.
 fn max_piece(store: &Store) -> u64 {
-    let st = store.stats();
-    (st.capacity / st.volumes.max(1) / 4).clamp(64 << 10, 16 << 20)
+    (store.volume_size() / 4).clamp(64 << 10, 16 << 20)
 }
 
 /// Whether `key` has an index of partial responses.
