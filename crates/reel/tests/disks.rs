@@ -140,6 +140,17 @@ fn a_disk_leaves_service_mid_traffic_comes_back_and_a_restart_goes_on_without_it
     });
     let r = reel.admin_req("POST", "/admin/store/disk?path=/nope&online=1");
     assert_eq!(r.status, 404, "{}", r.text());
+    for bad in [
+        "/admin/store/disk".to_owned(),
+        format!("/admin/store/disk?path={}", b.display()),
+        "/admin/store/disk?online=1".to_owned(),
+        format!("/admin/store/disk?path={}&online=yes", b.display()),
+    ] {
+        let r = reel.admin_req("POST", &bad);
+        assert_eq!(r.status, 400, "{bad}: {}", r.text());
+        assert!(r.json()["error"].as_str().is_some_and(|e| e.contains("online")), "{bad}");
+    }
+    assert_eq!(disk(&reel.status(), &b)["state"], "online", "a refused call changes nothing");
     let r = reel.admin_req("GET", &format!("/admin/store/disk?path={}&online=1", b.display()));
     assert_eq!(r.status, 405);
     drop(reel);

@@ -13,6 +13,7 @@ use serde_json::Value;
 use crate::common::*;
 
 mod coalescing;
+mod disks;
 mod llhls;
 mod refresh;
 mod slices;
