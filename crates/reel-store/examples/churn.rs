@@ -56,7 +56,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
             // Read a recent object through the store and one "hot" object.
             for k in [format!("churn/{}", i / 2), "churn/0".to_owned()] {
-                if let Some(Lookup::Hit(h)) = store.lookup(k.as_bytes()) {
+                if let Some(Lookup::Hit(h)) = store.lookup(k.as_bytes()).await {
                     let _ = h.read(0, h.body_len().min(64 << 10)).await;
                 }
             }

@@ -87,7 +87,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let payload = Bytes::from(vec![0xa5u8; obj as usize]);
         for i in 0..objects {
             let key = format!("cold/{i}");
-            if store.lookup(key.as_bytes()).is_some() {
+            if store.lookup(key.as_bytes()).await.is_some() {
                 continue;
             }
             let mut w = store.begin_fill(key.as_bytes(), Bytes::from_static(b"m"), Some(obj)).await?;
@@ -109,7 +109,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                             return;
                         }
                         next.set(i + 1);
-                        let Some(Lookup::Hit(h)) = store.lookup(format!("cold/{i}").as_bytes())
+                        let Some(Lookup::Hit(h)) = store.lookup(format!("cold/{i}").as_bytes()).await
                         else {
                             continue;
                         };

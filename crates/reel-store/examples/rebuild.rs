@@ -78,11 +78,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             );
         }
         "open" => {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
             let t0 = Instant::now();
             let store = Store::open(cfg)?;
             let opened = t0.elapsed();
             // Lookups are answered at once (a miss until the index is loaded).
-            let hit = matches!(store.lookup(key(0).as_bytes()), Some(Lookup::Hit(_)));
+            let hit = matches!(rt.block_on(store.lookup(key(0).as_bytes())), Some(Lookup::Hit(_)));
             let first_lookup = t0.elapsed();
             store.wait_loaded();
             let loaded = t0.elapsed();

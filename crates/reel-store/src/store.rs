@@ -286,8 +286,10 @@ impl Store {
             .map(|s| s.path.clone())
     }
 
-    /// Looks up `key` on its disk. `None` is a miss.
-    pub fn lookup(&self, key: &[u8]) -> Option<Lookup> {
+    /// Looks up `key` on its disk. `None` is a miss. Asynchronous because the record a
+    /// hit needs may have to be read from its disk; a future that finds everything in
+    /// memory completes at its first poll.
+    pub async fn lookup(&self, key: &[u8]) -> Option<Lookup> {
         let g = self.place(format::key_hash(key))?;
         g.as_ref()?.lookup(key)
     }

@@ -14,7 +14,7 @@ fn hit_round_trip(io: IoMode) {
     rt(async {
         let data = body(1, 300_000);
         put(&s, b"host/a.ts", b"meta-a", &data, true).await;
-        let Some(Lookup::Hit(h)) = s.lookup(b"host/a.ts") else { panic!("expected hit") };
+        let Some(Lookup::Hit(h)) = s.lookup(b"host/a.ts").await else { panic!("expected hit") };
         assert_eq!(h.body_len(), 300_000);
         assert_eq!(&h.meta()[..], b"meta-a");
         assert_eq!(&h.read(1000, 5000).await.unwrap()[..], &data[1000..6000]);
@@ -28,7 +28,7 @@ fn hit_round_trip(io: IoMode) {
         assert!(r.fd.as_raw_fd() >= 0);
         assert!(h.is_resident(0, 300_000));
         assert!(matches!(h.file_range(299_999, 2), Err(StoreError::Range)));
-        assert!(s.lookup(b"host/b.ts").is_none());
+        assert!(s.lookup(b"host/b.ts").await.is_none());
         // Zero-length and unknown-length objects.
         put(&s, b"empty", b"m", &[], true).await;
         put(&s, b"chunked", b"m", &body(2, 250_000), false).await;
@@ -50,7 +50,7 @@ fn streaming_fill(io: IoMode) {
             s.begin_fill(b"live", Bytes::new(), None).await,
             Err(StoreError::AlreadyFilling)
         ));
-        let Some(Lookup::Filling(f)) = s.lookup(b"live") else { panic!("expected filling") };
+        let Some(Lookup::Filling(f)) = s.lookup(b"live").await else { panic!("expected filling") };
         // A reader on another worker thread with its own runtime and ring.
         let expect = data.clone();
         let reader = std::thread::spawn(move || {
@@ -92,15 +92,15 @@ fn abort_fill(io: IoMode) {
     rt(async {
         let mut w = s.begin_fill(b"k", Bytes::new(), Some(100_000)).await.unwrap();
         w.append(Bytes::from(body(1, 10_000))).await.unwrap();
-        let Some(Lookup::Filling(mut f)) = s.lookup(b"k") else { panic!() };
+        let Some(Lookup::Filling(mut f)) = s.lookup(b"k").await else { panic!() };
         drop(w);
         assert!(matches!(f.wait_for(100_000).await, Err(StoreError::Aborted)));
-        assert!(s.lookup(b"k").is_none());
+        assert!(s.lookup(b"k").await.is_none());
         // Wrong length is refused at commit.
         let mut w = s.begin_fill(b"k", Bytes::new(), Some(10)).await.unwrap();
         w.append(Bytes::from_static(b"12345")).await.unwrap();
         assert!(matches!(w.commit().await, Err(StoreError::LengthMismatch { .. })));
-        assert!(s.lookup(b"k").is_none());
+        assert!(s.lookup(b"k").await.is_none());
         // Too large for a volume.
         assert!(matches!(
             s.begin_fill(b"big", Bytes::new(), Some(VOL)).await,
@@ -112,7 +112,7 @@ fn abort_fill(io: IoMode) {
             w.append(Bytes::from(vec![0u8; 50_000])).await.unwrap();
         }
         assert_eq!(w.commit().await.unwrap(), Committed::NotStored);
-        assert!(s.lookup(b"big").is_none());
+        assert!(s.lookup(b"big").await.is_none());
         assert_eq!(s.stats().objects, 0);
     });
 }
@@ -222,7 +222,7 @@ fn held_lease_blocks_reuse(io: IoMode) {
     let s = open(dir.path(), 3, io);
     rt(async {
         put(&s, b"leased", b"m", &body(7, 200_000), true).await;
-        let Some(Lookup::Hit(h)) = s.lookup(b"leased") else { panic!() };
+        let Some(Lookup::Hit(h)) = s.lookup(b"leased").await else { panic!() };
         let r = h.file_range(0, 200_000).unwrap();
         for i in 0..60u64 {
             // Some fills may be refused while the leased volume drains; never corrupt.
@@ -267,7 +267,7 @@ fn read_failure_quarantines(io: IoMode) {
     rt(async {
         put(&s, b"a", b"m", &body(1, 50_000), true).await;
         put(&s, b"b", b"m", &body(2, 50_000), true).await;
-        let Some(Lookup::Hit(h)) = s.lookup(b"a") else { panic!() };
+        let Some(Lookup::Hit(h)) = s.lookup(b"a").await else { panic!() };
         // A real fault: the file shrinks under the store (e.g. an operator's mistake).
         for e in std::fs::read_dir(dir.path()).unwrap() {
             let f = std::fs::OpenOptions::new().write(true).open(e.unwrap().path()).unwrap();
@@ -277,7 +277,7 @@ fn read_failure_quarantines(io: IoMode) {
         let st = s.stats();
         assert_eq!(st.quarantined_volumes, 1, "{st:?}");
         assert_eq!(st.read_errors, 1);
-        assert!(s.lookup(b"a").is_none() && s.lookup(b"b").is_none());
+        assert!(s.lookup(b"a").await.is_none() && s.lookup(b"b").await.is_none());
         // Serving goes on: new objects land in another volume.
         put(&s, b"c", b"m", &body(3, 50_000), true).await;
         assert_eq!(get(&s, b"c").await.unwrap().1, body(3, 50_000));

@@ -37,7 +37,7 @@ async fn put(s: &Store, key: &[u8], data: &[u8]) {
 }
 
 async fn get(s: &Store, key: &[u8]) -> Option<Vec<u8>> {
-    let Some(Lookup::Hit(h)) = s.lookup(key) else { return None };
+    let Some(Lookup::Hit(h)) = s.lookup(key).await else { return None };
     h.read(0, h.body_len()).await.ok().map(|b| b.to_vec())
 }
 

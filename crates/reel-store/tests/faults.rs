@@ -173,14 +173,14 @@ fn write_faults(io: IoMode) {
         // Punch out every preallocated page the next writes would use: all of every
         // volume except its header page, and in the volume holding "a" and "b" all but
         // those objects plus SLACK bytes. Then take the freed space with another file.
-        let ino_of = |k: &[u8]| {
-            let Some(Lookup::Hit(h)) = s.lookup(k) else { panic!("stored") };
+        let ino_of = async |k: &[u8]| {
+            let Some(Lookup::Hit(h)) = s.lookup(k).await else { panic!("stored") };
             let r = h.file_range(0, h.body_len()).unwrap();
             let ino = File::from(r.fd.try_clone_to_owned().unwrap()).metadata().unwrap().ino();
             (ino, (r.offset + r.len + TRAILER_LEN).div_ceil(PAGE) * PAGE)
         };
-        let (ino, record_end) = ino_of(b"b");
-        assert_eq!(ino_of(b"a").0, ino, "a and b share the first volume");
+        let (ino, record_end) = ino_of(b"b").await;
+        assert_eq!(ino_of(b"a").await.0, ino, "a and b share the first volume");
         let used_vol = volume_with_inode(dir.path(), ino);
         let vols: Vec<PathBuf> = std::fs::read_dir(dir.path())
             .unwrap()
@@ -201,7 +201,7 @@ fn write_faults(io: IoMode) {
         // the next chunk hits ENOSPC. A reader following it sees the abort.
         let mut w = s.begin_fill(b"mid", Bytes::from_static(b"m"), Some(300_000)).await.unwrap();
         w.append(Bytes::from(body(3, 50_000))).await.expect("first chunk fits the slack");
-        let Some(Lookup::Filling(mut f)) = s.lookup(b"mid") else { panic!("mid is filling") };
+        let Some(Lookup::Filling(mut f)) = s.lookup(b"mid").await else { panic!("mid is filling") };
         let mut err = None;
         for c in body(3, 300_000)[50_000..].chunks(50_000) {
             if let Err(e) = w.append(Bytes::copy_from_slice(c)).await {
@@ -217,30 +217,30 @@ fn write_faults(io: IoMode) {
         failed += 1;
         assert!(matches!(f.wait_for(300_000).await, Err(StoreError::Aborted)));
         assert!(w.commit().await.is_err(), "a failed fill cannot be committed");
-        assert!(s.lookup(b"mid").is_none(), "no partial object");
+        assert!(s.lookup(b"mid").await.is_none(), "no partial object");
         drop(f);
 
         // 2. A fill whose very first write (its header) fails.
         let mut w = s.begin_fill(b"new", Bytes::from_static(b"m"), Some(20_000)).await.unwrap();
         assert!(matches!(w.append(Bytes::from(body(4, 20_000))).await, Err(StoreError::Io(_))));
         failed += 1;
-        assert!(s.lookup(b"new").is_none());
+        assert!(s.lookup(b"new").await.is_none());
 
         // 3. Of unknown length (a fresh reservation, possibly in the next volume).
         let mut w = s.begin_fill(b"chunked", Bytes::from_static(b"m"), None).await.unwrap();
         assert!(w.append(Bytes::from(body(5, 30_000))).await.is_err());
         failed += 1;
-        assert!(s.lookup(b"chunked").is_none());
+        assert!(s.lookup(b"chunked").await.is_none());
 
         // 4. An empty body: the only write is at commit.
         let w = s.begin_fill(b"empty", Bytes::from_static(b"m"), Some(0)).await.unwrap();
         assert!(matches!(w.commit().await, Err(StoreError::Io(_))));
         failed += 1;
-        assert!(s.lookup(b"empty").is_none());
+        assert!(s.lookup(b"empty").await.is_none());
 
         // 5. A fill replacing a stored object: the old object comes back.
         let mut w = s.begin_fill(b"a", Bytes::from_static(b"meta-a2"), Some(10_000)).await.unwrap();
-        assert!(s.lookup(b"a").is_some_and(|l| matches!(l, Lookup::Filling(_))));
+        assert!(s.lookup(b"a").await.is_some_and(|l| matches!(l, Lookup::Filling(_))));
         assert!(w.append(Bytes::from(body(6, 10_000))).await.is_err());
         failed += 1;
 
@@ -252,7 +252,7 @@ fn write_faults(io: IoMode) {
         // Serving goes on, byte-exact, through the store and through the sendfile range.
         expect_object(&s, b"a", b"meta-a", &a).await;
         expect_object(&s, b"b", b"meta-b", &b).await;
-        let Some(Lookup::Hit(ha)) = s.lookup(b"a") else { panic!("a is served") };
+        let Some(Lookup::Hit(ha)) = s.lookup(b"a").await else { panic!("a is served") };
         let r = ha.file_range(0, ha.body_len()).unwrap();
         let mut buf = vec![0u8; r.len as usize];
         File::from(r.fd.try_clone_to_owned().unwrap()).read_exact_at(&mut buf, r.offset).unwrap();
@@ -282,7 +282,7 @@ fn write_faults(io: IoMode) {
         expect_body(&s, b"c", &body(7, 200_000)).await;
         expect_body(&s, b"mid", &body(3, 300_000)).await;
         for k in [&b"new"[..], b"chunked", b"empty"] {
-            assert!(s.lookup(k).is_none(), "{}", String::from_utf8_lossy(k));
+            assert!(s.lookup(k).await.is_none(), "{}", String::from_utf8_lossy(k));
         }
         assert_eq!(s.stats().objects, 4, "{:?}", s.stats());
     });
@@ -290,8 +290,8 @@ fn write_faults(io: IoMode) {
 both!(write_errors_refuse_the_object_and_serving_goes_on, write_faults);
 
 /// The volume file a fill that has not written yet will write into.
-fn volume_of_fill(s: &Arc<Store>, dir: &Path, key: &[u8]) -> PathBuf {
-    let Some(Lookup::Filling(f)) = s.lookup(key) else { panic!("filling") };
+async fn volume_of_fill(s: &Arc<Store>, dir: &Path, key: &[u8]) -> PathBuf {
+    let Some(Lookup::Filling(f)) = s.lookup(key).await else { panic!("filling") };
     let r = f.file_range(0, 0).unwrap();
     let ino = File::from(r.fd.try_clone_to_owned().unwrap()).metadata().unwrap().ino();
     volume_with_inode(dir, ino)
@@ -313,7 +313,7 @@ fn header_faults(io: IoMode) {
     rt(async {
         put(&s, b"a", b"meta-a", &a, true).await;
         put(&s, b"b", b"meta-b", &b, true).await;
-        let Some(Lookup::Hit(hb)) = s.lookup(b"b") else { panic!("b is stored") };
+        let Some(Lookup::Hit(hb)) = s.lookup(b"b").await else { panic!("b is stored") };
         let r = hb.file_range(0, hb.body_len()).unwrap();
         assert_eq!(r.offset + r.len + TRAILER_LEN, VOL, "b fills its volume");
         drop(hb);
@@ -323,7 +323,7 @@ fn header_faults(io: IoMode) {
         // volume is quarantined, and the fill in it fails although the writes of its
         // own record would succeed. Nothing is admitted.
         let mut w = s.begin_fill(b"big", Bytes::new(), Some(500_000)).await.unwrap();
-        let p = volume_of_fill(&s, dir.path(), b"big");
+        let p = volume_of_fill(&s, dir.path(), b"big").await;
         punch_hole(&OpenOptions::new().write(true).open(&p).unwrap(), 0, PAGE);
         fill_until_enospc(&filler);
         let mut failed = None;
@@ -338,7 +338,7 @@ fn header_faults(io: IoMode) {
             None => w.commit().await,
         };
         assert!(failed.is_err(), "a fill in a volume without a header is not admitted");
-        assert!(s.lookup(b"big").is_none());
+        assert!(s.lookup(b"big").await.is_none());
         let st = s.stats();
         assert_eq!((st.objects, st.write_errors, st.quarantined_volumes), (2, 1, 1), "{st:?}");
 
@@ -347,7 +347,7 @@ fn header_faults(io: IoMode) {
         // pending and fails too; its record must land where a restart finds it, so it
         // moves on to an intact volume. The fill that opened the failed volume fails.
         let mut w = s.begin_fill(b"probe", Bytes::new(), Some(100_000)).await.unwrap();
-        let q = volume_of_fill(&s, dir.path(), b"probe");
+        let q = volume_of_fill(&s, dir.path(), b"probe").await;
         assert_ne!(p, q);
         punch_hole(&OpenOptions::new().write(true).open(&q).unwrap(), 0, PAGE);
         fill_until_enospc(&filler);
@@ -355,7 +355,7 @@ fn header_faults(io: IoMode) {
         let st = s.stats();
         assert_eq!((st.objects, st.write_errors, st.quarantined_volumes), (2, 2, 2), "{st:?}");
         assert!(matches!(w.append(Bytes::from(body(5, 100_000))).await, Err(StoreError::Gone)));
-        assert!(s.lookup(b"probe").is_none());
+        assert!(s.lookup(b"probe").await.is_none());
         assert!(s.remove(b"a").await.expect("the tombstone is written"));
         assert_eq!(s.stats().objects, 1);
 
@@ -369,8 +369,8 @@ fn header_faults(io: IoMode) {
     drop(s);
     let s = open(dir.path(), 5, io);
     rt(async {
-        assert!(s.lookup(b"a").is_none(), "a removed object stays removed after a restart");
-        assert!(s.lookup(b"big").is_none() && s.lookup(b"probe").is_none());
+        assert!(s.lookup(b"a").await.is_none(), "a removed object stays removed after a restart");
+        assert!(s.lookup(b"big").await.is_none() && s.lookup(b"probe").await.is_none());
         // The metadata update was persisted.
         expect_object(&s, b"b", b"meta-b2", &b).await;
         expect_body(&s, b"c", &body(4, 300_000)).await;

@@ -80,7 +80,7 @@ fn run(ops: Vec<Op>, io: IoMode) {
                         if let Ok(mut w) = s.begin_fill(&k, Bytes::from(vec![key, 1]), None).await {
                             let half = len / 2;
                             let _ = w.append(Bytes::copy_from_slice(&data[..half])).await;
-                            if let Some(reel_store::Lookup::Filling(f)) = s.lookup(&k) {
+                            if let Some(reel_store::Lookup::Filling(f)) = s.lookup(&k).await {
                                 let st = f.status();
                                 if let Ok(st) = st
                                     && st.available > 0

@@ -66,7 +66,7 @@ pub async fn put(store: &Arc<Store>, key: &[u8], meta: &[u8], data: &[u8], known
 
 /// Full body and meta of a complete object, or None on a miss.
 pub async fn get(store: &Arc<Store>, key: &[u8]) -> Option<(Vec<u8>, Vec<u8>)> {
-    match store.lookup(key)? {
+    match store.lookup(key).await? {
         Lookup::Hit(h) => {
             let b = h.read(0, h.body_len()).await.ok()?;
             Some((h.meta().to_vec(), b.to_vec()))

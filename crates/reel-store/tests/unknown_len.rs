@@ -59,12 +59,14 @@ fn concurrent_fills(io: IoMode) {
             let key = format!("live/{i}.ts");
             let w = s.begin_fill(key.as_bytes(), Bytes::from_static(b"m"), None).await.unwrap();
             writers.push(w);
-            let Some(Lookup::Filling(f)) = s.lookup(key.as_bytes()) else { panic!("filling") };
+            let Some(Lookup::Filling(f)) = s.lookup(key.as_bytes()).await else {
+                panic!("filling")
+            };
             // Each follower on its own thread with its own runtime (another worker).
             readers.push(std::thread::spawn(move || rt(follow(f))));
         }
         // A range taken early must stay readable after its fill moved.
-        let Some(Lookup::Filling(early)) = s.lookup(b"live/0.ts") else { panic!("filling") };
+        let Some(Lookup::Filling(early)) = s.lookup(b"live/0.ts").await else { panic!("filling") };
         let mut early_range = None;
         // Interleaved chunks: no fill stays the last allocation of its volume.
         for (n, c) in (0..LEN).step_by(64 << 10).enumerate() {
@@ -121,7 +123,9 @@ fn larger_than_a_volume(io: IoMode) {
         let mut w = s.begin_fill(b"vod/big.mp4", Bytes::from_static(b"m"), None).await.unwrap();
         let mut readers = Vec::new();
         for _ in 0..2 {
-            let Some(Lookup::Filling(f)) = s.lookup(b"vod/big.mp4") else { panic!("filling") };
+            let Some(Lookup::Filling(f)) = s.lookup(b"vod/big.mp4").await else {
+                panic!("filling")
+            };
             readers.push(std::thread::spawn(move || rt(follow(f))));
         }
         let mut other = s.begin_fill(b"live/other.ts", Bytes::new(), None).await.unwrap();
@@ -130,7 +134,7 @@ fn larger_than_a_volume(io: IoMode) {
             other.append(Bytes::from_static(&[1u8; 1000])).await.unwrap();
         }
         // A reader arriving late still gets every byte.
-        let Some(Lookup::Filling(late)) = s.lookup(b"vod/big.mp4") else { panic!("filling") };
+        let Some(Lookup::Filling(late)) = s.lookup(b"vod/big.mp4").await else { panic!("filling") };
         readers.push(std::thread::spawn(move || rt(follow(late))));
         assert_eq!(w.commit().await.unwrap(), Committed::NotStored);
         assert_eq!(other.commit().await.unwrap(), Committed::Stored);

@@ -223,7 +223,7 @@ impl WorkerCache {
         if cc.no_store {
             // RFC 9111 5.2.1.5 forbids storing what this request fetches, not sharing a
             // fill already under way: joining it costs the origin nothing.
-            if let Found::Filling { fill, prep } = self.reader().find(&key, &hdrs) {
+            if let Found::Filling { fill, prep } = self.reader().find(&key, &hdrs).await {
                 return self.serve().filling(req, fill, prep, Answer::MISS_COLLAPSED).await;
             }
             let Some(_place) = self.parts.admit(req.peer()).await else {
@@ -251,7 +251,7 @@ impl WorkerCache {
                 Phase::Lookup if rounds == MAX_ROUNDS => Phase::Pass(Answer::PASS_NOT_STORED),
                 Phase::Lookup => {
                     rounds += 1;
-                    match self.reader().find(&g.key, &hdrs) {
+                    match self.reader().find(&g.key, &hdrs).await {
                         Found::Hit(stored) => Phase::Stored(stored),
                         Found::Filling { fill, prep } => Phase::Filling(fill, prep),
                         Found::None => match self.joined(&mut g, &hdrs) {
@@ -312,7 +312,8 @@ impl WorkerCache {
             Decision::Fresh => Answer::HIT,
             Decision::StaleServable => Answer::HIT_STALE,
             Decision::StaleWhileRevalidate => {
-                refresh_in_background(&self.parts.fetch, g.req, g.site, &g.key, &stored, &g.cc);
+                refresh_in_background(&self.parts.fetch, g.req, g.site, &g.key, &stored, &g.cc)
+                    .await;
                 Answer::HIT_SWR
             }
             Decision::GatewayTimeout => {
@@ -430,7 +431,7 @@ impl WorkerCache {
             // The origin has answered (or failed): the body goes on without the place.
             drop(place);
             if let (Fetched::Filling(fill), _) = &r {
-                llhls::watch_playlist(&cx, &req_own, &site_own, &key_own, fill);
+                llhls::watch_playlist(&cx, &req_own, &site_own, &key_own, fill).await;
             }
             r
         });

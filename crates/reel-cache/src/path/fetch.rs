@@ -307,7 +307,7 @@ impl FetchCx {
 /// revalidation. The refresh serves every viewer, so it is sent without this viewer's
 /// credentials and cookies, and what it fetches is stored only if a foreground miss of
 /// this request could have stored it (RFC 9111 3.5 included).
-pub(super) fn refresh_in_background(
+pub(super) async fn refresh_in_background(
     cx: &FetchCx,
     req: &Request,
     site: &Site,
@@ -331,7 +331,7 @@ pub(super) fn refresh_in_background(
     let Some(lead) = cx.shared.inflight.try_lead(key.as_bytes()) else { return };
     // A refresh that ended between this request's lookup and its lead (on another worker)
     // has replaced the stale metadata: this one would ask the origin a second time.
-    match cx.shared.store.lookup(&stored.store_key) {
+    match cx.shared.store.lookup(&stored.store_key).await {
         Some(reel_store::Lookup::Hit(h)) if h.meta() == stored.hit.meta() => {}
         _ => return,
     }

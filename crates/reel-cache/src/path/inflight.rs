@@ -347,14 +347,14 @@ mod tests {
         let slot = f.shared_fill();
         assert!(slot.get().is_none(), "nothing shared yet");
         let mut w = store.begin_unstored_fill(b"k", bytes::Bytes::new(), Some(2)).await.unwrap();
-        let Some(reel_store::Lookup::Filling(fill)) = store.lookup(b"k") else { panic!() };
+        let Some(reel_store::Lookup::Filling(fill)) = store.lookup(b"k").await else { panic!() };
         lead.share_fill(fill);
         lead.publish(State::Filling);
         w.append(bytes::Bytes::from_static(b"ok")).await.unwrap();
         w.commit().await.unwrap();
         lead.publish(State::Done);
         assert_eq!(f.wait().await, State::Done);
-        assert!(store.lookup(b"k").is_none(), "gone from the store");
+        assert!(store.lookup(b"k").await.is_none(), "gone from the store");
         let mut fill = slot.get().expect("still reachable through the fetch");
         assert_eq!(fill.wait_for(2).await.unwrap().final_len, Some(2));
         assert_eq!(fill.read(0, 2).await.unwrap(), &b"ok"[..]);

@@ -69,7 +69,7 @@ fn is_playlist(key: &CacheKey, meta: &StoredMeta) -> bool {
 /// complete, record its hint, and with `prefetch = "hinted"` fetch the parts it
 /// announces. `req` is the request the fill is for; the prefetches send its fields as a
 /// background refresh does.
-pub(super) fn watch_playlist(
+pub(super) async fn watch_playlist(
     cx: &FetchCx,
     req: &Request,
     site: &Site,
@@ -88,7 +88,7 @@ pub(super) fn watch_playlist(
     let known = cx.shared.small.get(fill.meta());
     let fill = match known {
         Some(_) => None,
-        None => match cx.shared.store.lookup(fill.key()) {
+        None => match cx.shared.store.lookup(fill.key()).await {
             Some(Lookup::Filling(f)) => Some(f),
             _ => return,
         },

@@ -59,15 +59,15 @@ impl Reader<'_> {
     }
 
     /// Finds the representation for this request: the key itself, or its variant.
-    pub(super) fn find(&self, key: &CacheKey, req: &ReqHeaders<'_>) -> Found {
+    pub(super) async fn find(&self, key: &CacheKey, req: &ReqHeaders<'_>) -> Found {
         let store = self.store;
-        let Some(l) = store.lookup(key.as_bytes()) else { return Found::None };
+        let Some(l) = store.lookup(key.as_bytes()).await else { return Found::None };
         let (store_key, l) = match &l {
             Lookup::Hit(h) => match Selector::parse(h.meta()) {
                 Some(sel) => {
                     let vk = VaryKey::from_request(&Vary::Fields(sel.names), req);
                     let sk = variant_key(key.as_bytes(), sel.generation, vk.hash64());
-                    match store.lookup(&sk) {
+                    match store.lookup(&sk).await {
                         Some(l) => (sk, l),
                         None => return Found::None,
                     }

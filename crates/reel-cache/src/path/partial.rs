@@ -122,9 +122,9 @@ impl PartialSource {
     }
 
     /// The stored piece `r`, if it is stored.
-    fn stored(&self, r: ByteRange) -> Option<(PieceData, Got)> {
+    async fn stored(&self, r: ByteRange) -> Option<(PieceData, Got)> {
         let store = &self.job.worker.fetch.shared.store;
-        match store.lookup(&piece_key(self.primary(), self.head.version, r))? {
+        match store.lookup(&piece_key(self.primary(), self.head.version, r)).await? {
             Lookup::Hit(h)
                 if h.body_len() == r.len()
                     && h.meta()[..] == piece_meta(self.head.version, r)[..] =>
@@ -163,7 +163,7 @@ impl PartialSource {
             if !self.refresh
                 && let Some(r) = self.covering(pos)
             {
-                match self.stored(r) {
+                match self.stored(r).await {
                     Some((data, got)) => {
                         return Ok((Piece { data, start: r.start, len: r.len() }, got));
                     }
@@ -226,8 +226,11 @@ impl PartialSource {
 }
 
 impl Source for PartialSource {
-    fn has(&self, pos: u64) -> bool {
-        self.covering(pos).is_some_and(|r| self.stored(r).is_some())
+    async fn has(&self, pos: u64) -> bool {
+        match self.covering(pos) {
+            Some(r) => self.stored(r).await.is_some(),
+            None => false,
+        }
     }
 
     async fn prime(&mut self, pos: u64, until: u64) -> Result<Got, Lost> {

@@ -499,7 +499,7 @@ mod tests {
                 .unwrap();
             w.append(Bytes::from(data.clone())).await.unwrap();
             w.commit().await.unwrap();
-            let Some(Lookup::Hit(hit)) = store.lookup(b"k") else { panic!("stored") };
+            let Some(Lookup::Hit(hit)) = store.lookup(b"k").await else { panic!("stored") };
             let hit = Rc::new(hit);
             let len = hit.body_len();
             // Never resident: every piece is read through the store's I/O.

@@ -130,7 +130,7 @@ impl SharedCache {
     /// then on no variant can be served, whatever happens to the rest. Returns how many
     /// objects were removed.
     pub async fn remove_url(&self, key: &[u8]) -> Result<u64, StoreError> {
-        let marker = match self.store.lookup(key) {
+        let marker = match self.store.lookup(key).await {
             None => return self.remove_derived(key).await,
             Some(Lookup::Hit(h)) => Marker::parse(h.meta()),
             Some(Lookup::Filling(f)) => Marker::parse(f.meta()),
@@ -156,7 +156,7 @@ impl SharedCache {
 
     /// Marks the stored object `key` stale (soft purge); false if it is not stored.
     async fn invalidate_one(&self, key: &[u8]) -> Result<bool, StoreError> {
-        let Some(Lookup::Hit(hit)) = self.store.lookup(key) else { return Ok(false) };
+        let Some(Lookup::Hit(hit)) = self.store.lookup(key).await else { return Ok(false) };
         let Ok(mut meta) = StoredMeta::decode(hit.meta()) else { return Ok(false) };
         drop(hit);
         meta.set_invalidated(true);
@@ -195,7 +195,7 @@ impl SharedCache {
         if self.store.contains(index) {
             derived += u64::from(self.store.remove(index).await?);
         }
-        let Some(Lookup::Hit(hit)) = self.store.lookup(key) else { return Ok(derived) };
+        let Some(Lookup::Hit(hit)) = self.store.lookup(key).await else { return Ok(derived) };
         let Some(marker) = Marker::parse(hit.meta()) else {
             drop(hit);
             return Ok(derived + u64::from(self.invalidate_one(key).await?));

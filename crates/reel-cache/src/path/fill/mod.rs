@@ -64,7 +64,7 @@ impl Filler<'_> {
             _ => {
                 // A response that no longer varies replaces the key's marker: the
                 // variants it lists go with it.
-                if let Some(old) = self.current_marker(key) {
+                if let Some(old) = self.current_marker(key).await {
                     self.remove_variants(key, &old, &old.variants).await;
                 }
                 key.as_bytes().to_vec()
@@ -77,7 +77,7 @@ impl Filler<'_> {
         } else {
             store.begin_unstored_fill(&store_key, meta.encode().into(), len).await?
         };
-        match store.lookup(&store_key) {
+        match store.lookup(&store_key).await {
             Some(Lookup::Filling(f)) => Ok((writer, f)),
             _ => Err(StoreError::Gone),
         }

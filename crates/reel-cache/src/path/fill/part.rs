@@ -95,7 +95,7 @@ impl Filler<'_> {
         let primary = key.as_bytes();
         let version = version_of(&resp.headers, total);
         // The head stored, or being written by another slice's fetch.
-        let current = match store.lookup(&head_key(primary)) {
+        let current = match store.lookup(&head_key(primary)).await {
             Some(Lookup::Hit(h)) => head_version(h.meta()),
             Some(Lookup::Filling(f)) => head_version(f.meta()),
             None => None,
@@ -113,7 +113,7 @@ impl Filler<'_> {
         let len = slice_len(job.size, total, job.k);
         let meta = slice_meta(version, job.size, job.k);
         let writer = store.begin_fill(&sk, meta, Some(len)).await?;
-        match store.lookup(&sk) {
+        match store.lookup(&sk).await {
             Some(Lookup::Filling(f)) => Ok((writer, f)),
             _ => Err(StoreError::Gone),
         }
@@ -168,7 +168,7 @@ impl Filler<'_> {
         let store = &self.shared.store;
         let pk = piece_key(primary, version, r);
         let writer = store.begin_fill(&pk, piece_meta(version, r), Some(r.len())).await?;
-        match store.lookup(&pk) {
+        match store.lookup(&pk).await {
             Some(Lookup::Filling(f)) => Ok((writer, f)),
             _ => Err(StoreError::Gone),
         }
@@ -245,7 +245,7 @@ pub(in crate::path) async fn read_index(
 ) -> Option<(Bytes, Vec<ByteRange>)> {
     let key = index_key(primary);
     for _ in 0..MAX_ROUNDS {
-        match store.lookup(&key)? {
+        match store.lookup(&key).await? {
             Lookup::Hit(h) => return decode_index(h.meta()),
             Lookup::Filling(mut f) => {
                 let _ = f.wait_for(u64::MAX).await;

@@ -12,8 +12,8 @@ use crate::path::variants::{Marker, variant_key};
 
 impl Filler<'_> {
     /// The Vary marker stored at `key`, if any.
-    pub(super) fn current_marker(&self, key: &CacheKey) -> Option<Marker> {
-        match self.shared.store.lookup(key.as_bytes())? {
+    pub(super) async fn current_marker(&self, key: &CacheKey) -> Option<Marker> {
+        match self.shared.store.lookup(key.as_bytes()).await? {
             Lookup::Hit(h) => Marker::parse(h.meta()),
             Lookup::Filling(_) => None,
         }
@@ -42,7 +42,7 @@ impl Filler<'_> {
         hash: u64,
     ) -> Result<Vec<u8>, StoreError> {
         let store = &self.shared.store;
-        let (mut marker, mut changed) = match self.current_marker(key) {
+        let (mut marker, mut changed) = match self.current_marker(key).await {
             Some(m) if m.names == names && m.generation.is_some() => (m, false),
             old => {
                 if let Some(old) = old {

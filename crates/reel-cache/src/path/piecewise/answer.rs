@@ -57,7 +57,7 @@ pub(in crate::path) async fn answer_from<S: Source>(
         Body::Single(r) => *r,
         Body::Multi(m) => m.parts()[0].range,
     };
-    if job.cc.only_if_cached && !src.has(first.start) {
+    if job.cc.only_if_cached && !src.has(first.start).await {
         // RFC 9111 5.2.1.7.
         return Some(Answer::ONLY_IF_CACHED.on(Response::error(504), statuses));
     }

@@ -80,7 +80,7 @@ impl Lost {
 /// The pieces of one version of an object, as a response needs them.
 pub(super) trait Source: Pieces {
     /// Whether the piece holding `pos` is stored.
-    fn has(&self, pos: u64) -> bool;
+    async fn has(&self, pos: u64) -> bool;
     /// Gets the piece holding `pos` (the response's first byte; the first range ends at
     /// `until`) before the response head is committed, keeping it for the walk.
     async fn prime(&mut self, pos: u64, until: u64) -> Result<Got, Lost>;

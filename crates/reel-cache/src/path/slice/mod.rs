@@ -221,7 +221,7 @@ impl Sliced {
         let store = &self.job.worker.fetch.shared.store;
         let mut found = None;
         for _ in 0..MAX_ROUNDS {
-            match store.lookup(&key)? {
+            match store.lookup(&key).await? {
                 Lookup::Hit(h) => {
                     found = Some(h);
                     break;
@@ -282,7 +282,7 @@ impl Sliced {
         let want = slice_len(self.size, head.total, k);
         let (mut joined, mut retried) = (false, false);
         for _ in 0..MAX_ROUNDS {
-            match shared.store.lookup(&sk) {
+            match shared.store.lookup(&sk).await {
                 Some(Lookup::Hit(h)) if h.body_len() == want && h.meta()[..] == meta[..] => {
                     let got = if joined { Got::Joined } else { Got::Stored };
                     return Ok((PieceData::Hit(Rc::new(h)), got));
@@ -350,7 +350,7 @@ struct SliceSource {
 }
 
 impl Source for SliceSource {
-    fn has(&self, pos: u64) -> bool {
+    async fn has(&self, pos: u64) -> bool {
         self.s.has_slice(&self.head, span::index(pos, self.s.size))
     }
 
