@@ -45,6 +45,7 @@ fn open_disks(dir: &std::path::Path, mixed: bool) -> Arc<Store> {
         io: IoMode::Auto,
         disk_error_limit: 0,
         scrub_rate: 0,
+        record_cache: reel_store::DEFAULT_RECORD_CACHE,
     };
     Store::open(cfg).expect("open store")
 }

@@ -116,6 +116,7 @@ pub const RELOAD_KEYS: &[ReloadKey] = &[
     restart("store.disk_error_limit"),
     live("store.admission"),
     restart("store.admission_window"),
+    restart("store.record_cache"),
     live("cache.heuristic_freshness"),
     live("cache.heuristic_max"),
     live("cache.negative_ttl"),

@@ -639,6 +639,10 @@ pub struct StoreConfig {
     /// With `second-hit`: how many distinct missed objects are remembered (at least this
     /// many, at most twice). Count; default 1 000 000; 1024 to 268 435 456.
     pub admission_window: u64,
+    /// Memory for the keys and metadata of hot objects (the index itself keeps neither);
+    /// a hit on any other object reads them from its record on disk. Size; default
+    /// `"64MiB"`, shared out over the disks; `"0"` = none.
+    pub record_cache: ByteSize,
 }
 
 /// One `[[store.disk]]` table.
@@ -683,6 +687,7 @@ impl Default for StoreConfig {
             scrub_rate: ByteSize::mib(4),
             admission: StoreAdmission::Always,
             admission_window: 1_000_000,
+            record_cache: ByteSize::mib(64),
         }
     }
 }

@@ -3,7 +3,11 @@
 //! see [`Disk::fail`]). [`crate::Store`] places keys over the disks. Each job lives in a
 //! submodule:
 //!
-//! - `index`: the sharded in-memory index of complete and filling objects;
+//! - `index`: the sharded in-memory index of complete and filling objects (16 bytes an
+//!   object: no key, no metadata);
+//! - `records`: the byte-bounded cache of hot objects' keys and metadata, read from
+//!   their records on disk otherwise;
+//! - `purge`: purges by prefix as rules that lookups apply;
 //! - `volumes`: volume files, leases, allocation of the write head, quarantine;
 //! - `fill`: writing one object while readers follow it ([`FillWriter`]);
 //! - `reclaim`: recycling the oldest volume with a second chance for read objects;
@@ -22,8 +26,10 @@ mod handles;
 mod handover;
 mod index;
 mod maint;
+mod purge;
 mod rebuild;
 mod reclaim;
+mod records;
 mod scrub;
 mod spill;
 mod unstored;
@@ -31,13 +37,13 @@ mod volumes;
 
 use std::fs::OpenOptions;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 
-use crate::format::{self, ALIGN, Kind};
+use crate::format::{ALIGN, Kind};
 use crate::io::Io;
 use crate::{IoMode, StoreError, StoreStats};
 
@@ -46,7 +52,7 @@ pub use fill::{Committed, FillWriter};
 pub use handles::{FileRange, FillStatus, Filling, Hit, Lookup};
 pub use scrub::ScrubProgress;
 
-use index::{Entry, SHARDS, Shard, Slot};
+use index::{MetaAt, Metas, SHARDS, Shard, Slot, index_hash};
 use rebuild::LoadState;
 use volumes::{Alloc, Volume, lock_dir, preallocate};
 
@@ -106,6 +112,8 @@ pub(crate) struct DiskOpen {
     pub(crate) clear: bool,
     /// Bytes per second the scrub verifies; 0 = off.
     pub(crate) scrub_rate: u64,
+    /// Bytes of the record cache (keys and metadata of hot objects); 0 = none.
+    pub(crate) record_cache: u64,
 }
 
 impl DiskOpen {
@@ -122,6 +130,7 @@ impl DiskOpen {
             create: true,
             clear: false,
             scrub_rate: 0,
+            record_cache: 1 << 20,
         }
     }
 }
@@ -134,6 +143,13 @@ pub(crate) struct Disk {
     vols: Vec<Arc<Volume>>,
     volume_size: u64,
     shards: Box<[RwLock<Shard>]>,
+    /// Where refreshed objects' newest metadata is, beside each shard.
+    metas: Box<[Metas]>,
+    /// Keys and metadata of hot objects.
+    records: records::Records,
+    /// Purges by prefix in force, and how many (read without the lock).
+    purges: RwLock<Vec<purge::Rule>>,
+    purge_n: AtomicUsize,
     alloc: Mutex<Alloc>,
     io: Io,
     c: Counters,
@@ -214,8 +230,14 @@ impl Disk {
                 cfg.size
             )));
         }
-        if n > u64::from(u32::MAX) {
-            return Err(StoreError::Config("too many volumes".into()));
+        if n > index::MAX_VOLUMES {
+            return Err(StoreError::Config(format!(
+                "{n} volumes on one disk, at most {} (raise volume_size)",
+                index::MAX_VOLUMES
+            )));
+        }
+        if vs > index::MAX_BODY {
+            return Err(StoreError::Config(format!("volume_size {vs} above 1 TiB")));
         }
         let open_err = |path: &Path, source| StoreError::Open { path: path.to_owned(), source };
         if cfg.create {
@@ -251,6 +273,10 @@ impl Disk {
             vols,
             volume_size: vs,
             shards: (0..SHARDS).map(|_| RwLock::new(Shard::default())).collect(),
+            metas: (0..SHARDS).map(|_| Metas::default()).collect(),
+            records: records::Records::new(cfg.record_cache),
+            purges: RwLock::new(Vec::new()),
+            purge_n: AtomicUsize::new(0),
             alloc: Mutex::new(Alloc::default()),
             io,
             c: Counters::default(),
@@ -291,19 +317,21 @@ impl Disk {
     }
 
     /// Removes `key` (complete or filling). Persistent: a tombstone is appended when
-    /// something was removed, nothing is written otherwise. While the index is still
-    /// loading, a key not indexed yet may be on disk: the load leaves it out, a
-    /// tombstone follows once the load has found it there (nothing is written if it did
-    /// not), and this returns true.
+    /// something was removed, nothing is written otherwise. A complete object is matched
+    /// by its key's hash (its key is on disk): a key whose hash collides with `key`'s
+    /// leaves the index too, and comes back at a restart (the tombstone names `key`).
+    /// While the index is still loading, a key not indexed yet may be on disk: the load
+    /// leaves it out, a tombstone follows once the load has found it there (nothing is
+    /// written if it did not), and this returns true.
     pub(crate) async fn remove(self: &Arc<Self>, key: &[u8]) -> Result<bool, StoreError> {
         // Before the index changes: a removal whose tombstone cannot be written would
         // come back at the next start.
         self.check_writable()?;
-        let h = format::key_hash(key);
+        let h = index_hash(key);
         let take = || -> Result<Option<Slot>, StoreError> {
             let mut shard = self.shard(h).write().map_err(|_| StoreError::Aborted)?;
             let matches = match shard.get(&h) {
-                Some(Slot::Ready(e)) => &*e.key == key,
+                Some(Slot::Ready(_)) => true,
                 Some(Slot::Filling(f)) => &*f.key == key,
                 None => false,
             };
@@ -323,49 +351,45 @@ impl Disk {
             (removed, g.active)
         };
         let Some(slot) = removed else { return Ok(loading) };
-        self.retire_slot(slot);
+        self.retire_slot(h, slot);
         self.c.changes.fetch_add(1, Ordering::Relaxed);
         self.append_small(Kind::Tombstone, key, &[], None).await?;
         Ok(true)
     }
 
     /// Removes every key starting with `prefix` (purge). Persistent: one purge record
-    /// is appended. Returns the number of keys removed.
+    /// is appended. The purge holds at once whatever the index's size: it is a rule that
+    /// every lookup applies (module `purge`). Returns how many objects left the index at
+    /// once: fills in flight, and stored objects whose records are in memory (recently
+    /// stored or hit); the others leave when a lookup finds them purged, or with their
+    /// volume.
     pub(crate) async fn remove_prefix(self: &Arc<Self>, prefix: &[u8]) -> Result<u64, StoreError> {
         self.check_writable()?;
-        {
-            let mut g = self.load_state.lock().unwrap_or_else(|p| p.into_inner());
-            if g.active {
-                g.prefixes.push(prefix.into());
-            }
-        }
         self.c.changes.fetch_add(1, Ordering::Relaxed);
-        let mut n = 0;
-        for shard in self.shards.iter() {
-            let taken: Vec<Slot> = {
-                let Ok(mut s) = shard.write() else { continue };
-                let hs: Vec<u128> = s
-                    .iter()
-                    .filter(|(_, v)| match v {
-                        Slot::Ready(e) => e.key.starts_with(prefix),
-                        Slot::Filling(f) => f.key.starts_with(prefix),
-                    })
-                    .map(|(h, _)| *h)
-                    .collect();
-                hs.iter().filter_map(|h| s.remove(h)).collect()
-            };
-            n += taken.len() as u64;
-            for slot in taken {
-                self.retire_slot(slot);
+        let point = self.head_point();
+        self.add_rule(purge::Rule { prefix: prefix.into(), seq: point.0, off: point.1 });
+        let mut n = self.purge_fills(prefix);
+        // The objects whose records are in memory leave the index now; the others when a
+        // lookup finds them purged, or with their volume.
+        for (h, ver) in self.records.matching(prefix) {
+            let Ok(mut s) = self.shard(h).write() else { continue };
+            if matches!(s.get(&h), Some(Slot::Ready(e)) if e.loc() == ver.loc)
+                && let Some(slot) = s.remove(&h)
+            {
+                drop(s);
+                self.retire_slot(h, slot);
+                n += 1;
             }
         }
-        self.append_small(Kind::PurgePrefix, prefix, &[], None).await?;
+        let (_, seq, off) = self.append_small(Kind::PurgePrefix, prefix, &[], None).await?;
+        self.move_rule(prefix, point, (seq, off));
         Ok(n)
     }
 
     /// Replaces the metadata blob of the complete object `key` (e.g. after a 304).
-    /// Appends a small metadata record aimed at that exact object; returns false if the
-    /// key is not stored (or changed meanwhile, or its volume is being reclaimed).
+    /// Appends a small metadata record aimed at that exact object and points the index
+    /// at it; returns false if the key is not stored (or changed meanwhile, or its volume
+    /// is being reclaimed).
     pub(crate) async fn update_meta(
         self: &Arc<Self>,
         key: &[u8],
@@ -375,31 +399,35 @@ impl Disk {
             return Err(StoreError::KeyOrMetaTooLong);
         }
         self.check_writable()?;
-        let h = format::key_hash(key);
-        let Some(old) = self.ready_entry(h, key) else { return Ok(false) };
-        self.append_small(Kind::Meta, key, &meta, Some((old.seq, old.rec_off))).await?;
-        let new = Arc::new(Entry {
-            key: old.key.clone(),
-            meta,
-            vol: old.vol,
-            seq: old.seq,
-            rec_off: old.rec_off,
-            body_off: old.body_off,
-            body_len: old.body_len,
-            span: old.span,
-            stored_at: old.stored_at,
-            accessed: AtomicBool::new(old.accessed.load(Ordering::Relaxed)),
-        });
-        let mut shard = self.shard(h).write().map_err(|_| StoreError::Aborted)?;
-        match shard.get_mut(&h) {
+        let h = index_hash(key);
+        // The object, with its record: its key is compared, its store time kept.
+        let Some(handles::Lookup::Hit(hit)) = self.lookup_quiet(key).await else {
+            return Ok(false);
+        };
+        let old = hit.loc;
+        let seq = hit.lease.0.seq.load(Ordering::SeqCst);
+        let (v, mseq, moff) =
+            self.append_small(Kind::Meta, key, &meta, Some((seq, old.rec_off))).await?;
+        let at =
+            MetaAt { obj: (old.vol, old.seq24, old.rec_off), vol: v, seq: mseq, rec_off: moff };
+        let shard = self.shard(h).write().map_err(|_| StoreError::Aborted)?;
+        match shard.get(&h) {
             // Not while the object's volume is being reclaimed: a second-chance copy
             // taken before this update would come after the update record in the log
             // and bring the old metadata back on restart. The object stays as it was.
             Some(Slot::Ready(e))
-                if Arc::ptr_eq(e, &old)
+                if e.loc() == old
                     && !self.vols[old.vol as usize].reclaiming.load(Ordering::SeqCst) =>
             {
-                *e = new;
+                e.set_refreshed();
+                self.set_meta_at(h, at);
+                let rec = records::Record {
+                    ver: records::Ver::new(old, Some(at)),
+                    key: key.into(),
+                    meta,
+                    stored_at: hit.stored_at(),
+                };
+                self.records.insert(h, Arc::new(rec));
                 self.c.changes.fetch_add(1, Ordering::Relaxed);
                 Ok(true)
             }
@@ -519,13 +547,13 @@ impl Disk {
         }
         let mut n = 0u64;
         for shard in self.shards.iter() {
-            let slots: Vec<Slot> = {
+            let slots: Vec<(u64, Slot)> = {
                 let mut s = shard.write().unwrap_or_else(|p| p.into_inner());
-                s.drain().map(|(_, v)| v).collect()
+                s.drain().collect()
             };
             n += slots.len() as u64;
-            for slot in slots {
-                self.retire_slot(slot);
+            for (h, slot) in slots {
+                self.retire_slot(h, slot);
             }
         }
         for v in &self.vols {

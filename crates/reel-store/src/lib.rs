@@ -37,6 +37,8 @@ mod format;
 // The io_uring submission, the eventfd's registration with tokio and `cachestat(2)`.
 #[allow(unsafe_code)]
 mod io;
+#[cfg(feature = "measure")]
+pub mod measure;
 mod store;
 
 use std::path::PathBuf;
@@ -80,7 +82,14 @@ pub struct StoreConfig {
     /// stored checksums, on each disk; 0 = off. Changed live with
     /// [`Store::set_scrub_rate`].
     pub scrub_rate: u64,
+    /// Bytes of memory for the keys and metadata of hot objects, shared out over the
+    /// disks; a hit on any other object reads them from its record on disk (usually
+    /// from the page cache). 0 = none.
+    pub record_cache: u64,
 }
+
+/// The default [`StoreConfig::record_cache`]: 64 MiB.
+pub const DEFAULT_RECORD_CACHE: u64 = 64 << 20;
 
 impl StoreConfig {
     /// A store of one disk at `path` (created if missing) that never leaves service,
@@ -92,6 +101,7 @@ impl StoreConfig {
             io,
             disk_error_limit: 0,
             scrub_rate: 0,
+            record_cache: DEFAULT_RECORD_CACHE,
         }
     }
 }

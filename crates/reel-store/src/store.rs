@@ -70,7 +70,7 @@ pub struct DiskInfo {
 }
 
 /// One configured disk.
-struct Slot {
+pub(crate) struct Slot {
     path: PathBuf,
     size: u64,
     seed: u64,
@@ -82,14 +82,14 @@ struct Slot {
 }
 
 impl Slot {
-    fn in_service(&self) -> Option<Arc<Disk>> {
+    pub(crate) fn in_service(&self) -> Option<Arc<Disk>> {
         self.disk.load_full().filter(|d| !d.is_failed())
     }
 }
 
 /// The segment store: one or more disks. Shared by all workers (`Arc<Store>`).
 pub struct Store {
-    slots: Box<[Slot]>,
+    pub(crate) slots: Box<[Slot]>,
     /// All disks have the same size: placement skips the logarithm.
     equal: bool,
     cfg: StoreConfig,
@@ -150,6 +150,7 @@ impl Store {
                 create: single,
                 clear,
                 scrub_rate: cfg.scrub_rate,
+                record_cache: cfg.record_cache / cfg.disks.len() as u64,
             };
             if clear && d.path.is_dir() {
                 tracing::warn!(disk = %d.path.display(),
@@ -291,7 +292,7 @@ impl Store {
     /// memory completes at its first poll.
     pub async fn lookup(&self, key: &[u8]) -> Option<Lookup> {
         let g = self.place(format::key_hash(key))?;
-        g.as_ref()?.lookup(key)
+        g.as_ref()?.lookup(key).await
     }
 
     /// Whether `key` is stored or being filled (no lease, not counted as a read).
@@ -408,6 +409,7 @@ impl Store {
             create: self.slots.len() == 1,
             clear: true,
             scrub_rate: self.scrub_rate(),
+            record_cache: self.cfg.record_cache / self.slots.len() as u64,
         };
         let disk = Disk::open(open).inspect_err(|e| {
             *slot.missing.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.to_string());

@@ -12,6 +12,7 @@ use crate::{VOL, body, both, rt};
 
 fn cfg(disks: &[(&Path, u64)], limit: u64, io: IoMode) -> StoreConfig {
     StoreConfig {
+        record_cache: reel_store::DEFAULT_RECORD_CACHE,
         disks: disks
             .iter()
             .map(|&(p, volumes)| DiskConfig { path: p.to_owned(), size: volumes * VOL })

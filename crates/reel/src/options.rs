@@ -33,6 +33,7 @@ pub(crate) fn store(cfg: &Config) -> reel_store::StoreConfig {
             reel_config::StoreIo::Threads => reel_store::IoMode::Threads,
         },
         scrub_rate: cfg.store.scrub_rate.bytes(),
+        record_cache: cfg.store.record_cache.bytes(),
     }
 }
 

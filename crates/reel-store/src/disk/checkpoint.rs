@@ -14,25 +14,32 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Read, Write};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-
-use bytes::Bytes;
+use std::sync::atomic::Ordering;
 
 use super::Disk;
-use super::index::{Entry, Slot};
-use crate::format::{self, MAX_KEY_LEN, MAX_META_LEN, VOLUME_HEADER_LEN};
+use super::index::{Entry, Loc, MetaAt, Slot, seq24};
+use super::purge::Rule;
+use crate::format::{self, MAX_KEY_LEN, VOLUME_HEADER_LEN};
 
 /// File name of the checkpoint in the store directory.
 pub(super) const FILE: &str = "index.ckpt";
 const MAGIC: &[u8; 8] = b"REELCKP1";
 const END_MAGIC: &[u8; 8] = b"REELCKPE";
-/// 2: entries carry their body offset (version 1 derived it from the metadata length,
-/// wrong once a metadata update had grown the header past the body's alignment).
-const VERSION: u16 = 2;
+/// 3: entries are the index's (hash and location; keys and metadata stay in the
+/// records), with where a refreshed object's metadata is, and the purge rules in force.
+/// (2: entries carried their key and metadata; 1 derived the body offset from the
+/// metadata length, wrong once a metadata update had grown the header.)
+const VERSION: u16 = 3;
 const HEADER_LEN: usize = 48;
-/// Fixed part of one entry, before its key and metadata.
-const ENTRY_FIXED: usize = 4 + 8 + 8 + 8 + 8 + 4 + 4 + 4;
+/// One entry: hash, volume, record offset, body offset in the record, body length,
+/// flags.
+const ENTRY_FIXED: usize = 8 + 4 + 8 + 4 + 8 + 4;
+/// What follows an entry flagged [`REFRESHED`]: its metadata record (volume,
+/// incarnation, offset).
+const META_AT: usize = 4 + 8 + 8;
+const REFRESHED: u32 = 1;
+/// Fixed part of a purge rule, before its prefix.
+const RULE_FIXED: usize = 4 + 8 + 8;
 
 /// A checkpoint read back from disk.
 pub(super) struct Loaded {
@@ -40,6 +47,8 @@ pub(super) struct Loaded {
     pub(super) seqs: Vec<u64>,
     /// Volumes with an incarnation at or past this one are not covered.
     pub(super) from_seq: u64,
+    /// The purge rules in force when it was taken.
+    pub(super) rules: Vec<Rule>,
     /// The checked file, its header and the volume size, until [`Loaded::entries`]
     /// streams the entries.
     stream: Option<(File, Head, u64)>,
@@ -151,51 +160,71 @@ impl Disk {
         h[16..24].copy_from_slice(&self.volume_size.to_le_bytes());
         h[24..32].copy_from_slice(&from_seq.to_le_bytes());
         h[32..40].copy_from_slice(&super::now_secs().to_le_bytes());
+        let rules = self.rules();
+        h[40..44].copy_from_slice(&(rules.len() as u32).to_le_bytes());
         w.write_all(&h)?;
         for s in seqs {
             w.write_all(&s.to_le_bytes())?;
         }
-        let covered = |e: &Entry| {
-            e.seq < from_seq
-                && seqs.get(e.vol as usize) == Some(&e.seq)
-                && !self.vols[e.vol as usize].quarantined.load(Ordering::SeqCst)
+        for r in &rules {
+            let mut b = [0u8; RULE_FIXED];
+            b[0..4].copy_from_slice(&(r.prefix.len() as u32).to_le_bytes());
+            b[4..12].copy_from_slice(&r.seq.to_le_bytes());
+            b[12..20].copy_from_slice(&r.off.to_le_bytes());
+            w.write_all(&b)?;
+            w.write_all(&r.prefix)?;
+        }
+        let covered = |l: &Loc| {
+            let seq = seqs.get(l.vol as usize).copied().unwrap_or(0);
+            seq != 0
+                && seq < from_seq
+                && seq24(seq) == l.seq24
+                && !self.vols[l.vol as usize].quarantined.load(Ordering::SeqCst)
         };
         let mut n = 0u64;
-        let mut batch: Vec<Arc<Entry>> = Vec::new();
+        let mut batch: Vec<(u64, Loc, bool)> = Vec::new();
         for shard in self.shards.iter() {
             batch.clear();
             if let Ok(s) = shard.read() {
-                for slot in s.values() {
-                    match slot {
-                        Slot::Ready(e) if covered(e) => batch.push(e.clone()),
+                for (&h, slot) in s.iter() {
+                    let e = match slot {
+                        Slot::Ready(e) => e,
                         // An object being replaced is still the one on disk until the
                         // fill commits.
                         Slot::Filling(f) => {
                             let r = f.replaced.lock().unwrap_or_else(|p| p.into_inner());
-                            if let Some(e) = r.as_ref().filter(|e| covered(e)) {
-                                batch.push(e.clone());
+                            match r.as_ref() {
+                                Some(e) if covered(&e.loc()) => {
+                                    batch.push((h, e.loc(), e.refreshed()));
+                                }
+                                _ => {}
                             }
+                            continue;
                         }
-                        Slot::Ready(_) => {}
+                    };
+                    if covered(&e.loc()) {
+                        batch.push((h, e.loc(), e.refreshed()));
                     }
                 }
             }
-            for e in &batch {
+            for &(h, l, refreshed) in &batch {
+                let meta = if refreshed { self.meta_at(h, &l) } else { None };
                 let mut b = [0u8; ENTRY_FIXED];
-                b[0..4].copy_from_slice(&e.vol.to_le_bytes());
-                b[4..12].copy_from_slice(&e.rec_off.to_le_bytes());
-                b[12..20].copy_from_slice(&e.body_len.to_le_bytes());
-                b[20..28].copy_from_slice(&e.span.to_le_bytes());
-                b[28..36].copy_from_slice(&e.stored_at.to_le_bytes());
-                b[36..40].copy_from_slice(&(e.key.len() as u32).to_le_bytes());
-                b[40..44].copy_from_slice(&(e.meta.len() as u32).to_le_bytes());
-                // Where the body is: the record's header had its first metadata, which a
-                // metadata update (a record of its own) may have outgrown.
-                let body_rel = (e.body_off - e.rec_off) as u32;
-                b[44..48].copy_from_slice(&body_rel.to_le_bytes());
+                b[0..8].copy_from_slice(&h.to_le_bytes());
+                b[8..12].copy_from_slice(&l.vol.to_le_bytes());
+                b[12..20].copy_from_slice(&l.rec_off.to_le_bytes());
+                b[20..24].copy_from_slice(&((l.body_off - l.rec_off) as u32).to_le_bytes());
+                b[24..32].copy_from_slice(&l.body_len.to_le_bytes());
+                let flags = if meta.is_some() { REFRESHED } else { 0 };
+                b[32..36].copy_from_slice(&flags.to_le_bytes());
                 w.write_all(&b)?;
-                w.write_all(&e.key)?;
-                w.write_all(&e.meta)?;
+                if let Some(m) = meta {
+                    let mut b = [0u8; META_AT];
+                    b[0..4].copy_from_slice(&m.vol.to_le_bytes());
+                    b[4..12].copy_from_slice(&m.seq.to_le_bytes());
+                    b[12..20].copy_from_slice(&m.rec_off.to_le_bytes());
+                    w.write_all(&b)?;
+                }
                 n += 1;
             }
         }
@@ -257,18 +286,13 @@ impl<R: Read> CrcReader<R> {
     fn u64(&mut self) -> Option<u64> {
         self.array::<8>().map(u64::from_le_bytes)
     }
-
-    /// `n` bytes into `scratch` (reused), for the CRC only.
-    fn skip(&mut self, n: usize, scratch: &mut Vec<u8>) -> Option<()> {
-        scratch.resize(n, 0);
-        self.fill(scratch)
-    }
 }
 
 /// The header of a checkpoint: what [`Loaded`] knows before its entries.
 struct Head {
     seqs: Vec<u64>,
     from_seq: u64,
+    rules: Vec<Rule>,
     /// Where the entries end (the end marker starts).
     entries_end: u64,
 }
@@ -297,64 +321,72 @@ fn read_head<R: Read>(
         return None;
     }
     let seqs = (0..n_vols).map(|_| r.u64()).collect::<Option<Vec<u64>>>()?;
-    Some(Head { seqs, from_seq, entries_end })
+    let n_rules = u32_at(&h, 40)?;
+    let mut rules = Vec::new();
+    for _ in 0..n_rules {
+        let b = r.array::<RULE_FIXED>()?;
+        let len = u32_at(&b, 0)? as usize;
+        if len > MAX_KEY_LEN || r.pos + len as u64 > entries_end {
+            return None;
+        }
+        let mut prefix = vec![0u8; len];
+        r.fill(&mut prefix)?;
+        rules.push(Rule { prefix: prefix.into(), seq: u64_at(&b, 4)?, off: u64_at(&b, 12)? });
+    }
+    Some(Head { seqs, from_seq, rules, entries_end })
 }
 
-/// One entry's fixed part, checked against the geometry.
+/// One entry, checked against the geometry.
 struct Fixed {
-    vol: u32,
-    seq: u64,
-    rec_off: u64,
-    body_off: u64,
-    body_len: u64,
-    span: u64,
-    stored_at: u64,
-    key_len: usize,
-    meta_len: usize,
+    h: u64,
+    loc: Loc,
+    meta: Option<MetaAt>,
 }
 
 fn read_fixed<R: Read>(r: &mut CrcReader<R>, head: &Head, volume_size: u64) -> Option<Fixed> {
     let b = r.array::<ENTRY_FIXED>()?;
-    let vol = u32_at(&b, 0)?;
-    let rec_off = u64_at(&b, 4)?;
-    let body_len = u64_at(&b, 12)?;
-    let span = u64_at(&b, 20)?;
-    let stored_at = u64_at(&b, 28)?;
-    let key_len = u32_at(&b, 36)? as usize;
-    let meta_len = u32_at(&b, 40)? as usize;
-    if key_len > MAX_KEY_LEN
-        || meta_len > MAX_META_LEN
-        || r.pos + (key_len + meta_len) as u64 > head.entries_end
-    {
-        return None;
-    }
-    let body_rel = u64::from(u32_at(&b, 44)?);
+    let h = u64_at(&b, 0)?;
+    let vol = u32_at(&b, 8)?;
+    let rec_off = u64_at(&b, 12)?;
+    let body_rel = u64::from(u32_at(&b, 20)?);
+    let body_len = u64_at(&b, 24)?;
+    let flags = u32_at(&b, 32)?;
     let seq = *head.seqs.get(vol as usize)?;
     let body_off = rec_off.checked_add(body_rel)?;
-    let end = rec_off.checked_add(span)?;
-    // The body follows at least a header with the key (its metadata then may have been
-    // shorter), 4 KiB aligned, and ends with its trailer inside the span.
+    // The body follows at least a header page, 4 KiB aligned, and ends with its trailer
+    // inside the volume.
     let sane = seq != 0
+        && u64::from(vol) < super::index::MAX_VOLUMES
+        && body_len <= super::index::MAX_BODY
         && rec_off >= VOLUME_HEADER_LEN
         && rec_off % format::ALIGN == 0
         && body_off % format::ALIGN == 0
-        && body_rel >= (format::RECORD_FIXED_LEN + key_len) as u64
+        && (format::ALIGN..=255 * format::ALIGN).contains(&body_rel)
         && body_off
             .checked_add(body_len)
             .and_then(|x| x.checked_add(format::TRAILER_LEN as u64))
-            .is_some_and(|x| x <= end)
-        && end <= volume_size;
-    sane.then_some(Fixed {
-        vol,
-        seq,
-        rec_off,
-        body_off,
-        body_len,
-        span,
-        stored_at,
-        key_len,
-        meta_len,
-    })
+            .is_some_and(|x| x <= volume_size);
+    if !sane || flags & !REFRESHED != 0 {
+        return None;
+    }
+    let loc = Loc::new(vol, seq, rec_off, body_off, body_len);
+    let meta = if flags & REFRESHED != 0 {
+        let m = r.array::<META_AT>()?;
+        let mvol = u32_at(&m, 0)?;
+        let moff = u64_at(&m, 12)?;
+        if mvol as usize >= head.seqs.len() || moff >= volume_size {
+            return None;
+        }
+        Some(MetaAt {
+            obj: (vol, seq24(seq), rec_off),
+            vol: mvol,
+            seq: u64_at(&m, 4)?,
+            rec_off: moff,
+        })
+    } else {
+        None
+    };
+    Some(Fixed { h, loc, meta })
 }
 
 impl Loaded {
@@ -365,11 +397,9 @@ impl Loaded {
         let len = f.metadata().ok()?.len();
         let mut r = CrcReader::new(&mut f);
         let head = read_head(&mut r, len, volumes, volume_size)?;
-        let mut scratch = Vec::new();
         let mut count = 0u64;
         while r.pos < head.entries_end {
-            let e = read_fixed(&mut r, &head, volume_size)?;
-            r.skip(e.key_len + e.meta_len, &mut scratch)?;
+            read_fixed(&mut r, &head, volume_size)?;
             count += 1;
         }
         if r.pos != head.entries_end || &r.array::<8>()? != END_MAGIC || r.u64()? != count {
@@ -384,6 +414,7 @@ impl Loaded {
         Some(Loaded {
             seqs: head.seqs.clone(),
             from_seq: head.from_seq,
+            rules: head.rules.clone(),
             stream: Some((f, head, volume_size)),
         })
     }
@@ -391,7 +422,7 @@ impl Loaded {
     /// The entries, decoded as they are read (the file was checked whole by
     /// [`Loaded::open`]; it is open, so a checkpoint written meanwhile under the same name
     /// does not change it). A read error ends the entries early, with a warning.
-    pub(super) fn entries(mut self) -> impl Iterator<Item = (u128, Entry)> {
+    pub(super) fn entries(mut self) -> impl Iterator<Item = (u64, Entry, Option<MetaAt>)> {
         let mut state = self.stream.take().and_then(|(f, head, vs)| {
             let mut r = CrcReader::new(f);
             read_head(&mut r, head.entries_end + 20, head.seqs.len(), vs)?;
@@ -402,34 +433,18 @@ impl Loaded {
             if r.pos >= head.entries_end {
                 return None;
             }
-            let e = read_fixed(r, head, *vs);
-            let mut key = vec![0u8; e.as_ref().map_or(0, |e| e.key_len)];
-            let mut meta = vec![0u8; e.as_ref().map_or(0, |e| e.meta_len)];
-            let got = e.filter(|_| r.fill(&mut key).is_some() && r.fill(&mut meta).is_some());
-            let Some(e) = got else {
+            let Some(e) = read_fixed(r, head, *vs) else {
                 tracing::warn!(
                     "store index checkpoint changed while it was read; the rest is not loaded"
                 );
                 state = None;
                 return None;
             };
-            let key: Box<[u8]> = key.into_boxed_slice();
-            let h = format::key_hash(&key);
-            Some((
-                h,
-                Entry {
-                    key,
-                    meta: Bytes::from(meta),
-                    vol: e.vol,
-                    seq: e.seq,
-                    rec_off: e.rec_off,
-                    body_off: e.body_off,
-                    body_len: e.body_len,
-                    span: e.span,
-                    stored_at: e.stored_at,
-                    accessed: AtomicBool::new(false),
-                },
-            ))
+            let entry = Entry::new(e.loc);
+            if e.meta.is_some() {
+                entry.set_refreshed();
+            }
+            Some((e.h, entry, e.meta))
         })
     }
 }
@@ -457,7 +472,9 @@ mod tests {
         Loaded::open(f, volumes, volume_size)
     }
 
-    /// A checkpoint for 2 volumes of 1 MiB with `entries` (key, body length) in volume 0.
+    /// A checkpoint for 2 volumes of 1 MiB with `entries` (key, body length) in volume 0,
+    /// the second one refreshed (its metadata in a record of volume 0 at 512 KiB), and
+    /// one purge rule.
     fn file(entries: &[(&str, u64)]) -> Vec<u8> {
         let mut b = Vec::new();
         let mut h = [0u8; HEADER_LEN];
@@ -466,27 +483,33 @@ mod tests {
         h[12..16].copy_from_slice(&2u32.to_le_bytes());
         h[16..24].copy_from_slice(&(1u64 << 20).to_le_bytes());
         h[24..32].copy_from_slice(&9u64.to_le_bytes());
+        h[40..44].copy_from_slice(&1u32.to_le_bytes());
         b.extend_from_slice(&h);
         b.extend_from_slice(&3u64.to_le_bytes());
         b.extend_from_slice(&0u64.to_le_bytes());
+        b.extend_from_slice(&2u32.to_le_bytes());
+        b.extend_from_slice(&3u64.to_le_bytes());
+        b.extend_from_slice(&8192u64.to_le_bytes());
+        b.extend_from_slice(b"a/");
         let mut off = VOLUME_HEADER_LEN;
-        for (key, len) in entries {
-            let meta = b"m";
-            let header_len = (format::RECORD_FIXED_LEN + key.len() + meta.len()) as u64;
+        for (i, (key, len)) in entries.iter().enumerate() {
+            let header_len = (format::RECORD_FIXED_LEN + key.len() + 1) as u64;
             let span = format::span_for(Kind::Object, header_len, *len);
             let mut e = [0u8; ENTRY_FIXED];
-            e[0..4].copy_from_slice(&0u32.to_le_bytes());
-            e[4..12].copy_from_slice(&off.to_le_bytes());
-            e[12..20].copy_from_slice(&len.to_le_bytes());
-            e[20..28].copy_from_slice(&span.to_le_bytes());
-            e[28..36].copy_from_slice(&7u64.to_le_bytes());
-            e[36..40].copy_from_slice(&(key.len() as u32).to_le_bytes());
-            e[40..44].copy_from_slice(&(meta.len() as u32).to_le_bytes());
+            e[0..8].copy_from_slice(&super::super::index::index_hash(key.as_bytes()).to_le_bytes());
+            e[8..12].copy_from_slice(&0u32.to_le_bytes());
+            e[12..20].copy_from_slice(&off.to_le_bytes());
             let body_rel = format::body_rel(Kind::Object, header_len) as u32;
-            e[44..48].copy_from_slice(&body_rel.to_le_bytes());
+            e[20..24].copy_from_slice(&body_rel.to_le_bytes());
+            e[24..32].copy_from_slice(&len.to_le_bytes());
+            let refreshed = i == 1;
+            e[32..36].copy_from_slice(&u32::from(refreshed).to_le_bytes());
             b.extend_from_slice(&e);
-            b.extend_from_slice(key.as_bytes());
-            b.extend_from_slice(meta);
+            if refreshed {
+                b.extend_from_slice(&0u32.to_le_bytes());
+                b.extend_from_slice(&3u64.to_le_bytes());
+                b.extend_from_slice(&(512u64 << 10).to_le_bytes());
+            }
             off += span;
         }
         b.extend_from_slice(END_MAGIC);
@@ -501,9 +524,12 @@ mod tests {
         let b = file(&[("a/k1", 100), ("a/k2", 5000)]);
         let l = check(&b, 2, 1 << 20).expect("valid");
         assert_eq!((l.seqs.clone(), l.from_seq), (vec![3, 0], 9));
+        assert_eq!(l.rules, vec![Rule { prefix: b"a/"[..].into(), seq: 3, off: 8192 }]);
         assert!(l.covers(0, 3) && !l.covers(0, 4) && !l.covers(1, 0));
-        let got: Vec<(Box<[u8]>, u64)> = l.entries().map(|(_, e)| (e.key, e.body_len)).collect();
-        assert_eq!(got, vec![(b"a/k1"[..].into(), 100), (b"a/k2"[..].into(), 5000)]);
+        let got: Vec<(u64, u64, Option<u64>)> =
+            l.entries().map(|(h, e, m)| (h, e.loc().body_len, m.map(|m| m.rec_off))).collect();
+        let h = |k: &str| super::super::index::index_hash(k.as_bytes());
+        assert_eq!(got, vec![(h("a/k1"), 100, None), (h("a/k2"), 5000, Some(512 << 10))]);
         assert!(check(&b, 3, 1 << 20).is_none(), "other volume count");
         assert!(check(&b, 2, 2 << 20).is_none(), "other volume size");
         for i in 0..b.len() {

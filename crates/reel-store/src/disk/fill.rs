@@ -21,7 +21,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 use bytes::Bytes;
 use tokio::sync::watch;
 
-use super::index::{Entry, Slot};
+use super::index::{Entry, Loc, Slot, index_hash};
+use super::records::{Record, Ver};
 use super::volumes::{Lease, Volume};
 use super::{Disk, now_secs};
 use crate::StoreError;
@@ -98,7 +99,7 @@ pub(super) struct FillShared {
     pub(super) progress: watch::Sender<Progress>,
     pub(super) purged: AtomicBool,
     /// The complete object this fill replaces; restored if the fill is aborted.
-    pub(super) replaced: Mutex<Option<Arc<Entry>>>,
+    pub(super) replaced: Mutex<Option<Entry>>,
 }
 
 impl FillShared {
@@ -128,7 +129,7 @@ impl FillShared {
 pub struct FillWriter {
     pub(super) store: Arc<Disk>,
     pub(super) shared: Arc<FillShared>,
-    hash: u128,
+    hash: u64,
     kind_header_len: u64,
     /// The current place: its volume (the writer counts in its `writers`), incarnation,
     /// record and body offsets, end of the reservation, and number.
@@ -167,7 +168,7 @@ impl Disk {
         if key.len() > MAX_KEY_LEN || meta.len() > MAX_META_LEN {
             return Err(StoreError::KeyOrMetaTooLong);
         }
-        let h = format::key_hash(key);
+        let h = index_hash(key);
         // The slot is replaced under the same lock as the space is allocated: a record
         // allocated before this one (earlier in the log) that copies the old object
         // (second chance) then sees the change before it is sealed (`copy_entry`).
@@ -227,7 +228,7 @@ impl Disk {
         });
         Ok(FillWriter {
             store: self.clone(),
-            hash: format::key_hash(key),
+            hash: index_hash(key),
             shared,
             kind_header_len: header_len,
             vol,
@@ -274,7 +275,7 @@ impl FillWriter {
         FillWriter {
             store: store.clone(),
             shared,
-            hash: format::key_hash(key),
+            hash: index_hash(key),
             kind_header_len: 0,
             vol: store.vols[0].clone(),
             seq: 0,
@@ -334,10 +335,26 @@ impl FillWriter {
             return Err(StoreError::Aborted);
         }
         store.c.objects.fetch_add(1, Ordering::Relaxed);
-        store.c.bytes_used.fetch_add(entry.span, Ordering::Relaxed);
+        store.c.bytes_used.fetch_add(entry.span(), Ordering::Relaxed);
         store.c.changes.fetch_add(1, Ordering::Relaxed);
+        // The object replaced, if any, goes with where its newest metadata is (under
+        // the shard's lock: a refresh of the new object may follow at once).
+        if self.shared.replaced.lock().unwrap_or_else(|p| p.into_inner()).take().is_some() {
+            store.forget_meta(self.hash);
+            store.records.remove(self.hash);
+        }
+        let loc = entry.loc();
         shard.insert(self.hash, Slot::Ready(entry));
         drop(shard);
+        // Likely to be hit soon (a live stream's newest segment): its first hit reads
+        // nothing.
+        let rec = Record {
+            ver: Ver::new(loc, None),
+            key: self.shared.key.clone(),
+            meta: self.shared.meta.clone(),
+            stored_at: self.shared.stored_at,
+        };
+        store.records.insert(self.hash, Arc::new(rec));
         self.vol.objects.lock().unwrap_or_else(|p| p.into_inner()).push(self.hash);
         if self.vol.quarantined.load(Ordering::SeqCst) {
             // Quarantined since `finish`: if the quarantine took the volume's object
@@ -385,7 +402,7 @@ impl FillWriter {
             match old {
                 Some(old) => {
                     self.store.c.objects.fetch_add(1, Ordering::Relaxed);
-                    self.store.c.bytes_used.fetch_add(old.span, Ordering::Relaxed);
+                    self.store.c.bytes_used.fetch_add(old.span(), Ordering::Relaxed);
                     s.insert(self.hash, Slot::Ready(old));
                 }
                 None => {
@@ -564,9 +581,9 @@ impl FillWriter {
     }
 
     /// Writes the final header and then the commit trailer: the record is valid on disk.
-    pub(super) async fn finish(&mut self) -> Result<Arc<Entry>, StoreError> {
-        let span = self.final_header().await?;
-        self.seal(span).await
+    pub(super) async fn finish(&mut self) -> Result<Entry, StoreError> {
+        self.final_header().await?;
+        self.seal().await
     }
 
     /// Checks the length and writes the final header; returns the record's span. Until
@@ -618,7 +635,7 @@ impl FillWriter {
     /// caller has put the entry in the index and the volume's object list (a reclaim in
     /// between would miss the entry and leave it in the index, pointing at a reused
     /// volume); [`FillWriter::release_volume`] (or the drop) ends that.
-    pub(super) async fn seal(&mut self, span: u64) -> Result<Arc<Entry>, StoreError> {
+    pub(super) async fn seal(&mut self) -> Result<Entry, StoreError> {
         let t = format::encode_trailer(self.seq, self.written, self.crc, self.header_crc);
         self.write(Bytes::copy_from_slice(&t), self.body_off + self.written).await?;
         if self.vol.quarantined.load(Ordering::SeqCst) {
@@ -626,18 +643,9 @@ impl FillWriter {
         }
         self.done = true;
         self.sealed_holding = true;
-        Ok(Arc::new(Entry {
-            key: self.shared.key.clone(),
-            meta: self.shared.meta.clone(),
-            vol: self.vol.idx,
-            seq: self.seq,
-            rec_off: self.rec_off,
-            body_off: self.body_off,
-            body_len: self.written,
-            span,
-            stored_at: self.shared.stored_at,
-            accessed: AtomicBool::new(false),
-        }))
+        // The index computes the span from the lengths: a record that kept a larger
+        // reservation (`final_header`) counts only what it needs in `bytes_used`.
+        Ok(Entry::new(Loc::new(self.vol.idx, self.seq, self.rec_off, self.body_off, self.written)))
     }
 }
 

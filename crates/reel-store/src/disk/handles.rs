@@ -13,8 +13,10 @@ use tokio::sync::watch;
 
 use super::Disk;
 use super::fill::{FillShared, FillState, Progress};
-use super::index::{Entry, Slot};
+use super::index::{Loc, MetaAt, Slot, index_hash};
+use super::records::{Record, Ver};
 use super::volumes::{Lease, Volume};
+use crate::format::{ALIGN, Kind, RECORD_FIXED_LEN, RecordHeader};
 use crate::io;
 use crate::{StoreError, format};
 
@@ -28,7 +30,8 @@ pub enum Lookup {
 
 /// A complete object. Holds a lease: the volume is not reused while the handle lives.
 pub struct Hit {
-    pub(super) entry: Arc<Entry>,
+    pub(super) loc: Loc,
+    pub(super) rec: Arc<Record>,
     pub(super) lease: Lease,
     pub(super) store: Arc<Disk>,
 }
@@ -65,35 +68,59 @@ pub struct FileRange<'a> {
 
 impl Disk {
     /// Whether `key` is stored or being filled. Unlike [`Disk::lookup`] it takes no
-    /// lease and does not count as a read (no second chance at reclaim).
+    /// lease, reads nothing and does not count as a read (no second chance at reclaim):
+    /// a complete object is matched by its key's hash alone, so a key whose hash
+    /// collides with a stored one's (one in 2^64) is reported stored.
     pub(crate) fn contains(&self, key: &[u8]) -> bool {
-        let h = format::key_hash(key);
+        let h = index_hash(key);
         let Ok(shard) = self.shard(h).read() else { return false };
         match shard.get(&h) {
-            Some(Slot::Ready(e)) => &*e.key == key,
+            Some(Slot::Ready(e)) => {
+                let l = e.loc();
+                drop(shard);
+                !self.is_purged(key, &l)
+            }
             Some(Slot::Filling(f)) => &*f.key == key,
             None => false,
         }
     }
 
-    /// Looks up `key`. `None` is a miss.
-    pub(crate) fn lookup(self: &Arc<Self>, key: &[u8]) -> Option<Lookup> {
-        let h = format::key_hash(key);
+    /// Looks up `key`. `None` is a miss. A complete object's record comes from the
+    /// record cache, or is read from disk (and its key compared).
+    pub(crate) async fn lookup(self: &Arc<Self>, key: &[u8]) -> Option<Lookup> {
+        self.lookup_inner(key, true).await
+    }
+
+    /// [`Disk::lookup`] that does not count as a read (no second chance at reclaim).
+    pub(super) async fn lookup_quiet(self: &Arc<Self>, key: &[u8]) -> Option<Lookup> {
+        self.lookup_inner(key, false).await
+    }
+
+    async fn lookup_inner(self: &Arc<Self>, key: &[u8], touch: bool) -> Option<Lookup> {
+        let h = index_hash(key);
         let slot = {
             let shard = self.shard(h).read().ok()?;
             match shard.get(&h)? {
-                Slot::Ready(e) if &*e.key == key => Ok(e.clone()),
+                Slot::Ready(e) => {
+                    if touch {
+                        e.touch();
+                    }
+                    Ok((e.loc(), e.refreshed()))
+                }
                 Slot::Filling(f) if &*f.key == key => Err(f.clone()),
                 _ => return None,
             }
         };
         match slot {
-            Ok(entry) => {
-                let lease = Lease::acquire(&self.vols[entry.vol as usize], entry.seq)?;
-                if !entry.accessed.load(Ordering::Relaxed) {
-                    entry.accessed.store(true, Ordering::Relaxed);
+            Ok((loc, refreshed)) => {
+                let lease = Lease::acquire24(&self.vols[loc.vol as usize], loc.seq24)?;
+                if self.is_purged(key, &loc) {
+                    self.drop_purged(h, &loc);
+                    return None;
                 }
-                Some(Lookup::Hit(Hit { entry, lease, store: self.clone() }))
+                let meta_at = if refreshed { self.meta_at(h, &loc) } else { None };
+                let rec = self.record(h, key, &loc, &lease, meta_at).await?;
+                Some(Lookup::Hit(Hit { loc, rec, lease, store: self.clone() }))
             }
             Err(shared) => {
                 let rx = shared.progress.subscribe();
@@ -105,32 +132,138 @@ impl Disk {
             }
         }
     }
+
+    /// The record of the object at `loc` (leased) for `key`: from the record cache, or
+    /// read from disk. `None` if the record is another key's (a hash collision) or does
+    /// not check out, or cannot be read (the volume is then quarantined).
+    async fn record(
+        &self,
+        h: u64,
+        key: &[u8],
+        loc: &Loc,
+        lease: &Lease,
+        meta_at: Option<MetaAt>,
+    ) -> Option<Arc<Record>> {
+        let ver = Ver::new(*loc, meta_at);
+        if let Some(r) = self.records.get(h, &ver) {
+            return (&*r.key == key).then_some(r);
+        }
+        let seq = lease.0.seq.load(Ordering::SeqCst);
+        let rec = Arc::new(self.load_record(h, loc, &lease.0, seq, meta_at).await?);
+        if &*rec.key != key {
+            return None;
+        }
+        self.records.insert(h, rec.clone());
+        Some(rec)
+    }
+
+    /// Reads the record of the object of hash `h` at `loc` in `vol` (incarnation `seq`,
+    /// held by the caller), with its newest metadata from `meta_at`. `None` if it does
+    /// not check out or cannot be read (the volume is then quarantined).
+    pub(super) async fn load_record(
+        &self,
+        h: u64,
+        loc: &Loc,
+        vol: &Volume,
+        seq: u64,
+        meta_at: Option<MetaAt>,
+    ) -> Option<Record> {
+        let first = (loc.body_off - loc.rec_off) as usize;
+        let (hdr, buf) = match self.read_header(vol, seq, loc.rec_off, first).await {
+            Ok(Some(x)) => x,
+            Ok(None) => return None,
+            Err(e) => {
+                self.read_error(vol, &e);
+                return None;
+            }
+        };
+        if hdr.kind != Kind::Object || hdr.body_len != loc.body_len || hdr.key_hash as u64 != h {
+            return None;
+        }
+        let key = key_of(&hdr, &buf);
+        let mut meta = Bytes::copy_from_slice(meta_of(&hdr, &buf));
+        if let Some(m) = meta_at {
+            // No lease: a metadata record whose volume was reused no longer checks out
+            // (its incarnation is in the header).
+            let mvol = self.vols.get(m.vol as usize)?;
+            match self.read_header(mvol, m.seq, m.rec_off, ALIGN as usize).await {
+                Ok(Some((mh, mb))) if mh.kind == Kind::Meta && key_of(&mh, &mb) == key => {
+                    meta = Bytes::copy_from_slice(meta_of(&mh, &mb));
+                }
+                Ok(_) => return None,
+                Err(e) => {
+                    self.read_error(mvol, &e);
+                    return None;
+                }
+            }
+        }
+        Some(Record {
+            ver: Ver::new(*loc, meta_at),
+            key: key.into(),
+            meta,
+            stored_at: hdr.stored_at,
+        })
+    }
+
+    /// Reads and checks the record header at `off` of `vol`'s incarnation `seq`, reading
+    /// `first` bytes at once (its header pages, when known). `None` if no valid header is
+    /// there.
+    pub(super) async fn read_header(
+        &self,
+        vol: &Volume,
+        seq: u64,
+        off: u64,
+        first: usize,
+    ) -> std::io::Result<Option<(RecordHeader, Vec<u8>)>> {
+        if vol.quarantined.load(Ordering::SeqCst) {
+            return Ok(None);
+        }
+        let mut buf = self.io.read_exact_at(&vol.file, first.max(RECORD_FIXED_LEN), off).await?;
+        let Some(h) = format::decode_record_fixed(&buf, seq) else { return Ok(None) };
+        let n = h.header_len() as usize;
+        if n > buf.len() {
+            let more = self.io.read_exact_at(&vol.file, n - buf.len(), off + buf.len() as u64);
+            buf.extend_from_slice(&more.await?);
+        }
+        Ok(format::verify_header_crc(&h, &buf).then_some((h, buf)))
+    }
+}
+
+/// The key in a checked record header.
+pub(super) fn key_of<'a>(h: &RecordHeader, full: &'a [u8]) -> &'a [u8] {
+    &full[RECORD_FIXED_LEN..RECORD_FIXED_LEN + h.key_len as usize]
+}
+
+/// The metadata blob in a checked record header.
+pub(super) fn meta_of<'a>(h: &RecordHeader, full: &'a [u8]) -> &'a [u8] {
+    let k1 = RECORD_FIXED_LEN + h.key_len as usize;
+    &full[k1..k1 + h.meta_len as usize]
 }
 
 impl Hit {
     /// The key as stored (verified equal to the looked-up key).
     pub fn key(&self) -> &[u8] {
-        &self.entry.key
+        &self.rec.key
     }
 
     /// The opaque metadata blob stored with the object.
     pub fn meta(&self) -> &Bytes {
-        &self.entry.meta
+        &self.rec.meta
     }
 
     /// Body length in bytes.
     pub fn body_len(&self) -> u64 {
-        self.entry.body_len
+        self.loc.body_len
     }
 
     /// When the object was stored (Unix seconds).
     pub fn stored_at(&self) -> u64 {
-        self.entry.stored_at
+        self.rec.stored_at
     }
 
     /// The file range holding body bytes `offset..offset + len`, for sendfile.
     pub fn file_range(&self, offset: u64, len: u64) -> Result<FileRange<'_>, StoreError> {
-        range(&self.lease.0.file, self.entry.body_off, self.entry.body_len, offset, len)
+        range(&self.lease.0.file, self.loc.body_off, self.loc.body_len, offset, len)
     }
 
     /// Whether body bytes `offset..offset + len` are in the page cache (then sendfile
@@ -144,7 +277,7 @@ impl Hit {
     /// quarantines the volume.
     pub async fn read(&self, offset: u64, len: u64) -> Result<Bytes, StoreError> {
         self.file_range(offset, len)?;
-        read_body(&self.store, &self.lease.0, self.entry.body_off + offset, len).await
+        read_body(&self.store, &self.lease.0, self.loc.body_off + offset, len).await
     }
 }
 

@@ -13,13 +13,12 @@ use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use bytes::Bytes;
-
 use super::Disk;
-use super::index::{Entry, Slot};
+use super::index::{Entry, Loc, MetaAt, Slot, seq24};
+use super::purge::Rule;
 use crate::format::{
     self, ALIGN, Kind, LEN_UNKNOWN, RECORD_FIXED_LEN, TRAILER_LEN, VOLUME_HEADER_LEN, VolumeHeader,
 };
@@ -29,11 +28,10 @@ use crate::format::{
 #[derive(Default)]
 pub(super) struct LoadState {
     pub(super) active: bool,
-    pub(super) keys: HashSet<u128>,
-    pub(super) prefixes: Vec<Box<[u8]>>,
+    pub(super) keys: HashSet<u64>,
     /// Keys removed during the load that nothing in the live index matched: no tombstone
     /// was written for them, since they may not be stored at all.
-    pub(super) unmatched: HashMap<u128, Box<[u8]>>,
+    pub(super) unmatched: HashMap<u64, Box<[u8]>>,
     /// Of those, the ones the load found on disk, with the record each tombstone must
     /// name (incarnation, offset); written by the next maintenance pass.
     pub(super) tombstones_due: Vec<DueTombstone>,
@@ -97,11 +95,9 @@ impl Disk {
         let t0 = Instant::now();
         let open_seq = self.open_seq.load(Ordering::SeqCst);
         let ckpt = self.read_checkpoint();
-        // After a crash the log is replayed here first (tombstones, purges and metadata
-        // records need the entries they aim at). Entries are boxed once (`Arc`, as the
-        // index keeps them) so that joining the index moves pointers: the map's own
-        // table, 24 bytes a slot, is all this costs beside the index.
-        let mut index: HashMap<u128, Arc<Entry>> = HashMap::new();
+        // After a crash the log is replayed here first (tombstones and metadata records
+        // need the entries they aim at).
+        let mut index: Replay = HashMap::default();
         let mut scan = Vec::new();
         for vol in &self.vols {
             let seq = vol.seq.load(Ordering::SeqCst);
@@ -121,7 +117,13 @@ impl Disk {
             })
             .collect();
         let mut from_ckpt = 0u64;
-        let in_covered = move |(_, e): &(u128, Entry)| covered.get(e.vol as usize) == Some(&true);
+        let in_covered = move |(_, e, _): &(u64, Entry, Option<MetaAt>)| {
+            covered.get(e.vol() as usize) == Some(&true)
+        };
+        // Purges first: lookups apply them to every loaded entry.
+        for r in ckpt.iter().flat_map(|c| c.rules.iter()) {
+            self.add_rule(r.clone());
+        }
         // Streamed: each entry goes into the index as it is read.
         let entries = ckpt.into_iter().flat_map(super::checkpoint::Loaded::entries).inspect(|_| {
             from_ckpt += 1;
@@ -130,18 +132,20 @@ impl Disk {
         let mut dropped = 0;
         let (objects, bytes) = if scan.is_empty() {
             // A clean restart: the checkpoint is the index.
-            self.merge(entries.into_iter().filter(in_covered).map(|(h, e)| (h, Arc::new(e))))
+            self.merge(entries.into_iter().filter(in_covered))
         } else {
-            index.extend(entries.into_iter().filter(in_covered).map(|(h, e)| (h, Arc::new(e))));
+            index.extend(entries.into_iter().filter(in_covered).map(|(h, e, m)| (h, (e, m))));
             let mut results = self.scan_volumes(&scan);
             results.sort_by_key(|r| r.1);
             for (v, seq, res) in results {
                 dropped += res.dropped;
                 for r in res.records {
-                    apply_record(&mut index, v, seq, r);
+                    if let Some(rule) = apply_record(&mut index, v, seq, r) {
+                        self.add_rule(rule);
+                    }
                 }
             }
-            self.merge(index)
+            self.merge(index.into_iter().map(|(h, (e, m))| (h, e, m)))
         };
         self.c.recovered.store(objects, Ordering::Relaxed);
         self.c.dropped.store(dropped, Ordering::Relaxed);
@@ -194,25 +198,28 @@ impl Disk {
 
     /// Moves the loaded entries into the live index: live entries (newer) win, keys
     /// removed while loading stay removed. Returns the objects and bytes added.
-    fn merge(&self, index: impl IntoIterator<Item = (u128, Arc<Entry>)>) -> (u64, u64) {
+    fn merge(&self, index: impl IntoIterator<Item = (u64, Entry, Option<MetaAt>)>) -> (u64, u64) {
         let mut g = self.load_state.lock().unwrap_or_else(|p| p.into_inner());
         let (mut objects, mut bytes) = (0, 0);
-        for (h, e) in index {
-            let vol = &self.vols[e.vol as usize];
-            if vol.quarantined.load(Ordering::SeqCst) || vol.seq.load(Ordering::SeqCst) != e.seq {
+        for (h, e, meta) in index {
+            let l = e.loc();
+            let vol = &self.vols[l.vol as usize];
+            let seq = vol.seq.load(Ordering::SeqCst);
+            if vol.quarantined.load(Ordering::SeqCst) || seq == 0 || seq24(seq) != l.seq24 {
                 continue;
             }
-            if g.unmatched.get(&h).is_some_and(|k| *k == e.key) {
+            if let Some(key) = g.unmatched.get(&h) {
                 // Removed during the load with nothing live to match: now it is known
                 // to be on disk, its tombstone is due.
-                g.tombstones_due.push((e.key.clone(), (e.seq, e.rec_off)));
+                let due = (key.clone(), (seq, l.rec_off));
+                g.tombstones_due.push(due);
                 continue;
             }
-            if g.keys.contains(&h) || g.prefixes.iter().any(|p| e.key.starts_with(p)) {
+            if g.keys.contains(&h) {
                 continue;
             }
             let Ok(mut s) = self.shard(h).write() else { continue };
-            let span = e.span;
+            let span = e.span();
             match s.get(&h) {
                 None => {
                     s.insert(h, Slot::Ready(e));
@@ -230,6 +237,9 @@ impl Disk {
                 }
                 Some(Slot::Ready(_)) => continue,
             }
+            if let Some(m) = meta {
+                self.set_meta_at(h, m);
+            }
             drop(s);
             vol.objects.lock().unwrap_or_else(|p| p.into_inner()).push(h);
         }
@@ -237,7 +247,6 @@ impl Disk {
         self.c.bytes_used.fetch_add(bytes, Ordering::Relaxed);
         g.active = false;
         g.keys = HashSet::new();
-        g.prefixes = Vec::new();
         g.unmatched = HashMap::new();
         (objects, bytes)
     }
@@ -265,16 +274,19 @@ impl Disk {
     }
 }
 
-/// A record found by the scan.
+/// The log replayed after a crash: hash to entry, with where a refreshed entry's
+/// metadata is.
+pub(super) type Replay =
+    HashMap<u64, (Entry, Option<MetaAt>), std::hash::BuildHasherDefault<super::index::PassHasher>>;
+
+/// A record found by the scan: the key's hash, not the key (a purge's prefix excepted).
 pub(super) struct ScannedRecord {
     pub(super) kind: Kind,
-    pub(super) key: Box<[u8]>,
-    pub(super) meta: Bytes,
+    pub(super) h: u64,
+    pub(super) prefix: Option<Box<[u8]>>,
     pub(super) rec_off: u64,
     pub(super) body_off: u64,
     pub(super) body_len: u64,
-    pub(super) span: u64,
-    pub(super) stored_at: u64,
     pub(super) target: Option<(u64, u64)>,
 }
 
@@ -344,8 +356,7 @@ fn scan_volume(file: &File, seq: u64, volume_size: u64) -> ScanResult {
             break;
         }
         let k1 = RECORD_FIXED_LEN + h.key_len as usize;
-        let (key, meta): (Box<[u8]>, Bytes) =
-            (full[RECORD_FIXED_LEN..k1].into(), Bytes::copy_from_slice(&full[k1..]));
+        let prefix = (h.kind == Kind::PurgePrefix).then(|| full[RECORD_FIXED_LEN..k1].into());
         let next = off + h.span;
         want = if h.span < WINDOW_SMALL as u64 / 8 { WINDOW_SMALL } else { WINDOW_LARGE };
         if h.body_len == LEN_UNKNOWN {
@@ -384,13 +395,11 @@ fn scan_volume(file: &File, seq: u64, volume_size: u64) -> ScanResult {
         }
         res.records.push(ScannedRecord {
             kind: h.kind,
-            key,
-            meta,
+            h: h.key_hash as u64,
+            prefix,
             rec_off: off,
             body_off,
             body_len: h.body_len,
-            span: h.span,
-            stored_at: h.stored_at,
             target,
         });
         off = next;
@@ -398,49 +407,42 @@ fn scan_volume(file: &File, seq: u64, volume_size: u64) -> ScanResult {
     res
 }
 
-/// Replays one record onto the index being rebuilt, in log order.
-pub(super) fn apply_record(
-    index: &mut HashMap<u128, Arc<Entry>>,
-    v: u32,
-    seq: u64,
-    r: ScannedRecord,
-) {
-    let h = format::key_hash(&r.key);
+/// Replays one record onto the index being rebuilt, in log order. A purge becomes the
+/// rule it returns (lookups apply it; module `purge`).
+pub(super) fn apply_record(index: &mut Replay, v: u32, seq: u64, r: ScannedRecord) -> Option<Rule> {
+    let h = r.h;
     match r.kind {
         Kind::Object => {
-            index.insert(
-                h,
-                Arc::new(Entry {
-                    key: r.key,
-                    meta: r.meta,
+            let e = Entry::new(Loc::new(v, seq, r.rec_off, r.body_off, r.body_len));
+            index.insert(h, (e, None));
+        }
+        Kind::Meta => {
+            if let Some((e, m)) = index.get_mut(&h)
+                && let Some((ts, to)) = r.target
+                && e.loc().seq24 == seq24(ts)
+                && e.loc().rec_off == to
+            {
+                let l = e.loc();
+                e.set_refreshed();
+                *m = Some(MetaAt {
+                    obj: (l.vol, l.seq24, l.rec_off),
                     vol: v,
                     seq,
                     rec_off: r.rec_off,
-                    body_off: r.body_off,
-                    body_len: r.body_len,
-                    span: r.span,
-                    stored_at: r.stored_at,
-                    accessed: AtomicBool::new(false),
-                }),
-            );
-        }
-        Kind::Meta => {
-            // The map holds the only reference until the entries join the index.
-            if let Some(e) = index.get_mut(&h).and_then(Arc::get_mut)
-                && r.target == Some((e.seq, e.rec_off))
-                && e.key == r.key
-            {
-                e.meta = r.meta;
+                });
             }
         }
         Kind::Tombstone => {
-            if let Some(e) = index.get(&h)
-                && e.key == r.key
-                && r.target.is_none_or(|t| t == (e.seq, e.rec_off))
+            if let Some((e, _)) = index.get(&h)
+                && r.target
+                    .is_none_or(|(ts, to)| e.loc().seq24 == seq24(ts) && e.loc().rec_off == to)
             {
                 index.remove(&h);
             }
         }
-        Kind::PurgePrefix => index.retain(|_, e| !e.key.starts_with(&r.key)),
+        Kind::PurgePrefix => {
+            return r.prefix.map(|prefix| Rule { prefix, seq, off: r.rec_off });
+        }
     }
+    None
 }

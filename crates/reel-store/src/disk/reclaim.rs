@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use bytes::Bytes;
 
 use super::Disk;
-use super::index::{Entry, Shard, Slot};
+use super::index::{Loc, Shard, Slot, seq24};
 use super::volumes::Volume;
 use crate::StoreError;
 use crate::format::{self, VOLUME_HEADER_LEN, VolumeHeader};
@@ -58,21 +58,25 @@ impl Disk {
         let vol = self.vols[v as usize].clone();
         vol.reclaiming.store(true, Ordering::SeqCst);
         let seq = vol.seq.load(Ordering::SeqCst);
-        let hashes: Vec<u128> = vol.objects.lock().map(|o| o.clone()).unwrap_or_default();
+        let hashes: Vec<u64> = vol.objects.lock().map(|o| o.clone()).unwrap_or_default();
         let mut budget = (self.volume_size - VOLUME_HEADER_LEN) / 2;
         let mut keep = Vec::new();
         for h in hashes {
-            let e = match self.shard(h).read().ok().as_deref().and_then(|s| s.get(&h)) {
-                Some(Slot::Ready(e)) if e.vol == v && e.seq == seq => e.clone(),
-                _ => continue,
-            };
-            if e.accessed.load(Ordering::Relaxed) && e.span <= budget {
-                budget -= e.span;
-                keep.push(e);
-            }
+            let (loc, refreshed) =
+                match self.shard(h).read().ok().as_deref().and_then(|s| s.get(&h)) {
+                    Some(Slot::Ready(e)) if e.vol() == v && e.loc().seq24 == seq24(seq) => {
+                        if !e.accessed() || e.span() > budget {
+                            continue;
+                        }
+                        (e.loc(), e.refreshed())
+                    }
+                    _ => continue,
+                };
+            budget -= loc.span();
+            keep.push((h, loc, refreshed));
         }
-        for e in keep {
-            if self.copy_entry(&vol, &e).await.is_ok() {
+        for (h, loc, refreshed) in keep {
+            if self.copy_entry(&vol, seq, h, loc, refreshed).await.is_ok() {
                 self.c.second_chance.fetch_add(1, Ordering::Relaxed);
             }
         }
@@ -81,6 +85,7 @@ impl Disk {
         self.c.evictions.fetch_add(dropped, Ordering::Relaxed);
         self.c.reclaims.fetch_add(1, Ordering::Relaxed);
         vol.seq.store(0, Ordering::SeqCst);
+        self.retire_rules();
         let hdr = VolumeHeader { index: v, volume_size: self.volume_size, seq: 0 }.encode();
         let n = hdr.len() as u64;
         if let Err(e) = self.io.write_all_at(&vol.file, Bytes::from(hdr), 0).await {
@@ -108,8 +113,17 @@ impl Disk {
     async fn copy_entry(
         self: &Arc<Self>,
         vol: &Arc<Volume>,
-        e: &Arc<Entry>,
+        seq: u64,
+        h: u64,
+        e: Loc,
+        refreshed: bool,
     ) -> Result<(), StoreError> {
+        // Its key and newest metadata, from its records on disk.
+        let meta_at = if refreshed { self.meta_at(h, &e) } else { None };
+        let rec = self.load_record(h, &e, vol, seq, meta_at).await.ok_or(StoreError::Gone)?;
+        if self.purged_at(&rec.key, seq, e.rec_off) {
+            return Err(StoreError::Gone);
+        }
         // With its trailer, which follows it: a body damaged on disk would otherwise be
         // re-appended under a fresh checksum, and the scrub could never catch it again.
         let n = e.body_len as usize + format::TRAILER_LEN;
@@ -121,38 +135,42 @@ impl Disk {
             }
         };
         let trailer = body.split_off(e.body_len as usize);
-        if format::trailer_body_crc(&trailer, e.seq, e.body_len) != Some(crc32c::crc32c(&body)) {
-            tracing::warn!(key = %String::from_utf8_lossy(&e.key), volume = vol.idx,
+        if format::trailer_body_crc(&trailer, seq, e.body_len) != Some(crc32c::crc32c(&body)) {
+            tracing::warn!(key = %String::from_utf8_lossy(&rec.key), volume = vol.idx,
                 offset = e.rec_off, "store reclaim: object corrupt on disk, not kept");
             return Err(StoreError::Gone);
         }
-        let mut w =
-            self.start_writer(&e.key, e.meta.clone(), Some(e.body_len), e.stored_at, true)?;
+        let mut w = self.start_writer(&rec.key, rec.meta, Some(e.body_len), rec.stored_at, true)?;
         w.append(Bytes::from(body)).await?;
-        let span = w.final_header().await?;
-        let h = format::key_hash(&e.key);
-        let current =
-            |s: &Shard| matches!(s.get(&h), Some(Slot::Ready(cur)) if Arc::ptr_eq(cur, e));
+        w.final_header().await?;
+        let current = |s: &Shard| matches!(s.get(&h), Some(Slot::Ready(cur)) if cur.loc() == e);
         if !self.shard(h).read().is_ok_and(|s| current(&s)) {
             return Err(StoreError::Aborted);
         }
         // Anything that replaces or removes the key from now on is allocated after the
         // copy, so it also comes after it in the log.
-        let new = w.seal(span).await?;
+        let new = w.seal().await?;
         let replaced = {
             let mut s = self.shard(h).write().map_err(|_| StoreError::Aborted)?;
-            let ok = current(&s);
+            // A purge since the check above covers the copy too (it was allocated
+            // before the purge's record): the object goes with the volume.
+            let ok = current(&s) && !self.purged_at(&rec.key, seq, e.rec_off);
             if ok {
-                self.c.bytes_used.fetch_add(new.span, Ordering::Relaxed);
-                self.c.bytes_used.fetch_sub(e.span, Ordering::Relaxed);
-                s.insert(h, Slot::Ready(new.clone()));
+                self.c.bytes_used.fetch_add(new.span(), Ordering::Relaxed);
+                self.c.bytes_used.fetch_sub(e.span(), Ordering::Relaxed);
+                if refreshed {
+                    // The copy's own header holds the newest metadata.
+                    self.forget_meta(h);
+                }
+                self.records.remove(h);
+                s.insert(h, Slot::Ready(new));
             }
             ok
         };
         if !replaced {
             return Err(StoreError::Aborted);
         }
-        self.vols[new.vol as usize].objects.lock().unwrap_or_else(|p| p.into_inner()).push(h);
+        self.vols[w.vol.idx as usize].objects.lock().unwrap_or_else(|p| p.into_inner()).push(h);
         w.release_volume();
         Ok(())
     }

@@ -29,7 +29,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use super::Disk;
-use super::index::Slot;
+use super::index::{Slot, seq24};
 use super::rebuild::DueTombstone;
 use super::volumes::{Lease, Volume};
 use crate::StoreStats;
@@ -93,7 +93,7 @@ struct Cursor {
     /// The volume being walked (index, incarnation).
     vol: Option<(u32, u64)>,
     /// Its objects still to check, in record order: (record offset, key hash).
-    todo: VecDeque<(u64, u128)>,
+    todo: VecDeque<(u64, u64)>,
     /// The object being checked, when a step ran out of budget inside it.
     cur: Option<Partial>,
     /// The read buffer, reused (at most [`CHUNK`] bytes).
@@ -103,9 +103,10 @@ struct Cursor {
 /// An object being checked.
 struct Partial {
     rec_off: u64,
-    hash: u128,
-    /// Known once the record header checked out.
+    hash: u64,
+    /// Known once the record header checked out, with the key it holds.
     record: Option<Record>,
+    key: Option<Box<[u8]>>,
     /// Body bytes checked so far, and their CRC.
     done: u64,
     crc: u32,
@@ -223,7 +224,8 @@ impl Disk {
         while p.bytes < budget {
             let Some(mut obj) = c.cur.take() else {
                 if let Some((rec_off, hash)) = c.todo.pop_front() {
-                    c.cur = Some(Partial { rec_off, hash, record: None, done: 0, crc: 0 });
+                    c.cur =
+                        Some(Partial { rec_off, hash, record: None, key: None, done: 0, crc: 0 });
                     continue;
                 }
                 if c.next_vol >= volumes {
@@ -250,9 +252,14 @@ impl Disk {
                 Outcome::Corrupt(what) => {
                     p.objects += 1;
                     // Not counted if it left the index meanwhile (replaced, removed).
-                    if let Some(found) = self.scrub_remove(v, seq, &obj, what) {
+                    if self.scrub_remove(v, seq, &obj, what) {
                         p.corrupt += 1;
-                        removed.push(found);
+                        // A record whose header does not check out is dropped by the
+                        // scan at the next start anyway; one whose body does not needs
+                        // a tombstone, named by the key its header holds.
+                        if let Some(key) = obj.key.take() {
+                            removed.push((key, (seq, obj.rec_off)));
+                        }
                     }
                 }
                 Outcome::VolumeGone => c.todo.clear(),
@@ -266,7 +273,7 @@ impl Disk {
 
     /// Lists the indexed objects of volume `v` in record order into `todo`; returns its
     /// incarnation, or `None` if it holds nothing to check (free or quarantined).
-    fn scrub_list(&self, v: u32, todo: &mut VecDeque<(u64, u128)>) -> Option<u64> {
+    fn scrub_list(&self, v: u32, todo: &mut VecDeque<(u64, u64)>) -> Option<u64> {
         todo.clear();
         let vol = &self.vols[v as usize];
         let seq = vol.seq.load(Ordering::SeqCst);
@@ -274,10 +281,12 @@ impl Disk {
             return None;
         }
         let hashes = vol.objects.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        let mut list: Vec<(u64, u128)> = hashes
+        let mut list: Vec<(u64, u64)> = hashes
             .into_iter()
             .filter_map(|h| match self.shard(h).read().ok()?.get(&h)? {
-                Slot::Ready(e) if e.vol == v && e.seq == seq => Some((e.rec_off, h)),
+                Slot::Ready(e) if e.vol() == v && e.loc().seq24 == seq24(seq) => {
+                    Some((e.loc().rec_off, h))
+                }
                 _ => None,
             })
             .collect();
@@ -288,11 +297,11 @@ impl Disk {
     }
 
     /// Whether the index still names the object at `rec_off` of volume `v`'s incarnation
-    /// `seq` for `hash`; its body offset, length and key if it does.
-    fn scrub_current(&self, v: u32, seq: u64, obj: &Partial) -> Option<(u64, u64, Box<[u8]>)> {
+    /// `seq` for `hash`; its body offset and length if it does.
+    fn scrub_current(&self, v: u32, seq: u64, obj: &Partial) -> Option<(u64, u64)> {
         match self.shard(obj.hash).read().ok()?.get(&obj.hash)? {
-            Slot::Ready(e) if e.vol == v && e.seq == seq && e.rec_off == obj.rec_off => {
-                Some((e.body_off, e.body_len, e.key.clone()))
+            Slot::Ready(e) if e.loc().is(v, seq, obj.rec_off) => {
+                Some((e.loc().body_off, e.loc().body_len))
             }
             _ => None,
         }
@@ -313,14 +322,15 @@ impl Disk {
         let vol = &self.vols[v as usize];
         let Some(_lease) = Lease::acquire(vol, seq) else { return Outcome::VolumeGone };
         // Under the lease: if the index names the record now, its bytes stay put.
-        let Some((body_off, body_len, key)) = self.scrub_current(v, seq, obj) else {
+        let Some((body_off, body_len)) = self.scrub_current(v, seq, obj) else {
             return Outcome::Skipped;
         };
         let rec = match obj.record {
             Some(r) => r,
-            None => match self.scrub_header(vol, seq, obj, (body_off, body_len, &key), buf, read) {
-                Ok(Some(r)) => {
+            None => match self.scrub_header(vol, seq, obj, (body_off, body_len), buf, read) {
+                Ok(Some((r, key))) => {
                     obj.record = Some(r);
+                    obj.key = Some(key);
                     r
                 }
                 Ok(None) => return Outcome::Corrupt("record header"),
@@ -364,16 +374,17 @@ impl Disk {
     }
 
     /// Reads the object's record header and checks it, and that it agrees with what the
-    /// index says (`body_off`, `body_len`, `key`); `Ok(None)` if it does not.
+    /// index says (`body_off`, `body_len`, the key's hash); returns it with the key it
+    /// holds, `Ok(None)` if it does not check out.
     fn scrub_header(
         &self,
         vol: &Volume,
         seq: u64,
         obj: &Partial,
-        (body_off, body_len, key): (u64, u64, &[u8]),
+        (body_off, body_len): (u64, u64),
         buf: &mut Vec<u8>,
         read: &mut u64,
-    ) -> std::io::Result<Option<Record>> {
+    ) -> std::io::Result<Option<(Record, Box<[u8]>)>> {
         let rec_off = obj.rec_off;
         let mut fixed = [0u8; RECORD_FIXED_LEN];
         vol.file.read_exact_at(&mut fixed, rec_off)?;
@@ -383,7 +394,7 @@ impl Disk {
         };
         if h.kind != Kind::Object
             || h.body_len != body_len
-            || h.key_len as usize != key.len()
+            || h.key_hash as u64 != obj.hash
             || rec_off + h.body_rel() != body_off
         {
             return Ok(None);
@@ -396,39 +407,36 @@ impl Disk {
         vol.file.read_exact_at(&mut buf[RECORD_FIXED_LEN..n], rec_off + RECORD_FIXED_LEN as u64)?;
         *read += (n - RECORD_FIXED_LEN) as u64;
         let full = &buf[..n];
-        if !format::verify_header_crc(&h, full)
-            || &full[RECORD_FIXED_LEN..RECORD_FIXED_LEN + key.len()] != key
-        {
+        if !format::verify_header_crc(&h, full) {
             return Ok(None);
         }
-        Ok(Some(Record { body_off, body_len, header_crc: h.header_crc }))
+        let key = full[RECORD_FIXED_LEN..RECORD_FIXED_LEN + h.key_len as usize].into();
+        Ok(Some((Record { body_off, body_len, header_crc: h.header_crc }, key)))
     }
 
-    /// Takes a corrupt object out of the index if it still names it; returns its key and
-    /// record for the tombstone.
-    fn scrub_remove(&self, v: u32, seq: u64, obj: &Partial, what: &str) -> Option<DueTombstone> {
-        let e = {
-            let mut s = self.shard(obj.hash).write().ok()?;
-            match s.get(&obj.hash) {
-                Some(Slot::Ready(e)) if e.vol == v && e.seq == seq && e.rec_off == obj.rec_off => {}
-                _ => return None,
-            }
-            match s.remove(&obj.hash) {
-                Some(Slot::Ready(e)) => e,
-                _ => return None,
-            }
+    /// Takes a corrupt object out of the index if it still names it.
+    fn scrub_remove(&self, v: u32, seq: u64, obj: &Partial, what: &str) -> bool {
+        let (slot, bytes) = {
+            let Ok(mut s) = self.shard(obj.hash).write() else { return false };
+            let bytes = match s.get(&obj.hash) {
+                Some(Slot::Ready(e)) if e.loc().is(v, seq, obj.rec_off) => e.loc().body_len,
+                _ => return false,
+            };
+            let Some(slot) = s.remove(&obj.hash) else { return false };
+            (slot, bytes)
         };
-        self.uncount(&e);
+        self.retire_slot(obj.hash, slot);
         self.c.changes.fetch_add(1, Ordering::Relaxed);
+        let key = obj.key.as_deref().map(String::from_utf8_lossy);
         tracing::warn!(
-            key = %String::from_utf8_lossy(&e.key),
+            key = key.as_deref().unwrap_or("(header unreadable)"),
             volume = v,
             offset = obj.rec_off,
-            bytes = e.body_len,
+            bytes,
             what,
             "store scrub: object corrupt on disk, removed"
         );
-        Some((e.key.clone(), (seq, obj.rec_off)))
+        true
     }
 }
 

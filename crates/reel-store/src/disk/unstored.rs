@@ -13,7 +13,6 @@ use bytes::Bytes;
 use super::Disk;
 use super::fill::FillWriter;
 use super::index::Slot;
-use crate::format;
 use crate::{MAX_KEY_LEN, MAX_META_LEN, StoreError};
 
 impl Disk {
@@ -43,7 +42,7 @@ impl Disk {
             self.write_error(&e);
             StoreError::Io(e)
         })?;
-        let h = format::key_hash(key);
+        let h = super::index::index_hash(key);
         let mut shard = self.shard(h).write().map_err(|_| StoreError::Aborted)?;
         if matches!(shard.get(&h), Some(Slot::Filling(_))) {
             return Err(StoreError::AlreadyFilling);
@@ -82,7 +81,9 @@ mod tests {
             store.begin_fill(b"k", Bytes::new(), None).await,
             Err(StoreError::AlreadyFilling)
         ));
-        let Some(Lookup::Filling(mut f)) = store.lookup(b"k") else { panic!("a fill to follow") };
+        let Some(Lookup::Filling(mut f)) = store.lookup(b"k").await else {
+            panic!("a fill to follow")
+        };
         assert!(f.is_unstored());
         assert_eq!(f.meta(), &Bytes::from_static(b"meta"));
         w.append(Bytes::copy_from_slice(&body[..100_000])).await.unwrap();
@@ -98,7 +99,7 @@ mod tests {
             rustix::io::pread(range.fd, &mut buf, range.offset).unwrap();
             assert_eq!(buf, &body[1000..6000], "sendfile ranges of the spill file");
         }
-        assert!(store.lookup(b"k").is_none(), "not stored");
+        assert!(store.lookup(b"k").await.is_none(), "not stored");
         let after = store.stats();
         assert_eq!(after.bytes_written, before.bytes_written, "nothing written into a volume");
         assert_eq!(after.spill_bytes_written - before.spill_bytes_written, body.len() as u64);
@@ -109,7 +110,7 @@ mod tests {
         w.append(Bytes::from_static(b"0123456789")).await.unwrap();
         assert_eq!(w.commit().await.unwrap(), Committed::Stored);
         assert!(store.stats().bytes_written >= after.bytes_written + 4096 + 10);
-        assert!(matches!(store.lookup(b"k"), Some(Lookup::Hit(_))));
+        assert!(matches!(store.lookup(b"k").await, Some(Lookup::Hit(_))));
     }
 
     #[tokio::test(flavor = "current_thread")]
@@ -120,11 +121,13 @@ mod tests {
         w.append(Bytes::from_static(b"old")).await.unwrap();
         w.commit().await.unwrap();
         let mut u = store.begin_unstored_fill(b"k", Bytes::new(), None).await.unwrap();
-        let Some(Lookup::Filling(mut f)) = store.lookup(b"k") else { panic!("filling") };
+        let Some(Lookup::Filling(mut f)) = store.lookup(b"k").await else { panic!("filling") };
         u.append(Bytes::from_static(b"new bytes")).await.unwrap();
         drop(u);
         assert!(f.wait_for(100).await.is_err(), "readers see the abort");
-        let Some(Lookup::Hit(h)) = store.lookup(b"k") else { panic!("the old object is back") };
+        let Some(Lookup::Hit(h)) = store.lookup(b"k").await else {
+            panic!("the old object is back")
+        };
         assert_eq!(h.read(0, 3).await.unwrap(), &b"old"[..]);
         let cap = store.stats().capacity;
         assert!(matches!(

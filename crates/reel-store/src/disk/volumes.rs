@@ -29,7 +29,7 @@ pub(super) struct Volume {
     /// Set while the volume is being reclaimed (see `Disk::update_meta`).
     pub(super) reclaiming: AtomicBool,
     /// Hashes of objects committed into this incarnation (for reclaim).
-    pub(super) objects: Mutex<Vec<u128>>,
+    pub(super) objects: Mutex<Vec<u64>>,
 }
 
 impl Volume {
@@ -69,6 +69,20 @@ impl Lease {
         vol.leases.fetch_add(1, Ordering::SeqCst);
         let l = Lease(vol.clone());
         if vol.seq.load(Ordering::SeqCst) != seq || vol.quarantined.load(Ordering::SeqCst) {
+            return None;
+        }
+        Some(l)
+    }
+}
+
+impl Lease {
+    /// [`Lease::acquire`] for an index entry, which keeps the low 24 bits of the
+    /// incarnation.
+    pub(super) fn acquire24(vol: &Arc<Volume>, seq24: u32) -> Option<Lease> {
+        vol.leases.fetch_add(1, Ordering::SeqCst);
+        let l = Lease(vol.clone());
+        let seq = vol.seq.load(Ordering::SeqCst);
+        if seq == 0 || super::index::seq24(seq) != seq24 || vol.quarantined.load(Ordering::SeqCst) {
             return None;
         }
         Some(l)
@@ -201,14 +215,15 @@ impl Disk {
         }
     }
 
-    /// Appends a metadata, tombstone or purge record.
+    /// Appends a metadata, tombstone or purge record; returns where (volume,
+    /// incarnation, offset).
     pub(super) async fn append_small(
         self: &Arc<Self>,
         kind: Kind,
         key: &[u8],
         meta: &[u8],
         target: Option<(u64, u64)>,
-    ) -> Result<(), StoreError> {
+    ) -> Result<(u32, u64, u64), StoreError> {
         let body: Vec<u8> = match target {
             Some((s, o)) => [s.to_le_bytes(), o.to_le_bytes()].concat(),
             None => Vec::new(),
@@ -260,7 +275,7 @@ impl Disk {
         if r.is_ok() {
             self.c.bytes_written.fetch_add(n, Ordering::Relaxed);
         }
-        r.map_err(|e| {
+        r.map(|()| (v, seq, off)).map_err(|e| {
             self.write_error(&e);
             StoreError::Io(e)
         })
