@@ -97,7 +97,7 @@ impl Disk {
         let ckpt = self.read_checkpoint();
         // After a crash the log is replayed here first (tombstones and metadata records
         // need the entries they aim at).
-        let mut index: Replay = HashMap::default();
+        let mut index = Replay::default();
         let mut scan = Vec::new();
         for vol in &self.vols {
             let seq = vol.seq.load(Ordering::SeqCst);
@@ -134,10 +134,32 @@ impl Disk {
             // A clean restart: the checkpoint is the index.
             self.merge(entries.into_iter().filter(in_covered))
         } else {
-            index.extend(entries.into_iter().filter(in_covered).map(|(h, e, m)| (h, (e, m))));
-            let mut results = self.scan_volumes(&scan);
-            results.sort_by_key(|r| r.1);
-            for (v, seq, res) in results {
+            for (h, e, m) in entries.into_iter().filter(in_covered) {
+                index.entries.insert(h, e);
+                if let Some(m) = m {
+                    index.metas.insert(h, m);
+                }
+            }
+            // Replayed in log order as the scans come in, each volume's records dropped
+            // once applied: only volumes scanned ahead of their turn wait in memory.
+            let mut order: Vec<u64> = scan.iter().map(|&(_, seq)| seq).collect();
+            order.sort_unstable();
+            let mut next = 0;
+            let mut ahead = std::collections::BTreeMap::new();
+            for (v, seq, res) in self.scan_volumes(&scan) {
+                ahead.insert(seq, (v, res));
+                while let Some((v, res)) = order.get(next).and_then(|s| ahead.remove(s)) {
+                    dropped += res.dropped;
+                    for r in res.records {
+                        if let Some(rule) = apply_record(&mut index, v, order[next], r) {
+                            self.add_rule(rule);
+                        }
+                    }
+                    next += 1;
+                }
+            }
+            // A scan that never reported (its thread died) holds back none of the others.
+            for (seq, (v, res)) in ahead {
                 dropped += res.dropped;
                 for r in res.records {
                     if let Some(rule) = apply_record(&mut index, v, seq, r) {
@@ -145,7 +167,11 @@ impl Disk {
                     }
                 }
             }
-            self.merge(index.into_iter().map(|(h, (e, m))| (h, e, m)))
+            let Replay { entries, mut metas } = index;
+            self.merge(entries.into_iter().map(|(h, e)| {
+                let m = if e.refreshed() { metas.remove(&h) } else { None };
+                (h, e, m)
+            }))
         };
         self.c.recovered.store(objects, Ordering::Relaxed);
         self.c.dropped.store(dropped, Ordering::Relaxed);
@@ -176,8 +202,12 @@ impl Disk {
         );
     }
 
-    /// Scans volumes in parallel on the I/O pool (its threads never exit).
-    fn scan_volumes(&self, scan: &[(u32, u64)]) -> Vec<(u32, u64, ScanResult)> {
+    /// Scans volumes in parallel on the I/O pool (its threads never exit); the results
+    /// come as each scan ends.
+    fn scan_volumes(
+        &self,
+        scan: &[(u32, u64)],
+    ) -> std::sync::mpsc::IntoIter<(u32, u64, ScanResult)> {
         let (tx, rx) = std::sync::mpsc::channel();
         let pool = Some(self.io.pool());
         for &(v, seq) in scan {
@@ -193,7 +223,7 @@ impl Disk {
             }
         }
         drop(tx);
-        rx.iter().collect()
+        rx.into_iter()
     }
 
     /// Moves the loaded entries into the live index: live entries (newer) win, keys
@@ -274,10 +304,15 @@ impl Disk {
     }
 }
 
-/// The log replayed after a crash: hash to entry, with where a refreshed entry's
-/// metadata is.
-pub(super) type Replay =
-    HashMap<u64, (Entry, Option<MetaAt>), std::hash::BuildHasherDefault<super::index::PassHasher>>;
+/// The log replayed after a crash: hash to entry, and where refreshed entries' metadata
+/// is (apart: few entries have one).
+#[derive(Default)]
+pub(super) struct Replay {
+    pub(super) entries: HashMap<u64, Entry, Pass>,
+    pub(super) metas: HashMap<u64, MetaAt, Pass>,
+}
+
+type Pass = std::hash::BuildHasherDefault<super::index::PassHasher>;
 
 /// A record found by the scan: the key's hash, not the key (a purge's prefix excepted).
 pub(super) struct ScannedRecord {
@@ -414,30 +449,29 @@ pub(super) fn apply_record(index: &mut Replay, v: u32, seq: u64, r: ScannedRecor
     match r.kind {
         Kind::Object => {
             let e = Entry::new(Loc::new(v, seq, r.rec_off, r.body_off, r.body_len));
-            index.insert(h, (e, None));
+            index.entries.insert(h, e);
+            index.metas.remove(&h);
         }
         Kind::Meta => {
-            if let Some((e, m)) = index.get_mut(&h)
+            if let Some(e) = index.entries.get(&h)
                 && let Some((ts, to)) = r.target
                 && e.loc().seq24 == seq24(ts)
                 && e.loc().rec_off == to
             {
                 let l = e.loc();
                 e.set_refreshed();
-                *m = Some(MetaAt {
-                    obj: (l.vol, l.seq24, l.rec_off),
-                    vol: v,
-                    seq,
-                    rec_off: r.rec_off,
-                });
+                let at =
+                    MetaAt { obj: (l.vol, l.seq24, l.rec_off), vol: v, seq, rec_off: r.rec_off };
+                index.metas.insert(h, at);
             }
         }
         Kind::Tombstone => {
-            if let Some((e, _)) = index.get(&h)
+            if let Some(e) = index.entries.get(&h)
                 && r.target
                     .is_none_or(|(ts, to)| e.loc().seq24 == seq24(ts) && e.loc().rec_off == to)
             {
-                index.remove(&h);
+                index.entries.remove(&h);
+                index.metas.remove(&h);
             }
         }
         Kind::PurgePrefix => {

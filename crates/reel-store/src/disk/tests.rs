@@ -28,22 +28,22 @@ fn replay_applies_targeted_records_only_to_their_object() {
     apply_record(&mut idx, 0, 5, rec(Kind::Object, b"a", 12288, None));
     // Aimed at the older copy: ignored.
     apply_record(&mut idx, 0, 5, rec(Kind::Tombstone, b"a", 20480, Some((5, 4096))));
-    assert_eq!(idx.len(), 1);
+    assert_eq!(idx.entries.len(), 1);
     // Aimed at the older copy: ignored; at the current one: where its metadata is now.
     apply_record(&mut idx, 0, 5, rec(Kind::Meta, b"a", 16384, Some((5, 4096))));
-    assert_eq!(idx[&a].1, None);
+    assert_eq!(idx.metas.get(&a), None);
     apply_record(&mut idx, 1, 6, rec(Kind::Meta, b"a", 24576, Some((5, 12288))));
     let at = MetaAt { obj: (0, 5, 12288), vol: 1, seq: 6, rec_off: 24576 };
-    assert_eq!(idx[&a].1, Some(at));
-    assert!(idx[&a].0.refreshed());
+    assert_eq!(idx.metas.get(&a), Some(&at));
+    assert!(idx.entries[&a].refreshed());
     apply_record(&mut idx, 1, 6, rec(Kind::Object, b"ab", 28672, None));
     // A purge is a rule at its own place in the log; the entries stay for lookups to
     // judge.
     let rule = apply_record(&mut idx, 1, 6, rec(Kind::PurgePrefix, b"a", 32768, None));
     assert_eq!(rule, Some(Rule { prefix: b"a"[..].into(), seq: 6, off: 32768 }));
-    assert_eq!(idx.len(), 2);
+    assert_eq!(idx.entries.len(), 2);
     apply_record(&mut idx, 1, 6, rec(Kind::Tombstone, b"ab", 36864, None));
-    assert_eq!(idx.len(), 1);
+    assert_eq!(idx.entries.len(), 1);
 }
 
 fn small_store(dir: &std::path::Path, volumes: u64, background: bool) -> std::sync::Arc<Disk> {
