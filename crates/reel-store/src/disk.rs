@@ -423,6 +423,7 @@ impl Disk {
                 self.set_meta_at(h, at);
                 let rec = records::Record {
                     ver: records::Ver::new(old, Some(at)),
+                    kh: crate::format::key_hash(key),
                     key: key.into(),
                     meta,
                     stored_at: hit.stored_at(),

@@ -291,8 +291,9 @@ impl Store {
     /// hit needs may have to be read from its disk; a future that finds everything in
     /// memory completes at its first poll.
     pub async fn lookup(&self, key: &[u8]) -> Option<Lookup> {
-        let g = self.place(format::key_hash(key))?;
-        g.as_ref()?.lookup(key).await
+        let h = format::key_hash(key);
+        let g = self.place(h)?;
+        g.as_ref()?.lookup_hashed(key, h).await
     }
 
     /// Whether `key` is stored or being filled (no lease, not counted as a read).

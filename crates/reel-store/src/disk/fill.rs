@@ -350,6 +350,7 @@ impl FillWriter {
         // nothing.
         let rec = Record {
             ver: Ver::new(loc, None),
+            kh: format::key_hash(&self.shared.key),
             key: self.shared.key.clone(),
             meta: self.shared.meta.clone(),
             stored_at: self.shared.stored_at,

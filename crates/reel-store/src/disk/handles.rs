@@ -87,17 +87,23 @@ impl Disk {
 
     /// Looks up `key`. `None` is a miss. A complete object's record comes from the
     /// record cache, or is read from disk (and its key compared).
+    #[cfg(test)]
     pub(crate) async fn lookup(self: &Arc<Self>, key: &[u8]) -> Option<Lookup> {
-        self.lookup_inner(key, true).await
+        self.lookup_inner(key, format::key_hash(key), true).await
+    }
+
+    /// [`Disk::lookup`] of a key whose xxh3-128 `kh` the caller has.
+    pub(crate) async fn lookup_hashed(self: &Arc<Self>, key: &[u8], kh: u128) -> Option<Lookup> {
+        self.lookup_inner(key, kh, true).await
     }
 
     /// [`Disk::lookup`] that does not count as a read (no second chance at reclaim).
     pub(super) async fn lookup_quiet(self: &Arc<Self>, key: &[u8]) -> Option<Lookup> {
-        self.lookup_inner(key, false).await
+        self.lookup_inner(key, format::key_hash(key), false).await
     }
 
-    async fn lookup_inner(self: &Arc<Self>, key: &[u8], touch: bool) -> Option<Lookup> {
-        let h = index_hash(key);
+    async fn lookup_inner(self: &Arc<Self>, key: &[u8], kh: u128, touch: bool) -> Option<Lookup> {
+        let h = kh as u64;
         let slot = {
             let shard = self.shard(h).read().ok()?;
             match shard.get(&h)? {
@@ -119,7 +125,7 @@ impl Disk {
                     return None;
                 }
                 let meta_at = if refreshed { self.meta_at(h, &loc) } else { None };
-                let rec = self.record(h, key, &loc, &lease, meta_at).await?;
+                let rec = self.record(kh, key, &loc, &lease, meta_at).await?;
                 Some(Lookup::Hit(Hit { loc, rec, lease, store: self.clone() }))
             }
             Err(shared) => {
@@ -133,20 +139,24 @@ impl Disk {
         }
     }
 
-    /// The record of the object at `loc` (leased) for `key`: from the record cache, or
-    /// read from disk. `None` if the record is another key's (a hash collision) or does
-    /// not check out, or cannot be read (the volume is then quarantined).
+    /// The record of the object at `loc` (leased) for `key` (of xxh3-128 `kh`): from the
+    /// record cache, or read from disk. `None` if the record is another key's (a hash
+    /// collision) or does not check out, or cannot be read (the volume is then
+    /// quarantined). A record read from disk has its key compared; a cached one, whose
+    /// key was compared when it was read or written, its full 128-bit hash (so the hit
+    /// touches neither the key's bytes nor a second allocation).
     async fn record(
         &self,
-        h: u64,
+        kh: u128,
         key: &[u8],
         loc: &Loc,
         lease: &Lease,
         meta_at: Option<MetaAt>,
     ) -> Option<Arc<Record>> {
+        let h = kh as u64;
         let ver = Ver::new(*loc, meta_at);
         if let Some(r) = self.records.get(h, &ver) {
-            return (&*r.key == key).then_some(r);
+            return (r.kh == kh).then_some(r);
         }
         let seq = lease.0.seq.load(Ordering::SeqCst);
         let rec = Arc::new(self.load_record(h, loc, &lease.0, seq, meta_at).await?);
@@ -199,6 +209,7 @@ impl Disk {
         }
         Some(Record {
             ver: Ver::new(*loc, meta_at),
+            kh: hdr.key_hash,
             key: key.into(),
             meta,
             stored_at: hdr.stored_at,

@@ -36,6 +36,8 @@ impl Ver {
 /// What a hit needs from an object's record.
 pub(super) struct Record {
     pub(super) ver: Ver,
+    /// The key's xxh3-128 (compared on a hit instead of the key).
+    pub(super) kh: u128,
     pub(super) key: Box<[u8]>,
     pub(super) meta: Bytes,
     pub(super) stored_at: u64,

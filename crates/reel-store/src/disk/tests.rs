@@ -377,6 +377,7 @@ fn a_hash_that_names_another_keys_object_is_a_miss() {
         // From the cache: "b"'s record cached under "a"'s hash for that version.
         let rec = super::records::Record {
             ver: super::records::Ver::new(b_loc, None),
+            kh: crate::format::key_hash(b"b"),
             key: b"b"[..].into(),
             meta: Bytes::from_static(b"m"),
             stored_at: 0,
