@@ -95,8 +95,8 @@ pub(super) struct Loc {
 }
 
 impl Loc {
-    /// A location; `None` if it cannot be packed (checked at open: volumes and objects
-    /// within the limits always can).
+    /// A location. It packs into an [`Entry`] when the volume and the body length are
+    /// within [`MAX_VOLUMES`] and [`MAX_BODY`], which `Disk::open` ensures.
     pub(super) fn new(vol: u32, seq: u64, rec_off: u64, body_off: u64, body_len: u64) -> Loc {
         Loc { vol, seq24: seq24(seq), rec_off, body_off, body_len }
     }
