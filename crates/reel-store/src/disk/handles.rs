@@ -159,7 +159,10 @@ impl Disk {
             return (r.kh == kh).then_some(r);
         }
         let seq = lease.0.seq.load(Ordering::SeqCst);
-        let rec = Arc::new(self.load_record(h, loc, &lease.0, seq, meta_at).await?);
+        // Boxed: the reads' state would otherwise make every lookup's future as large
+        // as this rare path's.
+        let load = Box::pin(self.load_record(h, loc, &lease.0, seq, meta_at));
+        let rec = Arc::new(load.await?);
         if &*rec.key != key {
             return None;
         }

@@ -31,9 +31,30 @@ pub(crate) const MAX_VOLUMES: u64 = u16::MAX as u64 - 1;
 /// Largest body an entry can describe (40 bits).
 pub(crate) const MAX_BODY: u64 = (1 << 40) - 1;
 
-/// A hasher for keys that already are hashes.
+/// A hasher for keys that already are hashes: the map gets the hash as it is.
 #[derive(Default)]
 pub(super) struct PassHasher(u64);
+
+/// A hasher for keys that already are hashes, for maps (the record cache) that pick their
+/// own shards from the hash's bits: one multiply-xorshift round so that no bits they use
+/// line up with the index's shard bits.
+#[derive(Default)]
+pub(super) struct MixHasher(u64);
+
+impl Hasher for MixHasher {
+    fn finish(&self) -> u64 {
+        let h = self.0.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        h ^ (h >> 29)
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+    fn write_u64(&mut self, i: u64) {
+        self.0 = i;
+    }
+}
 
 impl Hasher for PassHasher {
     fn finish(&self) -> u64 {
@@ -192,8 +213,11 @@ pub(crate) fn index_hash(key: &[u8]) -> u64 {
 }
 
 impl Disk {
+    /// The shard of hash `h`: bits 32..38, apart from the bits the shard's map uses (the
+    /// low ones for the bucket, the top 7 for its control bytes, which must vary within
+    /// a shard or every probe meets false candidates).
     pub(super) fn shard_no(h: u64) -> usize {
-        (h >> 58) as usize % SHARDS
+        (h >> 32) as usize % SHARDS
     }
 
     pub(super) fn shard(&self, h: u64) -> &RwLock<Shard> {

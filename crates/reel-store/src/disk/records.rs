@@ -15,7 +15,7 @@ use bytes::Bytes;
 use quick_cache::Weighter;
 use quick_cache::sync::{Cache, DefaultLifecycle};
 
-use super::index::{Loc, MetaAt, PassHasher};
+use super::index::{Loc, MetaAt, MixHasher};
 
 /// Bytes an entry costs beside its key and metadata (the `Arc`, the cache's slot).
 const OVERHEAD: u64 = 96;
@@ -56,7 +56,7 @@ type Inner = Cache<
     u64,
     Arc<Record>,
     ByBytes,
-    BuildHasherDefault<PassHasher>,
+    BuildHasherDefault<MixHasher>,
     DefaultLifecycle<u64, Arc<Record>>,
 >;
 
