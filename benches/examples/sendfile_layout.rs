@@ -209,18 +209,17 @@ fn folios(file: &File, off: u64, len: u64) -> Result<BTreeMap<u64, u64>> {
     }
     let mut sum = 0u64;
     for (i, _) in resident.iter().enumerate().filter(|(_, r)| **r & 1 == 1) {
-        // SAFETY: `i * PAGE < len`: inside the mapping made above.
-        sum += u64::from(unsafe {
-            std::ptr::read_volatile((ptr as *const u8).add(i * PAGE as usize))
-        });
+        let p = (ptr as *const u8).wrapping_add(i * PAGE as usize);
+        // SAFETY: `i * PAGE < len`: `p` is inside the mapping made above, readable.
+        sum += u64::from(unsafe { std::ptr::read_volatile(p) });
     }
     std::hint::black_box(sum);
     let mut pagemap = File::open("/proc/self/pagemap")?;
     let mut kflags = File::open("/proc/kpageflags")?;
     let mut hist = BTreeMap::new();
     let mut cur: u64 = 0;
-    for i in 0..pages {
-        if resident[i] & 1 == 0 {
+    for (i, res) in resident.iter().enumerate() {
+        if res & 1 == 0 {
             if cur > 0 {
                 *hist.entry(cur * 4).or_insert(0) += 1;
             }
@@ -296,13 +295,12 @@ fn measure(sock: &TcpStream, b: &Bodies, n: usize) -> Result<f64> {
 
 /// Pins the calling thread to `cpu` (best effort).
 fn pin(cpu: usize) {
-    // SAFETY: `set` is a zeroed cpu_set_t owned by this frame; CPU_SET writes inside it
-    // and sched_setaffinity only reads it for the calling thread (pid 0).
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
-    }
+    // SAFETY: an all-zero cpu_set_t is a valid, empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: writes one bit inside `set`, which this frame owns.
+    unsafe { libc::CPU_SET(cpu, &mut set) };
+    // SAFETY: the kernel only reads `set` for the calling thread (pid 0).
+    unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
 }
 
 fn main() -> Result<()> {

@@ -57,6 +57,7 @@ fn followers_see_exact_bytes(io: IoMode) {
             let mut taken = 0u64;
             let mut saw_boundary = false;
             let mut seen = 0;
+            let mut held = false;
             for c in data.chunks(7_001) {
                 w.append(Bytes::copy_from_slice(c)).await.unwrap();
                 taken += c.len() as u64;
@@ -64,6 +65,9 @@ fn followers_see_exact_bytes(io: IoMode) {
                 let st = f.status().unwrap();
                 // Readers see only what is in the file, and that is byte-exact.
                 assert_eq!(st.available + w.pending(), taken);
+                if st.available != seen && st.available == taken {
+                    held = true;
+                }
                 if st.available != seen && st.available < taken {
                     let r = f.file_range(0, st.available).unwrap();
                     assert_eq!((r.offset + r.len) % UNIT, 0, "writes end on a unit boundary");
@@ -81,7 +85,9 @@ fn followers_see_exact_bytes(io: IoMode) {
                     seen = taken;
                 }
             }
-            assert!(saw_boundary, "bytes became readable at a boundary, before the commit");
+            // On a slow machine the writer's hold bound (4 ms) may write everything
+            // before a boundary is reached; that is allowed, a boundary is the usual case.
+            assert!(saw_boundary || held, "bytes became readable before the commit");
             assert_eq!(w.commit().await.unwrap(), Committed::Stored);
             follower.join().unwrap();
             assert_eq!(f.status().unwrap().final_len, Some(data.len() as u64));
@@ -143,3 +149,26 @@ fn pending_bytes_never_served(io: IoMode) {
     });
 }
 both!(a_fill_aborted_with_bytes_pending_leaves_nothing_served, pending_bytes_never_served);
+
+fn slow_stream_is_written_within_the_hold(io: IoMode) {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path(), 4, io);
+    rt(async {
+        let data = body(11, 30_000);
+        let mut w = s.begin_fill(b"slow", Bytes::new(), None).await.unwrap();
+        let Some(Lookup::Filling(f)) = s.lookup(b"slow") else { panic!() };
+        w.append(Bytes::copy_from_slice(&data[..10_000])).await.unwrap();
+        assert_eq!(f.status().unwrap().available, 0, "below the boundary: pending");
+        // The next chunk comes after the writer's hold bound (4 ms): everything taken is
+        // written with it, although no boundary was reached and nobody flushed.
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        w.append(Bytes::copy_from_slice(&data[10_000..20_000])).await.unwrap();
+        assert_eq!(w.pending(), 0);
+        assert_eq!(f.status().unwrap().available, 20_000);
+        assert_eq!(pread_fill(&f, 20_000), data[..20_000]);
+        w.append(Bytes::copy_from_slice(&data[20_000..])).await.unwrap();
+        assert_eq!(w.commit().await.unwrap(), Committed::Stored);
+        assert_eq!(get(&s, b"slow").await.unwrap().1, data);
+    });
+}
+both!(a_slow_stream_is_written_within_the_hold_bound, slow_stream_is_written_within_the_hold);

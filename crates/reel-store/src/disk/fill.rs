@@ -22,6 +22,7 @@
 use std::fs::File;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use tokio::sync::watch;
@@ -37,6 +38,12 @@ use crate::{MAX_KEY_LEN, MAX_META_LEN};
 /// First reservation of a fill whose length is unknown (at most 1/16 of a volume); it
 /// grows in place while the fill is the last allocation of its volume, or moves.
 const UNKNOWN_INITIAL: u64 = 1 << 20;
+/// Longest a taken byte waits for its write boundary while chunks keep coming: then
+/// everything pending is written (a unit fills within this at 64 MB/s and up; slower
+/// origins get writes of what came in this time). Readers of a fill that streams slowly
+/// thus wait at most this long for bytes the origin sent; when the origin pauses, the
+/// cache's [`FillWriter::flush`] writes them sooner.
+const MAX_HOLD: Duration = Duration::from_millis(4);
 /// Copy size when a fill moves its bytes to a larger reservation.
 const MOVE_CHUNK: u64 = 1 << 20;
 
@@ -147,6 +154,8 @@ pub struct FillWriter {
     /// Body bytes in the file (readable); the bytes taken after them wait in `pending`.
     pub(super) written: u64,
     pending: Pending,
+    /// When the oldest pending byte was taken (None while nothing is pending).
+    pending_since: Option<Instant>,
     crc: u32,
     header_crc: u32,
     header_on_disk: bool,
@@ -246,6 +255,7 @@ impl Disk {
             place: 0,
             written: 0,
             pending: Pending::default(),
+            pending_since: None,
             crc: 0,
             header_crc: 0,
             header_on_disk: false,
@@ -293,6 +303,7 @@ impl FillWriter {
             place: 0,
             written: 0,
             pending: Pending::default(),
+            pending_since: None,
             crc: 0,
             header_crc: 0,
             header_on_disk: false,
@@ -523,7 +534,8 @@ impl FillWriter {
             return self.write_body(vec![data]).await;
         }
         self.pending.push(data);
-        let bufs = if self.shared.expected == Some(total) {
+        let since = *self.pending_since.get_or_insert_with(Instant::now);
+        let bufs = if self.shared.expected == Some(total) || since.elapsed() >= MAX_HOLD {
             Some(self.pending.take_all())
         } else {
             self.pending.take_units(self.body_off + self.written, write_unit())
@@ -564,6 +576,8 @@ impl FillWriter {
             _ => self.write_vectored(bufs, self.body_off + self.written).await?,
         }
         self.written += n;
+        // What stays pending came with the latest chunk.
+        self.pending_since = (self.pending.len() > 0).then(Instant::now);
         let (total, place) = (self.written, self.place);
         self.shared.progress.send_modify(|p| {
             p.written = total;
