@@ -21,6 +21,7 @@
 //! - `handles`: [`Hit`], [`Filling`] and the [`FileRange`]s they lend for sendfile.
 
 mod checkpoint;
+mod coalesce;
 mod fill;
 mod handles;
 mod handover;

@@ -126,6 +126,58 @@ impl Io {
             .unwrap_or_else(|| (Err(pool_gone()), Bytes::new()))
     }
 
+    /// Writes `bufs` back to back at `off` in one call (`pwritev`, or an io_uring
+    /// `WRITEV`), possibly partially; returns the count and the buffers. At most
+    /// [`MAX_IOVECS`] buffers are written per call.
+    pub(crate) async fn writev_at(
+        &self,
+        file: &Arc<File>,
+        bufs: Vec<Bytes>,
+        off: u64,
+    ) -> (io::Result<usize>, Vec<Bytes>) {
+        if self.uring
+            && let Some(ring) = Ring::current()
+        {
+            return ring.writev_at(file.clone(), bufs, off).await;
+        }
+        let file = file.clone();
+        self.pool
+            .run(move || {
+                let slices: Vec<io::IoSlice<'_>> =
+                    bufs.iter().take(MAX_IOVECS).map(|b| io::IoSlice::new(b)).collect();
+                let r = rustix::io::pwritev(&file, &slices, off).map_err(io::Error::from);
+                drop(slices);
+                (r, bufs)
+            })
+            .await
+            .unwrap_or_else(|| (Err(pool_gone()), Vec::new()))
+    }
+
+    /// Writes all of `bufs`, back to back, at `off`: one gathered write per try,
+    /// retrying short writes from where the kernel stopped.
+    pub(crate) async fn write_all_vectored_at(
+        &self,
+        file: &Arc<File>,
+        mut bufs: Vec<Bytes>,
+        mut off: u64,
+    ) -> io::Result<()> {
+        bufs.retain(|b| !b.is_empty());
+        while !bufs.is_empty() {
+            let (r, b) = self.writev_at(file, bufs, off).await;
+            bufs = b;
+            match r {
+                Ok(0) => return Err(io::Error::new(io::ErrorKind::WriteZero, "write returned 0")),
+                Ok(n) => {
+                    advance(&mut bufs, n)?;
+                    off += n as u64;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
     /// Reads exactly `len` bytes at `off`. Short reads are retried; end of file before
     /// `len` bytes is reported as `UnexpectedEof`, never returned as data.
     pub(crate) async fn read_exact_at(
@@ -176,6 +228,31 @@ impl Io {
         }
         Ok(())
     }
+}
+
+/// Most buffers one gathered write passes to the kernel (below `IOV_MAX`, 1024).
+pub(crate) const MAX_IOVECS: usize = 256;
+
+/// Drops the first `n` bytes of `bufs` (bytes the kernel wrote).
+fn advance(bufs: &mut Vec<Bytes>, mut n: usize) -> io::Result<()> {
+    let mut whole = 0;
+    for b in bufs.iter_mut() {
+        if n == 0 {
+            break;
+        }
+        if n >= b.len() {
+            n -= b.len();
+            whole += 1;
+        } else {
+            let _ = b.split_to(n);
+            n = 0;
+        }
+    }
+    bufs.drain(..whole);
+    if n > 0 {
+        return Err(io::Error::other("write returned more than requested"));
+    }
+    Ok(())
 }
 
 fn pool_gone() -> io::Error {
@@ -382,6 +459,8 @@ impl Pool {
 enum Keep {
     Read(Vec<u8>, Arc<File>),
     Write(Bytes, Arc<File>),
+    /// The buffers and the iovec array that points into them.
+    Writev(Vec<Bytes>, Vec<libc::iovec>, Arc<File>),
 }
 
 enum Slot {
@@ -540,6 +619,26 @@ impl Ring {
         match self.run(sqe, Keep::Write(buf, file)).await {
             (r, Some(Keep::Write(b, _))) => (r, b),
             (r, _) => (r.and(Err(io::Error::other("ring lost buffer"))), Bytes::new()),
+        }
+    }
+
+    async fn writev_at(
+        self: Rc<Self>,
+        file: Arc<File>,
+        bufs: Vec<Bytes>,
+        off: u64,
+    ) -> (io::Result<usize>, Vec<Bytes>) {
+        let iov: Vec<libc::iovec> = bufs
+            .iter()
+            .take(MAX_IOVECS)
+            .map(|b| libc::iovec { iov_base: b.as_ptr() as *mut libc::c_void, iov_len: b.len() })
+            .collect();
+        let sqe = opcode::Writev::new(types::Fd(file.as_raw_fd()), iov.as_ptr(), iov.len() as u32)
+            .offset(off)
+            .build();
+        match self.run(sqe, Keep::Writev(bufs, iov, file)).await {
+            (r, Some(Keep::Writev(b, _, _))) => (r, b),
+            (r, _) => (r.and(Err(io::Error::other("ring lost buffer"))), Vec::new()),
         }
     }
 

@@ -76,6 +76,8 @@ fn streaming_fill(io: IoMode) {
         });
         for c in data.chunks(100_000) {
             w.append(Bytes::copy_from_slice(c)).await.unwrap();
+            // Below a write boundary the chunk waits in the writer: write it now.
+            w.flush().await.unwrap();
             // Wait for the reader to see this chunk: it is woken, not polling.
             let _ = go_rx.recv_timeout(std::time::Duration::from_secs(30));
         }

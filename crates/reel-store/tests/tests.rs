@@ -1,6 +1,7 @@
 //! Integration tests of reel-store, run on both I/O backends (io_uring and threads).
 
 mod basic;
+mod coalesce;
 mod crash;
 mod disks;
 mod faults;

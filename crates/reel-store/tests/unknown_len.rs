@@ -75,6 +75,8 @@ fn concurrent_fills(io: IoMode) {
                 w.append(Bytes::copy_from_slice(&bodies[i][c..end])).await.unwrap();
             }
             if n == 8 {
+                // Bytes below the next write boundary wait in the writer: write them.
+                writers[0].flush().await.unwrap();
                 let r = early.file_range(0, 512 << 10).unwrap();
                 let f = std::fs::File::from(r.fd.try_clone_to_owned().unwrap());
                 early_range = Some((f, r.offset));

@@ -1,8 +1,13 @@
 //! Fills: writing one object into the log while readers on any worker follow it.
 //!
-//! `begin_fill` registers a `Filling` slot for the key and reserves space; each
-//! `append` writes a chunk and then publishes the new length in a `tokio::sync::watch`,
-//! so readers are woken when the bytes are in the file (page cache). `commit` writes the
+//! `begin_fill` registers a `Filling` slot for the key and reserves space; `append`
+//! takes a chunk and writes the body in pieces that end on a multiple of
+//! `coalesce::WRITE_UNIT` of the file offset (module `coalesce`: large writes build large
+//! page-cache folios, which `sendfile` serves for less), and after each write publishes
+//! the new length in a `tokio::sync::watch`, so readers are woken when the bytes are in
+//! the file (page cache). Bytes below the next boundary wait in the writer until it is
+//! reached, the body is complete, or the caller calls [`FillWriter::flush`] (the cache
+//! does when its origin pauses). `commit` writes the
 //! final header and the commit trailer and swaps the slot for a complete entry; abort
 //! (explicit or by drop) restores the object the fill was replacing, if any.
 //!
@@ -17,10 +22,12 @@
 use std::fs::File;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use tokio::sync::watch;
 
+use super::coalesce::{Pending, write_unit};
 use super::index::{Entry, Loc, Slot, index_hash};
 use super::records::{Record, Ver};
 use super::volumes::{Lease, Volume};
@@ -32,6 +39,12 @@ use crate::{MAX_KEY_LEN, MAX_META_LEN};
 /// First reservation of a fill whose length is unknown (at most 1/16 of a volume); it
 /// grows in place while the fill is the last allocation of its volume, or moves.
 const UNKNOWN_INITIAL: u64 = 1 << 20;
+/// Longest a taken byte waits for its write boundary while chunks keep coming: then
+/// everything pending is written (a unit fills within this at 64 MB/s and up; slower
+/// origins get writes of what came in this time). Readers of a fill that streams slowly
+/// thus wait at most this long for bytes the origin sent; when the origin pauses, the
+/// cache's [`FillWriter::flush`] writes them sooner.
+const MAX_HOLD: Duration = Duration::from_millis(4);
 /// Copy size when a fill moves its bytes to a larger reservation.
 const MOVE_CHUNK: u64 = 1 << 20;
 
@@ -139,7 +152,11 @@ pub struct FillWriter {
     pub(super) body_off: u64,
     reserved_end: u64,
     pub(super) place: u32,
+    /// Body bytes in the file (readable); the bytes taken after them wait in `pending`.
     pub(super) written: u64,
+    pending: Pending,
+    /// When the oldest pending byte was taken (None while nothing is pending).
+    pending_since: Option<Instant>,
     crc: u32,
     header_crc: u32,
     header_on_disk: bool,
@@ -238,6 +255,8 @@ impl Disk {
             reserved_end: off + span,
             place: 0,
             written: 0,
+            pending: Pending::default(),
+            pending_since: None,
             crc: 0,
             header_crc: 0,
             header_on_disk: false,
@@ -284,6 +303,8 @@ impl FillWriter {
             reserved_end: 0,
             place: 0,
             written: 0,
+            pending: Pending::default(),
+            pending_since: None,
             crc: 0,
             header_crc: 0,
             header_on_disk: false,
@@ -294,15 +315,38 @@ impl FillWriter {
         }
     }
 
-    /// Body bytes written so far.
+    /// Body bytes taken so far (written, or waiting for the next write).
     pub fn written(&self) -> u64 {
-        self.written
+        self.written + self.pending.len()
     }
 
-    /// Appends the next chunk of the body. Readers are woken once it is in the file.
-    /// On error the fill is aborted.
+    /// Body bytes taken but not yet written (readers do not see them yet).
+    pub fn pending(&self) -> u64 {
+        self.pending.len()
+    }
+
+    /// Appends the next chunk of the body. Readers are woken once it is in the file:
+    /// at once if it completes the announced length or reaches a write boundary, else
+    /// at the next such append, [`FillWriter::flush`] or commit. On error the fill is
+    /// aborted.
     pub async fn append(&mut self, data: Bytes) -> Result<(), StoreError> {
         match self.append_inner(data).await {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                self.abort();
+                Err(e)
+            }
+        }
+    }
+
+    /// Writes the bytes taken so far and wakes the readers. On error the fill is
+    /// aborted.
+    pub async fn flush(&mut self) -> Result<(), StoreError> {
+        if self.done || self.shared.purged.load(Ordering::SeqCst) {
+            self.abort();
+            return Err(StoreError::Aborted);
+        }
+        match self.flush_pending().await {
             Ok(()) => Ok(()),
             Err(e) => {
                 self.abort();
@@ -454,12 +498,32 @@ impl FillWriter {
         Ok(())
     }
 
+    async fn write_vectored(&self, bufs: Vec<Bytes>, off: u64) -> Result<(), StoreError> {
+        let file = match &self.spill {
+            Some(f) => f,
+            None if self.vol.quarantined.load(Ordering::SeqCst) => return Err(StoreError::Gone),
+            None => &self.vol.file,
+        };
+        let n: u64 = bufs.iter().map(|b| b.len() as u64).sum();
+        self.store.io.write_all_vectored_at(file, bufs, off).await.map_err(|e| {
+            self.store.write_error(&e);
+            StoreError::Io(e)
+        })?;
+        let c = if self.spill.is_some() {
+            &self.store.c.spill_written
+        } else {
+            &self.store.c.bytes_written
+        };
+        c.fetch_add(n, Ordering::Relaxed);
+        Ok(())
+    }
+
     async fn append_inner(&mut self, data: Bytes) -> Result<(), StoreError> {
         if self.done || self.shared.purged.load(Ordering::SeqCst) {
             return Err(StoreError::Aborted);
         }
         let n = data.len() as u64;
-        let total = self.written + n;
+        let total = self.written + self.pending.len() + n;
         if let Some(exp) = self.shared.expected
             && total > exp
         {
@@ -476,13 +540,63 @@ impl FillWriter {
                 if self.shared.expected.is_some() {
                     return Err(StoreError::TooLarge(total));
                 }
+                // Growing keeps the pending bytes pending; a move copies what is in the
+                // file and the pending bytes follow it there.
                 self.make_room(total).await?;
             }
         }
-        self.write(data.clone(), self.body_off + self.written).await?;
-        self.crc = crc32c::crc32c_append(self.crc, &data);
-        self.written = total;
-        let place = self.place;
+        if self.spill.is_some() {
+            // Delivered, never served from the store later: written as it comes (after
+            // what was pending when the fill spilled out).
+            self.flush_pending().await?;
+            return self.write_body(vec![data]).await;
+        }
+        self.pending.push(data);
+        let since = *self.pending_since.get_or_insert_with(Instant::now);
+        let bufs = if self.shared.expected == Some(total) || since.elapsed() >= MAX_HOLD {
+            Some(self.pending.take_all())
+        } else {
+            self.pending.take_units(self.body_off + self.written, write_unit())
+        };
+        match bufs {
+            Some(bufs) => self.write_body(bufs).await,
+            // An empty body's only append: readers learn it is (still) empty.
+            None if total == 0 => self.write_body(Vec::new()).await,
+            None => Ok(()),
+        }
+    }
+
+    /// Writes whatever is pending (before a commit, a move, or on the caller's flush).
+    pub(super) async fn flush_pending(&mut self) -> Result<(), StoreError> {
+        if self.pending.len() == 0 {
+            return Ok(());
+        }
+        let bufs = self.pending.take_all();
+        self.write_body(bufs).await
+    }
+
+    /// Writes `bufs` as the next body bytes in one gathered write, then publishes the
+    /// new length to the readers.
+    async fn write_body(&mut self, bufs: Vec<Bytes>) -> Result<(), StoreError> {
+        let n: u64 = bufs.iter().map(|b| b.len() as u64).sum();
+        for b in &bufs {
+            self.crc = crc32c::crc32c_append(self.crc, b);
+        }
+        match bufs.len() {
+            0 => {}
+            1 => {
+                self.write(
+                    bufs.into_iter().next().unwrap_or_default(),
+                    self.body_off + self.written,
+                )
+                .await?
+            }
+            _ => self.write_vectored(bufs, self.body_off + self.written).await?,
+        }
+        self.written += n;
+        // What stays pending came with the latest chunk.
+        self.pending_since = (self.pending.len() > 0).then(Instant::now);
+        let (total, place) = (self.written, self.place);
         self.shared.progress.send_modify(|p| {
             p.written = total;
             p.place = place;
@@ -593,6 +707,7 @@ impl FillWriter {
         if self.done || self.shared.purged.load(Ordering::SeqCst) {
             return Err(StoreError::Aborted);
         }
+        self.flush_pending().await?;
         if let Some(exp) = self.shared.expected
             && exp != self.written
         {

@@ -132,6 +132,7 @@ fn a_fill_with_nowhere_to_move_is_still_delivered_whole() {
         let mut got = Vec::new();
         for c in data.chunks(40_000) {
             a.append(Bytes::copy_from_slice(c)).await.expect("keeps streaming");
+            a.flush().await.expect("keeps streaming");
             let st = f.wait_for(got.len() as u64 + 1).await.unwrap();
             got.extend_from_slice(
                 &f.read(got.len() as u64, st.available - got.len() as u64).await.unwrap(),

@@ -120,6 +120,11 @@ impl Filler<'_> {
 /// same append ([`gather`]): every append wakes every reader of the fill, and a streamed
 /// part with a thousand readers arrives as many small reads.
 ///
+/// The store writes a body in large aligned pieces and keeps what is below the next
+/// boundary until more comes; when the origin pauses for [`FLUSH_IDLE`] the rest is
+/// written at once ([`reel_store::FillWriter::flush`]), so readers never wait on the
+/// store for bytes the origin already sent.
+///
 /// `deadline` ends the fill (`[cache] fill_timeout` after its origin request): an origin
 /// that drips a byte now and then never trips the idle bound, and would hold the key.
 pub(super) async fn fill_task(
@@ -137,7 +142,23 @@ pub(super) async fn fill_task(
         return;
     }
     loop {
-        let (data, end) = match tokio::time::timeout_at(deadline, resp.next_chunk()).await {
+        let next = match writer.pending() {
+            0 => tokio::time::timeout_at(deadline, resp.next_chunk()).await,
+            // Bytes wait in the writer for its next write boundary: if the origin pauses,
+            // write them now so the readers get them. (`next_chunk` is cancel-safe.)
+            _ => match tokio::time::timeout(FLUSH_IDLE, resp.next_chunk()).await {
+                Ok(r) => Ok(r),
+                Err(_) => {
+                    if writer.flush().await.is_err() {
+                        writer.abort();
+                        lead.publish(State::Failed(502));
+                        return;
+                    }
+                    tokio::time::timeout_at(deadline, resp.next_chunk()).await
+                }
+            },
+        };
+        let (data, end) = match next {
             Ok(Ok(Some(c))) => gather(&mut resp, c).await,
             Ok(r) => (None, Some(r.map(|_| ()))),
             Err(_) => {
@@ -172,6 +193,11 @@ pub(super) async fn fill_task(
         }
     }
 }
+
+/// How long appended bytes may wait in the store's writer (below its next write
+/// boundary, `reel_store::FillWriter::pending`) while the origin sends nothing: then they
+/// are written and the fill's readers get them.
+const FLUSH_IDLE: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// Appends gathered at most: a store write of this size is still one quick call.
 const GATHER_MAX: usize = 1 << 20;
