@@ -88,6 +88,8 @@ struct Counters {
     load_millis: AtomicU64,
     /// When (seconds since open) the next periodic checkpoint is due.
     checkpoint_due: AtomicU64,
+    /// Hits that read their record from disk.
+    record_reads: AtomicU64,
 }
 
 /// How to open one disk.
@@ -461,6 +463,8 @@ impl Disk {
             uring: self.io.is_uring(),
             index_loading: self.loading.load(Ordering::SeqCst),
             index_load_millis: c.load_millis.load(Ordering::Relaxed),
+            record_cache_bytes: self.records.bytes(),
+            record_reads: c.record_reads.load(Ordering::Relaxed),
             ..self.scrub.stats()
         }
     }

@@ -242,4 +242,8 @@ pub struct StoreStats {
     pub scrub_corrupt: u64,
     /// Scrub passes completed over the whole store.
     pub scrub_passes: u64,
+    /// Bytes the record cache holds (keys and metadata of hot objects).
+    pub record_cache_bytes: u64,
+    /// Hits that read their record (key and metadata) from disk: not in the record cache.
+    pub record_reads: u64,
 }

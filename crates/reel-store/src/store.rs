@@ -472,6 +472,7 @@ impl Store {
             t.capacity += st.capacity;
             t.volumes += st.volumes;
             t.quarantined_volumes += st.quarantined_volumes;
+            t.record_cache_bytes += st.record_cache_bytes;
             t.uring |= st.uring;
             t.index_loading |= st.index_loading;
             t.index_load_millis = t.index_load_millis.max(st.index_load_millis);
@@ -632,4 +633,5 @@ fn add_counters(t: &mut StoreStats, s: &StoreStats) {
     t.scrub_objects += s.scrub_objects;
     t.scrub_corrupt += s.scrub_corrupt;
     t.scrub_passes += s.scrub_passes;
+    t.record_reads += s.record_reads;
 }

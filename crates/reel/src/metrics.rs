@@ -174,6 +174,18 @@ fn store(p: &mut PromWriter, store: &reel_store::Store, admission: &reel_store::
         p.sample("reel_store_disk_objects", &[("path", &label(d))], d.stats.objects);
     }
     p.single(
+        "reel_store_record_cache_bytes",
+        Kind::Gauge,
+        "Bytes of keys and metadata of hot objects held in memory (store.record_cache).",
+        st.record_cache_bytes,
+    );
+    p.single(
+        "reel_store_record_reads_total",
+        Kind::Counter,
+        "Hits that read their key and metadata from the object's record on disk (not cached).",
+        st.record_reads,
+    );
+    p.single(
         "reel_store_bytes_written_total",
         Kind::Counter,
         "Bytes written into the store's volume files (objects, copies, metadata records).",

@@ -121,6 +121,10 @@ fn a_disk_leaves_service_mid_traffic_comes_back_and_a_restart_goes_on_without_it
     let label = |p: &Path| format!("{{path=\"{}\"}}", p.display());
     assert_eq!(metric(&m, &format!("reel_store_disk_online{}", label(&b))), Some(0.0));
     assert_eq!(metric(&m, &format!("reel_store_disk_online{}", label(&a))), Some(1.0));
+    // Stored objects' keys and metadata are held in memory (their records were cached
+    // when they were written).
+    assert!(metric(&m, "reel_store_record_cache_bytes").is_some_and(|b| b > 0.0), "{m}");
+    assert!(metric(&m, "reel_store_record_reads_total").is_some());
 
     // Back in service: empty; b's objects are fetched once more and stored there again.
     let r = reel.admin_req("POST", &format!("/admin/store/disk?path={}&online=1", b.display()));

@@ -159,6 +159,7 @@ impl Disk {
             return (r.kh == kh).then_some(r);
         }
         let seq = lease.0.seq.load(Ordering::SeqCst);
+        self.c.record_reads.fetch_add(1, Ordering::Relaxed);
         // Boxed: the reads' state would otherwise make every lookup's future as large
         // as this rare path's.
         let load = Box::pin(self.load_record(h, loc, &lease.0, seq, meta_at));

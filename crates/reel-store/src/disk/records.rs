@@ -94,6 +94,11 @@ impl Records {
         c.iter().filter(|(_, r)| r.key.starts_with(prefix)).map(|(h, r)| (h, r.ver)).collect()
     }
 
+    /// Bytes held.
+    pub(super) fn bytes(&self) -> u64 {
+        self.cache.as_ref().map_or(0, |c| c.weight())
+    }
+
     pub(super) fn remove(&self, h: u64) {
         if let Some(c) = &self.cache {
             c.remove(&h);

@@ -412,6 +412,9 @@ fn hits_read_key_and_metadata_from_disk_when_not_cached() {
             assert_eq!((h.key(), &h.meta()[..]), (&b"k2"[..], &b"fresh"[..]));
             let Some(crate::Lookup::Hit(h)) = s.lookup(b"k1").await else { panic!("k1") };
             assert_eq!(&h.meta()[..], b"m");
+            // update_meta's own lookup and the two hits: each read its record.
+            let st = s.stats();
+            assert_eq!((st.record_reads, st.record_cache_bytes), (3, 0), "{st:?}");
         });
     }
     for scan in [false, true] {
