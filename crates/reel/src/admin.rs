@@ -332,9 +332,19 @@ impl AdminHandler {
 
     /// `GET /status/history`: the samples after `since` and what the dashboard's header shows.
     fn history(&self, req: &Request) -> Response {
-        let since = query_param(req.query().unwrap_or(""), "since")
-            .and_then(|v| v.parse::<u64>().ok())
-            .unwrap_or(0);
+        let since = match query_param(req.query().unwrap_or(""), "since") {
+            None => 0,
+            Some(v) => match v.parse::<u64>() {
+                Ok(ms) => ms,
+                // Not the whole ring: a poller with a broken cursor should hear of it.
+                Err(_) => {
+                    return json_response(
+                        400,
+                        json!({"error": "since must be Unix milliseconds (a whole number)"}),
+                    );
+                }
+            },
+        };
         let s = &self.shared;
         let live = s.live_full();
         let loaded = crate::history::unix_ms(live.loaded_at) / 1000;

@@ -135,4 +135,9 @@ fn dashboard_is_one_page_without_external_assets() {
     assert_eq!(evil.status, 421);
     assert_eq!(reel.admin_req("POST", "/dashboard").status, 405);
     assert_eq!(reel.admin_req("POST", "/status/history").status, 405);
+    for bad in ["abc", "-1", "1.5", ""] {
+        let r = reel.admin_req("GET", &format!("/status/history?since={bad}"));
+        assert_eq!(r.status, 400, "since={bad}: {}", r.text());
+        assert!(r.json()["error"].as_str().is_some_and(|e| e.contains("since")));
+    }
 }
