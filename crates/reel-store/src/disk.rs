@@ -375,14 +375,7 @@ impl Disk {
         // The objects whose records are in memory leave the index now; the others when a
         // lookup finds them purged, or with their volume.
         for (h, ver) in self.records.matching(prefix) {
-            let Ok(mut s) = self.shard(h).write() else { continue };
-            if matches!(s.get(&h), Some(Slot::Ready(e)) if e.loc() == ver.loc)
-                && let Some(slot) = s.remove(&h)
-            {
-                drop(s);
-                self.retire_slot(h, slot);
-                n += 1;
-            }
+            n += u64::from(self.drop_purged(h, &ver.loc));
         }
         let (_, seq, off) = self.append_small(Kind::PurgePrefix, prefix, &[], None).await?;
         self.move_rule(prefix, point, (seq, off));
@@ -426,7 +419,7 @@ impl Disk {
                 self.set_meta_at(h, at);
                 let rec = records::Record {
                     ver: records::Ver::new(old, Some(at)),
-                    kh: crate::format::key_hash(key),
+                    kh: hit.rec.kh,
                     key: key.into(),
                     meta,
                     stored_at: hit.stored_at(),

@@ -51,16 +51,19 @@ impl Disk {
         rules.iter().any(|r| r.covers(key, seq, off))
     }
 
-    /// Takes an entry found purged out of the index, if it is still the one at `loc`.
-    pub(super) fn drop_purged(&self, h: u64, loc: &Loc) {
-        let Ok(mut s) = self.shard(h).write() else { return };
+    /// Takes a purged entry out of the index, if it is still the one at `loc`; whether it
+    /// did.
+    pub(super) fn drop_purged(&self, h: u64, loc: &Loc) -> bool {
+        let Ok(mut s) = self.shard(h).write() else { return false };
         if matches!(s.get(&h), Some(Slot::Ready(e)) if e.loc() == *loc)
             && let Some(slot) = s.remove(&h)
         {
             drop(s);
             self.retire_slot(h, slot);
             self.c.changes.fetch_add(1, Ordering::Relaxed);
+            return true;
         }
+        false
     }
 
     /// Adds a rule (the purge's point: the write head now, moved to its record's
