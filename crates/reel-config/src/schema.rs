@@ -128,6 +128,34 @@ pub struct ListenerConfig {
     /// (TLS 1.3 only). Default `"1.2"`; `"1.3"` only on TLS listeners.
     #[serde(default, skip_serializing_if = "TlsVersion::is_default")]
     pub min_tls_version: TlsVersion,
+    /// Serve HTTP/3 (QUIC) on a UDP socket of the same address and port, with the same
+    /// certificates. Default `false`; only valid on TLS listeners.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http3: Option<bool>,
+    /// How long clients may remember that HTTP/3 is offered: the `ma` of the
+    /// `Alt-Svc: h3=":PORT"` header this listener's HTTP/1.1 and HTTP/2 responses carry.
+    /// `"0"` sends no `Alt-Svc`. Default `"24h"`; only valid with `http3 = true`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alt_svc_max_age: Option<Duration>,
+    /// Address validation of new QUIC connections with a Retry: `"auto"` (when a worker
+    /// has many handshakes in progress, e.g. under a flood of Initials from forged
+    /// addresses), `"always"` or `"never"`. Default `"auto"`; only valid with
+    /// `http3 = true`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quic_retry: Option<QuicRetry>,
+}
+
+/// `quic_retry`: when new QUIC connections must prove their address first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum QuicRetry {
+    /// Under load (many handshakes in progress on a worker).
+    #[default]
+    Auto,
+    /// Always.
+    Always,
+    /// Never.
+    Never,
 }
 
 /// `ktls`: whether a TLS listener hands its sessions' record layer to the kernel.
@@ -153,6 +181,9 @@ impl Default for ListenerConfig {
             http2: None,
             ktls: None,
             min_tls_version: TlsVersion::default(),
+            http3: None,
+            alt_svc_max_age: None,
+            quic_retry: None,
         }
     }
 }
@@ -167,7 +198,22 @@ impl ListenerConfig {
     pub fn http2_enabled(&self) -> bool {
         self.is_tls() && self.http2.unwrap_or(true)
     }
+
+    /// Whether HTTP/3 is served (on TLS listeners only).
+    pub fn http3_enabled(&self) -> bool {
+        self.is_tls() && self.http3.unwrap_or(false)
+    }
+
+    /// The `ma` of the listener's `Alt-Svc` header; `None` when none is sent (no HTTP/3,
+    /// or `alt_svc_max_age = "0"`).
+    pub fn alt_svc_max_age(&self) -> Option<std::time::Duration> {
+        let age = self.alt_svc_max_age.map_or(DEFAULT_ALT_SVC_MAX_AGE, |d| d.get());
+        (self.http3_enabled() && !age.is_zero()).then_some(age)
+    }
 }
+
+/// Default `alt_svc_max_age`: a day, as nginx's examples and the large CDNs use.
+pub const DEFAULT_ALT_SVC_MAX_AGE: std::time::Duration = std::time::Duration::from_secs(86_400);
 
 /// `tls_cert`: a PEM certificate chain file, or a self-signed certificate made at start.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -76,6 +76,7 @@ pub struct RequestBody<'a>(Inner<'a>);
 enum Inner<'a> {
     H1(H1Body<'a>),
     H2(H2Body<'a>),
+    H3(H3Body<'a>),
 }
 
 impl<'a> RequestBody<'a> {
@@ -106,11 +107,27 @@ impl<'a> RequestBody<'a> {
         RequestBody(Inner::H2(H2Body { recv, state, received: 0, max, stall, deadline }))
     }
 
+    /// The body of an HTTP/3 request: the DATA frames of its stream (RFC 9114 section
+    /// 4.1), at most `max` bytes, each read waiting at most `stall` and all of them at
+    /// most `total`. `none`: the request has no body (the stream's rest is not read).
+    pub(crate) fn h3(
+        recv: &'a mut crate::http3::H3Recv,
+        none: bool,
+        max: u64,
+        stall: std::time::Duration,
+        total: std::time::Duration,
+    ) -> Self {
+        let state = if none { H2State::Done } else { H2State::Open };
+        let deadline = deadline_after(total);
+        RequestBody(Inner::H3(H3Body { recv, state, received: 0, max, stall, deadline }))
+    }
+
     /// Whether the whole body has been read (always true for requests without one).
     pub fn is_complete(&self) -> bool {
         match &self.0 {
             Inner::H1(b) => b.state == State::Done,
             Inner::H2(b) => b.state == H2State::Done,
+            Inner::H3(b) => b.state == H2State::Done,
         }
     }
 
@@ -119,6 +136,7 @@ impl<'a> RequestBody<'a> {
         match &self.0 {
             Inner::H1(b) => b.received,
             Inner::H2(b) => b.received,
+            Inner::H3(b) => b.received,
         }
     }
 
@@ -130,6 +148,10 @@ impl<'a> RequestBody<'a> {
                 _ => None,
             },
             Inner::H2(b) => match &b.state {
+                H2State::Failed(e) => Some(e),
+                _ => None,
+            },
+            Inner::H3(b) => match &b.state {
                 H2State::Failed(e) => Some(e),
                 _ => None,
             },
@@ -155,7 +177,7 @@ impl<'a> RequestBody<'a> {
     pub(crate) fn continue_pending(&self) -> bool {
         match &self.0 {
             Inner::H1(b) => b.continue_pending,
-            Inner::H2(_) => false,
+            Inner::H2(_) | Inner::H3(_) => false,
         }
     }
 
@@ -163,7 +185,7 @@ impl<'a> RequestBody<'a> {
     pub(crate) fn length_remaining(&self) -> Option<u64> {
         match &self.0 {
             Inner::H1(b) => b.length_remaining(),
-            Inner::H2(_) => None,
+            Inner::H2(_) | Inner::H3(_) => None,
         }
     }
 
@@ -173,6 +195,7 @@ impl<'a> RequestBody<'a> {
         match &mut self.0 {
             Inner::H1(b) => b.next_chunk().await,
             Inner::H2(b) => b.next_chunk().await,
+            Inner::H3(b) => b.next_chunk().await,
         }
     }
 
@@ -223,6 +246,47 @@ impl H2Body<'_> {
                     if self.received > self.max { Err(BodyError::TooLarge) } else { Ok(data) }
                 }
             },
+        };
+        match r {
+            Ok(d) => Ok(Some(d)),
+            Err(e) => {
+                self.state = H2State::Failed(e.clone());
+                Err(e)
+            }
+        }
+    }
+}
+
+/// An HTTP/3 request stream's body (its state is HTTP/2's: open, done, failed).
+struct H3Body<'a> {
+    recv: &'a mut crate::http3::H3Recv,
+    state: H2State,
+    received: u64,
+    max: u64,
+    stall: std::time::Duration,
+    deadline: Instant,
+}
+
+impl H3Body<'_> {
+    async fn next_chunk(&mut self) -> Result<Option<Bytes>, BodyError> {
+        let r = match &self.state {
+            H2State::Done => return Ok(None),
+            H2State::Failed(e) => return Err(e.clone()),
+            H2State::Open => {
+                match timeout(self.stall, self.deadline, self.recv.recv_data()).await {
+                    Err(_) => Err(BodyError::Timeout),
+                    Ok(Ok(None)) => {
+                        self.state = H2State::Done;
+                        return Ok(None);
+                    }
+                    Ok(Err(_)) => Err(BodyError::Incomplete),
+                    Ok(Ok(Some(mut data))) => {
+                        let data = data.copy_to_bytes(data.remaining());
+                        self.received += data.len() as u64;
+                        if self.received > self.max { Err(BodyError::TooLarge) } else { Ok(data) }
+                    }
+                }
+            }
         };
         match r {
             Ok(d) => Ok(Some(d)),

@@ -8,7 +8,8 @@
 //! loop ([`serve_connection`] on a `TcpStream`, [`serve_parkable`] for a server that keeps
 //! idle connections without a task, [`serve_stream`] on any byte stream such as TLS) with
 //! keep-alive, pipelining, timeouts and draining, HTTP/2 ([`serve_h2`], after ALPN chose
-//! `h2`), and the per-worker buffer pools ([`conn_buffers_lent`], [`PoolBuf`]). It depends
+//! `h2`), HTTP/3 ([`serve_h3`], on an established QUIC connection), and the per-worker
+//! buffer pools ([`conn_buffers_lent`], [`PoolBuf`]). It depends
 //! on no other reel crate (TLS itself is `reel-tls`'s).
 //!
 //! # Design
@@ -82,6 +83,7 @@ mod conn;
 mod date;
 mod fileread;
 mod http2;
+mod http3;
 mod interim;
 #[allow(unsafe_code)]
 mod io;
@@ -101,6 +103,7 @@ pub use conn::{
     serve_connection, serve_parkable, serve_session, serve_stream,
 };
 pub use http2::{H2Settings, serve_h2};
+pub use http3::{H3Chunk, H3Settings, serve_h3};
 pub use interim::{Interim, MAX_INTERIMS};
 pub use io::ByteStream;
 pub use limits::{Limits, MAX_HEADERS_CAP};

@@ -23,6 +23,8 @@ pub enum Version {
     Http11,
     /// HTTP/2 (RFC 9113); the head was given as fields of a stream.
     Http2,
+    /// HTTP/3 (RFC 9114); the head was given as fields of a QUIC stream.
+    Http3,
 }
 
 /// How the request body is delimited (RFC 9112 section 6.3).
@@ -182,11 +184,12 @@ impl Request {
         &self.head
     }
 
-    /// Marks a head parsed from an HTTP/2 stream's fields: version 2, the body framing
-    /// the stream has (`Chunked` standing for "delimited by the stream, length unknown"),
-    /// no `100-continue` to send, and keep-alive (streams do not close the connection).
-    pub(crate) fn set_http2(&mut self, framing: BodyFraming) {
-        self.version = Version::Http2;
+    /// Marks a head parsed from an HTTP/2 or HTTP/3 stream's fields: that `version`, the
+    /// body framing the stream has (`Chunked` standing for "delimited by the stream,
+    /// length unknown"), no `100-continue` to send, and keep-alive (streams do not close
+    /// the connection).
+    pub(crate) fn set_stream_version(&mut self, version: Version, framing: BodyFraming) {
+        self.version = version;
         self.framing = framing;
         self.expect_continue = false;
         self.keep_alive = true;
@@ -389,7 +392,7 @@ impl Request {
         }
         self.keep_alive = !conn_close
             && match self.version {
-                Version::Http11 | Version::Http2 => true,
+                Version::Http11 | Version::Http2 | Version::Http3 => true,
                 Version::Http10 => conn_keep_alive,
             };
         Ok(HeadStatus::Complete(n))

@@ -17,9 +17,10 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use reel_http::{
-    BodyStream, Chunk, ColdRead, ConnOutcome, FileRange, H2Settings, Handler, Limits, Method,
-    Request, RequestBody, Response, Version, serve_connection, serve_session,
+    BodyStream, Chunk, ColdRead, ConnOutcome, FileRange, H2Settings, H3Settings, Handler, Limits,
+    Method, Request, RequestBody, Response, Version, serve_connection, serve_session,
 };
+use reel_quic::QuicSettings;
 use reel_tls::testing::TestCa;
 use tokio::sync::{oneshot, watch};
 
@@ -130,6 +131,7 @@ impl Handler for TestHandler {
                     Version::Http10 => "1.0",
                     Version::Http11 => "1.1",
                     Version::Http2 => "2",
+                    Version::Http3 => "3",
                 };
                 let text = format!(
                     "{} {} q={} host={} v={} ka={}",
@@ -281,7 +283,22 @@ impl Server {
         Server::spawn(limits, true, Some(h2))
     }
 
+    /// An HTTP/3 server on a UDP socket of 127.0.0.1 (`addr`), one QUIC endpoint as a
+    /// worker runs it, with `quic`'s transport settings.
+    pub(crate) fn start_h3(limits: Limits, h3: H3Settings, quic: QuicSettings) -> Server {
+        Server::spawn_with(limits, true, None, Some((h3, quic)))
+    }
+
     fn spawn(limits: Limits, tls: bool, h2: Option<H2Settings>) -> Server {
+        Server::spawn_with(limits, tls, h2, None)
+    }
+
+    fn spawn_with(
+        limits: Limits,
+        tls: bool,
+        h2: Option<H2Settings>,
+        h3: Option<(H3Settings, QuicSettings)>,
+    ) -> Server {
         let http2 = h2.is_some();
         let h2 = h2.unwrap_or_default();
         let ca = tls.then(|| Arc::new(TestCa::new()));
@@ -296,7 +313,7 @@ impl Server {
             };
             let cert = Arc::new(reel_tls::cert::load(&spec).unwrap());
             let tickets = reel_tls::Tickets::new().unwrap();
-            Arc::new(
+            let l = Arc::new(
                 reel_tls::server_config(
                     "l",
                     cert,
@@ -308,8 +325,14 @@ impl Server {
                     &tickets,
                 )
                 .unwrap(),
-            )
+            );
+            let quic = l.quic_config(&tickets, false).unwrap();
+            (l, quic)
         });
+        let (tls, quic_tls) = match tls {
+            Some((l, q)) => (Some(l), Some(q)),
+            None => (None, None),
+        };
         let mut tmp = tempfile::tempfile().unwrap();
         tmp.write_all(file_data()).unwrap();
         let (addr_tx, addr_rx) = mpsc::channel();
@@ -326,8 +349,6 @@ impl Server {
             let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
             let local = tokio::task::LocalSet::new();
             local.block_on(&rt, async move {
-                let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-                addr_tx.send(listener.local_addr().unwrap()).unwrap();
                 let h2 = Rc::new(h2);
                 let handler = Rc::new(TestHandler {
                     file: Rc::new(tmp),
@@ -338,6 +359,35 @@ impl Server {
                     gate: handler_gate,
                 });
                 let limits = Rc::new(limits);
+                if let (Some((h3, quic)), Some(tls)) = (h3, quic_tls) {
+                    let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+                    let local = socket.local_addr().unwrap();
+                    addr_tx.send(local).unwrap();
+                    let keys = reel_quic::Keys::new().unwrap();
+                    let config = reel_quic::server_config(tls, &quic, &keys).unwrap();
+                    let (_config_tx, config_rx) = watch::channel(config);
+                    let h3 = Rc::new(h3);
+                    let on_conn = move |conn: quinn::Connection| {
+                        let (h, l, s, d, tx) =
+                            (handler.clone(), limits.clone(), h3.clone(), drain_rx.clone(), out_tx.clone());
+                        async move {
+                            let outcome = reel_http::serve_h3(conn, local, h, l, s, d).await;
+                            let _ = tx.send(outcome);
+                        }
+                    };
+                    let counters = Arc::new(reel_quic::QuicCounters::default());
+                    let (_stop_drain, endpoint_drain) = watch::channel(false);
+                    let serve = reel_quic::serve_worker(
+                        socket, 0, config_rx, keys, quic, counters, endpoint_drain, on_conn,
+                    );
+                    tokio::select! {
+                        _ = &mut stop_rx => {}
+                        r = serve => r.unwrap(),
+                    }
+                    return;
+                }
+                let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+                addr_tx.send(listener.local_addr().unwrap()).unwrap();
                 loop {
                     tokio::select! {
                         _ = &mut stop_rx => break,

@@ -4,6 +4,7 @@ mod bodies;
 mod common;
 mod fuzz;
 mod h2;
+mod h3;
 mod hooks;
 mod idle;
 mod interim;

@@ -35,17 +35,20 @@ pub enum Protocol {
     Http1,
     /// HTTP/2.
     Http2,
+    /// HTTP/3.
+    Http3,
 }
 
 impl Protocol {
     /// Every protocol, in index order.
-    pub const ALL: [Protocol; 2] = [Protocol::Http1, Protocol::Http2];
+    pub const ALL: [Protocol; 3] = [Protocol::Http1, Protocol::Http2, Protocol::Http3];
 
     /// The label used in `/status/history`.
     pub fn label(self) -> &'static str {
         match self {
             Protocol::Http1 => "h1",
             Protocol::Http2 => "h2",
+            Protocol::Http3 => "h3",
         }
     }
 }

@@ -99,8 +99,10 @@ pub trait WorkerApp: 'static {
         async {}
     }
 
-    /// Per-worker background work (timers, cache maintenance), started once per worker next to
-    /// the accept loops. It is dropped when the worker exits after shutdown.
+    /// Per-worker background work (timers, cache maintenance, connections the app accepts
+    /// itself such as QUIC's), started once per worker next to the accept loops. After a
+    /// shutdown starts, the worker waits for it to return (as for open connections, until
+    /// the shutdown deadline), so it should return soon after `drain` turns true.
     fn run(&self, ctx: WorkerCtx, drain: watch::Receiver<bool>) -> impl Future<Output = ()> {
         let _ = (ctx, drain);
         async {}

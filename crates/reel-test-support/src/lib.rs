@@ -10,6 +10,8 @@
 //! * [`h2`] has an HTTP/2 client that reads whole responses, and a hand-written one for
 //!   tests that misbehave on purpose (rapid reset, CONTINUATION and PING floods, stalled
 //!   readers).
+//! * [`h3`] has an HTTP/3 client (quinn + h3) that reads whole responses, on its own UDP
+//!   socket so a test can move a connection to another port.
 //! * [`listening_inodes`] names the listening sockets on a port, to tell whether a
 //!   restart kept the very same sockets.
 //! * [`CountingAlloc`] counts the heap bytes live, for memory measurements.
@@ -19,6 +21,7 @@
 #[allow(unsafe_code)]
 mod alloc;
 pub mod h2;
+pub mod h3;
 mod net;
 mod skip;
 mod wait;

@@ -22,6 +22,8 @@ use crate::sni::SniResolver;
 pub const ALPN_H2: &[u8] = b"h2";
 /// ALPN protocol id of HTTP/1.1 (RFC 7301 section 6).
 pub const ALPN_HTTP11: &[u8] = b"http/1.1";
+/// ALPN protocol id of HTTP/3 (RFC 9114 section 3.1).
+pub const ALPN_H3: &[u8] = b"h3";
 
 /// The process's session-ticket keys (see the module docs). Cheap to clone.
 #[derive(Clone)]
@@ -60,6 +62,30 @@ pub struct ListenerTls {
     pub kernel_tls: bool,
     /// The oldest protocol version offered.
     pub min_version: TlsVersion,
+}
+
+impl ListenerTls {
+    /// The configuration of the listener's QUIC side (HTTP/3): the same certificates and
+    /// SNI selection and the same shared `tickets`, TLS 1.3 only (QUIC has no other,
+    /// RFC 9001 section 4.2), ALPN `h3`. `early_data`: accept 0-RTT requests (replayable;
+    /// the HTTP/3 layer admits only safe methods in them); otherwise none.
+    pub fn quic_config(
+        &self,
+        tickets: &Tickets,
+        early_data: bool,
+    ) -> Result<Arc<ServerConfig>, TlsError> {
+        let mut config = ServerConfig::builder_with_provider(provider())
+            .with_protocol_versions(&[&rustls::version::TLS13])
+            .map_err(|e| TlsError::Config { key: String::new(), reason: e.to_string() })?
+            .with_no_client_auth()
+            .with_cert_resolver(self.resolver.clone());
+        config.alpn_protocols = vec![ALPN_H3.to_vec()];
+        config.ticketer = tickets.0.clone();
+        config.session_storage = Arc::new(NoServerSessionStorage {});
+        // QUIC's 0-RTT is all or nothing (RFC 9001 section 4.6.1).
+        config.max_early_data_size = if early_data { u32::MAX } else { 0 };
+        Ok(Arc::new(config))
+    }
 }
 
 /// A listener's `ktls` setting.

@@ -49,7 +49,7 @@ pub use accept::{
     RecordPath, Session, TlsStream, TlsVersion, accept, accept_counted,
 };
 pub use cert::{CertSource, CertSpec, LoadedCert, self_signed};
-pub use context::{KtlsMode, ListenerTls, Tickets, server_config};
+pub use context::{ALPN_H3, KtlsMode, ListenerTls, Tickets, server_config};
 pub use error::TlsError;
 pub use ktls::KtlsStream;
 pub use sealed::SealedStream;

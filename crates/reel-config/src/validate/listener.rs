@@ -106,6 +106,17 @@ fn check_listener_tls(found: &mut Found, i: usize, l: &ListenerConfig) {
         if l.min_tls_version != TlsVersion::default() {
             bad(found, key("min_tls_version"), "only applies to a TLS listener (set tls_cert)");
         }
+        if l.http3 == Some(true) {
+            bad(found, key("http3"), "HTTP/3 is served on TLS listeners only (set tls_cert)");
+        }
+    }
+    if !l.http3_enabled() {
+        if l.alt_svc_max_age.is_some() {
+            bad(found, key("alt_svc_max_age"), "only applies with http3 = true");
+        }
+        if l.quic_retry.is_some() {
+            bad(found, key("quic_retry"), "only applies with http3 = true");
+        }
     }
 }
 

@@ -12,17 +12,18 @@ use http::header::{CONTENT_LENGTH, DATE, HeaderName, HeaderValue};
 
 use crate::date::append_date;
 use crate::limits::Limits;
-use crate::request::{BodyFraming, HeadError, HeadStatus, Request};
+use crate::request::{BodyFraming, HeadError, HeadStatus, Request, Version};
 use crate::response::{Body, Response, is_date, is_generated, valid_name, valid_value};
 
-/// Fills `req` from an HTTP/2 request head. `end_stream`: the HEADERS frame ended the
-/// stream (no body). `scratch` is reused for the rewritten head.
+/// Fills `req` from an HTTP/2 or HTTP/3 (`version`) request head. `end_stream`: the
+/// HEADERS frame ended the stream (no body). `scratch` is reused for the rewritten head.
 pub(crate) fn request_from_parts(
     req: &mut Request,
     parts: &http::request::Parts,
     end_stream: bool,
     scratch: &mut Vec<u8>,
     limits: &Limits,
+    version: Version,
 ) -> Result<(), HeadError> {
     scratch.clear();
     scratch.extend_from_slice(parts.method.as_str().as_bytes());
@@ -72,7 +73,7 @@ pub(crate) fn request_from_parts(
         (false, BodyFraming::None) => BodyFraming::Chunked,
         (false, f) => f,
     };
-    req.set_http2(framing);
+    req.set_stream_version(version, framing);
     Ok(())
 }
 
@@ -214,7 +215,7 @@ mod tests {
             "https://cdn.test:8443/live/seg.ts?x=1",
             &[("host", "other"), ("range", "bytes=0-9")],
         );
-        request_from_parts(&mut req, &p, true, &mut scratch, &limits).unwrap();
+        request_from_parts(&mut req, &p, true, &mut scratch, &limits, Version::Http2).unwrap();
         assert_eq!(
             (req.host(), req.path(), req.query()),
             (Some("cdn.test:8443"), "/live/seg.ts", Some("x=1"))
@@ -224,27 +225,38 @@ mod tests {
         assert_eq!(req.version(), crate::Version::Http2);
         assert_eq!(req.body_framing(), BodyFraming::None);
         // A body without content-length: delimited by the stream.
-        request_from_parts(&mut req, &p, false, &mut scratch, &limits).unwrap();
+        request_from_parts(&mut req, &p, false, &mut scratch, &limits, Version::Http2).unwrap();
         assert_eq!(req.body_framing(), BodyFraming::Chunked);
         let p = parts("https://cdn.test/up", &[("content-length", "5")]);
-        request_from_parts(&mut req, &p, false, &mut scratch, &limits).unwrap();
+        request_from_parts(&mut req, &p, false, &mut scratch, &limits, Version::Http2).unwrap();
         assert_eq!(req.body_framing(), BodyFraming::Length(5));
         // The same limits and refusals as HTTP/1.1.
         let p = parts("https://cdn.test/up", &[("content-length", "5"), ("content-length", "6")]);
         assert_eq!(
-            request_from_parts(&mut req, &p, false, &mut scratch, &limits).unwrap_err().status,
+            request_from_parts(&mut req, &p, false, &mut scratch, &limits, Version::Http2)
+                .unwrap_err()
+                .status,
             400
         );
         let long = format!("https://cdn.test/{}", "a".repeat(9000));
         assert_eq!(
-            request_from_parts(&mut req, &parts(&long, &[]), true, &mut scratch, &limits)
-                .unwrap_err()
-                .status,
+            request_from_parts(
+                &mut req,
+                &parts(&long, &[]),
+                true,
+                &mut scratch,
+                &limits,
+                Version::Http2
+            )
+            .unwrap_err()
+            .status,
             414
         );
         let p = parts("/no-authority", &[]);
         assert_eq!(
-            request_from_parts(&mut req, &p, true, &mut scratch, &limits).unwrap_err().status,
+            request_from_parts(&mut req, &p, true, &mut scratch, &limits, Version::Http2)
+                .unwrap_err()
+                .status,
             400
         );
     }
@@ -264,6 +276,7 @@ mod tests {
             true,
             &mut scratch,
             &limits,
+            Version::Http2,
         )
         .unwrap();
         let cookies: Vec<&[u8]> = req
@@ -280,6 +293,7 @@ mod tests {
             true,
             &mut scratch,
             &limits,
+            Version::Http2,
         )
         .unwrap();
         assert_eq!(req.header("cookie"), Some(&b"a=1"[..]));

@@ -28,7 +28,7 @@
 //!   drain is requested, the connection sends GOAWAY, finishes the streams it has, and
 //!   closes (RFC 9113 section 6.8).
 
-mod head;
+pub(crate) mod head;
 mod order;
 mod send;
 
@@ -400,7 +400,14 @@ async fn stream_task<H: Handler>(
     let mut req = Request::new(peer, local);
     let mut scratch = Vec::new();
     let end_stream = recv.is_end_stream();
-    if let Err(e) = head::request_from_parts(&mut req, &parts, end_stream, &mut scratch, &limits) {
+    if let Err(e) = head::request_from_parts(
+        &mut req,
+        &parts,
+        end_stream,
+        &mut scratch,
+        &limits,
+        crate::request::Version::Http2,
+    ) {
         tracing::debug!(%peer, status = e.status, reason = e.reason, "HTTP/2 request refused");
         let h = head::response_head(&Response::error(e.status), false);
         let body = bytes::Bytes::from_static(crate::reason_phrase(e.status).as_bytes());

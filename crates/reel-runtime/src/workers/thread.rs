@@ -166,7 +166,7 @@ pub(super) fn worker_thread<A: WorkerApp>(
     let dropped = local.block_on(&rt, async {
         let run_app = app.clone();
         let drain = state.drain.clone();
-        tokio::task::spawn_local(async move { run_app.run(ctx, drain).await });
+        let run_task = tokio::task::spawn_local(async move { run_app.run(ctx, drain).await });
         let cmd_task = tokio::task::spawn_local(command_loop(state.clone(), cmd_rx));
         let acceptor = tokio::task::spawn_local(accept_loop(state.clone(), app.clone()));
         let lot_task = tokio::task::spawn_local(lot_loop(state.clone(), app.clone(), lot_fd));
@@ -181,10 +181,13 @@ pub(super) fn worker_thread<A: WorkerApp>(
         // The lot hands out its readable connections and closes the rest.
         let _ = lot_task.await;
         state.listeners.borrow_mut().clear();
+        // The app's own work ends too: connections it serves outside the accept loops
+        // (QUIC) close under the same drain and deadline.
         let all_closed = async {
             while state.open.get() > 0 {
                 state.closed.notified().await;
             }
+            let _ = run_task.await;
         };
         match shared.deadline() {
             Some(d) => {

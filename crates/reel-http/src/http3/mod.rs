@@ -1,0 +1,413 @@
+//! HTTP/3 to clients (RFC 9114) on `h3` over a `quinn` connection, in front of the same
+//! [`Handler`] as HTTP/1.1 and HTTP/2: each request stream's fields are rewritten as an
+//! HTTP/1.1 head and parsed by the same strict parser (the HTTP/2 head module, whose rules
+//! RFC 9114 section 4.2 repeats), its body is a [`RequestBody`], and the handler's
+//! [`Response`] goes out as DATA frames (see [`send`]).
+//!
+//! # Defences
+//! * **Streams**: the transport bounds concurrent request streams (quinn's
+//!   `max_concurrent_bidi_streams`, set by the endpoint); a head larger than
+//!   `Limits::max_header_bytes` is refused by `h3` (`max_field_section_size`) and the
+//!   same limits as HTTP/1.1 apply to the rewritten head (414, 431, 400).
+//! * **QPACK**: `h3` decodes field sections without a dynamic table (it announces a
+//!   table capacity of 0), so a client cannot make the server hold table state.
+//! * **Rapid reset**: streams the client resets or stops (a reset request, a stopped
+//!   response) are counted per connection per second; past
+//!   [`H3Settings::max_resets_per_second`] the connection is closed with
+//!   `H3_EXCESSIVE_LOAD`.
+//! * **Slow readers**: a response whose bytes the transport does not take for the send
+//!   timeout ([`Limits::send_timeout`]) is reset. The transport's send window bounds what
+//!   a connection holds unacknowledged; file bytes are read into the worker's pooled
+//!   buffers one batch at a time and copied into the transport before the next batch.
+//! * **Idle connections and drain**: with no open stream for the idle timeout, or when
+//!   drain is requested or the handler ends keep-alive, the connection sends GOAWAY,
+//!   finishes the streams it has, and closes (RFC 9114 section 5.2).
+
+mod send;
+
+use std::cell::Cell;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use h3::error::{Code, ConnectionError, StreamError};
+use tokio::sync::{Notify, watch};
+use tokio::task::JoinSet;
+
+use crate::body::{BodyError, RequestBody};
+use crate::conn::{CloseReason, ConnOutcome, Handler, Sent};
+use crate::http2::head;
+use crate::limits::Limits;
+use crate::method::Method;
+use crate::request::{Request, Version};
+use crate::response::Response;
+pub use send::H3Chunk;
+
+/// HTTP/3 defences of a listener that the transport does not hold.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct H3Settings {
+    /// Streams the client may reset or stop per second before the connection is closed
+    /// with `H3_EXCESSIVE_LOAD`. Default 100 (as HTTP/2's).
+    pub max_resets_per_second: u32,
+}
+
+impl Default for H3Settings {
+    fn default() -> Self {
+        H3Settings { max_resets_per_second: 100 }
+    }
+}
+
+/// How long a connection closing on its own (idle, abuse, drain) may take for its
+/// streams in flight before it is closed under them.
+const CLOSE_GRACE: Duration = Duration::from_secs(2);
+
+/// Counts client resets in one-second windows.
+struct ResetMeter {
+    window: Cell<Instant>,
+    count: Cell<u32>,
+    max: u32,
+}
+
+impl ResetMeter {
+    /// Notes one reset; true when the connection is over its allowance.
+    fn note(&self) -> bool {
+        let now = Instant::now();
+        if now.duration_since(self.window.get()) >= Duration::from_secs(1) {
+            self.window.set(now);
+            self.count.set(0);
+        }
+        self.count.set(self.count.get() + 1);
+        self.count.get() > self.max
+    }
+}
+
+/// State the connection loop shares with its stream tasks.
+struct ConnShared {
+    resets: ResetMeter,
+    abuse: Notify,
+    active: Cell<usize>,
+    idle_since: Cell<Instant>,
+    changed: Notify,
+    requests: Cell<u64>,
+}
+
+impl ConnShared {
+    fn note_reset(&self) {
+        if self.resets.note() {
+            self.abuse.notify_one();
+        }
+    }
+}
+
+/// Keeps the count of open streams right however a stream task ends.
+struct ActiveGuard(Rc<ConnShared>);
+
+impl ActiveGuard {
+    fn new(s: &Rc<ConnShared>) -> ActiveGuard {
+        s.active.set(s.active.get() + 1);
+        ActiveGuard(s.clone())
+    }
+}
+
+impl Drop for ActiveGuard {
+    fn drop(&mut self) {
+        let s = &self.0;
+        s.active.set(s.active.get().saturating_sub(1));
+        if s.active.get() == 0 {
+            s.idle_since.set(Instant::now());
+        }
+        s.changed.notify_one();
+    }
+}
+
+/// The request streams of one connection.
+type H3Conn = h3::server::Connection<h3_quinn::Connection, H3Chunk>;
+type SendHalf = h3::server::RequestStream<h3_quinn::SendStream<H3Chunk>, H3Chunk>;
+type RecvHalf = h3::server::RequestStream<h3_quinn::RecvStream, H3Chunk>;
+type Resolver = h3::server::RequestResolver<h3_quinn::Connection, H3Chunk>;
+
+fn close_reason(e: &ConnectionError) -> CloseReason {
+    if e.is_h3_no_error() {
+        return CloseReason::PeerClosed;
+    }
+    match e {
+        ConnectionError::Timeout { .. } => CloseReason::IdleTimeout,
+        ConnectionError::Remote { .. } => CloseReason::PeerClosed,
+        other => CloseReason::Protocol(other.to_string()),
+    }
+}
+
+/// Serves HTTP/3 on an established QUIC connection until it closes. `local` is the
+/// address the listener is bound to. `drain` as for
+/// [`serve_connection`](crate::serve_connection): GOAWAY, then close when the streams in
+/// flight are done. Byte counts are the connection's UDP payload bytes.
+pub async fn serve_h3<H: Handler>(
+    conn: quinn::Connection,
+    local: SocketAddr,
+    handler: Rc<H>,
+    limits: Rc<Limits>,
+    settings: Rc<H3Settings>,
+    mut drain: watch::Receiver<bool>,
+) -> ConnOutcome {
+    let peer = conn.remote_address();
+    let quic = conn.clone();
+    let outcome = |requests, close| {
+        let s = quic.stats();
+        ConnOutcome { requests, bytes_read: s.udp_rx.bytes, bytes_written: s.udp_tx.bytes, close }
+    };
+    let mut builder = h3::server::builder();
+    builder
+        .max_field_section_size(u64::try_from(limits.max_header_bytes).unwrap_or(u64::MAX))
+        .send_grease(false);
+    let build = builder.build::<_, H3Chunk>(h3_quinn::Connection::new(conn.clone()));
+    let mut h3c: H3Conn = match tokio::time::timeout(limits.header_timeout, build).await {
+        Err(_) => {
+            conn.close(Code::H3_NO_ERROR.value().try_into().unwrap_or_default(), b"");
+            return outcome(0, CloseReason::HeaderTimeout);
+        }
+        Ok(Err(e)) => return outcome(0, close_reason(&e)),
+        Ok(Ok(c)) => c,
+    };
+    let shared = Rc::new(ConnShared {
+        resets: ResetMeter {
+            window: Cell::new(Instant::now()),
+            count: Cell::new(0),
+            max: settings.max_resets_per_second,
+        },
+        abuse: Notify::new(),
+        active: Cell::new(0),
+        idle_since: Cell::new(Instant::now()),
+        changed: Notify::new(),
+        requests: Cell::new(0),
+    });
+    let mut tasks = JoinSet::new();
+    let mut drain_live = true;
+    let mut accepting = true;
+    // Why the connection is closing and when it is closed regardless.
+    let mut closing: Option<(CloseReason, tokio::time::Instant)> = None;
+    let grace = || tokio::time::Instant::now() + CLOSE_GRACE;
+    let close = loop {
+        // Finished streams leave the set here (a JoinSet keeps each task until joined).
+        while let Some(done) = tasks.try_join_next() {
+            if let Err(e) = done
+                && e.is_panic()
+            {
+                tracing::error!(%peer, error = %e, "an HTTP/3 stream's task panicked");
+            }
+        }
+        if closing.is_none() && (!handler.keep_alive() || (drain_live && *drain.borrow())) {
+            let why =
+                if handler.keep_alive() { CloseReason::Drain } else { CloseReason::NotKeepAlive };
+            // GOAWAY names the first stream not served: every stream accepted so far is.
+            let _ = h3c.shutdown(1).await;
+            closing = Some((why, grace()));
+        }
+        let idle_at = tokio::time::Instant::from_std(shared.idle_since.get() + limits.idle_timeout);
+        let idle = shared.active.get() == 0 && closing.is_none();
+        if closing.is_some() && shared.active.get() == 0 {
+            break closing.map_or(CloseReason::Drain, |c| c.0);
+        }
+        let deadline = closing.as_ref().map(|c| c.1);
+        tokio::select! {
+            accepted = h3c.accept(), if accepting => match accepted {
+                Ok(Some(resolver)) => {
+                    let task = stream_task(
+                        handler.clone(),
+                        shared.clone(),
+                        resolver,
+                        limits.clone(),
+                        peer,
+                        local,
+                    );
+                    tasks.spawn_local(task);
+                }
+                // No more requests (GOAWAY either way): the streams in flight finish.
+                Ok(None) => {
+                    accepting = false;
+                    if closing.is_none() {
+                        closing = Some((CloseReason::PeerClosed, grace()));
+                    }
+                }
+                Err(e) => break closing.map_or_else(|| close_reason(&e), |c| c.0),
+            },
+            changed = drain.changed(), if drain_live && closing.is_none() => {
+                if changed.is_err() {
+                    drain_live = false;
+                }
+            }
+            () = tokio::time::sleep_until(idle_at), if idle => {
+                // GOAWAY names the first stream not served: every stream accepted so far is.
+            let _ = h3c.shutdown(1).await;
+                closing = Some((CloseReason::IdleTimeout, grace()));
+            }
+            () = shared.abuse.notified(), if !matches!(closing, Some((CloseReason::Abuse(_), _))) => {
+                tracing::info!(%peer, "HTTP/3 client resets too many streams; closing");
+                conn.close(code(Code::H3_EXCESSIVE_LOAD), b"too many resets");
+                break CloseReason::Abuse("rapid reset");
+            }
+            () = shared.changed.notified() => {}
+            () = sleep_until_opt(deadline) => {
+                break closing.map_or(CloseReason::IdleTimeout, |c| c.0);
+            }
+        }
+    };
+    // Streams still running cannot be answered any more: the JoinSet aborts them.
+    drop(tasks);
+    if !matches!(close, CloseReason::Abuse(_)) {
+        // A CONNECTION_CLOSE discards what the transport has not sent yet: the last
+        // responses' tails are given time to be delivered (the client closes once it has
+        // them, after our GOAWAY) before the connection is closed under them.
+        let until = shared.idle_since.get() + CLOSE_GRACE;
+        let _ = tokio::time::timeout_at(until.into(), conn.closed()).await;
+    }
+    conn.close(code(Code::H3_NO_ERROR), b"");
+    outcome(shared.requests.get(), close)
+}
+
+/// An HTTP/3 error code as a QUIC application close code.
+fn code(c: Code) -> quinn::VarInt {
+    quinn::VarInt::from_u64(c.value()).unwrap_or(quinn::VarInt::from_u32(0x100))
+}
+
+async fn sleep_until_opt(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Whether a stream error means the client reset or stopped the stream.
+fn is_client_reset(e: &StreamError) -> bool {
+    matches!(e, StreamError::RemoteTerminate { .. })
+}
+
+/// Answers one request stream.
+async fn stream_task<H: Handler>(
+    handler: Rc<H>,
+    shared: Rc<ConnShared>,
+    resolver: Resolver,
+    limits: Rc<Limits>,
+    peer: SocketAddr,
+    local: SocketAddr,
+) {
+    let _active = ActiveGuard::new(&shared);
+    let started = Instant::now();
+    let (request, stream) =
+        match tokio::time::timeout(limits.header_timeout, resolver.resolve_request()).await {
+            Err(_) => return,
+            Ok(Err(e)) => {
+                if is_client_reset(&e) {
+                    shared.note_reset();
+                }
+                tracing::debug!(%peer, error = %e, "HTTP/3 request head failed");
+                return;
+            }
+            Ok(Ok(r)) => r,
+        };
+    let (mut send, mut recv) = stream.split();
+    let (parts, ()) = request.into_parts();
+    let mut req = Request::new(peer, local);
+    let mut scratch = Vec::new();
+    // A stream's end is not known with its head: a request without a declared length is
+    // taken as bodiless when its method defines no body semantics (GET, HEAD), otherwise
+    // as delimited by the stream.
+    let no_body = !parts.headers.contains_key(http::header::CONTENT_LENGTH)
+        && matches!(parts.method, http::Method::GET | http::Method::HEAD);
+    if let Err(e) =
+        head::request_from_parts(&mut req, &parts, no_body, &mut scratch, &limits, Version::Http3)
+    {
+        tracing::debug!(%peer, status = e.status, reason = e.reason, "HTTP/3 request refused");
+        let h = head::response_head(&Response::error(e.status), false);
+        let body = Bytes::from_static(crate::reason_phrase(e.status).as_bytes());
+        let mut bytes = 0;
+        if send.send_response(h.head).await.is_ok() {
+            bytes = h.head_bytes + body.len() as u64;
+            let _ = send.send_data(H3Chunk::Bytes(body)).await;
+            let _ = send.finish().await;
+        }
+        let mut line = format!("{} {} HTTP/3", parts.method, parts.uri).into_bytes();
+        line.truncate(crate::REFUSAL_EXCERPT);
+        handler.on_reject(&crate::Refusal {
+            peer,
+            status: e.status,
+            reason: e.reason,
+            request_line: &line,
+            bytes,
+            elapsed: started.elapsed(),
+        });
+        return;
+    }
+    drop(scratch);
+    if no_body {
+        // Whatever the client still sends on a GET or HEAD is not read.
+        recv.stop_sending(Code::H3_NO_ERROR);
+    }
+    let mut body = RequestBody::h3(
+        &mut recv,
+        no_body,
+        limits.max_body_bytes,
+        limits.idle_timeout,
+        limits.body_timeout,
+    );
+    // Boxed: a handler's future can be large; a plain heap block is reused.
+    let mut resp = Box::pin(handler.handle(&req, &mut body)).await;
+    if let Some(err) = body.error().cloned() {
+        resp = match err {
+            BodyError::TooLarge => Response::error(413),
+            BodyError::Malformed(_) => Response::error(400),
+            BodyError::Timeout => Response::error(408),
+            BodyError::Incomplete | BodyError::Io(_) => {
+                send.stop_stream(Code::H3_REQUEST_INCOMPLETE);
+                handler.on_response(&req, &Sent::nothing(started.elapsed(), resp.tag));
+                return;
+            }
+        };
+    }
+    let tag = resp.tag;
+    let h = head::response_head(&resp, *req.method() == Method::Head);
+    let status = h.status;
+    let mut bytes = h.head_bytes;
+    let first_byte = started.elapsed();
+    let stall = limits.send_timeout.min(limits.idle_timeout);
+    let result = match tokio::time::timeout(stall, send.send_response(h.head)).await {
+        Err(_) => Err(send::SendFail::Stalled),
+        Ok(Err(e)) => Err(send::SendFail::Peer(e)),
+        Ok(Ok(())) if !h.has_body => Ok(0),
+        Ok(Ok(())) => send::send_body(&mut send, resp.body, h.length, stall).await,
+    };
+    let result = match result {
+        Ok(n) => match tokio::time::timeout(stall, send.finish()).await {
+            Ok(Ok(())) => Ok(n),
+            Ok(Err(e)) => Err(send::SendFail::Peer(e)),
+            Err(_) => Err(send::SendFail::Stalled),
+        },
+        Err(e) => Err(e),
+    };
+    match result {
+        Ok(n) => bytes += n,
+        Err(send::SendFail::Peer(e)) => {
+            if is_client_reset(&e) {
+                shared.note_reset();
+            }
+        }
+        Err(f) => {
+            tracing::debug!(%peer, failure = ?f, "HTTP/3 response not completed; resetting");
+            let code = match f {
+                send::SendFail::Stalled => Code::H3_REQUEST_CANCELLED,
+                _ => Code::H3_INTERNAL_ERROR,
+            };
+            send.stop_stream(code);
+        }
+    }
+    shared.requests.set(shared.requests.get() + 1);
+    handler.on_response(
+        &req,
+        &Sent { status, bytes, first_byte: Some(first_byte), total: started.elapsed(), tag },
+    );
+}
+
+/// The receiving half of a request stream, for [`RequestBody::h3`].
+pub(crate) type H3Recv = RecvHalf;
+/// The sending half of a request stream.
+pub(crate) type H3Send = SendHalf;

@@ -1,0 +1,154 @@
+//! HTTP/3 over QUIC on 127.0.0.1 (quinn + h3 client): the same handler as HTTP/1.1 and
+//! HTTP/2, byte-exact file, memory and streamed bodies, HEAD, request bodies, many
+//! streams on one connection, refused heads, a connection that moves to a new client
+//! port, rapid reset, Retry, drain.
+
+use std::time::Duration;
+
+use reel_http::{CloseReason, H3Settings, Limits};
+use reel_quic::{QuicSettings, RetryMode};
+use reel_test_support::h3;
+
+use crate::common::{FILE_LEN, Server, file_data};
+
+fn server() -> Server {
+    let quic = QuicSettings { retry: RetryMode::Never, ..Default::default() };
+    Server::start_h3(Limits::default(), H3Settings::default(), quic)
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn files_memory_and_streams_byte_exact() {
+    let server = server();
+    let ep = h3::endpoint();
+    let (_conn, mut c) = h3::connect(&ep, server.addr).await.unwrap();
+    let r = h3::get(&mut c, "/hello").await.unwrap();
+    assert_eq!((r.status, &r.body[..]), (200, &b"hello world"[..]));
+    let r = h3::get(&mut c, "/info?a=1").await.unwrap();
+    assert_eq!(std::str::from_utf8(&r.body).unwrap(), "GET /info q=a=1 host=localhost v=3 ka=true");
+    for (off, len) in [(0u64, 1u64), (5, 16_384), (77, 300_000), (1_000_003, 2 * 1024 * 1024 + 7)] {
+        let r = h3::get(&mut c, &format!("/file?off={off}&len={len}")).await.unwrap();
+        assert_eq!(r.status, 200);
+        assert_eq!(r.headers["content-length"], len.to_string().as_str());
+        assert!(r.body == file_data()[off as usize..(off + len) as usize], "file {off}+{len}");
+    }
+    let r = h3::get(&mut c, "/stream?len=25003").await.unwrap();
+    assert_eq!(r.status, 200);
+    let mut want = b"abc".to_vec();
+    want.extend_from_slice(&file_data()[1000..6000]);
+    want.extend_from_slice(&[b'z'; 20_000]);
+    assert!(r.body == want);
+    // HEAD: the length a GET would have, no body.
+    let r = h3::request(&mut c, "HEAD", "/file?off=0&len=5000", &[], None).await.unwrap();
+    assert_eq!((r.status, r.body.len()), (200, 0));
+    assert_eq!(r.headers["content-length"], "5000");
+    // A request body reaches the handler.
+    let body = vec![7u8; 100_000];
+    let r = h3::request(&mut c, "POST", "/echo", &[], Some(&body)).await.unwrap();
+    assert_eq!(r.status, 200);
+    assert!(r.body == body);
+    let r = h3::get(&mut c, "/nothing-here").await.unwrap();
+    assert_eq!(r.status, 404);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn many_concurrent_streams_return_their_own_bytes() {
+    let server = server();
+    let ep = h3::endpoint();
+    let (_conn, c) = h3::connect(&ep, server.addr).await.unwrap();
+    let local = tokio::task::LocalSet::new();
+    local
+        .run_until(async {
+            let mut work = Vec::new();
+            for i in 0..90u64 {
+                let mut c = c.clone();
+                work.push(tokio::task::spawn_local(async move {
+                    let (off, len) = (i * 104_729 % (FILE_LEN - 300_000), 1000 + i * 2_111);
+                    let r = h3::get(&mut c, &format!("/file?off={off}&len={len}")).await.unwrap();
+                    assert_eq!(r.status, 200);
+                    assert!(
+                        r.body == file_data()[off as usize..(off + len) as usize],
+                        "stream {i}"
+                    );
+                }));
+            }
+            for w in work {
+                w.await.unwrap();
+            }
+        })
+        .await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn refused_heads_get_the_http1_status() {
+    let server = server();
+    let ep = h3::endpoint();
+    let (_conn, mut c) = h3::connect(&ep, server.addr).await.unwrap();
+    let long = format!("/{}", "a".repeat(Limits::default().max_request_line + 10));
+    let r = h3::get(&mut c, &long).await.unwrap();
+    assert_eq!(r.status, 414);
+    // The connection goes on.
+    let r = h3::get(&mut c, "/hello").await.unwrap();
+    assert_eq!(r.status, 200);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_client_that_moves_to_a_new_port_keeps_its_connection() {
+    let server = server();
+    let ep = h3::endpoint();
+    let (conn, mut c) = h3::connect(&ep, server.addr).await.unwrap();
+    let before = ep.local_addr().unwrap();
+    let r = h3::get(&mut c, "/file?off=0&len=100000").await.unwrap();
+    assert_eq!(r.status, 200);
+    // A new socket, as after a NAT rebinding or a move to another network.
+    ep.rebind(std::net::UdpSocket::bind("127.0.0.1:0").unwrap()).unwrap();
+    assert_ne!(ep.local_addr().unwrap(), before);
+    let r = h3::get(&mut c, "/file?off=3&len=300000").await.unwrap();
+    assert_eq!(r.status, 200);
+    assert!(r.body == file_data()[3..300_003]);
+    assert_eq!(conn.close_reason(), None);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn rapid_resets_close_the_connection() {
+    let quic = QuicSettings { retry: RetryMode::Never, ..Default::default() };
+    let server =
+        Server::start_h3(Limits::default(), H3Settings { max_resets_per_second: 10 }, quic);
+    let ep = h3::endpoint();
+    let (conn, mut c) = h3::connect(&ep, server.addr).await.unwrap();
+    for _ in 0..40 {
+        let req = http::Request::get("https://localhost/slow").body(()).unwrap();
+        let Ok(mut s) = c.send_request(req).await else { break };
+        s.stop_stream(::h3::error::Code::H3_REQUEST_CANCELLED);
+        s.stop_sending(::h3::error::Code::H3_REQUEST_CANCELLED);
+    }
+    let reason = tokio::time::timeout(Duration::from_secs(20), conn.closed()).await.unwrap();
+    assert!(
+        matches!(&reason, quinn::ConnectionError::ApplicationClosed(a) if a.error_code == quinn::VarInt::from_u32(0x107)),
+        "{reason}"
+    );
+    let o = server.outcome();
+    assert_eq!(o.close, CloseReason::Abuse("rapid reset"));
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn drain_sends_goaway_and_finishes_streams_in_flight() {
+    let server = server();
+    let ep = h3::endpoint();
+    let (conn, mut c) = h3::connect(&ep, server.addr).await.unwrap();
+    let local = tokio::task::LocalSet::new();
+    local
+        .run_until(async {
+            let mut c2 = c.clone();
+            let slow = tokio::task::spawn_local(async move { h3::get(&mut c2, "/slow").await });
+            reel_test_support::wait_until_async("the slow request", || server.slow_started() == 1)
+                .await;
+            server.drain();
+            let r = slow.await.unwrap().unwrap();
+            assert_eq!((r.status, &r.body[..]), (200, &b"slow done"[..]));
+        })
+        .await;
+    let _ = tokio::time::timeout(Duration::from_secs(10), conn.closed()).await.unwrap();
+    // A new request on the drained connection is not served.
+    assert!(h3::get(&mut c, "/hello").await.is_err());
+    assert_eq!(server.outcome().close, CloseReason::Drain);
+}

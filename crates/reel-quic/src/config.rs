@@ -1,0 +1,163 @@
+//! A listener's QUIC settings and the `quinn` configurations made from them.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use quinn::crypto::rustls::QuicServerConfig;
+use quinn::{EndpointConfig, IdleTimeout, ServerConfig, TransportConfig, VarInt};
+
+use crate::cid::WorkerCids;
+
+/// Errors building a QUIC configuration.
+#[derive(Debug, thiserror::Error)]
+pub enum QuicError {
+    /// The TLS configuration cannot carry QUIC (no TLS 1.3, no AES-128-GCM suite).
+    #[error("the TLS configuration cannot serve QUIC: {0}")]
+    Tls(String),
+    /// The system has no random source for the keys.
+    #[error("no random source for the QUIC keys")]
+    Random,
+    /// A setting is out of the transport's range.
+    #[error("QUIC setting {0} is out of range")]
+    Range(&'static str),
+}
+
+/// When a new connection's address is validated with a Retry (RFC 9000 section 8.1.2)
+/// before the server spends a handshake on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RetryMode {
+    /// When the worker has more handshakes in progress than
+    /// [`QuicSettings::retry_above`]: a flood of Initials from forged addresses costs
+    /// one stateless packet each, a quiet server saves clients the round trip.
+    #[default]
+    Auto,
+    /// Every new connection proves its address first (one more round trip).
+    Always,
+    /// Never (the anti-amplification limit still holds: at most three times the bytes
+    /// received are sent to an unvalidated address).
+    Never,
+}
+
+impl RetryMode {
+    /// The configuration value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RetryMode::Auto => "auto",
+            RetryMode::Always => "always",
+            RetryMode::Never => "never",
+        }
+    }
+}
+
+/// The transport settings and admission limits of one QUIC listener.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QuicSettings {
+    /// Concurrent request (bidirectional) streams a client may open. Default 100.
+    pub max_streams: u32,
+    /// A connection with no packet for this long is gone (the transport's idle
+    /// timeout; the HTTP layer closes idle connections itself, earlier). Default 60 s.
+    pub idle_timeout: Duration,
+    /// Most time from the first packet to a complete handshake. Default 10 s.
+    pub handshake_timeout: Duration,
+    /// Bytes a client may send on one stream before we read them (request bodies).
+    /// Default 64 KiB.
+    pub stream_receive_window: u32,
+    /// Bytes a client may send on the connection before we read them. Default 256 KiB.
+    pub receive_window: u32,
+    /// Bytes sent and not yet acknowledged per connection: bounds what a connection holds
+    /// in the transport's buffers, and its throughput to this over the round trip.
+    /// Default 4 MiB.
+    pub send_window: u64,
+    /// Address validation.
+    pub retry: RetryMode,
+    /// Handshakes in progress on a worker above which [`RetryMode::Auto`] sends Retry.
+    /// Default 64.
+    pub retry_above: usize,
+    /// Connections per worker; past it new ones are refused (`CONNECTION_REFUSED`).
+    pub max_per_worker: usize,
+    /// Connections per client address on a worker; 0 = no cap.
+    pub max_per_client: usize,
+}
+
+impl Default for QuicSettings {
+    fn default() -> Self {
+        QuicSettings {
+            max_streams: 100,
+            idle_timeout: Duration::from_secs(60),
+            handshake_timeout: Duration::from_secs(10),
+            stream_receive_window: 64 * 1024,
+            receive_window: 256 * 1024,
+            send_window: 4 * 1024 * 1024,
+            retry: RetryMode::Auto,
+            retry_above: 64,
+            max_per_worker: 10_000,
+            max_per_client: 0,
+        }
+    }
+}
+
+/// The process's QUIC keys, shared by every worker, listener and reload: a Retry token or
+/// a stateless reset made by one worker is good on every other.
+#[derive(Clone)]
+pub struct Keys {
+    /// Stateless-reset tokens (RFC 9000 section 10.3).
+    pub reset: Arc<ring::hmac::Key>,
+    /// Retry and NEW_TOKEN tokens (address validation).
+    pub token: Arc<ring::hkdf::Prk>,
+}
+
+impl std::fmt::Debug for Keys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Keys")
+    }
+}
+
+impl Keys {
+    /// New random keys; `Err` when the system has no random source.
+    pub fn new() -> Result<Keys, QuicError> {
+        let rng = ring::rand::SystemRandom::new();
+        let reset = ring::hmac::Key::generate(ring::hmac::HMAC_SHA256, &rng)
+            .map_err(|_| QuicError::Random)?;
+        let mut secret = [0u8; 32];
+        ring::rand::SecureRandom::fill(&rng, &mut secret).map_err(|_| QuicError::Random)?;
+        let token = ring::hkdf::Salt::new(ring::hkdf::HKDF_SHA256, &[]).extract(&secret);
+        Ok(Keys { reset: Arc::new(reset), token: Arc::new(token) })
+    }
+}
+
+/// The server configuration every worker of a listener shares: `tls` must be a TLS 1.3
+/// configuration with ALPN `h3` (see `reel_tls::ListenerTls::quic_config`).
+pub fn server_config(
+    tls: Arc<rustls::ServerConfig>,
+    s: &QuicSettings,
+    keys: &Keys,
+) -> Result<ServerConfig, QuicError> {
+    let crypto = QuicServerConfig::try_from(tls).map_err(|e| QuicError::Tls(e.to_string()))?;
+    let mut t = TransportConfig::default();
+    t.max_concurrent_bidi_streams(VarInt::from_u32(s.max_streams))
+        // The peer's control stream and its two QPACK streams (RFC 9114 section 6.2).
+        .max_concurrent_uni_streams(VarInt::from_u32(3))
+        .max_idle_timeout(Some(
+            IdleTimeout::try_from(s.idle_timeout).map_err(|_| QuicError::Range("idle_timeout"))?,
+        ))
+        .stream_receive_window(VarInt::from_u32(s.stream_receive_window))
+        .receive_window(VarInt::from_u32(s.receive_window))
+        .send_window(s.send_window)
+        // No unreliable datagrams: HTTP/3 without extensions does not use them.
+        .datagram_receive_buffer_size(None);
+    let mut c = ServerConfig::with_crypto(Arc::new(crypto));
+    c.transport_config(Arc::new(t))
+        .token_key(keys.token.clone())
+        // Connections may move to a new client address (the point of routing by ID).
+        .migration(true)
+        .retry_token_lifetime(Duration::from_secs(15));
+    Ok(c)
+}
+
+/// A worker's endpoint configuration: its connection IDs, and the stateless-reset key
+/// all workers share (a reset for a connection another worker owns is then still valid).
+pub fn endpoint_config(worker: u8, keys: &Keys) -> EndpointConfig {
+    let mut c = EndpointConfig::new(keys.reset.clone());
+    c.cid_generator(move || Box::new(WorkerCids::new(worker)));
+    c
+}

@@ -1,0 +1,277 @@
+//! One worker's QUIC endpoint: admission, handshakes, and the connections handed to the
+//! application.
+//!
+//! Each new connection (an `Incoming`: a client's first Initial) is decided before any
+//! handshake work ([`Admission::decide`]): refused when the worker holds its connection
+//! limit or the client address its share, asked to prove its address with a Retry when
+//! the mode says so, accepted otherwise. A handshake that does not finish within the
+//! handshake timeout is dropped. On drain the endpoint stops taking new connections
+//! (their Initials are refused) and waits for the application to close the ones it has.
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::future::Future;
+use std::io;
+use std::net::IpAddr;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use quinn::{Endpoint, ServerConfig, TokioRuntime};
+use tokio::sync::watch;
+
+use crate::config::{Keys, QuicSettings, RetryMode, endpoint_config};
+
+/// Counters of one worker's endpoint, readable from any thread.
+#[derive(Debug, Default)]
+pub struct QuicCounters {
+    /// Handshakes completed.
+    pub handshakes: AtomicU64,
+    /// Handshakes that failed or timed out.
+    pub handshake_failures: AtomicU64,
+    /// Retry packets sent (address validation).
+    pub retries: AtomicU64,
+    /// New connections refused at the worker's limit.
+    pub refused_worker: AtomicU64,
+    /// New connections refused at the client address's limit.
+    pub refused_client: AtomicU64,
+    /// Connections open now.
+    pub open: AtomicU64,
+}
+
+/// What becomes of a new connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admission {
+    /// Handshake.
+    Accept,
+    /// Ask the client to prove its address first.
+    Retry,
+    /// Refused: the worker holds its limit.
+    RefuseWorker,
+    /// Refused: the client address holds its share.
+    RefuseClient,
+}
+
+impl Admission {
+    /// Decides on a new connection. `open`: connections of the worker (handshaking ones
+    /// included); `handshaking`: those still in their handshake; `client_open`: the client
+    /// address's on this worker; `validated`: the Initial carried a valid Retry token.
+    pub fn decide(
+        s: &QuicSettings,
+        open: usize,
+        handshaking: usize,
+        client_open: usize,
+        validated: bool,
+    ) -> Admission {
+        if open >= s.max_per_worker {
+            return Admission::RefuseWorker;
+        }
+        if s.max_per_client > 0 && client_open >= s.max_per_client {
+            return Admission::RefuseClient;
+        }
+        let retry = match s.retry {
+            RetryMode::Always => true,
+            RetryMode::Auto => handshaking >= s.retry_above,
+            RetryMode::Never => false,
+        };
+        if retry && !validated { Admission::Retry } else { Admission::Accept }
+    }
+}
+
+/// Per-worker connection counts, by client address.
+#[derive(Default)]
+struct Tally {
+    open: Cell<usize>,
+    handshaking: Cell<usize>,
+    clients: RefCell<HashMap<IpAddr, usize>>,
+}
+
+impl Tally {
+    fn client(&self, ip: IpAddr) -> usize {
+        self.clients.borrow().get(&ip).copied().unwrap_or(0)
+    }
+}
+
+/// Holds a connection's place in the tally until it is gone.
+struct Place {
+    tally: Rc<Tally>,
+    ip: IpAddr,
+    counters: Arc<QuicCounters>,
+}
+
+impl Place {
+    fn new(tally: &Rc<Tally>, ip: IpAddr, counters: &Arc<QuicCounters>) -> Place {
+        tally.open.set(tally.open.get() + 1);
+        *tally.clients.borrow_mut().entry(ip).or_insert(0) += 1;
+        counters.open.fetch_add(1, Ordering::Relaxed);
+        Place { tally: tally.clone(), ip, counters: counters.clone() }
+    }
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        let t = &self.tally;
+        t.open.set(t.open.get().saturating_sub(1));
+        let mut c = t.clients.borrow_mut();
+        if let Some(n) = c.get_mut(&self.ip) {
+            *n -= 1;
+            if *n == 0 {
+                c.remove(&self.ip);
+            }
+        }
+        self.counters.open.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Marks a handshake in progress.
+struct Handshaking(Rc<Tally>);
+
+impl Handshaking {
+    fn new(t: &Rc<Tally>) -> Handshaking {
+        t.handshaking.set(t.handshaking.get() + 1);
+        Handshaking(t.clone())
+    }
+}
+
+impl Drop for Handshaking {
+    fn drop(&mut self) {
+        self.0.handshaking.set(self.0.handshaking.get().saturating_sub(1));
+    }
+}
+
+/// Serves QUIC on `socket` (this worker's member of the listener's reuseport group) as
+/// worker `worker`, until `drain` turns true and every connection has closed. Each
+/// established connection is handed to `on_conn` as a local task; the endpoint's and the
+/// connections' drivers run on the calling thread's runtime (a `current_thread` one).
+/// A new value in `server` (a reload's certificates) applies to new connections.
+#[allow(clippy::too_many_arguments)] // each is one of the endpoint's distinct inputs
+pub async fn serve_worker<F, Fut>(
+    socket: std::net::UdpSocket,
+    worker: u8,
+    mut server: watch::Receiver<ServerConfig>,
+    keys: Keys,
+    settings: QuicSettings,
+    counters: Arc<QuicCounters>,
+    mut drain: watch::Receiver<bool>,
+    on_conn: F,
+) -> io::Result<()>
+where
+    F: Fn(quinn::Connection) -> Fut + 'static,
+    Fut: Future<Output = ()> + 'static,
+{
+    let first = server.borrow_and_update().clone();
+    let endpoint =
+        Endpoint::new(endpoint_config(worker, &keys), Some(first), socket, Arc::new(TokioRuntime))?;
+    let tally = Rc::new(Tally::default());
+    let on_conn = Rc::new(on_conn);
+    let mut server_live = true;
+    loop {
+        if *drain.borrow_and_update() {
+            break;
+        }
+        let incoming = tokio::select! {
+            i = endpoint.accept() => match i {
+                Some(i) => i,
+                None => break,
+            },
+            changed = drain.changed() => {
+                if changed.is_err() {
+                    break;
+                }
+                continue;
+            }
+            changed = server.changed(), if server_live => {
+                match changed {
+                    Ok(()) => endpoint.set_server_config(Some(server.borrow_and_update().clone())),
+                    Err(_) => server_live = false,
+                }
+                continue;
+            }
+        };
+        let ip = incoming.remote_address().ip();
+        let verdict = Admission::decide(
+            &settings,
+            tally.open.get(),
+            tally.handshaking.get(),
+            tally.client(ip),
+            incoming.remote_address_validated(),
+        );
+        match verdict {
+            Admission::RefuseWorker => {
+                counters.refused_worker.fetch_add(1, Ordering::Relaxed);
+                incoming.refuse();
+                continue;
+            }
+            Admission::RefuseClient => {
+                counters.refused_client.fetch_add(1, Ordering::Relaxed);
+                incoming.refuse();
+                continue;
+            }
+            Admission::Retry if incoming.may_retry() => {
+                counters.retries.fetch_add(1, Ordering::Relaxed);
+                if let Err(e) = incoming.retry() {
+                    e.into_incoming().ignore();
+                }
+                continue;
+            }
+            Admission::Retry | Admission::Accept => {}
+        }
+        let connecting = match incoming.accept() {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::debug!(error = %e, "QUIC connection not accepted");
+                counters.handshake_failures.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+        };
+        let place = Place::new(&tally, ip, &counters);
+        let handshaking = Handshaking::new(&tally);
+        let (on_conn, counters, limit) =
+            (on_conn.clone(), counters.clone(), settings.handshake_timeout);
+        tokio::task::spawn_local(async move {
+            let _place = place;
+            let conn = match tokio::time::timeout(limit, connecting).await {
+                Ok(Ok(c)) => c,
+                Ok(Err(e)) => {
+                    tracing::debug!(error = %e, "QUIC handshake failed");
+                    counters.handshake_failures.fetch_add(1, Ordering::Relaxed);
+                    return;
+                }
+                Err(_) => {
+                    counters.handshake_failures.fetch_add(1, Ordering::Relaxed);
+                    return;
+                }
+            };
+            drop(handshaking);
+            counters.handshakes.fetch_add(1, Ordering::Relaxed);
+            on_conn(conn).await;
+        });
+    }
+    // New connections are refused from here on; those open finish (the application sees
+    // the same drain) and the endpoint waits for their closes to go out.
+    endpoint.set_server_config(None);
+    endpoint.wait_idle().await;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn admission_limits_then_retry() {
+        let mut s = QuicSettings { max_per_worker: 10, max_per_client: 2, ..Default::default() };
+        assert_eq!(Admission::decide(&s, 10, 0, 0, true), Admission::RefuseWorker);
+        assert_eq!(Admission::decide(&s, 3, 0, 2, true), Admission::RefuseClient);
+        assert_eq!(Admission::decide(&s, 3, 0, 1, false), Admission::Accept);
+        s.retry_above = 4;
+        assert_eq!(Admission::decide(&s, 5, 4, 1, false), Admission::Retry);
+        assert_eq!(Admission::decide(&s, 5, 4, 1, true), Admission::Accept);
+        s.retry = RetryMode::Always;
+        assert_eq!(Admission::decide(&s, 0, 0, 0, false), Admission::Retry);
+        s.retry = RetryMode::Never;
+        assert_eq!(Admission::decide(&s, 5, 50, 0, false), Admission::Accept);
+        s.max_per_client = 0;
+        assert_eq!(Admission::decide(&s, 5, 0, 1000, false), Admission::Accept);
+    }
+}
