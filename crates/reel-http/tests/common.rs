@@ -364,7 +364,8 @@ impl Server {
                     let local = socket.local_addr().unwrap();
                     addr_tx.send(local).unwrap();
                     let keys = reel_quic::Keys::new().unwrap();
-                    let config = reel_quic::server_config(tls, &quic, &keys).unwrap();
+                    let server = reel_quic::server_config(tls, &quic, &keys).unwrap();
+                    let config = reel_quic::QuicConfig { server, settings: quic };
                     let (_config_tx, config_rx) = watch::channel(config);
                     let h3 = Rc::new(h3);
                     let on_conn = move |conn: quinn::Connection| {
@@ -378,7 +379,7 @@ impl Server {
                     let counters = Arc::new(reel_quic::QuicCounters::default());
                     let (_stop_drain, endpoint_drain) = watch::channel(false);
                     let serve = reel_quic::serve_worker(
-                        socket, 0, config_rx, keys, quic, counters, endpoint_drain, on_conn,
+                        socket, 0, config_rx, keys, counters, endpoint_drain, on_conn,
                     );
                     tokio::select! {
                         _ = &mut stop_rx => {}

@@ -63,6 +63,9 @@ pub struct Entry<'a> {
     pub host: &'a [u8],
     /// The request target (path and query).
     pub target: &'a [u8],
+    /// The protocol the request came over: `HTTP/1.0`, `HTTP/1.1`, `HTTP/2` or `HTTP/3`
+    /// (empty for a refused request, whose line is in [`Refused::request_line`]).
+    pub protocol: &'a str,
     /// Response status.
     pub status: u16,
     /// Bytes written to the client.
@@ -402,6 +405,8 @@ fn json_line(s: &mut Vec<u8>, e: &Entry<'_>) {
     json_str(s, e.host);
     s.extend_from_slice(b",\"path\":");
     json_str(s, e.target);
+    s.extend_from_slice(b",\"protocol\":");
+    json_str(s, e.protocol.as_bytes());
     let _ = write!(s, ",\"status\":{},\"bytes\":{},\"cache\":", e.status, e.bytes);
     json_str(s, e.cache.as_bytes());
     match e.origin_time {
@@ -447,7 +452,8 @@ fn combined_line(s: &mut Vec<u8>, e: &Entry<'_>) {
         None => {
             let _ = write!(s, "] \"{} ", e.method);
             quoted(s, e.target);
-            s.extend_from_slice(b" HTTP/1.1");
+            s.push(b' ');
+            quoted(s, e.protocol.as_bytes());
         }
     }
     let _ = write!(s, "\" {} {} \"-\" \"", e.status, e.bytes);
@@ -512,6 +518,7 @@ mod tests {
             method: "GET",
             host: b"live.example.com",
             target: path,
+            protocol: "HTTP/1.1",
             status: 200,
             bytes: 1234,
             cache: "hit",
@@ -527,6 +534,7 @@ mod tests {
             method: "",
             host: b"",
             target: b"",
+            protocol: "",
             status: 414,
             bytes: 120,
             cache: "local",

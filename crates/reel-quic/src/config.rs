@@ -96,6 +96,22 @@ impl Default for QuicSettings {
     }
 }
 
+/// What a listener's endpoints serve with: the server configuration (certificates,
+/// transport) and the admission settings. Replaced whole on a reload.
+#[derive(Clone)]
+pub struct QuicConfig {
+    /// The `quinn` server configuration ([`server_config`]).
+    pub server: ServerConfig,
+    /// The settings it was made from; admission reads them per new connection.
+    pub settings: QuicSettings,
+}
+
+impl std::fmt::Debug for QuicConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("QuicConfig").field("settings", &self.settings).finish()
+    }
+}
+
 /// The process's QUIC keys, shared by every worker, listener and reload: a Retry token or
 /// a stateless reset made by one worker is good on every other.
 #[derive(Clone)]

@@ -24,5 +24,7 @@ pub mod config;
 pub mod worker;
 
 pub use cid::{CID_LEN, WorkerCids};
-pub use config::{Keys, QuicError, QuicSettings, RetryMode, endpoint_config, server_config};
+pub use config::{
+    Keys, QuicConfig, QuicError, QuicSettings, RetryMode, endpoint_config, server_config,
+};
 pub use worker::{Admission, QuicCounters, serve_worker};

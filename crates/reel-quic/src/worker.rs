@@ -17,10 +17,10 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use quinn::{Endpoint, ServerConfig, TokioRuntime};
+use quinn::{Endpoint, TokioRuntime};
 use tokio::sync::watch;
 
-use crate::config::{Keys, QuicSettings, RetryMode, endpoint_config};
+use crate::config::{Keys, QuicConfig, QuicSettings, RetryMode, endpoint_config};
 
 /// Counters of one worker's endpoint, readable from any thread.
 #[derive(Debug, Default)]
@@ -143,14 +143,14 @@ impl Drop for Handshaking {
 /// worker `worker`, until `drain` turns true and every connection has closed. Each
 /// established connection is handed to `on_conn` as a local task; the endpoint's and the
 /// connections' drivers run on the calling thread's runtime (a `current_thread` one).
-/// A new value in `server` (a reload's certificates) applies to new connections.
+/// A new value in `config` (a reload's certificates or settings) applies to new
+/// connections.
 #[allow(clippy::too_many_arguments)] // each is one of the endpoint's distinct inputs
 pub async fn serve_worker<F, Fut>(
     socket: std::net::UdpSocket,
     worker: u8,
-    mut server: watch::Receiver<ServerConfig>,
+    mut config: watch::Receiver<QuicConfig>,
     keys: Keys,
-    settings: QuicSettings,
     counters: Arc<QuicCounters>,
     mut drain: watch::Receiver<bool>,
     on_conn: F,
@@ -159,12 +159,12 @@ where
     F: Fn(quinn::Connection) -> Fut + 'static,
     Fut: Future<Output = ()> + 'static,
 {
-    let first = server.borrow_and_update().clone();
+    let first = config.borrow_and_update().server.clone();
     let endpoint =
         Endpoint::new(endpoint_config(worker, &keys), Some(first), socket, Arc::new(TokioRuntime))?;
     let tally = Rc::new(Tally::default());
     let on_conn = Rc::new(on_conn);
-    let mut server_live = true;
+    let mut config_live = true;
     loop {
         if *drain.borrow_and_update() {
             break;
@@ -180,15 +180,19 @@ where
                 }
                 continue;
             }
-            changed = server.changed(), if server_live => {
+            changed = config.changed(), if config_live => {
                 match changed {
-                    Ok(()) => endpoint.set_server_config(Some(server.borrow_and_update().clone())),
-                    Err(_) => server_live = false,
+                    Ok(()) => {
+                        let server = config.borrow_and_update().server.clone();
+                        endpoint.set_server_config(Some(server));
+                    }
+                    Err(_) => config_live = false,
                 }
                 continue;
             }
         };
         let ip = incoming.remote_address().ip();
+        let settings = config.borrow().settings.clone();
         let verdict = Admission::decide(
             &settings,
             tally.open.get(),

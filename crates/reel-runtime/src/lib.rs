@@ -14,6 +14,9 @@
 //!   them to a successor.
 //! * [`Runtime::set_listeners`] changes listeners live; [`Runtime::shutdown`] drains.
 //!
+//! * [`quic_route`] binds a QUIC listener's UDP sockets, one per worker, in a reuseport
+//!   group whose packets go to the worker that owns their connection ID.
+//!
 //! Inside: `app` holds the contract with the application ([`WorkerApp`]), `options` and
 //! `error` the public options and [`RuntimeError`], `sockets` binds and adopts the listening
 //! sockets, and `workers` runs the threads (its module doc maps its parts).
@@ -41,6 +44,7 @@ mod error;
 pub mod limits;
 mod listening;
 mod options;
+pub mod quic_route;
 mod sockets;
 pub mod steer;
 mod workers;

@@ -112,7 +112,19 @@ pub async fn request(
     headers: &[(&str, &str)],
     body: Option<&[u8]>,
 ) -> Result<Reply, String> {
-    let mut b = http::Request::builder().method(method).uri(format!("https://localhost{path}"));
+    request_at(send, "localhost", method, path, headers, body).await
+}
+
+/// [`request`] with another authority (the `Host` the server sees).
+pub async fn request_at(
+    send: &mut SendRequest,
+    authority: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Option<&[u8]>,
+) -> Result<Reply, String> {
+    let mut b = http::Request::builder().method(method).uri(format!("https://{authority}{path}"));
     for (n, v) in headers {
         b = b.header(*n, *v);
     }

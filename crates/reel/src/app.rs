@@ -72,6 +72,8 @@ impl App {
             metrics,
             tls_counters,
             generation: RefCell::new(Gen::first(&shared.live_full(), &shared.cache)),
+            alt_svc: RefCell::new(AltSvc { generation: 0, table: Vec::new() }),
+            quic: RefCell::new(shared.quic.subscribe()),
         });
         App { state }
     }
@@ -128,21 +130,106 @@ impl WorkerApp for App {
         }
     }
 
-    async fn run(&self, _ctx: WorkerCtx, mut drain: watch::Receiver<bool>) {
+    async fn run(&self, ctx: WorkerCtx, mut drain: watch::Receiver<bool>) {
+        let quic = tokio::task::spawn_local(serve_quic(self.state.clone(), ctx, drain.clone()));
         // Hand buffered access-log lines to the writer on a timer, so a quiet worker's
         // lines are not held back; stop when the worker drains.
         loop {
             let every = self.state.shared.live().cfg.access_log.flush_interval.get();
             tokio::select! {
                 _ = tokio::time::sleep(every.max(Duration::from_millis(10))) => {}
-                _ = drain.changed() => {
-                    self.state.flush_log();
-                    return;
-                }
+                _ = drain.wait_for(|d| *d) => break,
             }
             self.state.flush_log();
         }
+        // HTTP/3 connections finish under the drain like TCP ones.
+        let _ = quic.await;
+        self.state.flush_log();
     }
+}
+
+/// Serves this worker's socket of every HTTP/3 listener, following the set as reloads
+/// change it, until the worker drains and every endpoint's connections have closed.
+async fn serve_quic(state: Rc<WorkerState>, ctx: WorkerCtx, mut drain: watch::Receiver<bool>) {
+    let Ok(worker) = u8::try_from(ctx.index) else {
+        tracing::error!(worker = ctx.index, "HTTP/3 serves at most 255 workers");
+        return;
+    };
+    let mut set = state.shared.quic.subscribe();
+    let mut endpoints = tokio::task::JoinSet::new();
+    // The listeners this worker serves (by identity), so each is started once.
+    let mut serving: Vec<Arc<crate::quic::QuicListener>> = Vec::new();
+    loop {
+        let now = set.borrow_and_update().clone();
+        serving.retain(|l| now.iter().any(|n| Arc::ptr_eq(n, l)));
+        for l in now {
+            if serving.iter().any(|s| Arc::ptr_eq(s, &l)) {
+                continue;
+            }
+            match serve_listener(&state, &l, worker, &drain) {
+                Ok(task) => {
+                    endpoints.spawn_local(task);
+                }
+                Err(e) => tracing::error!(listener = %l.name, error = %e, "HTTP/3 socket unusable"),
+            }
+            serving.push(l);
+        }
+        while endpoints.try_join_next().is_some() {}
+        tokio::select! {
+            changed = set.changed() => if changed.is_err() { break },
+            _ = drain.wait_for(|d| *d) => break,
+        }
+    }
+    while endpoints.join_next().await.is_some() {}
+}
+
+/// The task serving worker `worker`'s socket of listener `l`: it ends when the worker
+/// drains or the listener is removed, once its connections have closed.
+fn serve_listener(
+    state: &Rc<WorkerState>,
+    l: &Arc<crate::quic::QuicListener>,
+    worker: u8,
+    drain: &watch::Receiver<bool>,
+) -> std::io::Result<impl Future<Output = ()> + 'static> {
+    let socket = l.socket(usize::from(worker))?;
+    let local = l.address;
+    let counters = l.counters.get(usize::from(worker)).cloned().unwrap_or_default();
+    // Draining: the worker's, or the listener's own once a reload removed it.
+    let (stop_tx, stop) = watch::channel(false);
+    let (mut worker_drain, mut closed) = (drain.clone(), l.closed());
+    tokio::task::spawn_local(async move {
+        tokio::select! {
+            _ = worker_drain.wait_for(|d| *d) => {}
+            _ = closed.wait_for(|c| *c) => {}
+        }
+        stop_tx.send_replace(true);
+    });
+    let s = state.clone();
+    let conn_stop = stop.clone();
+    let on_conn = move |conn: quinn::Connection| {
+        let (s, drain) = (s.clone(), conn_stop.clone());
+        async move {
+            let g = s.current();
+            let (limits, settings) = (g.limits.clone(), g.h3.clone());
+            drop(g);
+            reel_http::serve_h3(conn, local, s, limits, settings, drain).await;
+        }
+    };
+    let name = l.name.clone();
+    let serve = reel_quic::serve_worker(
+        socket,
+        worker,
+        l.configs(),
+        state.shared.quic.keys.clone(),
+        counters,
+        stop,
+        on_conn,
+    );
+    Ok(async move {
+        if let Err(e) = serve.await {
+            tracing::error!(listener = %name, error = %e, "HTTP/3 endpoint failed");
+        }
+    })
 }
 
 /// The reloadable part of a worker's state, for one generation.
@@ -151,6 +238,7 @@ struct Gen {
     live: Arc<Live>,
     limits: Rc<reel_http::Limits>,
     h2: Rc<reel_http::H2Settings>,
+    h3: Rc<reel_http::H3Settings>,
     /// This worker's origin client (its keep-alive pool), for `live.origins`.
     client: reel_origin::WorkerClient,
     cache: Rc<reel_cache::WorkerCache>,
@@ -190,6 +278,9 @@ impl Gen {
             live: live.clone(),
             limits: Rc::new(live.limits.clone()),
             h2: Rc::new(live.h2.clone()),
+            h3: Rc::new(reel_http::H3Settings {
+                max_resets_per_second: live.h2.max_resets_per_second,
+            }),
             client,
             cache: Rc::new(cache),
             log,
@@ -203,6 +294,30 @@ pub(crate) struct WorkerState {
     metrics: Arc<WorkerMetrics>,
     tls_counters: Arc<reel_tls::HandshakeCounters>,
     generation: RefCell<Rc<Gen>>,
+    /// The `Alt-Svc` values of the listeners serving HTTP/3, by port.
+    alt_svc: RefCell<AltSvc>,
+    /// Learns when the HTTP/3 listeners change (the `Alt-Svc` table is redone then).
+    quic: RefCell<watch::Receiver<Vec<Arc<crate::quic::QuicListener>>>>,
+}
+
+/// `Alt-Svc: h3=":PORT"; ma=SECS` per TCP port whose listener also serves HTTP/3.
+struct AltSvc {
+    generation: u64,
+    table: Vec<(u16, Bytes)>,
+}
+
+impl AltSvc {
+    fn build(live: &Live, quic: &[Arc<crate::quic::QuicListener>]) -> Vec<(u16, Bytes)> {
+        quic.iter()
+            .filter_map(|q| {
+                let l = live.cfg.listener.iter().find(|l| l.name == q.name)?;
+                let age = l.alt_svc_max_age()?;
+                let port = q.address.port();
+                let value = format!("h3=\":{port}\"; ma={}", age.as_secs());
+                Some((port, Bytes::from(value)))
+            })
+            .collect()
+    }
 }
 
 impl WorkerState {
@@ -220,6 +335,20 @@ impl WorkerState {
         let next = cur.next(&self.shared.live_full());
         *self.generation.borrow_mut() = next.clone();
         next
+    }
+
+    /// The `Alt-Svc` value for a response on local port `port`, if its listener serves
+    /// HTTP/3.
+    fn alt_svc(&self, generation: u64, port: u16) -> Option<Bytes> {
+        let changed = self.quic.borrow().has_changed().unwrap_or(false);
+        if changed || self.alt_svc.borrow().generation != generation {
+            let quic = self.quic.borrow_mut().borrow_and_update().clone();
+            let live = self.shared.live_full();
+            *self.alt_svc.borrow_mut() =
+                AltSvc { generation: live.generation, table: AltSvc::build(&live, &quic) };
+        }
+        let a = self.alt_svc.borrow();
+        a.table.iter().find(|(p, _)| *p == port).map(|(_, v)| v.clone())
     }
 
     fn flush_log(&self) {
@@ -249,10 +378,18 @@ impl WorkerState {
 impl Handler for WorkerState {
     async fn handle(&self, req: &Request, body: &mut RequestBody<'_>) -> Response {
         let g = self.current();
-        if req.path() == g.live.cfg.health.path {
-            return self.healthz(req).tagged(reel_cache::Tag::local());
+        let resp = if req.path() == g.live.cfg.health.path {
+            self.healthz(req).tagged(reel_cache::Tag::local())
+        } else {
+            g.cache.handle(req, body, &self.metrics).await
+        };
+        // Clients of a listener that also serves HTTP/3 learn of it (RFC 7838).
+        if req.version() != reel_http::Version::Http3
+            && let Some(v) = self.alt_svc(g.generation, req.local().port())
+        {
+            return resp.header("alt-svc", v);
         }
-        g.cache.handle(req, body, &self.metrics).await
+        resp
     }
 
     fn on_response(&self, req: &Request, sent: &Sent) {
@@ -262,6 +399,7 @@ impl Handler for WorkerState {
         self.metrics.record(status, result.index(), bytes, first_byte, elapsed);
         self.metrics.record_protocol(match req.version() {
             reel_http::Version::Http2 => reel_ops::metrics::Protocol::Http2,
+            reel_http::Version::Http3 => reel_ops::metrics::Protocol::Http3,
             _ => reel_ops::metrics::Protocol::Http1,
         });
         let g = self.generation.borrow();
@@ -272,6 +410,12 @@ impl Handler for WorkerState {
                 method: req.method().as_str(),
                 host: req.host().unwrap_or("").as_bytes(),
                 target: req.target().as_bytes(),
+                protocol: match req.version() {
+                    reel_http::Version::Http10 => "HTTP/1.0",
+                    reel_http::Version::Http11 => "HTTP/1.1",
+                    reel_http::Version::Http2 => "HTTP/2",
+                    reel_http::Version::Http3 => "HTTP/3",
+                },
                 status,
                 bytes,
                 cache: result.as_str(),
@@ -299,6 +443,7 @@ impl Handler for WorkerState {
                 method: "",
                 host: b"",
                 target: b"",
+                protocol: "",
                 status: r.status,
                 bytes: r.bytes,
                 cache: CacheResult::Local.as_str(),

@@ -23,6 +23,7 @@ mod metrics;
 mod options;
 mod plan;
 mod preflight;
+mod quic;
 mod refused;
 mod reload;
 mod server;

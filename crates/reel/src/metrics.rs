@@ -46,7 +46,75 @@ pub(crate) fn render(s: &Shared) -> String {
     s.cache.slices.render_prometheus(&mut p);
     live.origins.snapshot().render_prometheus(&mut p);
     live.tls.render_prometheus(&s.tls_counters, &mut p);
+    protocols(&mut p, &s.metrics);
+    quic(&mut p, &s.quic.listeners());
     p.finish()
+}
+
+/// Requests answered per protocol, all workers.
+fn protocols(p: &mut PromWriter, workers: &[Arc<reel_ops::metrics::WorkerMetrics>]) {
+    let name = "reel_requests_by_protocol_total";
+    p.family(name, Kind::Counter, "Requests answered, by protocol (h1, h2, h3), all workers.");
+    for proto in reel_ops::metrics::Protocol::ALL {
+        let n: u64 = workers.iter().map(|w| w.requests_over(proto)).sum();
+        p.sample(name, &[("protocol", proto.label())], n);
+    }
+}
+
+/// The HTTP/3 listeners' QUIC endpoints, per listener (summed over workers).
+fn quic(p: &mut PromWriter, listeners: &[Arc<crate::quic::QuicListener>]) {
+    type Pick = fn(&reel_quic::QuicCounters) -> u64;
+    let families: [(&str, Kind, &str, Pick); 6] = [
+        ("reel_quic_connections_open", Kind::Gauge, "Open QUIC connections.", |c| {
+            c.open.load(Relaxed)
+        }),
+        ("reel_quic_handshakes_total", Kind::Counter, "QUIC handshakes completed.", |c| {
+            c.handshakes.load(Relaxed)
+        }),
+        (
+            "reel_quic_handshake_failures_total",
+            Kind::Counter,
+            "QUIC handshakes that failed or timed out.",
+            |c| c.handshake_failures.load(Relaxed),
+        ),
+        (
+            "reel_quic_retries_total",
+            Kind::Counter,
+            "Retry packets sent to validate a new connection's address (quic_retry).",
+            |c| c.retries.load(Relaxed),
+        ),
+        (
+            "reel_quic_refused_worker_total",
+            Kind::Counter,
+            "New QUIC connections refused at http.max_connections_per_worker.",
+            |c| c.refused_worker.load(Relaxed),
+        ),
+        (
+            "reel_quic_refused_client_total",
+            Kind::Counter,
+            "New QUIC connections refused at http.max_connections_per_client (counted per worker).",
+            |c| c.refused_client.load(Relaxed),
+        ),
+    ];
+    for (name, kind, help, pick) in families {
+        p.family(name, kind, help);
+        for l in listeners {
+            let n: u64 = l.counters.iter().map(|c| pick(c)).sum();
+            p.sample(name, &[("listener", &l.name)], n);
+        }
+    }
+    p.family(
+        "reel_quic_routing_by_id",
+        Kind::Gauge,
+        "1 when packets reach their connection's worker by connection ID, 0 when by address hash.",
+    );
+    for l in listeners {
+        p.sample(
+            "reel_quic_routing_by_id",
+            &[("listener", &l.name)],
+            u64::from(l.hash_routing.is_none()),
+        );
+    }
 }
 
 /// The runtime's connection counts: one family each, one sample per worker, labelled

@@ -51,6 +51,9 @@ pub(crate) enum ReloadError {
     /// Binding or closing listeners failed; what was bound is shown in `/status`.
     #[error("listeners: {0}")]
     Listeners(#[source] RuntimeError),
+    /// An HTTP/3 listener could not be bound (the rest of the reload applied).
+    #[error("{0}")]
+    Quic(String),
     /// The workers did not take the new connection limits.
     #[error("http connection limits: {0}")]
     ConnectionCap(#[source] RuntimeError),
@@ -148,5 +151,7 @@ fn apply(
     }
     shared.store.set_scrub_rate(options::store(&live.cfg).scrub_rate);
     shared.live.store(Arc::new(live));
+    // HTTP/3 follows: new certificates and settings, listeners turned on or off.
+    shared.apply_quic().map_err(|e| ReloadError::Quic(format!("{e:#}")))?;
     Ok(needs_restart)
 }

@@ -153,6 +153,8 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     })
     .context("starting workers")?;
     shared.record_listeners(&runtime);
+    // HTTP/3 takes the ports the TCP listeners were bound to.
+    shared.apply_quic().context("starting HTTP/3")?;
 
     let stats = runtime.stats();
     let conn_stats = stats.clone();

@@ -75,6 +75,8 @@ pub(crate) struct Shared {
     pub tickets: reel_tls::Tickets,
     /// Per-worker TLS handshake counters, in worker order.
     pub tls_counters: Vec<Arc<reel_tls::HandshakeCounters>>,
+    /// The HTTP/3 listeners (bound after the TCP ones, whose ports they share).
+    pub quic: crate::quic::Quic,
 }
 
 impl Shared {
@@ -120,7 +122,16 @@ impl Shared {
             upgrade: Mutex::new(UpgradeStatus::default()),
             tickets,
             tls_counters: (0..n).map(|_| Arc::default()).collect(),
+            quic: crate::quic::Quic::new(n)?,
         }))
+    }
+
+    /// Binds, reconfigures or closes the HTTP/3 listeners to match the current generation
+    /// and the TCP listeners as bound.
+    pub(crate) fn apply_quic(&self) -> anyhow::Result<()> {
+        let bound: Vec<(String, SocketAddr)> =
+            self.listeners().into_iter().map(|l| (l.name, l.address)).collect();
+        self.quic.apply(&self.live(), &bound, &self.tickets)
     }
 
     /// From now on every response tells its keep-alive client to close (idle connections

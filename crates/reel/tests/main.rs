@@ -12,6 +12,7 @@ mod contrib;
 mod dashboard;
 mod disks;
 mod health;
+mod http3;
 mod interim;
 mod ktls;
 mod limits;

@@ -1,0 +1,324 @@
+//! HTTP/3 against the real binary: QUIC on the UDP side of a TLS listener, the same cache
+//! behind it (hit, miss, coalesced miss, range, 304, HEAD, byte-exact), `Alt-Svc` on the
+//! TCP side, metrics and the access log by protocol; connections that move to a new
+//! client port keep their worker (2 and 4 workers); Retry for every new connection, and
+//! under a flood of Initials that never complete, with the amplification limit; a reload
+//! that turns HTTP/3 on and off.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use reel_test_support::h3;
+
+use crate::common::{Conf, Object, Origin, Reel, eventually, metric};
+use crate::tls::{Pki, h2_client, h2_get, https11_get, rt, tls_conf};
+
+fn body(n: usize, seed: u8) -> Vec<u8> {
+    (0..n).map(|i| ((i * 31 + i / 977) as u8).wrapping_add(seed)).collect()
+}
+
+fn cached(b: &[u8]) -> Object {
+    Object::ok(b.to_vec()).header("etag", "\"v1\"").header("cache-control", "max-age=3600")
+}
+
+/// A TLS listener `https` serving HTTP/3 too, with `more` listener lines.
+fn h3_conf(dir: &std::path::Path, origin: &Origin, pki: &Pki, more: &str) -> Conf {
+    let mut c = tls_conf(dir, origin, pki);
+    c.listener_lines
+        .get_mut("https")
+        .expect("https lines")
+        .push_str(&format!("http3 = true\n{more}"));
+    c
+}
+
+async fn get(
+    c: &mut h3::SendRequest,
+    path: &str,
+    fields: &[(&str, &str)],
+) -> reel_test_support::h2::Reply {
+    h3::request_at(c, "edge.example.test", "GET", path, fields, None).await.expect("h3 request")
+}
+
+#[test]
+fn http3_serves_the_cache_and_the_tcp_side_advertises_it() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let origin = Origin::start("o");
+    let a = body(300_000, 1);
+    let slow = body(1_500_000, 2);
+    origin.put("/a.ts", cached(&a));
+    origin.put("/slow.ts", cached(&slow).delay(Duration::from_millis(700)));
+    let pki = Pki::new(dir.path());
+    pki.leaf("edge", &["edge.example.test"]);
+    let reel = Reel::start(&h3_conf(dir.path(), &origin, &pki, "alt_svc_max_age = \"1h\"\n"));
+    let addr = reel.listener_addr("https").expect("https listener");
+    rt().block_on(async {
+        let ep = h3::endpoint();
+        let (_conn, mut c) = h3::connect(&ep, addr).await.expect("HTTP/3 connection");
+        let r = get(&mut c, "/a.ts", &[]).await;
+        assert_eq!(r.status, 200);
+        assert!(r.cache_status().contains("fwd=miss"), "{}", r.cache_status());
+        assert!(r.body == a);
+        assert!(r.headers.get("alt-svc").is_none(), "no Alt-Svc over HTTP/3 itself");
+        let r = get(&mut c, "/a.ts", &[]).await;
+        assert_eq!(r.cache_status(), "reel; hit");
+        assert!(r.body == a);
+        assert_eq!(origin.hits("/a.ts"), 1);
+        let r = get(&mut c, "/a.ts", &[("range", "bytes=1000-1999")]).await;
+        assert_eq!(r.status, 206);
+        assert!(r.body == a[1000..2000]);
+        assert_eq!(r.headers["content-range"], "bytes 1000-1999/300000");
+        let r = get(&mut c, "/a.ts", &[("if-none-match", "\"v1\"")]).await;
+        assert_eq!((r.status, r.body.len()), (304, 0));
+        let r = h3::request_at(&mut c, "edge.example.test", "HEAD", "/a.ts", &[], None)
+            .await
+            .expect("HEAD");
+        assert_eq!((r.status, r.body.len()), (200, 0));
+        assert_eq!(r.headers["content-length"], "300000");
+        // A slow miss on many streams of two connections: one origin fetch, every stream
+        // byte-exact.
+        let (_conn2, c2) = h3::connect(&h3::endpoint(), addr).await.expect("second connection");
+        let local = tokio::task::LocalSet::new();
+        let collapsed = local
+            .run_until(async {
+                let mut work = Vec::new();
+                for i in 0..12 {
+                    let mut c = if i % 2 == 0 { c.clone() } else { c2.clone() };
+                    work.push(tokio::task::spawn_local(async move {
+                        get(&mut c, "/slow.ts", &[]).await
+                    }));
+                }
+                let mut collapsed = 0;
+                for w in work {
+                    let r = w.await.expect("task");
+                    assert_eq!(r.status, 200);
+                    assert!(r.body == slow, "a coalesced stream was not byte-exact");
+                    collapsed += usize::from(r.cache_status().contains("collapsed"));
+                }
+                collapsed
+            })
+            .await;
+        assert_eq!(origin.hits("/slow.ts"), 1);
+        assert!(collapsed >= 1, "no stream waited on the fill");
+        // The TCP side of the listener says HTTP/3 is there, over HTTPS/1.1 and HTTP/2.
+        let want = format!("h3=\":{}\"; ma=3600", addr.port());
+        let (head, _, _) =
+            https11_get(addr, pki.client(&[b"http/1.1"]), "/a.ts").await.expect("HTTPS/1.1");
+        assert!(head.to_ascii_lowercase().contains(&format!("alt-svc: {want}")), "{head}");
+        let h2 = h2_client(addr, pki.client(&[b"h2"]), "edge.example.test").await;
+        let r = h2_get(&h2, "/a.ts").await;
+        assert_eq!(r.headers["alt-svc"], want.as_str());
+    });
+    // Metrics by protocol, and QUIC's own.
+    let m = reel.metrics();
+    assert!(metric(&m, "reel_requests_by_protocol_total{protocol=\"h3\"}").unwrap_or(0.0) >= 17.0);
+    assert!(metric(&m, "reel_requests_by_protocol_total{protocol=\"h2\"}").unwrap_or(0.0) >= 1.0);
+    assert!(metric(&m, "reel_quic_handshakes_total{listener=\"https\"}").unwrap_or(0.0) >= 2.0);
+    assert_eq!(metric(&m, "reel_quic_routing_by_id{listener=\"https\"}"), Some(1.0));
+    // The access log names the protocol.
+    let log = dir.path().join("access.log");
+    eventually("HTTP/3 lines in the access log", || {
+        std::fs::read_to_string(&log).ok().filter(|t| t.contains("\"protocol\":\"HTTP/3\""))
+    });
+}
+
+/// Connections from several client ports (so the hash would spread them over the
+/// workers) each move to a new port mid-connection and go on: their packets still reach
+/// the worker that owns them.
+#[test]
+fn connections_that_move_to_a_new_port_keep_their_worker() {
+    for n in [2usize, 4] {
+        let dir = tempfile::tempdir().expect("tmp");
+        let origin = Origin::start("o");
+        let big = body(2_000_000, 3);
+        origin.put("/big.ts", cached(&big));
+        let pki = Pki::new(dir.path());
+        pki.leaf("edge", &["edge.example.test"]);
+        let conf = h3_conf(dir.path(), &origin, &pki, "");
+        let reel = Reel::start_env(&conf, &[("REEL_TEST_WORKERS", &n.to_string())]);
+        assert_eq!(reel.workers(), n);
+        let addr = reel.listener_addr("https").expect("https listener");
+        rt().block_on(async {
+            for i in 0..8 {
+                let ep = h3::endpoint();
+                let (conn, mut c) = h3::connect(&ep, addr).await.expect("connection");
+                let r = get(&mut c, "/big.ts", &[("range", "bytes=0-9999")]).await;
+                assert_eq!(r.status, 206, "connection {i}");
+                // Mid-download: the response's bytes keep coming to the new port.
+                let local = tokio::task::LocalSet::new();
+                local
+                    .run_until(async {
+                        let mut c2 = c.clone();
+                        let whole =
+                            tokio::task::spawn_local(
+                                async move { get(&mut c2, "/big.ts", &[]).await },
+                            );
+                        tokio::time::sleep(Duration::from_millis(5)).await;
+                        ep.rebind(std::net::UdpSocket::bind("127.0.0.1:0").expect("udp"))
+                            .expect("rebind");
+                        let r = whole.await.expect("task");
+                        assert_eq!(r.status, 200, "{n} workers, connection {i}");
+                        assert!(r.body == big, "{n} workers, connection {i}: not byte-exact");
+                    })
+                    .await;
+                let r = get(&mut c, "/big.ts", &[("range", "bytes=5-9")]).await;
+                assert!(r.body == big[5..10]);
+                assert_eq!(conn.close_reason(), None, "{n} workers, connection {i}");
+            }
+        });
+        let m = reel.metrics();
+        assert_eq!(metric(&m, "reel_quic_routing_by_id{listener=\"https\"}"), Some(1.0));
+    }
+}
+
+/// Forwards datagrams from a client to `server` and drops every answer: a client that
+/// never completes its handshake, as one with a forged source address. Counts the bytes
+/// each way.
+struct BlackHole {
+    addr: SocketAddr,
+    sent: Arc<AtomicU64>,
+    answered: Arc<AtomicU64>,
+}
+
+impl BlackHole {
+    async fn start(server: SocketAddr) -> BlackHole {
+        let front = tokio::net::UdpSocket::bind("127.0.0.1:0").await.expect("udp");
+        let back = tokio::net::UdpSocket::bind("127.0.0.1:0").await.expect("udp");
+        let (sent, answered) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+        let addr = front.local_addr().expect("addr");
+        let (s, a) = (sent.clone(), answered.clone());
+        tokio::spawn(async move {
+            let mut buf = vec![0u8; 65_536];
+            let mut buf2 = vec![0u8; 65_536];
+            loop {
+                tokio::select! {
+                    r = front.recv_from(&mut buf) => {
+                        let Ok((n, _)) = r else { return };
+                        s.fetch_add(n as u64, Ordering::Relaxed);
+                        let _ = back.send_to(&buf[..n], server).await;
+                    }
+                    r = back.recv_from(&mut buf2) => {
+                        let Ok((n, _)) = r else { return };
+                        a.fetch_add(n as u64, Ordering::Relaxed);
+                    }
+                }
+            }
+        });
+        BlackHole { addr, sent, answered }
+    }
+}
+
+#[test]
+fn a_flood_of_initials_that_never_complete_gets_retry_within_the_amplification_limit() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let origin = Origin::start("o");
+    origin.put("/a.ts", cached(&body(1000, 4)));
+    let pki = Pki::new(dir.path());
+    pki.leaf("edge", &["edge.example.test"]);
+    let conf = h3_conf(dir.path(), &origin, &pki, "");
+    let reel = Reel::start_env(&conf, &[("REEL_TEST_WORKERS", "1")]);
+    let addr = reel.listener_addr("https").expect("https listener");
+    rt().block_on(async {
+        // 80 handshakes left hanging: more than a worker takes before it asks for Retry.
+        let mut holes = Vec::new();
+        let mut flood = Vec::new();
+        for _ in 0..80 {
+            let hole = BlackHole::start(addr).await;
+            let ep = h3::endpoint();
+            let connecting = ep.connect(hole.addr, "localhost").expect("connect");
+            flood.push(tokio::spawn(async move {
+                let _ = tokio::time::timeout(Duration::from_secs(30), connecting).await;
+            }));
+            holes.push((hole, ep));
+        }
+        // Waited for without blocking this thread, which runs the flood's clients.
+        let mut waited = 0;
+        while metric(&reel.metrics(), "reel_quic_retries_total{listener=\"https\"}").unwrap_or(0.0)
+            == 0.0
+        {
+            waited += 1;
+            assert!(waited < 300, "no Retry under the flood");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        // A real client is asked to validate its address, does, and is served.
+        let ep = h3::endpoint();
+        let (_conn, mut c) = h3::connect(&ep, addr).await.expect("connection after Retry");
+        let r = get(&mut c, "/a.ts", &[]).await;
+        assert_eq!(r.status, 200);
+        // Before validation the server sent at most three times what it received.
+        for (h, _) in &holes {
+            let (sent, answered) =
+                (h.sent.load(Ordering::Relaxed), h.answered.load(Ordering::Relaxed));
+            assert!(sent > 0);
+            assert!(answered <= 3 * sent, "sent {sent} bytes, answered {answered}");
+        }
+        for f in flood {
+            f.abort();
+        }
+    });
+}
+
+#[test]
+fn quic_retry_always_validates_every_new_connection() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let origin = Origin::start("o");
+    origin.put("/a.ts", cached(&body(5000, 5)));
+    let pki = Pki::new(dir.path());
+    pki.leaf("edge", &["edge.example.test"]);
+    let reel = Reel::start(&h3_conf(dir.path(), &origin, &pki, "quic_retry = \"always\"\n"));
+    let addr = reel.listener_addr("https").expect("https listener");
+    rt().block_on(async {
+        for _ in 0..3 {
+            let (_conn, mut c) = h3::connect(&h3::endpoint(), addr).await.expect("connection");
+            assert_eq!(get(&mut c, "/a.ts", &[]).await.status, 200);
+        }
+    });
+    let m = reel.metrics();
+    assert_eq!(metric(&m, "reel_quic_retries_total{listener=\"https\"}"), Some(3.0));
+}
+
+#[test]
+fn a_reload_turns_http3_on_and_off() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let origin = Origin::start("o");
+    let a = body(100_000, 6);
+    origin.put("/a.ts", cached(&a));
+    let pki = Pki::new(dir.path());
+    pki.leaf("edge", &["edge.example.test"]);
+    let off = tls_conf(dir.path(), &origin, &pki);
+    let mut reel = Reel::start(&off);
+    let addr = reel.listener_addr("https").expect("https listener");
+    let quick = |ep: &quinn::Endpoint| {
+        let ep = ep.clone();
+        async move {
+            tokio::time::timeout(Duration::from_secs(3), h3::connect(&ep, addr))
+                .await
+                .ok()
+                .and_then(Result::ok)
+        }
+    };
+    rt().block_on(async {
+        assert!(quick(&h3::endpoint()).await.is_none(), "HTTP/3 answered while off");
+        let (head, _, _) =
+            https11_get(addr, pki.client(&[b"http/1.1"]), "/a.ts").await.expect("HTTPS");
+        assert!(!head.to_ascii_lowercase().contains("alt-svc"), "{head}");
+    });
+    reel.rewrite(&h3_conf(dir.path(), &origin, &pki, ""));
+    assert_eq!(reel.sighup_reload()["reload"]["last_ok"], true);
+    let conn = rt().block_on(async {
+        let (conn, mut c) = quick(&h3::endpoint()).await.expect("HTTP/3 after the reload");
+        assert!(get(&mut c, "/a.ts", &[]).await.body == a);
+        let (head, _, _) =
+            https11_get(addr, pki.client(&[b"http/1.1"]), "/a.ts").await.expect("HTTPS");
+        assert!(head.to_ascii_lowercase().contains("alt-svc: h3="), "{head}");
+        conn
+    });
+    reel.rewrite(&off);
+    assert_eq!(reel.sighup_reload()["reload"]["last_ok"], true);
+    rt().block_on(async {
+        // The open connection is told to go (GOAWAY, then closed); new ones find nothing.
+        tokio::time::timeout(Duration::from_secs(10), conn.closed()).await.expect("closed");
+        assert!(quick(&h3::endpoint()).await.is_none(), "HTTP/3 answered after the reload");
+    });
+}
