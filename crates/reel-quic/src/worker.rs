@@ -6,7 +6,9 @@
 //! limit or the client address its share, asked to prove its address with a Retry when
 //! the mode says so, accepted otherwise. A handshake that does not finish within the
 //! handshake timeout is dropped. On drain the endpoint stops taking new connections
-//! (their Initials are refused) and waits for the application to close the ones it has.
+//! (their Initials are dropped unanswered, so that a process taking over the socket in an
+//! upgrade answers the client's next one) and waits for the application to close the
+//! ones it has.
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -251,10 +253,21 @@ where
             on_conn(conn).await;
         });
     }
-    // New connections are refused from here on; those open finish (the application sees
-    // the same drain) and the endpoint waits for their closes to go out.
-    endpoint.set_server_config(None);
-    endpoint.wait_idle().await;
+    // Those open finish (the application sees the same drain) and the endpoint waits for
+    // their closes to go out. New connections meanwhile are not answered: their Initials
+    // are dropped, and the client's next one reaches whoever reads the socket then (the
+    // next process of an upgrade), or finds it closed.
+    let idle = endpoint.wait_idle();
+    tokio::pin!(idle);
+    loop {
+        tokio::select! {
+            () = &mut idle => break,
+            i = endpoint.accept() => match i {
+                Some(i) => i.ignore(),
+                None => break,
+            },
+        }
+    }
     Ok(())
 }
 

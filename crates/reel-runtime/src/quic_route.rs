@@ -158,6 +158,33 @@ pub fn bind_udp_group(addr: SocketAddr, n: usize) -> io::Result<UdpGroup> {
     Ok(UdpGroup { sockets: sockets.into_iter().map(UdpSocket::from).collect(), routing })
 }
 
+/// Takes over a group a predecessor handed over (an upgrade): socket `i` stays worker
+/// `i`'s and the routing program stays attached to the group. With more sockets than `n`
+/// workers the last ones are closed, last first, so that no other moves in the group;
+/// with fewer, new ones join it on the same address.
+pub fn adopt_udp_group(mut sockets: Vec<UdpSocket>, n: usize) -> io::Result<UdpGroup> {
+    if n == 0 || n > 255 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{n} workers: a QUIC group has 1 to 255"),
+        ));
+    }
+    let addr = sockets
+        .first()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no socket handed over"))?
+        .local_addr()?;
+    while sockets.len() > n {
+        drop(sockets.pop());
+    }
+    while sockets.len() < n {
+        sockets.push(bind_one(addr, true)?.into());
+    }
+    for s in &sockets {
+        s.set_nonblocking(true)?;
+    }
+    Ok(UdpGroup { sockets, routing: UdpRouting::ConnectionId })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

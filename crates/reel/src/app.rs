@@ -151,6 +151,7 @@ impl WorkerApp for App {
 /// Serves this worker's socket of every HTTP/3 listener, following the set as reloads
 /// change it, until the worker drains and every endpoint's connections have closed.
 async fn serve_quic(state: Rc<WorkerState>, ctx: WorkerCtx, mut drain: watch::Receiver<bool>) {
+    let _running = state.shared.quic.running_guard();
     let Ok(worker) = u8::try_from(ctx.index) else {
         tracing::error!(worker = ctx.index, "HTTP/3 serves at most 255 workers");
         return;

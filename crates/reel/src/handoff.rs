@@ -14,8 +14,11 @@
 //! 4. old → new `Stderr` with its own standard error: until then the new process writes
 //!    its standard error into a pipe the old one relays (so a failed start's error lines
 //!    reach the old process's log); from then on it writes where the old one did;
-//! 5. old stops accepting, drains and exits: the new one sees end-of-file and lets its
-//!    store take writes.
+//! 5. old stops accepting and drains; once its HTTP/3 connections are closed it sends
+//!    `QuicReleased`, and the new one starts reading the UDP sockets (until then they are
+//!    the old one's alone: both reading them would split each connection's packets);
+//! 6. old exits: the new one sees end-of-file and lets its store take writes (and starts
+//!    its HTTP/3 side if no `QuicReleased` came).
 
 use std::io::{self, IoSlice, IoSliceMut};
 use std::mem::MaybeUninit;
@@ -47,6 +50,9 @@ pub(crate) enum SocketRole {
     Admin,
     /// The demo origin's listener.
     Demo,
+    /// One UDP socket of the HTTP/3 side of the data listener with this name (one per
+    /// worker, in worker order: the reuseport group's order).
+    Quic(String),
 }
 
 /// One message of the exchange.
@@ -67,6 +73,9 @@ pub(crate) enum Msg {
     WantStore,
     /// The old process writes nothing more to the store.
     StoreReleased,
+    /// The old process has closed its HTTP/3 connections and reads its UDP sockets no
+    /// more.
+    QuicReleased,
     /// The old process calls the upgrade off.
     Abort {
         /// Why.

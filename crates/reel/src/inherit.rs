@@ -28,6 +28,8 @@ pub(crate) struct Inherited {
     pub admin: Option<TcpListener>,
     /// The demo origin's listener.
     pub demo: Option<TcpListener>,
+    /// HTTP/3 UDP sockets, by listener name, in worker order.
+    pub quic: std::collections::BTreeMap<String, Vec<std::net::UdpSocket>>,
     /// The process being replaced, during a binary upgrade.
     pub predecessor: Option<Predecessor>,
 }
@@ -63,7 +65,7 @@ impl Inherited {
                 }
                 Some(SocketRole::Admin) => out.admin = Some(l),
                 Some(SocketRole::Demo) => out.demo = Some(l),
-                None => warn!(
+                Some(SocketRole::Quic(_)) | None => warn!(
                     address = %addr,
                     name = a.name.as_deref().unwrap_or(""),
                     "systemd passed a socket no listener of the config uses; closing it"
@@ -107,11 +109,15 @@ fn from_predecessor(channel: Channel) -> anyhow::Result<Inherited> {
                     bail!("{} sockets announced, {} received", roles.len(), fds.len());
                 }
                 for (role, fd) in roles.into_iter().zip(fds) {
-                    let l = TcpListener::from(fd);
                     match role {
-                        SocketRole::Data(name) => out.data.entry(name).or_default().push(l),
-                        SocketRole::Admin => out.admin = Some(l),
-                        SocketRole::Demo => out.demo = Some(l),
+                        SocketRole::Data(name) => {
+                            out.data.entry(name).or_default().push(TcpListener::from(fd))
+                        }
+                        SocketRole::Admin => out.admin = Some(TcpListener::from(fd)),
+                        SocketRole::Demo => out.demo = Some(TcpListener::from(fd)),
+                        SocketRole::Quic(name) => {
+                            out.quic.entry(name).or_default().push(std::net::UdpSocket::from(fd))
+                        }
                     }
                 }
             }
@@ -140,23 +146,42 @@ impl Predecessor {
         }
     }
 
-    /// Tells the predecessor this process serves; `on_exit` runs (on a thread of its own)
-    /// once the predecessor has exited.
-    pub(crate) fn serving(self, on_exit: impl FnOnce() + Send + 'static) -> anyhow::Result<()> {
+    /// Tells the predecessor this process serves. `on_quic` runs (on a thread of its own)
+    /// once the predecessor has let go of its UDP sockets, or has exited without saying
+    /// so; `on_exit` once it has exited.
+    pub(crate) fn serving(
+        self,
+        on_quic: impl FnOnce() + Send + 'static,
+        on_exit: impl FnOnce() + Send + 'static,
+    ) -> anyhow::Result<()> {
         let pid = std::process::id();
         self.channel.send(&Msg::Serving { pid }, &[]).context("upgrade channel")?;
         let old = self.pid;
         std::thread::Builder::new().name("reel-predecessor".into()).spawn(move || {
+            let mut on_quic = Some(on_quic);
             // The channel closes when the predecessor exits (its end is close-on-exec).
             while let Ok(Some((msg, fds))) = self.channel.recv(None) {
-                if let (Msg::Stderr, Some(fd)) = (msg, fds.first()) {
-                    // Standard error was a pipe the predecessor relays; it goes away with it.
-                    if let Err(e) = rustix::stdio::dup2_stderr(fd) {
-                        warn!("could not take over the replaced process's standard error: {e}");
+                match (msg, fds.first()) {
+                    (Msg::Stderr, Some(fd)) => {
+                        // Standard error was a pipe the predecessor relays; it goes away
+                        // with it.
+                        if let Err(e) = rustix::stdio::dup2_stderr(fd) {
+                            warn!("could not take over the replaced process's standard error: {e}");
+                        }
                     }
+                    (Msg::QuicReleased, _) => {
+                        info!(pid = old, "the replaced process let go of its HTTP/3 sockets");
+                        if let Some(f) = on_quic.take() {
+                            f();
+                        }
+                    }
+                    _ => {}
                 }
             }
             info!(pid = old, "the replaced process has exited");
+            if let Some(f) = on_quic.take() {
+                f();
+            }
             on_exit();
         })?;
         Ok(())

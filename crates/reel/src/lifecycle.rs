@@ -128,6 +128,9 @@ fn start_upgrade(p: &Process, events: &mpsc::UnboundedSender<Event>) {
         for (name, fd) in p.runtime.export_listeners()? {
             sockets.push((SocketRole::Data(name), fd));
         }
+        for (name, fd) in p.shared.quic.export()? {
+            sockets.push((SocketRole::Quic(name), fd));
+        }
         sockets.push((SocketRole::Admin, p.admin.listener_fd()?));
         #[cfg(feature = "demo")]
         if let Some(d) = &p.demo {

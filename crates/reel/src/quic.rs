@@ -13,8 +13,11 @@
 //! `http3` turned on, and closes those it turned off, whose endpoints refuse new
 //! connections and whose open connections get GOAWAY and finish.
 
+use std::collections::BTreeMap;
 use std::net::{SocketAddr, UdpSocket};
-use std::sync::Arc;
+use std::os::fd::OwnedFd;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use anyhow::Context;
 use reel_config::{Config, ListenerConfig, QuicRetry};
@@ -65,6 +68,12 @@ impl QuicListener {
 /// Every HTTP/3 listener of the process, as a set the workers follow.
 pub(crate) struct Quic {
     set: watch::Sender<Vec<Arc<QuicListener>>>,
+    /// UDP sockets handed over by the process this one replaces, by listener name, until
+    /// a listener of that name takes them.
+    inherited: Mutex<BTreeMap<String, Vec<UdpSocket>>>,
+    /// Workers whose HTTP/3 side runs (the upgrade waits for none before it lets the
+    /// next process read the sockets).
+    running: AtomicUsize,
     /// Retry-token and stateless-reset keys, the same for every listener and reload.
     pub keys: Keys,
     n_workers: usize,
@@ -90,7 +99,50 @@ pub(crate) fn settings(cfg: &Config, l: &ListenerConfig) -> QuicSettings {
 impl Quic {
     /// No listeners yet; `n_workers` sockets per listener once bound.
     pub(crate) fn new(n_workers: usize) -> anyhow::Result<Quic> {
-        Ok(Quic { set: watch::channel(Vec::new()).0, keys: Keys::new()?, n_workers })
+        Ok(Quic {
+            set: watch::channel(Vec::new()).0,
+            inherited: Mutex::new(BTreeMap::new()),
+            running: AtomicUsize::new(0),
+            keys: Keys::new()?,
+            n_workers,
+        })
+    }
+
+    /// Keeps the UDP sockets a predecessor handed over, for [`Quic::apply`] to adopt.
+    pub(crate) fn inherit(&self, sockets: BTreeMap<String, Vec<UdpSocket>>) {
+        if let Ok(mut i) = self.inherited.lock() {
+            *i = sockets;
+        }
+    }
+
+    /// Every listener's sockets in worker order, as new descriptors, for a successor.
+    pub(crate) fn export(&self) -> std::io::Result<Vec<(String, OwnedFd)>> {
+        let mut out = Vec::new();
+        for l in self.listeners() {
+            for s in &l.sockets {
+                out.push((l.name.clone(), OwnedFd::from(s.try_clone()?)));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Counts a worker's HTTP/3 side as running until the guard goes.
+    pub(crate) fn running_guard(self: &Arc<Self>) -> RunningGuard {
+        self.running.fetch_add(1, Ordering::SeqCst);
+        RunningGuard(self.clone())
+    }
+
+    /// Waits (blocking) until no worker's HTTP/3 side runs, at most `wait`; whether none
+    /// does.
+    pub(crate) fn wait_stopped(&self, wait: std::time::Duration) -> bool {
+        let until = std::time::Instant::now() + wait;
+        while self.running.load(Ordering::SeqCst) > 0 {
+            if std::time::Instant::now() >= until {
+                return false;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        true
     }
 
     /// The listeners now.
@@ -166,8 +218,16 @@ impl Quic {
         address: SocketAddr,
         config: QuicConfig,
     ) -> anyhow::Result<Arc<QuicListener>> {
-        let group = reel_runtime::quic_route::bind_udp_group(address, self.n_workers)
-            .with_context(|| format!("binding UDP {address}"))?;
+        let handed = self.inherited.lock().ok().and_then(|mut i| i.remove(name));
+        let group = match handed {
+            Some(socks) if socks.first().and_then(|s| s.local_addr().ok()) == Some(address) => {
+                info!(listener = %name, %address, sockets = socks.len(), "took over the HTTP/3 sockets");
+                reel_runtime::quic_route::adopt_udp_group(socks, self.n_workers)
+                    .with_context(|| format!("taking over UDP {address}"))?
+            }
+            _ => reel_runtime::quic_route::bind_udp_group(address, self.n_workers)
+                .with_context(|| format!("binding UDP {address}"))?,
+        };
         let hash_routing = match group.routing {
             reel_runtime::quic_route::UdpRouting::ConnectionId => None,
             reel_runtime::quic_route::UdpRouting::Hash(why) => {
@@ -191,5 +251,14 @@ impl Quic {
             closed: watch::channel(false).0,
             counters: (0..self.n_workers).map(|_| Arc::default()).collect(),
         }))
+    }
+}
+
+/// A worker's HTTP/3 side counted as running ([`Quic::running_guard`]).
+pub(crate) struct RunningGuard(Arc<Quic>);
+
+impl Drop for RunningGuard {
+    fn drop(&mut self) {
+        self.0.running.fetch_sub(1, Ordering::SeqCst);
     }
 }

@@ -153,8 +153,12 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     })
     .context("starting workers")?;
     shared.record_listeners(&runtime);
-    // HTTP/3 takes the ports the TCP listeners were bound to.
-    shared.apply_quic().context("starting HTTP/3")?;
+    // HTTP/3 takes the ports the TCP listeners were bound to. In an upgrade the UDP
+    // sockets are read by the old process until it has closed its HTTP/3 connections.
+    shared.quic.inherit(std::mem::take(&mut inherited.quic));
+    if inherited.predecessor.is_none() {
+        shared.apply_quic().context("starting HTTP/3")?;
+    }
 
     let stats = runtime.stats();
     let conn_stats = stats.clone();
@@ -210,7 +214,12 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
             let old = p.pid;
             shared.update_upgrade(|u| u.predecessor = Some(old));
             let s = shared.clone();
-            p.serving(move || {
+            let q = shared.clone();
+            let on_quic = move || match q.apply_quic() {
+                Ok(()) => info!("HTTP/3 serves"),
+                Err(e) => error!("starting HTTP/3: {e:#}"),
+            };
+            p.serving(on_quic, move || {
                 // The predecessor is gone: said first, so that a store seen taking writes
                 // (`frozen: false`) never shows it still there. The thaw then records the
                 // disks in service (a synced write on each), which takes a moment.

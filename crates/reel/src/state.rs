@@ -76,7 +76,7 @@ pub(crate) struct Shared {
     /// Per-worker TLS handshake counters, in worker order.
     pub tls_counters: Vec<Arc<reel_tls::HandshakeCounters>>,
     /// The HTTP/3 listeners (bound after the TCP ones, whose ports they share).
-    pub quic: crate::quic::Quic,
+    pub quic: Arc<crate::quic::Quic>,
 }
 
 impl Shared {
@@ -122,7 +122,7 @@ impl Shared {
             upgrade: Mutex::new(UpgradeStatus::default()),
             tickets,
             tls_counters: (0..n).map(|_| Arc::default()).collect(),
-            quic: crate::quic::Quic::new(n)?,
+            quic: Arc::new(crate::quic::Quic::new(n)?),
         }))
     }
 

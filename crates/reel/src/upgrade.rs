@@ -85,6 +85,15 @@ pub(crate) fn begin(
                     u.successor = Some(pid);
                 });
                 let _ = events.send(Event::Serving(pid));
+                // The drain that starts now closes this process's HTTP/3 connections; then
+                // the successor may read the UDP sockets.
+                let wait = s.live().cfg.server.shutdown_timeout.get() + Duration::from_secs(5);
+                if !s.quic.wait_stopped(wait) {
+                    warn!(pid, "upgrade: HTTP/3 connections still open; letting go of the sockets");
+                }
+                if let Err(e) = channel.send(&Msg::QuicReleased, &[]) {
+                    warn!(pid, "upgrade: could not tell the new process to serve HTTP/3: {e}");
+                }
                 // Our end stays open until this process exits: its closing tells the
                 // successor that nobody reads the store any more.
                 while let Ok(Some(_)) = channel.recv(None) {}

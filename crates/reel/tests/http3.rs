@@ -322,3 +322,121 @@ fn a_reload_turns_http3_on_and_off() {
         assert!(quick(&h3::endpoint()).await.is_none(), "HTTP/3 answered after the reload");
     });
 }
+
+/// HTTP/3 viewers through a binary upgrade: the UDP sockets are handed over with the TCP
+/// ones; the old process's connections are told to go (GOAWAY) and finish what they
+/// have, a viewer reconnects and the new process answers. No response is short or
+/// wrong, and every request is answered.
+#[test]
+fn an_upgrade_under_http3_load_hands_over_the_udp_sockets() {
+    use crate::restarts::{Successor, become_subreaper, install, status};
+    become_subreaper();
+    let dir = tempfile::tempdir().expect("tmp");
+    let origin = Origin::start("o");
+    let objects: Vec<Vec<u8>> = (0..8).map(|i| body(150_000 + i * 1000, i as u8)).collect();
+    for (i, b) in objects.iter().enumerate() {
+        origin.put(&format!("/seg/{i}.ts"), cached(b));
+    }
+    let pki = Pki::new(dir.path());
+    pki.leaf("edge", &["edge.example.test"]);
+    let conf = h3_conf(dir.path(), &origin, &pki, "");
+    let bin = install(dir.path(), std::path::Path::new(crate::common::BIN));
+    let mut reel = Reel::start_with(&conf, &bin, &[]);
+    let (addr, admin) = (reel.listener_addr("https").expect("https"), reel.admin);
+    let old_pid = reel.pid();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let served = Arc::new(AtomicU64::new(0));
+    let objects = Arc::new(objects);
+    // Two viewers, each on its own connection, asking in turn; a viewer whose connection
+    // is closed (or refuses a request after GOAWAY) opens a new one and asks again.
+    let viewers: Vec<_> = (0..2)
+        .map(|v| {
+            let (stop, served, objects) = (stop.clone(), served.clone(), objects.clone());
+            std::thread::spawn(move || {
+                rt().block_on(async move {
+                    let ep = h3::endpoint();
+                    let mut conn = None;
+                    let (mut i, mut retries, mut failed) = (v, 0u64, Vec::new());
+                    while !stop.load(Ordering::SeqCst) {
+                        if conn.is_none() {
+                            let c = tokio::time::timeout(
+                                Duration::from_secs(10),
+                                h3::connect(&ep, addr),
+                            )
+                            .await;
+                            match c {
+                                Ok(Ok(c)) => conn = Some(c),
+                                _ => {
+                                    retries += 1;
+                                    continue;
+                                }
+                            }
+                        }
+                        let Some((_, c)) = conn.as_mut() else { continue };
+                        let n = i % objects.len();
+                        match h3::request_at(
+                            c,
+                            "edge.example.test",
+                            "GET",
+                            &format!("/seg/{n}.ts"),
+                            &[],
+                            None,
+                        )
+                        .await
+                        {
+                            Ok(r) if r.status == 200 && r.body == objects[n] => {
+                                served.fetch_add(1, Ordering::SeqCst);
+                                i += 1;
+                            }
+                            Ok(r) => failed.push(format!(
+                                "/seg/{n}.ts: {} {} bytes",
+                                r.status,
+                                r.body.len()
+                            )),
+                            Err(_) => {
+                                // Asked again on a new connection.
+                                retries += 1;
+                                conn = None;
+                            }
+                        }
+                    }
+                    (retries, failed)
+                })
+            })
+        })
+        .collect();
+    eventually("HTTP/3 load before the upgrade", || {
+        (served.load(Ordering::SeqCst) > 50).then_some(())
+    });
+    install(dir.path(), std::path::Path::new(crate::common::BIN));
+    reel.signal(libc::SIGUSR2);
+    let new_pid = eventually("the new process on the admin socket", || {
+        let pid = status(admin)["pid"].as_u64()? as i32;
+        (pid != old_pid as i32).then_some(pid)
+    });
+    let successor = Successor { pid: new_pid, reaped: false };
+    let exit = reel.wait_exit();
+    assert!(exit.success(), "the old process drains and exits 0: {exit:?}");
+    // The new process serves HTTP/3 on the same sockets.
+    let at_exit = served.load(Ordering::SeqCst);
+    eventually("HTTP/3 served by the new process", || {
+        (served.load(Ordering::SeqCst) > at_exit + 50).then_some(())
+    });
+    stop.store(true, Ordering::SeqCst);
+    for v in viewers {
+        let (retries, failed) = v.join().expect("viewer");
+        assert!(failed.is_empty(), "short or wrong responses: {failed:?}");
+        assert!(retries < 50, "{retries} retries");
+        println!("viewer retries: {retries}");
+    }
+    // The very sockets: taken over, not bound anew, and only once the old process let go.
+    reel.logs.wait_for("the HTTP/3 sockets taken over", |v| {
+        crate::common::message(v) == "took over the HTTP/3 sockets"
+    });
+    reel.logs.wait_for("the old process letting go", |v| {
+        crate::common::message(v) == "the replaced process let go of its HTTP/3 sockets"
+    });
+    let m = crate::common::request(admin, "GET", "127.0.0.1", "/metrics", &[]).text();
+    assert!(metric(&m, "reel_requests_by_protocol_total{protocol=\"h3\"}").unwrap_or(0.0) > 0.0);
+    assert_eq!(successor.stop(), 0);
+}

@@ -142,7 +142,7 @@ impl Load {
 
 /// Makes this test process the reaper of its orphaned descendants, so the successor of
 /// an upgraded `reel` (the old process's child) can be waited for and cleaned up here.
-fn become_subreaper() {
+pub(crate) fn become_subreaper() {
     // Any non-zero argument sets the flag.
     rustix::process::set_child_subreaper(Some(rustix::process::getpid()))
         .expect("prctl(PR_SET_CHILD_SUBREAPER)");
@@ -150,9 +150,9 @@ fn become_subreaper() {
 
 /// A process started by an upgrade (reparented to this test): stopped with SIGTERM by
 /// [`Successor::stop`], killed on drop.
-struct Successor {
-    pid: i32,
-    reaped: bool,
+pub(crate) struct Successor {
+    pub(crate) pid: i32,
+    pub(crate) reaped: bool,
 }
 
 impl Successor {
@@ -166,7 +166,7 @@ impl Successor {
     }
 
     /// SIGTERM, then waits for the exit status (0 expected).
-    fn stop(mut self) -> i32 {
+    pub(crate) fn stop(mut self) -> i32 {
         self.signal(libc::SIGTERM);
         let deadline = Instant::now() + PATIENCE * 2;
         loop {
@@ -198,7 +198,7 @@ impl Drop for Successor {
 
 /// Installs a copy of the binary under test at `dir/bin/reel` the way a package manager
 /// does (a new file renamed over the path, so a running process keeps its old one).
-fn install(dir: &Path, from: &Path) -> PathBuf {
+pub(crate) fn install(dir: &Path, from: &Path) -> PathBuf {
     let bin = dir.join("bin");
     std::fs::create_dir_all(&bin).unwrap();
     let tmp = bin.join(".reel.new");
@@ -213,7 +213,7 @@ fn install(dir: &Path, from: &Path) -> PathBuf {
 }
 
 /// `/status` of whichever process answers on the admin socket.
-fn status(admin: SocketAddr) -> serde_json::Value {
+pub(crate) fn status(admin: SocketAddr) -> serde_json::Value {
     let r = request(admin, "GET", "127.0.0.1", "/status", &[]);
     assert_eq!(r.status, 200, "{}", r.text());
     r.json()
