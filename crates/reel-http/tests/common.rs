@@ -228,7 +228,14 @@ impl Handler for TestHandler {
             }
             "/slow" => {
                 self.slow_started.fetch_add(1, Ordering::SeqCst);
-                tokio::time::sleep(Duration::from_millis(400)).await;
+                if query_num(req, "gated").is_some() {
+                    // Until the test opens the gate (counted among the slow ones).
+                    if let Ok(p) = self.gate.acquire().await {
+                        p.forget();
+                    }
+                } else {
+                    tokio::time::sleep(Duration::from_millis(400)).await;
+                }
                 Response::new(200).bytes("slow done")
             }
             "/methods" => {

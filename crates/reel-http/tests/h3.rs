@@ -152,3 +152,34 @@ async fn drain_sends_goaway_and_finishes_streams_in_flight() {
     assert!(h3::get(&mut c, "/hello").await.is_err());
     assert_eq!(server.outcome().close, CloseReason::Drain);
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn concurrent_streams_are_bounded_by_the_transport() {
+    let quic = QuicSettings { retry: RetryMode::Never, max_streams: 4, ..Default::default() };
+    let server = Server::start_h3(Limits::default(), H3Settings::default(), quic);
+    let ep = h3::endpoint();
+    let (_conn, c) = h3::connect(&ep, server.addr).await.unwrap();
+    let local = tokio::task::LocalSet::new();
+    local
+        .run_until(async {
+            let mut work = Vec::new();
+            for _ in 0..10 {
+                let mut c = c.clone();
+                work.push(tokio::task::spawn_local(async move {
+                    h3::get(&mut c, "/slow?gated=1").await
+                }));
+            }
+            reel_test_support::wait_until_async("4 streams at work", || server.slow_started() == 4)
+                .await;
+            // None of them can finish, so no fifth stream may open.
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            assert_eq!(server.slow_started(), 4);
+            server.open_gate(10);
+            for w in work {
+                let r = w.await.unwrap().unwrap();
+                assert_eq!((r.status, &r.body[..]), (200, &b"slow done"[..]));
+            }
+            assert_eq!(server.slow_started(), 10);
+        })
+        .await;
+}

@@ -88,7 +88,9 @@ pub(crate) fn settings(cfg: &Config, l: &ListenerConfig) -> QuicSettings {
             QuicRetry::Always => RetryMode::Always,
             QuicRetry::Never => RetryMode::Never,
         },
-        idle_timeout: h.idle_timeout.get().max(std::time::Duration::from_secs(1)),
+        // The HTTP layer closes an idle connection at `idle_timeout` with GOAWAY; the
+        // transport's silent timeout comes later, for a client that went away.
+        idle_timeout: h.idle_timeout.get() + std::time::Duration::from_secs(5),
         handshake_timeout: h.header_timeout.get().max(std::time::Duration::from_secs(1)),
         max_per_worker: h.max_connections_per_worker as usize,
         max_per_client: h.max_connections_per_client as usize,

@@ -314,6 +314,22 @@ fn a_reload_turns_http3_on_and_off() {
         assert!(head.to_ascii_lowercase().contains("alt-svc: h3="), "{head}");
         conn
     });
+    // New certificates reach new HTTP/3 connections.
+    let leaf2 = pki.leaf("edge2", &["edge.example.test"]);
+    let mut rotated = h3_conf(dir.path(), &origin, &pki, "");
+    rotated
+        .listener_lines
+        .insert("https".into(), format!("{}http3 = true\n", crate::tls::tls_lines(&pki, "edge2")));
+    reel.rewrite(&rotated);
+    assert_eq!(reel.sighup_reload()["reload"]["last_ok"], true);
+    rt().block_on(async {
+        let (c, _) = quick(&h3::endpoint()).await.expect("HTTP/3 after the rotation");
+        let certs = c
+            .peer_identity()
+            .and_then(|i| i.downcast::<Vec<rustls::pki_types::CertificateDer<'static>>>().ok())
+            .expect("peer certificates");
+        assert_eq!(certs.first(), Some(&leaf2), "the new certificate");
+    });
     reel.rewrite(&off);
     assert_eq!(reel.sighup_reload()["reload"]["last_ok"], true);
     rt().block_on(async {
@@ -439,4 +455,50 @@ fn an_upgrade_under_http3_load_hands_over_the_udp_sockets() {
     let m = crate::common::request(admin, "GET", "127.0.0.1", "/metrics", &[]).text();
     assert!(metric(&m, "reel_requests_by_protocol_total{protocol=\"h3\"}").unwrap_or(0.0) > 0.0);
     assert_eq!(successor.stop(), 0);
+}
+
+/// The existing connection limits bound QUIC too: a client address past
+/// `max_connections_per_client` is refused, and an idle connection closes at
+/// `idle_timeout`. No 0-RTT is offered: a resuming client cannot send early data.
+#[test]
+fn client_limits_idle_timeout_and_no_early_data() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let origin = Origin::start("o");
+    origin.put("/a.ts", cached(&body(2000, 7)));
+    let pki = Pki::new(dir.path());
+    pki.leaf("edge", &["edge.example.test"]);
+    let mut conf = h3_conf(dir.path(), &origin, &pki, "");
+    conf.http = "max_connections_per_client = 2\nidle_timeout = \"2s\"\n".into();
+    let reel = Reel::start_env(&conf, &[("REEL_TEST_WORKERS", "1")]);
+    let addr = reel.listener_addr("https").expect("https listener");
+    rt().block_on(async {
+        let ep = h3::endpoint();
+        let (c1, mut s1) = h3::connect(&ep, addr).await.expect("first");
+        let (_c2, mut s2) = h3::connect(&ep, addr).await.expect("second");
+        assert_eq!(get(&mut s1, "/a.ts", &[]).await.status, 200);
+        assert_eq!(get(&mut s2, "/a.ts", &[]).await.status, 200);
+        let third = h3::connect(&ep, addr).await;
+        assert!(third.is_err(), "a third connection from the address was taken");
+        assert!(third.err().unwrap_or_default().contains("refused"));
+        // Idle past idle_timeout: closed by the server (GOAWAY, then the close).
+        let why =
+            tokio::time::timeout(Duration::from_secs(20), c1.closed()).await.expect("idle close");
+        assert!(matches!(why, quinn::ConnectionError::ApplicationClosed(_)), "{why}");
+        // Resumption works, early data does not: the ticket allows none.
+        let ep2 = h3::endpoint();
+        let (c, _) = h3::connect(&ep2, addr).await.expect("first of ep2");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        c.close(0u32.into(), b"");
+        drop(c);
+        // c1 is closed, the second still counts: room for one more.
+        let connecting = ep2.connect(addr, "localhost").expect("connect");
+        match connecting.into_0rtt() {
+            Ok(_) => panic!("0-RTT was accepted"),
+            Err(connecting) => {
+                connecting.await.expect("resumed without 0-RTT");
+            }
+        }
+    });
+    let m = reel.metrics();
+    assert!(metric(&m, "reel_quic_refused_client_total{listener=\"https\"}").unwrap_or(0.0) >= 1.0);
 }
