@@ -47,7 +47,8 @@ fn http3_serves_the_cache_and_the_tcp_side_advertises_it() {
     let origin = Origin::start("o");
     let a = body(300_000, 1);
     let slow = body(1_500_000, 2);
-    origin.put("/a.ts", cached(&a));
+    // The origin's own Alt-Svc names its services, not the edge's: never passed on.
+    origin.put("/a.ts", cached(&a).header("alt-svc", "h3=\":9999\"; ma=60"));
     origin.put("/slow.ts", cached(&slow).delay(Duration::from_millis(700)));
     let pki = Pki::new(dir.path());
     pki.leaf("edge", &["edge.example.test"]);
@@ -108,8 +109,13 @@ fn http3_serves_the_cache_and_the_tcp_side_advertises_it() {
         assert!(head.to_ascii_lowercase().contains(&format!("alt-svc: {want}")), "{head}");
         let h2 = h2_client(addr, pki.client(&[b"h2"]), "edge.example.test").await;
         let r = h2_get(&h2, "/a.ts").await;
-        assert_eq!(r.headers["alt-svc"], want.as_str());
+        let all: Vec<_> = r.headers.get_all("alt-svc").iter().collect();
+        assert_eq!(all, [want.as_str()]);
     });
+    // The plain listener serves no HTTP/3 and says nothing of it.
+    let r = crate::common::get(reel.data, "/a.ts");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("alt-svc"), None);
     // Metrics by protocol, and QUIC's own.
     let m = reel.metrics();
     assert!(metric(&m, "reel_requests_by_protocol_total{protocol=\"h3\"}").unwrap_or(0.0) >= 17.0);

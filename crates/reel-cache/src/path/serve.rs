@@ -218,8 +218,12 @@ pub(super) fn stream_origin(
 ) -> Response {
     let mut r = Response::new(resp.status.as_u16());
     for (n, v) in resp.headers.iter() {
-        // The origin's Date goes along (RFC 9110 6.6.1); the codec frames the body.
-        if n == http::header::CONTENT_LENGTH || n.as_str() == "cache-status" {
+        // The origin's Date goes along (RFC 9110 6.6.1); the codec frames the body. The
+        // origin's Alt-Svc names the origin's services, not this node's.
+        if n == http::header::CONTENT_LENGTH
+            || n.as_str() == "cache-status"
+            || n == http::header::ALT_SVC
+        {
             continue;
         }
         r = r.header(n.as_str().to_string(), Bytes::copy_from_slice(v.as_bytes()));

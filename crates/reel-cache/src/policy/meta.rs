@@ -90,7 +90,9 @@ pub struct StoredMeta {
 }
 
 /// Hop-by-hop and connection-management fields never stored (RFC 9110 7.6.1, RFC 9111 3.1),
-/// `Age`, recomputed on output, and the fields that set cookies ([`SET_COOKIE_FIELDS`]).
+/// `Age`, recomputed on output, `Alt-Svc`, which names the origin's services and not this
+/// node's (RFC 7838; the listener adds its own), and the fields that set cookies
+/// ([`SET_COOKIE_FIELDS`]).
 fn is_excluded(name: &[u8]) -> bool {
     const NAMES: &[&[u8]] = &[
         b"connection",
@@ -100,6 +102,7 @@ fn is_excluded(name: &[u8]) -> bool {
         b"transfer-encoding",
         b"upgrade",
         b"age",
+        b"alt-svc",
     ];
     NAMES.iter().any(|n| n.eq_ignore_ascii_case(name))
         || SET_COOKIE_FIELDS.iter().any(|n| n.as_bytes().eq_ignore_ascii_case(name))
