@@ -65,8 +65,9 @@ pub struct QuicSettings {
     /// Bytes a client may send on the connection before we read them. Default 256 KiB.
     pub receive_window: u32,
     /// Bytes sent and not yet acknowledged per connection: bounds what a connection holds
-    /// in the transport's buffers, and its throughput to this over the round trip.
-    /// Default 4 MiB.
+    /// in the transport's buffers (as `h2_connection_buffer` does for HTTP/2), and its
+    /// throughput to this over the round trip (1 MiB over 50 ms: 160 Mbit/s). Default
+    /// 1 MiB.
     pub send_window: u64,
     /// Address validation.
     pub retry: RetryMode,
@@ -77,6 +78,9 @@ pub struct QuicSettings {
     pub max_per_worker: usize,
     /// Connections per client address on a worker; 0 = no cap.
     pub max_per_client: usize,
+    /// Send runs of datagrams in one `sendmsg` with UDP GSO where the kernel and NIC
+    /// take it. Default true; off only to measure what it saves.
+    pub segmentation_offload: bool,
 }
 
 impl Default for QuicSettings {
@@ -87,11 +91,12 @@ impl Default for QuicSettings {
             handshake_timeout: Duration::from_secs(10),
             stream_receive_window: 64 * 1024,
             receive_window: 256 * 1024,
-            send_window: 4 * 1024 * 1024,
+            send_window: 1024 * 1024,
             retry: RetryMode::Auto,
             retry_above: 64,
             max_per_worker: 10_000,
             max_per_client: 0,
+            segmentation_offload: true,
         }
     }
 }
@@ -160,7 +165,8 @@ pub fn server_config(
         .receive_window(VarInt::from_u32(s.receive_window))
         .send_window(s.send_window)
         // No unreliable datagrams: HTTP/3 without extensions does not use them.
-        .datagram_receive_buffer_size(None);
+        .datagram_receive_buffer_size(None)
+        .enable_segmentation_offload(s.segmentation_offload);
     let mut c = ServerConfig::with_crypto(Arc::new(crypto));
     c.transport_config(Arc::new(t))
         .token_key(keys.token.clone())

@@ -305,6 +305,7 @@ impl AdminHandler {
                 "upgrade": s.upgrade_status(),
                 "closing_connections": s.closing(),
                 "listeners": s.listeners(),
+                "http3": s.quic.status(),
                 "draining": s.health().is_some_and(|h| h.draining()),
                 "health": s.health().map(|h| h.answer().verdict.clone()),
                 "plan": {"cpus": plan, "workers": s.plan.workers, "irq_cpus": s.plan.irq_cpus, "warnings": s.plan.warnings},

@@ -94,6 +94,8 @@ pub(crate) fn settings(cfg: &Config, l: &ListenerConfig) -> QuicSettings {
         handshake_timeout: h.header_timeout.get().max(std::time::Duration::from_secs(1)),
         max_per_worker: h.max_connections_per_worker as usize,
         max_per_client: h.max_connections_per_client as usize,
+        // A measurement knob (benches/README.md), not a setting.
+        segmentation_offload: std::env::var_os("REEL_QUIC_GSO").is_none_or(|v| v != "0"),
         ..QuicSettings::default()
     }
 }
@@ -150,6 +152,26 @@ impl Quic {
     /// The listeners now.
     pub(crate) fn listeners(&self) -> Vec<Arc<QuicListener>> {
         self.set.borrow().clone()
+    }
+
+    /// What `/status` shows: each HTTP/3 listener's address, routing and open
+    /// connections.
+    pub(crate) fn status(&self) -> serde_json::Value {
+        let ls: Vec<serde_json::Value> = self
+            .listeners()
+            .iter()
+            .map(|l| {
+                let open: u64 = l.counters.iter().map(|c| c.open.load(Ordering::Relaxed)).sum();
+                serde_json::json!({
+                    "name": l.name,
+                    "address": l.address,
+                    "routing": if l.hash_routing.is_none() { "connection_id" } else { "hash" },
+                    "routing_problem": l.hash_routing,
+                    "connections": open,
+                })
+            })
+            .collect();
+        serde_json::Value::Array(ls)
     }
 
     /// The set of listeners as it changes.

@@ -122,6 +122,10 @@ fn http3_serves_the_cache_and_the_tcp_side_advertises_it() {
     assert!(metric(&m, "reel_requests_by_protocol_total{protocol=\"h2\"}").unwrap_or(0.0) >= 1.0);
     assert!(metric(&m, "reel_quic_handshakes_total{listener=\"https\"}").unwrap_or(0.0) >= 2.0);
     assert_eq!(metric(&m, "reel_quic_routing_by_id{listener=\"https\"}"), Some(1.0));
+    let st = reel.status();
+    assert_eq!(st["http3"][0]["name"], "https");
+    assert_eq!(st["http3"][0]["address"], addr.to_string());
+    assert_eq!(st["http3"][0]["routing"], "connection_id");
     // The access log names the protocol.
     let log = dir.path().join("access.log");
     eventually("HTTP/3 lines in the access log", || {
