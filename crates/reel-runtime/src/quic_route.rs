@@ -10,10 +10,14 @@
 //! * short header (`first & 0x80 == 0`): the destination ID starts at offset 1;
 //! * long header of type Handshake (`first & 0x30 == 0x20`) whose destination ID length
 //!   (offset 5) is [`CID_LEN`]: the ID starts at offset 6;
-//! * anything else (an Initial or 0-RTT packet, whose destination ID the client chose; a
-//!   packet too short to hold an ID): an index past the group, which makes the kernel
-//!   fall back to the hash. A client's Initials all come from one address, so they stay
-//!   together.
+//! * anything else (an Initial or 0-RTT packet, whose destination ID the client chose;
+//!   Version Negotiation, version 0; a packet too short to hold an ID, checked before any
+//!   load, since a load past the end ends the program with 0, which would pick worker 0):
+//!   an index past the group, which makes the kernel fall back to the hash. A client's
+//!   Initials all come from one address, so they stay together.
+//!
+//! The type codes are QUIC v1's, which the drafts quinn also speaks share; QUIC v2
+//! (RFC 9369) renumbers them (its 0-RTT is v1's Handshake) and would need a version check.
 //!
 //! The kernel runs a reuseport program on the UDP payload (the UDP header is pulled
 //! first), so the loads are offsets into the QUIC packet, and an index at or past the
@@ -23,6 +27,7 @@
 
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
+use std::os::fd::AsFd;
 
 use socket2::{Domain, Protocol, Socket, Type};
 
@@ -31,6 +36,8 @@ use crate::steer::{self, Insn};
 /// Length of the server's connection IDs; byte 0 names the worker.
 pub const CID_LEN: usize = 8;
 
+/// `BPF_LD | BPF_W | BPF_ABS`: A = big-endian 32-bit word at k.
+const LD_W_ABS: u16 = 0x20;
 /// `BPF_LD | BPF_B | BPF_ABS`: A = packet byte at k.
 const LD_B_ABS: u16 = 0x30;
 /// `BPF_LD | BPF_W | BPF_LEN`: A = packet length.
@@ -55,10 +62,11 @@ const HASH: u32 = u32::MAX;
 pub fn cid_program() -> Vec<Insn> {
     let i = |code, jt, jf, k| Insn { code, jt, jf, k };
     let cid = CID_LEN as u32;
+    // Jumps are relative to the next instruction; the numbers are instruction indices.
     vec![
         // 0: a short header needs 1 + CID_LEN bytes.
         i(LD_W_LEN, 0, 0, 0),
-        i(JGE_K, 0, 10, 1 + cid), // -> 12 (hash)
+        i(JGE_K, 0, 12, 1 + cid), // -> 14 (hash)
         // 2: header form.
         i(LD_B_ABS, 0, 0, 0),
         i(JSET_K, 2, 0, 0x80), // long -> 6
@@ -67,15 +75,19 @@ pub fn cid_program() -> Vec<Insn> {
         i(RET_A, 0, 0, 0),
         // 6: long header, Handshake only.
         i(AND_K, 0, 0, 0x30),
-        i(JEQ_K, 0, 4, 0x20), // not Handshake -> 12
-        // 8: at least 6 + CID_LEN bytes, destination ID length CID_LEN.
+        i(JEQ_K, 0, 6, 0x20), // not Handshake -> 14
+        // 8: at least 6 + CID_LEN bytes.
         i(LD_W_LEN, 0, 0, 0),
-        i(JGE_K, 0, 2, 6 + cid), // -> 12
+        i(JGE_K, 0, 4, 6 + cid), // -> 14
+        // 10: version 0 is Version Negotiation, whose type bits mean nothing (RFC 9000 17.2.1).
+        i(LD_W_ABS, 0, 0, 1),
+        i(JEQ_K, 2, 0, 0), // -> 14
+        // 12: destination ID length CID_LEN.
         i(LD_B_ABS, 0, 0, 5),
-        i(JEQ_K, 1, 0, cid), // -> 13
-        // 12: hash.
+        i(JEQ_K, 1, 0, cid), // -> 15
+        // 14: hash.
         i(RET_K, 0, 0, HASH),
-        // 13: the ID's first byte.
+        // 15: the ID's first byte.
         i(LD_B_ABS, 0, 0, 6),
         i(RET_A, 0, 0, 0),
     ]
@@ -151,17 +163,15 @@ pub fn bind_udp_group(addr: SocketAddr, n: usize) -> io::Result<UdpGroup> {
         }
         sockets.push(s);
     }
-    let routing = match sockets.first().map(|s| steer::attach(s, &cid_program())) {
-        Some(Err(e)) => UdpRouting::Hash(e.to_string()),
-        _ => UdpRouting::ConnectionId,
-    };
+    let routing = attach_program(&sockets);
     Ok(UdpGroup { sockets: sockets.into_iter().map(UdpSocket::from).collect(), routing })
 }
 
 /// Takes over a group a predecessor handed over (an upgrade): socket `i` stays worker
-/// `i`'s and the routing program stays attached to the group. With more sockets than `n`
-/// workers the last ones are closed, last first, so that no other moves in the group;
-/// with fewer, new ones join it on the same address.
+/// `i`'s. With more sockets than `n` workers the last ones are closed, last first, so that
+/// no other moves in the group; with fewer, new ones join it on the same address. The
+/// routing program is attached again (it replaces the predecessor's, if any), so that
+/// `routing` says what the kernel does now rather than what the predecessor managed.
 pub fn adopt_udp_group(mut sockets: Vec<UdpSocket>, n: usize) -> io::Result<UdpGroup> {
     if n == 0 || n > 255 {
         return Err(io::Error::new(
@@ -182,7 +192,16 @@ pub fn adopt_udp_group(mut sockets: Vec<UdpSocket>, n: usize) -> io::Result<UdpG
     for s in &sockets {
         s.set_nonblocking(true)?;
     }
-    Ok(UdpGroup { sockets, routing: UdpRouting::ConnectionId })
+    let routing = attach_program(&sockets);
+    Ok(UdpGroup { sockets, routing })
+}
+
+/// Attaches [`cid_program`] to the group of `sockets[0]`.
+fn attach_program(sockets: &[impl AsFd]) -> UdpRouting {
+    match sockets.first().map(|s| steer::attach(s, &cid_program())) {
+        Some(Err(e)) => UdpRouting::Hash(e.to_string()),
+        _ => UdpRouting::ConnectionId,
+    }
 }
 
 #[cfg(test)]
@@ -198,6 +217,10 @@ mod tests {
             pc += 1;
             match i.code {
                 LD_W_LEN => a = pkt.len() as u32,
+                LD_W_ABS => match pkt.get(i.k as usize..i.k as usize + 4) {
+                    Some(w) => a = u32::from_be_bytes([w[0], w[1], w[2], w[3]]),
+                    None => return 0,
+                },
                 LD_B_ABS => match pkt.get(i.k as usize) {
                     Some(b) => a = u32::from(*b),
                     None => return 0,
@@ -239,6 +262,10 @@ mod tests {
         }
         // A Handshake whose ID is not ours by length.
         assert_eq!(run(&p, &long(0x20, 20, 3)), HASH);
+        // Version Negotiation (version 0) with Handshake-looking type bits.
+        let mut vn = long(0x20, 8, 3);
+        vn[1..5].fill(0);
+        assert_eq!(run(&p, &vn), HASH);
         // Too short for an ID: never a load past the end (which would pick worker 0).
         assert_eq!(run(&p, &[0x40, 3]), HASH);
         assert_eq!(run(&p, &short(3)[..8]), HASH);
@@ -246,6 +273,23 @@ mod tests {
         assert_eq!(run(&p, &long(0x20, 8, 3)[..13]), HASH);
         assert_eq!(run(&p, &long(0x20, 8, 3)[..14]), 3);
         assert_eq!(run(&p, &[]), HASH);
+    }
+
+    #[test]
+    fn only_unprotected_bits_of_the_first_byte_count() {
+        // Header protection masks the low bits (RFC 9001 5.4.1) and the fixed bit may be
+        // greased (RFC 9287): the program may read only the form and, for long headers, the
+        // type.
+        let p = cid_program();
+        for first in 0..=255u8 {
+            let mut s = short(5);
+            s[0] = first & 0x7f;
+            assert_eq!(run(&p, &s), 5, "short {first:#x}");
+            let mut l = long(0, 8, 5);
+            l[0] = first | 0x80;
+            let want = if first & 0x30 == 0x20 { 5 } else { HASH };
+            assert_eq!(run(&p, &l), want, "long {first:#x}");
+        }
     }
 
     #[test]

@@ -2,6 +2,7 @@
 
 mod limits;
 mod listeners;
+mod quic_route;
 mod serve;
 mod shutdown;
 mod steer;
