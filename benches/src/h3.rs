@@ -28,6 +28,7 @@ use std::time::{Duration, Instant};
 use bytes::{Buf, Bytes};
 use http::header::{HeaderName, HeaderValue};
 use quinn::crypto::rustls::QuicClientConfig;
+use socket2::{Domain, Protocol, Socket, Type};
 use tokio::sync::Mutex;
 
 use crate::client::{AnyCertificate, Body, RELEASE_HEADER, RequestError, Response};
@@ -38,6 +39,10 @@ use crate::target::Target;
 const MAX_FIELD_SECTION: u64 = 64 * 1024;
 /// Flow-control window per stream: a 2 MiB body fits without waiting for window updates.
 const STREAM_WINDOW: u32 = 4 << 20;
+/// UDP receive buffer asked for (the kernel caps it at `net.core.rmem_max`): a server
+/// sending several 2 MiB bodies at once overflows the 208 KiB default, and every dropped
+/// datagram costs a loss recovery.
+const UDP_RECV_BUFFER: usize = 8 << 20;
 /// How long closing connections may take at the end of a run.
 const CLOSE_WAIT: Duration = Duration::from_millis(500);
 /// Fields that are connection-specific in HTTP/1.1 and malformed in HTTP/3 (RFC 9114
@@ -76,13 +81,25 @@ fn client_config() -> Result<quinn::ClientConfig, RequestError> {
 }
 
 /// A client endpoint on a new UDP socket of the loopback address of `target`'s family,
-/// for every connection the runtime opens. Must be called inside a tokio runtime.
+/// with a large receive buffer, for every connection the runtime opens. Must be called
+/// inside a tokio runtime.
 pub fn endpoint(target: SocketAddr) -> Result<quinn::Endpoint, RequestError> {
     let local = match target {
         SocketAddr::V4(_) => SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
         SocketAddr::V6(_) => SocketAddr::from((Ipv6Addr::LOCALHOST, 0)),
     };
-    let mut ep = quinn::Endpoint::client(local).map_err(RequestError::Connect)?;
+    let socket = Socket::new(Domain::for_address(local), Type::DGRAM, Some(Protocol::UDP))
+        .map_err(RequestError::Connect)?;
+    // Best effort: a smaller buffer still works, with more losses under large bodies.
+    let _ = socket.set_recv_buffer_size(UDP_RECV_BUFFER);
+    socket.bind(&local.into()).map_err(RequestError::Connect)?;
+    let mut ep = quinn::Endpoint::new(
+        quinn::EndpointConfig::default(),
+        None,
+        socket.into(),
+        Arc::new(quinn::TokioRuntime),
+    )
+    .map_err(RequestError::Connect)?;
     ep.set_default_client_config(client_config()?);
     Ok(ep)
 }
