@@ -55,12 +55,14 @@
 #     2 MiB files as nginx-static, with the same certificate, on the server CPU (GOMAXPROCS
 #     follows the affinity: 1), admin and logs off, against reel's HTTPS listener with
 #     `http3 = true` (same address and port, UDP; the objects warmed over plain HTTP first).
-#     `reel-load fixed --h3 -c H3_CONNS --streams H3_STREAMS` for DUR s per size, ROUNDS
-#     rounds: server CPU µs/req (its processes' user + system time / requests), req/s,
-#     errors. A reel whose config refuses `http3` (`reel check`) runs without it and its
-#     HTTP/3 rows are n/a; a reel that takes the key but does not answer over HTTP/3 is
-#     reported and skipped. Every reel-load run is bounded (DUR + 30 s).
-#   H3_CONNS (CONNS)  H3_STREAMS (1)
+#     `reel-load fixed --h3 -c H3_CONNS --streams H3_STREAMS --timeout H3_TIMEOUT` for DUR s
+#     per size, ROUNDS rounds: server CPU µs/req (its processes' user + system time /
+#     requests), req/s, errors. A reel whose config refuses `http3` (`reel check`) runs
+#     without it and its HTTP/3 rows are n/a; a reel that takes the key but does not answer
+#     over HTTP/3 is reported and skipped. Every reel-load run is bounded (DUR + H3_TIMEOUT
+#     + 30 s). Fewer connections than CONNS: a QUIC server shares its core fairly between
+#     connections, so 64 concurrent 2 MiB bodies all end together, late.
+#   H3_CONNS (16)  H3_STREAMS (1)  H3_TIMEOUT (s, 10)
 #   conns: CONN_IDLE (10000) idle keep-alive connections (one request each, then silent) next to
 #     CONN_BUSY (64) busy ones on the 1 KiB object for CONN_DUR (5) s: memory per idle
 #     connection (serving processes' RSS), CPU per hit and hit p99 against the busy ones alone;
@@ -113,8 +115,9 @@ COLD_DUR=${COLD_DUR:-5}
 CONN_IDLE=${CONN_IDLE:-10000}
 CONN_BUSY=${CONN_BUSY:-64}
 CONN_DUR=${CONN_DUR:-5}
-H3_CONNS=${H3_CONNS:-$CONNS}
+H3_CONNS=${H3_CONNS:-16}
 H3_STREAMS=${H3_STREAMS:-1}
+H3_TIMEOUT=${H3_TIMEOUT:-10}
 has() { [[ " $SECTIONS " == *" $1 "* ]]; }
 TGT=${CARGO_TARGET_DIR:-$ROOT/target}
 SRV_CPU=0
@@ -809,9 +812,10 @@ done
 # Caddy's file_server and reel's HTTPS listener with `http3 = true`, both on CPU $SRV_CPU,
 # the same certificate and files; `reel-load fixed --h3`. Every run is bounded by a guard.
 H3_SERVERS=()
-load_h3() {      # output file, reel-load args... (the run's own deadline is DUR + 6 s)
+load_h3() {      # output file, reel-load args... (the run's own deadline: DUR + H3_TIMEOUT + 2 s)
     local out=$1; shift
-    timeout -k 5 $((DUR + 30)) taskset -c "$GEN_CPU" "$LOAD" "$@" --kv > "$out" 2>"$out.err" || true
+    timeout -k 5 $((DUR + H3_TIMEOUT + 30)) taskset -c "$GEN_CPU" "$LOAD" "$@" --timeout "${H3_TIMEOUT}s" --kv \
+        > "$out" 2>"$out.err" || true
 }
 wait_h3() {      # url, log file, PID that must stay alive: a 200 over HTTP/3 within ~15 s
     local i
@@ -873,7 +877,7 @@ EOF
     for s in "${H3_SERVERS[@]}"; do
         IFS='|' read -r name base <<<"$s"
         for p in "${OBJECTS[@]}"; do
-            load_h3 /dev/null fixed --h3 -c 8 -d "$WARM_DUR" "$base$p"
+            load_h3 /dev/null fixed --h3 -c 4 -d "$WARM_DUR" "$base$p"
         done
     done
 fi
@@ -1475,7 +1479,7 @@ RESULTS=$RUN_DIR/results.md
         echo
         echo "## HTTP/3 (reel vs Caddy file_server, QUIC on loopback UDP, TLS 1.3, the same ECDSA P-256 certificate, both on CPU $SRV_CPU)"
         echo
-        echo "\`reel-load fixed --h3 -c $H3_CONNS --streams $H3_STREAMS -d ${DUR}s https://...\` ($H3_CONNS QUIC connections from one UDP socket, $H3_STREAMS request(s) at a time on each), pinned to CPU $GEN_CPU;" \
+        echo "\`reel-load fixed --h3 -c $H3_CONNS --streams $H3_STREAMS --timeout ${H3_TIMEOUT}s -d ${DUR}s https://...\` ($H3_CONNS QUIC connections from one UDP socket, $H3_STREAMS request(s) at a time on each), pinned to CPU $GEN_CPU;" \
             "Caddy $(caddy version 2>/dev/null | awk '{ print $1; exit }') serves the files nginx-static serves (\`file_server\`, admin and logs off; Go runtime limited to CPU $SRV_CPU by its affinity);" \
             "reel serves them from its cache (HTTPS listener with \`http3 = true\`, warmed over plain HTTP)." \
             "CPU µs/req = the server processes' CPU time (user + system, /proc/PID/stat) / requests; CPU$SRV_CPU µs/req = CPU $SRV_CPU busy time / requests (includes softirq work and anything else on that core)." \
@@ -1675,7 +1679,7 @@ RESULTS=$RUN_DIR/results.md
         nrow "idle connections closed early (errors)" idle.errors raw "${names[@]}"
     fi
     echo
-    echo "Whole run: $(( $(date +%s) - T_START )) s. Command: \`$(for v in SECTIONS DUR ROUNDS CONNS OPEN_RATE STRACE_DUR LIVE_VIEWERS LIVE_DUR HERD_VIEWERS H2_CLIENTS H2_STREAMS TLS_PROTOS HS_CONNS LL_VIEWERS LL_DUR STORE_SIZE MIX_N VOD_STORE_MIB VOD_VIEWERS VOD_INTERVAL VOD_WARM VOD_DUR VOD_HIT_DUR VOD_ROUNDS COLD_RATE COLD_DUR CONN_IDLE CONN_BUSY CONN_DUR H3_CONNS H3_STREAMS; do printf '%s="%s" ' "$v" "${!v}"; done)$(has seek && for v in SEEK_VIEWERS SEEK_DUR SEEK_SIZE SEEK_CHUNK SEEK_RATE SEEK_RUN SEEK_DELAY_MS SEEK_READ_AHEAD SEEK_ROUNDS; do printf '%s="%s" ' "$v" "${!v}"; done)benches/compare.sh\`. Raw data: raw/ (not committed)."
+    echo "Whole run: $(( $(date +%s) - T_START )) s. Command: \`$(for v in SECTIONS DUR ROUNDS CONNS OPEN_RATE STRACE_DUR LIVE_VIEWERS LIVE_DUR HERD_VIEWERS H2_CLIENTS H2_STREAMS TLS_PROTOS HS_CONNS LL_VIEWERS LL_DUR STORE_SIZE MIX_N VOD_STORE_MIB VOD_VIEWERS VOD_INTERVAL VOD_WARM VOD_DUR VOD_HIT_DUR VOD_ROUNDS COLD_RATE COLD_DUR CONN_IDLE CONN_BUSY CONN_DUR H3_CONNS H3_STREAMS H3_TIMEOUT; do printf '%s="%s" ' "$v" "${!v}"; done)$(has seek && for v in SEEK_VIEWERS SEEK_DUR SEEK_SIZE SEEK_CHUNK SEEK_RATE SEEK_RUN SEEK_DELAY_MS SEEK_READ_AHEAD SEEK_ROUNDS; do printf '%s="%s" ' "$v" "${!v}"; done)benches/compare.sh\`. Raw data: raw/ (not committed)."
 } > "$RESULTS"
 echo
 cat "$RESULTS"
