@@ -13,7 +13,8 @@
 #   PORT_BASE (18180: origin, +1 nginx-cache, +2 varnish, +3 nginx-static, +4 reel, +5 reel admin,
 #              +6 reel https, +7 nginx-cache https, +8 the latency origin, +9/+10 reel-vod
 #              (admin), +11 nginx-vod, +12 varnish-vod, +13/+14 reel-cold, +15/+16
-#              reel-cold-threads, +17 nginx-cold, +18 reel sliced, +19 its admin, +20 nginx slice)
+#              reel-cold-threads, +17 nginx-cold, +18 reel sliced, +19 its admin, +20 nginx slice,
+#              +21 caddy (HTTPS and HTTP/3))
 #   SECTIONS ("plain tls llhls"): which tables to measure. llhls: LL_VIEWERS LL-HLS players
 #     through reel, nginx-cache and Varnish (reel-load llhls: edge-added latency, origin
 #     requests per part and playlist version). tls: reel's and nginx-cache's HTTPS
@@ -49,6 +50,19 @@
 #     harness's, never the server's); open loop COLD_RATE (1000) req/s for COLD_DUR (5) s over
 #     256 KiB objects, every fifth request a cold object: reel on io_uring, reel with
 #     REEL_STORE_IO=threads, nginx proxy_cache; hot p99 against an all-hot run at the same rate.
+#   h3 (not in the default SECTIONS): HTTP/3 over QUIC on loopback UDP. Caddy (Debian's
+#     package, installed if missing) as a static file server of the same 1 KiB, 256 KiB and
+#     2 MiB files as nginx-static, with the same certificate, on the server CPU (GOMAXPROCS
+#     follows the affinity: 1), admin and logs off, against reel's HTTPS listener with
+#     `http3 = true` (same address and port, UDP; the objects warmed over plain HTTP first).
+#     `reel-load fixed --h3 -c H3_CONNS --streams H3_STREAMS --timeout H3_TIMEOUT` for DUR s
+#     per size, ROUNDS rounds: server CPU µs/req (its processes' user + system time /
+#     requests), req/s, errors. A reel whose config refuses `http3` (`reel check`) runs
+#     without it and its HTTP/3 rows are n/a; a reel that takes the key but does not answer
+#     over HTTP/3 is reported and skipped. Every reel-load run is bounded (DUR + H3_TIMEOUT
+#     + 30 s). Fewer connections than CONNS: a QUIC server shares its core fairly between
+#     connections, so 64 concurrent 2 MiB bodies all end together, late.
+#   H3_CONNS (16)  H3_STREAMS (1)  H3_TIMEOUT (s, 10)
 #   conns: CONN_IDLE (10000) idle keep-alive connections (one request each, then silent) next to
 #     CONN_BUSY (64) busy ones on the 1 KiB object for CONN_DUR (5) s: memory per idle
 #     connection (serving processes' RSS), CPU per hit and hit p99 against the busy ones alone;
@@ -101,6 +115,9 @@ COLD_DUR=${COLD_DUR:-5}
 CONN_IDLE=${CONN_IDLE:-10000}
 CONN_BUSY=${CONN_BUSY:-64}
 CONN_DUR=${CONN_DUR:-5}
+H3_CONNS=${H3_CONNS:-16}
+H3_STREAMS=${H3_STREAMS:-1}
+H3_TIMEOUT=${H3_TIMEOUT:-10}
 has() { [[ " $SECTIONS " == *" $1 "* ]]; }
 TGT=${CARGO_TARGET_DIR:-$ROOT/target}
 SRV_CPU=0
@@ -111,6 +128,7 @@ REEL_ADMIN_PORT=$((PORT_BASE + 5))
 REEL_TLS_PORT=$((PORT_BASE + 6))
 NGINX_TLS_PORT=$((PORT_BASE + 7))
 LAT_ORIGIN_PORT=$((PORT_BASE + 8))
+CADDY_PORT=$((PORT_BASE + 21))
 T_START=$(date +%s)
 RUN_DIR=$HERE/runs/$(date -u +%Y-%m-%d)-$(hostname -s)${RUN_TAG:+-$RUN_TAG}
 RAW=$RUN_DIR/raw
@@ -123,14 +141,16 @@ die() { log "ERROR: $*"; exit 1; }
 need=()
 for p in nginx varnish strace curl openssl nghttp2-client; do dpkg -s "$p" >/dev/null 2>&1 || need+=("$p"); done
 command -v perf >/dev/null 2>&1 || need+=(linux-perf)
+if has h3; then dpkg -s caddy >/dev/null 2>&1 || need+=(caddy); fi
 if ((${#need[@]})); then
     log "installing: ${need[*]}"
     apt-get update -qq >/dev/null
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
 fi
 
-for port in $(seq "$PORT_BASE" $((PORT_BASE + 20))); do
+for port in $(seq "$PORT_BASE" $((PORT_BASE + 21))); do
     if ss -ltnH "sport = :$port" | grep -q .; then die "port $port already in use"; fi
+    if has h3 && ss -lunH "sport = :$port" | grep -q .; then die "UDP port $port already in use"; fi
 done
 
 # ---------------------------------------------------------------- build
@@ -304,8 +324,11 @@ varnish_vcl "$WORK/varnish/default.vcl" "$ORIGIN_PORT"
 # reel: n/a when not built or when it does not come up
 REEL_BIN=$TGT/release/reel
 # The sections that measure the main reel: plain, tls, llhls, mix and conns.
-if [[ -x "$REEL_BIN" ]] && { has plain || has tls || has llhls || has mix || has conns; }; then
+REEL_H3=0        # 1: reel's HTTPS listener has `http3 = true`
+REEL_H3_NOTE=""
+if [[ -x "$REEL_BIN" ]] && { has plain || has tls || has llhls || has mix || has conns || has h3; }; then
     mkdir -p "$WORK/reel/store"
+    reel_conf() {    # extra lines of the HTTPS listener
     cat > "$WORK/reel/reel.toml" <<EOF
 [[listener]]
 name = "http"
@@ -318,6 +341,7 @@ address = "127.0.0.1:$REEL_TLS_PORT"
 backlog = 4096
 tls_cert = "$WORK/tls/cert.pem"
 tls_key = "$WORK/tls/key.pem"
+$1
 
 [cores]
 workers = [$SRV_CPU]
@@ -353,6 +377,18 @@ name = "origin"
   [[origin_group.tier]]
   hosts = ["127.0.0.1:$ORIGIN_PORT"]
 EOF
+    }
+    reel_conf ""
+    if has h3; then
+        reel_conf "http3 = true"
+        if timeout 60 "$REEL_BIN" check --config "$WORK/reel/reel.toml" >"$WORK/reel/check.log" 2>&1; then
+            REEL_H3=1
+        else
+            REEL_H3_NOTE="this reel refuses \`http3 = true\`"
+            log "$REEL_H3_NOTE ($(grep -m1 -i http3 "$WORK/reel/check.log" || tail -n 1 "$WORK/reel/check.log")): reel's HTTP/3 rows are skipped"
+            reel_conf ""
+        fi
+    fi
     taskset -c "$SRV_CPU" "$REEL_BIN" serve --config "$WORK/reel/reel.toml" \
         >"$WORK/reel/stdout.log" 2>"$WORK/reel/stderr.log" &
     rpid=$!
@@ -365,8 +401,9 @@ EOF
         log "reel did not start: its row is n/a"
         kill -TERM "$rpid" 2>/dev/null || true
     fi
-elif has plain || has tls || has llhls; then
+elif has plain || has tls || has llhls || has h3; then
     log "no $REEL_BIN: reel's row is n/a"
+    REEL_H3_NOTE="no reel binary"
 fi
 # The LL-HLS section also plays through reel with two workers (`LL_SERVERS` only): the
 # once-per-part and once-per-version promises must hold whatever worker a viewer lands on.
@@ -767,6 +804,106 @@ for round in $(seq "$ROUNDS"); do
                 put "$name" "$key.per_core" "$round" "$(awk -v b=$((p1 - p0)) -v t="$CLK_TCK" -v r="$req" 'BEGIN { if (b > 0) printf "%.0f", r * t / b; else print 0 }')"
                 log "r$round $key $name: ${rps:-?} req/s, $req done, ${fail:-?} failed"
             done
+        done
+    done
+done
+
+# ---------------------------------------------------------------- HTTP/3 (QUIC)
+# Caddy's file_server and reel's HTTPS listener with `http3 = true`, both on CPU $SRV_CPU,
+# the same certificate and files; `reel-load fixed --h3`. Every run is bounded by a guard.
+H3_SERVERS=()
+load_h3() {      # output file, reel-load args... (the run's own deadline: DUR + H3_TIMEOUT + 2 s)
+    local out=$1; shift
+    timeout -k 5 $((DUR + H3_TIMEOUT + 30)) taskset -c "$GEN_CPU" "$LOAD" "$@" --timeout "${H3_TIMEOUT}s" --kv \
+        > "$out" 2>"$out.err" || true
+}
+wait_h3() {      # url, log file, PID that must stay alive: a 200 over HTTP/3 within ~15 s
+    local i
+    for i in $(seq 30); do
+        timeout -k 2 5 "$LOAD" get --h3 --timeout 1s "$1" >/dev/null 2>&1 && return 0
+        kill -0 "$3" 2>/dev/null || break
+        sleep 0.5
+    done
+    log "no HTTP/3 200 from $1; last log lines:"; tail -n 20 "$2" >&2 || true
+    return 1
+}
+if has h3; then
+    mkdir -p "$WORK/caddy/data" "$WORK/caddy/config"
+    cat > "$WORK/caddy/Caddyfile" <<EOF
+{
+	admin off
+	auto_https off
+	# No SNI from an IP-address client: this certificate.
+	default_sni 127.0.0.1
+	log {
+		output discard
+	}
+	servers {
+		protocols h1 h2 h3
+	}
+}
+https://127.0.0.1:$CADDY_PORT {
+	bind 127.0.0.1
+	tls $WORK/tls/cert.pem $WORK/tls/key.pem
+	root * $WORK/static
+	file_server
+}
+EOF
+    # Caddy's storage and autosave under $WORK, not in the home directory.
+    XDG_DATA_HOME=$WORK/caddy/data XDG_CONFIG_HOME=$WORK/caddy/config \
+        taskset -c "$SRV_CPU" caddy run --config "$WORK/caddy/Caddyfile" --adapter caddyfile \
+        >"$WORK/caddy/stdout.log" 2>"$WORK/caddy/stderr.log" &
+    cpid=$!
+    STARTED+=("$cpid")
+    if wait_h3 "https://127.0.0.1:$CADDY_PORT${OBJECTS[0]}" "$WORK/caddy/stderr.log" "$cpid"; then
+        PIDS_OF[caddy]=$(descendants "$cpid" | tr '\n' ' ')
+        H3_SERVERS+=("caddy|https://127.0.0.1:$CADDY_PORT")
+        log "caddy up on :$CADDY_PORT, HTTP/3 (pid $cpid)"
+    else
+        log "caddy does not answer over HTTP/3: its rows are n/a"
+        kill -TERM "$cpid" 2>/dev/null || true
+    fi
+    if ((REEL_H3)) && [[ -n "${PIDS_OF[reel]:-}" ]]; then
+        if wait_h3 "https://127.0.0.1:$REEL_TLS_PORT${OBJECTS[0]}" "$WORK/reel/stderr.log" "${PIDS_OF[reel]%% *}"; then
+            H3_SERVERS=("reel|https://127.0.0.1:$REEL_TLS_PORT" "${H3_SERVERS[@]}")
+            log "reel answers over HTTP/3 on :$REEL_TLS_PORT"
+        else
+            REEL_H3_NOTE="reel took \`http3 = true\` but did not answer over HTTP/3"
+            log "$REEL_H3_NOTE: its HTTP/3 rows are skipped"
+        fi
+    elif [[ -z "$REEL_H3_NOTE" ]]; then
+        REEL_H3_NOTE="reel did not start"
+    fi
+    for s in "${H3_SERVERS[@]}"; do
+        IFS='|' read -r name base <<<"$s"
+        for p in "${OBJECTS[@]}"; do
+            load_h3 /dev/null fixed --h3 -c 4 -d "$WARM_DUR" "$base$p"
+        done
+    done
+fi
+for round in $(seq "$ROUNDS"); do
+    ((${#H3_SERVERS[@]})) || break
+    for w in "${WORKLOADS[@]}"; do
+        IFS='|' read -r wl path <<<"$w"
+        for s in "${H3_SERVERS[@]}"; do
+            IFS='|' read -r name base <<<"$s"
+            key=h3-$wl
+            out=$RAW/$name-$key-r$round.kv
+            c0=$(cpu0_busy); p0=$(proc_ticks "${PIDS_OF[$name]}")
+            load_h3 "$out" fixed --h3 --streams "$H3_STREAMS" -c "$H3_CONNS" -d "$DUR" "$base$path"
+            c1=$(cpu0_busy); p1=$(proc_ticks "${PIDS_OF[$name]}")
+            req=$(kv requests "$out"); req=${req:-0}; fail=$(kv errors_total "$out")
+            put "$name" "$key.errors" "$round" "${fail:-}"
+            if ! [[ $req =~ ^[0-9]+$ ]] || ((req == 0)); then
+                log "$name $key r$round: no requests"; tail -n 5 "$out" "$out.err" >&2 2>/dev/null; continue
+            fi
+            put "$name" "$key.rps" "$round" "$(kv requests_per_s "$out")"
+            put "$name" "$key.p50" "$round" "$(kv latency_us.p50 "$out")"
+            put "$name" "$key.p99" "$round" "$(kv latency_us.p99 "$out")"
+            put "$name" "$key.cpu_us" "$round" "$(awk -v b=$((c1 - c0)) -v t="$CLK_TCK" -v r="$req" 'BEGIN { printf "%.2f", b * 1e6 / t / r }')"
+            put "$name" "$key.pcpu_us" "$round" "$(awk -v b=$((p1 - p0)) -v t="$CLK_TCK" -v r="$req" 'BEGIN { printf "%.2f", b * 1e6 / t / r }')"
+            log "r$round $key $name: $(kv requests_per_s "$out") req/s, $req done, ${fail:-?} failed," \
+                "$(awk -v b=$((p1 - p0)) -v t="$CLK_TCK" -v r="$req" 'BEGIN { printf "%.1f", b * 1e6 / t / r }') server CPU us/req"
         done
     done
 done
@@ -1194,6 +1331,7 @@ fi
 # errors: summed over every measured run of a server
 awk -F'|' '$2 ~ /^(1k|256k|2m|open|live)\.errors$/ { e[$1] += $4 } END { for (n in e) printf "%s|errors_sum|1|%d\n", n, e[n] }' "$DATA" >> "$DATA"
 awk -F'|' '$2 ~ /^tls-.*\.errors$/ { e[$1] += $4 } END { for (n in e) printf "%s|tls_errors|1|%d\n", n, e[n] }' "$DATA" >> "$DATA"
+awk -F'|' '$2 ~ /^h3-.*\.errors$/ { e[$1 "|" $2] += $4 } END { for (k in e) printf "%s_sum|1|%d\n", k, e[k] }' "$DATA" >> "$DATA"
 # median over rounds per (server, metric); spread = (max - min) / median
 SUMMARY=$RAW/summary.psv
 awk -F'|' '{ k = $1 "|" $2; n[k]++; v[k, n[k]] = $4 }
@@ -1336,6 +1474,30 @@ RESULTS=$RUN_DIR/results.md
             trow "resumed handshake: CPU µs each" "tls-h1-hs-resumed.pcpu_us" f1
         fi
         trow "failed requests, all TLS runs" "tls_errors" raw
+    fi
+    if has h3; then
+        echo
+        echo "## HTTP/3 (reel vs Caddy file_server, QUIC on loopback UDP, TLS 1.3, the same ECDSA P-256 certificate, both on CPU $SRV_CPU)"
+        echo
+        echo "\`reel-load fixed --h3 -c $H3_CONNS --streams $H3_STREAMS --timeout ${H3_TIMEOUT}s -d ${DUR}s https://...\` ($H3_CONNS QUIC connections from one UDP socket, $H3_STREAMS request(s) at a time on each), pinned to CPU $GEN_CPU;" \
+            "Caddy $(caddy version 2>/dev/null | awk '{ print $1; exit }') serves the files nginx-static serves (\`file_server\`, admin and logs off; Go runtime limited to CPU $SRV_CPU by its affinity);" \
+            "reel serves them from its cache (HTTPS listener with \`http3 = true\`, warmed over plain HTTP)." \
+            "CPU µs/req = the server processes' CPU time (user + system, /proc/PID/stat) / requests; CPU$SRV_CPU µs/req = CPU $SRV_CPU busy time / requests (includes softirq work and anything else on that core)." \
+            "Errors summed over the $ROUNDS rounds; the others are medians.${REEL_H3_NOTE:+ reel: $REEL_H3_NOTE, its rows are n/a.}"
+        echo
+        echo "| metric | reel | caddy | reel/caddy |"
+        echo "|---|---:|---:|---:|"
+        hrow() {  # label metric kind
+            echo "| $1 | $(fmtv reel "$2" "$3") | $(fmtv caddy "$2" "$3") | $(ratio "$2" caddy) |"
+        }
+        for w in "1k|1 KiB" "256k|256 KiB" "2m|2 MiB"; do
+            IFS='|' read -r wl label <<<"$w"
+            hrow "HTTP/3 $label: CPU µs/req" "h3-$wl.pcpu_us" f1
+            hrow "HTTP/3 $label: CPU$SRV_CPU µs/req" "h3-$wl.cpu_us" f1
+            hrow "HTTP/3 $label: req/s" "h3-$wl.rps" rps
+            hrow "HTTP/3 $label: p99 ms" "h3-$wl.p99" ms
+            hrow "HTTP/3 $label: errors" "h3-$wl.errors_sum" raw
+        done
     fi
     if ((${#SEEK_SERVERS[@]})); then
         echo
@@ -1517,7 +1679,7 @@ RESULTS=$RUN_DIR/results.md
         nrow "idle connections closed early (errors)" idle.errors raw "${names[@]}"
     fi
     echo
-    echo "Whole run: $(( $(date +%s) - T_START )) s. Command: \`$(for v in SECTIONS DUR ROUNDS CONNS OPEN_RATE STRACE_DUR LIVE_VIEWERS LIVE_DUR HERD_VIEWERS H2_CLIENTS H2_STREAMS TLS_PROTOS HS_CONNS LL_VIEWERS LL_DUR STORE_SIZE MIX_N VOD_STORE_MIB VOD_VIEWERS VOD_INTERVAL VOD_WARM VOD_DUR VOD_HIT_DUR VOD_ROUNDS COLD_RATE COLD_DUR CONN_IDLE CONN_BUSY CONN_DUR; do printf '%s="%s" ' "$v" "${!v}"; done)$(has seek && for v in SEEK_VIEWERS SEEK_DUR SEEK_SIZE SEEK_CHUNK SEEK_RATE SEEK_RUN SEEK_DELAY_MS SEEK_READ_AHEAD SEEK_ROUNDS; do printf '%s="%s" ' "$v" "${!v}"; done)benches/compare.sh\`. Raw data: raw/ (not committed)."
+    echo "Whole run: $(( $(date +%s) - T_START )) s. Command: \`$(for v in SECTIONS DUR ROUNDS CONNS OPEN_RATE STRACE_DUR LIVE_VIEWERS LIVE_DUR HERD_VIEWERS H2_CLIENTS H2_STREAMS TLS_PROTOS HS_CONNS LL_VIEWERS LL_DUR STORE_SIZE MIX_N VOD_STORE_MIB VOD_VIEWERS VOD_INTERVAL VOD_WARM VOD_DUR VOD_HIT_DUR VOD_ROUNDS COLD_RATE COLD_DUR CONN_IDLE CONN_BUSY CONN_DUR H3_CONNS H3_STREAMS H3_TIMEOUT; do printf '%s="%s" ' "$v" "${!v}"; done)$(has seek && for v in SEEK_VIEWERS SEEK_DUR SEEK_SIZE SEEK_CHUNK SEEK_RATE SEEK_RUN SEEK_DELAY_MS SEEK_READ_AHEAD SEEK_ROUNDS; do printf '%s="%s" ' "$v" "${!v}"; done)benches/compare.sh\`. Raw data: raw/ (not committed)."
 } > "$RESULTS"
 echo
 cat "$RESULTS"

@@ -110,7 +110,7 @@ pub enum Body<'a> {
 }
 
 impl Body<'_> {
-    fn take(&mut self, bytes: &[u8]) {
+    pub(crate) fn take(&mut self, bytes: &[u8]) {
         if let Body::Capture(v) = self {
             v.extend_from_slice(bytes);
         }
@@ -146,7 +146,7 @@ pub fn build_get(host: &str, path: &str, extra_headers: &[String]) -> Vec<u8> {
 /// Accepts the server's certificate whatever it is (loopback benchmarks of servers with
 /// self-signed certificates) while still verifying the handshake signatures.
 #[derive(Debug)]
-struct AnyCertificate(Arc<rustls::crypto::CryptoProvider>);
+pub(crate) struct AnyCertificate(pub(crate) Arc<rustls::crypto::CryptoProvider>);
 
 impl ServerCertVerifier for AnyCertificate {
     fn verify_server_cert(
@@ -273,6 +273,9 @@ pub struct Conn {
     /// `(name, substring)`: a response whose field `name` contains `substring` (ASCII case
     /// insensitive) is marked, e.g. `("x-cache", "hit")` to tell hits from misses.
     pub mark_header: Option<Arc<(String, String)>>,
+    /// Keep the last response's head (status line and fields) for [`Conn::head`].
+    pub keep_head: bool,
+    head: Vec<u8>,
 }
 
 enum Framing {
@@ -331,7 +334,14 @@ impl Conn {
             first_body: None,
             first_body_unix_us: None,
             mark_header: None,
+            keep_head: false,
+            head: Vec::new(),
         })
+    }
+
+    /// The head of the last response, as received (empty unless [`Conn::keep_head`]).
+    pub fn head(&self) -> &[u8] {
+        &self.head
     }
 
     /// Waits until the server sends something or closes while no request is outstanding;
@@ -416,6 +426,10 @@ impl Conn {
                                         .any(|w| w.eq_ignore_ascii_case(sub.as_bytes()))
                             })
                         });
+                        if self.keep_head {
+                            self.head.clear();
+                            self.head.extend_from_slice(&self.buf[self.start..self.start + n]);
+                        }
                         self.start += n;
                         if (100..200).contains(&status) {
                             // Interim response (RFC 9110 §15.2): the real one follows.

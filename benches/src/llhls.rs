@@ -416,7 +416,7 @@ async fn origin_counts(
 
 /// Runs the LL-HLS scenario.
 pub async fn run_llhls(cfg: &LlhlsConfig) -> Result<LlhlsReport, ScenarioError> {
-    cfg.common.check()?;
+    cfg.common.check_h1()?;
     check_count(cfg.viewers, "viewers must be 1..=1000000")?;
     let start = Instant::now();
     let deadline = start + cfg.common.duration;

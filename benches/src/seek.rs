@@ -120,7 +120,7 @@ fn union_len(mut ranges: Vec<(u64, u64)>) -> u64 {
 
 /// Runs the seek scenario.
 pub async fn run_seek(cfg: &SeekConfig) -> Result<SeekReport, ScenarioError> {
-    cfg.common.check()?;
+    cfg.common.check_h1()?;
     check_count(cfg.viewers, "viewers must be 1..=1000000")?;
     if cfg.chunk == 0 || cfg.size == 0 || cfg.rate == 0 {
         return Err(ScenarioError::Invalid("size, chunk and rate must be > 0"));

@@ -9,7 +9,7 @@ pub enum TargetError {
     /// Only `http://` and `https://` are supported.
     #[error("only http:// and https:// URLs are supported: {0}")]
     Scheme(String),
-    /// Host is not 127.0.0.1, localhost or [::1].
+    /// Host is not `127.0.0.1`, `localhost` or `[::1]`.
     #[error("refusing non-loopback host {0:?} (only 127.0.0.1, localhost, [::1])")]
     NotLoopback(String),
     /// The URL could not be parsed.

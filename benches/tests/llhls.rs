@@ -31,6 +31,7 @@ fn cfg(o: &DemoOrigin, viewers: usize, ms: u64) -> LlhlsConfig {
             timeout: Duration::from_secs(5),
             headers: vec![],
             mark: Default::default(),
+            h3_streams: None,
         },
     }
 }

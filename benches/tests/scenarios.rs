@@ -99,6 +99,7 @@ fn common(ms: u64) -> Common {
         timeout: Duration::from_secs(5),
         headers: vec!["x-test: 1".into()],
         mark: Default::default(),
+        h3_streams: None,
     }
 }
 

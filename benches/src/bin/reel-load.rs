@@ -1,12 +1,17 @@
 //! `reel-load`: the command-line front end of the load generator (scenarios
-//! `fixed`, `connect`, `open`, `live`, `llhls`, `vod`, `herd`, `seek`, `zipf`, `idle`),
-//! loopback targets only. It runs on one
-//! current-thread tokio runtime: pin it to its own core with `taskset`.
+//! `fixed`, `connect`, `open`, `live`, `llhls`, `vod`, `herd`, `seek`, `zipf`, `idle`;
+//! `fixed` and `open` over HTTP/3 with `--h3`) and `get`, one request shown like
+//! `curl -i`; loopback targets only. It runs on one current-thread tokio runtime: pin it
+//! to its own core with `taskset`.
 
+use std::io::Write;
+use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand};
+use reel_benches::client::{Body, Conn, build_get};
+use reel_benches::h3::{H3Conn, build_request, close, endpoint};
 use reel_benches::llhls::{LlhlsConfig, LlhlsReport, run_llhls};
 use reel_benches::scenario::{
     Common, ConnectConfig, FixedConfig, HerdConfig, IdleConfig, LiveConfig, Mark, OpenConfig,
@@ -20,7 +25,7 @@ use reel_benches::target::Target;
 #[derive(Parser)]
 #[command(
     name = "reel-load",
-    about = "Loopback-only HTTP/1.1 (and HTTPS) load generator for video caches"
+    about = "Loopback-only HTTP/1.1 (and HTTPS, and HTTP/3) load generator for video caches"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -51,6 +56,13 @@ struct CommonArgs {
     /// Report responses to URLs whose path contains this apart (fixed, open, zipf).
     #[arg(long)]
     mark_url: Option<String>,
+    /// HTTP/3 over QUIC instead of HTTP/1.1 (`https://` URLs; fixed and open): `-c`
+    /// QUIC connections from one UDP socket.
+    #[arg(long)]
+    h3: bool,
+    /// With `--h3`: requests at once on each connection.
+    #[arg(long, default_value_t = 1, requires = "h3")]
+    streams: usize,
 }
 
 fn parse_mark_header(s: &str) -> Result<(String, String), String> {
@@ -64,6 +76,24 @@ fn parse_mark_header(s: &str) -> Result<(String, String), String> {
 
 #[derive(Subcommand)]
 enum Scenario {
+    /// One request: the status line on stderr (with `-i`, the status line and fields on
+    /// stdout, like `curl -i`), the body on stdout; exits 0 on a 2xx or 3xx.
+    Get {
+        /// HTTP/3 over QUIC (`https://` URLs).
+        #[arg(long)]
+        h3: bool,
+        /// Print the response head before the body on stdout.
+        #[arg(short = 'i', long = "include")]
+        include: bool,
+        /// Extra request header, `name: value` (repeatable).
+        #[arg(short = 'H', long = "header")]
+        headers: Vec<String>,
+        /// Request timeout (connect included).
+        #[arg(long, default_value = "5s", value_parser = parse_duration)]
+        timeout: Duration,
+        /// URL, `http://` or `https://`, loopback only.
+        url: String,
+    },
     /// Closed loop at maximum rate over one or more URLs.
     Fixed {
         /// Keep-alive connections.
@@ -275,6 +305,7 @@ fn common(c: &CommonArgs) -> Common {
         timeout: c.timeout,
         headers: c.headers.clone(),
         mark: Mark { header: c.mark_header.clone(), url: c.mark_url.clone() },
+        h3_streams: c.h3.then_some(c.streams),
     }
 }
 
@@ -349,14 +380,86 @@ impl Any {
     }
 }
 
-fn main() -> Result<()> {
+/// A fetched response for `get`: its head as HTTP/1.1 text and its body.
+struct Fetched {
+    status: u16,
+    head: Vec<u8>,
+    body: Vec<u8>,
+}
+
+/// `get`: one request over a new connection, the whole response kept.
+async fn fetch(url: &str, h3: bool, headers: &[String], timeout: Duration) -> Result<Fetched> {
+    let target = Target::parse(url).with_context(|| format!("target {url}"))?;
+    if headers.iter().any(|h| !h.contains(':') || h.contains(['\r', '\n'])) {
+        bail!("headers must be single `name: value` lines");
+    }
+    let mut body = Vec::new();
+    if h3 {
+        if !target.tls {
+            bail!("HTTP/3 needs an https:// URL");
+        }
+        let req = build_request(&target, headers)?;
+        let ep = endpoint(target.addr)?;
+        let res = tokio::time::timeout(timeout, async {
+            let mut conn = H3Conn::connect(&ep, target.addr).await?;
+            conn.send_head(&req, Body::Capture(&mut body), None).await
+        })
+        .await;
+        close(&ep).await;
+        let (resp, head) = res.context("timed out")??;
+        let mut text = format!("HTTP/3 {}\r\n", resp.status).into_bytes();
+        for (n, v) in head.headers() {
+            text.extend_from_slice(n.as_str().as_bytes());
+            text.extend_from_slice(b": ");
+            text.extend_from_slice(v.as_bytes());
+            text.extend_from_slice(b"\r\n");
+        }
+        text.extend_from_slice(b"\r\n");
+        return Ok(Fetched { status: resp.status, head: text, body });
+    }
+    let req = build_get(&target.host_header, &target.path, headers);
+    let (status, head) = tokio::time::timeout(timeout, async {
+        let mut conn = Conn::connect(target.endpoint()).await?;
+        conn.keep_head = true;
+        let r = conn.send(&req, Body::Capture(&mut body)).await?;
+        Ok::<_, anyhow::Error>((r.status, conn.head().to_vec()))
+    })
+    .await
+    .context("timed out")??;
+    Ok(Fetched { status, head, body })
+}
+
+/// Runs `get`: with `-i` the head and body on stdout as `curl -i` writes them, else the
+/// status line on stderr and the body alone on stdout.
+fn get(rt: &tokio::runtime::Runtime, cmd: &Scenario) -> Result<ExitCode> {
+    let Scenario::Get { h3, include, headers, timeout, url } = cmd else {
+        bail!("not a get");
+    };
+    let f = rt.block_on(fetch(url, *h3, headers, *timeout))?;
+    let mut out = std::io::stdout().lock();
+    if *include {
+        out.write_all(&f.head)?;
+    } else {
+        let line = f.head.split(|&b| b == b'\n').next().unwrap_or_default();
+        eprintln!("{}", String::from_utf8_lossy(line).trim_end());
+    }
+    out.write_all(&f.body)?;
+    out.flush()?;
+    Ok(if (200..400).contains(&f.status) { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+fn main() -> Result<ExitCode> {
     let cli = Cli::parse();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("building the tokio runtime")?;
+    if matches!(cli.scenario, Scenario::Get { .. }) {
+        return get(&rt, &cli.scenario);
+    }
     let (report, out) = rt.block_on(async {
         Ok::<_, anyhow::Error>(match &cli.scenario {
+            Scenario::Get { .. } => bail!("get is not a scenario"),
             Scenario::Fixed { connections, urls, common: c } => {
                 let cfg = FixedConfig {
                     urls: targets(urls)?,
@@ -489,5 +592,5 @@ fn main() -> Result<()> {
     if base.requests == 0 && base.errors_total > 0 {
         bail!("no request succeeded");
     }
-    Ok(())
+    Ok(ExitCode::SUCCESS)
 }

@@ -13,10 +13,14 @@
 //! - [`run_zipf`]: viewers requesting objects of a catalog by Zipf popularity, paced.
 //! - [`run_idle`]: many keep-alive connections that make one request and then sit idle.
 //!
+//! `fixed` and `open` also speak HTTP/3 ([`Common::h3_streams`], the client in
+//! [`crate::h3`]); the others refuse it.
+//!
 //! A [`Mark`] splits the latency of `fixed`, `open` and `zipf` in two: responses that
 //! carry a given header value (a cache's hits) or that answer given URLs (cold objects)
 //! against the rest.
 
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rand::{Rng, SeedableRng};
@@ -24,6 +28,7 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use crate::client::{Body, Conn, Response, build_get};
+use crate::h3::{self as http3, H3Client};
 use crate::playlist;
 use crate::stats::{ErrorKind, Report, Stats};
 use crate::target::{Endpoint, Target};
@@ -50,7 +55,13 @@ pub enum ScenarioError {
     /// All URLs of one run must be on the same server.
     #[error("all URLs must point at the same host:port")]
     MixedHosts,
+    /// The QUIC endpoint could not be set up, or a request could not be prepared for HTTP/3.
+    #[error("HTTP/3: {0}")]
+    Http3(String),
 }
+
+/// Most requests at once on one HTTP/3 connection.
+pub const MAX_STREAMS: usize = 10_000;
 
 /// Settings shared by all scenarios.
 #[derive(Debug, Clone)]
@@ -63,6 +74,10 @@ pub struct Common {
     pub headers: Vec<String>,
     /// Which responses are reported apart.
     pub mark: Mark,
+    /// `Some(m)`: HTTP/3 over QUIC instead of HTTP/1.1 (`https://` targets; `fixed` and
+    /// `open` only), `m` requests at once on each connection (1 ..= [`MAX_STREAMS`]).
+    /// `None`: HTTP/1.1, one request at a time per connection.
+    pub h3_streams: Option<usize>,
 }
 
 /// Which responses count as marked. Marking is on when either is set.
@@ -95,6 +110,18 @@ impl Common {
         }
         if self.headers.iter().any(|h| !h.contains(':') || h.contains(['\r', '\n'])) {
             return Err(ScenarioError::Invalid("headers must be single `name: value` lines"));
+        }
+        if self.h3_streams.is_some_and(|m| m == 0 || m > MAX_STREAMS) {
+            return Err(ScenarioError::Invalid("streams must be 1..=10000"));
+        }
+        Ok(())
+    }
+
+    /// [`Common::check`] for the scenarios that speak HTTP/1.1 only.
+    pub(crate) fn check_h1(&self) -> Result<(), ScenarioError> {
+        self.check()?;
+        if self.h3_streams.is_some() {
+            return Err(ScenarioError::Invalid("HTTP/3 is supported by fixed and open only"));
         }
         Ok(())
     }
@@ -305,6 +332,79 @@ impl Client {
     }
 }
 
+/// What a load task sends its requests with: its own HTTP/1.1 keep-alive connection, or a
+/// share of an HTTP/3 connection (one of its streams at a time).
+// One per task, moved into it once: its size does not matter.
+#[allow(clippy::large_enum_variant)]
+enum Sender {
+    H1 { client: Client, reqs: Arc<[Vec<u8>]> },
+    H3 { client: Arc<H3Client>, reqs: Arc<[http::Request<()>]> },
+}
+
+impl Sender {
+    fn len(&self) -> usize {
+        match self {
+            Sender::H1 { reqs, .. } => reqs.len(),
+            Sender::H3 { reqs, .. } => reqs.len(),
+        }
+    }
+
+    async fn connect(&mut self) -> Result<(), ErrorKind> {
+        match self {
+            Sender::H1 { client, .. } => client.connect().await,
+            Sender::H3 { client, .. } => client.connect().await,
+        }
+    }
+
+    /// Sends request `k` (of the URLs, in order) and drains its response.
+    async fn get(&mut self, k: usize) -> Result<Response, ErrorKind> {
+        match self {
+            Sender::H1 { client, reqs } => client.get(&reqs[k], Body::Discard).await,
+            Sender::H3 { client, reqs } => client.get(&reqs[k], Body::Discard).await,
+        }
+    }
+}
+
+/// The load tasks of a `fixed` or `open` run over `urls`: one per HTTP/1.1 connection, or
+/// `m` per HTTP/3 connection (task `i` on connection `i / m`), and the QUIC endpoint they
+/// share, to close at the end.
+fn senders(
+    urls: &[Target],
+    connections: usize,
+    common: &Common,
+) -> Result<(Vec<Sender>, Option<quinn::Endpoint>), ScenarioError> {
+    let Some(streams) = common.h3_streams else {
+        let (addr, reqs) = requests(urls, &common.headers)?;
+        let reqs: Arc<[Vec<u8>]> = reqs.into();
+        let tasks = (0..connections)
+            .map(|_| Sender::H1 {
+                client: Client::marking(addr, common.timeout, &common.mark),
+                reqs: reqs.clone(),
+            })
+            .collect();
+        return Ok((tasks, None));
+    };
+    let (addr, _) = requests(urls, &[])?;
+    if !addr.tls {
+        return Err(ScenarioError::Invalid("HTTP/3 needs https:// URLs"));
+    }
+    let reqs = urls
+        .iter()
+        .map(|u| http3::build_request(u, &common.headers))
+        .collect::<Result<Arc<[_]>, _>>()
+        .map_err(|e| ScenarioError::Http3(e.to_string()))?;
+    let ep = http3::endpoint(addr.addr).map_err(|e| ScenarioError::Http3(e.to_string()))?;
+    let mark = common.mark.header.clone().map(Arc::new);
+    let mut tasks = Vec::with_capacity(connections * streams);
+    for _ in 0..connections {
+        let client = Arc::new(H3Client::new(ep.clone(), addr.addr, common.timeout, mark.clone()));
+        for _ in 0..streams {
+            tasks.push(Sender::H3 { client: client.clone(), reqs: reqs.clone() });
+        }
+    }
+    Ok((tasks, Some(ep)))
+}
+
 /// Records a finished request measured from `from`, or its error (with a backoff after connect failures).
 pub(crate) async fn account(stats: &mut Stats, from: Instant, res: &Result<Response, ErrorKind>) {
     account_marked(stats, from, res, None).await
@@ -383,35 +483,37 @@ async fn collect(mut set: JoinSet<Stats>, hard: Instant) -> Stats {
 pub async fn run_fixed(cfg: &FixedConfig) -> Result<Report, ScenarioError> {
     cfg.common.check()?;
     check_count(cfg.connections, "connections must be 1..=1000000")?;
-    let (addr, reqs) = requests(&cfg.urls, &cfg.common.headers)?;
-    let marks = url_marks(&cfg.urls, &cfg.common.mark);
+    let (tasks, ep) = senders(&cfg.urls, cfg.connections, &cfg.common)?;
+    let marks: Arc<[_]> = url_marks(&cfg.urls, &cfg.common.mark).into();
     let start = Instant::now();
     let deadline = start + cfg.common.duration;
     let mut set = JoinSet::new();
-    for c in 0..cfg.connections {
-        let (reqs, marks) = (reqs.clone(), marks.clone());
-        let timeout = cfg.common.timeout;
-        let mut client = Client::marking(addr, timeout, &cfg.common.mark);
+    for (c, mut sender) in tasks.into_iter().enumerate() {
+        let marks = marks.clone();
         set.spawn(async move {
             let mut stats = Stats::new();
             let mut i = c;
             while Instant::now() < deadline {
-                let k = i % reqs.len();
+                let k = i % sender.len();
                 i += 1;
                 let t = Instant::now();
-                let res = client.get(&reqs[k], Body::Discard).await;
+                let res = sender.get(k).await;
                 account_marked(&mut stats, t, &res, marks[k]).await;
             }
             stats
         });
     }
     let stats = collect(set, deadline + cfg.common.timeout + Duration::from_secs(1)).await;
-    Ok(stats.report("fixed", &cfg.urls[0].url(), cfg.connections, start.elapsed()))
+    let report = stats.report("fixed", &cfg.urls[0].url(), cfg.connections, start.elapsed());
+    if let Some(ep) = ep {
+        http3::close(&ep).await;
+    }
+    Ok(report)
 }
 
 /// Runs the `connect` scenario (see [`ConnectConfig`]).
 pub async fn run_connect(cfg: &ConnectConfig) -> Result<Report, ScenarioError> {
-    cfg.common.check()?;
+    cfg.common.check_h1()?;
     check_count(cfg.connections, "connections must be 1..=1000000")?;
     let mut headers = cfg.common.headers.clone();
     headers.push("Connection: close".into());
@@ -453,22 +555,21 @@ pub async fn run_open(cfg: &OpenConfig) -> Result<Report, ScenarioError> {
     if !(cfg.rate.is_finite() && cfg.rate > 0.0 && cfg.rate <= 10_000_000.0) {
         return Err(ScenarioError::Invalid("rate must be in (0, 1e7] req/s"));
     }
-    let (addr, reqs) = requests(&cfg.urls, &cfg.common.headers)?;
-    let marks = url_marks(&cfg.urls, &cfg.common.mark);
+    let (tasks, ep) = senders(&cfg.urls, cfg.connections, &cfg.common)?;
+    let marks: Arc<[_]> = url_marks(&cfg.urls, &cfg.common.mark).into();
     let start = Instant::now();
     let deadline = start + cfg.common.duration;
     let hard = deadline + cfg.common.timeout;
-    let conns = cfg.connections;
+    // Over HTTP/3 the schedule is shared by every stream of every connection.
+    let slots = tasks.len() as u64;
     let rate = cfg.rate;
     let mut set = JoinSet::new();
-    for c in 0..conns {
-        let (reqs, marks) = (reqs.clone(), marks.clone());
-        let timeout = cfg.common.timeout;
-        let mut client = Client::marking(addr, timeout, &cfg.common.mark);
+    for (c, mut sender) in tasks.into_iter().enumerate() {
+        let marks = marks.clone();
         set.spawn(async move {
             let mut stats = Stats::new();
             // Connect ahead of the schedule so the first request does not pay for it.
-            if let Err(kind) = client.connect().await {
+            if let Err(kind) = sender.connect().await {
                 stats.error(kind);
             }
             let mut k = c as u64;
@@ -478,22 +579,26 @@ pub async fn run_open(cfg: &OpenConfig) -> Result<Report, ScenarioError> {
                     break;
                 }
                 tokio::time::sleep_until(due).await;
-                let i = (k as usize) % reqs.len();
-                let res = client.get(&reqs[i], Body::Discard).await;
+                let i = (k as usize) % sender.len();
+                let res = sender.get(i).await;
                 account_marked(&mut stats, due, &res, marks[i]).await;
-                k += conns as u64;
+                k += slots;
             }
             stats
         });
     }
     let stats = collect(set, hard + Duration::from_secs(1)).await;
-    Ok(stats.report("open", &cfg.urls[0].url(), conns, start.elapsed()))
+    let report = stats.report("open", &cfg.urls[0].url(), cfg.connections, start.elapsed());
+    if let Some(ep) = ep {
+        http3::close(&ep).await;
+    }
+    Ok(report)
 }
 
 /// Runs the `idle` scenario (see [`IdleConfig`]). A connection the server closes before
 /// the end counts as a `reset` error; the ones still open at the end as `held`.
 pub async fn run_idle(cfg: &IdleConfig) -> Result<Report, ScenarioError> {
-    cfg.common.check()?;
+    cfg.common.check_h1()?;
     check_count(cfg.connections, "connections must be 1..=1000000")?;
     if !(cfg.connect_rate.is_finite() && cfg.connect_rate > 0.0) {
         return Err(ScenarioError::Invalid("connect rate must be > 0"));
@@ -551,7 +656,7 @@ pub async fn run_idle(cfg: &IdleConfig) -> Result<Report, ScenarioError> {
 /// Runs the herd scenario: round n starts at `start + lead + n * interval`; every
 /// viewer requests the round's URL at that instant over its pre-opened connection.
 pub async fn run_herd(cfg: &HerdConfig) -> Result<Report, ScenarioError> {
-    cfg.common.check()?;
+    cfg.common.check_h1()?;
     check_count(cfg.viewers, "viewers must be 1..=1000000")?;
     if cfg.interval.is_zero() {
         return Err(ScenarioError::Invalid("interval must be > 0"));

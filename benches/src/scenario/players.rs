@@ -54,7 +54,7 @@ pub(super) async fn fetch_segment(
 /// the newest segment (joining at the live edge), afterwards every segment
 /// with a higher media sequence number than the last one it fetched.
 pub async fn run_live(cfg: &LiveConfig) -> Result<Report, ScenarioError> {
-    cfg.common.check()?;
+    cfg.common.check_h1()?;
     check_count(cfg.viewers, "viewers must be 1..=1000000")?;
     let start = Instant::now();
     let deadline = start + cfg.common.duration;
@@ -125,7 +125,7 @@ pub fn title_path(template: &str, rank: usize) -> Option<String> {
 
 /// Runs the VOD scenario.
 pub async fn run_vod(cfg: &VodConfig) -> Result<Report, ScenarioError> {
-    cfg.common.check()?;
+    cfg.common.check_h1()?;
     check_count(cfg.viewers, "viewers must be 1..=1000000")?;
     check_count(cfg.titles, "titles must be 1..=1000000")?;
     if !cfg.title_template.starts_with('/') || title_path(&cfg.title_template, 0).is_none() {
@@ -192,7 +192,7 @@ pub async fn run_vod(cfg: &VodConfig) -> Result<Report, ScenarioError> {
 /// Runs the `zipf` scenario (see [`ZipfConfig`]). Latency counts from the send: a viewer
 /// never has more than one request out.
 pub async fn run_zipf(cfg: &ZipfConfig) -> Result<Report, ScenarioError> {
-    cfg.common.check()?;
+    cfg.common.check_h1()?;
     check_count(cfg.viewers, "viewers must be 1..=1000000")?;
     check_count(cfg.objects, "objects must be 1..=1000000")?;
     if !cfg.target.path.starts_with('/') || title_path(&cfg.target.path, 0).is_none() {
