@@ -183,3 +183,51 @@ async fn concurrent_streams_are_bounded_by_the_transport() {
         })
         .await;
 }
+
+/// Encodes `v` as a QUIC variable-length integer (RFC 9000 section 16).
+fn varint(v: u64, out: &mut Vec<u8>) {
+    match v {
+        0..=63 => out.push(v as u8),
+        64..=16383 => out.extend_from_slice(&(0x4000 | v as u16).to_be_bytes()),
+        _ => out.extend_from_slice(&(0x8000_0000 | v as u32).to_be_bytes()),
+    }
+}
+
+/// The server announces a QPACK dynamic table of 0 bytes: a client that grows one on its
+/// encoder stream, or sends a field section that refers to one, gets a QPACK error and
+/// never makes the server hold header state. Other connections are served.
+#[tokio::test(flavor = "current_thread")]
+async fn a_qpack_dynamic_table_is_refused() {
+    let server = server();
+    let ep = h3::endpoint();
+    // A raw QUIC connection speaking just enough HTTP/3 by hand.
+    let conn = ep.connect(server.addr, "localhost").unwrap().await.unwrap();
+    let mut control = conn.open_uni().await.unwrap();
+    // Control stream: type 0x00, an empty SETTINGS frame (type 0x04, length 0).
+    control.write_all(&[0x00, 0x04, 0x00]).await.unwrap();
+    let mut encoder = conn.open_uni().await.unwrap();
+    // QPACK encoder stream (type 0x02): Set Dynamic Table Capacity 4096 (001 + 5-bit
+    // prefix integer: 31, then 4065 as 0xe1 0x1f), then an insert of `x-a: 1`.
+    encoder.write_all(&[0x02, 0x3f, 0xe1, 0x1f, 0x43, b'x', b'-', b'a', 0x01, b'1']).await.unwrap();
+    let (mut send, mut recv) = conn.open_bi().await.unwrap();
+    // HEADERS whose field section needs one dynamic entry (Required Insert Count 1,
+    // encoded as 2; base 0) and uses it (indexed field line, dynamic, relative index 0).
+    let mut frame = vec![0x01];
+    let section = [0x02, 0x00, 0x80];
+    varint(section.len() as u64, &mut frame);
+    frame.extend_from_slice(&section);
+    send.write_all(&frame).await.unwrap();
+    let _ = send.finish();
+    let answer = tokio::time::timeout(Duration::from_secs(10), recv.read_to_end(1 << 16)).await;
+    // No response: the stream is reset or the connection closed with a QPACK error.
+    assert!(!matches!(answer, Ok(Ok(ref b)) if !b.is_empty()), "answered: {answer:?}");
+    let why = tokio::time::timeout(Duration::from_secs(10), conn.closed()).await.unwrap();
+    let code = match &why {
+        quinn::ConnectionError::ApplicationClosed(a) => a.error_code.into_inner(),
+        other => panic!("closed for {other}"),
+    };
+    // QPACK_ENCODER_STREAM_ERROR (0x201) or QPACK_DECOMPRESSION_FAILED (0x200).
+    assert!(code == 0x200 || code == 0x201, "error code {code:#x}");
+    let (_c, mut c) = h3::connect(&h3::endpoint(), server.addr).await.unwrap();
+    assert_eq!(h3::get(&mut c, "/hello").await.unwrap().status, 200);
+}

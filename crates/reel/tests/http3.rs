@@ -512,3 +512,71 @@ fn client_limits_idle_timeout_and_no_early_data() {
     let m = reel.metrics();
     assert!(metric(&m, "reel_quic_refused_client_total{listener=\"https\"}").unwrap_or(0.0) >= 1.0);
 }
+
+/// `max_connections_per_worker` bounds QUIC connections too; `/healthz` answers over
+/// HTTP/3 like over TCP.
+#[test]
+fn the_worker_limit_and_health_over_http3() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let origin = Origin::start("o");
+    let pki = Pki::new(dir.path());
+    pki.leaf("edge", &["edge.example.test"]);
+    let mut conf = h3_conf(dir.path(), &origin, &pki, "");
+    conf.http = "max_connections_per_worker = 2\n".into();
+    let reel = Reel::start_env(&conf, &[("REEL_TEST_WORKERS", "1")]);
+    let addr = reel.listener_addr("https").expect("https listener");
+    rt().block_on(async {
+        let (ep1, ep2, ep3) = (h3::endpoint(), h3::endpoint(), h3::endpoint());
+        let (_c1, mut s1) = h3::connect(&ep1, addr).await.expect("first");
+        let (_c2, _s2) = h3::connect(&ep2, addr).await.expect("second");
+        let r = h3::request_at(&mut s1, "edge.example.test", "GET", "/healthz", &[], None)
+            .await
+            .expect("healthz");
+        assert_eq!(r.status, 200);
+        assert!(String::from_utf8_lossy(&r.body).contains("\"status\""), "{:?}", r.body);
+        let third = h3::connect(&ep3, addr).await;
+        assert!(
+            third.err().unwrap_or_default().contains("refused"),
+            "a third connection was taken"
+        );
+    });
+    let m = reel.metrics();
+    assert!(metric(&m, "reel_quic_refused_worker_total{listener=\"https\"}").unwrap_or(0.0) >= 1.0);
+}
+
+/// SIGTERM with an HTTP/3 response in flight: it is finished byte-exact, then the
+/// process exits 0.
+#[test]
+fn sigterm_finishes_an_http3_response_in_flight() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let origin = Origin::start("o");
+    let slow = body(800_000, 9);
+    origin.put("/slow.ts", cached(&slow).delay(Duration::from_millis(1500)));
+    let pki = Pki::new(dir.path());
+    pki.leaf("edge", &["edge.example.test"]);
+    let mut reel = Reel::start(&h3_conf(dir.path(), &origin, &pki, ""));
+    let addr = reel.listener_addr("https").expect("https listener");
+    let r = rt().block_on(async {
+        let (_conn, c) = h3::connect(&h3::endpoint(), addr).await.expect("connection");
+        let local = tokio::task::LocalSet::new();
+        local
+            .run_until(async {
+                let mut c2 = c.clone();
+                let req =
+                    tokio::task::spawn_local(async move { get(&mut c2, "/slow.ts", &[]).await });
+                let mut waited = 0;
+                while origin.hits("/slow.ts") == 0 {
+                    waited += 1;
+                    assert!(waited < 1000, "the origin was never asked");
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                reel.signal(libc::SIGTERM);
+                req.await.expect("task")
+            })
+            .await
+    });
+    assert_eq!(r.status, 200);
+    assert!(r.body == slow, "not byte-exact");
+    let exit = reel.wait_exit();
+    assert!(exit.success(), "{exit:?}");
+}
