@@ -233,6 +233,13 @@ impl Quic {
             }
         }
         self.set.send_replace(next);
+        // Sockets a predecessor handed over for a listener this config does not serve
+        // HTTP/3 on: closed, or their port would stay bound with nobody reading it.
+        if let Ok(mut left) = self.inherited.lock() {
+            for (name, socks) in std::mem::take(&mut *left) {
+                info!(listener = %name, sockets = socks.len(), "closing HTTP/3 sockets no listener takes");
+            }
+        }
         if failed.is_empty() { Ok(()) } else { anyhow::bail!("HTTP/3: {}", failed.join("; ")) }
     }
 
