@@ -163,7 +163,7 @@ pub async fn serve_h3<H: Handler>(
     let build = builder.build::<_, H3Chunk>(h3_quinn::Connection::new(conn.clone()));
     let mut h3c: H3Conn = match tokio::time::timeout(limits.header_timeout, build).await {
         Err(_) => {
-            conn.close(Code::H3_NO_ERROR.value().try_into().unwrap_or_default(), b"");
+            conn.close(code(Code::H3_NO_ERROR), b"");
             return outcome(0, CloseReason::HeaderTimeout);
         }
         Ok(Err(e)) => return outcome(0, close_reason(&e)),
@@ -184,9 +184,11 @@ pub async fn serve_h3<H: Handler>(
     let mut tasks = JoinSet::new();
     let mut drain_live = true;
     let mut accepting = true;
-    // Why the connection is closing and when it is closed regardless.
-    let mut closing: Option<(CloseReason, tokio::time::Instant)> = None;
-    let grace = || tokio::time::Instant::now() + CLOSE_GRACE;
+    // Why the connection is closing, and when it is closed regardless: a drain lets the
+    // streams in flight finish (the shutdown deadline bounds them), an idle connection or
+    // one the client said goodbye to gets a short grace.
+    let mut closing: Option<(CloseReason, Option<tokio::time::Instant>)> = None;
+    let grace = || Some(tokio::time::Instant::now() + CLOSE_GRACE);
     let close = loop {
         // Finished streams leave the set here (a JoinSet keeps each task until joined).
         while let Some(done) = tasks.try_join_next() {
@@ -201,14 +203,14 @@ pub async fn serve_h3<H: Handler>(
                 if handler.keep_alive() { CloseReason::Drain } else { CloseReason::NotKeepAlive };
             // GOAWAY names the first stream not served: every stream accepted so far is.
             let _ = h3c.shutdown(1).await;
-            closing = Some((why, grace()));
+            closing = Some((why, None));
         }
         let idle_at = tokio::time::Instant::from_std(shared.idle_since.get() + limits.idle_timeout);
         let idle = shared.active.get() == 0 && closing.is_none();
         if closing.is_some() && shared.active.get() == 0 {
             break closing.map_or(CloseReason::Drain, |c| c.0);
         }
-        let deadline = closing.as_ref().map(|c| c.1);
+        let deadline = closing.as_ref().and_then(|c| c.1);
         tokio::select! {
             accepted = h3c.accept(), if accepting => match accepted {
                 Ok(Some(resolver)) => {
@@ -237,8 +239,7 @@ pub async fn serve_h3<H: Handler>(
                 }
             }
             () = tokio::time::sleep_until(idle_at), if idle => {
-                // GOAWAY names the first stream not served: every stream accepted so far is.
-            let _ = h3c.shutdown(1).await;
+                let _ = h3c.shutdown(1).await;
                 closing = Some((CloseReason::IdleTimeout, grace()));
             }
             () = shared.abuse.notified(), if !matches!(closing, Some((CloseReason::Abuse(_), _))) => {
