@@ -154,6 +154,15 @@ impl Quic {
         self.set.borrow().clone()
     }
 
+    /// Open QUIC connections, every listener and worker.
+    pub(crate) fn open_connections(&self) -> u64 {
+        self.listeners()
+            .iter()
+            .flat_map(|l| l.counters.iter())
+            .map(|c| c.open.load(Ordering::Relaxed))
+            .sum()
+    }
+
     /// What `/status` shows: each HTTP/3 listener's address, routing and open
     /// connections.
     pub(crate) fn status(&self) -> serde_json::Value {

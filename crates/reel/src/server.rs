@@ -167,9 +167,14 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         Inputs {
             workers: shared.metrics.clone(),
             worker_tids: runtime.worker_tids().iter().map(|t| t.2).collect(),
-            connections: Box::new(move || {
-                conn_stats.iter().map(|s| s.open.load(Ordering::Relaxed) as u64).sum()
-            }),
+            connections: {
+                let quic = shared.quic.clone();
+                Box::new(move || {
+                    let tcp: u64 =
+                        conn_stats.iter().map(|s| s.open.load(Ordering::Relaxed) as u64).sum();
+                    tcp + quic.open_connections()
+                })
+            },
             store: Box::new(move || store_shared.store_health()),
             cpu_stat: {
                 let group = reel_runtime::cgroup::cpu_group(&reel_runtime::core_plan::RealSysFs);

@@ -580,3 +580,43 @@ fn sigterm_finishes_an_http3_response_in_flight() {
     let exit = reel.wait_exit();
     assert!(exit.success(), "{exit:?}");
 }
+
+/// Health counts QUIC connections with the TCP ones: past `max_connections` the node says
+/// it is overloaded, and `load.connections` shows them.
+#[test]
+fn health_counts_http3_connections() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let origin = Origin::start("o");
+    let pki = Pki::new(dir.path());
+    pki.leaf("edge", &["edge.example.test"]);
+    let mut conf = h3_conf(dir.path(), &origin, &pki, "");
+    conf.health = "max_connections = 3\nresume_connections = 1\nmax_cpu_percent = 100\n\
+                   resume_cpu_percent = 99\nmax_hit_p99 = \"1h\"\nresume_hit_p99 = \"30m\"\n"
+        .into();
+    let reel = Reel::start(&conf);
+    let addr = reel.listener_addr("https").expect("https listener");
+    let healthz = || {
+        let r = crate::common::get(reel.data, "/healthz");
+        (r.status, r.json())
+    };
+    rt().block_on(async {
+        let mut held = Vec::new();
+        for _ in 0..4 {
+            let ep = h3::endpoint();
+            let (c, s) = h3::connect(&ep, addr).await.expect("connection");
+            held.push((ep, c, s));
+        }
+        let mut waited = 0;
+        loop {
+            let (s, j) = healthz();
+            if s == 503 {
+                assert_eq!(j["status"], "overloaded", "{j}");
+                assert!(j["load"]["connections"].as_u64().unwrap_or(0) >= 4, "{j}");
+                break;
+            }
+            waited += 1;
+            assert!(waited < 300, "never overloaded: {j}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    });
+}
