@@ -249,7 +249,7 @@ impl Quic {
                 info!(listener = %name, sockets = socks.len(), "closing HTTP/3 sockets no listener takes");
             }
         }
-        if failed.is_empty() { Ok(()) } else { anyhow::bail!("HTTP/3: {}", failed.join("; ")) }
+        if failed.is_empty() { Ok(()) } else { anyhow::bail!("{}", failed.join("; ")) }
     }
 
     fn bind(

@@ -52,7 +52,7 @@ pub(crate) enum ReloadError {
     #[error("listeners: {0}")]
     Listeners(#[source] RuntimeError),
     /// An HTTP/3 listener could not be bound (the rest of the reload applied).
-    #[error("{0}")]
+    #[error("HTTP/3: {0}")]
     Quic(String),
     /// The workers did not take the new connection limits.
     #[error("http connection limits: {0}")]
