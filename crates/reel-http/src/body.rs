@@ -102,9 +102,8 @@ impl<'a> RequestBody<'a> {
         stall: std::time::Duration,
         total: std::time::Duration,
     ) -> Self {
-        let state = if recv.is_end_stream() { H2State::Done } else { H2State::Open };
-        let deadline = deadline_after(total);
-        RequestBody(Inner::H2(H2Body { recv, state, received: 0, max, stall, deadline }))
+        let progress = Framed::new(recv.is_end_stream(), max, stall, total);
+        RequestBody(Inner::H2(H2Body { recv, progress }))
     }
 
     /// The body of an HTTP/3 request: the DATA frames of its stream (RFC 9114 section
@@ -117,17 +116,16 @@ impl<'a> RequestBody<'a> {
         stall: std::time::Duration,
         total: std::time::Duration,
     ) -> Self {
-        let state = if none { H2State::Done } else { H2State::Open };
-        let deadline = deadline_after(total);
-        RequestBody(Inner::H3(H3Body { recv, state, received: 0, max, stall, deadline }))
+        RequestBody(Inner::H3(H3Body { recv, progress: Framed::new(none, max, stall, total) }))
     }
 
     /// Whether the whole body has been read (always true for requests without one).
     pub fn is_complete(&self) -> bool {
         match &self.0 {
             Inner::H1(b) => b.state == State::Done,
-            Inner::H2(b) => b.state == H2State::Done,
-            Inner::H3(b) => b.state == H2State::Done,
+            Inner::H2(H2Body { progress: p, .. }) | Inner::H3(H3Body { progress: p, .. }) => {
+                p.state == FramedState::Done
+            }
         }
     }
 
@@ -135,8 +133,9 @@ impl<'a> RequestBody<'a> {
     pub fn received(&self) -> u64 {
         match &self.0 {
             Inner::H1(b) => b.received,
-            Inner::H2(b) => b.received,
-            Inner::H3(b) => b.received,
+            Inner::H2(H2Body { progress: p, .. }) | Inner::H3(H3Body { progress: p, .. }) => {
+                p.received
+            }
         }
     }
 
@@ -147,14 +146,12 @@ impl<'a> RequestBody<'a> {
                 State::Failed(e) => Some(e),
                 _ => None,
             },
-            Inner::H2(b) => match &b.state {
-                H2State::Failed(e) => Some(e),
-                _ => None,
-            },
-            Inner::H3(b) => match &b.state {
-                H2State::Failed(e) => Some(e),
-                _ => None,
-            },
+            Inner::H2(H2Body { progress: p, .. }) | Inner::H3(H3Body { progress: p, .. }) => {
+                match &p.state {
+                    FramedState::Failed(e) => Some(e),
+                    _ => None,
+                }
+            }
         }
     }
 
@@ -210,91 +207,102 @@ impl<'a> RequestBody<'a> {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum H2State {
+enum FramedState {
     Open,
     Done,
     Failed(BodyError),
 }
 
-struct H2Body<'a> {
-    recv: &'a mut h2::RecvStream,
-    state: H2State,
+/// Where a body delimited by its stream (HTTP/2, HTTP/3) stands: its state, the bytes
+/// received against the limit, and the read timeouts.
+struct Framed {
+    state: FramedState,
     received: u64,
     max: u64,
     stall: std::time::Duration,
     deadline: Instant,
+}
+
+impl Framed {
+    fn new(ended: bool, max: u64, stall: std::time::Duration, total: std::time::Duration) -> Self {
+        let state = if ended { FramedState::Done } else { FramedState::Open };
+        Framed { state, received: 0, max, stall, deadline: deadline_after(total) }
+    }
+
+    /// The answer without reading, once the body is over.
+    fn settled(&self) -> Option<Result<Option<Bytes>, BodyError>> {
+        match &self.state {
+            FramedState::Open => None,
+            FramedState::Done => Some(Ok(None)),
+            FramedState::Failed(e) => Some(Err(e.clone())),
+        }
+    }
+
+    /// Takes one read's outcome (`Ok(None)`: the stream ended): counts it against the
+    /// limit and records the end or the failure.
+    fn take(&mut self, r: Result<Option<Bytes>, BodyError>) -> Result<Option<Bytes>, BodyError> {
+        let r = match r {
+            Ok(Some(d)) => {
+                self.received += d.len() as u64;
+                if self.received > self.max { Err(BodyError::TooLarge) } else { Ok(Some(d)) }
+            }
+            other => other,
+        };
+        match &r {
+            Ok(None) => self.state = FramedState::Done,
+            Err(e) => self.state = FramedState::Failed(e.clone()),
+            Ok(Some(_)) => {}
+        }
+        r
+    }
+}
+
+struct H2Body<'a> {
+    recv: &'a mut h2::RecvStream,
+    progress: Framed,
 }
 
 impl H2Body<'_> {
     async fn next_chunk(&mut self) -> Result<Option<Bytes>, BodyError> {
-        let r = match &self.state {
-            H2State::Done => return Ok(None),
-            H2State::Failed(e) => return Err(e.clone()),
-            H2State::Open => match timeout(self.stall, self.deadline, self.recv.data()).await {
-                Err(_) => Err(BodyError::Timeout),
-                Ok(None) => {
-                    self.state = H2State::Done;
-                    return Ok(None);
-                }
-                Ok(Some(Err(e))) => {
-                    Err(e.get_io().map_or(BodyError::Incomplete, |io| BodyError::Io(io.kind())))
-                }
-                Ok(Some(Ok(data))) => {
-                    // Reading the bytes reopens the flow-control window for more.
-                    let _ = self.recv.flow_control().release_capacity(data.len());
-                    self.received += data.len() as u64;
-                    if self.received > self.max { Err(BodyError::TooLarge) } else { Ok(data) }
-                }
-            },
-        };
-        match r {
-            Ok(d) => Ok(Some(d)),
-            Err(e) => {
-                self.state = H2State::Failed(e.clone());
-                Err(e)
-            }
+        if let Some(r) = self.progress.settled() {
+            return r;
         }
+        let p = &self.progress;
+        let r = match timeout(p.stall, p.deadline, self.recv.data()).await {
+            Err(_) => Err(BodyError::Timeout),
+            Ok(None) => Ok(None),
+            Ok(Some(Err(e))) => {
+                Err(e.get_io().map_or(BodyError::Incomplete, |io| BodyError::Io(io.kind())))
+            }
+            Ok(Some(Ok(data))) => {
+                // Reading the bytes reopens the flow-control window for more.
+                let _ = self.recv.flow_control().release_capacity(data.len());
+                Ok(Some(data))
+            }
+        };
+        self.progress.take(r)
     }
 }
 
-/// An HTTP/3 request stream's body (its state is HTTP/2's: open, done, failed).
+/// An HTTP/3 request stream's body.
 struct H3Body<'a> {
     recv: &'a mut crate::http3::H3Recv,
-    state: H2State,
-    received: u64,
-    max: u64,
-    stall: std::time::Duration,
-    deadline: Instant,
+    progress: Framed,
 }
 
 impl H3Body<'_> {
     async fn next_chunk(&mut self) -> Result<Option<Bytes>, BodyError> {
-        let r = match &self.state {
-            H2State::Done => return Ok(None),
-            H2State::Failed(e) => return Err(e.clone()),
-            H2State::Open => {
-                match timeout(self.stall, self.deadline, self.recv.recv_data()).await {
-                    Err(_) => Err(BodyError::Timeout),
-                    Ok(Ok(None)) => {
-                        self.state = H2State::Done;
-                        return Ok(None);
-                    }
-                    Ok(Err(_)) => Err(BodyError::Incomplete),
-                    Ok(Ok(Some(mut data))) => {
-                        let data = data.copy_to_bytes(data.remaining());
-                        self.received += data.len() as u64;
-                        if self.received > self.max { Err(BodyError::TooLarge) } else { Ok(data) }
-                    }
-                }
-            }
-        };
-        match r {
-            Ok(d) => Ok(Some(d)),
-            Err(e) => {
-                self.state = H2State::Failed(e.clone());
-                Err(e)
-            }
+        if let Some(r) = self.progress.settled() {
+            return r;
         }
+        let p = &self.progress;
+        let r = match timeout(p.stall, p.deadline, self.recv.recv_data()).await {
+            Err(_) => Err(BodyError::Timeout),
+            Ok(Ok(None)) => Ok(None),
+            Ok(Err(_)) => Err(BodyError::Incomplete),
+            Ok(Ok(Some(mut data))) => Ok(Some(data.copy_to_bytes(data.remaining()))),
+        };
+        self.progress.take(r)
     }
 }
 

@@ -93,6 +93,7 @@ mod pool;
 mod request;
 mod response;
 mod shares;
+mod streams;
 #[allow(unsafe_code)]
 mod sys;
 

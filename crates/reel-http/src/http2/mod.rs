@@ -45,7 +45,7 @@ use std::time::{Duration, Instant};
 use h2::Reason;
 use h2::server::SendResponse;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::sync::{Notify, Semaphore, watch};
+use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 
 use crate::body::{BodyError, RequestBody};
@@ -56,6 +56,7 @@ use crate::method::Method;
 use crate::pool::BUF_SIZE;
 use crate::request::Request;
 use crate::response::Response;
+use crate::streams::{ActiveGuard, Streams};
 use order::{Place, Priority, SendOrder};
 use send::{Budget, H2Chunk, SendFail};
 
@@ -95,34 +96,9 @@ impl Default for H2Settings {
 /// How long a connection closing on its own (idle, abuse) may take to flush its GOAWAY.
 const CLOSE_GRACE: Duration = Duration::from_secs(2);
 
-/// Counts client resets in one-second windows.
-struct ResetMeter {
-    window: Cell<Instant>,
-    count: Cell<u32>,
-    max: u32,
-}
-
-impl ResetMeter {
-    /// Notes one reset; true when the connection is over its allowance.
-    fn note(&self) -> bool {
-        let now = Instant::now();
-        if now.duration_since(self.window.get()) >= Duration::from_secs(1) {
-            self.window.set(now);
-            self.count.set(0);
-        }
-        self.count.set(self.count.get() + 1);
-        self.count.get() > self.max
-    }
-}
-
 /// State the connection loop shares with its stream tasks.
 struct ConnShared {
-    resets: ResetMeter,
-    abuse: Notify,
-    active: Cell<usize>,
-    idle_since: Cell<Instant>,
-    changed: Notify,
-    requests: Cell<u64>,
+    streams: Streams,
     conn_budget: Arc<Semaphore>,
     /// The client address's share of the worker's pooled buffers.
     client_budget: Arc<Semaphore>,
@@ -130,24 +106,9 @@ struct ConnShared {
     order: Rc<SendOrder>,
 }
 
-/// Keeps the count of open streams right however a stream task ends.
-struct ActiveGuard(Rc<ConnShared>);
-
-impl ActiveGuard {
-    fn new(s: &Rc<ConnShared>) -> ActiveGuard {
-        s.active.set(s.active.get() + 1);
-        ActiveGuard(s.clone())
-    }
-}
-
-impl Drop for ActiveGuard {
-    fn drop(&mut self) {
-        let s = &self.0;
-        s.active.set(s.active.get().saturating_sub(1));
-        if s.active.get() == 0 {
-            s.idle_since.set(Instant::now());
-        }
-        s.changed.notify_one();
+impl AsRef<Streams> for ConnShared {
+    fn as_ref(&self) -> &Streams {
+        &self.streams
     }
 }
 
@@ -265,16 +226,7 @@ pub async fn serve_h2<H: Handler, S: ByteStream + 'static>(
     // Bytes written when the connection last made progress, and when.
     let mut progress = (written.get(), tokio::time::Instant::now());
     let shared = Rc::new(ConnShared {
-        resets: ResetMeter {
-            window: Cell::new(Instant::now()),
-            count: Cell::new(0),
-            max: settings.max_resets_per_second,
-        },
-        abuse: Notify::new(),
-        active: Cell::new(0),
-        idle_since: Cell::new(Instant::now()),
-        changed: Notify::new(),
-        requests: Cell::new(0),
+        streams: Streams::new(settings.max_resets_per_second),
         conn_budget: Arc::new(Semaphore::new(conn_buffers)),
         client_budget: crate::pool::client_budget(peer.ip()),
         order: Rc::new(SendOrder::default()),
@@ -304,8 +256,9 @@ pub async fn serve_h2<H: Handler, S: ByteStream + 'static>(
             conn.graceful_shutdown();
             closing = Some((CloseReason::NotKeepAlive, None));
         }
-        let idle_at = tokio::time::Instant::from_std(shared.idle_since.get() + limits.idle_timeout);
-        let idle = shared.active.get() == 0 && closing.is_none();
+        let idle_at =
+            tokio::time::Instant::from_std(shared.streams.idle_since() + limits.idle_timeout);
+        let idle = shared.streams.active() == 0 && closing.is_none();
         let deadline = closing.as_ref().and_then(|c| c.1);
         // Pooled buffers queued and no byte written for `send_timeout`: a client that
         // stopped reading. Its streams are reset by then, but h2 keeps the frame it is
@@ -351,13 +304,13 @@ pub async fn serve_h2<H: Handler, S: ByteStream + 'static>(
                 let grace = tokio::time::Instant::now() + CLOSE_GRACE;
                 closing = Some((CloseReason::IdleTimeout, Some(grace)));
             }
-            () = shared.abuse.notified(), if !matches!(closing, Some((CloseReason::Abuse(_), _))) => {
+            () = shared.streams.abuse.notified(), if !matches!(closing, Some((CloseReason::Abuse(_), _))) => {
                 tracing::info!(%peer, "HTTP/2 client resets too many streams; closing");
                 conn.abrupt_shutdown(Reason::ENHANCE_YOUR_CALM);
                 let grace = tokio::time::Instant::now() + CLOSE_GRACE;
                 closing = Some((CloseReason::Abuse("rapid reset"), Some(grace)));
             }
-            () = shared.changed.notified() => {}
+            () = shared.streams.changed.notified() => {}
             () = tokio::time::sleep_until(progress.1 + stall), if holding => {
                 if written.get() == progress.0 {
                     tracing::debug!(%peer, "HTTP/2 client stopped reading; closing");
@@ -371,7 +324,7 @@ pub async fn serve_h2<H: Handler, S: ByteStream + 'static>(
     };
     // Streams still running cannot be answered any more: the JoinSet aborts them.
     drop(tasks);
-    outcome(shared.requests.get(), close)
+    outcome(shared.streams.requests.get(), close)
 }
 
 async fn sleep_until_opt(at: Option<tokio::time::Instant>) {
@@ -444,9 +397,7 @@ async fn stream_task<H: Handler>(
     };
     let Some(mut resp) = handled else {
         // Reset while the handler worked: stop the work, count the reset.
-        if shared.resets.note() {
-            shared.abuse.notify_one();
-        }
+        shared.streams.note_reset();
         handler.on_response(&req, &Sent::nothing(started.elapsed(), 0));
         return;
     };
@@ -501,13 +452,13 @@ async fn stream_task<H: Handler>(
     match result {
         Ok(n) => bytes += n,
         Err(SendFail::Peer(e)) => {
-            if e.is_reset() && e.is_remote() && shared.resets.note() {
-                shared.abuse.notify_one();
+            if e.is_reset() && e.is_remote() {
+                shared.streams.note_reset();
             }
         }
         Err(_) => {}
     }
-    shared.requests.set(shared.requests.get() + 1);
+    shared.streams.requests.set(shared.streams.requests.get() + 1);
     handler.on_response(
         &req,
         &Sent { status, bytes, first_byte: Some(first_byte), total: started.elapsed(), tag },

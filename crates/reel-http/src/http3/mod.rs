@@ -25,14 +25,13 @@
 
 mod send;
 
-use std::cell::Cell;
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use h3::error::{Code, ConnectionError, StreamError};
-use tokio::sync::{Notify, watch};
+use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use crate::body::{BodyError, RequestBody};
@@ -42,6 +41,7 @@ use crate::limits::Limits;
 use crate::method::Method;
 use crate::request::{Request, Version};
 use crate::response::Response;
+use crate::streams::{ActiveGuard, Streams};
 pub use send::H3Chunk;
 
 /// HTTP/3 defences of a listener that the transport does not hold.
@@ -61,65 +61,6 @@ impl Default for H3Settings {
 /// How long a connection closing on its own (idle, abuse, drain) may take for its
 /// streams in flight before it is closed under them.
 const CLOSE_GRACE: Duration = Duration::from_secs(2);
-
-/// Counts client resets in one-second windows.
-struct ResetMeter {
-    window: Cell<Instant>,
-    count: Cell<u32>,
-    max: u32,
-}
-
-impl ResetMeter {
-    /// Notes one reset; true when the connection is over its allowance.
-    fn note(&self) -> bool {
-        let now = Instant::now();
-        if now.duration_since(self.window.get()) >= Duration::from_secs(1) {
-            self.window.set(now);
-            self.count.set(0);
-        }
-        self.count.set(self.count.get() + 1);
-        self.count.get() > self.max
-    }
-}
-
-/// State the connection loop shares with its stream tasks.
-struct ConnShared {
-    resets: ResetMeter,
-    abuse: Notify,
-    active: Cell<usize>,
-    idle_since: Cell<Instant>,
-    changed: Notify,
-    requests: Cell<u64>,
-}
-
-impl ConnShared {
-    fn note_reset(&self) {
-        if self.resets.note() {
-            self.abuse.notify_one();
-        }
-    }
-}
-
-/// Keeps the count of open streams right however a stream task ends.
-struct ActiveGuard(Rc<ConnShared>);
-
-impl ActiveGuard {
-    fn new(s: &Rc<ConnShared>) -> ActiveGuard {
-        s.active.set(s.active.get() + 1);
-        ActiveGuard(s.clone())
-    }
-}
-
-impl Drop for ActiveGuard {
-    fn drop(&mut self) {
-        let s = &self.0;
-        s.active.set(s.active.get().saturating_sub(1));
-        if s.active.get() == 0 {
-            s.idle_since.set(Instant::now());
-        }
-        s.changed.notify_one();
-    }
-}
 
 /// The request streams of one connection.
 type H3Conn = h3::server::Connection<h3_quinn::Connection, H3Chunk>;
@@ -169,18 +110,7 @@ pub async fn serve_h3<H: Handler>(
         Ok(Err(e)) => return outcome(0, close_reason(&e)),
         Ok(Ok(c)) => c,
     };
-    let shared = Rc::new(ConnShared {
-        resets: ResetMeter {
-            window: Cell::new(Instant::now()),
-            count: Cell::new(0),
-            max: settings.max_resets_per_second,
-        },
-        abuse: Notify::new(),
-        active: Cell::new(0),
-        idle_since: Cell::new(Instant::now()),
-        changed: Notify::new(),
-        requests: Cell::new(0),
-    });
+    let shared = Rc::new(Streams::new(settings.max_resets_per_second));
     let mut tasks = JoinSet::new();
     let mut drain_live = true;
     let mut accepting = true;
@@ -205,9 +135,9 @@ pub async fn serve_h3<H: Handler>(
             let _ = h3c.shutdown(1).await;
             closing = Some((why, None));
         }
-        let idle_at = tokio::time::Instant::from_std(shared.idle_since.get() + limits.idle_timeout);
-        let idle = shared.active.get() == 0 && closing.is_none();
-        if closing.is_some() && shared.active.get() == 0 {
+        let idle_at = tokio::time::Instant::from_std(shared.idle_since() + limits.idle_timeout);
+        let idle = shared.active() == 0 && closing.is_none();
+        if closing.is_some() && shared.active() == 0 {
             break closing.map_or(CloseReason::Drain, |c| c.0);
         }
         let deadline = closing.as_ref().and_then(|c| c.1);
@@ -259,7 +189,7 @@ pub async fn serve_h3<H: Handler>(
         // A CONNECTION_CLOSE discards what the transport has not sent yet: the last
         // responses' tails are given time to be delivered (the client closes once it has
         // them, after our GOAWAY) before the connection is closed under them.
-        let until = shared.idle_since.get() + CLOSE_GRACE;
+        let until = shared.idle_since() + CLOSE_GRACE;
         let _ = tokio::time::timeout_at(until.into(), conn.closed()).await;
     }
     conn.close(code(Code::H3_NO_ERROR), b"");
@@ -286,7 +216,7 @@ fn is_client_reset(e: &StreamError) -> bool {
 /// Answers one request stream.
 async fn stream_task<H: Handler>(
     handler: Rc<H>,
-    shared: Rc<ConnShared>,
+    shared: Rc<Streams>,
     resolver: Resolver,
     limits: Rc<Limits>,
     peer: SocketAddr,
