@@ -231,3 +231,53 @@ async fn a_qpack_dynamic_table_is_refused() {
     let (_c, mut c) = h3::connect(&h3::endpoint(), server.addr).await.unwrap();
     assert_eq!(h3::get(&mut c, "/hello").await.unwrap().status, 200);
 }
+
+/// Clients that ask for large bodies and never read them hold no pooled buffer past the
+/// send timeout: their streams are reset and every buffer goes back. Others are served
+/// meanwhile.
+#[tokio::test(flavor = "current_thread")]
+async fn clients_that_never_read_give_their_buffers_back_at_the_send_timeout() {
+    let limits = Limits { send_timeout: Duration::from_millis(500), ..Default::default() };
+    let quic = QuicSettings { retry: RetryMode::Never, ..Default::default() };
+    let server = Server::start_h3(limits, H3Settings::default(), quic);
+    let mut stalled = Vec::new();
+    let mut conns = Vec::new();
+    for _ in 0..4 {
+        let ep = h3::endpoint();
+        let (c, mut s) = h3::connect(&ep, server.addr).await.unwrap();
+        for _ in 0..4 {
+            let req =
+                http::Request::get("https://localhost/file?off=0&len=20000000").body(()).unwrap();
+            let mut st = s.send_request(req).await.unwrap();
+            st.finish().await.unwrap();
+            stalled.push(st);
+        }
+        conns.push((ep, c, s));
+    }
+    let (_c, mut probe) = h3::connect(&h3::endpoint(), server.addr).await.unwrap();
+    let mut waited = 0;
+    loop {
+        let r = h3::get(&mut probe, "/pool").await.unwrap();
+        assert_eq!(r.status, 200, "a reading client is served meanwhile");
+        if r.body == b"0" && waited > 10 {
+            break;
+        }
+        waited += 1;
+        assert!(waited < 400, "pooled buffers still held: {:?}", String::from_utf8_lossy(&r.body));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // The stalled responses were reset, never completed.
+    let mut st = stalled.pop().unwrap();
+    let mut got = 0usize;
+    let ended = async {
+        st.recv_response().await?;
+        while let Some(mut c) = st.recv_data().await? {
+            let n = bytes::Buf::remaining(&c);
+            got += n;
+            bytes::Buf::advance(&mut c, n);
+        }
+        Ok::<_, ::h3::error::StreamError>(())
+    };
+    let r = tokio::time::timeout(Duration::from_secs(20), ended).await.unwrap();
+    assert!(r.is_err(), "a stalled response ended as if complete ({got} bytes)");
+}
