@@ -1,7 +1,8 @@
 //! HTTP/3 against the real binary: QUIC on the UDP side of a TLS listener, the same cache
 //! behind it (hit, miss, coalesced miss, range, 304, HEAD, byte-exact), `Alt-Svc` on the
 //! TCP side, metrics and the access log by protocol; connections that move to a new
-//! client port keep their worker (2 and 4 workers); Retry for every new connection, and
+//! client port keep their worker, and concurrent misses on many connections ask the origin
+//! once (2 and 4 workers); Retry for every new connection, and
 //! under a flood of Initials that never complete, with the amplification limit; a reload
 //! that turns HTTP/3 on and off.
 
@@ -12,7 +13,7 @@ use std::time::Duration;
 
 use reel_test_support::h3;
 
-use crate::common::{Conf, Object, Origin, Reel, eventually, metric};
+use crate::common::{Conf, Gate, Object, Origin, Reel, eventually, metric};
 use crate::tls::{Pki, h2_client, h2_get, https11_get, rt, tls_conf};
 
 fn body(n: usize, seed: u8) -> Vec<u8> {
@@ -179,6 +180,65 @@ fn connections_that_move_to_a_new_port_keep_their_worker() {
         });
         let m = reel.metrics();
         assert_eq!(metric(&m, "reel_quic_routing_by_id{listener=\"https\"}"), Some(1.0));
+    }
+}
+
+/// Viewers on many HTTP/3 connections, which the kernel's hash of their ports spreads over
+/// the workers, miss one object at once while its origin answer is held: at 2 and 4
+/// workers the origin is asked once, every stream gets the whole body, and more than one
+/// worker answered.
+#[test]
+fn concurrent_http3_misses_ask_the_origin_once_at_any_worker_count() {
+    const VIEWERS: usize = 16;
+    for n in [2usize, 4] {
+        let dir = tempfile::tempdir().expect("tmp");
+        let origin = Origin::start("o");
+        let b = body(400_000, 4);
+        let gate = Gate::default();
+        origin.put("/live.ts", cached(&b).gated(&gate));
+        let pki = Pki::new(dir.path());
+        pki.leaf("edge", &["edge.example.test"]);
+        let reel = crate::workers::start_n(&h3_conf(dir.path(), &origin, &pki, ""), n);
+        let addr = reel.listener_addr("https").expect("https listener");
+        let before = crate::workers::per_worker(&reel);
+        // The viewers run on a thread of their own, so this one can watch them wait.
+        let viewers = std::thread::spawn(move || {
+            rt().block_on(async {
+                let local = tokio::task::LocalSet::new();
+                local
+                    .run_until(async {
+                        let mut work = Vec::new();
+                        for _ in 0..VIEWERS {
+                            work.push(tokio::task::spawn_local(async move {
+                                let ep = h3::endpoint();
+                                let (_conn, mut c) =
+                                    h3::connect(&ep, addr).await.expect("connection");
+                                get(&mut c, "/live.ts", &[]).await
+                            }));
+                        }
+                        let mut out = Vec::new();
+                        for w in work {
+                            out.push(w.await.expect("viewer"));
+                        }
+                        out
+                    })
+                    .await
+            })
+        });
+        eventually("every viewer but the leader waiting on the leader", || {
+            (origin.hits("/live.ts") >= 1 && crate::workers::waiters(&reel) >= (VIEWERS - 1) as f64)
+                .then_some(())
+        });
+        gate.open();
+        let answers = viewers.join().expect("viewers");
+        for r in &answers {
+            assert_eq!(r.status, 200, "{n} workers");
+            assert!(r.body == b, "{n} workers: a stream was not byte-exact");
+        }
+        let stored = answers.iter().filter(|r| r.cache_status().contains("stored")).count();
+        assert_eq!(stored, 1, "{n} workers: one leader");
+        assert_eq!(origin.hits("/live.ts"), 1, "{n} workers: one origin request");
+        crate::workers::assert_spread(&reel, &before, &format!("{n} workers over HTTP/3"));
     }
 }
 

@@ -23,14 +23,14 @@ mod timeouts;
 const WORKERS: [usize; 3] = [1, 2, 4];
 
 /// Starts `reel serve` on `conf` with `n` workers.
-fn start_n(conf: &Conf, n: usize) -> Reel {
+pub(crate) fn start_n(conf: &Conf, n: usize) -> Reel {
     let reel = Reel::start_env(conf, &[("REEL_TEST_WORKERS", &n.to_string())]);
     assert_eq!(reel.workers(), n, "{n} workers asked for");
     reel
 }
 
 /// Requests answered so far, per worker.
-fn per_worker(reel: &Reel) -> Vec<u64> {
+pub(crate) fn per_worker(reel: &Reel) -> Vec<u64> {
     let st = reel.status();
     st["workers"]
         .as_array()
@@ -39,7 +39,7 @@ fn per_worker(reel: &Reel) -> Vec<u64> {
 }
 
 /// Checks that with more than one worker, more than one answered since `before`.
-fn assert_spread(reel: &Reel, before: &[u64], what: &str) {
+pub(crate) fn assert_spread(reel: &Reel, before: &[u64], what: &str) {
     let after = per_worker(reel);
     if after.len() < 2 {
         return;
@@ -108,7 +108,7 @@ fn sample(reel: &Reel, name_and_labels: &str) -> f64 {
 }
 
 /// The viewers waiting on another request's origin fetch right now, all workers together.
-fn waiters(reel: &Reel) -> f64 {
+pub(crate) fn waiters(reel: &Reel) -> f64 {
     sample(reel, "reel_coalesced_waiters")
 }
 
