@@ -98,7 +98,8 @@ pub fn cid_program() -> Vec<Insn> {
 pub enum UdpRouting {
     /// By the connection ID's worker byte ([`cid_program`]).
     ConnectionId,
-    /// By the kernel's 4-tuple hash: the program could not be attached (why).
+    /// By the kernel's 4-tuple hash: the program could not be attached, or was taken off
+    /// ([`UdpGroup::route_by_hash`]); why.
     Hash(String),
 }
 
@@ -109,6 +110,18 @@ pub struct UdpGroup {
     pub sockets: Vec<UdpSocket>,
     /// How packets are routed among them.
     pub routing: UdpRouting,
+}
+
+impl UdpGroup {
+    /// Takes the routing program off the group (an operator's choice, `why`): packets are
+    /// spread by the kernel's 4-tuple hash from now on.
+    pub fn route_by_hash(&mut self, why: &str) -> io::Result<()> {
+        if let Some(s) = self.sockets.first() {
+            steer::detach(s)?;
+        }
+        self.routing = UdpRouting::Hash(why.to_owned());
+        Ok(())
+    }
 }
 
 /// Socket buffers asked for: a burst of full-size datagrams to many clients (the kernel

@@ -103,6 +103,33 @@ pub fn attach(sock: &impl AsFd, prog: &[Insn]) -> io::Result<()> {
     if rc == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
 }
 
+/// Detaches whatever program the reuseport group of `sock` has: the kernel's hash routes
+/// its packets again. A group without one is left as it is.
+#[allow(unsafe_code)]
+pub fn detach(sock: &impl AsFd) -> io::Result<()> {
+    let unused: libc::c_int = 0;
+    // SAFETY: the kernel reads at most optlen bytes from optval, which points at a live
+    // `c_int` of exactly that size (it ignores the value); the fd is a valid open socket
+    // borrowed for the call.
+    let rc = unsafe {
+        libc::setsockopt(
+            sock.as_fd().as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_DETACH_REUSEPORT_BPF,
+            (&raw const unused).cast::<libc::c_void>(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    match rc {
+        0 => Ok(()),
+        _ => match io::Error::last_os_error() {
+            // ENOENT: no program was attached.
+            e if e.raw_os_error() == Some(libc::ENOENT) => Ok(()),
+            e => Err(e),
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -259,7 +259,7 @@ impl Quic {
         config: QuicConfig,
     ) -> anyhow::Result<Arc<QuicListener>> {
         let handed = self.inherited.lock().ok().and_then(|mut i| i.remove(name));
-        let group = match handed {
+        let mut group = match handed {
             Some(socks) if socks.first().and_then(|s| s.local_addr().ok()) == Some(address) => {
                 info!(listener = %name, %address, sockets = socks.len(), "took over the HTTP/3 sockets");
                 reel_runtime::quic_route::adopt_udp_group(socks, self.n_workers)
@@ -268,13 +268,19 @@ impl Quic {
             _ => reel_runtime::quic_route::bind_udp_group(address, self.n_workers)
                 .with_context(|| format!("binding UDP {address}"))?,
         };
+        // A diagnosis knob (docs/operations.md), not a setting: route by address hash.
+        if std::env::var_os("REEL_QUIC_BPF").is_some_and(|v| v == "0") {
+            group
+                .route_by_hash("REEL_QUIC_BPF=0")
+                .with_context(|| format!("detaching the routing program of UDP {address}"))?;
+        }
         let hash_routing = match group.routing {
             reel_runtime::quic_route::UdpRouting::ConnectionId => None,
             reel_runtime::quic_route::UdpRouting::Hash(why) => {
                 warn!(
                     listener = %name,
                     reason = %why,
-                    "HTTP/3: the connection-ID routing program could not be attached; packets \
+                    "HTTP/3: no connection-ID routing program on the group (see reason); packets \
                      are spread by address hash, and a client whose address changes loses \
                      its connection"
                 );

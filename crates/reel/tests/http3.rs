@@ -183,6 +183,55 @@ fn connections_that_move_to_a_new_port_keep_their_worker() {
     }
 }
 
+/// With `REEL_QUIC_BPF=0` the group is routed by address hash: the log, the metric and
+/// `/status` say so, a connection that keeps its address is served, and at 4 workers
+/// connections that move to a new port are lost (each lands on another worker 3 times in
+/// 4), which is what the routing program prevents in the test above.
+#[test]
+fn without_the_routing_program_connections_that_move_are_lost() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let origin = Origin::start("o");
+    let big = body(2_000_000, 5);
+    origin.put("/big.ts", cached(&big));
+    let pki = Pki::new(dir.path());
+    pki.leaf("edge", &["edge.example.test"]);
+    let conf = h3_conf(dir.path(), &origin, &pki, "");
+    let reel = Reel::start_env(&conf, &[("REEL_TEST_WORKERS", "4"), ("REEL_QUIC_BPF", "0")]);
+    assert_eq!(reel.workers(), 4);
+    let addr = reel.listener_addr("https").expect("https listener");
+    reel.logs.wait_for("the hash-routing warning", |v| {
+        crate::common::message(v).starts_with("HTTP/3: no connection-ID routing program")
+            && v["fields"]["reason"] == "REEL_QUIC_BPF=0"
+    });
+    let m = reel.metrics();
+    assert_eq!(metric(&m, "reel_quic_routing_by_id{listener=\"https\"}"), Some(0.0));
+    let st = reel.status();
+    assert_eq!(st["http3"][0]["routing"], "hash");
+    assert_eq!(st["http3"][0]["routing_problem"], "REEL_QUIC_BPF=0");
+    let lost = rt().block_on(async {
+        let mut lost = 0;
+        for _ in 0..8 {
+            let ep = h3::endpoint();
+            let (conn, mut c) = h3::connect(&ep, addr).await.expect("connection");
+            let r = get(&mut c, "/big.ts", &[]).await;
+            assert!(r.body == big, "a connection that keeps its address is served");
+            ep.rebind(std::net::UdpSocket::bind("127.0.0.1:0").expect("udp")).expect("rebind");
+            let after = tokio::time::timeout(
+                Duration::from_secs(5),
+                h3::request_at(&mut c, "edge.example.test", "GET", "/big.ts", &[], None),
+            )
+            .await;
+            match after {
+                Ok(Ok(r)) if r.body == big => {}
+                _ => lost += 1,
+            }
+            conn.close(0u32.into(), b"");
+        }
+        lost
+    });
+    assert!(lost >= 1, "8 connections moved without the program and none was lost");
+}
+
 /// Viewers on many HTTP/3 connections, which the kernel's hash of their ports spreads over
 /// the workers, miss one object at once while its origin answer is held: at 2 and 4
 /// workers the origin is asked once, every stream gets the whole body, and more than one

@@ -1,5 +1,6 @@
 //! QUIC packets reach the group socket of the worker their connection ID names, through the
-//! kernel with the routing program attached; the rest falls back to the address hash.
+//! kernel with the routing program attached; the rest falls back to the address hash, as
+//! does everything once the program is taken off.
 
 use std::collections::BTreeSet;
 use std::future::poll_fn;
@@ -169,4 +170,27 @@ async fn an_adopted_group_routes_by_connection_id() {
     for w in 0..WORKERS as u8 {
         assert_eq!(group.route(&from, &short(0x40, w, w)).await, usize::from(w));
     }
+}
+
+/// Taken off the group (`route_by_hash`), the program no longer places packets: those from
+/// one address all land on one socket, whatever worker their ID names, and addresses are
+/// spread by the hash. An adopted group with the program attached loses it the same way.
+#[tokio::test(flavor = "current_thread")]
+async fn a_group_routed_by_hash_ignores_the_connection_id() {
+    let g = bind_udp_group("127.0.0.1:0".parse().unwrap(), WORKERS).unwrap();
+    let mut g = adopt_udp_group(g.sockets, WORKERS).unwrap();
+    g.route_by_hash("test").unwrap();
+    assert_eq!(g.routing, UdpRouting::Hash("test".into()));
+    // Detaching a group that has no program is not an error.
+    g.route_by_hash("again").unwrap();
+    let addr = g.sockets[0].local_addr().unwrap();
+    let socks = g.sockets.into_iter().map(|s| UdpSocket::from_std(s).unwrap()).collect();
+    let group = Group { socks, addr };
+    let from = group.client();
+    let first = group.route(&from, &short(0x40, 0, 0)).await;
+    for w in 1..WORKERS as u8 {
+        assert_eq!(group.route(&from, &short(0x40, w, w)).await, first, "ID naming worker {w}");
+    }
+    let seen = group.spread(|tag| short(0x40, 1, tag)).await;
+    assert!(seen.len() > 1, "short headers from many addresses all landed on {seen:?}");
 }
