@@ -5,13 +5,15 @@
 //! Upgrade sockets come labelled (data listener name, admin, demo origin). systemd's are
 //! matched to the config by `FileDescriptorName=` (a listener name, `admin` or `demo`),
 //! else by the address they are bound to; a socket nothing matches is reported and closed
-//! (systemd keeps its own copy).
+//! (systemd keeps its own copy). Only stream sockets: a datagram socket on an HTTP/3
+//! listener stops the start (HTTP/3 binds its own, one per worker), another is closed.
 
 use std::net::{SocketAddr, TcpListener};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
 use reel_config::Config;
+use socket2::Type;
 use tracing::{info, warn};
 
 use crate::handoff::{Channel, ENV_FD, Msg, SocketRole};
@@ -56,8 +58,17 @@ impl Inherited {
         let activated = reel_ops::activation::listen_fds()?;
         let mut out = Inherited::default();
         for a in activated {
-            let l = TcpListener::from(a.fd);
-            let addr = l.local_addr().context("a socket from systemd is not a TCP socket")?;
+            let sock = socket2::Socket::from(a.fd);
+            let addr = sock
+                .local_addr()
+                .ok()
+                .and_then(|a| a.as_socket())
+                .context("a socket from systemd is not an internet socket")?;
+            if sock.r#type().context("the type of a socket from systemd")? != Type::STREAM {
+                refuse_datagram(cfg, a.name.as_deref(), addr)?;
+                continue;
+            }
+            let l = TcpListener::from(std::os::fd::OwnedFd::from(sock));
             match match_systemd(cfg, a.name.as_deref(), addr) {
                 Some(SocketRole::Data(name)) => {
                     info!(listener = %name, address = %addr, "listener socket from systemd");
@@ -74,6 +85,30 @@ impl Inherited {
         }
         Ok(out)
     }
+}
+
+/// A datagram socket from systemd (`ListenDatagram=`): reel binds HTTP/3's UDP sockets
+/// itself, one per worker in a group routed by connection ID, which a socket bound by
+/// systemd (another user, no `SO_REUSEPORT`) cannot join, and which systemd's copy would
+/// keep from binding. One on an HTTP/3 listener's address stops the start; another is
+/// closed with a warning.
+fn refuse_datagram(cfg: &Config, name: Option<&str>, addr: SocketAddr) -> anyhow::Result<()> {
+    if let Some(SocketRole::Data(l)) = match_systemd(cfg, name, addr)
+        && cfg.listener.iter().any(|c| c.name == l && c.http3.unwrap_or(false))
+    {
+        bail!(
+            "systemd passed a datagram socket (UDP {addr}) for listener {l:?}, which serves \
+             HTTP/3: reel binds its UDP sockets itself, one per worker; remove the \
+             ListenDatagram= line from the socket unit"
+        );
+    }
+    warn!(
+        address = %addr,
+        name = name.unwrap_or(""),
+        "systemd passed a datagram socket; reel takes only stream sockets from systemd \
+         (HTTP/3 binds its own UDP sockets); closing it"
+    );
+    Ok(())
 }
 
 /// Which socket of the config a socket from systemd is.

@@ -1,7 +1,7 @@
 //! Restarts without a failed request, with real processes, signals and a steady
 //! keep-alive load: SIGTERM behind a health-checking balancer (lame duck), binary upgrades
 //! on SIGUSR2 (the same listening sockets, the cache still warm), upgrades that fail
-//! (the old process serves on), and systemd socket activation.
+//! (the old process serves on), and systemd socket activation (stream sockets only).
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -563,6 +563,95 @@ fn systemd_socket_activation_serves_connections_queued_before_start_and_upgrades
     assert_eq!(listening_inodes(port), sockets);
     assert!(get(addr, &path(1)).cache_status().contains("hit"));
     assert_eq!(successor.stop(), 0);
+}
+
+/// A wrapper that runs reel under `systemd-socket-activate` with one datagram socket on
+/// `addr` named `name`; systemd starts it at the first datagram.
+fn datagram_activation(tool: &Path, dir: &Path, addr: SocketAddr, name: &str) -> PathBuf {
+    let script = dir.join("activate-udp.txt");
+    std::fs::write(
+        &script,
+        format!("#!/bin/sh\nexec {} -d -l {addr} --fdname={name} {BIN} \"$@\"\n", tool.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    install(dir, &script)
+}
+
+/// Sends a datagram to `addr` every 50 ms until `stop` is set: what starts the service.
+fn knock(addr: SocketAddr, stop: Arc<AtomicBool>) -> JoinHandle<()> {
+    std::thread::spawn(move || {
+        let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let deadline = Instant::now() + PATIENCE;
+        while !stop.load(Ordering::Relaxed) && Instant::now() < deadline {
+            let _ = s.send_to(b"knock", addr);
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    })
+}
+
+/// reel takes only stream sockets from systemd. A datagram socket (`ListenDatagram=`) on
+/// an HTTP/3 listener's address stops the start with a line that says what to change (it
+/// used to be taken for the TCP listener: "the inherited socket is not listening"); one
+/// that no HTTP/3 listener uses is closed with a warning, and reel serves.
+#[test]
+fn systemd_datagram_sockets_are_refused_on_http3_listeners_and_closed_elsewhere() {
+    let Some(tool) = in_path("systemd-socket-activate") else {
+        return skip("systemd-socket-activate is not installed");
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let o = origin();
+    let pki = crate::tls::Pki::new(dir.path());
+    pki.leaf("edge", &["edge.example.test"]);
+
+    // On the HTTP/3 listener: refused, and the process exits.
+    let mut conf = crate::tls::tls_conf(dir.path(), &o, &pki);
+    let https: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    conf.listeners.retain(|(n, _)| n != "https");
+    conf.listeners.push(("https".into(), https.to_string()));
+    conf.listener_lines.get_mut("https").unwrap().push_str("http3 = true\n");
+    conf.write();
+    let wrapper = datagram_activation(&tool, dir.path(), https, "https");
+    let child = std::process::Command::new(&wrapper)
+        .arg("serve")
+        .arg("--config")
+        .arg(conf.path())
+        .current_dir(dir.path())
+        .env_remove("RUST_LOG")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let knocking = knock(https, stop.clone());
+    let out = child.wait_with_output().unwrap();
+    stop.store(true, Ordering::Relaxed);
+    knocking.join().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "reel started on a datagram socket from systemd:\n{err}");
+    assert!(
+        err.contains(&format!(
+            "systemd passed a datagram socket (UDP {https}) for listener \"https\""
+        )) && err.contains("remove the ListenDatagram= line from the socket unit"),
+        "{err}"
+    );
+
+    // On an address nothing uses: closed, and reel serves.
+    let conf = Conf::new(dir.path(), &o);
+    let other: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let wrapper = datagram_activation(&tool, dir.path(), other, "stats");
+    let stop = Arc::new(AtomicBool::new(false));
+    let knocking = knock(other, stop.clone());
+    let reel = Reel::start_with(&conf, &wrapper, &[]);
+    stop.store(true, Ordering::Relaxed);
+    knocking.join().unwrap();
+    let warned = reel.logs.wait_for("the datagram socket closed", |v| {
+        message(v).starts_with("systemd passed a datagram socket;")
+    });
+    assert_eq!(warned["fields"]["address"], other.to_string());
+    assert_eq!(warned["fields"]["name"], "stats");
+    assert_eq!(get(reel.data, &path(0)).status, 200);
 }
 
 #[test]
