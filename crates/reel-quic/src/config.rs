@@ -76,8 +76,6 @@ pub struct QuicSettings {
     pub retry_above: usize,
     /// Connections per worker; past it new ones are refused (`CONNECTION_REFUSED`).
     pub max_per_worker: usize,
-    /// Connections per client address on a worker; 0 = no cap.
-    pub max_per_client: usize,
     /// Send runs of datagrams in one `sendmsg` with UDP GSO where the kernel and NIC
     /// take it. Default true; off only to measure what it saves.
     pub segmentation_offload: bool,
@@ -95,7 +93,6 @@ impl Default for QuicSettings {
             retry: RetryMode::Auto,
             retry_above: 64,
             max_per_worker: 10_000,
-            max_per_client: 0,
             segmentation_offload: true,
         }
     }

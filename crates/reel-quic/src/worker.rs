@@ -3,15 +3,15 @@
 //!
 //! Each new connection (an `Incoming`: a client's first Initial) is decided before any
 //! handshake work ([`Admission::decide`]): refused when the worker holds its connection
-//! limit or the client address its share, asked to prove its address with a Retry when
-//! the mode says so, accepted otherwise. A handshake that does not finish within the
+//! limit, asked to prove its address with a Retry when the mode says so, then refused if
+//! its client address holds its share (a [`ClientGate`] the application counts across
+//! workers and protocols), accepted otherwise. A handshake that does not finish within the
 //! handshake timeout is dropped. On drain the endpoint stops taking new connections
 //! (their Initials are dropped unanswered, so that a process taking over the socket in an
 //! upgrade answers the client's next one) and waits for the application to close the
 //! ones it has.
 
-use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
+use std::cell::Cell;
 use std::future::Future;
 use std::io;
 use std::net::IpAddr;
@@ -41,6 +41,23 @@ pub struct QuicCounters {
     pub open: AtomicU64,
 }
 
+/// The application's count of connections per client address: a new connection takes a
+/// place while it lives, or is refused.
+pub trait ClientGate: 'static {
+    /// Held while the connection is open; dropping it gives the place back.
+    type Slot: 'static;
+    /// A place for a connection from `ip`, or `None` when the address holds its share.
+    fn enter(&self, ip: IpAddr) -> Option<Self::Slot>;
+}
+
+/// No per-client cap.
+impl ClientGate for () {
+    type Slot = ();
+    fn enter(&self, _: IpAddr) -> Option<()> {
+        Some(())
+    }
+}
+
 /// What becomes of a new connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Admission {
@@ -50,26 +67,16 @@ pub enum Admission {
     Retry,
     /// Refused: the worker holds its limit.
     RefuseWorker,
-    /// Refused: the client address holds its share.
-    RefuseClient,
 }
 
 impl Admission {
-    /// Decides on a new connection. `open`: connections of the worker (handshaking ones
-    /// included); `handshaking`: those still in their handshake; `client_open`: the client
-    /// address's on this worker; `validated`: the Initial carried a valid Retry token.
-    pub fn decide(
-        s: &QuicSettings,
-        open: usize,
-        handshaking: usize,
-        client_open: usize,
-        validated: bool,
-    ) -> Admission {
+    /// Decides on a new connection, before its client's share is counted (after a
+    /// Retry, its address is proven). `open`: connections of the worker (handshaking ones
+    /// included); `handshaking`: those still in their handshake; `validated`: the Initial
+    /// carried a valid Retry token.
+    pub fn decide(s: &QuicSettings, open: usize, handshaking: usize, validated: bool) -> Admission {
         if open >= s.max_per_worker {
             return Admission::RefuseWorker;
-        }
-        if s.max_per_client > 0 && client_open >= s.max_per_client {
-            return Admission::RefuseClient;
         }
         let retry = match s.retry {
             RetryMode::Always => true,
@@ -80,47 +87,32 @@ impl Admission {
     }
 }
 
-/// Per-worker connection counts, by client address.
+/// The worker's connection counts.
 #[derive(Default)]
 struct Tally {
     open: Cell<usize>,
     handshaking: Cell<usize>,
-    clients: RefCell<HashMap<IpAddr, usize>>,
 }
 
-impl Tally {
-    fn client(&self, ip: IpAddr) -> usize {
-        self.clients.borrow().get(&ip).copied().unwrap_or(0)
-    }
-}
-
-/// Holds a connection's place in the tally until it is gone.
-struct Place {
+/// Holds a connection's place in the tally, and its client's, until it is gone.
+struct Place<S> {
     tally: Rc<Tally>,
-    ip: IpAddr,
+    _client: S,
     counters: Arc<QuicCounters>,
 }
 
-impl Place {
-    fn new(tally: &Rc<Tally>, ip: IpAddr, counters: &Arc<QuicCounters>) -> Place {
+impl<S> Place<S> {
+    fn new(tally: &Rc<Tally>, client: S, counters: &Arc<QuicCounters>) -> Place<S> {
         tally.open.set(tally.open.get() + 1);
-        *tally.clients.borrow_mut().entry(ip).or_insert(0) += 1;
         counters.open.fetch_add(1, Ordering::Relaxed);
-        Place { tally: tally.clone(), ip, counters: counters.clone() }
+        Place { tally: tally.clone(), _client: client, counters: counters.clone() }
     }
 }
 
-impl Drop for Place {
+impl<S> Drop for Place<S> {
     fn drop(&mut self) {
         let t = &self.tally;
         t.open.set(t.open.get().saturating_sub(1));
-        let mut c = t.clients.borrow_mut();
-        if let Some(n) = c.get_mut(&self.ip) {
-            *n -= 1;
-            if *n == 0 {
-                c.remove(&self.ip);
-            }
-        }
         self.counters.open.fetch_sub(1, Ordering::Relaxed);
     }
 }
@@ -146,20 +138,22 @@ impl Drop for Handshaking {
 /// established connection is handed to `on_conn` as a local task; the endpoint's and the
 /// connections' drivers run on the calling thread's runtime (a `current_thread` one).
 /// A new value in `config` (a reload's certificates or settings) applies to new
-/// connections.
+/// connections. `clients` counts each connection against its client address's share.
 #[allow(clippy::too_many_arguments)] // each is one of the endpoint's distinct inputs
-pub async fn serve_worker<F, Fut>(
+pub async fn serve_worker<F, Fut, G>(
     socket: std::net::UdpSocket,
     worker: u8,
     mut config: watch::Receiver<QuicConfig>,
     keys: Keys,
     counters: Arc<QuicCounters>,
+    clients: G,
     mut drain: watch::Receiver<bool>,
     on_conn: F,
 ) -> io::Result<()>
 where
     F: Fn(quinn::Connection) -> Fut + 'static,
     Fut: Future<Output = ()> + 'static,
+    G: ClientGate,
 {
     let first = config.borrow_and_update().server.clone();
     let endpoint =
@@ -199,17 +193,11 @@ where
             &settings,
             tally.open.get(),
             tally.handshaking.get(),
-            tally.client(ip),
             incoming.remote_address_validated(),
         );
         match verdict {
             Admission::RefuseWorker => {
                 counters.refused_worker.fetch_add(1, Ordering::Relaxed);
-                incoming.refuse();
-                continue;
-            }
-            Admission::RefuseClient => {
-                counters.refused_client.fetch_add(1, Ordering::Relaxed);
                 incoming.refuse();
                 continue;
             }
@@ -222,6 +210,11 @@ where
             }
             Admission::Retry | Admission::Accept => {}
         }
+        let Some(client) = clients.enter(ip) else {
+            counters.refused_client.fetch_add(1, Ordering::Relaxed);
+            incoming.refuse();
+            continue;
+        };
         let connecting = match incoming.accept() {
             Ok(c) => c,
             Err(e) => {
@@ -230,7 +223,7 @@ where
                 continue;
             }
         };
-        let place = Place::new(&tally, ip, &counters);
+        let place = Place::new(&tally, client, &counters);
         let handshaking = Handshaking::new(&tally);
         let (on_conn, counters, limit) =
             (on_conn.clone(), counters.clone(), settings.handshake_timeout);
@@ -277,18 +270,16 @@ mod tests {
 
     #[test]
     fn admission_limits_then_retry() {
-        let mut s = QuicSettings { max_per_worker: 10, max_per_client: 2, ..Default::default() };
-        assert_eq!(Admission::decide(&s, 10, 0, 0, true), Admission::RefuseWorker);
-        assert_eq!(Admission::decide(&s, 3, 0, 2, true), Admission::RefuseClient);
-        assert_eq!(Admission::decide(&s, 3, 0, 1, false), Admission::Accept);
+        let mut s = QuicSettings { max_per_worker: 10, ..Default::default() };
+        assert_eq!(Admission::decide(&s, 10, 0, true), Admission::RefuseWorker);
+        assert_eq!(Admission::decide(&s, 3, 0, false), Admission::Accept);
         s.retry_above = 4;
-        assert_eq!(Admission::decide(&s, 5, 4, 1, false), Admission::Retry);
-        assert_eq!(Admission::decide(&s, 5, 4, 1, true), Admission::Accept);
+        assert_eq!(Admission::decide(&s, 5, 4, false), Admission::Retry);
+        assert_eq!(Admission::decide(&s, 5, 4, true), Admission::Accept);
         s.retry = RetryMode::Always;
-        assert_eq!(Admission::decide(&s, 0, 0, 0, false), Admission::Retry);
+        assert_eq!(Admission::decide(&s, 0, 0, false), Admission::Retry);
+        assert_eq!(Admission::decide(&s, 10, 0, false), Admission::RefuseWorker);
         s.retry = RetryMode::Never;
-        assert_eq!(Admission::decide(&s, 5, 50, 0, false), Admission::Accept);
-        s.max_per_client = 0;
-        assert_eq!(Admission::decide(&s, 5, 0, 1000, false), Admission::Accept);
+        assert_eq!(Admission::decide(&s, 5, 50, false), Admission::Accept);
     }
 }

@@ -25,6 +25,8 @@ pub struct WorkerCtx {
     pub n_workers: usize,
     /// This worker's counters.
     pub stats: Arc<WorkerStats>,
+    /// The process's per-client connection counts, for connections the app accepts itself.
+    pub clients: crate::limits::ClientCounts,
 }
 
 /// Counters of one worker, readable from any thread.

@@ -54,7 +54,7 @@ pub use core_plan::{
     CorePlan, CoreSpec, CpuEntry, CpuSelect, PlanError, RealSysFs, Role, SysFs, plan_system,
 };
 pub use error::RuntimeError;
-pub use limits::Refusal;
+pub use limits::{ClientCounts, ClientSlot, Refusal};
 pub use options::{ListenerSpec, RuntimeOptions, Steer};
 pub use sockets::{Inherited, in_use};
 pub use workers::{Runtime, ShutdownHandle, ShutdownReport, start, start_with};

@@ -98,6 +98,15 @@ impl Conns {
             self.total.fetch_sub(1, Ordering::AcqRel);
             return Err(Refusal::Process);
         }
+        self.enter_client(ip, per_client).inspect_err(|_| {
+            self.total.fetch_sub(1, Ordering::AcqRel);
+        })
+    }
+
+    /// Counts a connection from `ip` against the client cap only (`per_client`, 0 = none):
+    /// one that holds no descriptor (QUIC). Returns what [`Conns::leave_client`] must be
+    /// given when it closes.
+    pub(crate) fn enter_client(&self, ip: IpAddr, per_client: usize) -> Result<IpAddr, Refusal> {
         // Counted also without a cap, so a cap set by a reload sees every open connection.
         // An IPv4 client seen through a dual-stack socket is the same client.
         let ip = ip.to_canonical();
@@ -107,8 +116,6 @@ impl Conns {
             if *n == 0 {
                 m.remove(&ip);
             }
-            drop(m);
-            self.total.fetch_sub(1, Ordering::AcqRel);
             return Err(Refusal::Client);
         }
         *n += 1;
@@ -133,6 +140,11 @@ impl Conns {
     /// Gives back one connection counted by [`Conns::admit`].
     pub(crate) fn release(&self, ip: IpAddr) {
         self.total.fetch_sub(1, Ordering::AcqRel);
+        self.leave_client(ip);
+    }
+
+    /// Gives back one connection counted by [`Conns::enter_client`].
+    pub(crate) fn leave_client(&self, ip: IpAddr) {
         let mut m = self.shard(ip).lock().unwrap_or_else(|p| p.into_inner());
         if let Some(n) = m.get_mut(&ip) {
             *n = n.saturating_sub(1);
@@ -140,6 +152,44 @@ impl Conns {
                 m.remove(&ip);
             }
         }
+    }
+}
+
+/// The per-client connection counts of the process, for connections the workers' apps
+/// accept themselves (QUIC, on UDP): they count with the TCP ones against
+/// `max_connections_per_client`, across all workers, but hold no descriptor, so not toward
+/// the process cap.
+#[derive(Clone)]
+pub struct ClientCounts {
+    pub(crate) shared: std::sync::Arc<crate::workers::Shared>,
+}
+
+impl std::fmt::Debug for ClientCounts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ClientCounts")
+    }
+}
+
+impl ClientCounts {
+    /// Counts a new connection from `ip`, or refuses it when the address holds the live
+    /// `max_connections_per_client`. The place is given back when the slot is dropped.
+    pub fn enter(&self, ip: IpAddr) -> Result<ClientSlot, Refusal> {
+        let cap = self.shared.caps.per_client.load(Ordering::Relaxed);
+        let ip = self.shared.conns.enter_client(ip, cap)?;
+        Ok(ClientSlot { counts: self.clone(), ip })
+    }
+}
+
+/// One connection's place in [`ClientCounts`], held while it is open.
+#[derive(Debug)]
+pub struct ClientSlot {
+    counts: ClientCounts,
+    ip: IpAddr,
+}
+
+impl Drop for ClientSlot {
+    fn drop(&mut self) {
+        self.counts.shared.conns.leave_client(self.ip);
     }
 }
 
@@ -164,6 +214,22 @@ mod tests {
         assert_eq!(c.of(ip("10.0.0.1")), 1);
         c.admit(ip("10.0.0.1"), 3, 2).unwrap();
         assert_eq!(c.total(), 3);
+    }
+
+    #[test]
+    fn client_only_places_count_with_the_others_but_not_toward_the_process_cap() {
+        let c = Conns::new();
+        let a = c.admit(ip("10.0.0.1"), 1, 3).unwrap();
+        let q = c.enter_client(ip("10.0.0.1"), 3).unwrap();
+        assert_eq!(c.total(), 1, "a client-only place is not in the process count");
+        c.enter_client(ip("10.0.0.1"), 3).unwrap();
+        assert_eq!(c.enter_client(ip("10.0.0.1"), 3).unwrap_err(), Refusal::Client);
+        assert_eq!(c.admit(ip("10.0.0.1"), 0, 3).unwrap_err(), Refusal::Client);
+        assert_eq!(c.total(), 1, "the refusal gave its process place back");
+        c.leave_client(q);
+        c.release(a);
+        assert_eq!(c.of(ip("10.0.0.1")), 1);
+        assert_eq!(c.total(), 0);
     }
 
     #[test]

@@ -65,11 +65,11 @@ impl std::fmt::Debug for Runtime {
 /// What the [`Runtime`] and every worker thread share: the drain signal and its deadline,
 /// the connection caps and the process-wide connection counts.
 #[derive(Debug)]
-struct Shared {
+pub(crate) struct Shared {
     drain: watch::Sender<bool>,
     deadline: Mutex<Option<Instant>>,
-    caps: Caps,
-    conns: Conns,
+    pub(crate) caps: Caps,
+    pub(crate) conns: Conns,
 }
 
 /// The [`Runtime`]'s handle on one worker thread.

@@ -167,7 +167,7 @@ async fn serve_quic(state: Rc<WorkerState>, ctx: WorkerCtx, mut drain: watch::Re
             if serving.iter().any(|s| Arc::ptr_eq(s, &l)) {
                 continue;
             }
-            match serve_listener(&state, &l, worker, &drain) {
+            match serve_listener(&state, &l, worker, &ctx.clients, &drain) {
                 Ok(task) => {
                     endpoints.spawn_local(task);
                 }
@@ -190,6 +190,7 @@ fn serve_listener(
     state: &Rc<WorkerState>,
     l: &Arc<crate::quic::QuicListener>,
     worker: u8,
+    clients: &reel_runtime::ClientCounts,
     drain: &watch::Receiver<bool>,
 ) -> std::io::Result<impl Future<Output = ()> + 'static> {
     let socket = l.socket(usize::from(worker))?;
@@ -223,6 +224,7 @@ fn serve_listener(
         l.configs(),
         state.shared.quic.keys.clone(),
         counters,
+        Clients(clients.clone()),
         stop,
         on_conn,
     );
@@ -231,6 +233,18 @@ fn serve_listener(
             tracing::error!(listener = %name, error = %e, "HTTP/3 endpoint failed");
         }
     })
+}
+
+/// HTTP/3 connections count with the TCP ones against `http.max_connections_per_client`,
+/// across all workers.
+struct Clients(reel_runtime::ClientCounts);
+
+impl reel_quic::ClientGate for Clients {
+    type Slot = reel_runtime::ClientSlot;
+
+    fn enter(&self, ip: std::net::IpAddr) -> Option<reel_runtime::ClientSlot> {
+        self.0.enter(ip).ok()
+    }
 }
 
 /// The reloadable part of a worker's state, for one generation.

@@ -629,6 +629,55 @@ fn client_limits_idle_timeout_and_no_early_data() {
     assert!(metric(&m, "reel_quic_refused_client_total{listener=\"https\"}").unwrap_or(0.0) >= 1.0);
 }
 
+/// `max_connections_per_client` counts a client's QUIC and TCP connections together,
+/// across the workers: with 4 workers and a cap of 4, one keep-alive TCP connection and
+/// three QUIC ones (from ports the kernel's hash spreads over the workers) fill it, the
+/// next QUIC connection is refused, and closing the TCP one makes room.
+#[test]
+fn the_client_limit_counts_quic_and_tcp_together_across_workers() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let origin = Origin::start("o");
+    origin.put("/a.ts", cached(&body(2000, 8)));
+    let pki = Pki::new(dir.path());
+    pki.leaf("edge", &["edge.example.test"]);
+    let mut conf = h3_conf(dir.path(), &origin, &pki, "");
+    conf.http = "max_connections_per_client = 4\n".into();
+    let reel = crate::workers::start_n(&conf, 4);
+    let addr = reel.listener_addr("https").expect("https listener");
+    let mut tcp = crate::common::Conn::open(reel.data).expect("TCP connection");
+    let host = format!("127.0.0.1:{}", reel.data.port());
+    assert_eq!(tcp.get(&host, "/a.ts").expect("GET over TCP").status, 200);
+    rt().block_on(async {
+        let mut open = Vec::new();
+        for i in 0..3 {
+            let ep = h3::endpoint();
+            let (conn, mut c) = h3::connect(&ep, addr).await.expect("QUIC connection");
+            assert_eq!(get(&mut c, "/a.ts", &[]).await.status, 200, "connection {i}");
+            open.push((ep, conn, c));
+        }
+        let fourth = h3::connect(&h3::endpoint(), addr).await;
+        let why = fourth.err().expect("a fifth connection of the address was taken");
+        assert!(why.contains("refused"), "{why}");
+        drop(tcp);
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            match h3::connect(&h3::endpoint(), addr).await {
+                Ok((_conn, mut c)) => {
+                    assert_eq!(get(&mut c, "/a.ts", &[]).await.status, 200);
+                    break;
+                }
+                Err(e) => assert!(
+                    std::time::Instant::now() < deadline,
+                    "no room after the TCP connection closed: {e}"
+                ),
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    });
+    let m = reel.metrics();
+    assert!(metric(&m, "reel_quic_refused_client_total{listener=\"https\"}").unwrap_or(0.0) >= 1.0);
+}
+
 /// `max_connections_per_worker` bounds QUIC connections too; `/healthz` answers over
 /// HTTP/3 like over TCP.
 #[test]

@@ -104,7 +104,8 @@ where
     for (index, (initial, &cpu)) in per_worker.into_iter().zip(plan_workers).enumerate() {
         let stats = Arc::new(WorkerStats::default());
         let (cmd_tx, cmd_rx) = mpsc::unbounded_channel();
-        let ctx = WorkerCtx { index, cpu, n_workers: n, stats: stats.clone() };
+        let clients = crate::limits::ClientCounts { shared: shared.clone() };
+        let ctx = WorkerCtx { index, cpu, n_workers: n, stats: stats.clone(), clients };
         let cfg = WorkerCfg { ctx, pin: opts.pin, shared: shared.clone() };
         let factory = factory.clone();
         let ready = ready_tx.clone();
