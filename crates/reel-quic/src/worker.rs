@@ -4,8 +4,8 @@
 //! Each new connection (an `Incoming`: a client's first Initial) is decided before any
 //! handshake work ([`Admission::decide`]): refused when the worker holds its connection
 //! limit, asked to prove its address with a Retry when the mode says so, then refused if
-//! its client address holds its share (a [`ClientGate`] the application counts across
-//! workers and protocols), accepted otherwise. A handshake that does not finish within the
+//! its client address holds its share (counted by the application, across workers and
+//! protocols), accepted otherwise. A handshake that does not finish within the
 //! handshake timeout is dropped. On drain the endpoint stops taking new connections
 //! (their Initials are dropped unanswered, so that a process taking over the socket in an
 //! upgrade answers the client's next one) and waits for the application to close the
@@ -39,23 +39,6 @@ pub struct QuicCounters {
     pub refused_client: AtomicU64,
     /// Connections open now.
     pub open: AtomicU64,
-}
-
-/// The application's count of connections per client address: a new connection takes a
-/// place while it lives, or is refused.
-pub trait ClientGate: 'static {
-    /// Held while the connection is open; dropping it gives the place back.
-    type Slot: 'static;
-    /// A place for a connection from `ip`, or `None` when the address holds its share.
-    fn enter(&self, ip: IpAddr) -> Option<Self::Slot>;
-}
-
-/// No per-client cap.
-impl ClientGate for () {
-    type Slot = ();
-    fn enter(&self, _: IpAddr) -> Option<()> {
-        Some(())
-    }
 }
 
 /// What becomes of a new connection.
@@ -138,22 +121,25 @@ impl Drop for Handshaking {
 /// established connection is handed to `on_conn` as a local task; the endpoint's and the
 /// connections' drivers run on the calling thread's runtime (a `current_thread` one).
 /// A new value in `config` (a reload's certificates or settings) applies to new
-/// connections. `clients` counts each connection against its client address's share.
+/// connections. `client_place` gives a new connection from an address a place in the
+/// application's per-client count, held (and given back when dropped) while it is open,
+/// or `None` to refuse it.
 #[allow(clippy::too_many_arguments)] // each is one of the endpoint's distinct inputs
-pub async fn serve_worker<F, Fut, G>(
+pub async fn serve_worker<F, Fut, C, S>(
     socket: std::net::UdpSocket,
     worker: u8,
     mut config: watch::Receiver<QuicConfig>,
     keys: Keys,
     counters: Arc<QuicCounters>,
-    clients: G,
+    client_place: C,
     mut drain: watch::Receiver<bool>,
     on_conn: F,
 ) -> io::Result<()>
 where
     F: Fn(quinn::Connection) -> Fut + 'static,
     Fut: Future<Output = ()> + 'static,
-    G: ClientGate,
+    C: Fn(IpAddr) -> Option<S>,
+    S: 'static,
 {
     let first = config.borrow_and_update().server.clone();
     let endpoint =
@@ -210,7 +196,7 @@ where
             }
             Admission::Retry | Admission::Accept => {}
         }
-        let Some(client) = clients.enter(ip) else {
+        let Some(client) = client_place(ip) else {
             counters.refused_client.fetch_add(1, Ordering::Relaxed);
             incoming.refuse();
             continue;

@@ -77,9 +77,6 @@ pub fn cpu_program(table: &[(usize, u32)], n_workers: usize) -> Option<Vec<Insn>
 }
 
 /// Attaches `prog` to the reuseport group that `sock` belongs to.
-// Neither rustix nor socket2 wraps `SO_ATTACH_REUSEPORT_CBPF` (socket2 has only
-// `SO_ATTACH_FILTER`), and neither offers a raw setsockopt: the call is made here.
-#[allow(unsafe_code)]
 pub fn attach(sock: &impl AsFd, prog: &[Insn]) -> io::Result<()> {
     let mut filters: Vec<libc::sock_filter> = prog
         .iter()
@@ -87,47 +84,41 @@ pub fn attach(sock: &impl AsFd, prog: &[Insn]) -> io::Result<()> {
         .collect();
     let len = u16::try_from(filters.len())
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "BPF program too long"))?;
+    // The kernel copies the program during the call and keeps no pointer to `filters`.
     let fprog = libc::sock_fprog { len, filter: filters.as_mut_ptr() };
-    // SAFETY: `fprog` points at `filters`, which outlives the call; the kernel copies the program
-    // during setsockopt and keeps no pointer to our memory. optlen is the exact size of the
-    // `sock_fprog` passed, and the fd is a valid open socket borrowed for the call.
-    let rc = unsafe {
-        libc::setsockopt(
-            sock.as_fd().as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_ATTACH_REUSEPORT_CBPF,
-            (&raw const fprog).cast::<libc::c_void>(),
-            std::mem::size_of::<libc::sock_fprog>() as libc::socklen_t,
-        )
-    };
-    if rc == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
+    set_socket_option(sock, libc::SO_ATTACH_REUSEPORT_CBPF, &fprog)
 }
 
 /// Detaches whatever program the reuseport group of `sock` has: the kernel's hash routes
 /// its packets again. A group without one is left as it is.
-#[allow(unsafe_code)]
 pub fn detach(sock: &impl AsFd) -> io::Result<()> {
-    let unused: libc::c_int = 0;
-    // SAFETY: the kernel reads at most optlen bytes from optval, which points at a live
-    // `c_int` of exactly that size (it ignores the value); the fd is a valid open socket
-    // borrowed for the call.
+    let ignored: libc::c_int = 0;
+    match set_socket_option(sock, libc::SO_DETACH_REUSEPORT_BPF, &ignored) {
+        // ENOENT: no program was attached.
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(()),
+        r => r,
+    }
+}
+
+/// `setsockopt(SOL_SOCKET, opt)` with `value`.
+// Neither rustix nor socket2 wraps the reuseport BPF options (socket2 has only
+// `SO_ATTACH_FILTER`), and neither offers a raw setsockopt: the call is made here.
+#[allow(unsafe_code)]
+fn set_socket_option<T>(sock: &impl AsFd, opt: libc::c_int, value: &T) -> io::Result<()> {
+    // SAFETY: `value` points at a live, initialised `T` of `size_of::<T>()` bytes for the
+    // whole call, and the kernel only reads it (what it points at in turn, a BPF program,
+    // is the caller's to keep alive, which it does past the call). The fd is a valid open
+    // socket borrowed for the call.
     let rc = unsafe {
         libc::setsockopt(
             sock.as_fd().as_raw_fd(),
             libc::SOL_SOCKET,
-            libc::SO_DETACH_REUSEPORT_BPF,
-            (&raw const unused).cast::<libc::c_void>(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            opt,
+            (value as *const T).cast::<libc::c_void>(),
+            std::mem::size_of::<T>() as libc::socklen_t,
         )
     };
-    match rc {
-        0 => Ok(()),
-        _ => match io::Error::last_os_error() {
-            // ENOENT: no program was attached.
-            e if e.raw_os_error() == Some(libc::ENOENT) => Ok(()),
-            e => Err(e),
-        },
-    }
+    if rc == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
 }
 
 #[cfg(test)]

@@ -194,6 +194,7 @@ fn serve_listener(
     drain: &watch::Receiver<bool>,
 ) -> std::io::Result<impl Future<Output = ()> + 'static> {
     let socket = l.socket(usize::from(worker))?;
+    let clients = clients.clone();
     let local = l.address;
     let counters = l.counters.get(usize::from(worker)).cloned().unwrap_or_default();
     // Draining: the worker's, or the listener's own once a reload removed it.
@@ -224,7 +225,9 @@ fn serve_listener(
         l.configs(),
         state.shared.quic.keys.clone(),
         counters,
-        Clients(clients.clone()),
+        // HTTP/3 connections count with the TCP ones against
+        // `http.max_connections_per_client`, across all workers.
+        move |ip| clients.enter(ip).ok(),
         stop,
         on_conn,
     );
@@ -233,18 +236,6 @@ fn serve_listener(
             tracing::error!(listener = %name, error = %e, "HTTP/3 endpoint failed");
         }
     })
-}
-
-/// HTTP/3 connections count with the TCP ones against `http.max_connections_per_client`,
-/// across all workers.
-struct Clients(reel_runtime::ClientCounts);
-
-impl reel_quic::ClientGate for Clients {
-    type Slot = reel_runtime::ClientSlot;
-
-    fn enter(&self, ip: std::net::IpAddr) -> Option<reel_runtime::ClientSlot> {
-        self.0.enter(ip).ok()
-    }
 }
 
 /// The reloadable part of a worker's state, for one generation.

@@ -94,7 +94,7 @@ impl Inherited {
 /// closed with a warning.
 fn refuse_datagram(cfg: &Config, name: Option<&str>, addr: SocketAddr) -> anyhow::Result<()> {
     if let Some(SocketRole::Data(l)) = match_systemd(cfg, name, addr)
-        && cfg.listener.iter().any(|c| c.name == l && c.http3.unwrap_or(false))
+        && cfg.listener.iter().any(|c| c.name == l && c.http3_enabled())
     {
         bail!(
             "systemd passed a datagram socket (UDP {addr}) for listener {l:?}, which serves \

@@ -659,7 +659,7 @@ fn the_client_limit_counts_quic_and_tcp_together_across_workers() {
         let why = fourth.err().expect("a fifth connection of the address was taken");
         assert!(why.contains("refused"), "{why}");
         drop(tcp);
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let deadline = std::time::Instant::now() + reel_test_support::PATIENCE;
         loop {
             match h3::connect(&h3::endpoint(), addr).await {
                 Ok((_conn, mut c)) => {
