@@ -1,5 +1,5 @@
-//! Strict HTTP/1.1 server codec and connection loop, an HTTP/2 server in front of the same
-//! handler, and a `sendfile(2)` response path.
+//! Strict HTTP/1.1 server codec and connection loop, HTTP/2 and HTTP/3 servers in front of the
+//! same handler, and a `sendfile(2)` response path.
 //!
 //! # What this crate owns
 //! Everything between an accepted connection and the application's [`Handler`]:
