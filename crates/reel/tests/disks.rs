@@ -5,7 +5,7 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use serde_json::Value;
 
@@ -64,13 +64,17 @@ fn a_disk_leaves_service_mid_traffic_comes_back_and_a_restart_goes_on_without_it
     // Viewers keep fetching while b is taken out of service.
     let before: Vec<u64> = (0..N).map(origin_count).collect();
     let stop = Arc::new(AtomicBool::new(false));
+    // Odd while a request is in flight: incremented as each request starts and ends.
+    let steps = Arc::new(AtomicU64::new(0));
     let viewer = {
-        let (stop, data) = (stop.clone(), reel.data);
+        let (stop, steps, data) = (stop.clone(), steps.clone(), reel.data);
         std::thread::spawn(move || {
             let (mut ok, mut failed) = (0u64, Vec::new());
             let mut i = 0;
             while !stop.load(Ordering::SeqCst) {
+                steps.fetch_add(1, Ordering::SeqCst);
                 let r = get(data, &path(i % N));
+                steps.fetch_add(1, Ordering::SeqCst);
                 if r.status == 200 && r.text() == body(i % N) {
                     ok += 1;
                 } else {
@@ -81,16 +85,24 @@ fn a_disk_leaves_service_mid_traffic_comes_back_and_a_restart_goes_on_without_it
             (ok, failed)
         })
     };
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    // The disk leaves while a request is in flight (a viewer's request spans the call).
+    let in_flight = eventually("a viewer's request in flight", || {
+        let s = steps.load(Ordering::SeqCst);
+        (s > 2 * N as u64 && s % 2 == 1).then_some(s)
+    });
     let target = format!("/admin/store/disk?path={}&online=0", b.display());
     let r = reel.admin_req("POST", &target);
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(r.json()["changed"], true);
-    std::thread::sleep(std::time::Duration::from_millis(500));
+    // Then every object is asked for again with b out of service.
+    let after = steps.load(Ordering::SeqCst).max(in_flight + 1);
+    eventually("every object asked for with b offline", || {
+        (steps.load(Ordering::SeqCst) >= after + 2 * N as u64 + 2).then_some(())
+    });
     stop.store(true, Ordering::SeqCst);
     let (ok, failed) = viewer.join().unwrap();
     assert!(failed.is_empty(), "{failed:?} failed ({ok} ok)");
-    assert!(ok > 0);
+    assert!(ok as usize > 2 * N, "{ok} ok: requests before and after the disk left");
 
     // Every object of b was fetched from the origin once more; those of a were not.
     for i in 0..N {

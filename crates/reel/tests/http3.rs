@@ -611,9 +611,11 @@ fn client_limits_idle_timeout_and_no_early_data() {
             tokio::time::timeout(Duration::from_secs(20), c1.closed()).await.expect("idle close");
         assert!(matches!(why, quinn::ConnectionError::ApplicationClosed(_)), "{why}");
         // Resumption works, early data does not: the ticket allows none.
-        let ep2 = h3::endpoint();
-        let (c, _) = h3::connect(&ep2, addr).await.expect("first of ep2");
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        let (ep2, certificates_shown) = h3::endpoint_counting();
+        let (c, mut s) = h3::connect(&ep2, addr).await.expect("first of ep2");
+        // The session ticket comes right after the handshake, before any answer.
+        assert_eq!(get(&mut s, "/a.ts", &[]).await.status, 200);
+        assert_eq!(certificates_shown.load(Ordering::SeqCst), 1, "a full handshake");
         c.close(0u32.into(), b"");
         drop(c);
         // c1 is closed, the second still counts: room for one more.
@@ -624,6 +626,11 @@ fn client_limits_idle_timeout_and_no_early_data() {
                 connecting.await.expect("resumed without 0-RTT");
             }
         }
+        assert_eq!(
+            certificates_shown.load(Ordering::SeqCst),
+            1,
+            "the second handshake resumed the first's session (no certificate shown)"
+        );
     });
     let m = reel.metrics();
     assert!(metric(&m, "reel_quic_refused_client_total{listener=\"https\"}").unwrap_or(0.0) >= 1.0);
