@@ -480,13 +480,12 @@ impl Io {
             return self.stream_file(&[], range).await;
         };
         let sock = s.as_fd();
-        let file = sys::range_fd(range);
+        let file = range.fd();
         let mut off = range.offset();
         let end = off
             .checked_add(range.len())
             .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "file range overflows"))?;
         while off < end {
-            let file = file.ok_or_else(sys::bad_fd)?;
             let count = (end - off).min(SENDFILE_MAX) as usize;
             match s.try_io(Interest::WRITABLE, || sys::sendfile(sock, file, &mut off, count)) {
                 Ok(0) => {
