@@ -238,6 +238,13 @@ impl Handler for TestHandler {
                 }
                 Response::new(200).bytes("slow done")
             }
+            // How the request's body is delimited, as the handler sees it before reading.
+            "/framing" => Response::new(200).bytes(format!(
+                "{} {:?} complete={}",
+                req.method(),
+                req.body_framing(),
+                body.is_complete()
+            )),
             "/methods" => {
                 Response::for_unsupported_method(req.method(), &[Method::Get, Method::Head])
                     .unwrap_or_else(|| Response::new(200).bytes("ok"))
