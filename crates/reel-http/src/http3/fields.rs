@@ -291,4 +291,72 @@ mod tests {
                 .is_err()
         );
     }
+
+    /// A field line for the property test: a pseudo-header or a regular name, as a
+    /// static reference when it has one, else a literal name, plain or Huffman-coded.
+    fn line(name: &str, how: u8, out: &mut Vec<u8>) {
+        let index = match name {
+            ":authority" => Some(0),
+            ":path" => Some(1),
+            ":method" => Some(17),
+            ":scheme" => Some(23),
+            ":status" => Some(25),
+            "accept" => Some(29),
+            _ => None,
+        };
+        match (index, how % 3) {
+            (Some(i), 0) => out.push(0xc0 | i),
+            (Some(i), 1) if i < 15 => out.extend_from_slice(&[0x50 | i, 0x01, b'v']),
+            _ => {
+                let (flags, coded) = if how & 1 == 0 {
+                    (0x28, crate::http3::huffman::tests::encode(name.as_bytes()))
+                } else {
+                    (0x20, name.as_bytes().to_vec())
+                };
+                // The length as a 3-bit prefix integer, then an empty value.
+                match coded.len() {
+                    n @ 0..7 => out.push(flags | n as u8),
+                    n => out.extend_from_slice(&[flags | 7, (n - 7) as u8]),
+                }
+                out.extend_from_slice(&coded);
+                out.push(0x00);
+            }
+        }
+    }
+
+    proptest::proptest! {
+        /// The verdict on any sequence of names, however each is coded, is the rule's:
+        /// pseudo-headers known to requests, each at most once, before every regular
+        /// field. Arbitrary bytes are refused or read, never a panic.
+        #[test]
+        fn the_verdict_is_the_rules_for_any_coding(
+            names in proptest::collection::vec((0usize..9, proptest::num::u8::ANY), 0..12),
+            junk in proptest::collection::vec(proptest::num::u8::ANY, 0..64),
+        ) {
+            const NAMES: [&str; 9] = [
+                ":method", ":scheme", ":authority", ":path", ":protocol", ":status", ":x",
+                "accept", "x-request-id",
+            ];
+            let mut section = vec![0x00, 0x00];
+            let (mut ok, mut regular, mut seen) = (true, false, [0u8; 5]);
+            for &(n, how) in &names {
+                line(NAMES[n], how, &mut section);
+                match n {
+                    0..=4 => {
+                        ok &= !regular && seen[n] == 0;
+                        seen[n] += 1;
+                    }
+                    5 | 6 => ok = false,
+                    _ => regular = true,
+                }
+            }
+            let got = scan(&section);
+            proptest::prop_assert_eq!(got.is_ok(), ok, "{:?} {:?}", names, got);
+            if let Ok(p) = got {
+                let counts = [p.method, p.scheme, p.authority, p.path, p.protocol];
+                proptest::prop_assert_eq!(counts, seen);
+            }
+            let _ = scan(&junk);
+        }
+    }
 }

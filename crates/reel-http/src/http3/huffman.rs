@@ -92,11 +92,11 @@ pub(crate) fn decode_prefix(src: &[u8], out: &mut [u8]) -> Option<usize> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
     /// Encodes with the canonical codes, for the round trip.
-    fn encode(s: &[u8]) -> Vec<u8> {
+    pub(crate) fn encode(s: &[u8]) -> Vec<u8> {
         let mut codes = [0u32; 257];
         let (mut code, mut prev) = (0u32, 0usize);
         for (i, &sym) in CODE.symbols.iter().enumerate() {
@@ -155,5 +155,23 @@ mod tests {
         let mut two = [0u8; 2];
         assert_eq!(decode_prefix(&encode(b":authority"), &mut two), Some(2));
         assert_eq!(&two, b":a");
+    }
+
+    proptest::proptest! {
+        /// Any string survives the round trip; any bytes are decoded or refused, never a
+        /// panic, and never more than `out` holds.
+        #[test]
+        fn round_trips_and_never_panics(
+            s in proptest::collection::vec(proptest::num::u8::ANY, 0..64),
+            junk in proptest::collection::vec(proptest::num::u8::ANY, 0..64),
+        ) {
+            let mut out = [0u8; 64];
+            proptest::prop_assert_eq!(decode_prefix(&encode(&s), &mut out), Some(s.len()));
+            proptest::prop_assert_eq!(&out[..s.len()], &s[..]);
+            let mut small = [0u8; 11];
+            if let Some(n) = decode_prefix(&junk, &mut small) {
+                proptest::prop_assert!(n <= small.len());
+            }
+        }
     }
 }
