@@ -11,6 +11,10 @@
 //!   same limits as HTTP/1.1 apply to the rewritten head (414, 431, 400).
 //! * **QPACK**: `h3` decodes field sections without a dynamic table (it announces a
 //!   table capacity of 0), so a client cannot make the server hold table state.
+//! * **Malformed heads**: what RFC 9114 sections 4.2 and 4.3 call malformed and `h3`
+//!   lets through (repeated or late pseudo-headers, a scheme other than `https`,
+//!   connection-specific fields) is a stream error `H3_MESSAGE_ERROR`, as `h2` resets
+//!   it (see [`fields`]); such streams count with the client's resets.
 //! * **Rapid reset**: streams the client resets or stops (a reset request, a stopped
 //!   response) are counted per connection per second; past
 //!   [`H3Settings::max_resets_per_second`] the connection is closed with
@@ -23,6 +27,8 @@
 //!   drain is requested or the handler ends keep-alive, the connection sends GOAWAY,
 //!   finishes the streams it has, and closes (RFC 9114 section 5.2).
 
+mod fields;
+mod huffman;
 mod send;
 
 use std::net::SocketAddr;
@@ -31,10 +37,11 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use h3::error::{Code, ConnectionError, StreamError};
+use h3::proto::frame::Frame;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-use crate::body::{BodyError, RequestBody};
+use crate::body::{self, BodyError, RequestBody};
 use crate::conn::{CloseReason, ConnOutcome, Handler, Sent};
 use crate::http2::head;
 use crate::limits::Limits;
@@ -67,13 +74,14 @@ type H3Conn = h3::server::Connection<h3_quinn::Connection, H3Chunk>;
 type SendHalf = h3::server::RequestStream<h3_quinn::SendStream<H3Chunk>, H3Chunk>;
 type RecvHalf = h3::server::RequestStream<h3_quinn::RecvStream, H3Chunk>;
 type Resolver = h3::server::RequestResolver<h3_quinn::Connection, H3Chunk>;
+type BidiStream = h3::server::RequestStream<h3_quinn::BidiStream<H3Chunk>, H3Chunk>;
 
 fn close_reason(e: &ConnectionError) -> CloseReason {
     if e.is_h3_no_error() {
         return CloseReason::PeerClosed;
     }
     match e {
-        ConnectionError::Timeout { .. } => CloseReason::IdleTimeout,
+        ConnectionError::Timeout => CloseReason::IdleTimeout,
         ConnectionError::Remote { .. } => CloseReason::PeerClosed,
         other => CloseReason::Protocol(other.to_string()),
     }
@@ -224,8 +232,8 @@ async fn stream_task<H: Handler>(
 ) {
     let _active = ActiveGuard::new(&shared);
     let started = Instant::now();
-    let (request, stream) =
-        match tokio::time::timeout(limits.header_timeout, resolver.resolve_request()).await {
+    let (request, mut stream, seen) =
+        match tokio::time::timeout(limits.header_timeout, resolve(resolver)).await {
             Err(_) => return,
             Ok(Err(e)) => {
                 if is_client_reset(&e) {
@@ -236,15 +244,41 @@ async fn stream_task<H: Handler>(
             }
             Ok(Ok(r)) => r,
         };
-    let (mut send, mut recv) = stream.split();
     let (parts, ()) = request.into_parts();
+    if let Err(m) = seen.and_then(|seen| fields::check(&parts, &seen)) {
+        // Malformed (RFC 9114 section 4.1.2): a stream error, as `h3` answers what it
+        // finds malformed itself; counted with the resets, as `h2` bounds the streams it
+        // has to reset.
+        tracing::debug!(%peer, reason = m.0, "malformed HTTP/3 request");
+        stream.stop_stream(Code::H3_MESSAGE_ERROR);
+        stream.stop_sending(Code::H3_MESSAGE_ERROR);
+        shared.note_reset();
+        return;
+    }
+    let (mut send, mut recv) = stream.split();
     let mut req = Request::new(peer, local);
     let mut scratch = Vec::new();
-    // A stream's end is not known with its head: a request without a declared length is
-    // taken as bodiless when its method defines no body semantics (GET, HEAD), otherwise
-    // as delimited by the stream.
-    let no_body = !parts.headers.contains_key(http::header::CONTENT_LENGTH)
-        && matches!(parts.method, http::Method::GET | http::Method::HEAD);
+    // A stream's end is not known with its head. A request without a declared length is
+    // taken as bodiless when its method defines no body semantics (GET, HEAD: what the
+    // client still sends is not read); for any other method (an extension one such as
+    // `get` included) the first read tells, as END_STREAM on HTTP/2's HEADERS does.
+    let declared = parts.headers.contains_key(http::header::CONTENT_LENGTH);
+    let bodiless_method = matches!(parts.method, http::Method::GET | http::Method::HEAD);
+    let mut ahead = None;
+    let no_body = if declared {
+        false
+    } else if bodiless_method {
+        true
+    } else {
+        let stall = limits.idle_timeout.min(limits.body_timeout);
+        let first = match tokio::time::timeout(stall, body::h3_read(&mut recv)).await {
+            Err(_) => Err(BodyError::Timeout),
+            Ok(r) => r,
+        };
+        let ended = matches!(first, Ok(None));
+        ahead = (!ended).then_some(first);
+        ended
+    };
     if let Err(e) =
         head::request_from_parts(&mut req, &parts, no_body, &mut scratch, &limits, Version::Http3)
     {
@@ -270,13 +304,14 @@ async fn stream_task<H: Handler>(
         return;
     }
     drop(scratch);
-    if no_body {
+    if no_body && bodiless_method {
         // Whatever the client still sends on a GET or HEAD is not read.
         recv.stop_sending(Code::H3_NO_ERROR);
     }
     let mut body = RequestBody::h3(
         &mut recv,
         no_body,
+        ahead,
         limits.max_body_bytes,
         limits.idle_timeout,
         limits.body_timeout,
@@ -336,6 +371,23 @@ async fn stream_task<H: Handler>(
         &req,
         &Sent { status, bytes, first_byte: Some(first_byte), total: started.elapsed(), tag },
     );
+}
+
+/// Reads a request stream's head as `h3` does (`RequestResolver::resolve_request`), and
+/// the pseudo-headers of its QPACK field section, which the decoded request no longer
+/// shows ([`fields::scan`]).
+async fn resolve(
+    mut resolver: Resolver,
+) -> Result<(http::Request<()>, BidiStream, Result<fields::Pseudos, fields::Malformed>), StreamError>
+{
+    let frame = std::future::poll_fn(|cx| resolver.frame_stream.poll_next(cx)).await;
+    let seen = match &frame {
+        Ok(Some(Frame::Headers(section))) => fields::scan(section),
+        // `accept_with_frame` fails for anything but a HEADERS frame.
+        _ => Err(fields::Malformed("no HEADERS frame")),
+    };
+    let (request, stream) = resolver.accept_with_frame(frame)?.resolve().await?;
+    Ok((request, stream, seen))
 }
 
 /// The receiving half of a request stream, for [`RequestBody::h3`].

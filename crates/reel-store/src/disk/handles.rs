@@ -64,6 +64,15 @@ pub struct FileRange<'a> {
     pub offset: u64,
     /// Length in bytes.
     pub len: u64,
+    file: &'a Arc<File>,
+}
+
+impl FileRange<'_> {
+    /// The file, shared: what holds it stays able to lend its descriptor without the
+    /// handle's borrow (the handle's lease still guards the bytes).
+    pub fn shared_file(&self) -> Arc<File> {
+        self.file.clone()
+    }
 }
 
 impl Disk {
@@ -391,7 +400,7 @@ fn status_of(p: Progress) -> Result<FillStatus, StoreError> {
 }
 
 fn range(
-    file: &File,
+    file: &Arc<File>,
     body_off: u64,
     avail: u64,
     offset: u64,
@@ -399,7 +408,7 @@ fn range(
 ) -> Result<FileRange<'_>, StoreError> {
     match offset.checked_add(len) {
         Some(end) if end <= avail => {
-            Ok(FileRange { fd: file.as_fd(), offset: body_off + offset, len })
+            Ok(FileRange { fd: file.as_fd(), offset: body_off + offset, len, file })
         }
         _ => Err(StoreError::Range),
     }
