@@ -521,8 +521,7 @@ async fn a_connection_that_reads_is_served_while_stalled_ones_of_its_address_hol
         .expect("a reading connection of the same address is served while the share is held");
     assert_eq!(reply.status, 200);
     assert!(reply.body == file_data()[..1 << 20], "the 1 MiB body, byte-exact");
-    let still: usize =
-        String::from_utf8(get(&probe, "/pool").await.body).unwrap().parse().unwrap();
+    let still: usize = String::from_utf8(get(&probe, "/pool").await.body).unwrap().parse().unwrap();
     assert!(still > reel_http::CLIENT_BUFFERS - 4, "the stalled connections still hold {still}");
     // The stalled connections took the share and one batch of their own each, no more.
     let bound = reel_http::CLIENT_BUFFERS + 14 * 4;

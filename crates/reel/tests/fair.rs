@@ -1,0 +1,132 @@
+//! One client address cannot take every origin connection of a host (issue 36.3): many
+//! misses for distinct slow URLs from 127.0.0.1, over HTTP/1.1 and over HTTP/2, hold at
+//! most their fair share of `max_connections` (128), and a miss of another address
+//! (127.0.0.2) on the same host is served instead of getting 503 after `connect_timeout`.
+
+use std::net::{SocketAddr, TcpStream};
+use std::thread;
+
+use bytes::Bytes;
+use reel_test_support::h2::exchange;
+use reel_test_support::{wait_until, wait_until_async};
+use rustls::pki_types::ServerName;
+
+use crate::common::{Conf, Conn, Object, Origin, Reel};
+use crate::origin::Gate;
+use crate::tls::{Pki, rt, tls_conf};
+
+/// An origin whose every path but `/ok.ts` waits at `gate`, and the sum of its requests.
+fn slow_origin(gate: &Gate) -> Origin {
+    let origin = Origin::start("o");
+    origin.put_default(Object::ok(vec![b's'; 100]).gated(gate));
+    origin.put("/ok.ts", Object::ok(vec![b'k'; 100]));
+    origin
+}
+
+fn slow_hits(origin: &Origin) -> u64 {
+    origin.all_hits().iter().filter(|(p, _)| p.starts_with("/slow")).map(|(_, n)| n).sum()
+}
+
+/// A connection to `to` from the loopback address `from`.
+fn connect_from(from: &str, to: SocketAddr) -> TcpStream {
+    let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    s.bind(&format!("{from}:0").parse::<SocketAddr>().unwrap().into()).unwrap();
+    s.connect(&to.into()).unwrap();
+    s.into()
+}
+
+fn conf(dir: &std::path::Path, origin: &Origin, pki: Option<&Pki>) -> Conf {
+    let mut c = match pki {
+        Some(pki) => tls_conf(dir, origin, pki),
+        None => Conf::new(dir, origin),
+    };
+    // A miss beyond the host's places gives up quickly; so does one beyond its
+    // connection's misses (HTTP/2).
+    c.connect_timeout = "1s".into();
+    c.rules = format!("lock_timeout = \"1s\"\n{}", c.rules);
+    c
+}
+
+/// The miss of another address, over HTTP/1.1 from 127.0.0.2.
+fn other_viewer(data: SocketAddr) -> u16 {
+    let mut c = Conn::from_stream(connect_from("127.0.0.2", data)).expect("connect");
+    c.get("127.0.0.1", "/ok.ts").expect("a response").status
+}
+
+#[test]
+fn one_address_with_many_slow_http1_misses_leaves_origin_connections_to_others() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let gate = Gate::default();
+    let origin = slow_origin(&gate);
+    let reel = Reel::start(&conf(dir.path(), &origin, None));
+    let data = reel.data;
+    // 130 misses of distinct slow URLs from 127.0.0.1, one connection each.
+    let asks: Vec<_> = (0..130)
+        .map(|i| {
+            thread::spawn(move || {
+                let mut c = Conn::from_stream(connect_from("127.0.0.1", data)).expect("connect");
+                c.get("127.0.0.1", &format!("/slow{i}.ts")).map(|r| r.status).unwrap_or(0)
+            })
+        })
+        .collect();
+    // Each one is at the origin or has given up waiting for a place.
+    wait_until("every slow miss placed or refused", || {
+        slow_hits(&origin) + asks.iter().filter(|a| a.is_finished()).count() as u64 == 130
+    });
+    assert_eq!(other_viewer(data), 200, "another address's miss is served");
+    let held = slow_hits(&origin);
+    assert!(held < 128, "one address holds {held} of the host's 128 origin connections");
+    gate.open();
+    for a in asks {
+        assert!(matches!(a.join().unwrap(), 200 | 503));
+    }
+}
+
+#[test]
+fn one_address_with_many_slow_http2_streams_leaves_origin_connections_to_others() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let gate = Gate::default();
+    let origin = slow_origin(&gate);
+    let pki = Pki::new(dir.path());
+    pki.leaf("edge", &["edge.example.test"]);
+    let reel = Reel::start(&conf(dir.path(), &origin, Some(&pki)));
+    let addr = reel.listener_addr("https").expect("https listener");
+    rt().block_on(async {
+        // 8 connections x 24 streams: each connection has 32 misses at the origin at most.
+        let mut streams = Vec::new();
+        for c in 0..8 {
+            let tcp = connect_from("127.0.0.1", addr);
+            tcp.set_nonblocking(true).unwrap();
+            let tcp = tokio::net::TcpStream::from_std(tcp).unwrap();
+            tcp.set_nodelay(true).unwrap();
+            let name = ServerName::try_from("edge.example.test").unwrap();
+            let tls = tokio_rustls::TlsConnector::from(pki.client(&[b"h2"]))
+                .connect(name, tcp)
+                .await
+                .expect("TLS");
+            let send = reel_test_support::h2::client(tls).await;
+            for s in 0..24 {
+                let send: h2::client::SendRequest<Bytes> = send.clone();
+                let path = format!("https://edge.example.test/slow{c}-{s}.ts");
+                streams.push(tokio::spawn(async move {
+                    let req = http::Request::builder().uri(path).body(()).unwrap();
+                    exchange(&send, req, None).await.map(|r| r.status).unwrap_or(0)
+                }));
+            }
+        }
+        let total = streams.len() as u64;
+        wait_until_async("every slow stream placed or refused", || {
+            slow_hits(&origin) + streams.iter().filter(|s| s.is_finished()).count() as u64 == total
+        })
+        .await;
+        let data = reel.data;
+        let other = tokio::task::spawn_blocking(move || other_viewer(data));
+        assert_eq!(other.await.unwrap(), 200, "another address's miss is served");
+        let held = slow_hits(&origin);
+        assert!(held < 128, "one address holds {held} of the host's 128 origin connections");
+        gate.open();
+        for s in streams {
+            assert!(matches!(s.await.unwrap(), 200 | 503));
+        }
+    });
+}
