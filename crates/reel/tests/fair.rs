@@ -7,11 +7,11 @@ use std::net::{SocketAddr, TcpStream};
 use std::thread;
 
 use bytes::Bytes;
-use reel_test_support::h2::exchange;
+use reel_test_support::h2::{END_HEADERS, END_STREAM, HEADERS, RawH2, exchange, get_block};
 use reel_test_support::{wait_until, wait_until_async};
 use rustls::pki_types::ServerName;
 
-use crate::common::{Conf, Conn, Object, Origin, Reel};
+use crate::common::{Conf, Conn, Object, Origin, Reel, eventually, metric};
 use crate::origin::Gate;
 use crate::tls::{Pki, rt, tls_conf};
 
@@ -47,7 +47,7 @@ fn conf(dir: &std::path::Path, origin: &Origin, pki: Option<&Pki>) -> Conf {
     c
 }
 
-/// The miss of another address, over HTTP/1.1 from 127.0.0.2.
+/// A miss of `/ok.ts` from another address, over HTTP/1.1 from 127.0.0.2.
 fn other_viewer(data: SocketAddr) -> u16 {
     let mut c = Conn::from_stream(connect_from("127.0.0.2", data)).expect("connect");
     c.get("127.0.0.1", "/ok.ts").expect("a response").status
@@ -129,4 +129,51 @@ fn one_address_with_many_slow_http2_streams_leaves_origin_connections_to_others(
             assert!(matches!(s.await.unwrap(), 200 | 503));
         }
     });
+}
+
+/// A fill nobody waits for any more, before the origin answered, is abandoned and gives its
+/// origin connection back: an HTTP/2 client asks for 8 slow URLs (taking every viewer's
+/// place of a host with `max_connections = 8`) and closes its connection; the host's
+/// places come back while the origin still holds those requests, not when their
+/// `first_byte_timeout` passes.
+#[test]
+fn fills_whose_viewers_all_left_before_the_answer_give_their_origin_connections_back() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let gate = Gate::default();
+    let origin = slow_origin(&gate);
+    let pki = Pki::new(dir.path());
+    pki.leaf("edge", &["edge.example.test"]);
+    let mut c = conf(dir.path(), &origin, Some(&pki));
+    c.origin_group = "max_connections = 8\n".into();
+    let reel = Reel::start(&c);
+    let addr = reel.listener_addr("https").expect("https listener");
+    rt().block_on(async {
+        let tcp = connect_from("127.0.0.1", addr);
+        tcp.set_nonblocking(true).unwrap();
+        let tcp = tokio::net::TcpStream::from_std(tcp).unwrap();
+        let name = ServerName::try_from("edge.example.test").unwrap();
+        let tls = tokio_rustls::TlsConnector::from(pki.client(&[b"h2"]))
+            .connect(name, tcp)
+            .await
+            .expect("TLS");
+        let mut raw = RawH2::handshake(tls).await;
+        for i in 0..8u32 {
+            let block = get_block("edge.example.test", &format!("/slow{i}.ts"));
+            raw.send(HEADERS, END_STREAM | END_HEADERS, 2 * i + 1, &block).await;
+        }
+        // 7 places for viewers (one is the node's own): 7 misses at the origin.
+        wait_until_async("the viewers' places taken", || slow_hits(&origin) == 7).await;
+        drop(raw);
+    });
+    eventually("a place for a new miss", || (other_viewer(reel.data) == 200).then_some(()));
+    let timeouts = metric(
+        &reel.metrics(),
+        &format!(
+            "reel_origin_errors_total{{group=\"o\",host=\"{}\",kind=\"first_byte_timeout\"}}",
+            origin.addr
+        ),
+    );
+    assert_eq!(timeouts.unwrap_or(0.0), 0.0, "the places came back by abandoning the fills");
+    assert_eq!(slow_hits(&origin), 7, "nothing asked the origin again");
+    gate.open();
 }
