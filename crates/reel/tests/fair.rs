@@ -49,8 +49,13 @@ fn conf(dir: &std::path::Path, origin: &Origin, pki: Option<&Pki>) -> Conf {
 
 /// A miss of `/ok.ts` from another address, over HTTP/1.1 from 127.0.0.2.
 fn other_viewer(data: SocketAddr) -> u16 {
+    other_viewer_of(data, "/ok.ts")
+}
+
+/// A request for `path` from 127.0.0.2, over HTTP/1.1.
+fn other_viewer_of(data: SocketAddr, path: &str) -> u16 {
     let mut c = Conn::from_stream(connect_from("127.0.0.2", data)).expect("connect");
-    c.get("127.0.0.1", "/ok.ts").expect("a response").status
+    c.get("127.0.0.1", path).expect("a response").status
 }
 
 #[test]
@@ -176,4 +181,48 @@ fn fills_whose_viewers_all_left_before_the_answer_give_their_origin_connections_
     assert_eq!(timeouts.unwrap_or(0.0), 0.0, "the places came back by abandoning the fills");
     assert_eq!(slow_hits(&origin), 7, "nothing asked the origin again");
     gate.open();
+}
+
+/// The node's own traffic has room no viewer can take: while one address's slow misses
+/// hold every viewer's place of a host (`max_connections = 8`), a stale-while-revalidate
+/// refresh of a stored object still reaches the origin.
+#[test]
+fn a_background_refresh_reaches_the_origin_while_viewers_hold_every_place() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let gate = Gate::default();
+    let origin = slow_origin(&gate);
+    let swr = Object::ok(vec![b'p'; 100])
+        .header("cache-control", "max-age=1, stale-while-revalidate=600");
+    origin.put("/live.m3u8", swr);
+    let mut c = conf(dir.path(), &origin, None);
+    c.origin_group = "max_connections = 8\n".into();
+    let reel = Reel::start(&c);
+    let data = reel.data;
+    assert_eq!(other_viewer_of(data, "/live.m3u8"), 200);
+    let asks: Vec<_> = (0..9)
+        .map(|i| {
+            thread::spawn(move || {
+                let mut c = Conn::from_stream(connect_from("127.0.0.1", data)).expect("connect");
+                c.get("127.0.0.1", &format!("/slow{i}.ts")).map(|r| r.status).unwrap_or(0)
+            })
+        })
+        .collect();
+    wait_until("every slow miss placed or refused", || {
+        slow_hits(&origin) + asks.iter().filter(|a| a.is_finished()).count() as u64 == 9
+    });
+    // Once stale, a viewer's hit starts the refresh; it needs an origin connection.
+    eventually("the refresh at the origin", || {
+        let _ = other_viewer_of(data, "/live.m3u8");
+        (origin.hits("/live.m3u8") == 2).then_some(())
+    });
+    let key = format!(
+        "reel_origin_errors_total{{group=\"o\",host=\"{}\",kind=\"first_byte_timeout\"}}",
+        origin.addr
+    );
+    let timeouts = metric(&reel.metrics(), &key).unwrap_or(0.0);
+    assert_eq!(timeouts, 0.0, "the refresh went while the viewers' misses held their places");
+    gate.open();
+    for a in asks {
+        assert!(matches!(a.join().unwrap(), 200 | 503));
+    }
 }
