@@ -84,6 +84,8 @@ mod bufs;
 mod conn;
 mod date;
 mod fileread;
+#[allow(unsafe_code)]
+mod gone;
 mod http2;
 mod http3;
 mod interim;

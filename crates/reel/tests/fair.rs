@@ -183,6 +183,64 @@ fn fills_whose_viewers_all_left_before_the_answer_give_their_origin_connections_
     gate.open();
 }
 
+/// The same over HTTP/1.1 and HTTPS/1.1, where no stream reset says a viewer left: 7
+/// viewers each send a request for a slow URL and close their socket at once (taking
+/// every viewer's place of a host with `max_connections = 8`); reel notices the closed
+/// sockets while the requests wait, and the places come back while the origin still holds
+/// those requests, not when their `first_byte_timeout` passes.
+#[test]
+fn fills_whose_http1_viewers_closed_their_sockets_give_their_origin_connections_back() {
+    use std::io::Write;
+    for tls in [false, true] {
+        let dir = tempfile::tempdir().expect("tmp");
+        let gate = Gate::default();
+        let origin = slow_origin(&gate);
+        let pki = Pki::new(dir.path());
+        pki.leaf("edge", &["edge.example.test"]);
+        let mut c = conf(dir.path(), &origin, tls.then_some(&pki));
+        c.origin_group = "max_connections = 8\n".into();
+        let reel = Reel::start(&c);
+        let addr = if tls { reel.listener_addr("https").expect("https") } else { reel.data };
+        rt().block_on(async {
+            let mut gone = Vec::new();
+            for i in 0..7 {
+                let head = format!("GET /slow{i}.ts HTTP/1.1\r\nHost: edge.example.test\r\n\r\n");
+                let tcp = connect_from("127.0.0.1", addr);
+                if tls {
+                    tcp.set_nonblocking(true).unwrap();
+                    let tcp = tokio::net::TcpStream::from_std(tcp).unwrap();
+                    let name = ServerName::try_from("edge.example.test").unwrap();
+                    let mut s = tokio_rustls::TlsConnector::from(pki.client(&[b"http/1.1"]))
+                        .connect(name, tcp)
+                        .await
+                        .expect("TLS");
+                    tokio::io::AsyncWriteExt::write_all(&mut s, head.as_bytes()).await.unwrap();
+                    gone.push(Box::new(s) as Box<dyn std::any::Any>);
+                } else {
+                    let mut tcp = tcp;
+                    tcp.write_all(head.as_bytes()).unwrap();
+                    gone.push(Box::new(tcp));
+                }
+            }
+            wait_until_async("the viewers' places taken", || slow_hits(&origin) == 7).await;
+            // Each viewer closes its socket (over TLS without a close_notify, as a player
+            // that is killed does).
+            drop(gone);
+        });
+        eventually("a place for a new miss", || (other_viewer(reel.data) == 200).then_some(()));
+        let timeouts = metric(
+            &reel.metrics(),
+            &format!(
+                "reel_origin_errors_total{{group=\"o\",host=\"{}\",kind=\"first_byte_timeout\"}}",
+                origin.addr
+            ),
+        );
+        assert_eq!(timeouts.unwrap_or(0.0), 0.0, "tls {tls}: the fills were abandoned");
+        assert_eq!(slow_hits(&origin), 7, "tls {tls}: nothing asked the origin again");
+        gate.open();
+    }
+}
+
 /// The node's own traffic has room no viewer can take: while one address's slow misses
 /// hold every viewer's place of a host (`max_connections = 8`), a stale-while-revalidate
 /// refresh of a stored object still reaches the origin.
