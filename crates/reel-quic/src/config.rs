@@ -74,6 +74,15 @@ pub struct QuicSettings {
     /// Handshakes in progress on a worker above which [`RetryMode::Auto`] sends Retry.
     /// Default 64.
     pub retry_above: usize,
+    /// Handshakes in progress on a worker from one client address (an IPv6 /64) above
+    /// which [`RetryMode::Auto`] sends Retry: a flood with one forged source is asked to
+    /// prove it after a few. Default 4.
+    pub retry_above_per_client: usize,
+    /// QUIC connections one client address (an IPv6 /64) may have open across the
+    /// workers, well below the TCP share (`max_connections_per_client`): each can hold a
+    /// send window of response bytes in the transport. A client refused here falls back to
+    /// TCP (the `Alt-Svc` it came from). 0: no cap of its own. Default 64.
+    pub max_per_client: usize,
     /// Connections per worker; past it new ones are refused (`CONNECTION_REFUSED`).
     pub max_per_worker: usize,
     /// Send runs of datagrams in one `sendmsg` with UDP GSO where the kernel and NIC
@@ -92,6 +101,8 @@ impl Default for QuicSettings {
             send_window: 1024 * 1024,
             retry: RetryMode::Auto,
             retry_above: 64,
+            retry_above_per_client: 4,
+            max_per_client: 64,
             max_per_worker: 10_000,
             segmentation_offload: true,
         }

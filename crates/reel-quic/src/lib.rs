@@ -27,4 +27,4 @@ pub use cid::{CID_LEN, WorkerCids};
 pub use config::{
     Keys, QuicConfig, QuicError, QuicSettings, RetryMode, endpoint_config, server_config,
 };
-pub use worker::{Admission, QuicCounters, serve_worker};
+pub use worker::{Admission, Arrival, QuicCounters, client_key, serve_worker};
