@@ -26,9 +26,10 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use quinn::{Endpoint, TokioRuntime};
+use quinn::{Endpoint, Runtime, TokioRuntime};
 use tokio::sync::watch;
 
+use crate::amplify::Limited;
 use crate::config::{Keys, QuicConfig, QuicSettings, RetryMode, endpoint_config};
 
 /// Counters of one worker's endpoint, readable from any thread.
@@ -195,8 +196,14 @@ where
     S: 'static,
 {
     let first = config.borrow_and_update().server.clone();
-    let endpoint =
-        Endpoint::new(endpoint_config(worker, &keys), Some(first), socket, Arc::new(TokioRuntime))?;
+    // The socket holds the anti-amplification limit exactly (see `amplify`).
+    let socket = Arc::new(Limited::new(TokioRuntime.wrap_udp_socket(socket)?));
+    let endpoint = Endpoint::new_with_abstract_socket(
+        endpoint_config(worker, &keys),
+        Some(first),
+        socket,
+        Arc::new(TokioRuntime),
+    )?;
     let tally = Rc::new(Tally::default());
     let on_conn = Rc::new(on_conn);
     let client_place = Rc::new(client_place);

@@ -345,10 +345,12 @@ impl BlackHole {
 /// Before a client's address is validated the server sends at most three times the bytes
 /// it received from it, counted at every datagram (RFC 9000 section 8.1): the handshake
 /// flight and whatever rides with it (connection IDs, retransmissions) stay inside it,
-/// for certificate chains that fill the first flight to different lengths.
+/// for certificates that end the first flight at different lengths: with 88 to 100 more
+/// names it ends just under the limit, where the transport alone let the next packet (the
+/// first NEW_CONNECTION_ID frames) go past it.
 #[test]
 fn before_address_validation_the_server_sends_at_most_three_times_what_it_received() {
-    for extra_names in (0..=120).step_by(8) {
+    for extra_names in [0, 88, 92, 96, 100] {
         let dir = tempfile::tempdir().expect("tmp");
         let origin = Origin::start("o");
         let pki = Pki::new(dir.path());
@@ -387,7 +389,6 @@ fn before_address_validation_the_server_sends_at_most_three_times_what_it_receiv
                 let (sent, answered) =
                     (h.sent.load(Ordering::Relaxed), h.answered.load(Ordering::Relaxed));
                 let sizes = h.sizes.lock().map(|z| z.clone()).unwrap_or_default();
-                eprintln!("{extra_names} names: received {sent}, answered {answered} in {sizes:?}");
                 assert!(sent > 0 && answered > 0, "sent {sent}, answered {answered}");
                 assert_eq!(
                     h.over.load(Ordering::Relaxed),
