@@ -29,6 +29,7 @@ pub mod worker;
 
 pub use cid::{CID_LEN, WorkerCids};
 pub use config::{
-    Keys, QuicConfig, QuicError, QuicSettings, RetryMode, endpoint_config, server_config,
+    Keys, MIN_SEND_WINDOW, QuicConfig, QuicError, QuicSettings, RetryMode, endpoint_config,
+    server_config,
 };
 pub use worker::{Admission, Arrival, QuicCounters, client_key, serve_worker};

@@ -298,6 +298,7 @@ where
             (on_conn.clone(), counters.clone(), settings.handshake_timeout);
         let quic_cap = settings.max_per_client;
         let client_place = client_place.clone();
+        let (tally, settings) = (tally.clone(), settings.clone());
         tokio::task::spawn_local(async move {
             let _place = place;
             let conn = match tokio::time::timeout(limit, connecting).await {
@@ -316,12 +317,15 @@ where
             counters.handshakes.fetch_add(1, Ordering::Relaxed);
             // The handshake proved the address: now it counts (its address may have filled
             // its share meanwhile).
-            let Some(_client) = client.or_else(|| client_place(conn.remote_address().ip(), quic_cap))
+            let Some(_client) =
+                client.or_else(|| client_place(conn.remote_address().ip(), quic_cap))
             else {
                 counters.refused_client.fetch_add(1, Ordering::Relaxed);
                 conn.close(REFUSED, b"connection refused: client limit");
                 return;
             };
+            // Its share of the worker's send budget, among the connections open now.
+            conn.set_send_window(settings.send_share(tally.open.get()));
             on_conn(conn).await;
         });
     }
@@ -364,6 +368,24 @@ mod tests {
         assert_eq!(Admission::decide(&s, at(10, 0, 0, false)), Admission::RefuseWorker);
         s.retry = RetryMode::Never;
         assert_eq!(Admission::decide(&s, at(5, 50, 50, false)), Admission::Accept);
+    }
+
+    #[test]
+    fn connections_share_the_workers_send_budget() {
+        let s = QuicSettings::default();
+        assert_eq!(s.send_share(1), s.send_window);
+        assert_eq!(s.send_share(256), s.send_window, "256 full windows in 64 MiB");
+        assert_eq!(s.send_share(512), s.send_window / 2);
+        assert_eq!(s.send_share(100_000), crate::config::MIN_SEND_WINDOW);
+        // Connections that arrive one after the other, each given its share then: at the
+        // default worker limit they hold at most about 5 times the budget between them
+        // (the budget times 1 + ln(4096 / 256), then 16 KiB each), not 2.4 GiB.
+        let held: u64 = (1..=10_000).map(|n| s.send_share(n)).sum();
+        assert!(
+            held < 5 * s.worker_send_budget + (s.worker_send_budget >> 2),
+            "{} MiB",
+            held >> 20
+        );
     }
 
     #[test]
