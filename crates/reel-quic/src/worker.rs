@@ -47,6 +47,25 @@ pub struct QuicCounters {
     pub refused_client: AtomicU64,
     /// Connections open now.
     pub open: AtomicU64,
+    /// The send windows of the connections serving now, summed: what their response bytes
+    /// held in the transport until acknowledged can reach.
+    pub send_windows: AtomicU64,
+}
+
+/// Counts a connection's send window in [`QuicCounters::send_windows`] while it serves.
+struct Window(Arc<QuicCounters>, u64);
+
+impl Window {
+    fn new(counters: &Arc<QuicCounters>, bytes: u64) -> Window {
+        counters.send_windows.fetch_add(bytes, Ordering::Relaxed);
+        Window(counters.clone(), bytes)
+    }
+}
+
+impl Drop for Window {
+    fn drop(&mut self) {
+        self.0.send_windows.fetch_sub(self.1, Ordering::Relaxed);
+    }
 }
 
 /// The application close code of a connection refused after its handshake, when its
@@ -325,7 +344,9 @@ where
                 return;
             };
             // Its share of the worker's send budget, among the connections open now.
-            conn.set_send_window(settings.send_share(tally.open.get()));
+            let window = settings.send_share(tally.open.get());
+            conn.set_send_window(window);
+            let _window = Window::new(&counters, window);
             on_conn(conn).await;
         });
     }

@@ -1051,6 +1051,12 @@ fn clients_that_stop_acknowledging_pin_a_bounded_amount_of_memory() {
             grown >> 20
         );
         assert!(open(&m) <= 65.0, "one address holds {} QUIC connections", open(&m) - 1.0);
+        let windows = metric(&m, "reel_quic_send_window_bytes{listener=\"https\"}")
+            .expect("reel_quic_send_window_bytes");
+        assert!(
+            windows >= served as f64 * 16384.0 && windows <= 65.0 * 256.0 * 1024.0,
+            "the send windows of {served} connections: {windows} bytes"
+        );
         // At the send timeout the stalled connections close (the served one stays).
         let deadline = std::time::Instant::now() + 2 * reel_test_support::PATIENCE;
         while open(&reel.metrics()) > 1.0 {
