@@ -971,6 +971,65 @@ impl Mute {
     }
 }
 
+/// A client that asked for `/big.ts`, got the head, and stopped acknowledging: its relay,
+/// endpoint, connection, request side and the response stream.
+type Silent = (Mute, quinn::Endpoint, quinn::Connection, h3::SendRequest, h3::RequestStream);
+
+/// `n` clients from address `from` that ask `server` for `/big.ts` and, once its head
+/// arrived, stop acknowledging; those that got that far.
+async fn silent_clients(server: SocketAddr, from: &str, n: usize) -> Vec<Silent> {
+    let mut tries = tokio::task::JoinSet::new();
+    for _ in 0..n {
+        let relay = Mute::start(server, from).await;
+        tries.spawn(async move {
+            let ep = h3::endpoint();
+            let (conn, mut c) = h3::connect(&ep, relay.addr).await.ok()?;
+            let req = http::Request::get("https://edge.example.test/big.ts").body(()).ok()?;
+            let mut st = c.send_request(req).await.ok()?;
+            st.finish().await.ok()?;
+            st.recv_response().await.ok()?;
+            relay.mute.store(true, Ordering::Relaxed);
+            Some((relay, ep, conn, c, st))
+        });
+    }
+    let mut silent = Vec::new();
+    while let Some(t) = tries.join_next().await {
+        if let Ok(Some(s)) = t {
+            silent.push(s);
+        }
+    }
+    silent
+}
+
+/// The connections of a worker share `http.h3_send_budget`: with a 1 MiB budget, 40
+/// clients that stop acknowledging are given send windows of 1 MiB and some between them
+/// (their share when each arrived), not 40 full windows of 256 KiB (10 MiB).
+#[test]
+fn the_connections_of_a_worker_share_its_send_budget() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let origin = Origin::start("o");
+    origin.put("/big.ts", cached(&body(2 << 20, 10)));
+    let pki = Pki::new(dir.path());
+    pki.leaf("edge", &["edge.example.test"]);
+    let mut conf = h3_conf(dir.path(), &origin, &pki, "");
+    conf.http = "h3_send_budget = \"1MiB\"\n".into();
+    let reel = Reel::start_env(&conf, &[("REEL_TEST_WORKERS", "1")]);
+    let addr = reel.listener_addr("https").expect("https listener");
+    rt().block_on(async {
+        let silent = silent_clients(addr, "127.0.0.3", 40).await;
+        assert_eq!(silent.len(), 40, "every client served");
+        let m = reel.metrics();
+        let windows = metric(&m, "reel_quic_send_window_bytes{listener=\"https\"}")
+            .expect("reel_quic_send_window_bytes");
+        // 1 MiB x (1 + ln(40 / 4)) = 3.3 MiB when they arrive one after the other.
+        assert!(
+            windows >= 40.0 * 16384.0 && windows <= 3.4 * 1048576.0,
+            "the send windows of 40 connections: {} KiB",
+            windows / 1024.0
+        );
+    });
+}
+
 /// The resident set of process `pid`, in bytes.
 fn rss(pid: u32) -> u64 {
     let s = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
@@ -1011,26 +1070,7 @@ fn clients_that_stop_acknowledging_pin_a_bounded_amount_of_memory() {
         }
         drop(warm);
         let before = rss(reel.pid());
-        let mut silent = Vec::new();
-        let mut tries = tokio::task::JoinSet::new();
-        for _ in 0..SILENT {
-            let relay = Mute::start(addr, "127.0.0.1").await;
-            tries.spawn(async move {
-                let ep = h3::endpoint();
-                let (conn, mut c) = h3::connect(&ep, relay.addr).await.ok()?;
-                let req = http::Request::get("https://edge.example.test/big.ts").body(()).ok()?;
-                let mut st = c.send_request(req).await.ok()?;
-                st.finish().await.ok()?;
-                st.recv_response().await.ok()?;
-                relay.mute.store(true, Ordering::Relaxed);
-                Some((relay, ep, conn, c, st))
-            });
-        }
-        while let Some(t) = tries.join_next().await {
-            if let Ok(Some(s)) = t {
-                silent.push(s);
-            }
-        }
+        let mut silent = silent_clients(addr, "127.0.0.1", SILENT).await;
         let served = silent.len();
         assert!(served > 0, "no client from the address was served");
         // Another address is served meanwhile; by then the worker has also copied into the
