@@ -47,7 +47,13 @@ pub struct Limited {
     inner: Arc<dyn AsyncUdpSocket>,
     /// Entries in `ledger`, read without the lock.
     tracked: AtomicUsize,
-    ledger: Mutex<HashMap<SocketAddr, Entry>>,
+    ledger: Mutex<Ledger>,
+}
+
+/// The unvalidated addresses, and when the expired ones were last swept out.
+struct Ledger {
+    entries: HashMap<SocketAddr, Entry>,
+    swept: Instant,
 }
 
 impl fmt::Debug for Limited {
@@ -130,7 +136,8 @@ fn packet_end(d: &[u8], at: usize, ty: u8) -> Option<usize> {
 impl Limited {
     /// Wraps `inner`.
     pub fn new(inner: Arc<dyn AsyncUdpSocket>) -> Limited {
-        Limited { inner, tracked: AtomicUsize::new(0), ledger: Mutex::new(HashMap::new()) }
+        let ledger = Ledger { entries: HashMap::new(), swept: Instant::now() };
+        Limited { inner, tracked: AtomicUsize::new(0), ledger: Mutex::new(ledger) }
     }
 
     /// Notes a datagram of `len` bytes from `from` that says `seen`.
@@ -138,7 +145,9 @@ impl Limited {
         if seen == Seen::Other && self.tracked.load(Ordering::Relaxed) == 0 {
             return;
         }
-        let mut l = self.ledger.lock().unwrap_or_else(|p| p.into_inner());
+        let mut guard = self.ledger.lock().unwrap_or_else(|p| p.into_inner());
+        let ledger = &mut *guard;
+        let l = &mut ledger.entries;
         match seen {
             Seen::Handshake => {
                 l.remove(&from);
@@ -149,8 +158,12 @@ impl Limited {
                 }
             }
             Seen::Initial => {
-                if l.len() >= MAX_ENTRIES && !l.contains_key(&from) {
+                // Handshakes given up (forged addresses) leave their entries: swept out
+                // once per expiry, or when the ledger is full.
+                let full = l.len() >= MAX_ENTRIES && !l.contains_key(&from);
+                if full || now.duration_since(ledger.swept) >= EXPIRY {
                     l.retain(|_, e| now.duration_since(e.since) < EXPIRY);
+                    ledger.swept = now;
                 }
                 if l.len() < MAX_ENTRIES || l.contains_key(&from) {
                     let e = l.entry(from).or_insert(Entry { received: 0, sent: 0, since: now });
@@ -168,7 +181,8 @@ impl Limited {
         if self.tracked.load(Ordering::Relaxed) == 0 {
             return len;
         }
-        let mut l = self.ledger.lock().unwrap_or_else(|p| p.into_inner());
+        let mut guard = self.ledger.lock().unwrap_or_else(|p| p.into_inner());
+        let l = &mut guard.entries;
         let Some(e) = l.get_mut(&t.destination) else { return len };
         if now.duration_since(e.since) >= EXPIRY {
             l.remove(&t.destination);
@@ -324,5 +338,9 @@ mod tests {
         s.received(b, 1200, Seen::Initial, now);
         let later = now + EXPIRY;
         assert_eq!(s.allowed(&transmit(b, &four, Some(1200)), later), 4800, "expired");
+        s.received(a, 1200, Seen::Initial, now);
+        assert_eq!(s.tracked.load(Ordering::Relaxed), 1);
+        s.received(b, 1200, Seen::Initial, later);
+        assert_eq!(s.tracked.load(Ordering::Relaxed), 1, "the expired entry of a was swept");
     }
 }
