@@ -315,7 +315,6 @@ where
         let handshaking = Handshaking::new(&tally, ip);
         let (on_conn, counters, limit) =
             (on_conn.clone(), counters.clone(), settings.handshake_timeout);
-        let quic_cap = settings.max_per_client;
         let client_place = client_place.clone();
         let (tally, settings) = (tally.clone(), settings.clone());
         tokio::task::spawn_local(async move {
@@ -336,8 +335,8 @@ where
             counters.handshakes.fetch_add(1, Ordering::Relaxed);
             // The handshake proved the address: now it counts (its address may have filled
             // its share meanwhile).
-            let Some(_client) =
-                client.or_else(|| client_place(conn.remote_address().ip(), quic_cap))
+            let Some(_client) = client
+                .or_else(|| client_place(conn.remote_address().ip(), settings.max_per_client))
             else {
                 counters.refused_client.fetch_add(1, Ordering::Relaxed);
                 conn.close(REFUSED, b"connection refused: client limit");
