@@ -393,7 +393,7 @@ impl Server {
                     let counters = Arc::new(reel_quic::QuicCounters::default());
                     let (_stop_drain, endpoint_drain) = watch::channel(false);
                     let serve = reel_quic::serve_worker(
-                        socket, 0, config_rx, keys, counters, |_| Some(()), endpoint_drain, on_conn,
+                        socket, 0, config_rx, keys, counters, |_, _| Some(()), endpoint_drain, on_conn,
                     );
                     tokio::select! {
                         _ = &mut stop_rx => {}

@@ -100,6 +100,9 @@ pub fn endpoint_counting() -> (quinn::Endpoint, Arc<AtomicUsize>) {
 /// The request side of an HTTP/3 connection.
 pub type SendRequest = h3::client::SendRequest<h3_quinn::OpenStreams, Bytes>;
 
+/// One request's stream (its response is read from it).
+pub type RequestStream = h3::client::RequestStream<h3_quinn::BidiStream<Bytes>, Bytes>;
+
 /// Connects to `addr` over QUIC (server name `localhost`) and starts HTTP/3; the
 /// connection's driver runs as a local task. Returns the QUIC connection too.
 pub async fn connect(

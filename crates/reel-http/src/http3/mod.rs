@@ -20,9 +20,12 @@
 //!   [`H3Settings::max_resets_per_second`] the connection is closed with
 //!   `H3_EXCESSIVE_LOAD`.
 //! * **Slow readers**: a response whose bytes the transport does not take for the send
-//!   timeout ([`Limits::send_timeout`]) is reset. The transport's send window bounds what
-//!   a connection holds unacknowledged; file bytes are read into the worker's pooled
-//!   buffers one batch at a time and copied into the transport before the next batch.
+//!   timeout ([`Limits::send_timeout`]) is reset, and its connection closed: the
+//!   transport's send window (shared by the connection's streams) bounds what a
+//!   connection holds unacknowledged, and a client that leaves it full that long (one that
+//!   stopped acknowledging) gives it all back and sends no more requests on it. File bytes
+//!   are read into the worker's pooled buffers one batch at a time and copied into the
+//!   transport before the next batch.
 //! * **Idle connections and drain**: with no open stream for the idle timeout, or when
 //!   drain is requested or the handler ends keep-alive, the connection sends GOAWAY,
 //!   finishes the streams it has, and closes (RFC 9114 section 5.2).
@@ -31,6 +34,7 @@ mod fields;
 mod huffman;
 mod send;
 
+use std::cell::Cell;
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -119,6 +123,8 @@ pub async fn serve_h3<H: Handler>(
         Ok(Ok(c)) => c,
     };
     let shared = Rc::new(Streams::new(settings.max_resets_per_second));
+    // Set by a stream whose response the transport took nothing of for the send timeout.
+    let stalled = Rc::new(Cell::new(false));
     let mut tasks = JoinSet::new();
     let mut drain_live = true;
     let mut accepting = true;
@@ -135,6 +141,17 @@ pub async fn serve_h3<H: Handler>(
             {
                 tracing::error!(%peer, error = %e, "an HTTP/3 stream's task panicked");
             }
+        }
+        if stalled.get() {
+            // What the transport holds for it goes with the connection, at once: the
+            // client takes nothing, so there is nothing to wait for.
+            tracing::debug!(%peer, "HTTP/3 client took nothing for the send timeout; closing");
+            conn.close(code(Code::H3_EXCESSIVE_LOAD), b"send timeout");
+            drop(tasks);
+            return outcome(
+                shared.requests.get(),
+                CloseReason::WriteError(std::io::ErrorKind::TimedOut),
+            );
         }
         if closing.is_none() && (!handler.keep_alive() || (drain_live && *drain.borrow())) {
             let why =
@@ -155,6 +172,7 @@ pub async fn serve_h3<H: Handler>(
                     let task = stream_task(
                         handler.clone(),
                         shared.clone(),
+                        stalled.clone(),
                         resolver,
                         limits.clone(),
                         peer,
@@ -225,6 +243,7 @@ fn is_client_reset(e: &StreamError) -> bool {
 async fn stream_task<H: Handler>(
     handler: Rc<H>,
     shared: Rc<Streams>,
+    stalled: Rc<Cell<bool>>,
     resolver: Resolver,
     limits: Rc<Limits>,
     peer: SocketAddr,
@@ -364,6 +383,10 @@ async fn stream_task<H: Handler>(
                 _ => Code::H3_INTERNAL_ERROR,
             };
             send.stop_stream(code);
+            if matches!(f, send::SendFail::Stalled) {
+                stalled.set(true);
+                shared.changed.notify_one();
+            }
         }
     }
     shared.requests.set(shared.requests.get() + 1);
