@@ -31,6 +31,7 @@ mod purge;
 mod rebuild;
 mod reclaim;
 mod records;
+mod rescue;
 mod scrub;
 mod spill;
 mod unstored;
@@ -72,6 +73,7 @@ struct Counters {
     no_space: AtomicU64,
     fill_moves: AtomicU64,
     not_stored: AtomicU64,
+    rescued: AtomicU64,
     /// Bytes written into volume files, and into spill files.
     bytes_written: AtomicU64,
     spill_written: AtomicU64,
@@ -449,6 +451,7 @@ impl Disk {
             no_space: c.no_space.load(Ordering::Relaxed),
             fill_moves: c.fill_moves.load(Ordering::Relaxed),
             not_stored: c.not_stored.load(Ordering::Relaxed),
+            rescued_fills: c.rescued.load(Ordering::Relaxed),
             bytes_written: c.bytes_written.load(Ordering::Relaxed),
             spill_bytes_written: c.spill_written.load(Ordering::Relaxed),
             recovered: c.recovered.load(Ordering::Relaxed),
@@ -552,7 +555,13 @@ impl Disk {
             };
             n += slots.len() as u64;
             for (h, slot) in slots {
-                self.retire_slot(h, slot);
+                match slot {
+                    // Not aborted: its readers may have sent a head with the length.
+                    // Its writer finds the disk failed and goes on in memory, unstored
+                    // (module `rescue`).
+                    Slot::Filling(_) => self.records.remove(h),
+                    slot => self.retire_slot(h, slot),
+                }
             }
         }
         for v in &self.vols {
