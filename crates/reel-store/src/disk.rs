@@ -61,6 +61,9 @@ use volumes::{Alloc, Volume, lock_dir, preallocate};
 /// Error logs on the write path are rate-limited to one per this many seconds.
 const LOG_INTERVAL_SECS: u64 = 10;
 
+/// How long after an I/O error a disk's hits are probed (`Disk::suspect`).
+const SUSPECT_SECS: u64 = 60;
+
 /// The store's counters (see [`StoreStats`]).
 #[derive(Default)]
 struct Counters {
@@ -177,6 +180,8 @@ pub(crate) struct Disk {
     /// I/O errors (reads and writes) since open, and how many take the disk out.
     errors: AtomicU64,
     error_limit: u64,
+    /// When the last I/O error was counted: seconds since `started`, plus 1 (0: never).
+    last_error: AtomicU64,
     /// The disk's position in the store (its maintenance thread and I/O threads).
     lane: usize,
     /// Out of service ([`Disk::fail`]): lookups skip it, nothing is written.
@@ -297,6 +302,7 @@ impl Disk {
             lock: Mutex::new(Some(lock)),
             errors: AtomicU64::new(0),
             error_limit: cfg.error_limit,
+            last_error: AtomicU64::new(0),
             lane: cfg.lane,
             failed: AtomicBool::new(false),
             fail_reason: Mutex::new(None),
@@ -493,6 +499,7 @@ impl Disk {
     /// Counts an I/O error against the disk's limit; the one that reaches it fails the
     /// disk.
     fn count_error(&self, e: &std::io::Error) {
+        self.last_error.store(self.started.elapsed().as_secs() + 1, Ordering::Relaxed);
         let n = self.errors.fetch_add(1, Ordering::Relaxed) + 1;
         if self.error_limit > 0 && n >= self.error_limit {
             self.fail(format!(
@@ -529,6 +536,13 @@ impl Disk {
     /// Why the disk is out of service.
     pub(crate) fn fail_reason(&self) -> Option<String> {
         self.fail_reason.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Whether the disk counted an I/O error within the last [`SUSPECT_SECS`]: then its
+    /// hits are probed before they are answered (`Disk::probe`).
+    pub(crate) fn suspect(&self) -> bool {
+        let last = self.last_error.load(Ordering::Relaxed);
+        last != 0 && self.started.elapsed().as_secs() + 1 < last + SUSPECT_SECS
     }
 
     /// I/O errors counted since open.

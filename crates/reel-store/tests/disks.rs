@@ -325,3 +325,40 @@ fn shut_down_disk(io: IoMode) {
     drop(s);
 }
 both!(a_disk_whose_file_system_shuts_down_delivers_its_fills_and_leaves_service, shut_down_disk);
+
+/// A hit on a disk that has just failed I/O (its file system shut down) is a miss, not an
+/// object whose body fails once its head is out: for a while after an error, a disk's hits
+/// are probed first, and a read error quarantines the volume.
+fn hit_on_a_shut_down_disk(io: IoMode) {
+    let (root, d) = dirs(2);
+    let Some(fs) = ShutdownFs::mount(&root.path().join("b.img"), &d[1], 32) else { return };
+    let s = open(&[(&d[0], 4), (&d[1], 4)], 100, io);
+    let on_b: Vec<u64> =
+        (0..400).filter(|&i| s.disk_of(&key(i)).as_deref() == Some(&*d[1])).take(3).collect();
+    rt(async {
+        for &i in &on_b[..2] {
+            put(&s, &key(i), &body(i, 100_000)).await;
+            assert!(matches!(s.lookup(&key(i)).await, Some(Lookup::Hit(_))), "key {i} stored");
+        }
+        fs.shut_down();
+        // A fill meets the fault first: delivered, not stored, and the error counted.
+        let k = key(on_b[2]);
+        let mut w = s.begin_fill(&k, Bytes::from_static(b"m"), Some(1000)).await.unwrap();
+        w.append(Bytes::from(body(on_b[2], 1000))).await.expect("delivered");
+        assert_eq!(w.commit().await.unwrap(), Committed::NotStored);
+        let read_errors = s.stats().read_errors;
+        for &i in &on_b[..2] {
+            match s.lookup(&key(i)).await {
+                None => {}
+                Some(Lookup::Hit(h)) => {
+                    let r = h.read(0, h.body_len()).await.map(|b| b.len());
+                    panic!("key {i}: a hit on the failed disk, whose body reads {r:?}")
+                }
+                Some(Lookup::Filling(_)) => panic!("key {i}: filling"),
+            }
+        }
+        assert!(s.stats().read_errors > read_errors, "the probe's error is counted");
+    });
+    drop(s);
+}
+both!(a_hit_on_a_disk_that_just_failed_io_is_a_miss, hit_on_a_shut_down_disk);
