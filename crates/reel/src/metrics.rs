@@ -189,6 +189,12 @@ fn store(p: &mut PromWriter, store: &reel_store::Store, admission: &reel_store::
         st.write_errors,
     );
     p.single("reel_store_read_errors_total", Kind::Counter, "Store read errors.", st.read_errors);
+    p.single(
+        "reel_store_rescued_fills_total",
+        Kind::Counter,
+        "Fills whose write into the store failed, delivered whole from memory and not stored.",
+        st.rescued_fills,
+    );
     p.single("reel_store_volumes", Kind::Gauge, "Store volume files.", st.volumes);
     p.single(
         "reel_store_quarantined_volumes",
