@@ -259,17 +259,19 @@ async fn handshake(
         path: RecordPath::Userspace,
         fallback: None,
     };
-    match hand_over(tls, stream, version, &mut info) {
+    match hand_over(tls, stream, version, timeout, &mut info) {
         Ok(session) => (Ok((session, info)), sni_ip_address),
         Err(e) => (Err(e), sni_ip_address),
     }
 }
 
-/// Takes the record layer out of rustls after the handshake.
+/// Takes the record layer out of rustls after the handshake; a record reel opens must
+/// arrive whole within `record_timeout` of its first byte.
 fn hand_over(
     tls: &ListenerTls,
     mut stream: TlsStream,
     version: TlsVersion,
+    record_timeout: Duration,
     info: &mut HandshakeInfo,
 ) -> Result<Session, HandshakeError> {
     let (corked, conn) = stream.get_ref();
@@ -311,7 +313,7 @@ fn hand_over(
         (KtlsMode::Auto, true) => match ktls::install(&tcp, &keys) {
             Ok(()) => {
                 info.path = RecordPath::Ktls;
-                return Ok(Session::Kernel(KtlsStream::with_early(tcp, early)));
+                return Ok(Session::Kernel(KtlsStream::with_early(tcp, keys.version, early)));
             }
             Err(InstallError::Refused(e)) => {
                 once(Fallback::Refused, &e.to_string());
@@ -326,8 +328,9 @@ fn hand_over(
         once(fallback, "");
     }
     info.fallback = Some(fallback);
-    let sealed = SealedStream::new(tcp, &keys, early)
+    let mut sealed = SealedStream::new(tcp, &keys, early)
         .ok_or_else(|| HandshakeError::Protocol("no AEAD for the session's cipher".into()))?;
+    sealed.set_record_timeout(record_timeout);
     Ok(Session::Sealed(Box::new(sealed)))
 }
 

@@ -14,19 +14,38 @@
 //!   from the page cache.
 //!
 //! Reads fill a received-record buffer, open each record in place and hand out its
-//! plaintext; a connection holds no buffer while nothing is pending.
+//! plaintext; a connection holds no buffer while nothing is pending. A record that has
+//! begun must be complete within the record timeout (the listener's `header_timeout`)
+//! of its first byte: a client that stops inside a record cannot hold the buffer and the
+//! connection until the idle timeout. At most [`MAX_EMPTY`] empty records in a row are
+//! read (as rustls and BoringSSL do).
+//!
+//! Every refused record ends the connection with the alert that says why
+//! (`bad_record_mac`, `record_overflow`, `unexpected_message`, `decode_error`), and every
+//! other close of ours with `close_notify`, also when the stream is dropped without a
+//! shutdown (best effort then: what the socket takes without waiting). At the keys'
+//! confidentiality limit (AES-GCM, see [`crate::record::AES_GCM_LIMIT`]) no more
+//! application data is sealed: writes fail and the connection closes with `close_notify`.
 
 use std::io::{self, IoSlice};
 use std::pin::Pin;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
+use tokio::time::{Instant, Sleep};
 
 use crate::bufs::{self, Kind};
 use crate::copy;
-use crate::record::{MAX_PLAINTEXT, Opener, RecordError, Sealer, SessionKeys, content};
-use crate::session::{CLOSE_NOTIFY, control};
+use crate::record::{MAX_PLAINTEXT, Opener, RecordError, Sealer, SessionKeys, Version, content};
+use crate::session::{CLOSE_NOTIFY, Refused, control, fatal};
+
+/// Empty application-data records read in a row at most; one more is `unexpected_message`.
+pub const MAX_EMPTY: u8 = 32;
+
+/// How long a begun record may take to arrive whole unless the acceptor says otherwise.
+const RECORD_TIMEOUT: Duration = Duration::from_secs(10);
 
 fn record_error(e: RecordError) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, e)
@@ -49,7 +68,16 @@ pub struct SealedStream {
     out: Vec<u8>,
     out_pos: usize,
     read_closed: bool,
+    /// An alert (`close_notify` or a fatal one) was sealed: nothing follows it.
     notified: bool,
+    tls13: bool,
+    /// Empty application-data records read in a row.
+    empty: u8,
+    /// How long a begun record may take, and when the one in `rin` began (`None` when
+    /// `rin` holds no partial record); its timer, kept once made.
+    record_timeout: Duration,
+    record_since: Option<Instant>,
+    record_timer: Option<Pin<Box<Sleep>>>,
 }
 
 impl std::fmt::Debug for SealedStream {
@@ -75,6 +103,11 @@ impl SealedStream {
             out_pos: 0,
             read_closed: false,
             notified: false,
+            tls13: keys.version == Version::Tls13,
+            empty: 0,
+            record_timeout: RECORD_TIMEOUT,
+            record_since: None,
+            record_timer: None,
         };
         if !early.is_empty() {
             s.plain_end = early.len();
@@ -83,6 +116,18 @@ impl SealedStream {
             s.rin = early;
         }
         Some(s)
+    }
+
+    /// How long a record may take to arrive whole once its first byte did.
+    pub fn set_record_timeout(&mut self, d: Duration) {
+        self.record_timeout = d;
+    }
+
+    /// Lowers the sealer's confidentiality limit to `records` (tests reach it without 2^24
+    /// records).
+    #[cfg(feature = "testing")]
+    pub fn set_seal_limit(&mut self, records: u64) {
+        self.sealer.set_limit(records);
     }
 
     /// The socket, for writing records sealed in place.
@@ -123,20 +168,61 @@ impl SealedStream {
 
     /// Opens the next complete record in `rin`, if there is one (`Ok(false)` when more
     /// bytes are needed). A control record ends the reading side.
-    fn open_next(&mut self) -> io::Result<bool> {
+    fn open_next(&mut self) -> Result<bool, Refused> {
         let raw = &mut self.rin[self.raw_start..self.filled];
-        let Some(_) = Opener::record_len(raw).map_err(record_error)? else { return Ok(false) };
-        let o = self.opener.open(raw).map_err(record_error)?;
+        let refused = |e: RecordError| Refused { alert: Some(e.alert()), error: record_error(e) };
+        let Some(_) = self.opener.record_len(raw).map_err(refused)? else { return Ok(false) };
+        let o = self.opener.open(raw).map_err(refused)?;
         let (start, end) = (self.raw_start + o.start, self.raw_start + o.end);
         self.raw_start += o.consumed;
+        self.record_since = None;
         if o.typ == content::APPLICATION_DATA {
+            if start == end {
+                self.empty += 1;
+                if self.empty > MAX_EMPTY {
+                    return Err(refused(RecordError::Unexpected));
+                }
+            } else {
+                self.empty = 0;
+            }
             self.plain_start = start;
             self.plain_end = end;
             return Ok(true);
         }
         self.read_closed = true;
-        control(o.typ, &self.rin[start..end])?;
+        control(self.tls13, o.typ, &self.rin[start..end])?;
         Ok(true)
+    }
+
+    /// Ends the connection for `r`: its alert is sealed (nothing is sealed after it) and
+    /// sent as far as the socket takes it now; reading is over.
+    fn refuse(&mut self, cx: &mut Context<'_>, r: Refused) -> io::Error {
+        self.read_closed = true;
+        self.plain_start = self.plain_end;
+        if let Some(a) = r.alert
+            && !self.notified
+            && self.seal_from(content::ALERT, &[IoSlice::new(&fatal(a))]).is_ok_and(|n| n > 0)
+        {
+            self.notified = true;
+            let _ = self.poll_drain(cx);
+        }
+        self.release_in();
+        r.error
+    }
+
+    /// Whether the partial record in `rin` is past its time; arms the timer otherwise.
+    fn record_late(&mut self, cx: &mut Context<'_>) -> bool {
+        let since = *self.record_since.get_or_insert_with(Instant::now);
+        let deadline = since + self.record_timeout;
+        match &mut self.record_timer {
+            Some(t) => {
+                if t.deadline() != deadline {
+                    t.as_mut().reset(deadline);
+                }
+            }
+            None => self.record_timer = Some(Box::pin(tokio::time::sleep_until(deadline))),
+        }
+        self.record_timer.as_mut().is_some_and(|t| t.as_mut().poll(cx).is_ready())
     }
 
     /// Moves unread ciphertext to the front; gives the buffer back when nothing is left.
@@ -144,6 +230,7 @@ impl SealedStream {
         let rest = self.filled - self.raw_start;
         if rest == 0 {
             self.release_in();
+            self.record_since = None;
         } else if self.raw_start > 0 {
             self.rin.copy_within(self.raw_start..self.filled, 0);
             self.filled = rest;
@@ -205,7 +292,17 @@ impl SealedStream {
                 }
             }
             self.out.resize(at + head + len + tail, 0);
-            let n = self.sealer.seal(typ, &mut self.out[at..], len).map_err(record_error)?;
+            let n = match self.sealer.seal(typ, &mut self.out[at..], len) {
+                Ok(n) => n,
+                Err(e) => {
+                    // Nothing of the refused record stays; what was sealed before it goes.
+                    self.out.truncate(at);
+                    if taken > 0 {
+                        break;
+                    }
+                    return Err(record_error(e));
+                }
+            };
             self.out.truncate(at + n);
             taken += len;
         }
@@ -243,8 +340,12 @@ impl AsyncRead for SealedStream {
             if this.read_closed {
                 return Poll::Ready(Ok(()));
             }
-            if this.raw_start < this.filled && this.open_next()? {
-                continue;
+            if this.raw_start < this.filled {
+                match this.open_next() {
+                    Ok(true) => continue,
+                    Ok(false) => {}
+                    Err(r) => return Poll::Ready(Err(this.refuse(cx, r))),
+                }
             }
             this.compact();
             if this.rin.capacity() == 0 {
@@ -262,6 +363,13 @@ impl AsyncRead for SealedStream {
                 Poll::Pending => {
                     if this.filled == 0 {
                         this.release_in();
+                    } else if this.record_late(cx) {
+                        this.read_closed = true;
+                        this.release_in();
+                        return Poll::Ready(Err(io::Error::new(
+                            io::ErrorKind::TimedOut,
+                            "TLS record incomplete at the record timeout",
+                        )));
                     }
                     return Poll::Pending;
                 }
@@ -331,8 +439,21 @@ impl AsyncWrite for SealedStream {
 }
 
 impl Drop for SealedStream {
+    /// A close without a shutdown still says `close_notify` (after what is pending), as
+    /// far as the socket takes it without waiting.
     fn drop(&mut self) {
         self.release_in();
+        if !self.notified
+            && self.seal_from(content::ALERT, &[IoSlice::new(&CLOSE_NOTIFY)]).is_ok_and(|n| n > 0)
+        {
+            self.notified = true;
+        }
+        while self.out_pos < self.out.len() {
+            match self.tcp.try_write(&self.out[self.out_pos..]) {
+                Ok(n) if n > 0 => self.out_pos += n,
+                _ => break,
+            }
+        }
         if self.out.capacity() > 0 {
             bufs::give(Kind::Out, std::mem::take(&mut self.out));
         }
