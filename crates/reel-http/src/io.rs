@@ -548,6 +548,12 @@ impl Io {
         self.flush().await?;
         // At least one record: a head with an empty body still leaves.
         while off < end || !prefix.is_empty() {
+            // So does the key update a session makes when its keys are due.
+            if let Transport::Sealed(s) = &self.transport
+                && s.needs_flush()
+            {
+                self.flush().await?;
+            }
             let mut batch: [Option<PoolBuf>; SEAL_BATCH] = [None, None, None, None];
             for slot in &mut batch {
                 if off >= end && prefix.is_empty() {

@@ -263,7 +263,7 @@ impl Sealer {
         if len > MAX_PLAINTEXT || rec.len() < total {
             return Err(RecordError::Malformed);
         }
-        if typ != content::ALERT && self.exhausted() {
+        if typ == content::APPLICATION_DATA && self.exhausted() {
             return Err(RecordError::KeysExhausted);
         }
         let a = &mut self.0;
@@ -320,6 +320,20 @@ impl Sealer {
         self.0.seq >= self.0.limit
     }
 
+    /// Whether the keys should be updated: seven eighths of their limit are used (the rest
+    /// leaves room for what is sealed before the update can be sent).
+    pub fn update_due(&self) -> bool {
+        self.0.seq >= self.0.limit - self.0.limit / 8
+    }
+
+    /// Seals with `keys` from now on (after a key update); the limit stays.
+    pub fn rekey(&mut self, keys: &DirectionKeys) -> Option<()> {
+        let limit = self.0.limit;
+        self.0 = Aead::new(self.0.version, keys)?;
+        self.0.limit = self.0.limit.min(limit);
+        Some(())
+    }
+
     /// Lowers the confidentiality limit to `records` (tests reach it without 2^24 records).
     #[cfg(feature = "testing")]
     pub fn set_limit(&mut self, records: u64) {
@@ -347,6 +361,12 @@ impl Opener {
     /// The opener for `keys.rx`; `None` for a cipher ring does not have.
     pub fn new(keys: &SessionKeys) -> Option<Opener> {
         Aead::new(keys.version, &keys.rx).map(Opener)
+    }
+
+    /// Opens with `keys` from now on (after the peer's key update).
+    pub fn rekey(&mut self, keys: &DirectionKeys) -> Option<()> {
+        self.0 = Aead::new(self.0.version, keys)?;
+        Some(())
     }
 
     /// The whole record's length if `buf` starts with a complete record, `Ok(None)` if

@@ -23,26 +23,40 @@
 //! Every refused record ends the connection with the alert that says why
 //! (`bad_record_mac`, `record_overflow`, `unexpected_message`, `decode_error`), and every
 //! other close of ours with `close_notify`, also when the stream is dropped without a
-//! shutdown (best effort then: what the socket takes without waiting). At the keys'
-//! confidentiality limit (AES-GCM, see [`crate::record::AES_GCM_LIMIT`]) no more
-//! application data is sealed: writes fail and the connection closes with `close_notify`.
+//! shutdown (best effort then: what the socket takes without waiting).
+//!
+//! Key updates (TLS 1.3, with rustls' key schedule, [`SealedStream::set_key_schedule`]):
+//! a client's `KeyUpdate` updates the receiving keys, and when it asks for ours, we send
+//! our own `KeyUpdate` (at once, also while we have nothing else to send) and seal with
+//! the next keys after it. Our keys are updated the same way before their confidentiality
+//! limit (AES-GCM, see [`crate::record::AES_GCM_LIMIT`]), when records are sealed or
+//! flushed. A TLS 1.2 session (no key update exists) seals no more application data at
+//! the limit: writes fail and the connection closes with `close_notify`.
 
 use std::io::{self, IoSlice};
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use rustls::kernel::KernelConnection;
+use rustls::server::ServerConnectionData;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::time::{Instant, Sleep};
 
 use crate::bufs::{self, Kind};
 use crate::copy;
-use crate::record::{MAX_PLAINTEXT, Opener, RecordError, Sealer, SessionKeys, Version, content};
+use crate::record::{
+    DirectionKeys, MAX_PLAINTEXT, Opener, RecordError, Sealer, SessionKeys, Version, alert, content,
+};
 use crate::session::{CLOSE_NOTIFY, Refused, control, fatal};
 
-/// Empty application-data records read in a row at most; one more is `unexpected_message`.
+/// Empty application-data records (and key updates) read in a row at most; one more is
+/// `unexpected_message`.
 pub const MAX_EMPTY: u8 = 32;
+
+/// TLS 1.3 `KeyUpdate(update_not_requested)` (RFC 8446 section 4.6.3).
+const KEY_UPDATE_NOT_REQUESTED: [u8; 5] = [24, 0, 0, 1, 0];
 
 /// How long a begun record may take to arrive whole unless the acceptor says otherwise.
 const RECORD_TIMEOUT: Duration = Duration::from_secs(10);
@@ -78,6 +92,13 @@ pub struct SealedStream {
     record_timeout: Duration,
     record_since: Option<Instant>,
     record_timer: Option<Pin<Box<Sleep>>>,
+    /// rustls' key schedule of a TLS 1.3 session: the next traffic secrets at a key update.
+    schedule: Option<KernelConnection<ServerConnectionData>>,
+    /// Our last record sealed was a `KeyUpdate` (several requests while we are silent get
+    /// one answer).
+    updated_silent: bool,
+    /// A `KeyUpdate` sealed while reading waits in `out`: reading writes it too.
+    update_unsent: bool,
 }
 
 impl std::fmt::Debug for SealedStream {
@@ -108,6 +129,9 @@ impl SealedStream {
             record_timeout: RECORD_TIMEOUT,
             record_since: None,
             record_timer: None,
+            schedule: None,
+            updated_silent: false,
+            update_unsent: false,
         };
         if !early.is_empty() {
             s.plain_end = early.len();
@@ -121,6 +145,15 @@ impl SealedStream {
     /// How long a record may take to arrive whole once its first byte did.
     pub fn set_record_timeout(&mut self, d: Duration) {
         self.record_timeout = d;
+    }
+
+    /// Gives the session rustls' key schedule: a TLS 1.3 client's `KeyUpdate` then updates
+    /// the keys (the session goes on), and the sealer updates its own before their
+    /// confidentiality limit. Without it a client's `KeyUpdate` ends the session.
+    pub fn set_key_schedule(&mut self, schedule: KernelConnection<ServerConnectionData>) {
+        if self.tls13 {
+            self.schedule = Some(schedule);
+        }
     }
 
     /// Lowers the sealer's confidentiality limit to `records` (tests reach it without 2^24
@@ -145,6 +178,13 @@ impl SealedStream {
         self.sealer.tail_room()
     }
 
+    /// Whether a flush has something to do before records are sealed in place: records
+    /// written as a stream are pending, or the keys are due for an update (the update's
+    /// record must leave before records sealed with the next keys).
+    pub fn needs_flush(&self) -> bool {
+        self.out_pos < self.out.len() || self.update_due()
+    }
+
     /// Seals an application-data record whose `len`-byte payload lies at
     /// `rec[head_room()..]`; returns the record's length. Refused while records written
     /// as a stream are still pending (flush first).
@@ -152,6 +192,7 @@ impl SealedStream {
         if self.out_pos < self.out.len() {
             return Err(io::Error::other("sealed records still pending; flush first"));
         }
+        self.updated_silent = false;
         self.sealer.seal(content::APPLICATION_DATA, rec, len).map_err(record_error)
     }
 
@@ -176,6 +217,10 @@ impl SealedStream {
         let (start, end) = (self.raw_start + o.start, self.raw_start + o.end);
         self.raw_start += o.consumed;
         self.record_since = None;
+        if o.typ == content::HANDSHAKE && self.schedule.is_some() {
+            self.key_update(start, end)?;
+            return Ok(true);
+        }
         if o.typ == content::APPLICATION_DATA {
             if start == end {
                 self.empty += 1;
@@ -192,6 +237,79 @@ impl SealedStream {
         self.read_closed = true;
         control(self.tls13, o.typ, &self.rin[start..end])?;
         Ok(true)
+    }
+
+    /// A TLS 1.3 handshake record after the handshake, with a key schedule: a `KeyUpdate`
+    /// (alone in its record, RFC 8446 section 5.1) updates the receiving keys and, when
+    /// the client asks, ours after our own `KeyUpdate`; anything else is refused. Counted
+    /// with the empty records: a flood of updates is refused like one of those.
+    fn key_update(&mut self, start: usize, end: usize) -> Result<(), Refused> {
+        let refused = |e: RecordError| Refused { alert: Some(e.alert()), error: record_error(e) };
+        let requested = match self.rin[start..end] {
+            [24, 0, 0, 1, r @ (0 | 1)] => r == 1,
+            [24, ..] => {
+                return Err(Refused {
+                    alert: Some(alert::DECODE_ERROR),
+                    error: record_error(RecordError::Malformed),
+                });
+            }
+            _ => {
+                return Err(refused(RecordError::Unexpected));
+            }
+        };
+        self.empty += 1;
+        if self.empty > MAX_EMPTY {
+            return Err(refused(RecordError::Unexpected));
+        }
+        let next = self.schedule.as_mut().map(|k| k.update_rx_secret());
+        let keys = match next {
+            Some(Ok((seq, secrets))) => DirectionKeys::from_rustls(seq, &secrets),
+            _ => None,
+        };
+        if keys.and_then(|k| self.opener.rekey(&k)).is_none() {
+            return Err(refused(RecordError::SequenceExhausted));
+        }
+        if requested && !self.updated_silent {
+            self.update_tx()
+                .map_err(|error| Refused { alert: Some(alert::INTERNAL_ERROR), error })?;
+            self.update_unsent = true;
+        }
+        Ok(())
+    }
+
+    /// Seals our `KeyUpdate` with the current keys, then takes the next ones: every record
+    /// sealed after it uses them.
+    fn update_tx(&mut self) -> io::Result<()> {
+        let (head, tail) = (self.sealer.head_room(), self.sealer.tail_room());
+        if self.out.capacity() == 0 {
+            self.out = bufs::take(Kind::Out);
+        }
+        let at = self.out.len();
+        let len = KEY_UPDATE_NOT_REQUESTED.len();
+        self.out.resize(at + head + len + tail, 0);
+        self.out[at + head..at + head + len].copy_from_slice(&KEY_UPDATE_NOT_REQUESTED);
+        match self.sealer.seal(content::HANDSHAKE, &mut self.out[at..], len) {
+            Ok(n) => self.out.truncate(at + n),
+            Err(e) => {
+                self.out.truncate(at);
+                return Err(record_error(e));
+            }
+        }
+        let next = self.schedule.as_mut().map(|k| k.update_tx_secret());
+        let keys = match next {
+            Some(Ok((seq, secrets))) => DirectionKeys::from_rustls(seq, &secrets),
+            _ => None,
+        };
+        keys.and_then(|k| self.sealer.rekey(&k))
+            .ok_or_else(|| io::Error::other("no next TLS traffic secret"))?;
+        self.updated_silent = true;
+        Ok(())
+    }
+
+    /// Whether our keys are due for an update (TLS 1.3 with a key schedule only; other
+    /// sessions end at the limit).
+    fn update_due(&self) -> bool {
+        self.schedule.is_some() && self.sealer.update_due()
     }
 
     /// Ends the connection for `r`: its alert is sealed (nothing is sealed after it) and
@@ -247,8 +365,12 @@ impl SealedStream {
         self.filled = 0;
     }
 
-    /// Writes pending sealed bytes; `Ready(Ok)` once none are left.
+    /// Writes pending sealed bytes; `Ready(Ok)` once none are left. Our keys are updated
+    /// here when due, so that records sealed in place (after a flush) never meet the limit.
     fn poll_drain(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if self.out_pos == self.out.len() && !self.notified && self.update_due() {
+            self.update_tx()?;
+        }
         while self.out_pos < self.out.len() {
             let n = std::task::ready!(
                 Pin::new(&mut self.tcp).poll_write(cx, &self.out[self.out_pos..])
@@ -262,6 +384,7 @@ impl SealedStream {
             bufs::give(Kind::Out, std::mem::take(&mut self.out));
         }
         self.out_pos = 0;
+        self.update_unsent = false;
         Poll::Ready(Ok(()))
     }
 
@@ -278,6 +401,12 @@ impl SealedStream {
         for _ in 0..bufs::OUT_RECORDS {
             if cur.is_empty() || self.out.len() + head + MAX_PLAINTEXT + tail > bufs::OUT_SIZE {
                 break;
+            }
+            if typ == content::APPLICATION_DATA {
+                if self.update_due() {
+                    self.update_tx()?;
+                }
+                self.updated_silent = false;
             }
             let at = self.out.len();
             self.out.resize(at + head, 0);
@@ -333,6 +462,12 @@ impl AsyncRead for SealedStream {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = &mut *self;
+        if this.update_unsent {
+            // Our answer to a client's KeyUpdate leaves without waiting for a write of ours.
+            if let Poll::Ready(Err(e)) = this.poll_drain(cx) {
+                return Poll::Ready(Err(e));
+            }
+        }
         loop {
             if this.take_plain(buf) {
                 return Poll::Ready(Ok(()));

@@ -2,9 +2,10 @@
 //! ([`KtlsStream`]), by reel ([`SealedStream`]), or, when the secrets could not be taken
 //! out of rustls, by rustls itself. Both of reel's streams treat control records alike:
 //! a `close_notify` alert ends the stream like a FIN, a client's TLS 1.3 `KeyUpdate` ends
-//! it gracefully (counted in [`KEY_UPDATE_CLOSES`]: the secrets reel takes out of rustls
-//! after a buffered handshake cannot be updated), anything else ends the connection with
-//! an error and, unless the peer's own alert ended it, with the alert that says why.
+//! it gracefully where the keys cannot be updated (counted in [`KEY_UPDATE_CLOSES`]: a
+//! kTLS socket; [`SealedStream`] updates them, see there), anything else ends the
+//! connection with an error and, unless the peer's own alert ended it, with the alert
+//! that says why.
 //! Every close of reel's sends `close_notify` first, unless a fatal alert went instead.
 //! Nothing a peer sends can panic.
 //!
