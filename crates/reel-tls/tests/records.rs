@@ -586,3 +586,78 @@ async fn before_the_confidentiality_limit_tls13_keys_are_updated_tls12_sessions_
         }
     }
 }
+
+/// Reads `out` until `want` shows up (then `true`) or the stream ends (`false`), keeping
+/// what was read in `seen`. Bounded: a hang fails the test.
+async fn read_until(
+    out: &mut (impl tokio::io::AsyncRead + Unpin),
+    seen: &mut String,
+    want: &str,
+) -> bool {
+    let read = async {
+        let mut buf = [0u8; 4096];
+        while !seen.contains(want) {
+            match out.read(&mut buf).await {
+                Ok(0) | Err(_) => return false,
+                Ok(n) => seen.push_str(&String::from_utf8_lossy(&buf[..n])),
+            }
+        }
+        true
+    };
+    let r = tokio::time::timeout(Duration::from_secs(20), read).await;
+    r.unwrap_or_else(|_| panic!("openssl s_client hung waiting for {want:?}: {seen}"))
+}
+
+/// `openssl s_client`'s `K` command (a KeyUpdate asking for ours): the session goes on
+/// where reel seals its records; on a kTLS session it ends with close_notify, never the
+/// bare FIN s_client reports as "unexpected eof".
+#[tokio::test]
+async fn ktls_openssl_s_client_key_updates_go_on_or_end_with_close_notify() {
+    let Some(openssl) = reel_test_support::which("openssl") else {
+        return reel_test_support::skip("openssl is not installed");
+    };
+    for mode in [KtlsMode::Auto, KtlsMode::Off] {
+        let kernel = mode == KtlsMode::Auto && kernel_expected();
+        let (port, _ca, mut rx) = echo(mode).await;
+        let mut child = tokio::process::Command::new(&openssl)
+            .args(["s_client", "-connect", &format!("127.0.0.1:{port}")])
+            .args(["-servername", "edge.test", "-tls1_3"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("s_client runs");
+        let mut stdin = child.stdin.take().expect("stdin");
+        let mut stdout = child.stdout.take().expect("stdout");
+        let mut stderr = child.stderr.take().expect("stderr");
+        let (mut seen, mut said) = (String::new(), String::new());
+        stdin.write_all(b"first line\n").await.expect("write");
+        assert!(read_until(&mut stdout, &mut seen, "first line").await, "{mode:?}: {seen}");
+        // A line that is a command is all of what s_client read: the next waits for it.
+        stdin.write_all(b"K\n").await.expect("write");
+        assert!(read_until(&mut stderr, &mut said, "KEYUPDATE").await, "{mode:?}: {said}");
+        let _ = stdin.write_all(b"second line\n").await;
+        if kernel {
+            // The server ends the session at the update: s_client's stdout ends.
+            assert!(!read_until(&mut stdout, &mut seen, "second line").await, "{seen}");
+        } else {
+            assert!(read_until(&mut stdout, &mut seen, "second line").await, "{mode:?}: {seen}");
+            stdin.write_all(b"third line\n").await.expect("write");
+            assert!(read_until(&mut stdout, &mut seen, "third line").await, "{mode:?}: {seen}");
+            drop(stdin);
+        }
+        let out = tokio::time::timeout(Duration::from_secs(20), child.wait_with_output())
+            .await
+            .expect("s_client ends")
+            .expect("s_client output");
+        said.push_str(&String::from_utf8_lossy(&out.stderr));
+        assert!(!said.contains("unexpected eof"), "{mode:?}: {said}");
+        if !kernel {
+            // s_client closed the session itself (its stdin ended): the server saw an end.
+            let (info, end) = rx.recv().await.expect("report");
+            check_path(&info, mode);
+            assert!(matches!(end, End::Eof | End::Error(_)), "{end:?}");
+        }
+    }
+}
