@@ -278,6 +278,15 @@ impl Io {
 
     /// Takes the TCP socket out (for a connection handed back idle); `None` for a byte
     /// stream. The connection has no transport afterwards: reads see EOF, writes fail.
+    /// When the first ciphertext byte of the last TLS record opened arrived, if reel seals
+    /// this connection's records and the record took more than one read; taken once.
+    pub(crate) fn take_record_since(&mut self) -> Option<std::time::Instant> {
+        match &mut self.transport {
+            Transport::Sealed(s) => s.take_record_since(),
+            _ => None,
+        }
+    }
+
     pub(crate) fn take_tcp(&mut self) -> Option<TcpStream> {
         match std::mem::replace(&mut self.transport, Transport::Stream(Box::new(Gone))) {
             Transport::Tcp(s) => Some(s),

@@ -92,6 +92,9 @@ pub struct SealedStream {
     record_timeout: Duration,
     record_since: Option<Instant>,
     record_timer: Option<Pin<Box<Sleep>>>,
+    /// When the first byte of the last record opened came, if it came in more than one
+    /// read (for the caller's head timer; taken once).
+    opened_since: Option<Instant>,
     /// rustls' key schedule of a TLS 1.3 session: the next traffic secrets at a key update.
     schedule: Option<KernelConnection<ServerConnectionData>>,
     /// Our last record sealed was a `KeyUpdate` (several requests while we are silent get
@@ -129,6 +132,7 @@ impl SealedStream {
             record_timeout: RECORD_TIMEOUT,
             record_since: None,
             record_timer: None,
+            opened_since: None,
             schedule: None,
             updated_silent: false,
             update_unsent: false,
@@ -178,6 +182,13 @@ impl SealedStream {
         self.sealer.tail_room()
     }
 
+    /// When the first byte of the last record opened arrived, if the record took more
+    /// than one read to arrive (`None`: it came at once); taken once. An HTTP/1.1 head's
+    /// timer starts there: with the first ciphertext byte, not the first plaintext one.
+    pub fn take_record_since(&mut self) -> Option<std::time::Instant> {
+        self.opened_since.take().map(Instant::into_std)
+    }
+
     /// Whether a flush has something to do before records are sealed in place: records
     /// written as a stream are pending, or the keys are due for an update (the update's
     /// record must leave before records sealed with the next keys).
@@ -216,7 +227,7 @@ impl SealedStream {
         let o = self.opener.open(raw).map_err(refused)?;
         let (start, end) = (self.raw_start + o.start, self.raw_start + o.end);
         self.raw_start += o.consumed;
-        self.record_since = None;
+        self.opened_since = self.record_since.take();
         if o.typ == content::HANDSHAKE && self.schedule.is_some() {
             self.key_update(start, end)?;
             return Ok(true);
