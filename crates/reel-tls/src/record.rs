@@ -623,4 +623,80 @@ mod tests {
         assert_eq!(s.seal(23, &mut big, MAX_PLAINTEXT + 1), Err(RecordError::Malformed));
         assert_eq!(s.seq(), 7);
     }
+
+    mod fuzz {
+        //! Property tests of the opener against what a peer may send: any bytes, and any
+        //! change to a sealed record.
+
+        use super::*;
+        use proptest::prelude::*;
+
+        const CASES: u32 = 4096;
+
+        fn suite(i: usize) -> (Version, Cipher) {
+            let c = [Cipher::Aes128Gcm, Cipher::Aes256Gcm, Cipher::Chacha20Poly1305][i % 3];
+            (if i < 3 { Version::Tls13 } else { Version::Tls12 }, c)
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(CASES))]
+
+            /// Whatever arrives, the opener answers with a length, "more", a record or an
+            /// error: never a panic, and never a record longer than the limit.
+            #[test]
+            fn any_bytes_are_refused_or_opened_never_a_panic(
+                s in 0usize..6,
+                mut bytes in proptest::collection::vec(any::<u8>(), 0..600),
+                typ in prop_oneof![Just(23u8), Just(21u8), Just(22u8), any::<u8>()],
+            ) {
+                let (version, cipher) = suite(s);
+                let mut o = Opener::new(&keys(version, cipher)).unwrap();
+                if bytes.len() >= HEADER {
+                    // Mostly headers that pass the first checks, so the AEAD runs.
+                    let len = (bytes.len() - HEADER) as u16;
+                    bytes[..HEADER].copy_from_slice(&[typ, 3, 3, (len >> 8) as u8, len as u8]);
+                }
+                if let Ok(Some(_)) = o.record_len(&bytes)
+                    && let Ok(r) = o.open(&mut bytes)
+                {
+                    prop_assert!(r.end - r.start <= MAX_PLAINTEXT);
+                }
+            }
+
+            /// A sealed record with any byte changed, or cut short, never opens to other
+            /// plaintext: it is refused, or (a TLS 1.2 header byte outside the additional
+            /// data) opens to the very bytes that were sealed.
+            #[test]
+            fn a_changed_record_never_opens_to_other_bytes(
+                s in 0usize..6,
+                len in 0usize..3000,
+                at in any::<prop::sample::Index>(),
+                xor in 1u8..=255,
+                cut in any::<prop::sample::Index>(),
+            ) {
+                let (version, cipher) = suite(s);
+                let k = keys(version, cipher);
+                let mut sealer = Sealer::new(&k).unwrap();
+                let body: Vec<u8> = (0..len).map(|i| (i * 7) as u8).collect();
+                let h = sealer.head_room();
+                let mut rec = vec![0u8; h + len + sealer.tail_room()];
+                rec[h..h + len].copy_from_slice(&body);
+                let n = sealer.seal(content::APPLICATION_DATA, &mut rec, len).unwrap();
+                rec.truncate(n);
+                let mut changed = rec.clone();
+                changed[at.index(n)] ^= xor;
+                let mut o = Opener::new(&k).unwrap();
+                if let Ok(r) = o.open(&mut changed) {
+                    prop_assert_eq!(r.typ, content::APPLICATION_DATA);
+                    prop_assert_eq!(&changed[r.start..r.end], &body[..]);
+                }
+                let mut short = rec[..cut.index(n)].to_vec();
+                let mut o = Opener::new(&k).unwrap();
+                prop_assert!(o.open(&mut short).is_err());
+                let mut o = Opener::new(&k).unwrap();
+                let r = o.open(&mut rec).unwrap();
+                prop_assert_eq!(&rec[r.start..r.end], &body[..]);
+            }
+        }
+    }
 }
