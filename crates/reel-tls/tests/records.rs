@@ -661,3 +661,33 @@ async fn ktls_openssl_s_client_key_updates_go_on_or_end_with_close_notify() {
         }
     }
 }
+
+/// The handshake's second ClientHello (after a HelloRetryRequest: the client's key share
+/// was for a group reel does not take) is read from the socket like the rest of it.
+#[tokio::test]
+async fn a_handshake_with_a_hello_retry_request_completes() {
+    let Some(openssl) = reel_test_support::which("openssl") else {
+        return reel_test_support::skip("openssl is not installed");
+    };
+    let (port, _ca, mut rx) = echo(KtlsMode::Off).await;
+    let mut child = tokio::process::Command::new(&openssl)
+        .args(["s_client", "-connect", &format!("127.0.0.1:{port}")])
+        .args(["-servername", "edge.test", "-tls1_3", "-msg", "-groups", "ffdhe2048:X25519"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("s_client runs");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut stdout = child.stdout.take().expect("stdout");
+    let mut seen = String::new();
+    stdin.write_all(b"after a retry\n").await.expect("write");
+    assert!(read_until(&mut stdout, &mut seen, "after a retry").await, "{seen}");
+    // s_client -msg shows both ClientHellos.
+    assert_eq!(seen.matches(", ClientHello").count(), 2, "{seen}");
+    drop(stdin);
+    let _ = tokio::time::timeout(Duration::from_secs(20), child.wait()).await;
+    let (info, _) = rx.recv().await.expect("report");
+    assert_eq!(info.version, TlsVersion::Tls13);
+}
