@@ -96,7 +96,8 @@ pub struct SealedStream {
     /// read (for the caller's head timer; taken once).
     opened_since: Option<Instant>,
     /// rustls' key schedule of a TLS 1.3 session: the next traffic secrets at a key update.
-    schedule: Option<KernelConnection<ServerConnectionData>>,
+    /// Boxed: an idle connection's future carries a pointer, not the schedule.
+    schedule: Option<Box<KernelConnection<ServerConnectionData>>>,
     /// Our last record sealed was a `KeyUpdate` (several requests while we are silent get
     /// one answer).
     updated_silent: bool,
@@ -156,7 +157,7 @@ impl SealedStream {
     /// confidentiality limit. Without it a client's `KeyUpdate` ends the session.
     pub fn set_key_schedule(&mut self, schedule: KernelConnection<ServerConnectionData>) {
         if self.tls13 {
-            self.schedule = Some(schedule);
+            self.schedule = Some(Box::new(schedule));
         }
     }
 
