@@ -108,6 +108,8 @@ pub mod alert {
     pub const BAD_RECORD_MAC: u8 = 20;
     /// `record_overflow`.
     pub const RECORD_OVERFLOW: u8 = 22;
+    /// `illegal_parameter`.
+    pub const ILLEGAL_PARAMETER: u8 = 47;
     /// `decode_error`.
     pub const DECODE_ERROR: u8 = 50;
     /// `internal_error`.

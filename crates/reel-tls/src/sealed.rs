@@ -259,6 +259,12 @@ impl SealedStream {
         let refused = |e: RecordError| Refused { alert: Some(e.alert()), error: record_error(e) };
         let requested = match self.rin[start..end] {
             [24, 0, 0, 1, r @ (0 | 1)] => r == 1,
+            [24, 0, 0, 1, _] => {
+                return Err(Refused {
+                    alert: Some(alert::ILLEGAL_PARAMETER),
+                    error: record_error(RecordError::Unexpected),
+                });
+            }
             [24, ..] => {
                 return Err(Refused {
                     alert: Some(alert::DECODE_ERROR),

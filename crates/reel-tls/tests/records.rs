@@ -691,3 +691,16 @@ async fn a_handshake_with_a_hello_retry_request_completes() {
     let (info, _) = rx.recv().await.expect("report");
     assert_eq!(info.version, TlsVersion::Tls13);
 }
+
+#[tokio::test]
+async fn a_malformed_key_update_is_decode_error_an_unknown_request_illegal_parameter() {
+    let (port, ca, mut rx) = echo_with(Opts::new(KtlsMode::Off)).await;
+    for (msg, alert) in [(&[24u8, 0, 0, 2, 0, 0][..], 50u8), (&[24, 0, 0, 1, 7][..], 47)] {
+        let mut raw = Raw::connect(port, &ca, cs::TLS13_AES_128_GCM_SHA256).await;
+        let rec = raw.seal(content::HANDSHAKE, msg);
+        raw.tcp.write_all(&rec).await.expect("write");
+        assert_eq!(raw.alert().await, [2, alert], "{msg:?}");
+        let (_, end) = rx.recv().await.expect("report");
+        assert_eq!(end, End::Error(std::io::ErrorKind::InvalidData));
+    }
+}
