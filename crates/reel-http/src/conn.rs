@@ -443,7 +443,9 @@ async fn one_request<H: Handler>(c: &mut Conn<H>) -> Option<CloseReason> {
     // Its head buffers come from the worker's free list and go back when it is dropped.
     let mut req = Request::new(peer, *local);
     let req = &mut req;
-    let head_started = Instant::now();
+    // TLS: the head's timer starts with the first byte of the record that brought its
+    // first bytes (a client cannot stretch the head by sending that record slowly).
+    let head_started = io.take_record_since().unwrap_or_else(Instant::now);
     let deadline = tokio::time::Instant::from_std(head_started) + limits.header_timeout;
     let head_len = loop {
         match req.parse_head(&io.rbuf, limits) {

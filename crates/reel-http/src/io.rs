@@ -289,6 +289,15 @@ impl Io {
 
     /// Takes the TCP socket out (for a connection handed back idle); `None` for a byte
     /// stream. The connection has no transport afterwards: reads see EOF, writes fail.
+    /// When the first ciphertext byte of the last TLS record opened arrived, if reel seals
+    /// this connection's records and the record took more than one read; taken once.
+    pub(crate) fn take_record_since(&mut self) -> Option<std::time::Instant> {
+        match &mut self.transport {
+            Transport::Sealed(s) => s.take_record_since(),
+            _ => None,
+        }
+    }
+
     pub(crate) fn take_tcp(&mut self) -> Option<TcpStream> {
         match std::mem::replace(&mut self.transport, Transport::Stream(Box::new(Gone))) {
             Transport::Tcp(s) => Some(s),
@@ -558,6 +567,12 @@ impl Io {
         self.flush().await?;
         // At least one record: a head with an empty body still leaves.
         while off < end || !prefix.is_empty() {
+            // So does the key update a session makes when its keys are due.
+            if let Transport::Sealed(s) = &self.transport
+                && s.needs_flush()
+            {
+                self.flush().await?;
+            }
             let mut batch: [Option<PoolBuf>; SEAL_BATCH] = [None, None, None, None];
             for slot in &mut batch {
                 if off >= end && prefix.is_empty() {
