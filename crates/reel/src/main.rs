@@ -28,6 +28,7 @@ mod refused;
 mod reload;
 mod server;
 mod state;
+mod status;
 mod tls;
 mod upgrade;
 

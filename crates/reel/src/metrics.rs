@@ -11,9 +11,8 @@ use std::sync::atomic::Ordering::Relaxed;
 use reel_ops::metrics::{Kind, PromWriter, render_workers};
 use reel_runtime::WorkerStats;
 
-use crate::reload::ReloadStatus;
 use crate::state::Shared;
-use crate::upgrade::UpgradeStatus;
+use crate::status::{ReloadStatus, UpgradeStatus};
 
 /// The exposition for the current state.
 pub(crate) fn render(s: &Shared) -> String {

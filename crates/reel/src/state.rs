@@ -25,8 +25,7 @@ use tracing::{info, warn};
 use crate::fds::FdBudget;
 use crate::generation::Live;
 use crate::options;
-use crate::reload::{ReloadError, ReloadStatus};
-use crate::upgrade::UpgradeStatus;
+use crate::status::{ReloadError, ReloadStatus, UpgradeStatus};
 
 /// How long shutdown waits for the access-log writer to write what workers handed over.
 const ACCESS_LOG_CLOSE: Duration = Duration::from_secs(5);

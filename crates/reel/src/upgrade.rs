@@ -17,7 +17,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::Context;
-use serde::Serialize;
 use tokio::sync::mpsc;
 use tracing::{error, info, warn};
 
@@ -36,27 +35,6 @@ pub(crate) enum Event {
     Serving(u32),
     /// The upgrade failed; this process keeps serving.
     Failed(String),
-}
-
-/// Upgrades so far, shown in `/status`.
-#[derive(Debug, Clone, Default, Serialize)]
-pub(crate) struct UpgradeStatus {
-    /// Upgrades attempted (SIGUSR2).
-    pub attempts: u64,
-    /// Upgrades that failed.
-    pub failures: u64,
-    /// Whether one is under way.
-    pub in_progress: bool,
-    /// Whether the last one succeeded.
-    pub last_ok: Option<bool>,
-    /// Why the last one failed.
-    pub last_error: Option<String>,
-    /// Unix time of the last attempt.
-    pub last_at: Option<u64>,
-    /// The successor's pid, once it serves.
-    pub successor: Option<u32>,
-    /// The process this one replaced, while it is still draining.
-    pub predecessor: Option<u32>,
 }
 
 /// Starts an upgrade on a thread of its own; events arrive on `events`.
