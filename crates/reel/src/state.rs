@@ -4,6 +4,12 @@
 //! counters, health, the bound listeners, the reload and upgrade bookkeeping, and whether
 //! keep-alive clients are being told to close (stopping, or handed to a successor).
 
+pub(crate) mod generation;
+pub(crate) mod options;
+pub(crate) mod preflight;
+pub(crate) mod reload;
+pub(crate) mod status;
+
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -14,7 +20,7 @@ use anyhow::Context;
 use arc_swap::ArcSwap;
 use reel_config::Config;
 
-use crate::options::OriginFlag;
+use crate::state::options::OriginFlag;
 use reel_ops::metrics::WorkerMetrics;
 use reel_ops::sampler::Health;
 use reel_runtime::{CorePlan, WorkerStats};
@@ -22,10 +28,9 @@ use serde::Serialize;
 use tokio::sync::{mpsc, oneshot};
 use tracing::{info, warn};
 
-use crate::fds::FdBudget;
-use crate::generation::Live;
-use crate::options;
-use crate::status::{ReloadError, ReloadStatus, UpgradeStatus};
+use crate::process::fds::FdBudget;
+use crate::state::generation::Live;
+use crate::state::status::{ReloadError, ReloadStatus, UpgradeStatus};
 
 /// How long shutdown waits for the access-log writer to write what workers handed over.
 const ACCESS_LOG_CLOSE: Duration = Duration::from_secs(5);
@@ -75,7 +80,7 @@ pub(crate) struct Shared {
     /// Per-worker TLS handshake counters, in worker order.
     pub tls_counters: Vec<Arc<reel_tls::HandshakeCounters>>,
     /// The HTTP/3 listeners (bound after the TCP ones, whose ports they share).
-    pub quic: Arc<crate::quic::Quic>,
+    pub quic: Arc<crate::worker::quic::Quic>,
 }
 
 impl Shared {
@@ -86,7 +91,7 @@ impl Shared {
         config_path: PathBuf,
         origin_flag: Option<OriginFlag>,
         plan: &CorePlan,
-        tls: crate::tls::TlsState,
+        tls: crate::worker::tls::TlsState,
         tickets: reel_tls::Tickets,
         frozen: bool,
     ) -> anyhow::Result<Arc<Shared>> {
@@ -121,7 +126,7 @@ impl Shared {
             upgrade: Mutex::new(UpgradeStatus::default()),
             tickets,
             tls_counters: (0..n).map(|_| Arc::default()).collect(),
-            quic: Arc::new(crate::quic::Quic::new(n)?),
+            quic: Arc::new(crate::worker::quic::Quic::new(n)?),
         }))
     }
 

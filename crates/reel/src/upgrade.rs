@@ -7,6 +7,8 @@
 //! [`SERVE_WAIT`]) is killed if still running and reported as [`Event::Failed`]; this
 //! process thaws its store and keeps serving as if nothing happened.
 
+pub(crate) mod handoff;
+pub(crate) mod inherit;
 mod relay;
 
 use std::ffi::OsString;
@@ -20,8 +22,8 @@ use anyhow::Context;
 use tokio::sync::mpsc;
 use tracing::{error, info, warn};
 
-use crate::handoff::{Channel, ENV_FD, FDS_PER_MSG, Msg, SocketRole};
 use crate::state::Shared;
+use crate::upgrade::handoff::{Channel, ENV_FD, FDS_PER_MSG, Msg, SocketRole};
 
 /// How long the successor may take to load its config and ask for the store.
 const START_WAIT: Duration = Duration::from_secs(60);

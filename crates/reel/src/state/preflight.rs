@@ -12,9 +12,9 @@ mod host;
 use reel_config::{Config, ConfigErrors, ConfigProblem};
 use reel_runtime::CorePlan;
 
-use crate::fds::FdBudget;
-use crate::options::{self, ConnectionLimits};
-use crate::tls::TlsState;
+use crate::process::fds::FdBudget;
+use crate::state::options::{self, ConnectionLimits};
+use crate::worker::tls::TlsState;
 
 /// What the checks built on the way, for the caller to run with.
 pub(crate) struct Ready {

@@ -10,11 +10,11 @@ use std::time::SystemTime;
 
 use tracing::{error, info, warn};
 
-use crate::generation::Live;
-use crate::options;
-use crate::preflight;
 use crate::state::Shared;
-use crate::status::{ReloadError, ReloadStatus};
+use crate::state::generation::Live;
+use crate::state::options;
+use crate::state::preflight;
+use crate::state::status::{ReloadError, ReloadStatus};
 
 /// Re-reads the config file and swaps in a new generation. An invalid file leaves the
 /// running config untouched; the error is logged and kept for `/status`.
@@ -93,7 +93,7 @@ fn apply(
     }
     shared.generation.store(generation, Ordering::SeqCst);
     if live.cfg.log.level != old.cfg.log.level
-        && let Err(e) = crate::logging::set_level(&live.cfg.log.level)
+        && let Err(e) = crate::process::logging::set_level(&live.cfg.log.level)
     {
         warn!("keeping the previous log filter: {e}");
     }

@@ -7,7 +7,7 @@ use reel_config::ConfigErrors;
 use reel_runtime::RuntimeError;
 use serde::Serialize;
 
-use crate::generation::GenerationError;
+use crate::state::generation::GenerationError;
 
 /// The outcome of the last reload, shown in `/status`.
 #[derive(Debug, Clone, Serialize, Default)]

@@ -33,7 +33,7 @@ pub(crate) fn start(cfg: &Config, inherited: Option<TcpListener>) -> anyhow::Res
         None => TcpListener::bind(addr).with_context(|| format!("binding {addr}"))?,
     };
     let keep = listener.try_clone()?;
-    let d = reel_demo_origin::spawn_on(listener, crate::options::demo_origin(cfg))?;
+    let d = reel_demo_origin::spawn_on(listener, crate::state::options::demo_origin(cfg))?;
     tracing::info!(address = %d.local_addr(), "demo origin listening");
     Ok(Some(Demo { _origin: d, listener: keep }))
 }
