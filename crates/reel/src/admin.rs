@@ -2,6 +2,10 @@
 //! and its dashboard, reload, drain, resume and purge. It runs on its own thread with its own small runtime, off the
 //! workers, and speaks HTTP through the same codec as the data listeners.
 //!
+//! The folder holds what only the admin listener reads: the load history behind
+//! `/status/history` and the dashboard page (`history`, `dashboard.html`), the `/metrics`
+//! exposition (`metrics`) and the host's hidden limits it reports (`host`).
+//!
 //! | method and path | what |
 //! |---|---|
 //! | `GET /metrics` | Prometheus text format (rendered by [`crate::admin::metrics`]) |

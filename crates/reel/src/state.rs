@@ -3,6 +3,11 @@
 //! every worker sees a new one on its next request without a lock), the store, per-worker
 //! counters, health, the bound listeners, the reload and upgrade bookkeeping, and whether
 //! keep-alive clients are being told to close (stopping, or handed to a successor).
+//!
+//! The folder holds what a config becomes on its way to the workers: the libraries'
+//! options built from it (`options`), the checks it must pass on this host (`preflight`),
+//! one generation of the reloadable state (`generation`), live reload (`reload`), and the
+//! outcomes of reloads and upgrades kept for `/status` (`status`).
 
 pub(crate) mod generation;
 pub(crate) mod options;

@@ -6,6 +6,10 @@
 //! A successor that fails before it serves (bad config, crash, a hang past
 //! [`SERVE_WAIT`]) is killed if still running and reported as [`Event::Failed`]; this
 //! process thaws its store and keeps serving as if nothing happened.
+//!
+//! The folder holds both ends of the hand-over: the control channel (`handoff`), the
+//! successor's standard error relayed while it starts (`relay`), and the listening sockets
+//! a starting process takes over from its predecessor or from systemd (`inherit`).
 
 pub(crate) mod handoff;
 pub(crate) mod inherit;
