@@ -1,6 +1,6 @@
 //! The built-in origin simulator of `[demo_origin]`, compiled in with the `demo` cargo
 //! feature (a default feature, so the README's run command serves the demo). A build
-//! without it rejects a config that enables the demo origin (see `preflight`).
+//! without it rejects a config that enables the demo origin (see `crate::state::preflight`).
 
 use std::net::TcpListener;
 use std::os::fd::OwnedFd;

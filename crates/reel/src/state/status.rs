@@ -1,7 +1,7 @@
 //! The outcomes of reloads and binary upgrades that [`crate::state::Shared`] keeps for
-//! `/status` and `/metrics`: plain records written by `reload` and `upgrade` and read by the
-//! admin listener, defined here, below all three, so that the shared state names no module
-//! that uses it.
+//! `/status` and `/metrics`: plain records written by live reload and by the upgrade and
+//! read by the admin listener, defined here, below all three, so that the shared state
+//! names no module that uses it.
 
 use reel_config::ConfigErrors;
 use reel_runtime::RuntimeError;
