@@ -140,7 +140,8 @@ impl Shared {
     pub(crate) fn apply_quic(&self) -> anyhow::Result<()> {
         let bound: Vec<(String, SocketAddr)> =
             self.listeners().into_iter().map(|l| (l.name, l.address)).collect();
-        self.quic.apply(&self.live(), &bound, &self.tickets)
+        let live = self.live();
+        self.quic.apply(&live.cfg, &live.tls, &bound, &self.tickets)
     }
 
     /// From now on every response tells its keep-alive client to close (idle connections
