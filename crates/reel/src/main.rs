@@ -7,6 +7,7 @@
 
 mod admin;
 mod cli;
+mod listeners;
 mod process;
 mod state;
 mod upgrade;

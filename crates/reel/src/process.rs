@@ -7,7 +7,5 @@
 pub(crate) mod alloc;
 #[cfg(feature = "demo")]
 pub(crate) mod demo;
-pub(crate) mod fds;
 pub(crate) mod lifecycle;
-pub(crate) mod logging;
 pub(crate) mod server;

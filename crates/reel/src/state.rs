@@ -9,7 +9,9 @@
 //! one generation of the reloadable state (`generation`), live reload (`reload`), and the
 //! outcomes of reloads and upgrades kept for `/status` (`status`).
 
+pub(crate) mod fds;
 pub(crate) mod generation;
+pub(crate) mod logging;
 pub(crate) mod options;
 pub(crate) mod preflight;
 pub(crate) mod reload;
@@ -33,7 +35,7 @@ use serde::Serialize;
 use tokio::sync::{mpsc, oneshot};
 use tracing::{info, warn};
 
-use crate::process::fds::FdBudget;
+use crate::state::fds::FdBudget;
 use crate::state::generation::Live;
 use crate::state::status::{ReloadError, ReloadStatus, UpgradeStatus};
 
@@ -85,7 +87,7 @@ pub(crate) struct Shared {
     /// Per-worker TLS handshake counters, in worker order.
     pub tls_counters: Vec<Arc<reel_tls::HandshakeCounters>>,
     /// The HTTP/3 listeners (bound after the TCP ones, whose ports they share).
-    pub quic: Arc<crate::worker::quic::Quic>,
+    pub quic: Arc<crate::listeners::quic::Quic>,
 }
 
 impl Shared {
@@ -96,7 +98,7 @@ impl Shared {
         config_path: PathBuf,
         origin_flag: Option<OriginFlag>,
         plan: &CorePlan,
-        tls: crate::worker::tls::TlsState,
+        tls: crate::listeners::tls::TlsState,
         tickets: reel_tls::Tickets,
         frozen: bool,
     ) -> anyhow::Result<Arc<Shared>> {
@@ -131,7 +133,7 @@ impl Shared {
             upgrade: Mutex::new(UpgradeStatus::default()),
             tickets,
             tls_counters: (0..n).map(|_| Arc::default()).collect(),
-            quic: Arc::new(crate::worker::quic::Quic::new(n)?),
+            quic: Arc::new(crate::listeners::quic::Quic::new(n)?),
         }))
     }
 

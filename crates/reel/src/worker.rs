@@ -5,6 +5,4 @@
 //! accept (`refused`).
 
 pub(crate) mod app;
-pub(crate) mod quic;
 pub(crate) mod refused;
-pub(crate) mod tls;

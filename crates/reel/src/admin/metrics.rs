@@ -1,7 +1,7 @@
 //! `GET /metrics` on the admin listener: the whole Prometheus exposition, family by family
 //! in a fixed order. Crates that own counters render them through the shared writer
 //! (requests in `reel-ops` [`render_workers`], the access log, slices in `reel-cache`,
-//! origins in `reel-origin`, TLS in [`crate::worker::tls`]); this module renders what only the
+//! origins in `reel-origin`, TLS in [`crate::listeners::tls`]); this module renders what only the
 //! binary holds: the runtime's per-worker connection counts, the store's gauges, binary
 //! upgrades, reloads and the drain state.
 
@@ -61,7 +61,7 @@ fn protocols(p: &mut PromWriter, workers: &[Arc<reel_ops::metrics::WorkerMetrics
 }
 
 /// The HTTP/3 listeners' QUIC endpoints, per listener (summed over workers).
-fn quic(p: &mut PromWriter, listeners: &[Arc<crate::worker::quic::QuicListener>]) {
+fn quic(p: &mut PromWriter, listeners: &[Arc<crate::listeners::quic::QuicListener>]) {
     type Pick = fn(&reel_quic::QuicCounters) -> u64;
     let families: [(&str, Kind, &str, Pick); 7] = [
         ("reel_quic_connections_open", Kind::Gauge, "Open QUIC connections.", |c| {

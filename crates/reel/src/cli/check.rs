@@ -4,7 +4,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use crate::EX_USAGE;
-use crate::process::fds::FdBudget;
+use crate::state::fds::FdBudget;
 
 /// Prints every problem with file, line, column and key; exit 0 or 64. Besides the file's
 /// own rules, every check `serve` makes before it binds runs ([`crate::state::preflight::check`]):

@@ -52,7 +52,7 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         &cfg,
         args.origin.is_some(),
         &tickets,
-        &crate::process::fds::FdBudget::estimate(&cfg),
+        &crate::state::fds::FdBudget::estimate(&cfg),
     ) {
         Ok(r) => r,
         Err(e) => {
@@ -61,7 +61,7 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         }
     };
     let preflight::Ready { tls, mut plan, warnings, .. } = ready;
-    crate::process::logging::init(&cfg.log);
+    crate::state::logging::init(&cfg.log);
     for w in &warnings {
         warn!("{w}");
     }

@@ -93,7 +93,7 @@ fn apply(
     }
     shared.generation.store(generation, Ordering::SeqCst);
     if live.cfg.log.level != old.cfg.log.level
-        && let Err(e) = crate::process::logging::set_level(&live.cfg.log.level)
+        && let Err(e) = crate::state::logging::set_level(&live.cfg.log.level)
     {
         warn!("keeping the previous log filter: {e}");
     }

@@ -25,7 +25,7 @@ use reel_quic::{Keys, QuicConfig, QuicCounters, QuicSettings, RetryMode};
 use tokio::sync::watch;
 use tracing::{info, warn};
 
-use crate::worker::tls::TlsState;
+use crate::listeners::tls::TlsState;
 
 /// One listener's QUIC side.
 pub(crate) struct QuicListener {
