@@ -5,9 +5,10 @@
 //! keep-alive clients are being told to close (stopping, or handed to a successor).
 //!
 //! The folder holds what a config becomes on its way to the workers: the libraries'
-//! options built from it (`options`), the checks it must pass on this host (`preflight`),
-//! one generation of the reloadable state (`generation`), live reload (`reload`), and the
-//! outcomes of reloads and upgrades kept for `/status` (`status`).
+//! options built from it (`options`), with the descriptor budget that caps connections
+//! (`fds`), the checks it must pass on this host (`preflight`), one generation of the
+//! reloadable state (`generation`), the log filter it sets (`logging`), live reload
+//! (`reload`), and the outcomes of reloads and upgrades kept for `/status` (`status`).
 
 pub(crate) mod fds;
 pub(crate) mod generation;

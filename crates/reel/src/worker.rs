@@ -1,8 +1,7 @@
-//! The data listeners as the binary wires them into the runtime: what each worker runs
-//! (`app`: the per-worker application and the request handler in front of the cache), the
-//! TLS listeners' serving state and accept path (`tls`), the HTTP/3 listeners, their UDP
-//! socket groups and QUIC endpoints (`quic`), and the answer to a connection refused at
-//! accept (`refused`).
+//! What runs on each worker thread: the per-worker application the runtime creates and the
+//! request handler in front of the cache (`app`), and the answer to a connection refused
+//! at accept (`refused`). The listeners' TLS and HTTP/3 sides it serves are
+//! `crate::listeners`.
 
 pub(crate) mod app;
 pub(crate) mod refused;
