@@ -63,7 +63,7 @@ impl QuicSettings {
     }
 }
 
-/// The transport settings and admission limits of one QUIC listener.
+/// The transport settings and handshake-gate limits of one QUIC listener.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QuicSettings {
     /// Concurrent request (bidirectional) streams a client may open. Default 100.
@@ -132,12 +132,12 @@ impl Default for QuicSettings {
 }
 
 /// What a listener's endpoints serve with: the server configuration (certificates,
-/// transport) and the admission settings. Replaced whole on a reload.
+/// transport) and the handshake gate's settings. Replaced whole on a reload.
 #[derive(Clone)]
 pub struct QuicConfig {
     /// The `quinn` server configuration ([`server_config`]).
     pub server: ServerConfig,
-    /// The settings it was made from; admission reads them per new connection.
+    /// The settings it was made from; the handshake gate reads them per new connection.
     pub settings: QuicSettings,
 }
 

@@ -11,14 +11,19 @@
 //! * [`amplify`]: the anti-amplification limit (three times the bytes received from an
 //!   unproven address) held exactly at the socket, where the transport lets a datagram
 //!   past it.
-//! * [`worker`]: one endpoint per worker on the worker's own UDP socket, the admission of
-//!   each new connection (Retry, per-worker and per-client-address limits) and the
-//!   handshake, then the connection handed to the application (HTTP/3).
+//! * [`worker`]: one endpoint per worker on the worker's own UDP socket, the handshake gate
+//!   of each new connection ([`HandshakeGate`]: refused at the worker's limit, asked to
+//!   Retry, or accepted), its place in its client address's count, and the handshake, then
+//!   the connection handed to the application (HTTP/3).
 //!
 //! # Design
 //! Thread per core as for TCP: each worker's endpoint runs on its `current_thread` runtime,
-//! and its connections' drivers with it; nothing is shared between workers but the
-//! read-only configuration and keys.
+//! and its connections' drivers with it. Workers share only the read-only configuration and
+//! keys, and the per-client-address counts: this crate keeps none of those counts itself,
+//! the application does (across workers, and with its TCP connections) and lends them to
+//! each worker's endpoint as the client-gate closure `serve_worker` takes (`client_place`).
+//! Everything else (the connections, their tally, the anti-amplification ledger) is the
+//! worker's own.
 
 #![deny(unsafe_code)]
 
@@ -32,4 +37,4 @@ pub use config::{
     Keys, MIN_SEND_WINDOW, QuicConfig, QuicError, QuicSettings, RetryMode, endpoint_config,
     server_config,
 };
-pub use worker::{Admission, Arrival, QuicCounters, client_key, serve_worker};
+pub use worker::{Arrival, HandshakeGate, QuicCounters, client_key, serve_worker};

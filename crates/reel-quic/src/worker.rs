@@ -1,8 +1,8 @@
-//! One worker's QUIC endpoint: admission, handshakes, and the connections handed to the
-//! application.
+//! One worker's QUIC endpoint: the handshake gate (refuse, Retry or accept), handshakes,
+//! and the connections handed to the application.
 //!
 //! Each new connection (an `Incoming`: a client's first Initial) is decided before any
-//! handshake work ([`Admission::decide`]): refused when the worker holds its connection
+//! handshake work ([`HandshakeGate::decide`]): refused when the worker holds its connection
 //! limit, asked to prove its address with a Retry when the mode says so (in `auto`: when
 //! the worker has many handshakes in flight, or the address a few), then accepted.
 //!
@@ -72,9 +72,10 @@ impl Drop for Window {
 /// address filled its share meanwhile (HTTP/3's `H3_EXCESSIVE_LOAD`).
 const REFUSED: quinn::VarInt = quinn::VarInt::from_u32(0x107);
 
-/// What becomes of a new connection.
+/// The handshake gate's verdict on a new connection: what becomes of it before any
+/// handshake work.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Admission {
+pub enum HandshakeGate {
     /// Handshake.
     Accept,
     /// Ask the client to prove its address first.
@@ -83,7 +84,7 @@ pub enum Admission {
     RefuseWorker,
 }
 
-/// What the admission knows of a new connection.
+/// What the handshake gate knows of a new connection.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Arrival {
     /// Connections of the worker (handshaking ones included).
@@ -96,12 +97,12 @@ pub struct Arrival {
     pub validated: bool,
 }
 
-impl Admission {
+impl HandshakeGate {
     /// Decides on a new connection, before its client's share is counted (after a
     /// Retry, its address is proven).
-    pub fn decide(s: &QuicSettings, a: Arrival) -> Admission {
+    pub fn decide(s: &QuicSettings, a: Arrival) -> HandshakeGate {
         if a.open >= s.max_per_worker {
-            return Admission::RefuseWorker;
+            return HandshakeGate::RefuseWorker;
         }
         let retry = match s.retry {
             RetryMode::Always => true,
@@ -110,7 +111,7 @@ impl Admission {
             }
             RetryMode::Never => false,
         };
-        if retry && !a.validated { Admission::Retry } else { Admission::Accept }
+        if retry && !a.validated { HandshakeGate::Retry } else { HandshakeGate::Accept }
     }
 }
 
@@ -262,21 +263,21 @@ where
             handshaking_client: tally.handshaking_from(ip),
             validated,
         };
-        let verdict = Admission::decide(&settings, arrival);
+        let verdict = HandshakeGate::decide(&settings, arrival);
         match verdict {
-            Admission::RefuseWorker => {
+            HandshakeGate::RefuseWorker => {
                 counters.refused_worker.fetch_add(1, Ordering::Relaxed);
                 incoming.refuse();
                 continue;
             }
-            Admission::Retry if incoming.may_retry() => {
+            HandshakeGate::Retry if incoming.may_retry() => {
                 counters.retries.fetch_add(1, Ordering::Relaxed);
                 if let Err(e) = incoming.retry() {
                     e.into_incoming().ignore();
                 }
                 continue;
             }
-            Admission::Retry | Admission::Accept => {}
+            HandshakeGate::Retry | HandshakeGate::Accept => {}
         }
         // A proven address takes its place now, or is refused before any handshake work.
         // An unproven one takes none until its handshake completes; if it holds its share
@@ -376,18 +377,18 @@ mod tests {
     }
 
     #[test]
-    fn admission_limits_then_retry() {
+    fn handshake_gate_limits_then_retry() {
         let mut s = QuicSettings { max_per_worker: 10, ..Default::default() };
-        assert_eq!(Admission::decide(&s, at(10, 0, 0, true)), Admission::RefuseWorker);
-        assert_eq!(Admission::decide(&s, at(3, 0, 0, false)), Admission::Accept);
+        assert_eq!(HandshakeGate::decide(&s, at(10, 0, 0, true)), HandshakeGate::RefuseWorker);
+        assert_eq!(HandshakeGate::decide(&s, at(3, 0, 0, false)), HandshakeGate::Accept);
         s.retry_above = 4;
-        assert_eq!(Admission::decide(&s, at(5, 4, 0, false)), Admission::Retry);
-        assert_eq!(Admission::decide(&s, at(5, 4, 0, true)), Admission::Accept);
+        assert_eq!(HandshakeGate::decide(&s, at(5, 4, 0, false)), HandshakeGate::Retry);
+        assert_eq!(HandshakeGate::decide(&s, at(5, 4, 0, true)), HandshakeGate::Accept);
         s.retry = RetryMode::Always;
-        assert_eq!(Admission::decide(&s, at(0, 0, 0, false)), Admission::Retry);
-        assert_eq!(Admission::decide(&s, at(10, 0, 0, false)), Admission::RefuseWorker);
+        assert_eq!(HandshakeGate::decide(&s, at(0, 0, 0, false)), HandshakeGate::Retry);
+        assert_eq!(HandshakeGate::decide(&s, at(10, 0, 0, false)), HandshakeGate::RefuseWorker);
         s.retry = RetryMode::Never;
-        assert_eq!(Admission::decide(&s, at(5, 50, 50, false)), Admission::Accept);
+        assert_eq!(HandshakeGate::decide(&s, at(5, 50, 50, false)), HandshakeGate::Accept);
     }
 
     #[test]
@@ -413,9 +414,9 @@ mod tests {
         let s = QuicSettings::default();
         let few = s.retry_above_per_client;
         assert!(few < s.retry_above);
-        assert_eq!(Admission::decide(&s, at(9, 9, few - 1, false)), Admission::Accept);
-        assert_eq!(Admission::decide(&s, at(9, 9, few, false)), Admission::Retry);
-        assert_eq!(Admission::decide(&s, at(9, 9, few, true)), Admission::Accept);
+        assert_eq!(HandshakeGate::decide(&s, at(9, 9, few - 1, false)), HandshakeGate::Accept);
+        assert_eq!(HandshakeGate::decide(&s, at(9, 9, few, false)), HandshakeGate::Retry);
+        assert_eq!(HandshakeGate::decide(&s, at(9, 9, few, true)), HandshakeGate::Accept);
     }
 
     #[test]

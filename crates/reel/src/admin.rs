@@ -2,11 +2,15 @@
 //! and its dashboard, reload, drain, resume and purge. It runs on its own thread with its own small runtime, off the
 //! workers, and speaks HTTP through the same codec as the data listeners.
 //!
+//! The folder holds what only the admin listener reads: the load history behind
+//! `/status/history` and the dashboard page (`history`, `dashboard.html`), the `/metrics`
+//! exposition (`metrics`) and the host's hidden limits it reports (`host`).
+//!
 //! | method and path | what |
 //! |---|---|
-//! | `GET /metrics` | Prometheus text format (rendered by [`crate::metrics`]) |
+//! | `GET /metrics` | Prometheus text format (rendered by [`crate::admin::metrics`]) |
 //! | `GET /status` | JSON: version, config hash and load time, core plan, workers, origins, store, reloads |
-//! | `GET /status/history[?since=UNIX_MS]` | JSON: the last 15 minutes, one sample a second ([`crate::history`]), and the header figures |
+//! | `GET /status/history[?since=UNIX_MS]` | JSON: the last 15 minutes, one sample a second ([`crate::admin::history`]), and the header figures |
 //! | `GET /dashboard` | a self-contained HTML page drawing `/status/history`, refreshed every second |
 //! | `POST /admin/reload` | re-read the config (like SIGHUP); 200 with the outcome, 400 with the errors |
 //! | `POST /admin/drain`, `POST /admin/resume` | `/healthz` answers 503 (draining) or resumes |
@@ -21,6 +25,10 @@
 //! preflight, which this listener never grants, so a page in the operator's browser cannot
 //! drain the node even without a token.
 
+pub(crate) mod history;
+pub(crate) mod host;
+pub(crate) mod metrics;
+
 use std::cell::RefCell;
 use std::net::SocketAddr;
 use std::rc::Rc;
@@ -34,11 +42,11 @@ use serde_json::json;
 use tokio::sync::watch;
 use tracing::{info, warn};
 
-use crate::history::History;
+use crate::admin::history::History;
 use crate::state::Shared;
 
 /// The dashboard page: inline CSS and script, no other asset.
-const DASHBOARD: &str = include_str!("dashboard.html");
+const DASHBOARD: &str = include_str!("admin/dashboard.html");
 
 /// A running admin listener.
 pub(crate) struct Admin {
@@ -82,7 +90,7 @@ pub(crate) fn start(
 ) -> anyhow::Result<Admin> {
     let cfg = &shared.live().cfg;
     let addr = cfg.admin.address;
-    if let Some(p) = crate::preflight::check_environment(cfg) {
+    if let Some(p) = crate::state::preflight::check_environment(cfg) {
         anyhow::bail!("{p}");
     }
     let a = &cfg.admin;
@@ -109,7 +117,7 @@ pub(crate) fn start(
     let (stop, stop_rx) = watch::channel(false);
     // The history's first reading, before anything is served: the first sample then
     // covers every request from the start.
-    let mut history = History::new(crate::history::CAPACITY);
+    let mut history = History::new(crate::admin::history::CAPACITY);
     history.tick(&shared);
     let thread = std::thread::Builder::new().name("reel-admin".into()).spawn(move || {
         let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
@@ -245,7 +253,7 @@ impl AdminHandler {
     fn metrics(&self) -> Response {
         Response::new(200)
             .header("content-type", Bytes::from_static(b"text/plain; version=0.0.4"))
-            .bytes(crate::metrics::render(&self.shared))
+            .bytes(crate::admin::metrics::render(&self.shared))
     }
 
     fn status(&self) -> Response {
@@ -348,9 +356,9 @@ impl AdminHandler {
         };
         let s = &self.shared;
         let live = s.live_full();
-        let loaded = crate::history::unix_ms(live.loaded_at) / 1000;
+        let loaded = crate::admin::history::unix_ms(live.loaded_at) / 1000;
         let now = std::time::SystemTime::now();
-        let now_secs = crate::history::unix_ms(now) as i64 / 1000;
+        let now_secs = crate::admin::history::unix_ms(now) as i64 / 1000;
         let tls = live.tls.status();
         let nearest = tls["certificates"]
             .as_array()
@@ -369,7 +377,7 @@ impl AdminHandler {
         let samples: Vec<_> = h.since(since).collect();
         // Compact: 900 samples pretty-printed would be several times the size.
         let body = json!({
-            "now": crate::history::unix_ms(now),
+            "now": crate::admin::history::unix_ms(now),
             "interval_ms": 1000,
             "capacity": h.capacity(),
             "header": {

@@ -6,30 +6,12 @@
 //! - `reel plan --config F [--format text|env]` prints the core plan.
 
 mod admin;
-mod alloc;
-mod app;
-mod check;
-#[cfg(feature = "demo")]
-mod demo;
-mod fds;
-mod generation;
-mod handoff;
-mod history;
-mod host;
-mod inherit;
-mod lifecycle;
-mod logging;
-mod metrics;
-mod options;
-mod plan;
-mod preflight;
-mod quic;
-mod refused;
-mod reload;
-mod server;
+mod cli;
+mod listeners;
+mod process;
 mod state;
-mod tls;
 mod upgrade;
+mod worker;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -84,20 +66,20 @@ enum Command {
     Plan {
         /// `text` (a table) or `env` (shell assignments for reel-irq.sh).
         #[arg(long, default_value = "text")]
-        format: plan::Format,
+        format: cli::plan::Format,
     },
 }
 
 fn main() -> ExitCode {
-    alloc::configure();
+    process::alloc::configure();
     let cli = Cli::parse();
     let named = cli.config.is_some();
     let config = cli.config.unwrap_or_else(|| PathBuf::from(DEFAULT_CONFIG));
     let result = match cli.command.unwrap_or(Command::Serve(cli.serve)) {
-        Command::Check => return check::run(&config, named),
-        Command::Plan { format } => plan::run(&config, format),
+        Command::Check => return cli::check::run(&config, named),
+        Command::Plan { format } => cli::plan::run(&config, format),
         Command::Serve(ServeFlags { origin, origin_host }) => {
-            server::run(server::ServeArgs { config, origin, origin_host })
+            process::server::run(process::server::ServeArgs { config, origin, origin_host })
         }
     };
     match result {

@@ -3,6 +3,20 @@
 //! every worker sees a new one on its next request without a lock), the store, per-worker
 //! counters, health, the bound listeners, the reload and upgrade bookkeeping, and whether
 //! keep-alive clients are being told to close (stopping, or handed to a successor).
+//!
+//! The folder holds what a config becomes on its way to the workers: the libraries'
+//! options built from it (`options`), with the descriptor budget that caps connections
+//! (`fds`), the checks it must pass on this host (`preflight`), one generation of the
+//! reloadable state (`generation`), the log filter it sets (`logging`), live reload
+//! (`reload`), and the outcomes of reloads and upgrades kept for `/status` (`status`).
+
+pub(crate) mod fds;
+pub(crate) mod generation;
+pub(crate) mod logging;
+pub(crate) mod options;
+pub(crate) mod preflight;
+pub(crate) mod reload;
+pub(crate) mod status;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -14,7 +28,7 @@ use anyhow::Context;
 use arc_swap::ArcSwap;
 use reel_config::Config;
 
-use crate::options::OriginFlag;
+use crate::state::options::OriginFlag;
 use reel_ops::metrics::WorkerMetrics;
 use reel_ops::sampler::Health;
 use reel_runtime::{CorePlan, WorkerStats};
@@ -22,11 +36,9 @@ use serde::Serialize;
 use tokio::sync::{mpsc, oneshot};
 use tracing::{info, warn};
 
-use crate::fds::FdBudget;
-use crate::generation::Live;
-use crate::options;
-use crate::reload::{ReloadError, ReloadStatus};
-use crate::upgrade::UpgradeStatus;
+use crate::state::fds::FdBudget;
+use crate::state::generation::Live;
+use crate::state::status::{ReloadError, ReloadStatus, UpgradeStatus};
 
 /// How long shutdown waits for the access-log writer to write what workers handed over.
 const ACCESS_LOG_CLOSE: Duration = Duration::from_secs(5);
@@ -76,7 +88,7 @@ pub(crate) struct Shared {
     /// Per-worker TLS handshake counters, in worker order.
     pub tls_counters: Vec<Arc<reel_tls::HandshakeCounters>>,
     /// The HTTP/3 listeners (bound after the TCP ones, whose ports they share).
-    pub quic: Arc<crate::quic::Quic>,
+    pub quic: Arc<crate::listeners::quic::Quic>,
 }
 
 impl Shared {
@@ -87,7 +99,7 @@ impl Shared {
         config_path: PathBuf,
         origin_flag: Option<OriginFlag>,
         plan: &CorePlan,
-        tls: crate::tls::TlsState,
+        tls: crate::listeners::tls::TlsState,
         tickets: reel_tls::Tickets,
         frozen: bool,
     ) -> anyhow::Result<Arc<Shared>> {
@@ -122,7 +134,7 @@ impl Shared {
             upgrade: Mutex::new(UpgradeStatus::default()),
             tickets,
             tls_counters: (0..n).map(|_| Arc::default()).collect(),
-            quic: Arc::new(crate::quic::Quic::new(n)?),
+            quic: Arc::new(crate::listeners::quic::Quic::new(n)?),
         }))
     }
 
@@ -131,7 +143,8 @@ impl Shared {
     pub(crate) fn apply_quic(&self) -> anyhow::Result<()> {
         let bound: Vec<(String, SocketAddr)> =
             self.listeners().into_iter().map(|l| (l.name, l.address)).collect();
-        self.quic.apply(&self.live(), &bound, &self.tickets)
+        let live = self.live();
+        self.quic.apply(&live.cfg, &live.tls, &bound, &self.tickets)
     }
 
     /// From now on every response tells its keep-alive client to close (idle connections

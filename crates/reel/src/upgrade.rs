@@ -6,7 +6,13 @@
 //! A successor that fails before it serves (bad config, crash, a hang past
 //! [`SERVE_WAIT`]) is killed if still running and reported as [`Event::Failed`]; this
 //! process thaws its store and keeps serving as if nothing happened.
+//!
+//! The folder holds both ends of the hand-over: the control channel (`handoff`), the
+//! successor's standard error relayed while it starts (`relay`), and the listening sockets
+//! a starting process takes over from its predecessor or from systemd (`inherit`).
 
+pub(crate) mod handoff;
+pub(crate) mod inherit;
 mod relay;
 
 use std::ffi::OsString;
@@ -17,12 +23,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::Context;
-use serde::Serialize;
 use tokio::sync::mpsc;
 use tracing::{error, info, warn};
 
-use crate::handoff::{Channel, ENV_FD, FDS_PER_MSG, Msg, SocketRole};
 use crate::state::Shared;
+use crate::upgrade::handoff::{Channel, ENV_FD, FDS_PER_MSG, Msg, SocketRole};
 
 /// How long the successor may take to load its config and ask for the store.
 const START_WAIT: Duration = Duration::from_secs(60);
@@ -36,27 +41,6 @@ pub(crate) enum Event {
     Serving(u32),
     /// The upgrade failed; this process keeps serving.
     Failed(String),
-}
-
-/// Upgrades so far, shown in `/status`.
-#[derive(Debug, Clone, Default, Serialize)]
-pub(crate) struct UpgradeStatus {
-    /// Upgrades attempted (SIGUSR2).
-    pub attempts: u64,
-    /// Upgrades that failed.
-    pub failures: u64,
-    /// Whether one is under way.
-    pub in_progress: bool,
-    /// Whether the last one succeeded.
-    pub last_ok: Option<bool>,
-    /// Why the last one failed.
-    pub last_error: Option<String>,
-    /// Unix time of the last attempt.
-    pub last_at: Option<u64>,
-    /// The successor's pid, once it serves.
-    pub successor: Option<u32>,
-    /// The process this one replaced, while it is still draining.
-    pub predecessor: Option<u32>,
 }
 
 /// Starts an upgrade on a thread of its own; events arrive on `events`.

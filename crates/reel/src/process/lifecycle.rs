@@ -29,8 +29,8 @@ use tokio::sync::mpsc;
 use tracing::{error, info, warn};
 
 use crate::admin::Admin;
-use crate::handoff::SocketRole;
 use crate::state::Shared;
+use crate::upgrade::handoff::SocketRole;
 use crate::upgrade::{self, Event};
 
 /// The signals the control loop handles.
@@ -59,7 +59,7 @@ pub(crate) struct Process {
     pub health: Arc<Health>,
     /// The demo origin, if enabled.
     #[cfg(feature = "demo")]
-    pub demo: Option<crate::demo::Demo>,
+    pub demo: Option<crate::process::demo::Demo>,
 }
 
 enum Stop {
@@ -77,10 +77,10 @@ pub(crate) async fn run(p: Process, mut sig: Signals) -> ExitCode {
     let why = loop {
         tokio::select! {
             _ = sig.hup.recv() => {
-                let _ = crate::reload::reload(&shared, &p.runtime);
+                let _ = crate::state::reload::reload(&shared, &p.runtime);
             }
             Some(reply) = reload_requests.recv() => {
-                let _ = reply.send(crate::reload::reload(&shared, &p.runtime));
+                let _ = reply.send(crate::state::reload::reload(&shared, &p.runtime));
             }
             _ = sig.usr1.recv() => shared.reopen_access_log(),
             _ = sig.usr2.recv() => start_upgrade(&p, &events_tx),

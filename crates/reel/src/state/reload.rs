@@ -8,62 +8,13 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::SystemTime;
 
-use reel_config::ConfigErrors;
-use reel_runtime::RuntimeError;
-use serde::Serialize;
 use tracing::{error, info, warn};
 
-use crate::generation::{GenerationError, Live};
-use crate::options;
-use crate::preflight;
 use crate::state::Shared;
-
-/// The outcome of the last reload, shown in `/status`.
-#[derive(Debug, Clone, Serialize, Default)]
-pub(crate) struct ReloadStatus {
-    /// Reloads attempted.
-    pub attempts: u64,
-    /// Reloads that failed.
-    pub failures: u64,
-    /// Whether the last attempt succeeded.
-    pub last_ok: Option<bool>,
-    /// The last error (file:line:column: key: message lines).
-    pub last_error: Option<String>,
-    /// Keys that changed but need a restart to take effect.
-    pub needs_restart: Vec<String>,
-    /// Unix time of the last attempt.
-    pub last_at: Option<u64>,
-}
-
-/// Why a reload changed nothing (or, for listeners, only part of what it meant to).
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum ReloadError {
-    /// The file is unreadable or invalid (every problem, one per line).
-    #[error("{0}")]
-    Config(#[from] ConfigErrors),
-    /// The file is valid but cannot run here (every problem as `file:line:column: key:
-    /// message`, one per line, as `reel check` prints them).
-    #[error(transparent)]
-    Preflight(ConfigErrors),
-    /// Building the new generation failed.
-    #[error(transparent)]
-    Generation(#[from] GenerationError),
-    /// Binding or closing listeners failed; what was bound is shown in `/status`.
-    #[error("listeners: {0}")]
-    Listeners(#[source] RuntimeError),
-    /// An HTTP/3 listener could not be bound (the rest of the reload applied).
-    #[error("HTTP/3: {0}")]
-    Quic(String),
-    /// The workers did not take the new connection limits.
-    #[error("http connection limits: {0}")]
-    ConnectionCap(#[source] RuntimeError),
-    /// The server is shutting down.
-    #[error("the server is shutting down")]
-    ShuttingDown,
-    /// The control thread went away before answering.
-    #[error("the reload was abandoned")]
-    Abandoned,
-}
+use crate::state::generation::Live;
+use crate::state::options;
+use crate::state::preflight;
+use crate::state::status::{ReloadError, ReloadStatus};
 
 /// Re-reads the config file and swaps in a new generation. An invalid file leaves the
 /// running config untouched; the error is logged and kept for `/status`.
@@ -142,7 +93,7 @@ fn apply(
     }
     shared.generation.store(generation, Ordering::SeqCst);
     if live.cfg.log.level != old.cfg.log.level
-        && let Err(e) = crate::logging::set_level(&live.cfg.log.level)
+        && let Err(e) = crate::state::logging::set_level(&live.cfg.log.level)
     {
         warn!("keeping the previous log filter: {e}");
     }

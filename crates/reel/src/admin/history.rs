@@ -164,7 +164,7 @@ impl Totals {
             }
         }
         let (_, cpu_stat, net) =
-            crate::host::counters(&crate::options::core_spec(&s.live().cfg).nic);
+            crate::admin::host::counters(&crate::state::options::core_spec(&s.live().cfg).nic);
         t.cpu_stat = cpu_stat;
         if !net.is_empty() {
             t.net = Some(net.iter().fold((0, 0), |(r, x), n| (r + n.rx_bytes, x + n.tx_bytes)));

@@ -20,12 +20,12 @@ use tokio::signal::unix::{SignalKind, signal};
 use tracing::{error, info, warn};
 
 use crate::admin;
-use crate::app::App;
-use crate::inherit::Inherited;
-use crate::lifecycle::{self, Process, Signals};
-use crate::options;
-use crate::preflight;
+use crate::process::lifecycle::{self, Process, Signals};
 use crate::state::Shared;
+use crate::state::options;
+use crate::state::preflight;
+use crate::upgrade::inherit::Inherited;
+use crate::worker::app::App;
 
 /// Everything `serve` was asked to do on the command line.
 pub(crate) struct ServeArgs {
@@ -52,7 +52,7 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         &cfg,
         args.origin.is_some(),
         &tickets,
-        &crate::fds::FdBudget::estimate(&cfg),
+        &crate::state::fds::FdBudget::estimate(&cfg),
     ) {
         Ok(r) => r,
         Err(e) => {
@@ -61,7 +61,7 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         }
     };
     let preflight::Ready { tls, mut plan, warnings, .. } = ready;
-    crate::logging::init(&cfg.log);
+    crate::state::logging::init(&cfg.log);
     for w in &warnings {
         warn!("{w}");
     }
@@ -82,9 +82,8 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     // `--origin` serves every Host: the demo origin would serve nobody.
     #[cfg(feature = "demo")]
     let demo = match &origin_override {
-        None => {
-            crate::demo::start(&cfg, inherited.demo.take()).context("starting the demo origin")?
-        }
+        None => crate::process::demo::start(&cfg, inherited.demo.take())
+            .context("starting the demo origin")?,
         Some(_) => None,
     };
 

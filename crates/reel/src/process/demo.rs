@@ -1,6 +1,6 @@
 //! The built-in origin simulator of `[demo_origin]`, compiled in with the `demo` cargo
 //! feature (a default feature, so the README's run command serves the demo). A build
-//! without it rejects a config that enables the demo origin (see `preflight`).
+//! without it rejects a config that enables the demo origin (see `crate::state::preflight`).
 
 use std::net::TcpListener;
 use std::os::fd::OwnedFd;
@@ -33,7 +33,7 @@ pub(crate) fn start(cfg: &Config, inherited: Option<TcpListener>) -> anyhow::Res
         None => TcpListener::bind(addr).with_context(|| format!("binding {addr}"))?,
     };
     let keep = listener.try_clone()?;
-    let d = reel_demo_origin::spawn_on(listener, crate::options::demo_origin(cfg))?;
+    let d = reel_demo_origin::spawn_on(listener, crate::state::options::demo_origin(cfg))?;
     tracing::info!(address = %d.local_addr(), "demo origin listening");
     Ok(Some(Demo { _origin: d, listener: keep }))
 }

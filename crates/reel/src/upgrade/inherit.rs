@@ -16,7 +16,7 @@ use reel_config::Config;
 use socket2::Type;
 use tracing::{info, warn};
 
-use crate::handoff::{Channel, ENV_FD, Msg, SocketRole};
+use crate::upgrade::handoff::{Channel, ENV_FD, Msg, SocketRole};
 
 /// How long a successor waits for its predecessor's sockets.
 const SOCKETS_WAIT: Duration = Duration::from_secs(30);

@@ -24,7 +24,7 @@ pub(crate) fn run(path: &Path, format: Format) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(crate::EX_USAGE));
         }
     };
-    let spec = crate::options::core_spec(&cfg);
+    let spec = crate::state::options::core_spec(&cfg);
     let sys = RealSysFs;
     let p = plan(&spec, &sys).context("planning cores")?;
     match format {

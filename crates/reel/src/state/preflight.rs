@@ -12,9 +12,9 @@ mod host;
 use reel_config::{Config, ConfigErrors, ConfigProblem};
 use reel_runtime::CorePlan;
 
-use crate::fds::FdBudget;
-use crate::options::{self, ConnectionLimits};
-use crate::tls::TlsState;
+use crate::listeners::tls::TlsState;
+use crate::state::fds::FdBudget;
+use crate::state::options::{self, ConnectionLimits};
 
 /// What the checks built on the way, for the caller to run with.
 pub(crate) struct Ready {

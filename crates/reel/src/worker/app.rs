@@ -25,8 +25,8 @@ use reel_runtime::{ConnEnd, WorkerApp, WorkerCtx};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 
-use crate::generation::Live;
 use crate::state::Shared;
+use crate::state::generation::Live;
 
 pin_project_lite::pin_project! {
     /// A connection's future: plain HTTP in place, TLS boxed. An idle plain connection's
@@ -101,7 +101,7 @@ impl WorkerApp for App {
             }
             Some(tls) => ConnTask::Tls {
                 conn: Box::pin(async move {
-                    crate::tls::serve(
+                    crate::listeners::tls::serve(
                         tls,
                         stream,
                         peer,
@@ -126,7 +126,7 @@ impl WorkerApp for App {
     ) {
         // A TLS client would need a handshake first: over a limit it is just closed.
         if self.state.current().live.tls.listener(listener).is_none() {
-            crate::refused::answer(stream, peer, why).await;
+            crate::worker::refused::answer(stream, peer, why).await;
         }
     }
 
@@ -159,7 +159,7 @@ async fn serve_quic(state: Rc<WorkerState>, ctx: WorkerCtx, mut drain: watch::Re
     let mut set = state.shared.quic.subscribe();
     let mut endpoints = tokio::task::JoinSet::new();
     // The listeners this worker serves (by identity), so each is started once.
-    let mut serving: Vec<Arc<crate::quic::QuicListener>> = Vec::new();
+    let mut serving: Vec<Arc<crate::listeners::quic::QuicListener>> = Vec::new();
     loop {
         let now = set.borrow_and_update().clone();
         serving.retain(|l| now.iter().any(|n| Arc::ptr_eq(n, l)));
@@ -188,7 +188,7 @@ async fn serve_quic(state: Rc<WorkerState>, ctx: WorkerCtx, mut drain: watch::Re
 /// drains or the listener is removed, once its connections have closed.
 fn serve_listener(
     state: &Rc<WorkerState>,
-    l: &Arc<crate::quic::QuicListener>,
+    l: &Arc<crate::listeners::quic::QuicListener>,
     worker: u8,
     clients: &reel_runtime::ClientCounts,
     drain: &watch::Receiver<bool>,
@@ -304,7 +304,7 @@ pub(crate) struct WorkerState {
     /// The `Alt-Svc` values of the listeners serving HTTP/3, by port.
     alt_svc: RefCell<AltSvc>,
     /// Learns when the HTTP/3 listeners change (the `Alt-Svc` table is redone then).
-    quic: RefCell<watch::Receiver<Vec<Arc<crate::quic::QuicListener>>>>,
+    quic: RefCell<watch::Receiver<Vec<Arc<crate::listeners::quic::QuicListener>>>>,
 }
 
 /// `Alt-Svc: h3=":PORT"; ma=SECS` per TCP port whose listener also serves HTTP/3.
@@ -314,7 +314,7 @@ struct AltSvc {
 }
 
 impl AltSvc {
-    fn build(live: &Live, quic: &[Arc<crate::quic::QuicListener>]) -> Vec<(u16, Bytes)> {
+    fn build(live: &Live, quic: &[Arc<crate::listeners::quic::QuicListener>]) -> Vec<(u16, Bytes)> {
         quic.iter()
             .filter_map(|q| {
                 let l = live.cfg.listener.iter().find(|l| l.name == q.name)?;

@@ -8,7 +8,7 @@ use reel_config::{AccessLogFormat, Config, CpuSet, HostPort, MethodsPolicy};
 use reel_origin::{Balance, GroupSpec, HealthSpec, HostSpec, TlsSpec};
 use reel_runtime::{CorePlan, CoreSpec, CpuSelect, ListenerSpec, RuntimeOptions};
 
-use crate::fds::FdBudget;
+use crate::state::fds::FdBudget;
 
 /// Name of the origin group that `--origin` creates.
 pub(crate) const FLAG_GROUP: &str = "--origin";

@@ -25,7 +25,7 @@ use reel_quic::{Keys, QuicConfig, QuicCounters, QuicSettings, RetryMode};
 use tokio::sync::watch;
 use tracing::{info, warn};
 
-use crate::generation::Live;
+use crate::listeners::tls::TlsState;
 
 /// One listener's QUIC side.
 pub(crate) struct QuicListener {
@@ -188,40 +188,42 @@ impl Quic {
         self.set.subscribe()
     }
 
-    /// The configuration of listener `l` in `live`.
+    /// The configuration of listener `l` of `cfg`, whose TLS listeners are `tls`.
     fn config(
         &self,
-        live: &Live,
+        cfg: &Config,
+        tls: &TlsState,
         l: &ListenerConfig,
         tickets: &reel_tls::Tickets,
     ) -> anyhow::Result<QuicConfig> {
-        let tls = live
-            .tls
+        let tls = tls
             .listener(&l.name)
             .with_context(|| format!("listener {} has no TLS configuration", l.name))?;
         let rustls = tls.quic_config(tickets, false).context("the QUIC TLS configuration")?;
-        let settings = settings(&live.cfg, l);
+        let settings = settings(cfg, l);
         let server = reel_quic::server_config(rustls, &settings, &self.keys)
             .context("the QUIC configuration")?;
         Ok(QuicConfig { server, settings })
     }
 
-    /// Makes the set match `live`: every TLS listener with `http3 = true` served on the
+    /// Makes the set match a generation's `cfg` and TLS state `tls`: every TLS listener
+    /// with `http3 = true` served on the
     /// address its TCP side is bound to (`bound`, by name). Kept listeners take the new
     /// configuration; new ones are bound; removed ones close. A listener that fails to
     /// bind is left out and reported; the others are applied.
     pub(crate) fn apply(
         &self,
-        live: &Live,
+        cfg: &Config,
+        tls: &TlsState,
         bound: &[(String, SocketAddr)],
         tickets: &reel_tls::Tickets,
     ) -> anyhow::Result<()> {
         let current = self.listeners();
         let mut next = Vec::new();
         let mut failed = Vec::new();
-        for l in live.cfg.listener.iter().filter(|l| l.http3_enabled()) {
+        for l in cfg.listener.iter().filter(|l| l.http3_enabled()) {
             let address = bound.iter().find(|(n, _)| *n == l.name).map_or(l.address, |b| b.1);
-            let made = self.config(live, l, tickets).and_then(|config| {
+            let made = self.config(cfg, tls, l, tickets).and_then(|config| {
                 match current.iter().find(|q| q.name == l.name && q.address == address) {
                     Some(q) => {
                         q.config.send_replace(config);

@@ -7,11 +7,11 @@ use std::time::SystemTime;
 
 use reel_config::Config;
 
-use crate::options::OriginFlag;
+use crate::state::options::OriginFlag;
 use reel_ops::access_log::{AccessLog, AccessLogError};
 use reel_origin::Origins;
 
-use crate::options;
+use crate::state::options;
 
 /// One generation of reloadable state.
 pub(crate) struct Live {
@@ -32,7 +32,7 @@ pub(crate) struct Live {
     /// The access log, if enabled.
     pub access_log: Option<Arc<AccessLog>>,
     /// The TLS listeners' certificates and configurations.
-    pub tls: Arc<crate::tls::TlsState>,
+    pub tls: Arc<crate::listeners::tls::TlsState>,
     /// When it was loaded.
     pub loaded_at: SystemTime,
 }
@@ -62,14 +62,14 @@ pub(crate) enum GenerationError {
 
 impl Live {
     /// Builds generation `generation` from `cfg` and its TLS state `tls` (built first, see
-    /// [`crate::tls::TlsState::build`]); `prev` is the running generation, whose origin
+    /// [`crate::listeners::tls::TlsState::build`]); `prev` is the running generation, whose origin
     /// groups and access log are kept when their config is unchanged.
     pub(crate) fn build(
         cfg: Config,
         generation: u64,
         origin_flag: Option<&OriginFlag>,
         prev: Option<&Live>,
-        tls: crate::tls::TlsState,
+        tls: crate::listeners::tls::TlsState,
     ) -> Result<Live, GenerationError> {
         // Unchanged origin groups keep their `Origins`: health state, counters and (in the
         // workers) connection pools survive a reload that did not touch them.

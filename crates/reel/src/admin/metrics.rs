@@ -1,7 +1,7 @@
 //! `GET /metrics` on the admin listener: the whole Prometheus exposition, family by family
 //! in a fixed order. Crates that own counters render them through the shared writer
 //! (requests in `reel-ops` [`render_workers`], the access log, slices in `reel-cache`,
-//! origins in `reel-origin`, TLS in [`crate::tls`]); this module renders what only the
+//! origins in `reel-origin`, TLS in [`crate::listeners::tls`]); this module renders what only the
 //! binary holds: the runtime's per-worker connection counts, the store's gauges, binary
 //! upgrades, reloads and the drain state.
 
@@ -11,9 +11,8 @@ use std::sync::atomic::Ordering::Relaxed;
 use reel_ops::metrics::{Kind, PromWriter, render_workers};
 use reel_runtime::WorkerStats;
 
-use crate::reload::ReloadStatus;
 use crate::state::Shared;
-use crate::upgrade::UpgradeStatus;
+use crate::state::status::{ReloadStatus, UpgradeStatus};
 
 /// The exposition for the current state.
 pub(crate) fn render(s: &Shared) -> String {
@@ -42,7 +41,7 @@ pub(crate) fn render(s: &Shared) -> String {
     if let Some(h) = s.health() {
         health(&mut p, &h.answer().verdict);
     }
-    host(&mut p, &crate::host::sample(&crate::options::core_spec(&live.cfg).nic));
+    host(&mut p, &crate::admin::host::sample(&crate::state::options::core_spec(&live.cfg).nic));
     s.cache.slices.render_prometheus(&mut p);
     live.origins.snapshot().render_prometheus(&mut p);
     live.tls.render_prometheus(&s.tls_counters, &mut p);
@@ -62,7 +61,7 @@ fn protocols(p: &mut PromWriter, workers: &[Arc<reel_ops::metrics::WorkerMetrics
 }
 
 /// The HTTP/3 listeners' QUIC endpoints, per listener (summed over workers).
-fn quic(p: &mut PromWriter, listeners: &[Arc<crate::quic::QuicListener>]) {
+fn quic(p: &mut PromWriter, listeners: &[Arc<crate::listeners::quic::QuicListener>]) {
     type Pick = fn(&reel_quic::QuicCounters) -> u64;
     let families: [(&str, Kind, &str, Pick); 7] = [
         ("reel_quic_connections_open", Kind::Gauge, "Open QUIC connections.", |c| {
@@ -308,7 +307,7 @@ fn health(p: &mut PromWriter, v: &reel_ops::health::Verdict) {
 
 /// The host's hidden limits: cgroup CPU quota and throttling, data interfaces' bytes,
 /// descriptors.
-fn host(p: &mut PromWriter, h: &crate::host::HostSample) {
+fn host(p: &mut PromWriter, h: &crate::admin::host::HostSample) {
     if let Some((q, _)) = h.cpu_group.as_ref().and_then(|g| g.quota.as_ref()) {
         p.single(
             "reel_cgroup_cpu_quota_cpus",
@@ -342,7 +341,8 @@ fn host(p: &mut PromWriter, h: &crate::host::HostSample) {
             (
                 "reel_net_receive_bytes_total",
                 "Bytes received on a data interface ([cores] nic), all processes.",
-                (|n: &crate::host::NetCounters| n.rx_bytes) as fn(&crate::host::NetCounters) -> u64,
+                (|n: &crate::admin::host::NetCounters| n.rx_bytes)
+                    as fn(&crate::admin::host::NetCounters) -> u64,
             ),
             (
                 "reel_net_transmit_bytes_total",

@@ -4,10 +4,10 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use crate::EX_USAGE;
-use crate::fds::FdBudget;
+use crate::state::fds::FdBudget;
 
 /// Prints every problem with file, line, column and key; exit 0 or 64. Besides the file's
-/// own rules, every check `serve` makes before it binds runs ([`crate::preflight::check`]):
+/// own rules, every check `serve` makes before it binds runs ([`crate::state::preflight::check`]):
 /// what `check` accepts, `serve` starts with, short of an address another process holds.
 /// `named`: the file was given with `--config` (otherwise the output says which file was
 /// read).
@@ -20,7 +20,7 @@ pub(crate) fn run(path: &Path, named: bool) -> ExitCode {
         Ok(cfg) => {
             let checked =
                 reel_tls::Tickets::new().map_err(|e| vec![e.to_string()]).and_then(|tickets| {
-                    crate::preflight::check(&cfg, false, &tickets, &FdBudget::estimate(&cfg))
+                    crate::state::preflight::check(&cfg, false, &tickets, &FdBudget::estimate(&cfg))
                         .map_err(|e| e.problems.iter().map(ToString::to_string).collect())
                 });
             match checked {

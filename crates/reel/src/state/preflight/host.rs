@@ -9,7 +9,7 @@ use reel_runtime::{CorePlan, PlanError};
 use rustix::fs::{Access, access, statvfs};
 use socket2::{Domain, Protocol, Socket, Type};
 
-use crate::options;
+use crate::state::options;
 
 /// The core plan, or the problem that stops it (as `serve` would stop).
 pub(super) fn core_plan(cfg: &Config) -> Result<CorePlan, ConfigProblem> {

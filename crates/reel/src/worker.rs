@@ -1,0 +1,7 @@
+//! What runs on each worker thread: the per-worker application the runtime creates and the
+//! request handler in front of the cache (`app`), and the answer to a connection refused
+//! at accept (`refused`). The listeners' TLS and HTTP/3 sides it serves are
+//! `crate::listeners`.
+
+pub(crate) mod app;
+pub(crate) mod refused;
