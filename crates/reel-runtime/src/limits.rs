@@ -4,14 +4,15 @@
 //! with connections nobody will take and the descriptors kept in reserve stay free for
 //! the admin listener, health probes and origin connections.
 //!
-//! The process and client counts are shared by every worker: one atomic for the total, a
-//! sharded map of addresses (one short lock per accept and per close).
+//! The caps and counts are shared by every worker and the runtime's handle (`Limits`):
+//! one atomic for the total, a sharded map of addresses (one short lock per accept and per
+//! close). The workers check them at accept (`workers/admission.rs`); apps that accept
+//! connections themselves take places through [`ClientCounts`].
 
 use std::collections::HashMap;
 use std::net::IpAddr;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
-
+use std::sync::{Arc, Mutex};
 /// Shards of the per-client map; a power of two.
 const SHARDS: usize = 64;
 
@@ -37,6 +38,21 @@ impl Refusal {
     }
 }
 
+/// The connection limits of the process: the live caps and the open connections they
+/// are checked against, shared by the runtime, every worker and [`ClientCounts`].
+#[derive(Debug)]
+pub(crate) struct Limits {
+    pub(crate) caps: Caps,
+    pub(crate) conns: Conns,
+}
+
+impl Limits {
+    /// Limits with these caps and no connection counted yet.
+    pub(crate) fn new(caps: Caps) -> Limits {
+        Limits { caps, conns: Conns::new() }
+    }
+}
+
 /// The live caps (0 means "no cap" for the process and client caps).
 #[derive(Debug, Default)]
 pub(crate) struct Caps {
@@ -44,6 +60,29 @@ pub(crate) struct Caps {
     pub(crate) per_client: AtomicUsize,
     pub(crate) total: AtomicUsize,
     pub(crate) answering: AtomicUsize,
+}
+
+impl Caps {
+    /// Caps with these values (see [`Caps::set`]).
+    pub(crate) fn new(
+        per_worker: usize,
+        per_client: usize,
+        total: usize,
+        answering: usize,
+    ) -> Caps {
+        let caps = Caps::default();
+        caps.set(per_worker, per_client, total, answering);
+        caps
+    }
+
+    /// Sets every cap: per worker, per client address, for the process, and how many
+    /// refused connections may be answered at once; read at the next accept.
+    pub(crate) fn set(&self, per_worker: usize, per_client: usize, total: usize, answering: usize) {
+        self.per_worker.store(per_worker, Ordering::Relaxed);
+        self.per_client.store(per_client, Ordering::Relaxed);
+        self.total.store(total, Ordering::Relaxed);
+        self.answering.store(answering, Ordering::Relaxed);
+    }
 }
 
 /// Open connections of the whole process, and per client address.
@@ -175,7 +214,7 @@ fn leave(map: &[Mutex<HashMap<IpAddr, u32>>], key: IpAddr) {
 /// the process cap.
 #[derive(Clone)]
 pub struct ClientCounts {
-    pub(crate) shared: std::sync::Arc<crate::workers::Shared>,
+    limits: Arc<Limits>,
 }
 
 impl std::fmt::Debug for ClientCounts {
@@ -185,11 +224,16 @@ impl std::fmt::Debug for ClientCounts {
 }
 
 impl ClientCounts {
+    /// The client counts of `limits`.
+    pub(crate) fn new(limits: Arc<Limits>) -> ClientCounts {
+        ClientCounts { limits }
+    }
+
     /// Counts a new connection from `ip`, or refuses it when the address holds the live
     /// `max_connections_per_client`. The place is given back when the slot is dropped.
     pub fn enter(&self, ip: IpAddr) -> Result<ClientSlot, Refusal> {
-        let cap = self.shared.caps.per_client.load(Ordering::Relaxed);
-        let ip = self.shared.conns.enter_client(ip, cap)?;
+        let cap = self.limits.caps.per_client.load(Ordering::Relaxed);
+        let ip = self.limits.conns.enter_client(ip, cap)?;
         Ok(ClientSlot { counts: self.clone(), ip, quic: None })
     }
 
@@ -203,7 +247,7 @@ impl ClientCounts {
         key: IpAddr,
         quic_cap: usize,
     ) -> Result<ClientSlot, Refusal> {
-        let conns = &self.shared.conns;
+        let conns = &self.limits.conns;
         enter(&conns.quic, key, quic_cap)?;
         let mut slot = self.enter(ip).inspect_err(|_| leave(&conns.quic, key))?;
         slot.quic = Some(key);
@@ -221,7 +265,7 @@ pub struct ClientSlot {
 
 impl Drop for ClientSlot {
     fn drop(&mut self) {
-        let conns = &self.counts.shared.conns;
+        let conns = &self.counts.limits.conns;
         conns.leave_client(self.ip);
         if let Some(key) = self.quic {
             leave(&conns.quic, key);

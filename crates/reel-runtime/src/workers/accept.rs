@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 use tokio::net::TcpStream;
 
 use super::admission::{admit, refuse};
+use super::local::{ConnGuard, Local};
 use super::park::Guarded;
-use super::thread::{ConnGuard, Local};
 use crate::app::WorkerApp;
 
 /// A finished accept: the listener's name and the result.
