@@ -29,7 +29,7 @@ use crate::body::RequestBody;
 use crate::conn::Sender;
 use crate::error::{ErrorKind, OriginError, body_kind, head_kind};
 use crate::headers::strip_hop_by_hop;
-use crate::health::{HostState, PoolKey};
+use crate::host::{HostState, PoolKey};
 use crate::places::{Place, Requester};
 use crate::spec::{Balance, GroupSpec};
 
