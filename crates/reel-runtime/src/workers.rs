@@ -16,7 +16,7 @@
 //! * `local`: the state a worker's tasks share, and the guard that keeps each connection
 //!   counted;
 //! * `accept`: the worker's acceptor over all its listeners;
-//! * `admission`: the connection limits checked at accept, and refused connections;
+//! * `conn_limits`: the connection limits checked at accept, and refused connections;
 //! * `park`: a connection's task, and the idle lot's task that parks idle connections and
 //!   wakes them (`idle` is the lot itself);
 //! * `listeners`: the listener set and changing it live, on both sides;
@@ -41,8 +41,8 @@ use crate::sockets::Inherited;
 use crate::steer;
 
 mod accept;
-mod admission;
 mod command;
+mod conn_limits;
 mod export;
 mod idle;
 mod listeners;

@@ -89,7 +89,7 @@ impl Drop for ConnGuard {
         let l = &self.local;
         l.open.set(l.open.get().saturating_sub(1));
         l.stats.open.fetch_sub(1, Ordering::Relaxed);
-        l.limits.conns.release(self.client);
+        l.limits.conns.leave(self.client);
         l.closed.notify_waiters();
     }
 }

@@ -14,12 +14,12 @@ use crate::app::WorkerApp;
 use crate::limits::{Limits, Refusal};
 
 /// Checks the connection limits for a connection from `peer`.
-pub(super) fn admit(state: &Local, peer: SocketAddr) -> Result<std::net::IpAddr, Refusal> {
+pub(super) fn check(state: &Local, peer: SocketAddr) -> Result<std::net::IpAddr, Refusal> {
     let caps = &state.limits.caps;
     if state.open.get() >= caps.per_worker.load(Ordering::Relaxed) {
         return Err(Refusal::Worker);
     }
-    state.limits.conns.admit(
+    state.limits.conns.enter(
         peer.ip(),
         caps.total.load(Ordering::Relaxed),
         caps.per_client.load(Ordering::Relaxed),
