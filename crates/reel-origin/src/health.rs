@@ -4,7 +4,6 @@
 
 use std::io;
 use std::sync::Arc;
-use std::sync::atomic::Ordering::Relaxed;
 
 use http::uri::PathAndQuery;
 use http::{HeaderMap, HeaderValue, Method, header};
@@ -76,7 +75,7 @@ impl Checker {
         let (stop, rx) = watch::channel(false);
         let rt = tokio::runtime::Builder::new_current_thread().enable_io().enable_time().build()?;
         for h in &hosts {
-            h.actively_checked.store(true, Relaxed);
+            h.set_actively_checked(true);
         }
         let thread_hosts = hosts.clone();
         let spawned =
@@ -95,7 +94,7 @@ impl Checker {
             Ok(t) => Ok(Self { stop, thread: Some(t) }),
             Err(e) => {
                 for h in &hosts {
-                    h.actively_checked.store(false, Relaxed);
+                    h.set_actively_checked(false);
                 }
                 Err(e)
             }
@@ -109,7 +108,7 @@ impl Checker {
             let _ = t.join();
         }
         for h in hosts {
-            h.actively_checked.store(false, Relaxed);
+            h.set_actively_checked(false);
         }
     }
 }

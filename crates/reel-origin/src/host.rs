@@ -5,9 +5,9 @@
 //! Health is a property of the host, not of a worker, so one [`HostState`] per host of a group
 //! lives behind an `Arc` and is updated with atomics from two sides:
 //!
-//! * Active checks (`health.rs`): one thread off the workers runs a small current_thread runtime and probes
-//!   every host every `interval` with `GET path`; `rise` consecutive successes bring a host
-//!   up, `fall` consecutive failures take it down.
+//! * Active checks (`health.rs`): one thread off the workers runs a small current_thread
+//!   runtime and probes every host every `interval` with `GET path`; `rise` consecutive
+//!   successes bring a host up, `fall` consecutive failures take it down.
 //! * Passive ejection: workers report what they see. A refused connection takes the host down
 //!   at once (nothing listens there, every further attempt would fail the same way); any other
 //!   failure (connect error or timeout, first-byte or idle timeout, reset, truncated body,
@@ -64,7 +64,7 @@ pub(crate) struct HostState {
     pub(crate) busy: Arc<Places>,
     healthy: AtomicBool,
     /// Set while the active checker is probing this host.
-    pub(crate) actively_checked: AtomicBool,
+    actively_checked: AtomicBool,
     passive_failures: AtomicU32,
     active_ok: AtomicU32,
     active_fail: AtomicU32,
@@ -148,6 +148,11 @@ impl HostState {
         if !self.healthy.swap(true, Relaxed) {
             tracing::info!(group = %self.group, host = %self.addr, reason = why, "origin host up");
         }
+    }
+
+    /// Whether the active checker probes this host (it then owns the host's recovery).
+    pub(crate) fn set_actively_checked(&self, on: bool) {
+        self.actively_checked.store(on, Relaxed);
     }
 
     /// A worker saw `kind` from this host.
