@@ -7,7 +7,7 @@
 //! stays in the pool while open and carries every concurrent request of the worker to that
 //! host. Nothing in it is shared with other cores; connection tasks are spawned on the current
 //! runtime, which for a worker is its own current_thread runtime. Health and statistics are
-//! shared (see [`crate::health`]).
+//! shared (see [`crate::host`]).
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -29,7 +29,7 @@ use crate::body::RequestBody;
 use crate::conn::Sender;
 use crate::error::{ErrorKind, OriginError, body_kind, head_kind};
 use crate::headers::strip_hop_by_hop;
-use crate::health::{HostState, PoolKey};
+use crate::host::{HostState, PoolKey};
 use crate::places::{Place, Requester};
 use crate::spec::{Balance, GroupSpec};
 

@@ -18,7 +18,7 @@ use tokio::net::TcpStream;
 
 use crate::body::RequestBody;
 use crate::error::{ErrorKind, OriginError, connect_kind};
-use crate::health::HostState;
+use crate::host::HostState;
 use crate::tls::ALPN_H2;
 
 /// The sending half of one origin connection.

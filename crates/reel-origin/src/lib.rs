@@ -25,6 +25,7 @@ mod conn;
 mod error;
 mod headers;
 mod health;
+mod host;
 mod places;
 mod spec;
 mod stats;
@@ -47,7 +48,8 @@ pub use places::Requester;
 pub use spec::{Balance, GroupSpec, HealthSpec, HostSpec, SpecError, TlsSpec};
 pub use stats::{ErrorCounts, GroupSnapshot, HostSnapshot, OriginsSnapshot};
 
-use health::{Checker, HostState};
+use health::Checker;
+use host::HostState;
 
 /// One group with its hosts' shared state.
 struct Group {

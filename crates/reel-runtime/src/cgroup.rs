@@ -14,7 +14,7 @@
 //! `/sys/fs/cgroup/cpu` or `cpu,cpuacct`). Every level from the process's group up to the
 //! root is looked at, since a parent's limit binds its children too.
 
-use crate::core_plan::SysFs;
+use crate::sysfs::SysFs;
 
 /// Which cgroup hierarchy a limit came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -19,7 +19,8 @@
 //!
 //! Inside: `app` holds the contract with the application ([`WorkerApp`]), `options` and
 //! `error` the public options and [`RuntimeError`], `sockets` binds and adopts the listening
-//! sockets, and `workers` runs the threads (its module doc maps its parts).
+//! sockets, `sysfs` reads procfs and sysfs for the core plan and [`cgroup`], and `workers`
+//! runs the threads (its module doc maps its parts).
 //!
 //! # CPU steering
 //!
@@ -47,6 +48,7 @@ mod options;
 pub mod quic_route;
 mod sockets;
 pub mod steer;
+mod sysfs;
 mod workers;
 
 pub use app::{ConnEnd, WorkerApp, WorkerCtx, WorkerStats};

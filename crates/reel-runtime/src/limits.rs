@@ -4,14 +4,15 @@
 //! with connections nobody will take and the descriptors kept in reserve stay free for
 //! the admin listener, health probes and origin connections.
 //!
-//! The process and client counts are shared by every worker: one atomic for the total, a
-//! sharded map of addresses (one short lock per accept and per close).
+//! The caps and counts are shared by every worker and the runtime's handle (`Limits`):
+//! one atomic for the total, a sharded map of addresses (one short lock per accept and per
+//! close). The workers check them at accept (`workers/conn_limits.rs`); apps that accept
+//! connections themselves take places through [`ClientCounts`].
 
 use std::collections::HashMap;
 use std::net::IpAddr;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
-
+use std::sync::{Arc, Mutex};
 /// Shards of the per-client map; a power of two.
 const SHARDS: usize = 64;
 
@@ -37,6 +38,21 @@ impl Refusal {
     }
 }
 
+/// The connection limits of the process: the live caps and the open connections they
+/// are checked against, shared by the runtime, every worker and [`ClientCounts`].
+#[derive(Debug)]
+pub(crate) struct Limits {
+    pub(crate) caps: Caps,
+    pub(crate) conns: Conns,
+}
+
+impl Limits {
+    /// Limits with these caps and no connection counted yet.
+    pub(crate) fn new(caps: Caps) -> Limits {
+        Limits { caps, conns: Conns::new() }
+    }
+}
+
 /// The live caps (0 means "no cap" for the process and client caps).
 #[derive(Debug, Default)]
 pub(crate) struct Caps {
@@ -44,6 +60,29 @@ pub(crate) struct Caps {
     pub(crate) per_client: AtomicUsize,
     pub(crate) total: AtomicUsize,
     pub(crate) answering: AtomicUsize,
+}
+
+impl Caps {
+    /// Caps with these values (see [`Caps::set`]).
+    pub(crate) fn new(
+        per_worker: usize,
+        per_client: usize,
+        total: usize,
+        answering: usize,
+    ) -> Caps {
+        let caps = Caps::default();
+        caps.set(per_worker, per_client, total, answering);
+        caps
+    }
+
+    /// Sets every cap: per worker, per client address, for the process, and how many
+    /// refused connections may be answered at once; read at the next accept.
+    pub(crate) fn set(&self, per_worker: usize, per_client: usize, total: usize, answering: usize) {
+        self.per_worker.store(per_worker, Ordering::Relaxed);
+        self.per_client.store(per_client, Ordering::Relaxed);
+        self.total.store(total, Ordering::Relaxed);
+        self.answering.store(answering, Ordering::Relaxed);
+    }
 }
 
 /// Open connections of the whole process, and per client address.
@@ -81,8 +120,8 @@ impl Conns {
 
     /// Counts a new connection from `ip` unless the process cap (`total`) or the client
     /// cap (`per_client`) is reached; 0 means no cap. On success returns what
-    /// [`Conns::release`] must be given when the connection closes.
-    pub(crate) fn admit(
+    /// [`Conns::leave`] must be given when the connection closes.
+    pub(crate) fn enter(
         &self,
         ip: IpAddr,
         total: usize,
@@ -104,7 +143,7 @@ impl Conns {
     pub(crate) fn enter_client(&self, ip: IpAddr, per_client: usize) -> Result<IpAddr, Refusal> {
         // An IPv4 client seen through a dual-stack socket is the same client.
         let ip = ip.to_canonical();
-        enter(&self.clients, ip, per_client).map(|()| ip)
+        count_in(&self.clients, ip, per_client).map(|()| ip)
     }
 
     /// Takes one of `cap` places for answering a refused connection; false when all are
@@ -122,15 +161,15 @@ impl Conns {
         self.answering.fetch_sub(1, Ordering::AcqRel);
     }
 
-    /// Gives back one connection counted by [`Conns::admit`].
-    pub(crate) fn release(&self, ip: IpAddr) {
+    /// Gives back one connection counted by [`Conns::enter`].
+    pub(crate) fn leave(&self, ip: IpAddr) {
         self.total.fetch_sub(1, Ordering::AcqRel);
         self.leave_client(ip);
     }
 
     /// Gives back one connection counted by [`Conns::enter_client`].
     pub(crate) fn leave_client(&self, ip: IpAddr) {
-        leave(&self.clients, ip);
+        count_out(&self.clients, ip);
     }
 }
 
@@ -144,7 +183,7 @@ fn shard_of(ip: IpAddr) -> usize {
 }
 
 /// Counts one more for `key` in `map` unless it holds `cap` (0: no cap).
-fn enter(map: &[Mutex<HashMap<IpAddr, u32>>], key: IpAddr, cap: usize) -> Result<(), Refusal> {
+fn count_in(map: &[Mutex<HashMap<IpAddr, u32>>], key: IpAddr, cap: usize) -> Result<(), Refusal> {
     // Counted also without a cap, so a cap set by a reload sees every open connection.
     let mut m = map[shard_of(key)].lock().unwrap_or_else(|p| p.into_inner());
     let n = m.entry(key).or_insert(0);
@@ -158,8 +197,8 @@ fn enter(map: &[Mutex<HashMap<IpAddr, u32>>], key: IpAddr, cap: usize) -> Result
     Ok(())
 }
 
-/// Gives back one counted by [`enter`].
-fn leave(map: &[Mutex<HashMap<IpAddr, u32>>], key: IpAddr) {
+/// Gives back one counted by [`count_in`].
+fn count_out(map: &[Mutex<HashMap<IpAddr, u32>>], key: IpAddr) {
     let mut m = map[shard_of(key)].lock().unwrap_or_else(|p| p.into_inner());
     if let Some(n) = m.get_mut(&key) {
         *n = n.saturating_sub(1);
@@ -175,7 +214,7 @@ fn leave(map: &[Mutex<HashMap<IpAddr, u32>>], key: IpAddr) {
 /// the process cap.
 #[derive(Clone)]
 pub struct ClientCounts {
-    pub(crate) shared: std::sync::Arc<crate::workers::Shared>,
+    limits: Arc<Limits>,
 }
 
 impl std::fmt::Debug for ClientCounts {
@@ -185,11 +224,16 @@ impl std::fmt::Debug for ClientCounts {
 }
 
 impl ClientCounts {
+    /// The client counts of `limits`.
+    pub(crate) fn new(limits: Arc<Limits>) -> ClientCounts {
+        ClientCounts { limits }
+    }
+
     /// Counts a new connection from `ip`, or refuses it when the address holds the live
     /// `max_connections_per_client`. The place is given back when the slot is dropped.
     pub fn enter(&self, ip: IpAddr) -> Result<ClientSlot, Refusal> {
-        let cap = self.shared.caps.per_client.load(Ordering::Relaxed);
-        let ip = self.shared.conns.enter_client(ip, cap)?;
+        let cap = self.limits.caps.per_client.load(Ordering::Relaxed);
+        let ip = self.limits.conns.enter_client(ip, cap)?;
         Ok(ClientSlot { counts: self.clone(), ip, quic: None })
     }
 
@@ -203,9 +247,9 @@ impl ClientCounts {
         key: IpAddr,
         quic_cap: usize,
     ) -> Result<ClientSlot, Refusal> {
-        let conns = &self.shared.conns;
-        enter(&conns.quic, key, quic_cap)?;
-        let mut slot = self.enter(ip).inspect_err(|_| leave(&conns.quic, key))?;
+        let conns = &self.limits.conns;
+        count_in(&conns.quic, key, quic_cap)?;
+        let mut slot = self.enter(ip).inspect_err(|_| count_out(&conns.quic, key))?;
         slot.quic = Some(key);
         Ok(slot)
     }
@@ -221,10 +265,10 @@ pub struct ClientSlot {
 
 impl Drop for ClientSlot {
     fn drop(&mut self) {
-        let conns = &self.counts.shared.conns;
+        let conns = &self.counts.limits.conns;
         conns.leave_client(self.ip);
         if let Some(key) = self.quic {
-            leave(&conns.quic, key);
+            count_out(&conns.quic, key);
         }
     }
 }
@@ -240,30 +284,30 @@ mod tests {
     #[test]
     fn caps_refuse_and_released_places_come_back() {
         let c = Conns::new();
-        let a = c.admit(ip("10.0.0.1"), 3, 2).unwrap();
-        let _b = c.admit(ip("10.0.0.1"), 3, 2).unwrap();
-        assert_eq!(c.admit(ip("10.0.0.1"), 3, 2).unwrap_err(), Refusal::Client);
+        let a = c.enter(ip("10.0.0.1"), 3, 2).unwrap();
+        let _b = c.enter(ip("10.0.0.1"), 3, 2).unwrap();
+        assert_eq!(c.enter(ip("10.0.0.1"), 3, 2).unwrap_err(), Refusal::Client);
         assert_eq!(c.total(), 2, "a refusal gives its place back");
-        let _d = c.admit(ip("10.0.0.2"), 3, 2).unwrap();
-        assert_eq!(c.admit(ip("10.0.0.3"), 3, 2).unwrap_err(), Refusal::Process);
-        c.release(a);
+        let _d = c.enter(ip("10.0.0.2"), 3, 2).unwrap();
+        assert_eq!(c.enter(ip("10.0.0.3"), 3, 2).unwrap_err(), Refusal::Process);
+        c.leave(a);
         assert_eq!(c.of(ip("10.0.0.1")), 1);
-        c.admit(ip("10.0.0.1"), 3, 2).unwrap();
+        c.enter(ip("10.0.0.1"), 3, 2).unwrap();
         assert_eq!(c.total(), 3);
     }
 
     #[test]
     fn client_only_places_count_with_the_others_but_not_toward_the_process_cap() {
         let c = Conns::new();
-        let a = c.admit(ip("10.0.0.1"), 1, 3).unwrap();
+        let a = c.enter(ip("10.0.0.1"), 1, 3).unwrap();
         let q = c.enter_client(ip("10.0.0.1"), 3).unwrap();
         assert_eq!(c.total(), 1, "a client-only place is not in the process count");
         c.enter_client(ip("10.0.0.1"), 3).unwrap();
         assert_eq!(c.enter_client(ip("10.0.0.1"), 3).unwrap_err(), Refusal::Client);
-        assert_eq!(c.admit(ip("10.0.0.1"), 0, 3).unwrap_err(), Refusal::Client);
+        assert_eq!(c.enter(ip("10.0.0.1"), 0, 3).unwrap_err(), Refusal::Client);
         assert_eq!(c.total(), 1, "the refusal gave its process place back");
         c.leave_client(q);
-        c.release(a);
+        c.leave(a);
         assert_eq!(c.of(ip("10.0.0.1")), 1);
         assert_eq!(c.total(), 0);
     }
@@ -272,11 +316,11 @@ mod tests {
     fn quic_places_have_their_own_cap_and_come_back() {
         let c = Conns::new();
         let k = ip("10.0.0.5");
-        enter(&c.quic, k, 2).unwrap();
-        enter(&c.quic, k, 2).unwrap();
-        assert_eq!(enter(&c.quic, k, 2).unwrap_err(), Refusal::Client);
-        leave(&c.quic, k);
-        enter(&c.quic, k, 2).unwrap();
+        count_in(&c.quic, k, 2).unwrap();
+        count_in(&c.quic, k, 2).unwrap();
+        assert_eq!(count_in(&c.quic, k, 2).unwrap_err(), Refusal::Client);
+        count_out(&c.quic, k);
+        count_in(&c.quic, k, 2).unwrap();
         assert_eq!(c.of(k), 0, "the QUIC count is not the shared one");
     }
 
@@ -284,20 +328,20 @@ mod tests {
     fn without_caps_connections_are_still_counted_and_mapped_v4_is_one_client() {
         let c = Conns::new();
         for _ in 0..100 {
-            c.admit(ip("10.0.0.1"), 0, 0).unwrap();
+            c.enter(ip("10.0.0.1"), 0, 0).unwrap();
         }
         assert_eq!(c.total(), 100);
         assert_eq!(c.of(ip("10.0.0.1")), 100, "a cap set later sees them");
-        assert_eq!(c.admit(ip("10.0.0.1"), 0, 100).unwrap_err(), Refusal::Client);
+        assert_eq!(c.enter(ip("10.0.0.1"), 0, 100).unwrap_err(), Refusal::Client);
         let c = Conns::new();
-        c.admit(ip("::ffff:10.0.0.9"), 0, 1).unwrap();
-        assert_eq!(c.admit(ip("10.0.0.9"), 0, 1).unwrap_err(), Refusal::Client);
+        c.enter(ip("::ffff:10.0.0.9"), 0, 1).unwrap();
+        assert_eq!(c.enter(ip("10.0.0.9"), 0, 1).unwrap_err(), Refusal::Client);
         assert!(c.start_answering(2) && c.start_answering(2));
         assert!(!c.start_answering(2), "two places");
         c.end_answering();
         assert!(c.start_answering(2));
-        let k = c.admit(ip("10.0.0.8"), 0, 1).unwrap();
-        c.release(k);
+        let k = c.enter(ip("10.0.0.8"), 0, 1).unwrap();
+        c.leave(k);
         assert_eq!(c.of(ip("10.0.0.8")), 0);
         assert_eq!(c.total(), 1);
     }

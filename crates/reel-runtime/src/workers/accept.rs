@@ -1,5 +1,5 @@
 //! The worker's acceptor: one loop over all the worker's listeners that takes every
-//! connection from the kernel at once, admits it (`admission`) and gives it its task.
+//! connection from the kernel at once, checks it against the connection limits (`conn_limits`) and gives it its task.
 
 use std::io;
 use std::net::SocketAddr;
@@ -10,9 +10,9 @@ use std::time::{Duration, Instant};
 
 use tokio::net::TcpStream;
 
-use super::admission::{admit, refuse};
+use super::conn_limits;
+use super::local::{ConnGuard, Local};
 use super::park::Guarded;
-use super::thread::{ConnGuard, Local};
 use crate::app::WorkerApp;
 
 /// A finished accept: the listener's name and the result.
@@ -55,7 +55,7 @@ pub(super) async fn accept_loop<A: WorkerApp>(state: Rc<Local>, app: Rc<A>) {
         match res {
             Ok((stream, peer)) => {
                 state.stats.accepted.fetch_add(1, Ordering::Relaxed);
-                match admit(&state, peer) {
+                match conn_limits::check(&state, peer) {
                     Ok(client) => {
                         state.open.set(state.open.get() + 1);
                         state.stats.open.fetch_add(1, Ordering::Relaxed);
@@ -64,7 +64,7 @@ pub(super) async fn accept_loop<A: WorkerApp>(state: Rc<Local>, app: Rc<A>) {
                         let conn = app.on_conn(stream, peer, &name, state.drain.clone());
                         tokio::task::spawn_local(Guarded::new(conn, guard));
                     }
-                    Err(why) => refuse(&state, &app, stream, peer, name, why),
+                    Err(why) => conn_limits::refuse(&state, &app, stream, peer, name, why),
                 }
             }
             Err(e) => {

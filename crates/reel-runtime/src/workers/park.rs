@@ -15,7 +15,7 @@ use tokio::io::unix::AsyncFd;
 use tokio::net::TcpStream;
 
 use super::idle::{Lot, Woken};
-use super::thread::{ConnGuard, Local};
+use super::local::{ConnGuard, Local};
 use crate::app::{ConnEnd, WorkerApp};
 
 pin_project_lite::pin_project! {

@@ -1,13 +1,14 @@
-//! Graceful shutdown: a [`ShutdownHandle`] starts the drain from anywhere, the first trigger
-//! sets the deadline, and [`Runtime::shutdown`] or [`Runtime::wait`] join the worker threads
-//! into a [`ShutdownReport`]. Dropping the [`Runtime`] shuts down at once.
+//! Graceful shutdown: the drain signal and its deadline ([`Drain`]), shared by the
+//! [`Runtime`](crate::Runtime) and every worker; a [`ShutdownHandle`] starts the drain from
+//! anywhere, the first trigger sets the deadline, and [`join`] collects the worker threads
+//! into a [`ShutdownReport`].
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
-use super::{Runtime, Shared};
+use super::command::WorkerHandle;
 
 /// Outcome of a shutdown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -18,33 +19,35 @@ pub struct ShutdownReport {
     pub panicked_workers: usize,
 }
 
-/// Triggers a graceful shutdown from anywhere (e.g. a signal task); cheap to clone.
-#[derive(Debug, Clone)]
-pub struct ShutdownHandle {
-    shared: Arc<Shared>,
+/// The drain signal every connection watches, and when connections still open are dropped.
+#[derive(Debug)]
+pub(super) struct Drain {
+    signal: watch::Sender<bool>,
+    deadline: Mutex<Option<Instant>>,
 }
 
-impl ShutdownHandle {
-    /// Starts draining: workers close their listeners, `drain` flips to `true` for every
-    /// connection, and connections still open `deadline` from now are dropped. Only the first
-    /// call sets the deadline. Does not wait; see [`Runtime::wait`].
-    pub fn shutdown(&self, deadline: Duration) {
-        self.shared.trigger(deadline);
+impl Drain {
+    /// Not draining yet.
+    pub(super) fn new() -> Drain {
+        Drain { signal: watch::channel(false).0, deadline: Mutex::new(None) }
     }
 
-    /// Whether a shutdown was triggered.
-    pub fn is_draining(&self) -> bool {
-        *self.shared.drain.borrow()
-    }
-}
-
-impl Shared {
     /// Starts the drain; the first call sets the deadline, `after` from now.
-    fn trigger(&self, after: Duration) {
+    pub(super) fn trigger(&self, after: Duration) {
         if let Ok(mut d) = self.deadline.lock() {
             d.get_or_insert_with(|| Instant::now() + after);
         }
-        self.drain.send_replace(true);
+        self.signal.send_replace(true);
+    }
+
+    /// Whether the drain started.
+    pub(super) fn is_draining(&self) -> bool {
+        *self.signal.borrow()
+    }
+
+    /// A receiver that turns `true` when the drain starts.
+    pub(super) fn subscribe(&self) -> watch::Receiver<bool> {
+        self.signal.subscribe()
     }
 
     /// When connections still open are dropped, once a shutdown was triggered.
@@ -53,45 +56,41 @@ impl Shared {
     }
 }
 
-impl Runtime {
-    /// A receiver that turns `true` when shutdown starts (the same value connections get).
-    pub fn drain_receiver(&self) -> watch::Receiver<bool> {
-        self.shared.drain.subscribe()
+/// Triggers a graceful shutdown from anywhere (e.g. a signal task); cheap to clone.
+#[derive(Debug, Clone)]
+pub struct ShutdownHandle {
+    drain: Arc<Drain>,
+}
+
+impl ShutdownHandle {
+    /// A handle on `drain`.
+    pub(super) fn new(drain: Arc<Drain>) -> ShutdownHandle {
+        ShutdownHandle { drain }
     }
 
-    /// A handle that can trigger shutdown from another thread or task.
-    pub fn shutdown_handle(&self) -> ShutdownHandle {
-        ShutdownHandle { shared: self.shared.clone() }
+    /// Starts draining: workers close their listeners, `drain` flips to `true` for every
+    /// connection, and connections still open `deadline` from now are dropped. Only the first
+    /// call sets the deadline. Does not wait; see [`Runtime::wait`](crate::Runtime::wait).
+    pub fn shutdown(&self, deadline: Duration) {
+        self.drain.trigger(deadline);
     }
 
-    /// Triggers shutdown (see [`ShutdownHandle::shutdown`]) and waits for it.
-    pub fn shutdown(mut self, deadline: Duration) -> ShutdownReport {
-        self.shared.trigger(deadline);
-        self.join()
-    }
-
-    /// Waits until the runtime was shut down through a [`ShutdownHandle`] and all workers exited.
-    pub fn wait(mut self) -> ShutdownReport {
-        self.join()
-    }
-
-    fn join(&mut self) -> ShutdownReport {
-        let mut report = ShutdownReport::default();
-        for w in &mut self.workers {
-            if let Some(t) = w.thread.take() {
-                match t.join() {
-                    Ok(dropped) => report.dropped_connections += dropped,
-                    Err(_) => report.panicked_workers += 1,
-                }
-            }
-        }
-        report
+    /// Whether a shutdown was triggered.
+    pub fn is_draining(&self) -> bool {
+        self.drain.is_draining()
     }
 }
 
-impl Drop for Runtime {
-    fn drop(&mut self) {
-        self.shared.trigger(Duration::ZERO);
-        self.join();
+/// Waits for every worker thread not joined yet to exit, and reports what they dropped.
+pub(super) fn join(workers: &mut [WorkerHandle]) -> ShutdownReport {
+    let mut report = ShutdownReport::default();
+    for w in workers {
+        if let Some(t) = w.thread.take() {
+            match t.join() {
+                Ok(dropped) => report.dropped_connections += dropped,
+                Err(_) => report.panicked_workers += 1,
+            }
+        }
     }
+    report
 }

@@ -1,52 +1,45 @@
-//! Starting the runtime: checking the options, binding (or adopting) every listener's
+//! Starting the workers: checking the options, binding (or adopting) every listener's
 //! sockets on the caller's thread, spawning one worker thread per planned CPU and waiting
-//! until each reports that it runs.
+//! until each reports that it runs ([`launch`], for [`start_with`](crate::start_with)).
 
 use std::collections::BTreeMap;
-use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex, mpsc as std_mpsc};
+use std::sync::{Arc, mpsc as std_mpsc};
+use std::time::Duration;
 
-use tokio::sync::{mpsc, watch};
+use tokio::sync::mpsc;
 
+use super::command::WorkerHandle;
 use super::listeners::{ListenerInfo, check_unique};
+use super::shutdown::{Drain, join};
 use super::thread::{WorkerCfg, worker_thread};
-use super::{Runtime, Shared, WorkerHandle};
 use crate::app::{WorkerApp, WorkerCtx, WorkerStats};
 use crate::error::RuntimeError;
-use crate::limits::{Caps, Conns};
+use crate::limits::{Caps, ClientCounts, Limits};
 use crate::options::{ListenerSpec, RuntimeOptions, Steer};
 use crate::sockets::{Inherited, adopt_group, bind_group};
 use crate::steer;
 
-/// Starts one worker per CPU in `plan_workers` (worker `i` pinned to `plan_workers[i]`), binds
-/// every listener on every worker and returns once all workers run. `factory` builds the
-/// per-worker [`WorkerApp`] on the worker's own thread.
-pub fn start<F, A>(
-    plan_workers: &[usize],
-    listeners: Vec<ListenerSpec>,
-    opts: RuntimeOptions,
-    factory: F,
-) -> Result<Runtime, RuntimeError>
-where
-    F: Fn(&WorkerCtx) -> A + Send + Sync + 'static,
-    A: WorkerApp,
-{
-    start_with(plan_workers, listeners, Inherited::new(), opts, factory)
+/// Running workers, all of which reported that they run: what a
+/// [`Runtime`](crate::Runtime) is made of.
+pub(super) struct Launched {
+    pub(super) workers: Vec<WorkerHandle>,
+    pub(super) drain: Arc<Drain>,
+    pub(super) limits: Arc<Limits>,
+    pub(super) listeners: BTreeMap<String, ListenerInfo>,
+    pub(super) steer_prog: Option<Vec<steer::Insn>>,
 }
 
-/// [`start`] with listening sockets the process inherited (from systemd's socket
-/// activation or from the process it replaces), by listener name: a listener found in
-/// `inherited` takes those sockets (spread over the workers, see [`Inherited`]) instead of
-/// binding, so connections waiting in their queues are served, not reset. The steering
-/// program is not attached to inherited sockets (the group keeps the one it has).
-/// Inherited sockets no listener names are closed.
-pub fn start_with<F, A>(
+/// Checks `opts`, binds or adopts (from `inherited`) every listener's sockets, starts one
+/// worker per CPU in `plan_workers` with the app `factory` builds, and waits until each
+/// runs. A worker that cannot start stops the ones already started (at once) before the
+/// error returns.
+pub(super) fn launch<F, A>(
     plan_workers: &[usize],
     listeners: Vec<ListenerSpec>,
     mut inherited: Inherited,
     opts: RuntimeOptions,
     factory: F,
-) -> Result<Runtime, RuntimeError>
+) -> Result<Launched, RuntimeError>
 where
     F: Fn(&WorkerCtx) -> A + Send + Sync + 'static,
     A: WorkerApp,
@@ -86,34 +79,35 @@ where
         tracing::warn!(listener = %name, sockets = socks.len(), "closing inherited sockets no listener uses");
     }
 
-    let (drain, _) = watch::channel(false);
-    let caps = Caps::default();
-    caps.per_worker.store(opts.max_connections_per_worker, Ordering::Relaxed);
-    caps.per_client.store(opts.max_connections_per_client, Ordering::Relaxed);
-    caps.total.store(opts.max_connections, Ordering::Relaxed);
-    caps.answering.store(opts.max_answering_refused, Ordering::Relaxed);
-    let shared = Arc::new(Shared { drain, deadline: Mutex::new(None), caps, conns: Conns::new() });
+    let drain = Arc::new(Drain::new());
+    let limits = Arc::new(Limits::new(Caps::new(
+        opts.max_connections_per_worker,
+        opts.max_connections_per_client,
+        opts.max_connections,
+        opts.max_answering_refused,
+    )));
     let factory = Arc::new(factory);
     let (ready_tx, ready_rx) = std_mpsc::channel::<(usize, Result<i32, String>)>();
-    let mut rt = Runtime {
-        workers: Vec::with_capacity(n),
-        shared: shared.clone(),
-        listeners: Mutex::new(infos),
-        steer_prog,
+    let mut workers: Vec<WorkerHandle> = Vec::with_capacity(n);
+    // A worker that cannot start stops the others: the drain, with no time to finish.
+    let abandon = |workers: &mut Vec<WorkerHandle>, e: RuntimeError| {
+        drain.trigger(Duration::ZERO);
+        join(workers);
+        Err(e)
     };
     for (index, (initial, &cpu)) in per_worker.into_iter().zip(plan_workers).enumerate() {
         let stats = Arc::new(WorkerStats::default());
         let (cmd_tx, cmd_rx) = mpsc::unbounded_channel();
-        let clients = crate::limits::ClientCounts { shared: shared.clone() };
+        let clients = ClientCounts::new(limits.clone());
         let ctx = WorkerCtx { index, cpu, n_workers: n, stats: stats.clone(), clients };
-        let cfg = WorkerCfg { ctx, pin: opts.pin, shared: shared.clone() };
+        let cfg = WorkerCfg { ctx, pin: opts.pin, drain: drain.clone(), limits: limits.clone() };
         let factory = factory.clone();
         let ready = ready_tx.clone();
         let spawned = std::thread::Builder::new()
             .name(format!("reel-w{index}"))
             .spawn(move || worker_thread(cfg, initial, cmd_rx, ready, move |c| factory(c)));
         match spawned {
-            Ok(thread) => rt.workers.push(WorkerHandle {
+            Ok(thread) => workers.push(WorkerHandle {
                 index,
                 cpu,
                 tid: 0,
@@ -121,7 +115,7 @@ where
                 cmd: cmd_tx,
                 thread: Some(thread),
             }),
-            Err(source) => return Err(RuntimeError::Spawn { index, source }),
+            Err(source) => return abandon(&mut workers, RuntimeError::Spawn { index, source }),
         }
     }
     drop(ready_tx);
@@ -131,18 +125,16 @@ where
         // and the dead one is a worker that never reported.
         let Ok((index, res)) = ready_rx.recv() else {
             let index = reported.iter().position(|r| !r).unwrap_or(0);
-            return Err(RuntimeError::Worker {
-                index,
-                message: "worker exited during startup".into(),
-            });
+            let message = "worker exited during startup".into();
+            return abandon(&mut workers, RuntimeError::Worker { index, message });
         };
         if let Some(r) = reported.get_mut(index) {
             *r = true;
         }
         match res {
-            Ok(tid) => rt.workers[index].tid = tid,
-            Err(message) => return Err(RuntimeError::Worker { index, message }),
+            Ok(tid) => workers[index].tid = tid,
+            Err(message) => return abandon(&mut workers, RuntimeError::Worker { index, message }),
         }
     }
-    Ok(rt)
+    Ok(Launched { workers, drain, limits, listeners: infos, steer_prog })
 }

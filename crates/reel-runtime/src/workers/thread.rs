@@ -1,89 +1,47 @@
 //! One worker's thread, from start to drain: pinning it, building its tokio runtime and its
 //! app, registering its first listeners and its idle lot, running its tasks (the app's
-//! background work, the acceptor, the command loop, the idle lot's task) and, once draining,
-//! waiting for its connections up to the deadline. Also the state those tasks share
-//! ([`Local`]) and the guard that keeps each connection counted ([`ConnGuard`]).
+//! background work, the acceptor, the command loop that carries out the runtime's
+//! commands, the idle lot's task) and, once draining, waiting for its connections up to the
+//! deadline. The state those tasks share is `local`.
 
-use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, mpsc as std_mpsc};
 
-use tokio::net::TcpListener;
-use tokio::sync::{Notify, mpsc, watch};
+use tokio::sync::mpsc;
 use tokio::task::LocalSet;
 
-use super::Shared;
 use super::accept::accept_loop;
-use super::command::{Command, command_loop};
-use super::idle::Lot;
-use super::listeners::add_listener;
+use super::command::Command;
+use super::local::Local;
 use super::park::{lot_loop, open_lot};
-use crate::app::{WorkerApp, WorkerCtx, WorkerStats};
+use super::shutdown::Drain;
+use super::{export, listeners};
+use crate::app::{WorkerApp, WorkerCtx};
+use crate::limits::Limits;
 
 /// What a worker thread is started with.
 pub(super) struct WorkerCfg {
     pub(super) ctx: WorkerCtx,
     pub(super) pin: bool,
-    pub(super) shared: Arc<Shared>,
+    /// The drain signal and deadline of the runtime.
+    pub(super) drain: Arc<Drain>,
+    /// The connection caps and the process-wide counts.
+    pub(super) limits: Arc<Limits>,
 }
 
-/// Per-worker state shared by its local tasks.
-pub(super) struct Local {
-    pub(super) stats: Arc<WorkerStats>,
-    pub(super) open: Cell<usize>,
-    /// The caps and the process-wide counts.
-    pub(super) shared: Arc<Shared>,
-    /// Woken whenever a connection closes.
-    pub(super) closed: Notify,
-    /// Woken whenever a listener is added, so the acceptor polls it.
-    pub(super) listeners_changed: Notify,
-    pub(super) drain: watch::Receiver<bool>,
-    /// This worker's listening sockets. Removing one closes it at once.
-    pub(super) listeners: RefCell<Vec<(Rc<str>, TcpListener)>>,
-    /// Where the next accept poll starts, so a busy listener cannot starve the others.
-    pub(super) next: Cell<usize>,
-    /// Idle connections kept without a task (`None` once the worker drained).
-    pub(super) lot: RefCell<Option<Lot<ConnGuard>>>,
-    /// Woken when a parked connection's deadline is the lot's earliest.
-    pub(super) lot_changed: Notify,
-    /// Listener names by id (a connection's guard keeps the id: no room in its task for
-    /// the name). Only grows; names are few.
-    pub(super) names: RefCell<Vec<Rc<str>>>,
-}
-
-impl Local {
-    /// The id of listener name `name`.
-    pub(super) fn name_id(&self, name: &Rc<str>) -> u32 {
-        let mut names = self.names.borrow_mut();
-        if let Some(i) = names.iter().position(|n| n == name) {
-            return i as u32;
+/// The worker's command task: applies each command of the [`Runtime`](crate::Runtime) in
+/// turn and answers it.
+async fn command_loop(state: Rc<Local>, mut rx: mpsc::UnboundedReceiver<Command>) {
+    while let Some(cmd) = rx.recv().await {
+        match cmd {
+            Command::Apply { add, relisten, remove, done } => {
+                let _ = done.send(listeners::apply(&state, add, relisten, remove));
+            }
+            Command::Export { done } => {
+                let _ = done.send(export::duplicates(&state));
+            }
         }
-        names.push(name.clone());
-        (names.len() - 1) as u32
-    }
-
-    /// The listener name of id `id`.
-    pub(super) fn name(&self, id: u32) -> Rc<str> {
-        self.names.borrow().get(id as usize).cloned().unwrap_or_else(|| Rc::from(""))
-    }
-}
-
-/// Decrements the open counts when a connection task ends or is dropped at the deadline.
-pub(super) struct ConnGuard {
-    pub(super) local: Rc<Local>,
-    pub(super) client: std::net::IpAddr,
-    /// The listener's name id ([`Local::name_id`]).
-    pub(super) listener: u32,
-}
-
-impl Drop for ConnGuard {
-    fn drop(&mut self) {
-        let l = &self.local;
-        l.open.set(l.open.get().saturating_sub(1));
-        l.stats.open.fetch_sub(1, Ordering::Relaxed);
-        l.shared.conns.release(self.client);
-        l.closed.notify_waiters();
     }
 }
 
@@ -117,19 +75,8 @@ pub(super) fn worker_thread<A: WorkerApp>(
         }
     };
     let local = LocalSet::new();
-    let state = Rc::new(Local {
-        stats: cfg.ctx.stats.clone(),
-        open: Cell::new(0),
-        shared: cfg.shared.clone(),
-        closed: Notify::new(),
-        listeners_changed: Notify::new(),
-        drain: cfg.shared.drain.subscribe(),
-        listeners: RefCell::new(Vec::new()),
-        next: Cell::new(0),
-        lot: RefCell::new(None),
-        lot_changed: Notify::new(),
-        names: RefCell::new(Vec::new()),
-    });
+    let state =
+        Rc::new(Local::new(cfg.ctx.stats.clone(), cfg.limits.clone(), cfg.drain.subscribe()));
     // A factory that panics is reported as this worker's startup failure, with its message.
     let app = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| factory(&cfg.ctx))) {
         Ok(app) => Rc::new(app),
@@ -148,7 +95,7 @@ pub(super) fn worker_thread<A: WorkerApp>(
         let _guard = rt.enter();
         initial
             .into_iter()
-            .try_for_each(|(name, l)| add_listener(&state, name, l))
+            .try_for_each(|(name, l)| listeners::add_listener(&state, name, l))
             .and_then(|()| open_lot(&state))
     };
     let lot_fd = match setup {
@@ -161,7 +108,7 @@ pub(super) fn worker_thread<A: WorkerApp>(
     let _ = ready.send((index, Ok(thread_tid())));
     drop(ready);
 
-    let shared = cfg.shared.clone();
+    let shutdown = cfg.drain.clone();
     let ctx = cfg.ctx.clone();
     let dropped = local.block_on(&rt, async {
         let run_app = app.clone();
@@ -189,7 +136,7 @@ pub(super) fn worker_thread<A: WorkerApp>(
             }
             let _ = run_task.await;
         };
-        match shared.deadline() {
+        match shutdown.deadline() {
             Some(d) => {
                 let _ = tokio::time::timeout_at(d.into(), all_closed).await;
             }
@@ -214,20 +161,4 @@ pub(super) fn worker_thread<A: WorkerApp>(
 /// The kernel thread id of the calling thread.
 fn thread_tid() -> i32 {
     rustix::thread::gettid().as_raw_pid()
-}
-
-#[cfg(test)]
-mod tests {
-    /// Every connection's task carries a guard: the listener's name id fits in the space
-    /// the client address leaves, so parking costs the task nothing.
-    #[test]
-    fn a_connection_guard_is_32_bytes() {
-        assert_eq!(std::mem::size_of::<Option<super::ConnGuard>>(), 32);
-    }
-
-    /// A parked connection's slot in the lot, as the lot's module doc says.
-    #[test]
-    fn a_parked_slot_is_56_bytes() {
-        assert_eq!(super::super::idle::slot_size::<super::ConnGuard>(), 56);
-    }
 }
