@@ -58,7 +58,7 @@ use super::small::SMALL_BODY;
 use super::tag::Tag;
 use crate::key::CacheKey;
 use crate::policy::cache_control::RequestCacheControl;
-use crate::policy::freshness::{Decision, decide, stale_if_error_ok};
+use crate::policy::decision::{Decision, decide, stale_if_error_ok};
 
 /// How many times a request may go round (look up, wait for a leader, look up again)
 /// before it fetches on its own.

@@ -27,7 +27,8 @@ use super::upstream::{Forward, Withheld, fill_request, key_omits_query};
 use crate::key::CacheKey;
 use crate::policy::HeaderLookup;
 use crate::policy::cache_control::RequestCacheControl;
-use crate::policy::freshness::{PolicyConfig, is_error_status, stale_if_error_ok, storable};
+use crate::policy::decision::{is_error_status, stale_if_error_ok};
+use crate::policy::freshness::{PolicyConfig, storable};
 use crate::policy::meta::{ResponseTimes, StoredMeta};
 use crate::policy::vary::Vary;
 

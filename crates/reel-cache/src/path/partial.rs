@@ -40,7 +40,7 @@ use super::store_keys::{
 use crate::key::CacheKey;
 use crate::path::fill::part::exactly;
 use crate::policy::cache_control::RequestCacheControl;
-use crate::policy::freshness::{Decision, decide};
+use crate::policy::decision::{Decision, decide};
 use crate::policy::range::ByteRange;
 
 /// How many times a request goes round before it passes.

@@ -47,7 +47,7 @@ use super::store_keys::{head_key, slice_key, slice_len, slice_lock_key, slice_me
 use crate::key::CacheKey;
 use crate::path::fill::part::this_slice;
 use crate::policy::cache_control::RequestCacheControl;
-use crate::policy::freshness::{Decision, decide, stale_if_error_ok};
+use crate::policy::decision::{Decision, decide, stale_if_error_ok};
 use crate::policy::range::{RangeSet, parse_range};
 
 pub(super) mod readahead;
