@@ -385,8 +385,47 @@ impl Pieces for SliceSource {
         };
         if span::part(slice, pos, until).is_some_and(|part| span::reads_most_of(slice, part)) {
             // The viewer reads most of this slice, to its end: it is reading sequentially.
-            readahead::schedule(&self.s, &self.head, k);
+            read_ahead(&self.s, &self.head, k);
         }
         Ok(Piece { data, start: slice.start, len: slice.len() })
+    }
+}
+
+/// Starts read-ahead of the slices after `k` of `head`'s version, for the viewer `s`
+/// serves.
+fn read_ahead(s: &Rc<Sliced>, head: &Head, k: u64) {
+    let depth = u64::from(s.job.site.slicing.read_ahead);
+    let shared = &s.job.worker.fetch.shared;
+    let per_worker = s.job.worker.fetch.settings.read_ahead_per_worker;
+    if depth == 0 || per_worker == 0 || head.total == 0 {
+        return;
+    }
+    let last = span::index(head.total - 1, s.size);
+    let peer = s.job.peer;
+    for j in k.saturating_add(1)..=k.saturating_add(depth).min(last) {
+        if s.has_slice(head, j) {
+            continue;
+        }
+        let Some(mut lead) = shared.inflight.try_lead(&s.lock_key(j)) else { continue };
+        if s.has_slice(head, j) {
+            // Stored between the two looks.
+            lead.publish(State::Done);
+            continue;
+        }
+        if !s.read_ahead.try_acquire(peer, depth as usize, per_worker) {
+            lead.publish(State::Done);
+            shared.slices.read_ahead_skipped.fetch_add(1, Relaxed);
+            return;
+        }
+        shared.slices.read_ahead_fetches.fetch_add(1, Relaxed);
+        let (s, head) = (s.clone(), head.clone());
+        tokio::task::spawn_local(async move {
+            let (fetched, _) = s.fetch_slice(j, Some(&head), (false, false), lead, true).await;
+            if let Fetched::Filling(mut f) = fetched {
+                // Counted until the slice is stored: the bound is on origin transfers.
+                let _ = f.wait_for(u64::MAX).await;
+            }
+            s.read_ahead.release(peer);
+        });
     }
 }
