@@ -19,7 +19,7 @@
 //!   of one client connection wait on the origin at once), [`inflight`] (one origin fetch
 //!   per key at a time, across workers), `preamble` (conditionals and ranges of every
 //!   answer), `upstream` (the origin requests), `store_keys` (the store keys derived from
-//!   a URL's key), `variants` (a varying URL's marker), `small` (small bodies read whole on
+//!   a URL's key), `span` (slice arithmetic: which slice holds a byte, a slice's bytes), `variants` (a varying URL's marker), `small` (small bodies read whole on
 //!   arrival), `hints` (what LL-HLS playlists announced), [`respond`] (responses built from
 //!   stored metadata, bodies streamed from the store), `pieces` (bodies assembled from
 //!   pieces), [`pass_stream`] (an origin body streamed to its one client), `interim` (the
@@ -56,6 +56,7 @@ pub mod settings;
 pub mod shared;
 mod slice;
 pub mod small;
+mod span;
 mod store_keys;
 pub mod tag;
 mod upstream;

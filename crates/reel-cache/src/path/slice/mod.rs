@@ -18,8 +18,9 @@
 //! freshens it).
 //!
 //! The slice arithmetic (which slice holds a byte, the bytes of a slice, what the origin is
-//! asked for, the part of a slice a response sends) is checked, in [`span`]: offsets near
-//! `u64::MAX` and slice sizes that are not powers of two never wrap.
+//! asked for, the part of a slice a response sends) is checked, in `span`, a leaf beside
+//! the store keys that the fills of slices use too: offsets near `u64::MAX` and slice sizes
+//! that are not powers of two never wrap.
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -43,6 +44,7 @@ use super::piecewise::{Got, Head, Job, Lost, Source};
 use super::respond::unix_now;
 use super::serve::local;
 use super::settings::Site;
+use super::span;
 use super::store_keys::{head_key, slice_key, slice_len, slice_lock_key, slice_meta, version_of};
 use crate::key::CacheKey;
 use crate::path::fill::part::this_slice;
@@ -51,7 +53,6 @@ use crate::policy::decision::{Decision, decide, stale_if_error_ok};
 use crate::policy::range::{RangeSet, parse_range};
 
 pub(super) mod readahead;
-pub(super) mod span;
 
 use readahead::ReadAhead;
 
