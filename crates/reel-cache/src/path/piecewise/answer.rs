@@ -8,10 +8,10 @@ use reel_origin::OriginResponse;
 
 use super::{Got, Head, Job, Lost, Source};
 use crate::path::answer::Answer;
-use crate::path::pieces;
-use crate::path::preamble::{Plan, Preamble, multipart, plan, preamble, unsatisfiable};
-use crate::path::respond::unix_now;
-use crate::path::serve::stream_origin;
+use crate::path::answer::pieces;
+use crate::path::answer::preamble::{Plan, Preamble, multipart, plan, preamble, unsatisfiable};
+use crate::path::answer::respond::unix_now;
+use crate::path::phase::serve::stream_origin;
 use crate::policy::range::{ByteRange, RangeSet, content_range};
 
 /// What a response from pieces sends.

@@ -14,20 +14,24 @@ use reel_http::Request;
 use reel_origin::{OriginRequest, OriginResponse, Requester};
 use reel_store::Filling;
 
-use super::fetch::{Fetched, Revalidating, Viewer};
-use super::fill::Part;
-use super::inflight::Lead;
-use super::parts::WorkerParts;
-use super::pieces::Pieces;
-use super::respond::Prepared;
-use super::settings::Site;
-use super::upstream::{Forward, Withheld, fill_request, key_omits_query};
+use super::answer::pieces::Pieces;
+use super::answer::respond::Prepared;
+use super::phase::fetch::{Fetched, Revalidating, Viewer};
+use super::phase::fill::Part;
+use super::phase::inflight::Lead;
+use super::phase::upstream::{Forward, Withheld, fill_request, key_omits_query};
+use super::worker::WorkerParts;
+use super::worker::settings::Site;
 use crate::key::CacheKey;
 use crate::policy::cache_control::RequestCacheControl;
 use crate::policy::conditional;
 use crate::policy::range::ByteRange;
 
 pub(super) mod answer;
+pub(super) mod partial;
+pub(super) mod slice;
+pub(super) mod span;
+pub(super) mod store_keys;
 
 /// An object's head as a request reads it.
 #[derive(Clone)]

@@ -14,9 +14,9 @@ use reel_store::{FillWriter, Filling, Lookup, Store, StoreError};
 
 use super::Filler;
 use crate::key::CacheKey;
-use crate::path::inflight::{Role, State};
-use crate::path::span;
-use crate::path::store_keys::{
+use crate::path::phase::inflight::{Role, State};
+use crate::path::piecewise::span;
+use crate::path::piecewise::store_keys::{
     decode_index, encode_index, head_key, head_version, index_key, partial_lock_key, piece_key,
     piece_meta, slice_key, slice_len, slice_meta, version_of,
 };

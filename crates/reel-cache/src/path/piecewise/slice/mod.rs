@@ -32,27 +32,27 @@ use reel_ops::metrics::WorkerMetrics;
 use reel_origin::OriginResponse;
 use reel_store::Lookup;
 
-use super::answer::Answer;
-use super::deadline;
-use super::fetch::Fetched;
-use super::fill::{Part, SlicePart};
-use super::inflight::{Lead, Role, State};
-use super::parts::WorkerParts;
-use super::pieces::{Piece, PieceData, Pieces};
-use super::piecewise::answer::{answer_from, first_byte, first_byte_hint, not_stored};
-use super::piecewise::{Got, Head, Job, Lost, Source};
-use super::respond::unix_now;
-use super::serve::local;
-use super::settings::Site;
+use super::answer::{answer_from, first_byte, first_byte_hint, not_stored};
 use super::span;
 use super::store_keys::{head_key, slice_key, slice_len, slice_lock_key, slice_meta, version_of};
 use crate::key::CacheKey;
-use crate::path::fill::part::this_slice;
+use crate::path::answer::Answer;
+use crate::path::answer::pieces::{Piece, PieceData, Pieces};
+use crate::path::answer::respond::unix_now;
+use crate::path::phase::deadline;
+use crate::path::phase::fetch::Fetched;
+use crate::path::phase::fill::part::this_slice;
+use crate::path::phase::fill::{Part, SlicePart};
+use crate::path::phase::inflight::{Lead, Role, State};
+use crate::path::phase::serve::local;
+use crate::path::piecewise::{Got, Head, Job, Lost, Source};
+use crate::path::worker::WorkerParts;
+use crate::path::worker::settings::Site;
 use crate::policy::cache_control::RequestCacheControl;
 use crate::policy::decision::{Decision, decide, stale_if_error_ok};
 use crate::policy::range::{RangeSet, parse_range};
 
-pub(super) mod readahead;
+pub(in crate::path) mod readahead;
 
 use readahead::ReadAhead;
 
@@ -61,7 +61,7 @@ const MAX_ROUNDS: usize = 4;
 
 /// A sliced object as one request reads it: the request's job, the slice size, and its
 /// worker's read-ahead.
-pub(super) struct Sliced {
+pub(in crate::path) struct Sliced {
     job: Job,
     size: u64,
     read_ahead: Rc<ReadAhead>,
@@ -69,7 +69,7 @@ pub(super) struct Sliced {
 
 /// GET or HEAD on a site with slicing, when no whole object is stored for the URL.
 #[allow(clippy::too_many_arguments)]
-pub(super) async fn get(
+pub(in crate::path) async fn get(
     worker: WorkerParts,
     read_ahead: Rc<ReadAhead>,
     (req, body): (&Request, &mut RequestBody<'_>),

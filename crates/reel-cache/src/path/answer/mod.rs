@@ -13,7 +13,13 @@ use crate::result::CacheResult;
 use bytes::Bytes;
 use reel_http::Response;
 
-use super::tag::Tag;
+use tag::Tag;
+
+pub mod pass_stream;
+pub(super) mod pieces;
+pub(super) mod preamble;
+pub mod respond;
+pub mod tag;
 
 /// What our `Cache-Status` entry says, after the cache's name (RFC 9211 2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

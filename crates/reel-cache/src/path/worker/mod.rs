@@ -8,13 +8,21 @@ use std::rc::Rc;
 
 use tokio::sync::OwnedSemaphorePermit;
 
-use super::admit::ClientMisses;
 use super::answer::StatusNames;
-use super::fetch::FetchCx;
-use super::forward::Forwarder;
-use super::lookup::Reader;
-use super::respond::MetaCache;
-use super::serve::Serve;
+use super::answer::respond::MetaCache;
+use super::phase::fetch::FetchCx;
+use super::phase::forward::Forwarder;
+use super::phase::lookup::Reader;
+use super::phase::serve::Serve;
+use admit::ClientMisses;
+
+pub(super) mod admit;
+pub(super) mod hints;
+pub mod hops;
+pub(super) mod interim;
+pub mod settings;
+pub mod shared;
+pub mod small;
 
 /// A worker's parts of one config generation, owned: the conductor's, and a copy for a
 /// sliced or partial request, whose body walk and fetches outlive the handler's borrows.

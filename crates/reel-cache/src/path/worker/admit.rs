@@ -16,14 +16,14 @@ use tokio::sync::OwnedSemaphorePermit;
 
 /// The places of this worker's client connections.
 #[derive(Default)]
-pub(super) struct ClientMisses {
+pub(in crate::path) struct ClientMisses {
     conns: Shares<SocketAddr>,
 }
 
 impl ClientMisses {
     /// A place for a request of the connection from `peer`, which may hold `limit` at
     /// once, waiting at most `wait`; `None` when none came free in time.
-    pub(super) async fn admit(
+    pub(in crate::path) async fn admit(
         &self,
         peer: SocketAddr,
         limit: usize,
