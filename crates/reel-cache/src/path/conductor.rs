@@ -28,7 +28,7 @@
 //! fetch and says what became of it ([`Fetched`]), `fill` writing into the store; `serve`
 //! answers from a stored or filling object, `forward` passes what is not cached;
 //! `deadline` bounds every wait; `llhls` watches the playlists a fill brings; `slice` and
-//! `partial` answer objects stored piecewise.
+//! `oversized` answer objects stored piecewise.
 
 use std::rc::Rc;
 use std::sync::Arc;
@@ -40,7 +40,7 @@ use reel_ops::metrics::WorkerMetrics;
 use reel_origin::WorkerClient;
 use reel_store::Filling;
 
-use super::answer::respond::{Prepared, ReqHeaders, unix_now};
+use super::answer::stored::{Prepared, ReqHeaders, unix_now};
 use super::answer::tag::Tag;
 use super::answer::{Answer, StatusNames};
 use super::phase::deadline::{self, Wait};
@@ -50,7 +50,7 @@ use super::phase::inflight::{Follow, Lead, Role, State};
 use super::phase::llhls;
 use super::phase::lookup::{Found, Reader, Stored, cache_key};
 use super::phase::serve::{Serve, local, stream_origin};
-use super::piecewise::partial;
+use super::piecewise::oversized;
 use super::piecewise::slice::{self, readahead::ReadAhead};
 use super::worker::WorkerParts;
 use super::worker::settings::{Settings, Site};
@@ -147,7 +147,8 @@ impl WorkerCache {
     pub fn new(shared: Arc<SharedCache>, settings: Arc<Settings>, client: WorkerClient) -> Self {
         let statuses = Rc::new(StatusNames::new(settings.node.cache_status_name()));
         let fetch = FetchCx { shared, settings, client };
-        let parts = WorkerParts { fetch, metas: Rc::default(), statuses, misses: Rc::default() };
+        let parts =
+            WorkerParts { fetch, metas: Rc::default(), statuses, miss_quota: Rc::default() };
         WorkerCache { parts, read_ahead: Rc::default() }
     }
 
@@ -156,8 +157,8 @@ impl WorkerCache {
     pub fn next_generation(&self, settings: Arc<Settings>, client: WorkerClient) -> Self {
         let statuses = Rc::new(StatusNames::new(settings.node.cache_status_name()));
         let fetch = FetchCx { shared: self.parts.fetch.shared.clone(), settings, client };
-        let (metas, misses) = (self.parts.metas.clone(), self.parts.misses.clone());
-        let parts = WorkerParts { fetch, metas, statuses, misses };
+        let (metas, miss_quota) = (self.parts.metas.clone(), self.parts.miss_quota.clone());
+        let parts = WorkerParts { fetch, metas, statuses, miss_quota };
         WorkerCache { parts, read_ahead: self.read_ahead.clone() }
     }
 
@@ -191,7 +192,7 @@ impl WorkerCache {
             | Method::Other(_)
                 if site.pass_methods =>
             {
-                let Some(_place) = self.parts.admit(req.peer()).await else {
+                let Some(_place) = self.parts.miss_place(req.peer()).await else {
                     return too_many_waiting();
                 };
                 self.forwarder().pass(req, body, site).await
@@ -226,7 +227,7 @@ impl WorkerCache {
             if let Found::Filling { fill, prep } = self.reader().find(&key, &hdrs).await {
                 return self.serve().filling(req, fill, prep, Answer::MISS_COLLAPSED).await;
             }
-            let Some(_place) = self.parts.admit(req.peer()).await else {
+            let Some(_place) = self.parts.miss_place(req.peer()).await else {
                 return too_many_waiting();
             };
             return self.forwarder().fetch_pass(req, body, site, Answer::FWD_REQUEST).await;
@@ -283,7 +284,7 @@ impl WorkerCache {
                 Phase::WaitedOut if g.wait.blocking => Phase::Done(self.blocking_timeout(m, None)),
                 Phase::WaitedOut => Phase::Pass(Answer::LOCK_TIMEOUT),
                 Phase::Pass(ans) => {
-                    let Some(_place) = self.parts.admit(req.peer()).await else {
+                    let Some(_place) = self.parts.miss_place(req.peer()).await else {
                         return too_many_waiting();
                     };
                     return self.forwarder().fetch_pass(req, body, site, ans).await;
@@ -376,9 +377,9 @@ impl WorkerCache {
             let cs = self.parts.statuses.get(Answer::ORIGIN_ERROR.status);
             return Phase::Done(local(st).header("cache-status", cs));
         }
-        if partial::has_index(&self.parts.fetch.shared.store, &g.key)
+        if oversized::has_index(&self.parts.fetch.shared.store, &g.key)
             && let Some(r) =
-                partial::get(&self.parts.clone(), (g.req, body), g.site, &g.key, &g.cc).await
+                oversized::get(&self.parts.clone(), (g.req, body), g.site, &g.key, &g.cc).await
         {
             return Phase::Done(r);
         }
@@ -411,7 +412,9 @@ impl WorkerCache {
         let (req, site, key) = (g.req, g.site, &g.key);
         // Dropping the lead before the fetch tells the followers it failed: they go round
         // once more, and one of them leads.
-        let Some(place) = self.parts.admit(req.peer()).await else { return too_many_waiting() };
+        let Some(place) = self.parts.miss_place(req.peer()).await else {
+            return too_many_waiting();
+        };
         let stale_meta = stale.as_ref().map(|s| &s.prep.meta);
         let settings = &self.parts.fetch.settings;
         let Some((oreq, mut interims)) =
@@ -481,11 +484,11 @@ impl WorkerCache {
             }
             (Fetched::NotStored(resp), _)
                 if req.header("range").is_some()
-                    && partial::has_index(&self.parts.fetch.shared.store, key) =>
+                    && oversized::has_index(&self.parts.fetch.shared.store, key) =>
             {
                 // Too large for the store: the viewer's range is fetched and stored.
                 drop(resp);
-                let r = partial::get(&self.parts.clone(), (req, body), site, key, &g.cc).await;
+                let r = oversized::get(&self.parts.clone(), (req, body), site, key, &g.cc).await;
                 r.unwrap_or_else(|| local(502))
             }
             (Fetched::NotStored(resp), _) => stream_origin(

@@ -6,7 +6,7 @@
 use bytes::Bytes;
 use reel_http::{Method, Request, Response};
 
-use super::respond::{Prepared, ReqHeaders};
+use super::stored::{Prepared, ReqHeaders};
 use crate::policy::HeaderLookup;
 use crate::policy::conditional::{self, Outcome, Validators};
 use crate::policy::multipart::{Multipart, fresh_boundary};

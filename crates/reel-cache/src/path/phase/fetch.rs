@@ -1,11 +1,11 @@
-//! The one origin fetch per key, as its leader makes it. A miss, a revalidation of a stale
-//! object, the background refresh of stale-while-revalidate, an LL-HLS prefetch and a
-//! slice or piece fetch all go through one step, [`Fetcher::fetch_and_store`]: ask the
-//! origin, apply the storability rules (RFC 9111 3) for the viewer the fetch is made for,
-//! store what may be stored (`fill`) and tell the followers. A viewer's own miss is also
-//! subject to `[store] admission`: under `second-hit` an object seen for the first time is
-//! filled unstored (delivered to the leader and its followers, then forgotten). It returns what became of the
-//! fetch ([`Fetched`]) and never answers a viewer: the conductor decides what to answer.
+//! The one origin fetch per key, as its leader makes it. A miss, a revalidation of a stale object,
+//! the background refresh of stale-while-revalidate, an LL-HLS prefetch and a slice or piece fetch
+//! all go through one step, [`Fetcher::fetch_and_store`]: ask the origin, apply the storability
+//! rules (RFC 9111 3) for the viewer the fetch is made for, store what may be stored (`fill`) and
+//! tell the followers. A viewer's own miss is also subject to `[store] admission`: under
+//! `second-hit` an object seen for the first time is filled unstored (delivered to the leader and
+//! its followers, then forgotten). It returns what became of the fetch ([`Fetched`]) and never
+//! answers a viewer: the conductor decides what to answer.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -20,7 +20,7 @@ use super::inflight::{Lead, State};
 use super::lookup::Stored;
 use super::upstream::{Forward, Withheld, fill_request, key_omits_query};
 use crate::key::CacheKey;
-use crate::path::answer::respond::{ReqHeaders, unix_now};
+use crate::path::answer::stored::{ReqHeaders, unix_now};
 use crate::path::worker::interim;
 use crate::path::worker::settings::{Settings, Site};
 use crate::path::worker::shared::SharedCache;
@@ -245,7 +245,7 @@ impl Fetcher<'_> {
             }
             Err(e) => {
                 if matches!(e, reel_store::StoreError::TooLarge(_)) && viewer.part.is_none() {
-                    // Its ranges are stored instead (`partial`).
+                    // Its ranges are stored instead (`oversized`).
                     filler.note_too_large(key, &resp, times, rule).await;
                 }
                 // The store would not take it (full, too large, I/O error): serve it anyway.

@@ -13,7 +13,7 @@ use reel_store::{Hit, Lookup, Store};
 use super::upstream::origin_form;
 use super::variants::{Selector, variant_key};
 use crate::key::CacheKey;
-use crate::path::answer::respond::{MetaCache, Prepared, ReqHeaders};
+use crate::path::answer::stored::{MetaCache, Prepared, ReqHeaders};
 use crate::path::worker::settings::Site;
 use crate::policy::vary::{Vary, VaryKey};
 

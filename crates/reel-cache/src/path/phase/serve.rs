@@ -12,10 +12,10 @@ use reel_http::{Method, Request, Response};
 use reel_origin::OriginResponse;
 use reel_store::{Filling, Hit};
 
+use crate::path::answer::body_walk::{self, Whole};
 use crate::path::answer::pass_stream::{PassBuffered, stream_body};
-use crate::path::answer::pieces::{self, Whole};
 use crate::path::answer::preamble::{Plan, Preamble, multipart, plan, preamble, unsatisfiable};
-use crate::path::answer::respond::{
+use crate::path::answer::stored::{
     LeasedRange, MetaCache, Prepared, stream_cold_hit, stream_filling, unix_now,
 };
 use crate::path::answer::tag::Tag;
@@ -209,8 +209,8 @@ fn multipart_answer(
 ) -> Response {
     let m = multipart(prep, parts, total, seed);
     let len = m.content_length();
-    pieces::multipart_head(prep, now, cs, &m)
-        .stream(pieces::stream(src, pieces::multipart(&m)), Some(len))
+    body_walk::multipart_head(prep, now, cs, &m)
+        .stream(body_walk::stream(src, body_walk::multipart(&m)), Some(len))
         .tagged(ans.tag())
 }
 

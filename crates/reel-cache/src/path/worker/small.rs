@@ -20,7 +20,7 @@ use std::sync::{Mutex, MutexGuard};
 use bytes::{Bytes, BytesMut};
 use reel_origin::{OriginError, OriginResponse};
 
-use crate::path::answer::respond::{MetaCache, Prepared};
+use crate::path::answer::stored::{MetaCache, Prepared};
 
 /// Bodies up to this size are read whole before followers are woken and answered from
 /// memory (as the hit path answers them, see `serve`).

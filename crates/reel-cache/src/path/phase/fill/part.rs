@@ -1,6 +1,6 @@
 //! A 206 stored as the part of a representation it was asked for: a slice of a sliced
 //! object with the object's head (`slice`), or a piece of a partially stored object
-//! listed in the URL's index (`partial`); and the index a 200 too large for the store
+//! listed in the URL's index (`oversized`); and the index a 200 too large for the store
 //! leaves behind. Anything but the part asked for is refused (and then not stored). The
 //! key layouts are in `store_keys`.
 

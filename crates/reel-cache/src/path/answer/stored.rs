@@ -1,4 +1,5 @@
-//! Responses built from stored metadata, and bodies streamed out of the store.
+//! The stored-object responses: responses built from stored metadata ([`Prepared`], decoded
+//! once per worker in [`MetaCache`]), and bodies streamed out of the store.
 //!
 //! A complete hit whose pages are in the page cache leaves as one `sendfile(2)` from the
 //! store's volume file ([`LeasedRange`] keeps the volume's lease alive until the codec has

@@ -1,5 +1,6 @@
-//! Partial responses on sites without slicing: the byte ranges of a representation too
-//! large for the store, each stored as its own object and reused for the ranges it covers.
+//! Oversized objects on sites without slicing: the byte ranges of a representation too large for
+//! the store (partial responses), each stored as its own object and reused for the ranges it
+//! covers.
 //!
 //! A miss is fetched whole, as always; when the store cannot take it (larger than a
 //! volume), the fetch leaves an *index* for the URL (the representation's metadata and
@@ -28,8 +29,8 @@ use super::store_keys::{
 };
 use crate::key::CacheKey;
 use crate::path::answer::Answer;
-use crate::path::answer::pieces::{Piece, PieceData, Pieces};
-use crate::path::answer::respond::unix_now;
+use crate::path::answer::body_walk::{Piece, PieceData, Pieces};
+use crate::path::answer::stored::unix_now;
 use crate::path::phase::deadline;
 use crate::path::phase::fetch::Fetched;
 use crate::path::phase::fill::part::exactly;

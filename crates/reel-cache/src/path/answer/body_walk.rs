@@ -1,5 +1,5 @@
-//! Bodies assembled from pieces of a representation: the slices of a sliced object, or the
-//! one stored object of a whole representation, sent as a single range or as the parts of a
+//! The body walk: bodies assembled from pieces of a representation: the slices of a sliced object,
+//! or the one stored object of a whole representation, sent as a single range or as the parts of a
 //! `multipart/byteranges` body.
 //!
 //! A body is a list of [`Segment`]s (literal bytes such as part headers, and byte ranges of
@@ -23,7 +23,7 @@ use reel_origin::OriginResponse;
 use reel_store::{Filling, Hit};
 use tokio::sync::mpsc;
 
-use super::respond::{LeasedRange, Prepared, stream_cold_hit, stream_filling};
+use super::stored::{LeasedRange, Prepared, stream_cold_hit, stream_filling};
 use crate::policy::multipart::Multipart;
 use crate::policy::range::ByteRange;
 
@@ -96,7 +96,7 @@ pub(in crate::path) fn multipart_head(
     };
     let mut r = prep.with_date(Response::new(206));
     for (n, v) in prep.meta.headers() {
-        if !super::respond::replayed(n) || own(n) {
+        if !super::stored::replayed(n) || own(n) {
             continue;
         }
         if let Ok(name) = std::str::from_utf8(n) {
