@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use reel_cache::policy::cache_control::{RequestCacheControl, ResponseCacheControl};
 use reel_cache::policy::conditional::{Outcome, Validators, evaluate, revalidation_headers};
+use reel_cache::policy::decision::{Decision, decide, is_error_status, stale_if_error_ok};
 use reel_cache::policy::freshness::{
-    Decision, NotStorable, PolicyConfig, Storability, current_age, decide, freshness_lifetime,
-    is_error_status, stale_if_error_ok, storable,
+    NotStorable, PolicyConfig, Storability, current_age, freshness_lifetime, storable,
 };
 use reel_cache::policy::headers::{HeaderLookup, format_http_date};
 use reel_cache::policy::meta::{MetaError, ResponseTimes, StoredMeta};

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use reel_store::{IoMode, Lookup, Store, StoreConfig};
 
-/// Read size of the cache's cold stream (`reel_cache::path::respond::STREAM_CHUNK`).
+/// Read size of the cache's cold stream (`reel_cache::path::answer::stored::STREAM_CHUNK`).
 const CHUNK: u64 = 256 * 1024;
 
 fn arg(i: usize, default: u64) -> u64 {

@@ -1,7 +1,12 @@
 //! The per-worker cache front, [`WorkerCache`]: routes a request to its site and walks the
 //! decision tree below phase by phase ([`Phase`]), deciding after each which phase comes
-//! next. The phases are the other modules of `path`; none of them answers a viewer on its
-//! own initiative or calls back here.
+//! next. The phase value holds all the machine's state: what the request's rounds learnt
+//! travels in it from the phase that learnt it, and the leader's fetch ends in its result
+//! ([`Phase::Fetched`]), from which `after_fetch` picks the next phase. Every step is
+//! logged at trace level (target `reel_cache::path::conductor`, `phase` as
+//! [`Phase::as_str`] names it), so one request's path through the cache is one line per
+//! step. The phases are the modules of `path/phase/` (and `path/piecewise/`); none of
+//! them answers a viewer on its own initiative or calls back here.
 //!
 //! ```text
 //! GET/HEAD ─ site? ─ key ─ lookup ─┬─ complete, fresh ─────────────── hit (sendfile)
@@ -17,7 +22,7 @@
 //!                                                                    └ lock_timeout ─ fetch on its own, uncached
 //!                                                                      (LL-HLS blocking: blocking_timeout ─ 504)
 //! sliced site, no whole object stored ─ slice (head, slices by Range, read-ahead)
-//! partial index for the URL ─ partial (pieces by Range)
+//! partial index for the URL ─ oversized (pieces by Range)
 //! other methods ─ pass through (body streamed) ─ 2xx/3xx: invalidate URL, Location, Content-Location
 //! (extension methods pass too; TRACE and CONNECT never; only POST, PUT, DELETE and PATCH
 //! invalidate unless the site's `invalidate_on = "all"`)
@@ -28,7 +33,7 @@
 //! fetch and says what became of it ([`Fetched`]), `fill` writing into the store; `serve`
 //! answers from a stored or filling object, `forward` passes what is not cached;
 //! `deadline` bounds every wait; `llhls` watches the playlists a fill brings; `slice` and
-//! `partial` answer objects stored piecewise.
+//! `oversized` (`path/piecewise/`) answer objects stored piecewise.
 
 use std::rc::Rc;
 use std::sync::Arc;
@@ -40,25 +45,25 @@ use reel_ops::metrics::WorkerMetrics;
 use reel_origin::WorkerClient;
 use reel_store::Filling;
 
+use super::answer::stored::{Prepared, ReqHeaders, unix_now};
+use super::answer::tag::Tag;
 use super::answer::{Answer, StatusNames};
-use super::deadline::{self, Wait};
-use super::fetch::{self, FetchCx, Fetched, refresh_in_background};
-use super::forward::Forwarder;
-use super::inflight::{Follow, Lead, Role, State};
-use super::llhls;
-use super::lookup::{Found, Reader, Stored, cache_key};
-use super::partial;
-use super::parts::WorkerParts;
-use super::respond::{Prepared, ReqHeaders, unix_now};
-use super::serve::{Serve, local, stream_origin};
-use super::settings::{Settings, Site};
-use super::shared::SharedCache;
-use super::slice::{self, readahead::ReadAhead};
-use super::small::SMALL_BODY;
-use super::tag::Tag;
+use super::phase::deadline::{self, Wait};
+use super::phase::fetch::{self, FetchCx, Fetched, refresh_in_background};
+use super::phase::forward::Forwarder;
+use super::phase::inflight::{Follow, Lead, Role, State};
+use super::phase::llhls;
+use super::phase::lookup::{Found, Reader, Stored, cache_key};
+use super::phase::serve::{Serve, local, stream_origin};
+use super::piecewise::oversized;
+use super::piecewise::slice::{self, readahead::ReadAhead};
+use super::worker::WorkerParts;
+use super::worker::settings::{Settings, Site};
+use super::worker::shared::SharedCache;
+use super::worker::small::SMALL_BODY;
 use crate::key::CacheKey;
 use crate::policy::cache_control::RequestCacheControl;
-use crate::policy::freshness::{Decision, decide, stale_if_error_ok};
+use crate::policy::decision::{Decision, decide, stale_if_error_ok};
 
 /// How many times a request may go round (look up, wait for a leader, look up again)
 /// before it fetches on its own.
@@ -75,29 +80,78 @@ pub struct WorkerCache {
     read_ahead: Rc<ReadAhead>,
 }
 
-/// Where a GET or HEAD is in the decision tree.
+/// Where a GET or HEAD is in the decision tree, with everything the steps before it learnt
+/// that the steps after it need: the machine's whole state apart from the request itself
+/// ([`Get`]). Each step is logged at trace level ([`Phase::as_str`]).
 enum Phase {
-    /// Look the key up (again).
-    Lookup,
+    /// Look the key up (again), with what the rounds before learnt.
+    Lookup(Learnt),
     /// A complete stored object: its freshness decides.
-    Stored(Stored),
-    /// An object being filled: stream it as it fills.
-    Filling(Filling, Rc<Prepared>),
+    Stored(Stored, Learnt),
+    /// An object being filled: stream it as it fills (a small one's readers wait once).
+    Filling(Filling, Rc<Prepared>, Learnt),
     /// Nothing usable stored.
-    Absent,
+    Absent(Learnt),
     /// This request leads the one fetch of the key; with the stale object it revalidates.
     Lead(Lead, Option<Stored>),
+    /// The leader's fetch ended: what became of it, the origin's time, and the stale object
+    /// it revalidated, if any. [`WorkerCache::after_fetch`] says what comes next.
+    Fetched { fetched: Fetched, origin_time: Option<Duration>, stale: Option<Stored> },
     /// Another request leads it: wait, then look up again. `revalidating`: the fetch
     /// revalidates a stored object, whose unshared answer leaves that object to look at.
     /// `to_end`: the leader's response is being stored already but is not this request's
     /// (another Vary variant): wait for its fill to end, then lead a fetch of its own.
-    Follow { f: Follow, revalidating: bool, to_end: bool },
+    Follow { f: Follow, revalidating: bool, to_end: bool, learnt: Learnt },
     /// A follower waited its bound.
     WaitedOut,
+    /// Answer from a complete stored object (`now`: the time its age is computed at).
+    Hit { stored: Stored, prep: Rc<Prepared>, now: u64, answer: Answer },
+    /// Stream an object as it is written.
+    Stream(Filling, Rc<Prepared>, Answer),
+    /// Stream the origin's response, not stored, through to this client.
+    PassThrough(reel_origin::OriginResponse, Answer),
+    /// Too large for the store: the viewer's range is fetched and stored as a piece.
+    Oversized,
     /// Fetch for this client alone, uncached.
     Pass(Answer),
     /// Answered.
     Done(Response),
+}
+
+impl Phase {
+    /// The step's name in the trace log.
+    fn as_str(&self) -> &'static str {
+        match self {
+            Phase::Lookup(_) => "lookup",
+            Phase::Stored(..) => "stored",
+            Phase::Filling(..) => "filling",
+            Phase::Absent(_) => "absent",
+            Phase::Lead(..) => "lead",
+            Phase::Fetched { .. } => "fetched",
+            Phase::Follow { .. } => "follow",
+            Phase::WaitedOut => "waited-out",
+            Phase::Hit { .. } => "hit",
+            Phase::Stream(..) => "stream",
+            Phase::PassThrough(..) => "pass-through",
+            Phase::Oversized => "oversized",
+            Phase::Pass(_) => "pass",
+            Phase::Done(_) => "done",
+        }
+    }
+}
+
+/// What a request's rounds (look up, wait for a leader, look up again) learnt, carried from
+/// the phase that learnt it to the next lookup and the phases after it.
+#[derive(Default)]
+struct Learnt {
+    /// What the leaders' news said of failed fetches (`Follow`, `Filling`).
+    fails: Failures,
+    /// Whether the request waited once for a small body to be read whole (`Filling`).
+    small_waited: bool,
+    /// A fill this request waited on that is not stored (refused by admission): it leaves
+    /// the index when it commits, so a lookup after the wait may miss it. Served from here
+    /// then, rather than fetched again (`Follow`, `Filling`).
+    joined: Option<Filling>,
 }
 
 /// What a follower learnt of failed fetches. A leader's fetch can fail because of the
@@ -124,8 +178,8 @@ impl Failures {
     }
 }
 
-/// One GET or HEAD on its way through the phases: what stays the same from round to
-/// round, and what the rounds learnt.
+/// One GET or HEAD on its way through the phases: what stays the same from round to round
+/// (what the rounds learn travels in the [`Phase`]).
 struct Get<'r> {
     req: &'r Request,
     site: &'r Site,
@@ -133,13 +187,6 @@ struct Get<'r> {
     cc: RequestCacheControl,
     wait: Wait,
     m: &'r WorkerMetrics,
-    fails: Failures,
-    /// Whether the request waited once for a small body to be read whole.
-    small_waited: bool,
-    /// A fill this request waited on that is not stored (refused by admission): it leaves
-    /// the index when it commits, so a lookup after the wait may miss it. Served from here
-    /// then, rather than fetched again.
-    joined: Option<Filling>,
 }
 
 impl WorkerCache {
@@ -147,7 +194,8 @@ impl WorkerCache {
     pub fn new(shared: Arc<SharedCache>, settings: Arc<Settings>, client: WorkerClient) -> Self {
         let statuses = Rc::new(StatusNames::new(settings.node.cache_status_name()));
         let fetch = FetchCx { shared, settings, client };
-        let parts = WorkerParts { fetch, metas: Rc::default(), statuses, misses: Rc::default() };
+        let parts =
+            WorkerParts { fetch, metas: Rc::default(), statuses, miss_quota: Rc::default() };
         WorkerCache { parts, read_ahead: Rc::default() }
     }
 
@@ -156,8 +204,8 @@ impl WorkerCache {
     pub fn next_generation(&self, settings: Arc<Settings>, client: WorkerClient) -> Self {
         let statuses = Rc::new(StatusNames::new(settings.node.cache_status_name()));
         let fetch = FetchCx { shared: self.parts.fetch.shared.clone(), settings, client };
-        let (metas, misses) = (self.parts.metas.clone(), self.parts.misses.clone());
-        let parts = WorkerParts { fetch, metas, statuses, misses };
+        let (metas, miss_quota) = (self.parts.metas.clone(), self.parts.miss_quota.clone());
+        let parts = WorkerParts { fetch, metas, statuses, miss_quota };
         WorkerCache { parts, read_ahead: self.read_ahead.clone() }
     }
 
@@ -191,7 +239,7 @@ impl WorkerCache {
             | Method::Other(_)
                 if site.pass_methods =>
             {
-                let Some(_place) = self.parts.admit(req.peer()).await else {
+                let Some(_place) = self.parts.miss_place(req.peer()).await else {
                     return too_many_waiting();
                 };
                 self.forwarder().pass(req, body, site).await
@@ -226,7 +274,7 @@ impl WorkerCache {
             if let Found::Filling { fill, prep } = self.reader().find(&key, &hdrs).await {
                 return self.serve().filling(req, fill, prep, Answer::MISS_COLLAPSED).await;
             }
-            let Some(_place) = self.parts.admit(req.peer()).await else {
+            let Some(_place) = self.parts.miss_place(req.peer()).await else {
                 return too_many_waiting();
             };
             return self.forwarder().fetch_pass(req, body, site, Answer::FWD_REQUEST).await;
@@ -243,37 +291,43 @@ impl WorkerCache {
         // A blocking request's leader failure is final: another round would hold one more
         // origin request.
         let fails = Failures { retried: wait.blocking, ..Failures::default() };
-        let mut g = Get { req, site, key, cc, wait, m, fails, small_waited: false, joined: None };
-        let mut phase = Phase::Lookup;
+        let g = Get { req, site, key, cc, wait, m };
+        let mut phase = Phase::Lookup(Learnt { fails, ..Learnt::default() });
         let mut rounds = 0;
+        let key = || String::from_utf8_lossy(g.key.as_bytes());
         loop {
+            // One line per step: a request's path through the cache.
+            tracing::trace!(phase = phase.as_str(), key = %key(), "cache step");
             phase = match phase {
-                Phase::Lookup if rounds == MAX_ROUNDS => Phase::Pass(Answer::PASS_NOT_STORED),
-                Phase::Lookup => {
+                Phase::Lookup(_) if rounds == MAX_ROUNDS => Phase::Pass(Answer::PASS_NOT_STORED),
+                Phase::Lookup(mut learnt) => {
                     rounds += 1;
                     match self.reader().find(&g.key, &hdrs).await {
-                        Found::Hit(stored) => Phase::Stored(stored),
-                        Found::Filling { fill, prep } => Phase::Filling(fill, prep),
-                        Found::None => match self.joined(&mut g, &hdrs) {
-                            Some((fill, prep)) => Phase::Filling(fill, prep),
-                            None => Phase::Absent,
+                        Found::Hit(stored) => Phase::Stored(stored, learnt),
+                        Found::Filling { fill, prep } => Phase::Filling(fill, prep, learnt),
+                        Found::None => match self.joined(&mut learnt, &hdrs) {
+                            Some((fill, prep)) => Phase::Filling(fill, prep, learnt),
+                            None => Phase::Absent(learnt),
                         },
                     }
                 }
-                Phase::Stored(stored) => self.stored(&mut g, stored).await,
-                Phase::Filling(fill, prep) => self.filling(&mut g, fill, prep).await,
-                Phase::Absent => self.absent(&g, body).await,
-                Phase::Lead(lead, stale) => Phase::Done(self.lead(&g, body, lead, stale).await),
-                Phase::Follow { f, revalidating, to_end } => {
+                Phase::Stored(stored, learnt) => self.stored(&g, stored, learnt).await,
+                Phase::Filling(fill, prep, learnt) => self.filling(&g, fill, prep, learnt).await,
+                Phase::Absent(learnt) => self.absent(&g, body, learnt).await,
+                Phase::Lead(lead, stale) => self.lead(&g, body, lead, stale).await,
+                Phase::Fetched { fetched, origin_time, stale } => {
+                    self.after_fetch(&g, fetched, origin_time, stale)
+                }
+                Phase::Follow { f, revalidating, to_end, mut learnt } => {
                     let shared_fill = f.shared_fill();
                     match deadline::follow(f, m, g.wait.until(), to_end).await {
                         Some(State::NotShared) if !revalidating => {
                             Phase::Pass(Answer::PASS_NOT_STORED)
                         }
                         Some(st) => {
-                            g.fails.record(st);
-                            g.joined = shared_fill.get();
-                            Phase::Lookup
+                            learnt.fails.record(st);
+                            learnt.joined = shared_fill.get();
+                            Phase::Lookup(learnt)
                         }
                         None => Phase::WaitedOut,
                     }
@@ -282,8 +336,23 @@ impl WorkerCache {
                 // other fetches on its own, uncached.
                 Phase::WaitedOut if g.wait.blocking => Phase::Done(self.blocking_timeout(m, None)),
                 Phase::WaitedOut => Phase::Pass(Answer::LOCK_TIMEOUT),
+                Phase::Hit { stored, prep, now, answer } => {
+                    return self.serve().hit(req, stored.hit, &prep, now, answer).await;
+                }
+                Phase::Stream(fill, prep, answer) => {
+                    return self.serve().filling(req, fill, prep, answer).await;
+                }
+                Phase::PassThrough(resp, answer) => {
+                    let (statuses, shared) = (&self.parts.statuses, &self.parts.fetch.shared);
+                    return stream_origin(req, resp, answer, statuses, &shared.pass_buffered);
+                }
+                Phase::Oversized => {
+                    let parts = self.parts.clone();
+                    let r = oversized::get(&parts, (req, body), site, &g.key, &g.cc).await;
+                    return r.unwrap_or_else(|| local(502));
+                }
                 Phase::Pass(ans) => {
-                    let Some(_place) = self.parts.admit(req.peer()).await else {
+                    let Some(_place) = self.parts.miss_place(req.peer()).await else {
                         return too_many_waiting();
                     };
                     return self.forwarder().fetch_pass(req, body, site, ans).await;
@@ -295,18 +364,19 @@ impl WorkerCache {
 
     /// A complete stored object: answered (fresh, stale but acceptable, refreshed in the
     /// background, or stale-if-error after a failed fetch), or revalidated first.
-    async fn stored(&self, g: &mut Get<'_>, stored: Stored) -> Phase {
+    async fn stored(&self, g: &Get<'_>, stored: Stored, learnt: Learnt) -> Phase {
         let now = unix_now();
-        let serve = self.serve();
-        if let Some(st) = g.fails.failed {
+        let fails = &learnt.fails;
+        if let Some(st) = fails.failed {
             // The leader's fetch failed: stale-if-error, or the leader's error.
-            return Phase::Done(if stale_if_error_ok(&g.cc, &stored.prep.meta, now) {
-                serve.hit(g.req, stored.hit, &stored.prep, now, Answer::STALE_IF_ERROR).await
-            } else if g.fails.blocking_timeout {
-                self.blocking_timeout(g.m, None)
+            return if stale_if_error_ok(&g.cc, &stored.prep.meta, now) {
+                let prep = stored.prep.clone();
+                Phase::Hit { stored, prep, now, answer: Answer::STALE_IF_ERROR }
+            } else if fails.blocking_timeout {
+                Phase::Done(self.blocking_timeout(g.m, None))
             } else {
-                local(st)
-            });
+                Phase::Done(local(st))
+            };
         }
         let answer = match decide(&g.cc, &stored.prep.meta, now) {
             Decision::Fresh => Answer::HIT,
@@ -323,43 +393,55 @@ impl WorkerCache {
             Decision::MustRevalidate => {
                 return match self.parts.fetch.shared.inflight.join(g.key.as_bytes()) {
                     Role::Lead(lead) => Phase::Lead(lead, Some(stored)),
-                    Role::Follow(f) => Phase::Follow { f, revalidating: true, to_end: false },
+                    Role::Follow(f) => {
+                        Phase::Follow { f, revalidating: true, to_end: false, learnt }
+                    }
                 };
             }
         };
-        Phase::Done(serve.hit(g.req, stored.hit, &stored.prep, now, answer).await)
+        let prep = stored.prep.clone();
+        Phase::Hit { stored, prep, now, answer }
     }
 
     /// An object being filled: streamed as it fills. A small body is read whole before the
     /// leader releases its followers (`small`): a request that finds the fill in that
     /// moment waits with them, once, rather than stream it ahead of them.
-    async fn filling(&self, g: &mut Get<'_>, fill: Filling, prep: Rc<Prepared>) -> Phase {
-        let serve = self.serve();
-        if !g.small_waited
+    async fn filling(
+        &self,
+        g: &Get<'_>,
+        fill: Filling,
+        prep: Rc<Prepared>,
+        mut learnt: Learnt,
+    ) -> Phase {
+        if !learnt.small_waited
             && fill.expected_len().is_some_and(|n| {
-                n <= SMALL_BODY && serve.small_body(&prep, fill.meta(), n).is_none()
+                n <= SMALL_BODY && self.serve().small_body(&prep, fill.meta(), n).is_none()
             })
             && let Some(f) = self.parts.fetch.shared.inflight.follow(g.key.as_bytes())
         {
-            g.small_waited = true;
+            learnt.small_waited = true;
             // Past the wait's bound the fill is streamed as it is.
             if let Some(st) = deadline::follow(f, g.m, g.wait.until(), false).await {
-                g.fails.record(st);
+                learnt.fails.record(st);
             }
             if fill.is_unstored() {
-                g.joined = Some(fill);
+                learnt.joined = Some(fill);
             }
-            return Phase::Lookup;
+            return Phase::Lookup(learnt);
         }
-        Phase::Done(serve.filling(g.req, fill, prep, Answer::MISS_COLLAPSED).await)
+        Phase::Stream(fill, prep, Answer::MISS_COLLAPSED)
     }
 
     /// The unstored fill this request waited on, when a lookup no longer finds it (it
     /// committed and left the index): still whole for its readers, if it did not fail and is
     /// the variant this request selects.
-    fn joined(&self, g: &mut Get<'_>, hdrs: &ReqHeaders<'_>) -> Option<(Filling, Rc<Prepared>)> {
-        let fill = g.joined.take()?;
-        if g.fails.failed.is_some() || fill.status().is_err() {
+    fn joined(
+        &self,
+        learnt: &mut Learnt,
+        hdrs: &ReqHeaders<'_>,
+    ) -> Option<(Filling, Rc<Prepared>)> {
+        let fill = learnt.joined.take()?;
+        if learnt.fails.failed.is_some() || fill.status().is_err() {
             return None;
         }
         let prep = self.reader().prepared(fill.meta())?;
@@ -368,17 +450,17 @@ impl WorkerCache {
 
     /// Nothing usable stored: the failure a previous round learnt, the URL's partial
     /// responses, `only-if-cached`, or the one fetch of the key, led or followed.
-    async fn absent(&self, g: &Get<'_>, body: &mut RequestBody<'_>) -> Phase {
-        if let Some(st) = g.fails.failed {
-            if g.fails.blocking_timeout {
+    async fn absent(&self, g: &Get<'_>, body: &mut RequestBody<'_>, learnt: Learnt) -> Phase {
+        if let Some(st) = learnt.fails.failed {
+            if learnt.fails.blocking_timeout {
                 return Phase::Done(self.blocking_timeout(g.m, None));
             }
             let cs = self.parts.statuses.get(Answer::ORIGIN_ERROR.status);
             return Phase::Done(local(st).header("cache-status", cs));
         }
-        if partial::has_index(&self.parts.fetch.shared.store, &g.key)
+        if oversized::has_index(&self.parts.fetch.shared.store, &g.key)
             && let Some(r) =
-                partial::get(&self.parts.clone(), (g.req, body), g.site, &g.key, &g.cc).await
+                oversized::get(&self.parts.clone(), (g.req, body), g.site, &g.key, &g.cc).await
         {
             return Phase::Done(r);
         }
@@ -393,31 +475,32 @@ impl WorkerCache {
             Role::Follow(f) => {
                 // Filling, yet nothing found for this request: another variant's fill.
                 let to_end = f.is_filling();
-                Phase::Follow { f, revalidating: false, to_end }
+                Phase::Follow { f, revalidating: false, to_end, learnt }
             }
         }
     }
 
-    /// The leader's fetch, then its answer from what became of it: the fill streamed as
-    /// it arrives (its playlist watched), the freshened or stale object, the origin's
-    /// response passed through, or the failure.
+    /// The leader's fetch (its playlist watched when it fills), ending in what became of
+    /// it: [`Phase::Fetched`].
     async fn lead(
         &self,
         g: &Get<'_>,
         body: &mut RequestBody<'_>,
         lead: Lead,
         stale: Option<Stored>,
-    ) -> Response {
+    ) -> Phase {
         let (req, site, key) = (g.req, g.site, &g.key);
         // Dropping the lead before the fetch tells the followers it failed: they go round
         // once more, and one of them leads.
-        let Some(place) = self.parts.admit(req.peer()).await else { return too_many_waiting() };
+        let Some(place) = self.parts.miss_place(req.peer()).await else {
+            return Phase::Done(too_many_waiting());
+        };
         let stale_meta = stale.as_ref().map(|s| &s.prep.meta);
         let settings = &self.parts.fetch.settings;
         let Some((oreq, mut interims)) =
             fetch::viewer_request(req, key, stale_meta, settings, g.wait.first_byte())
         else {
-            return local(400);
+            return Phase::Done(local(400));
         };
         // The fetch runs as a task of its own: a leader whose client goes away (an HTTP/2
         // stream reset, a closed connection) stops waiting for it, but the fetch goes on
@@ -445,58 +528,68 @@ impl WorkerCache {
         });
         let (fetched, origin_time) =
             body.with_interims(&mut interims, fetch).await.unwrap_or((Fetched::Failed(502), None));
-        let serve = self.serve();
+        Phase::Fetched { fetched, origin_time, stale }
+    }
+
+    /// What comes after the leader's fetch: the freshened object (revalidated), the stale
+    /// one (stale-if-error), the fill streamed as it arrives, the origin's response passed
+    /// through (or, too large for the store, the viewer's range stored as a piece), or the
+    /// failure.
+    fn after_fetch(
+        &self,
+        g: &Get<'_>,
+        fetched: Fetched,
+        origin_time: Option<Duration>,
+        stale: Option<Stored>,
+    ) -> Phase {
+        let stale_if_error = |stored: Stored| {
+            let (prep, answer) = (stored.prep.clone(), Answer::STALE_IF_ERROR.after(origin_time));
+            Phase::Hit { stored, prep, now: unix_now(), answer }
+        };
         match (fetched, stale) {
             (Fetched::Failed(_), Some(s)) if stale_if_error_ok(&g.cc, &s.prep.meta, unix_now()) => {
-                let ans = Answer::STALE_IF_ERROR.after(origin_time);
-                serve.hit(req, s.hit, &s.prep, unix_now(), ans).await
+                stale_if_error(s)
             }
-            (Fetched::Failed(st), _) => Answer::ORIGIN_ERROR
-                .after(origin_time)
-                .on(Response::error(st), &self.parts.statuses),
+            (Fetched::Failed(st), _) => Phase::Done(
+                Answer::ORIGIN_ERROR
+                    .after(origin_time)
+                    .on(Response::error(st), &self.parts.statuses),
+            ),
             (Fetched::BlockingTimeout, Some(s))
                 if stale_if_error_ok(&g.cc, &s.prep.meta, unix_now()) =>
             {
-                let ans = Answer::STALE_IF_ERROR.after(origin_time);
-                serve.hit(req, s.hit, &s.prep, unix_now(), ans).await
+                stale_if_error(s)
             }
-            (Fetched::BlockingTimeout, _) => self.blocking_timeout(g.m, origin_time),
-            (Fetched::Freshened(meta), Some(s)) => {
-                let ans = Answer::REVALIDATED.after(origin_time);
-                serve.hit(req, s.hit, &Prepared::new(meta), unix_now(), ans).await
+            (Fetched::BlockingTimeout, _) => Phase::Done(self.blocking_timeout(g.m, origin_time)),
+            (Fetched::Freshened(meta), Some(stored)) => {
+                let answer = Answer::REVALIDATED.after(origin_time);
+                Phase::Hit { stored, prep: Prepared::new(meta), now: unix_now(), answer }
             }
-            (Fetched::StaleIfError, Some(s)) => {
-                let ans = Answer::STALE_IF_ERROR.after(origin_time);
-                serve.hit(req, s.hit, &s.prep, unix_now(), ans).await
-            }
+            (Fetched::StaleIfError, Some(s)) => stale_if_error(s),
             (Fetched::Filling(fill), stale) => {
                 // The metadata was encoded just now, so it decodes.
-                let Some(prep) = self.reader().prepared(fill.meta()) else { return local(502) };
-                let ans = match stale {
+                let Some(prep) = self.reader().prepared(fill.meta()) else {
+                    return Phase::Done(local(502));
+                };
+                let answer = match stale {
                     Some(_) => Answer::REFRESHED,
                     None if fill.is_unstored() => Answer::MISS_NOT_ADMITTED,
                     None => Answer::MISS_STORED,
                 };
-                serve.filling(req, fill, prep, ans.after(origin_time)).await
+                Phase::Stream(fill, prep, answer.after(origin_time))
             }
-            (Fetched::NotStored(resp), _)
-                if req.header("range").is_some()
-                    && partial::has_index(&self.parts.fetch.shared.store, key) =>
+            (Fetched::NotStored(_), _)
+                if g.req.header("range").is_some()
+                    && oversized::has_index(&self.parts.fetch.shared.store, &g.key) =>
             {
                 // Too large for the store: the viewer's range is fetched and stored.
-                drop(resp);
-                let r = partial::get(&self.parts.clone(), (req, body), site, key, &g.cc).await;
-                r.unwrap_or_else(|| local(502))
+                Phase::Oversized
             }
-            (Fetched::NotStored(resp), _) => stream_origin(
-                req,
-                resp,
-                Answer::MISS_NOT_STORED.after(origin_time),
-                &self.parts.statuses,
-                &self.parts.fetch.shared.pass_buffered,
-            ),
+            (Fetched::NotStored(resp), _) => {
+                Phase::PassThrough(resp, Answer::MISS_NOT_STORED.after(origin_time))
+            }
             // Only a revalidation is freshened or covered by stale-if-error.
-            (Fetched::Freshened(_) | Fetched::StaleIfError, None) => local(502),
+            (Fetched::Freshened(_) | Fetched::StaleIfError, None) => Phase::Done(local(502)),
         }
     }
 

@@ -6,6 +6,7 @@
 
 pub mod cache_control;
 pub mod conditional;
+pub mod decision;
 pub mod freshness;
 pub mod headers;
 pub mod meta;

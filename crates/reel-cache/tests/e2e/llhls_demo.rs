@@ -172,7 +172,7 @@ fn prefetch_fetches_the_hinted_part_and_the_newest_listed_parts_once() {
         .filter_map(|l| l.strip_prefix("#EXT-X-PART:"))
         .filter_map(|l| l.split("URI=\"").nth(1)?.split('"').next().map(|u| format!("/live/{u}")))
         .collect();
-    assert!(listed.len() > reel_cache::path::llhls::PREFETCH_PER_STREAM, "{text}");
+    assert!(listed.len() > reel_cache::path::phase::llhls::PREFETCH_PER_STREAM, "{text}");
     // A viewer's request for the hinted part joins the prefetch (or finds it stored).
     let r = crate::client::get(&s, &hinted, &[]);
     assert_eq!(r.status, 200);
@@ -181,7 +181,7 @@ fn prefetch_fetches_the_hinted_part_and_the_newest_listed_parts_once() {
     assert_eq!(o.stats().path(&hinted), 1);
     // The newest listed parts were fetched beside it, up to the per-stream bound, and
     // nothing else.
-    let prefetched = reel_cache::path::llhls::PREFETCH_PER_STREAM - 1;
+    let prefetched = reel_cache::path::phase::llhls::PREFETCH_PER_STREAM - 1;
     for p in listed.iter().rev().take(prefetched) {
         assert_eq!(o.stats().path(p), 1, "{p} prefetched");
         let r = crate::client::get(&s, p, &[]);

@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 
 use reel_cache::Node;
 use reel_cache::key::KeyConfig;
-use reel_cache::path::hops::process_token;
+use reel_cache::path::worker::hops::process_token;
 use reel_origin::Balance;
 
 use crate::client::{get, request};

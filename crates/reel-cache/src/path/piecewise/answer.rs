@@ -8,10 +8,10 @@ use reel_origin::OriginResponse;
 
 use super::{Got, Head, Job, Lost, Source};
 use crate::path::answer::Answer;
-use crate::path::pieces;
-use crate::path::preamble::{Plan, Preamble, multipart, plan, preamble, unsatisfiable};
-use crate::path::respond::unix_now;
-use crate::path::serve::stream_origin;
+use crate::path::answer::body_walk;
+use crate::path::answer::preamble::{Plan, Preamble, multipart, plan, preamble, unsatisfiable};
+use crate::path::answer::stored::unix_now;
+use crate::path::phase::serve::stream_origin;
 use crate::policy::range::{ByteRange, RangeSet, content_range};
 
 /// What a response from pieces sends.
@@ -90,16 +90,17 @@ pub(in crate::path) async fn answer_from<S: Source>(
     let r = match plan {
         Body::Whole => {
             let all = ByteRange { start: 0, end: total - 1 };
-            prep.head(200, now, &cs).stream(pieces::stream(src, pieces::single(all)), Some(total))
+            prep.head(200, now, &cs)
+                .stream(body_walk::stream(src, body_walk::single(all)), Some(total))
         }
         Body::Single(r) => prep
             .head(206, now, &cs)
             .header("content-range", content_range(r, Some(total)))
-            .stream(pieces::stream(src, pieces::single(r)), Some(r.len())),
+            .stream(body_walk::stream(src, body_walk::single(r)), Some(r.len())),
         Body::Multi(m) => {
             let len = m.content_length();
-            pieces::multipart_head(&prep, now, &cs, &m)
-                .stream(pieces::stream(src, pieces::multipart(&m)), Some(len))
+            body_walk::multipart_head(&prep, now, &cs, &m)
+                .stream(body_walk::stream(src, body_walk::multipart(&m)), Some(len))
         }
     };
     Some(r.tagged(t))

@@ -1,8 +1,10 @@
-//! Representations stored piecewise: what a sliced object (`slice`) and a partially stored
-//! object (`partial`) share. A request's own copy of what its fetches need ([`Job`]), the
-//! head it reads once ([`Head`]), how it got a piece ([`Got`]) or why it could not
-//! ([`Lost`]), the source of pieces a response walks ([`Source`]), and the answer built
-//! from them ([`answer::answer_from`]).
+//! Representations stored piecewise: sliced objects (`slice`), objects too large for the
+//! store kept as the ranges viewers asked for (`oversized`), the store keys derived from a
+//! URL's key (`store_keys`) and the slice arithmetic (`span`, a leaf); and here, what a
+//! sliced and an oversized object share: a request's own copy of what its fetches need
+//! ([`Job`]), the head it reads once ([`Head`]), how it got a piece ([`Got`]) or why it
+//! could not ([`Lost`]), the source of pieces a response walks ([`Source`]), and the
+//! answer built from them ([`answer::answer_from`]).
 
 use std::net::SocketAddr;
 use std::rc::Rc;
@@ -14,20 +16,24 @@ use reel_http::Request;
 use reel_origin::{OriginRequest, OriginResponse, Requester};
 use reel_store::Filling;
 
-use super::fetch::{Fetched, Revalidating, Viewer};
-use super::fill::Part;
-use super::inflight::Lead;
-use super::parts::WorkerParts;
-use super::pieces::Pieces;
-use super::respond::Prepared;
-use super::settings::Site;
-use super::upstream::{Forward, Withheld, fill_request, key_omits_query};
+use super::answer::body_walk::Pieces;
+use super::answer::stored::Prepared;
+use super::phase::fetch::{Fetched, Revalidating, Viewer};
+use super::phase::fill::Part;
+use super::phase::inflight::Lead;
+use super::phase::upstream::{Forward, Withheld, fill_request, key_omits_query};
+use super::worker::WorkerParts;
+use super::worker::settings::Site;
 use crate::key::CacheKey;
 use crate::policy::cache_control::RequestCacheControl;
 use crate::policy::conditional;
 use crate::policy::range::ByteRange;
 
 pub(super) mod answer;
+pub(super) mod oversized;
+pub(super) mod slice;
+pub(super) mod span;
+pub(super) mod store_keys;
 
 /// An object's head as a request reads it.
 #[derive(Clone)]

@@ -14,7 +14,7 @@ use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 /// A sink for one origin request and the receiver its interims come out of. At most
 /// [`MAX_INTERIMS`] are passed on, so an origin sending a stream of 1xx cannot fill memory
 /// while the client is slow to take them.
-pub(super) fn channel() -> (InterimSink, UnboundedReceiver<Interim>) {
+pub(in crate::path) fn channel() -> (InterimSink, UnboundedReceiver<Interim>) {
     let (tx, rx) = unbounded_channel();
     let passed = AtomicUsize::new(0);
     let sink = InterimSink::new(move |r: InterimResponse| {

@@ -36,14 +36,14 @@ const PARTIAL_TAG: u8 = b'p';
 /// Marks in-flight keys.
 const LOCK: u8 = b'#';
 /// Metadata of a stored slice: this prefix, then its version and index.
-pub(super) const SLICE_META: &[u8] = b"\xffreel-slice\n";
+pub(in crate::path) const SLICE_META: &[u8] = b"\xffreel-slice\n";
 /// The start of an index's metadata blob.
 const INDEX_META: &[u8] = b"\xffreel-part\n";
 /// The start of a piece's metadata blob.
 const PIECE_META: &[u8] = b"\xffreel-piece\n";
 
 /// The key of an object's head.
-pub(super) fn head_key(primary: &[u8]) -> Vec<u8> {
+pub(in crate::path) fn head_key(primary: &[u8]) -> Vec<u8> {
     let mut k = Vec::with_capacity(primary.len() + 35);
     k.extend_from_slice(primary);
     k.extend_from_slice(&[VARIANT_SEP, SLICE_TAG]);
@@ -60,7 +60,7 @@ fn cut(version: u64, size: u64) -> u64 {
 }
 
 /// The key of slice `k` of `version` cut by `size`.
-pub(super) fn slice_key(primary: &[u8], version: u64, size: u64, k: u64) -> Vec<u8> {
+pub(in crate::path) fn slice_key(primary: &[u8], version: u64, size: u64, k: u64) -> Vec<u8> {
     let mut key = head_key(primary);
     key.extend_from_slice(format!("{:016x}{k:016x}", cut(version, size)).as_bytes());
     key
@@ -68,7 +68,7 @@ pub(super) fn slice_key(primary: &[u8], version: u64, size: u64, k: u64) -> Vec<
 
 /// The in-flight key of slice `k` by `size`, whatever its version: one fetch of it at a
 /// time.
-pub(super) fn slice_lock_key(primary: &[u8], size: u64, k: u64) -> Vec<u8> {
+pub(in crate::path) fn slice_lock_key(primary: &[u8], size: u64, k: u64) -> Vec<u8> {
     let mut key = head_key(primary);
     key.push(LOCK);
     key.extend_from_slice(format!("{size:x}.{k:016x}").as_bytes());
@@ -76,19 +76,19 @@ pub(super) fn slice_lock_key(primary: &[u8], size: u64, k: u64) -> Vec<u8> {
 }
 
 /// The metadata blob of a stored slice.
-pub(super) fn slice_meta(version: u64, size: u64, k: u64) -> Bytes {
+pub(in crate::path) fn slice_meta(version: u64, size: u64, k: u64) -> Bytes {
     let mut b = SLICE_META.to_vec();
     b.extend_from_slice(format!("{version:016x}{size:x}.{k:016x}").as_bytes());
     b.into()
 }
 
 /// Bytes in slice `k` of an object of `total` bytes (0 past its end, however far).
-pub(super) fn slice_len(size: u64, total: u64, k: u64) -> u64 {
+pub(in crate::path) fn slice_len(size: u64, total: u64, k: u64) -> u64 {
     k.checked_mul(size).map_or(0, |start| total.saturating_sub(start).min(size))
 }
 
 /// The key of a URL's index of partial responses.
-pub(super) fn index_key(primary: &[u8]) -> Vec<u8> {
+pub(in crate::path) fn index_key(primary: &[u8]) -> Vec<u8> {
     let mut k = Vec::with_capacity(primary.len() + 51);
     k.extend_from_slice(primary);
     k.extend_from_slice(&[VARIANT_SEP, PARTIAL_TAG]);
@@ -96,21 +96,21 @@ pub(super) fn index_key(primary: &[u8]) -> Vec<u8> {
 }
 
 /// The key of the piece `r` of `version`.
-pub(super) fn piece_key(primary: &[u8], version: u64, r: ByteRange) -> Vec<u8> {
+pub(in crate::path) fn piece_key(primary: &[u8], version: u64, r: ByteRange) -> Vec<u8> {
     let mut k = index_key(primary);
     k.extend_from_slice(format!("{version:016x}{:016x}{:016x}", r.start, r.end).as_bytes());
     k
 }
 
 /// The metadata blob of the piece `r` of `version`.
-pub(super) fn piece_meta(version: u64, r: ByteRange) -> Bytes {
+pub(in crate::path) fn piece_meta(version: u64, r: ByteRange) -> Bytes {
     let mut b = PIECE_META.to_vec();
     b.extend_from_slice(format!("{version:016x}{:016x}{:016x}", r.start, r.end).as_bytes());
     b.into()
 }
 
 /// An in-flight key of a partial object: `what` is `i` for its index, or a gap's start.
-pub(super) fn partial_lock_key(primary: &[u8], what: &str) -> Vec<u8> {
+pub(in crate::path) fn partial_lock_key(primary: &[u8], what: &str) -> Vec<u8> {
     let mut k = index_key(primary);
     k.push(LOCK);
     k.extend_from_slice(what.as_bytes());
@@ -120,13 +120,13 @@ pub(super) fn partial_lock_key(primary: &[u8], what: &str) -> Vec<u8> {
 /// The keys a URL's key `primary` may have besides its own object: a sliced object's head
 /// and a partial object's index. Purge and invalidation remove them with the URL (what
 /// they describe can then no longer be reached).
-pub(super) fn derived_keys(primary: &[u8]) -> [Vec<u8>; 2] {
+pub(in crate::path) fn derived_keys(primary: &[u8]) -> [Vec<u8>; 2] {
     [head_key(primary), index_key(primary)]
 }
 
 /// An index blob: the prefix, the piece count and pieces, then the representation's
 /// stored metadata.
-pub(super) fn encode_index(meta: &[u8], pieces: &[ByteRange]) -> Bytes {
+pub(in crate::path) fn encode_index(meta: &[u8], pieces: &[ByteRange]) -> Bytes {
     let mut b = BytesMut::with_capacity(INDEX_META.len() + 4 + 16 * pieces.len() + meta.len());
     b.put_slice(INDEX_META);
     b.put_u32_le(pieces.len() as u32);
@@ -140,7 +140,7 @@ pub(super) fn encode_index(meta: &[u8], pieces: &[ByteRange]) -> Bytes {
 
 /// The metadata and pieces of an index blob (the metadata shares the blob's memory, so
 /// the per-worker metadata cache recognises it).
-pub(super) fn decode_index(blob: &Bytes) -> Option<(Bytes, Vec<ByteRange>)> {
+pub(in crate::path) fn decode_index(blob: &Bytes) -> Option<(Bytes, Vec<ByteRange>)> {
     let rest = blob.strip_prefix(INDEX_META)?;
     let n = u32::from_le_bytes(rest.get(..4)?.try_into().ok()?) as usize;
     let list = rest.get(4..4 + n.checked_mul(16)?)?;
@@ -158,7 +158,7 @@ pub(super) fn decode_index(blob: &Bytes) -> Option<(Bytes, Vec<ByteRange>)> {
 }
 
 /// The version of a representation: its validators and total length (see the module doc).
-pub(super) fn version_of<H: HeaderLookup + ?Sized>(h: &H, total: u64) -> u64 {
+pub(in crate::path) fn version_of<H: HeaderLookup + ?Sized>(h: &H, total: u64) -> u64 {
     let mut x = Vec::with_capacity(128);
     x.extend_from_slice(h.get_first("etag").unwrap_or_default());
     x.push(0);
@@ -169,7 +169,7 @@ pub(super) fn version_of<H: HeaderLookup + ?Sized>(h: &H, total: u64) -> u64 {
 }
 
 /// The version a head's (or an index's) metadata blob describes.
-pub(super) fn head_version(blob: &[u8]) -> Option<u64> {
+pub(in crate::path) fn head_version(blob: &[u8]) -> Option<u64> {
     let m = crate::policy::meta::StoredMeta::decode(blob).ok()?;
     Some(version_of(m.headers(), m.body_len()?))
 }

@@ -1,6 +1,11 @@
-//! A worker's parts of one config generation ([`WorkerParts`]): its origin connections and
-//! settings, its decoded metadata, its `Cache-Status` entries; and the narrow contexts each
-//! phase borrows from them.
+//! Per-worker context: a worker's parts of one config generation ([`WorkerParts`]: its
+//! origin connections and settings, its decoded metadata, its `Cache-Status` entries, its
+//! miss quota) and the narrow contexts each phase borrows from them; and what the phases
+//! read around a request: [`shared`] (the cross-worker state and purge), [`settings`],
+//! [`hops`] (`CDN-Loop` and our `Cache-Status` name), `hints` (what LL-HLS playlists
+//! announced), `interim` (the origin's 1xx responses), [`small`] (small bodies read whole
+//! on arrival) and `miss_quota` (how many requests of one client connection wait on the
+//! origin at once).
 
 use std::cell::RefCell;
 use std::net::SocketAddr;
@@ -8,13 +13,21 @@ use std::rc::Rc;
 
 use tokio::sync::OwnedSemaphorePermit;
 
-use super::admit::ClientMisses;
 use super::answer::StatusNames;
-use super::fetch::FetchCx;
-use super::forward::Forwarder;
-use super::lookup::Reader;
-use super::respond::MetaCache;
-use super::serve::Serve;
+use super::answer::stored::MetaCache;
+use super::phase::fetch::FetchCx;
+use super::phase::forward::Forwarder;
+use super::phase::lookup::Reader;
+use super::phase::serve::Serve;
+use miss_quota::MissQuota;
+
+pub(super) mod hints;
+pub mod hops;
+pub(super) mod interim;
+pub(super) mod miss_quota;
+pub mod settings;
+pub mod shared;
+pub mod small;
 
 /// A worker's parts of one config generation, owned: the conductor's, and a copy for a
 /// sliced or partial request, whose body walk and fetches outlive the handler's borrows.
@@ -27,7 +40,7 @@ pub(super) struct WorkerParts {
     /// Our `Cache-Status` entries.
     pub statuses: Rc<StatusNames>,
     /// The places of this worker's client connections on the origin.
-    pub misses: Rc<ClientMisses>,
+    pub miss_quota: Rc<MissQuota>,
 }
 
 impl WorkerParts {
@@ -49,9 +62,9 @@ impl WorkerParts {
 
     /// A place on the origin for a request of the connection from `peer`, waiting at most
     /// `lock_timeout`; `None`: the connection has too many waiting already (answer 503).
-    pub(super) async fn admit(&self, peer: SocketAddr) -> Option<OwnedSemaphorePermit> {
+    pub(super) async fn miss_place(&self, peer: SocketAddr) -> Option<OwnedSemaphorePermit> {
         let s = &self.fetch.settings;
-        self.misses.admit(peer, s.max_misses_per_connection, s.lock_timeout).await
+        self.miss_quota.take(peer, s.max_misses_per_connection, s.lock_timeout).await
     }
 
     /// Reading the store.

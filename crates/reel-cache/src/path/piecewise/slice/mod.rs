@@ -18,8 +18,9 @@
 //! freshens it).
 //!
 //! The slice arithmetic (which slice holds a byte, the bytes of a slice, what the origin is
-//! asked for, the part of a slice a response sends) is checked, in [`span`]: offsets near
-//! `u64::MAX` and slice sizes that are not powers of two never wrap.
+//! asked for, the part of a slice a response sends) is checked, in `span`, a leaf beside
+//! the store keys that the fills of slices use too: offsets near `u64::MAX` and slice sizes
+//! that are not powers of two never wrap.
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -31,27 +32,27 @@ use reel_ops::metrics::WorkerMetrics;
 use reel_origin::OriginResponse;
 use reel_store::Lookup;
 
-use super::answer::Answer;
-use super::deadline;
-use super::fetch::Fetched;
-use super::fill::{Part, SlicePart};
-use super::inflight::{Lead, Role, State};
-use super::parts::WorkerParts;
-use super::pieces::{Piece, PieceData, Pieces};
-use super::piecewise::answer::{answer_from, first_byte, first_byte_hint, not_stored};
-use super::piecewise::{Got, Head, Job, Lost, Source};
-use super::respond::unix_now;
-use super::serve::local;
-use super::settings::Site;
+use super::answer::{answer_from, first_byte, first_byte_hint, not_stored};
+use super::span;
 use super::store_keys::{head_key, slice_key, slice_len, slice_lock_key, slice_meta, version_of};
 use crate::key::CacheKey;
-use crate::path::fill::part::this_slice;
+use crate::path::answer::Answer;
+use crate::path::answer::body_walk::{Piece, PieceData, Pieces};
+use crate::path::answer::stored::unix_now;
+use crate::path::phase::deadline;
+use crate::path::phase::fetch::Fetched;
+use crate::path::phase::fill::part::this_slice;
+use crate::path::phase::fill::{Part, SlicePart};
+use crate::path::phase::inflight::{Lead, Role, State};
+use crate::path::phase::serve::local;
+use crate::path::piecewise::{Got, Head, Job, Lost, Source};
+use crate::path::worker::WorkerParts;
+use crate::path::worker::settings::Site;
 use crate::policy::cache_control::RequestCacheControl;
-use crate::policy::freshness::{Decision, decide, stale_if_error_ok};
+use crate::policy::decision::{Decision, decide, stale_if_error_ok};
 use crate::policy::range::{RangeSet, parse_range};
 
-pub(super) mod readahead;
-pub(super) mod span;
+pub(in crate::path) mod readahead;
 
 use readahead::ReadAhead;
 
@@ -60,7 +61,7 @@ const MAX_ROUNDS: usize = 4;
 
 /// A sliced object as one request reads it: the request's job, the slice size, and its
 /// worker's read-ahead.
-pub(super) struct Sliced {
+pub(in crate::path) struct Sliced {
     job: Job,
     size: u64,
     read_ahead: Rc<ReadAhead>,
@@ -68,7 +69,7 @@ pub(super) struct Sliced {
 
 /// GET or HEAD on a site with slicing, when no whole object is stored for the URL.
 #[allow(clippy::too_many_arguments)]
-pub(super) async fn get(
+pub(in crate::path) async fn get(
     worker: WorkerParts,
     read_ahead: Rc<ReadAhead>,
     (req, body): (&Request, &mut RequestBody<'_>),
@@ -385,8 +386,47 @@ impl Pieces for SliceSource {
         };
         if span::part(slice, pos, until).is_some_and(|part| span::reads_most_of(slice, part)) {
             // The viewer reads most of this slice, to its end: it is reading sequentially.
-            readahead::schedule(&self.s, &self.head, k);
+            read_ahead(&self.s, &self.head, k);
         }
         Ok(Piece { data, start: slice.start, len: slice.len() })
+    }
+}
+
+/// Starts read-ahead of the slices after `k` of `head`'s version, for the viewer `s`
+/// serves.
+fn read_ahead(s: &Rc<Sliced>, head: &Head, k: u64) {
+    let depth = u64::from(s.job.site.slicing.read_ahead);
+    let shared = &s.job.worker.fetch.shared;
+    let per_worker = s.job.worker.fetch.settings.read_ahead_per_worker;
+    if depth == 0 || per_worker == 0 || head.total == 0 {
+        return;
+    }
+    let last = span::index(head.total - 1, s.size);
+    let peer = s.job.peer;
+    for j in k.saturating_add(1)..=k.saturating_add(depth).min(last) {
+        if s.has_slice(head, j) {
+            continue;
+        }
+        let Some(mut lead) = shared.inflight.try_lead(&s.lock_key(j)) else { continue };
+        if s.has_slice(head, j) {
+            // Stored between the two looks.
+            lead.publish(State::Done);
+            continue;
+        }
+        if !s.read_ahead.try_acquire(peer, depth as usize, per_worker) {
+            lead.publish(State::Done);
+            shared.slices.read_ahead_skipped.fetch_add(1, Relaxed);
+            return;
+        }
+        shared.slices.read_ahead_fetches.fetch_add(1, Relaxed);
+        let (s, head) = (s.clone(), head.clone());
+        tokio::task::spawn_local(async move {
+            let (fetched, _) = s.fetch_slice(j, Some(&head), (false, false), lead, true).await;
+            if let Fetched::Filling(mut f) = fetched {
+                // Counted until the slice is stored: the bound is on origin transfers.
+                let _ = f.wait_for(u64::MAX).await;
+            }
+            s.read_ahead.release(peer);
+        });
     }
 }

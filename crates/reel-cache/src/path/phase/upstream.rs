@@ -8,19 +8,19 @@ use http::{HeaderMap, HeaderName, HeaderValue, uri::PathAndQuery};
 use reel_http::Request;
 use reel_origin::{OriginRequest, Requester};
 
-use super::hops::Node;
-use super::settings::Settings;
 use crate::key::{CacheKey, KeyConfig};
+use crate::path::worker::hops::Node;
+use crate::path::worker::settings::Settings;
 use crate::policy::conditional;
 use crate::policy::meta::StoredMeta;
 
 /// Request fields that belong to one viewer: a fetch made on everyone's behalf (a
 /// background refresh) does not send them to the origin.
-pub(super) const PER_VIEWER: &[&str] = &["authorization", "proxy-authorization", "cookie"];
+pub(in crate::path) const PER_VIEWER: &[&str] = &["authorization", "proxy-authorization", "cookie"];
 
 /// The request target in origin-form: as received, or for an absolute-form target its
 /// path and query (RFC 9112 3.2.2: the authority replaced Host).
-pub(super) fn origin_form(req: &Request) -> Cow<'_, str> {
+pub(in crate::path) fn origin_form(req: &Request) -> Cow<'_, str> {
     let t = req.target();
     if t.starts_with('/') {
         return Cow::Borrowed(t);
@@ -35,14 +35,14 @@ pub(super) fn origin_form(req: &Request) -> Cow<'_, str> {
 /// key is ([`crate::key::origin_target`]), so the origin's answer is stored under the
 /// key of the resource it describes and no `..` is ever forwarded. `None`: not a
 /// target we can key (the client gets 400).
-pub(super) fn origin_path(req: &Request) -> Option<PathAndQuery> {
+pub(in crate::path) fn origin_path(req: &Request) -> Option<PathAndQuery> {
     let t = crate::key::origin_target(origin_form(req).as_bytes()).ok()?;
     PathAndQuery::try_from(t).ok()
 }
 
 /// What an origin request is for, which decides the client fields it carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Forward {
+pub(in crate::path) enum Forward {
     /// Forwarded for this client alone: its fields go along.
     Pass,
     /// A fill led by this client: the whole representation, whatever its range or
@@ -62,7 +62,7 @@ pub(super) enum Forward {
 /// `X-Forwarded-For` and `CDN-Loop` (what came in, then our entry, RFC 8586): added after
 /// the client's `Connection` list was applied and never dropped, so no client can have
 /// them stripped.
-pub(super) fn forward_headers(
+pub(in crate::path) fn forward_headers(
     req: &Request,
     why: Forward,
     drop: &[String],
@@ -106,7 +106,7 @@ pub(super) fn forward_headers(
 /// `X_Forwarded_Host` would reach them as `X-Forwarded-Host`: names are compared with
 /// `_` folded to `-` and ASCII case folded, and, as nginx does by default
 /// (`underscores_in_headers off`), a name with `_` in it is never sent on a fill at all.
-pub(super) fn fill_drops(name: &str, drop: &[String]) -> bool {
+pub(in crate::path) fn fill_drops(name: &str, drop: &[String]) -> bool {
     name.contains('_') || drop.iter().any(|d| same_field_name(d, name))
 }
 
@@ -119,7 +119,7 @@ fn same_field_name(a: &str, b: &str) -> bool {
 /// The origin request for a fill of `key`: the Host the key names, the client's headers
 /// as [`forward_headers`] keeps them for `why`, plus our validators when revalidating
 /// `stale`.
-pub(super) fn fill_request(
+pub(in crate::path) fn fill_request(
     req: &Request,
     key: &CacheKey,
     why: Forward,
@@ -144,7 +144,7 @@ pub(super) fn fill_request(
 /// Whether `key` leaves out query parameters the origin is sent for `req` (`drop_query`,
 /// `ignore_query`). The origin then answers for a query that other viewers of the key do
 /// not send: a 404 to one viewer's junk token says nothing about another's valid one.
-pub(super) fn key_omits_query(req: &Request, key: &CacheKey) -> bool {
+pub(in crate::path) fn key_omits_query(req: &Request, key: &CacheKey) -> bool {
     let full = CacheKey::build(key.host(), origin_form(req).as_bytes(), &KeyConfig::default());
     full.map_or(true, |f| f != *key)
 }
@@ -153,7 +153,7 @@ pub(super) fn key_omits_query(req: &Request, key: &CacheKey) -> bool {
 /// ([`fill_drops`]), and for a shared fill the viewer's credentials and cookies
 /// ([`PER_VIEWER`]).
 #[derive(Clone, Copy)]
-pub(super) struct Withheld<'a> {
+pub(in crate::path) struct Withheld<'a> {
     /// `[cache] fill_drop_headers`, lowercase.
     pub dropped: &'a [String],
     /// Whether [`PER_VIEWER`] is withheld too.
@@ -161,7 +161,7 @@ pub(super) struct Withheld<'a> {
 }
 
 impl Withheld<'_> {
-    pub(super) fn contains(&self, name: &str) -> bool {
+    pub(in crate::path) fn contains(&self, name: &str) -> bool {
         (self.per_viewer && PER_VIEWER.contains(&name)) || fill_drops(name, self.dropped)
     }
 }

@@ -15,20 +15,20 @@ use std::time::Duration;
 use reel_ops::metrics::WorkerMetrics;
 use tokio::time::Instant;
 
-use super::hints::Streams;
 use super::inflight::{Follow, State};
-use super::settings::Settings;
 use crate::hls;
 use crate::key::CacheKey;
+use crate::path::worker::hints::Streams;
+use crate::path::worker::settings::Settings;
 
 /// Whether a request for `key` blocks at the origin (see the module doc).
-pub(super) fn is_blocking(streams: &Streams, key: &CacheKey) -> bool {
+pub(in crate::path) fn is_blocking(streams: &Streams, key: &CacheKey) -> bool {
     hls::is_blocking_reload(key.path_and_query()) || streams.is_hinted(key.as_bytes())
 }
 
 /// The waits of one request for one key.
 #[derive(Debug, Clone, Copy)]
-pub(super) struct Wait {
+pub(in crate::path) struct Wait {
     /// Whether the request blocks at the origin.
     pub blocking: bool,
     /// A blocking request's deadline for all its waits.
@@ -39,12 +39,12 @@ pub(super) struct Wait {
 
 impl Wait {
     /// The waits of a request for `key` arriving now.
-    pub(super) fn new(settings: &Settings, streams: &Streams, key: &CacheKey) -> Wait {
+    pub(in crate::path) fn new(settings: &Settings, streams: &Streams, key: &CacheKey) -> Wait {
         Wait::of(settings, is_blocking(streams, key))
     }
 
     /// The waits of a request arriving now, blocking or not.
-    pub(super) fn of(settings: &Settings, blocking: bool) -> Wait {
+    pub(in crate::path) fn of(settings: &Settings, blocking: bool) -> Wait {
         let bound = if blocking { settings.blocking_timeout } else { settings.lock_timeout };
         Wait {
             blocking,
@@ -56,24 +56,24 @@ impl Wait {
 
     /// Until when the next wait for a leader may last: the blocking deadline, or
     /// `lock_timeout` from now (as pingora's cache lock, per round).
-    pub(super) fn until(&self) -> Instant {
+    pub(in crate::path) fn until(&self) -> Instant {
         if self.blocking { self.deadline } else { Instant::now() + self.lock_timeout }
     }
 
     /// The first-byte bound of this request's origin request: `blocking_timeout` for a
     /// blocking request, else the group's (`None`).
-    pub(super) fn first_byte(&self) -> Option<Duration> {
+    pub(in crate::path) fn first_byte(&self) -> Option<Duration> {
         self.blocking.then_some(self.blocking_timeout)
     }
 }
 
 /// The first-byte bound of an origin request that blocks (or not), as [`Wait::first_byte`].
-pub(super) fn first_byte(settings: &Settings, blocking: bool) -> Option<Duration> {
+pub(in crate::path) fn first_byte(settings: &Settings, blocking: bool) -> Option<Duration> {
     blocking.then_some(settings.blocking_timeout)
 }
 
 /// When a fill whose origin request was sent at `t0` must have ended (`fill_timeout`).
-pub(super) fn fill_deadline(settings: &Settings, t0: std::time::Instant) -> Instant {
+pub(in crate::path) fn fill_deadline(settings: &Settings, t0: std::time::Instant) -> Instant {
     let far = t0 + Duration::from_secs(86_400 * 365);
     Instant::from_std(t0.checked_add(settings.fill_timeout).map_or(far, |d| d.min(far)))
 }
@@ -81,7 +81,7 @@ pub(super) fn fill_deadline(settings: &Settings, t0: std::time::Instant) -> Inst
 /// Waits for the leader of a fetch, counted as a coalesced waiter, until `until`: `None`
 /// when the leader's origin has not answered by then. `to_end`: wait for the end of the
 /// leader's fill too, not only its response ([`Follow::wait_done`]).
-pub(super) async fn follow(
+pub(in crate::path) async fn follow(
     f: Follow,
     m: &WorkerMetrics,
     until: Instant,
@@ -99,6 +99,6 @@ pub(super) async fn follow(
 
 /// Waits `lock_timeout` for the leader of a fetch of one slice or piece: `None` when its
 /// origin has not answered by then.
-pub(super) async fn follow_part(f: Follow, settings: &Settings) -> Option<State> {
+pub(in crate::path) async fn follow_part(f: Follow, settings: &Settings) -> Option<State> {
     tokio::time::timeout(settings.lock_timeout, f.wait()).await.ok()
 }

@@ -12,23 +12,25 @@ use reel_http::{Method, Request, Response};
 use reel_origin::OriginResponse;
 use reel_store::{Filling, Hit};
 
-use super::answer::{Answer, StatusNames, chain};
-use super::pass_stream::{PassBuffered, stream_body};
-use super::pieces::{self, Whole};
-use super::preamble::{Plan, Preamble, multipart, plan, preamble, unsatisfiable};
-use super::respond::{LeasedRange, MetaCache, Prepared, stream_cold_hit, stream_filling, unix_now};
-use super::small::{SMALL_BODY, SmallBodies, small_body};
-use super::tag::Tag;
+use crate::path::answer::body_walk::{self, Whole};
+use crate::path::answer::pass_stream::{PassBuffered, stream_body};
+use crate::path::answer::preamble::{Plan, Preamble, multipart, plan, preamble, unsatisfiable};
+use crate::path::answer::stored::{
+    LeasedRange, MetaCache, Prepared, stream_cold_hit, stream_filling, unix_now,
+};
+use crate::path::answer::tag::Tag;
+use crate::path::answer::{Answer, StatusNames, chain};
+use crate::path::worker::small::{SMALL_BODY, SmallBodies, small_body};
 use crate::policy::range::{Available, ByteRange, RangeOutcome, content_range};
 
 /// A response reel produced itself.
-pub(super) fn local(status: u16) -> Response {
+pub(in crate::path) fn local(status: u16) -> Response {
     Response::error(status).tagged(Tag::local())
 }
 
 /// What answering from the store uses of the worker.
 #[derive(Clone, Copy)]
-pub(super) struct Serve<'a> {
+pub(in crate::path) struct Serve<'a> {
     /// Our `Cache-Status` entries.
     pub statuses: &'a StatusNames,
     /// This worker's decoded metadata (and its small-body budget).
@@ -40,7 +42,7 @@ pub(super) struct Serve<'a> {
 impl Serve<'_> {
     /// A complete stored object: the preamble, then HEAD, a small body from memory,
     /// sendfile, or a stream when its pages are not resident.
-    pub(super) async fn hit(
+    pub(in crate::path) async fn hit(
         &self,
         req: &Request,
         hit: Rc<Hit>,
@@ -100,7 +102,7 @@ impl Serve<'_> {
     /// 14.2, 15.3.7).
     // `fill` is not shared yet while this function waits on it, so its borrows cannot clash.
     #[allow(clippy::await_holding_refcell_ref)]
-    pub(super) async fn filling(
+    pub(in crate::path) async fn filling(
         &self,
         req: &Request,
         fill: Filling,
@@ -185,7 +187,12 @@ impl Serve<'_> {
     }
 
     /// The whole body of the object version `blob` names, if it is held in memory.
-    pub(super) fn small_body(&self, prep: &Prepared, blob: &Bytes, n: u64) -> Option<Bytes> {
+    pub(in crate::path) fn small_body(
+        &self,
+        prep: &Prepared,
+        blob: &Bytes,
+        n: u64,
+    ) -> Option<Bytes> {
         small_body(prep, blob, n, self.small, self.metas)
     }
 }
@@ -202,14 +209,14 @@ fn multipart_answer(
 ) -> Response {
     let m = multipart(prep, parts, total, seed);
     let len = m.content_length();
-    pieces::multipart_head(prep, now, cs, &m)
-        .stream(pieces::stream(src, pieces::multipart(&m)), Some(len))
+    body_walk::multipart_head(prep, now, cs, &m)
+        .stream(body_walk::stream(src, body_walk::multipart(&m)), Some(len))
         .tagged(ans.tag())
 }
 
 /// Streams an origin response to the client as it arrives, its `Cache-Status` entries
 /// (a parent's) followed by ours.
-pub(super) fn stream_origin(
+pub(in crate::path) fn stream_origin(
     req: &Request,
     resp: OriginResponse,
     ans: Answer,

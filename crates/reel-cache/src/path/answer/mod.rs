@@ -1,6 +1,12 @@
-//! How the cache answered a response, as one value: the cache result that metrics and the
-//! access log count, the `Cache-Status` entry the client is told (RFC 9211), and how long
-//! the origin took when it was asked.
+//! Building answers: how the cache answered a response ([`Answer`]), and below, the
+//! response's [`tag`], the `preamble` of conditionals and ranges every answer from a stored
+//! representation starts with, the responses built from stored objects ([`stored`]),
+//! bodies walked piece by piece (`body_walk`) and an origin body streamed to its one client
+//! ([`pass_stream`]).
+//!
+//! [`Answer`] is how the cache answered a response, as one value: the cache result that metrics and
+//! the access log count, the `Cache-Status` entry the client is told (RFC 9211), and how long the
+//! origin took when it was asked.
 //!
 //! The entries carry this node's configured name, so they are rendered once per worker and
 //! config generation ([`StatusNames`]): a hit clones a pre-rendered value, it formats and
@@ -13,7 +19,13 @@ use crate::result::CacheResult;
 use bytes::Bytes;
 use reel_http::Response;
 
-use super::tag::Tag;
+use tag::Tag;
+
+pub(super) mod body_walk;
+pub mod pass_stream;
+pub(super) mod preamble;
+pub mod stored;
+pub mod tag;
 
 /// What our `Cache-Status` entry says, after the cache's name (RFC 9211 2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

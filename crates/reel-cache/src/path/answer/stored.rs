@@ -1,4 +1,5 @@
-//! Responses built from stored metadata, and bodies streamed out of the store.
+//! The stored-object responses: responses built from stored metadata ([`Prepared`], decoded
+//! once per worker in [`MetaCache`]), and bodies streamed out of the store.
 //!
 //! A complete hit whose pages are in the page cache leaves as one `sendfile(2)` from the
 //! store's volume file ([`LeasedRange`] keeps the volume's lease alive until the codec has
@@ -78,7 +79,7 @@ const CHAINED_MAX: usize = 8;
 /// Header fields never replayed from the store as they are: framing and connection
 /// management are the codec's, `Age` is recomputed, `Date` goes to the codec separately
 /// (it writes its own only when the response carries none).
-pub(super) fn replayed(name: &[u8]) -> bool {
+pub(in crate::path) fn replayed(name: &[u8]) -> bool {
     const SKIP: &[&[u8]] = &[
         b"content-length",
         b"transfer-encoding",
@@ -132,8 +133,8 @@ impl Prepared {
     }
 
     /// The `Cache-Status` value of an answer from this object: the stored entries of the
-    /// caches before us, then `ours` (a pre-rendered entry of [`super::answer::StatusNames`]).
-    pub(super) fn cache_status(&self, ours: &Bytes) -> Bytes {
+    /// caches before us, then `ours` (a pre-rendered entry of [`super::StatusNames`]).
+    pub(in crate::path) fn cache_status(&self, ours: &Bytes) -> Bytes {
         if self.upstream_status.is_empty() {
             return ours.clone();
         }
@@ -145,7 +146,7 @@ impl Prepared {
         if chained.len() >= CHAINED_MAX {
             chained.clear();
         }
-        let v = super::answer::chain(self.upstream_status.iter().map(|b| &b[..]), ours);
+        let v = super::chain(self.upstream_status.iter().map(|b| &b[..]), ours);
         chained.push((ours.clone(), v.clone()));
         v
     }
@@ -162,7 +163,7 @@ impl Prepared {
 
     /// A response head for this object: stored status (or `status`), stored headers
     /// with the stored `Date`, `Age` and `Cache-Status`: the stored entries, then `ours`.
-    pub(super) fn head(&self, status: u16, now: u64, ours: &Bytes) -> Response {
+    pub(in crate::path) fn head(&self, status: u16, now: u64, ours: &Bytes) -> Response {
         let age = self.meta.current_age(now).as_secs();
         let mut buf = itoa::Buffer::new();
         let mut r = self.with_date(Response::new(status).raw_headers(self.raw.clone()));

@@ -8,7 +8,7 @@ use reel_store::{Lookup, StoreError};
 
 use super::Filler;
 use crate::key::CacheKey;
-use crate::path::variants::{Marker, variant_key};
+use crate::path::phase::variants::{Marker, variant_key};
 
 impl Filler<'_> {
     /// The Vary marker stored at `key`, if any.

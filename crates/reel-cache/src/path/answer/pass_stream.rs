@@ -56,7 +56,7 @@ const PIECE: usize = 64 * 1024;
 /// client does not read, reel stops reading the origin and TCP flow control holds the
 /// origin back. Pieces are copies, not slices, of what the origin client read, so a held
 /// piece never keeps the origin client's whole read buffer alive.
-pub(super) fn stream_body(
+pub(in crate::path) fn stream_body(
     mut resp: OriginResponse,
     gauge: Arc<PassBuffered>,
 ) -> mpsc::Receiver<io::Result<Chunk>> {

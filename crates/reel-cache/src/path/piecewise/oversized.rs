@@ -1,5 +1,6 @@
-//! Partial responses on sites without slicing: the byte ranges of a representation too
-//! large for the store, each stored as its own object and reused for the ranges it covers.
+//! Oversized objects on sites without slicing: the byte ranges of a representation too large for
+//! the store (partial responses), each stored as its own object and reused for the ranges it
+//! covers.
 //!
 //! A miss is fetched whole, as always; when the store cannot take it (larger than a
 //! volume), the fetch leaves an *index* for the URL (the representation's metadata and
@@ -22,25 +23,25 @@ use std::rc::Rc;
 use reel_http::{Request, RequestBody, Response};
 use reel_store::{Lookup, Store};
 
-use super::answer::Answer;
-use super::deadline;
-use super::fetch::Fetched;
-use super::fill::{Part, RangePart, read_index};
-use super::inflight::{Role, State};
-use super::parts::WorkerParts;
-use super::pieces::{Piece, PieceData, Pieces};
-use super::piecewise::answer::answer_from;
-use super::piecewise::{Got, Head, Job, Lost, Source};
-use super::respond::unix_now;
-use super::serve::local;
-use super::settings::Site;
+use super::answer::answer_from;
 use super::store_keys::{
     head_version, index_key, partial_lock_key, piece_key, piece_meta, version_of,
 };
 use crate::key::CacheKey;
-use crate::path::fill::part::exactly;
+use crate::path::answer::Answer;
+use crate::path::answer::body_walk::{Piece, PieceData, Pieces};
+use crate::path::answer::stored::unix_now;
+use crate::path::phase::deadline;
+use crate::path::phase::fetch::Fetched;
+use crate::path::phase::fill::part::exactly;
+use crate::path::phase::fill::{Part, RangePart, read_index};
+use crate::path::phase::inflight::{Role, State};
+use crate::path::phase::serve::local;
+use crate::path::piecewise::{Got, Head, Job, Lost, Source};
+use crate::path::worker::WorkerParts;
+use crate::path::worker::settings::Site;
 use crate::policy::cache_control::RequestCacheControl;
-use crate::policy::freshness::{Decision, decide};
+use crate::policy::decision::{Decision, decide};
 use crate::policy::range::ByteRange;
 
 /// How many times a request goes round before it passes.
@@ -52,13 +53,13 @@ fn max_piece(store: &Store) -> u64 {
 }
 
 /// Whether `key` has an index of partial responses.
-pub(super) fn has_index(store: &Store, key: &CacheKey) -> bool {
+pub(in crate::path) fn has_index(store: &Store, key: &CacheKey) -> bool {
     store.contains(&index_key(key.as_bytes()))
 }
 
 /// A GET or HEAD for a URL with an index of partial responses (and no whole object):
 /// answered from its pieces, gaps fetched and stored. `None`: the URL has no index.
-pub(super) async fn get(
+pub(in crate::path) async fn get(
     worker: &WorkerParts,
     (req, body): (&Request, &mut RequestBody<'_>),
     site: &Site,

@@ -8,16 +8,16 @@ use reel_ops::metrics::{Kind, PromWriter};
 use reel_store::{Admission, Lookup, Store, StoreError};
 
 use super::hints::Streams;
-use super::inflight::Inflight;
-use super::pass_stream::PassBuffered;
 use super::settings::Settings;
 use super::small::SmallBodies;
-use super::store_keys::{derived_keys, head_key};
-use super::variants::Marker;
 use crate::key::{CacheKey, prefix_for_purge};
+use crate::path::answer::pass_stream::PassBuffered;
+use crate::path::phase::inflight::Inflight;
+use crate::path::phase::variants::Marker;
+use crate::path::piecewise::store_keys::{derived_keys, head_key};
 use crate::policy::meta::StoredMeta;
 
-pub use super::store_keys::VARIANT_SEP;
+pub use crate::path::piecewise::store_keys::VARIANT_SEP;
 
 /// Shared by every worker (`Arc`): the store and the coalescing map.
 pub struct SharedCache {

@@ -35,18 +35,18 @@ use reel_store::{Filling, Lookup};
 
 use super::deadline::first_byte;
 use super::fetch::{FetchCx, Fetched, Fetcher, Viewer};
-use super::hints::{Permit, stream_of};
 use super::inflight::Lead;
-use super::settings::{Prefetch, Site};
 use super::upstream::{Forward, Withheld, forward_headers};
 use crate::hls;
 use crate::key::{CacheKey, KeyConfig};
+use crate::path::worker::hints::{Permit, stream_of};
+use crate::path::worker::settings::{Prefetch, Site};
 use crate::policy::HeaderLookup;
 use crate::policy::cache_control::RequestCacheControl;
 use crate::policy::freshness::PolicyConfig;
 use crate::policy::meta::StoredMeta;
 
-pub use super::hints::{MAX_STREAMS, PREFETCH_PER_STREAM, Streams};
+pub use crate::path::worker::hints::{MAX_STREAMS, PREFETCH_PER_STREAM, Streams};
 
 /// Playlists longer than this are not read for hints.
 const MAX_PLAYLIST: u64 = 1 << 20;
@@ -69,7 +69,7 @@ fn is_playlist(key: &CacheKey, meta: &StoredMeta) -> bool {
 /// complete, record its hint, and with `prefetch = "hinted"` fetch the parts it
 /// announces. `req` is the request the fill is for; the prefetches send its fields as a
 /// background refresh does.
-pub(super) async fn watch_playlist(
+pub(in crate::path) async fn watch_playlist(
     cx: &FetchCx,
     req: &Request,
     site: &Site,

@@ -1,11 +1,11 @@
-//! The one origin fetch per key, as its leader makes it. A miss, a revalidation of a stale
-//! object, the background refresh of stale-while-revalidate, an LL-HLS prefetch and a
-//! slice or piece fetch all go through one step, [`Fetcher::fetch_and_store`]: ask the
-//! origin, apply the storability rules (RFC 9111 3) for the viewer the fetch is made for,
-//! store what may be stored (`fill`) and tell the followers. A viewer's own miss is also
-//! subject to `[store] admission`: under `second-hit` an object seen for the first time is
-//! filled unstored (delivered to the leader and its followers, then forgotten). It returns what became of the
-//! fetch ([`Fetched`]) and never answers a viewer: the conductor decides what to answer.
+//! The one origin fetch per key, as its leader makes it. A miss, a revalidation of a stale object,
+//! the background refresh of stale-while-revalidate, an LL-HLS prefetch and a slice or piece fetch
+//! all go through one step, [`Fetcher::fetch_and_store`]: ask the origin, apply the storability
+//! rules (RFC 9111 3) for the viewer the fetch is made for, store what may be stored (`fill`) and
+//! tell the followers. A viewer's own miss is also subject to `[store] admission`: under
+//! `second-hit` an object seen for the first time is filled unstored (delivered to the leader and
+//! its followers, then forgotten). It returns what became of the fetch ([`Fetched`]) and never
+//! answers a viewer: the conductor decides what to answer.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -17,24 +17,25 @@ use tokio::sync::mpsc::UnboundedReceiver;
 use super::deadline::{fill_deadline, is_blocking};
 use super::fill::{Filler, Part, fill_task, header_pairs};
 use super::inflight::{Lead, State};
-use super::interim;
 use super::lookup::Stored;
-use super::respond::{ReqHeaders, unix_now};
-use super::settings::{Settings, Site};
-use super::shared::SharedCache;
-use super::small::read_small;
 use super::upstream::{Forward, Withheld, fill_request, key_omits_query};
 use crate::key::CacheKey;
+use crate::path::answer::stored::{ReqHeaders, unix_now};
+use crate::path::worker::interim;
+use crate::path::worker::settings::{Settings, Site};
+use crate::path::worker::shared::SharedCache;
+use crate::path::worker::small::read_small;
 use crate::policy::HeaderLookup;
 use crate::policy::cache_control::RequestCacheControl;
-use crate::policy::freshness::{PolicyConfig, is_error_status, stale_if_error_ok, storable};
+use crate::policy::decision::{is_error_status, stale_if_error_ok};
+use crate::policy::freshness::{PolicyConfig, storable};
 use crate::policy::meta::{ResponseTimes, StoredMeta};
 use crate::policy::vary::Vary;
 
 /// What fetches on the worker's behalf own of it: a task that outlives the request (a
 /// background refresh, a prefetch, a slice read-ahead) keeps a clone.
 #[derive(Clone)]
-pub(super) struct FetchCx {
+pub(in crate::path) struct FetchCx {
     /// The store and the in-flight map.
     pub shared: Arc<SharedCache>,
     /// This config generation's settings.
@@ -45,7 +46,7 @@ pub(super) struct FetchCx {
 
 impl FetchCx {
     /// A fetcher for `site`'s objects.
-    pub(super) fn fetcher<'a>(&'a self, site: &'a Site) -> Fetcher<'a> {
+    pub(in crate::path) fn fetcher<'a>(&'a self, site: &'a Site) -> Fetcher<'a> {
         Fetcher {
             shared: &self.shared,
             settings: &self.settings,
@@ -57,7 +58,7 @@ impl FetchCx {
 }
 
 /// What a fetch for the cache uses of the worker, borrowed.
-pub(super) struct Fetcher<'a> {
+pub(in crate::path) struct Fetcher<'a> {
     /// The store and the in-flight map.
     pub shared: &'a SharedCache,
     /// Path rules and defaults.
@@ -71,7 +72,7 @@ pub(super) struct Fetcher<'a> {
 }
 
 /// The request a fetch stores a response for.
-pub(super) struct Viewer<'a, H: ?Sized> {
+pub(in crate::path) struct Viewer<'a, H: ?Sized> {
     /// Its header fields, as the client sent them: the storability rules (RFC 9111 3,
     /// 3.5) and the Vary key read them.
     pub headers: &'a H,
@@ -95,13 +96,16 @@ pub(super) struct Viewer<'a, H: ?Sized> {
 impl<H: HeaderLookup + ?Sized> Viewer<'_, H> {
     /// Whether `names` (lowercase) select on a field this viewer sent but the origin did
     /// not get.
-    pub(super) fn selects_withheld<'n>(&self, mut names: impl Iterator<Item = &'n str>) -> bool {
+    pub(in crate::path) fn selects_withheld<'n>(
+        &self,
+        mut names: impl Iterator<Item = &'n str>,
+    ) -> bool {
         names.any(|n| self.withheld.contains(n) && self.headers.has(n))
     }
 }
 
 /// The stored object a fetch revalidates.
-pub(super) struct Revalidating<'a> {
+pub(in crate::path) struct Revalidating<'a> {
     /// Its key in the store.
     pub store_key: &'a [u8],
     /// Its metadata, as stored.
@@ -109,7 +113,7 @@ pub(super) struct Revalidating<'a> {
 }
 
 /// What became of a fetch for the cache; the followers have been told.
-pub(super) enum Fetched {
+pub(in crate::path) enum Fetched {
     /// The origin could not be asked or did not answer: the status for the client.
     Failed(u16),
     /// An LL-HLS blocking request whose media did not appear within `blocking_timeout`.
@@ -130,7 +134,7 @@ impl Fetcher<'_> {
     /// Fetches `key` from the origin with `oreq` on behalf of `viewer` and stores what
     /// may be stored, publishing to `lead` as it goes: a miss, or with `stale` a
     /// revalidation. Returns the outcome and the origin's time.
-    pub(super) async fn fetch_and_store<H: HeaderLookup + ?Sized>(
+    pub(in crate::path) async fn fetch_and_store<H: HeaderLookup + ?Sized>(
         &self,
         key: &CacheKey,
         oreq: OriginRequest,
@@ -241,7 +245,7 @@ impl Fetcher<'_> {
             }
             Err(e) => {
                 if matches!(e, reel_store::StoreError::TooLarge(_)) && viewer.part.is_none() {
-                    // Its ranges are stored instead (`partial`).
+                    // Its ranges are stored instead (`oversized`).
                     filler.note_too_large(key, &resp, times, rule).await;
                 }
                 // The store would not take it (full, too large, I/O error): serve it anyway.
@@ -252,7 +256,7 @@ impl Fetcher<'_> {
     }
 
     /// What writing into the store for this fetch uses.
-    pub(super) fn filler(&self) -> Filler<'_> {
+    pub(in crate::path) fn filler(&self) -> Filler<'_> {
         Filler { shared: self.shared, settings: self.settings, policy: self.policy }
     }
 }
@@ -261,7 +265,7 @@ impl Fetcher<'_> {
 /// `stale` a revalidation of that stored object), its first byte bounded by `first_byte`,
 /// and the receiver of the origin's interim responses, which go to the viewer as they come.
 /// `None` when the request cannot be sent upstream.
-pub(super) fn viewer_request(
+pub(in crate::path) fn viewer_request(
     req: &Request,
     key: &CacheKey,
     stale: Option<&StoredMeta>,
@@ -281,7 +285,7 @@ impl FetchCx {
     /// what it uses, so it can run as a task of its own: a leader whose client goes away
     /// abandons its wait, not the fetch its followers wait on.
     #[allow(clippy::too_many_arguments)]
-    pub(super) async fn for_viewer(
+    pub(in crate::path) async fn for_viewer(
         &self,
         site: &Site,
         req: &Request,
@@ -307,7 +311,7 @@ impl FetchCx {
 /// revalidation. The refresh serves every viewer, so it is sent without this viewer's
 /// credentials and cookies, and what it fetches is stored only if a foreground miss of
 /// this request could have stored it (RFC 9111 3.5 included).
-pub(super) async fn refresh_in_background(
+pub(in crate::path) async fn refresh_in_background(
     cx: &FetchCx,
     req: &Request,
     site: &Site,

@@ -44,7 +44,7 @@ pub struct Streams {
 }
 
 /// One prefetch slot of a stream, given back on drop.
-pub(super) struct Permit {
+pub(in crate::path) struct Permit {
     streams: Arc<Streams>,
     stream: u64,
 }
@@ -80,7 +80,7 @@ impl Streams {
     }
 
     /// Records a version of playlist `stream` that hints `hint`.
-    pub(super) fn announce(&self, stream: u64, hint: Option<Box<[u8]>>) {
+    pub(in crate::path) fn announce(&self, stream: u64, hint: Option<Box<[u8]>>) {
         let mut g = self.lock();
         let inner = &mut *g;
         if !inner.streams.contains_key(&stream) && inner.streams.len() >= MAX_STREAMS {
@@ -113,7 +113,7 @@ impl Streams {
     }
 
     /// A prefetch slot of `stream`, if it has one free.
-    pub(super) fn start(self: &Arc<Self>, stream: u64) -> Option<Permit> {
+    pub(in crate::path) fn start(self: &Arc<Self>, stream: u64) -> Option<Permit> {
         let mut g = self.lock();
         let s = g.streams.get_mut(&stream)?;
         if s.prefetching >= PREFETCH_PER_STREAM {
@@ -126,7 +126,7 @@ impl Streams {
 
 /// A playlist's stream: its key without the query (every `_HLS_*` version of one playlist
 /// is one stream).
-pub(super) fn stream_of(key: &CacheKey) -> u64 {
+pub(in crate::path) fn stream_of(key: &CacheKey) -> u64 {
     let b = key.as_bytes();
     let end = key.host().len() + key.path().len();
     xxhash_rust::xxh3::xxh3_64(&b[..end])

@@ -8,18 +8,18 @@ use http::{HeaderMap, Method as HttpMethod};
 use reel_http::{BodyFraming, Method, Request, RequestBody, Response};
 use reel_origin::{Affinity, OriginRequest, Requester, WorkerClient};
 
-use super::answer::{Answer, StatusNames};
-use super::interim;
 use super::lookup::cache_key;
 use super::serve::{local, stream_origin};
-use super::settings::{InvalidateOn, Settings, Site};
-use super::shared::SharedCache;
 use super::upstream::{Forward, forward_headers, origin_form, origin_path};
 use crate::key::CacheKey;
+use crate::path::answer::{Answer, StatusNames};
+use crate::path::worker::interim;
+use crate::path::worker::settings::{InvalidateOn, Settings, Site};
+use crate::path::worker::shared::SharedCache;
 
 /// What passing a request through uses of the worker.
 #[derive(Clone, Copy)]
-pub(super) struct Forwarder<'a> {
+pub(in crate::path) struct Forwarder<'a> {
     /// The store (invalidation) and the pass-through gauge.
     pub shared: &'a SharedCache,
     /// This node's `CDN-Loop` entry.
@@ -34,7 +34,7 @@ impl Forwarder<'_> {
     /// GET/HEAD forwarded without storing (request `no-store`, or a response the leader
     /// could not share): the client's own conditionals and Range go along, the origin's
     /// interim responses come back through `body`.
-    pub(super) async fn fetch_pass(
+    pub(in crate::path) async fn fetch_pass(
         &self,
         req: &Request,
         body: &mut RequestBody<'_>,
@@ -82,7 +82,7 @@ impl Forwarder<'_> {
     /// `invalidate_on` covers its method (see [`invalidates`]). The origin's interim
     /// responses reach the client once its body has been read (the two share the
     /// connection).
-    pub(super) async fn pass(
+    pub(in crate::path) async fn pass(
         &self,
         req: &Request,
         body: &mut RequestBody<'_>,

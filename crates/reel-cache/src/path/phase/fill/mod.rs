@@ -10,9 +10,9 @@ use reel_origin::OriginResponse;
 use reel_store::{Lookup, StoreError};
 
 use super::inflight::{Lead, State};
-use super::settings::Settings;
-use super::shared::SharedCache;
 use crate::key::CacheKey;
+use crate::path::worker::settings::Settings;
+use crate::path::worker::shared::SharedCache;
 use crate::policy::HeaderLookup;
 use crate::policy::cache_control::ResponseCacheControl;
 use crate::policy::freshness::PolicyConfig;
@@ -20,19 +20,19 @@ use crate::policy::meta::{ResponseTimes, StoredMeta};
 use crate::policy::rules::TtlRule;
 use crate::policy::vary::{Vary, VaryKey};
 
-pub(super) mod part;
+pub(in crate::path) mod part;
 mod vary;
 
-pub(super) use part::{Part, RangePart, SlicePart, read_index};
+pub(in crate::path) use part::{Part, RangePart, SlicePart, read_index};
 
 /// A response's header fields as name/value pairs, for the policy functions.
-pub(super) fn header_pairs(h: &HeaderMap) -> Vec<(Vec<u8>, Vec<u8>)> {
+pub(in crate::path) fn header_pairs(h: &HeaderMap) -> Vec<(Vec<u8>, Vec<u8>)> {
     h.iter().map(|(n, v)| (n.as_str().as_bytes().to_vec(), v.as_bytes().to_vec())).collect()
 }
 
 /// What writing into the store uses, borrowed.
 #[derive(Clone, Copy)]
-pub(super) struct Filler<'a> {
+pub(in crate::path) struct Filler<'a> {
     /// The store, the in-flight map (a marker's or index's writes) and counters.
     pub shared: &'a SharedCache,
     /// Defaults (`swr_default`, `max_variants`).
@@ -47,7 +47,7 @@ impl Filler<'_> {
     /// Without `keep` (refused by admission) the body is delivered to its readers and not
     /// stored ([`reel_store::Store::begin_unstored_fill`]).
     #[allow(clippy::too_many_arguments)]
-    pub(super) async fn begin_fill<H: HeaderLookup + ?Sized>(
+    pub(in crate::path) async fn begin_fill<H: HeaderLookup + ?Sized>(
         &self,
         key: &CacheKey,
         vary: &Vary,
@@ -86,7 +86,7 @@ impl Filler<'_> {
     /// The stored metadata of a response with `status` and `headers` (less the fields
     /// `skip` names, lowercase), `len` body bytes and the secondary key `vk`.
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn meta_for(
+    pub(in crate::path) fn meta_for(
         &self,
         status: u16,
         headers: &HeaderMap,
@@ -127,7 +127,7 @@ impl Filler<'_> {
 ///
 /// `deadline` ends the fill (`[cache] fill_timeout` after its origin request): an origin
 /// that drips a byte now and then never trips the idle bound, and would hold the key.
-pub(super) async fn fill_task(
+pub(in crate::path) async fn fill_task(
     mut writer: reel_store::FillWriter,
     mut resp: OriginResponse,
     mut lead: Lead,

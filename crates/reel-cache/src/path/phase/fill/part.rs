@@ -1,6 +1,6 @@
 //! A 206 stored as the part of a representation it was asked for: a slice of a sliced
 //! object with the object's head (`slice`), or a piece of a partially stored object
-//! listed in the URL's index (`partial`); and the index a 200 too large for the store
+//! listed in the URL's index (`oversized`); and the index a 200 too large for the store
 //! leaves behind. Anything but the part asked for is refused (and then not stored). The
 //! key layouts are in `store_keys`.
 
@@ -14,9 +14,9 @@ use reel_store::{FillWriter, Filling, Lookup, Store, StoreError};
 
 use super::Filler;
 use crate::key::CacheKey;
-use crate::path::inflight::{Role, State};
-use crate::path::slice::span;
-use crate::path::store_keys::{
+use crate::path::phase::inflight::{Role, State};
+use crate::path::piecewise::span;
+use crate::path::piecewise::store_keys::{
     decode_index, encode_index, head_key, head_version, index_key, partial_lock_key, piece_key,
     piece_meta, slice_key, slice_len, slice_meta, version_of,
 };

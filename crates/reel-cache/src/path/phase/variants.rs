@@ -22,14 +22,14 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::{BufMut, Bytes, BytesMut};
 
-use super::store_keys::VARIANT_SEP;
 use crate::key::CacheKey;
+use crate::path::piecewise::store_keys::VARIANT_SEP;
 
 const PREFIX: &[u8] = b"\xffreel-vary\n";
 
 /// A parsed Vary marker.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Marker {
+pub(in crate::path) struct Marker {
     /// The request fields the URL's responses vary on, lowercase.
     pub names: Vec<String>,
     /// The generation of its variant keys; `None` for a marker from before generations.
@@ -39,7 +39,7 @@ pub(super) struct Marker {
 }
 
 /// What a request needs of a marker to find its variant, without the variant list.
-pub(super) struct Selector {
+pub(in crate::path) struct Selector {
     /// The fields to hash.
     pub names: Vec<String>,
     /// The generation of the variant keys.
@@ -59,7 +59,7 @@ fn names_of(line: &[u8]) -> Option<Vec<String>> {
 }
 
 /// The store key of variant `hash` of `primary` in `generation`.
-pub(super) fn variant_key(primary: &[u8], generation: Option<u64>, hash: u64) -> Vec<u8> {
+pub(in crate::path) fn variant_key(primary: &[u8], generation: Option<u64>, hash: u64) -> Vec<u8> {
     let mut k = Vec::with_capacity(primary.len() + 33);
     k.extend_from_slice(primary);
     k.push(VARIANT_SEP);
@@ -80,7 +80,7 @@ fn fresh_generation(primary: &[u8]) -> u64 {
 
 impl Selector {
     /// The fields and generation of a marker blob; `None` if `meta` is not a marker.
-    pub(super) fn parse(meta: &[u8]) -> Option<Selector> {
+    pub(in crate::path) fn parse(meta: &[u8]) -> Option<Selector> {
         let rest = meta.strip_prefix(PREFIX)?;
         let mut lines = rest.splitn(3, |&b| b == b'\n');
         let names = names_of(lines.next()?)?;
@@ -94,13 +94,13 @@ impl Selector {
 
 impl Marker {
     /// A new marker for `names` with a fresh generation and no variant yet.
-    pub(super) fn new(primary: &CacheKey, names: Vec<String>) -> Marker {
+    pub(in crate::path) fn new(primary: &CacheKey, names: Vec<String>) -> Marker {
         let generation = Some(fresh_generation(primary.as_bytes()));
         Marker { names, generation, variants: Vec::new() }
     }
 
     /// The marker in a metadata blob; `None` if `meta` is not one.
-    pub(super) fn parse(meta: &[u8]) -> Option<Marker> {
+    pub(in crate::path) fn parse(meta: &[u8]) -> Option<Marker> {
         let Selector { names, generation } = Selector::parse(meta)?;
         let rest = meta.strip_prefix(PREFIX)?;
         let variants = match rest.splitn(3, |&b| b == b'\n').nth(2) {
@@ -115,7 +115,7 @@ impl Marker {
     }
 
     /// The metadata blob of this marker.
-    pub(super) fn encode(&self) -> Bytes {
+    pub(in crate::path) fn encode(&self) -> Bytes {
         let mut b = BytesMut::with_capacity(PREFIX.len() + 64 + 17 * self.variants.len());
         b.put_slice(PREFIX);
         b.put_slice(self.names.join(",").as_bytes());
@@ -132,12 +132,15 @@ impl Marker {
     }
 
     /// The store key of variant `hash` of this marker's URL.
-    pub(super) fn key(&self, primary: &[u8], hash: u64) -> Vec<u8> {
+    pub(in crate::path) fn key(&self, primary: &[u8], hash: u64) -> Vec<u8> {
         variant_key(primary, self.generation, hash)
     }
 
     /// The store keys of every variant listed.
-    pub(super) fn keys<'a>(&'a self, primary: &'a [u8]) -> impl Iterator<Item = Vec<u8>> + 'a {
+    pub(in crate::path) fn keys<'a>(
+        &'a self,
+        primary: &'a [u8],
+    ) -> impl Iterator<Item = Vec<u8>> + 'a {
         self.variants.iter().map(move |&h| self.key(primary, h))
     }
 }

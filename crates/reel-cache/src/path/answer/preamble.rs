@@ -6,14 +6,14 @@
 use bytes::Bytes;
 use reel_http::{Method, Request, Response};
 
-use super::respond::{Prepared, ReqHeaders};
+use super::stored::{Prepared, ReqHeaders};
 use crate::policy::HeaderLookup;
 use crate::policy::conditional::{self, Outcome, Validators};
 use crate::policy::multipart::{Multipart, fresh_boundary};
 use crate::policy::range::{ByteRange, RangeSet, content_range_unsatisfied, parse_range};
 
 /// What a request asks of a representation, once its preconditions are evaluated.
-pub(super) enum Preamble {
+pub(in crate::path) enum Preamble {
     /// Answered already: 304 or 412.
     Answered(Response),
     /// The whole representation (HEAD included).
@@ -23,7 +23,7 @@ pub(super) enum Preamble {
 }
 
 /// The ranges to send of a representation whose length is known.
-pub(super) enum Plan {
+pub(in crate::path) enum Plan {
     /// None is satisfiable: 416.
     Unsatisfiable,
     /// One part: a 206 with `Content-Range`.
@@ -35,7 +35,7 @@ pub(super) enum Plan {
 /// Evaluates `req`'s preconditions against `prep` (answered with `status`) and decides
 /// whether its `Range` applies. A 304 or 412 carries `ours` (our `Cache-Status` entry) and
 /// `tag`.
-pub(super) fn preamble(
+pub(in crate::path) fn preamble(
     req: &Request,
     prep: &Prepared,
     status: u16,
@@ -65,7 +65,7 @@ pub(super) fn preamble(
 }
 
 /// The plan of `set` for a representation of `total` bytes (RFC 9110 14.2).
-pub(super) fn plan(set: &RangeSet, total: u64) -> Plan {
+pub(in crate::path) fn plan(set: &RangeSet, total: u64) -> Plan {
     let mut parts = set.parts(total);
     match parts.len() {
         0 => Plan::Unsatisfiable,
@@ -76,7 +76,7 @@ pub(super) fn plan(set: &RangeSet, total: u64) -> Plan {
 
 /// The framing of a `multipart/byteranges` body of `parts` of `prep`'s representation, with
 /// a boundary drawn from `seed`.
-pub(super) fn multipart(
+pub(in crate::path) fn multipart(
     prep: &Prepared,
     parts: &[ByteRange],
     total: u64,
@@ -87,7 +87,12 @@ pub(super) fn multipart(
 }
 
 /// A 416 for a representation of `total` bytes (RFC 9110 15.5.17).
-pub(super) fn unsatisfiable(prep: &Prepared, now: u64, ours: &Bytes, total: u64) -> Response {
+pub(in crate::path) fn unsatisfiable(
+    prep: &Prepared,
+    now: u64,
+    ours: &Bytes,
+    total: u64,
+) -> Response {
     prep.head(416, now, ours).header("content-range", content_range_unsatisfied(total))
 }
 

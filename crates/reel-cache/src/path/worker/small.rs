@@ -20,7 +20,7 @@ use std::sync::{Mutex, MutexGuard};
 use bytes::{Bytes, BytesMut};
 use reel_origin::{OriginError, OriginResponse};
 
-use super::respond::{MetaCache, Prepared};
+use crate::path::answer::stored::{MetaCache, Prepared};
 
 /// Bodies up to this size are read whole before followers are woken and answered from
 /// memory (as the hit path answers them, see `serve`).
@@ -89,7 +89,9 @@ impl SmallBodies {
 
 /// Reads `resp`'s body whole when its length is announced and at most [`SMALL_BODY`];
 /// `Ok(None)` for any other body, which is left unread.
-pub(super) async fn read_small(resp: &mut OriginResponse) -> Result<Option<Bytes>, OriginError> {
+pub(in crate::path) async fn read_small(
+    resp: &mut OriginResponse,
+) -> Result<Option<Bytes>, OriginError> {
     let Some(len) = resp.body.content_length().filter(|&l| l > 0 && l <= SMALL_BODY) else {
         return Ok(None);
     };
@@ -103,7 +105,7 @@ pub(super) async fn read_small(resp: &mut OriginResponse) -> Result<Option<Bytes
 
 /// The whole body of the object version `blob` names, `n` bytes, from this worker's copy
 /// (in `prep`) or the shared one, which then becomes this worker's within its budget.
-pub(super) fn small_body(
+pub(in crate::path) fn small_body(
     prep: &Prepared,
     blob: &Bytes,
     n: u64,

@@ -1,5 +1,5 @@
-//! Bodies assembled from pieces of a representation: the slices of a sliced object, or the
-//! one stored object of a whole representation, sent as a single range or as the parts of a
+//! The body walk: bodies assembled from pieces of a representation: the slices of a sliced object,
+//! or the one stored object of a whole representation, sent as a single range or as the parts of a
 //! `multipart/byteranges` body.
 //!
 //! A body is a list of [`Segment`]s (literal bytes such as part headers, and byte ranges of
@@ -23,12 +23,12 @@ use reel_origin::OriginResponse;
 use reel_store::{Filling, Hit};
 use tokio::sync::mpsc;
 
-use super::respond::{LeasedRange, Prepared, stream_cold_hit, stream_filling};
+use super::stored::{LeasedRange, Prepared, stream_cold_hit, stream_filling};
 use crate::policy::multipart::Multipart;
 use crate::policy::range::ByteRange;
 
 /// Where the bytes of one piece are.
-pub(super) enum PieceData {
+pub(in crate::path) enum PieceData {
     /// A complete stored object.
     Hit(Rc<Hit>),
     /// A stored object still being written.
@@ -39,7 +39,7 @@ pub(super) enum PieceData {
 }
 
 /// One piece of a representation: `len` bytes from `start`.
-pub(super) struct Piece {
+pub(in crate::path) struct Piece {
     /// Its bytes.
     pub data: PieceData,
     /// Offset of its first byte in the representation.
@@ -49,7 +49,7 @@ pub(super) struct Piece {
 }
 
 /// The pieces of one representation.
-pub(super) trait Pieces: 'static {
+pub(in crate::path) trait Pieces: 'static {
     /// The piece holding byte `pos`, fetching it if need be; the body goes on to byte
     /// `until` (inclusive) of this range. An error ends the response (the connection
     /// closes).
@@ -57,7 +57,7 @@ pub(super) trait Pieces: 'static {
 }
 
 /// What a body is made of, in order.
-pub(super) enum Segment {
+pub(in crate::path) enum Segment {
     /// Bytes sent as they are (multipart delimiters and part headers).
     Bytes(Bytes),
     /// Bytes of the representation.
@@ -65,12 +65,12 @@ pub(super) enum Segment {
 }
 
 /// The segments of a single range.
-pub(super) fn single(range: ByteRange) -> Vec<Segment> {
+pub(in crate::path) fn single(range: ByteRange) -> Vec<Segment> {
     vec![Segment::Range(range)]
 }
 
 /// The segments of a multipart body.
-pub(super) fn multipart(m: &Multipart) -> Vec<Segment> {
+pub(in crate::path) fn multipart(m: &Multipart) -> Vec<Segment> {
     let mut v = Vec::with_capacity(m.parts().len() * 2 + 1);
     for p in m.parts() {
         v.push(Segment::Bytes(p.head.clone()));
@@ -84,14 +84,19 @@ pub(super) fn multipart(m: &Multipart) -> Vec<Segment> {
 /// the representation's `Content-Type` (each part carries it), the multipart one instead,
 /// with the stored `Date`, `Age` and `Cache-Status`: the stored entries, then `ours`
 /// (RFC 9110 14.6, 15.3.7.2).
-pub(super) fn multipart_head(prep: &Prepared, now: u64, ours: &Bytes, m: &Multipart) -> Response {
+pub(in crate::path) fn multipart_head(
+    prep: &Prepared,
+    now: u64,
+    ours: &Bytes,
+    m: &Multipart,
+) -> Response {
     // The part headers carry each part's type and range; the whole carries the multipart type.
     let own = |n: &[u8]| {
         n.eq_ignore_ascii_case(b"content-type") || n.eq_ignore_ascii_case(b"content-range")
     };
     let mut r = prep.with_date(Response::new(206));
     for (n, v) in prep.meta.headers() {
-        if !super::respond::replayed(n) || own(n) {
+        if !super::stored::replayed(n) || own(n) {
             continue;
         }
         if let Ok(name) = std::str::from_utf8(n) {
@@ -105,7 +110,7 @@ pub(super) fn multipart_head(prep: &Prepared, now: u64, ours: &Bytes, m: &Multip
 }
 
 /// A whole stored object as the one piece of its representation.
-pub(super) struct Whole {
+pub(in crate::path) struct Whole {
     data: Rc<WholeData>,
     len: u64,
 }
@@ -117,13 +122,13 @@ enum WholeData {
 
 impl Whole {
     /// A complete object of `len` bytes.
-    pub(super) fn hit(hit: Rc<Hit>) -> Whole {
+    pub(in crate::path) fn hit(hit: Rc<Hit>) -> Whole {
         let len = hit.body_len();
         Whole { data: Rc::new(WholeData::Hit(hit)), len }
     }
 
     /// An object being filled whose final length is `len`.
-    pub(super) fn filling(f: Rc<RefCell<Filling>>, len: u64) -> Whole {
+    pub(in crate::path) fn filling(f: Rc<RefCell<Filling>>, len: u64) -> Whole {
         Whole { data: Rc::new(WholeData::Filling(f)), len }
     }
 }
@@ -139,7 +144,7 @@ impl Pieces for Whole {
 }
 
 /// Streams `segments` of the representation `src` holds.
-pub(super) fn stream<P: Pieces>(
+pub(in crate::path) fn stream<P: Pieces>(
     mut src: P,
     segments: Vec<Segment>,
 ) -> mpsc::Receiver<io::Result<Chunk>> {

@@ -68,7 +68,7 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::path::store_keys::slice_len;
+    use crate::path::piecewise::store_keys::slice_len;
 
     fn r(start: u64, end: u64) -> ByteRange {
         ByteRange { start, end }

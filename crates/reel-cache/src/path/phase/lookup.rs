@@ -10,15 +10,15 @@ use bytes::Bytes;
 use reel_http::Request;
 use reel_store::{Hit, Lookup, Store};
 
-use super::respond::{MetaCache, Prepared, ReqHeaders};
-use super::settings::Site;
 use super::upstream::origin_form;
 use super::variants::{Selector, variant_key};
 use crate::key::CacheKey;
+use crate::path::answer::stored::{MetaCache, Prepared, ReqHeaders};
+use crate::path::worker::settings::Site;
 use crate::policy::vary::{Vary, VaryKey};
 
 /// A complete stored representation.
-pub(super) struct Stored {
+pub(in crate::path) struct Stored {
     /// Its key in the store (the cache key, or a variant key).
     pub store_key: Vec<u8>,
     /// The store's handle.
@@ -28,7 +28,7 @@ pub(super) struct Stored {
 }
 
 /// What the store has for a request.
-pub(super) enum Found {
+pub(in crate::path) enum Found {
     /// A complete representation.
     Hit(Stored),
     /// A representation being written.
@@ -38,14 +38,14 @@ pub(super) enum Found {
 }
 
 /// The cache key of a request to `site`, if its target can be keyed.
-pub(super) fn cache_key(req: &Request, site: &Site) -> Option<CacheKey> {
+pub(in crate::path) fn cache_key(req: &Request, site: &Site) -> Option<CacheKey> {
     let host = req.host().unwrap_or("");
     CacheKey::build(host.as_bytes(), origin_form(req).as_bytes(), &site.key).ok()
 }
 
 /// What a lookup reads: the store, and this worker's decoded metadata.
 #[derive(Clone, Copy)]
-pub(super) struct Reader<'a> {
+pub(in crate::path) struct Reader<'a> {
     /// The segment store.
     pub store: &'a Arc<Store>,
     /// This worker's decoded-metadata cache.
@@ -54,12 +54,12 @@ pub(super) struct Reader<'a> {
 
 impl Reader<'_> {
     /// The decoded form of a stored metadata blob, from this worker's cache.
-    pub(super) fn prepared(&self, blob: &Bytes) -> Option<Rc<Prepared>> {
+    pub(in crate::path) fn prepared(&self, blob: &Bytes) -> Option<Rc<Prepared>> {
         self.metas.borrow_mut().get(blob)
     }
 
     /// Finds the representation for this request: the key itself, or its variant.
-    pub(super) async fn find(&self, key: &CacheKey, req: &ReqHeaders<'_>) -> Found {
+    pub(in crate::path) async fn find(&self, key: &CacheKey, req: &ReqHeaders<'_>) -> Found {
         let store = self.store;
         let Some(l) = store.lookup(key.as_bytes()).await else { return Found::None };
         let (store_key, l) = match &l {
