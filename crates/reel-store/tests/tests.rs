@@ -7,6 +7,7 @@ mod disks;
 mod faults;
 mod handover;
 mod model;
+mod reuse;
 mod scrub;
 mod unknown_len;
 

@@ -27,9 +27,12 @@ impl Disk {
             return;
         }
         self.write_load_tombstones().await;
+        let drained = self.take_drained(&mut self.lock_alloc());
+        for v in drained {
+            self.recycle(v);
+        }
         let victim = {
             let mut a = self.lock_alloc();
-            self.promote_drained(&mut a);
             // Under the lock `freeze` takes: no reclaim starts once it returned.
             if a.reclaim_running || !a.free.is_empty() || self.closed.load(Ordering::SeqCst) {
                 None
@@ -94,11 +97,12 @@ impl Disk {
             return;
         }
         self.c.bytes_written.fetch_add(n, Ordering::Relaxed);
-        let mut a = self.lock_alloc();
+        // No lease can be taken from here on (incarnation 0): once the count is zero the
+        // volume is recycled, else the maintenance pass that finds it drained does it.
         if vol.leases.load(Ordering::SeqCst) == 0 {
-            a.free.push_back(v);
+            self.recycle(v);
         } else {
-            a.draining.push(v);
+            self.lock_alloc().draining.push(v);
         }
     }
 

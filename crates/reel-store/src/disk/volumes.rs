@@ -100,17 +100,61 @@ impl Disk {
         self.alloc.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Moves draining volumes whose leases are gone to the free queue.
-    pub(super) fn promote_drained(&self, a: &mut Alloc) {
+    /// Takes the draining volumes whose leases are gone off the draining list; the caller
+    /// hands each to [`Disk::recycle`], which puts it in the free queue. Not while the
+    /// store is frozen: recycling writes to the volume file.
+    pub(super) fn take_drained(&self, a: &mut Alloc) -> Vec<u32> {
+        let mut out = Vec::new();
+        if self.closed.load(Ordering::SeqCst) {
+            return out;
+        }
         let mut i = 0;
         while i < a.draining.len() {
             let v = a.draining[i];
             if self.vols[v as usize].leases.load(Ordering::SeqCst) == 0 {
                 a.draining.swap_remove(i);
-                a.free.push_back(v);
+                out.push(v);
             } else {
                 i += 1;
             }
+        }
+        out
+    }
+
+    /// Makes a reclaimed volume (incarnation 0, no lease left) free for reuse: first its
+    /// pages leave the page cache ([`forget_pages`]), so that bytes of it that a socket
+    /// still holds (queued by `sendfile`, which returns before they are sent, let alone
+    /// read by the peer) keep their contents when the volume is written again. A volume
+    /// whose pages cannot be dropped is quarantined, never rewritten in place.
+    pub(super) fn recycle(&self, v: u32) {
+        let vol = &self.vols[v as usize];
+        match self.forget_volume_pages(vol) {
+            Ok(()) => self.lock_alloc().free.push_back(v),
+            Err(e) => {
+                tracing::warn!(volume = v, error = %e,
+                    "store: the pages of a reclaimed volume could not be dropped; volume taken out of service");
+                self.write_error(&e);
+                self.quarantine(vol);
+            }
+        }
+    }
+
+    /// [`forget_pages`] of everything after the volume's header. A file system that can
+    /// neither zero a range nor punch a hole (`EOPNOTSUPP`) is warned about once and the
+    /// volume reused as it is: there, bytes queued on a socket when their volume is
+    /// rewritten can change (`docs/store.md`, "Leases and reclaim safety").
+    fn forget_volume_pages(&self, vol: &Volume) -> std::io::Result<()> {
+        match forget_pages(&vol.file, VOLUME_HEADER_LEN, self.volume_size) {
+            Err(e) if e.kind() == std::io::ErrorKind::Unsupported => {
+                static WARNED: AtomicBool = AtomicBool::new(false);
+                if !WARNED.swap(true, Ordering::Relaxed) {
+                    tracing::warn!(volume = vol.idx, error = %e,
+                        "store: the file system cannot drop a volume's pages (no FALLOC_FL_ZERO_RANGE \
+                         or FALLOC_FL_PUNCH_HOLE); reused volumes are written in place");
+                }
+                Ok(())
+            }
+            r => r,
         }
     }
 
@@ -141,7 +185,6 @@ impl Disk {
                     return Ok((v, vol.seq.load(Ordering::SeqCst), off));
                 }
             }
-            self.promote_drained(a);
             let Some(n) = a.free.pop_front().or_else(|| self.take_oldest_while_loading(a)) else {
                 self.c.no_space.fetch_add(1, Ordering::Relaxed);
                 maint::kick(self.lane);
@@ -186,6 +229,10 @@ impl Disk {
             || vol.writers.load(Ordering::SeqCst) > 0
             || vol.leases.load(Ordering::SeqCst) > 0
         {
+            return None;
+        }
+        // Its pages may still be queued on sockets (a hand-over's predecessor served it).
+        if self.forget_volume_pages(vol).is_err() {
             return None;
         }
         a.sealed.pop_front();
@@ -327,6 +374,46 @@ pub(super) fn preallocate(f: &File, size: u64) -> std::io::Result<()> {
         Err(e) => return Err(e.into()),
     }
     Ok(())
+}
+
+/// Takes the pages of `from..to` of a volume file out of the page cache and leaves the
+/// range allocated (reading zeros), before the volume is written again.
+///
+/// A range handed to `sendfile` is not copied: the socket keeps references to the
+/// page-cache pages and reads them when it sends (over loopback, when the peer reads),
+/// after the call returned and the reader's lease ended. Writing a reused volume into
+/// the same pages would change bytes already "sent". Removing the pages from the file
+/// (as truncation does) leaves those references to the old pages, and the new writes get
+/// new ones. `FALLOC_FL_ZERO_RANGE` does both in one call on ext4 and XFS; elsewhere
+/// (tmpfs) a punched hole, allocated again. Where neither is supported the error's kind
+/// is [`std::io::ErrorKind::Unsupported`].
+pub(super) fn forget_pages(f: &File, from: u64, to: u64) -> std::io::Result<()> {
+    use rustix::fs::{FallocateFlags as F, fallocate};
+    use rustix::io::Errno;
+    if to <= from {
+        return Ok(());
+    }
+    let len = to - from;
+    match fallocate(f, F::ZERO_RANGE | F::KEEP_SIZE, from, len) {
+        Ok(()) => return Ok(()),
+        Err(Errno::OPNOTSUPP | Errno::INVAL) => {}
+        Err(e) => return Err(e.into()),
+    }
+    match fallocate(f, F::PUNCH_HOLE | F::KEEP_SIZE, from, len) {
+        Ok(()) => {}
+        Err(Errno::OPNOTSUPP) => {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::Unsupported,
+                "neither FALLOC_FL_ZERO_RANGE nor FALLOC_FL_PUNCH_HOLE is supported",
+            ));
+        }
+        Err(e) => return Err(e.into()),
+    }
+    // Allocated again, so that a write never fails for lack of blocks (`preallocate`).
+    match fallocate(f, F::KEEP_SIZE, from, len) {
+        Ok(()) | Err(Errno::OPNOTSUPP) => Ok(()),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// How long [`lock_dir`] waits for another holder (in this process: a store being
