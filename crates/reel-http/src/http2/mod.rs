@@ -51,7 +51,7 @@ use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 
 use crate::body::{BodyError, RequestBody};
-use crate::conn::{CloseReason, ConnOutcome, Handler, Sent};
+use crate::handler::{CloseReason, ConnOutcome, Handler, Sent};
 use crate::io::ByteStream;
 use crate::limits::Limits;
 use crate::method::Method;

@@ -46,7 +46,7 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use crate::body::{self, BodyError, RequestBody};
-use crate::conn::{CloseReason, ConnOutcome, Handler, Sent};
+use crate::handler::{CloseReason, ConnOutcome, Handler, Sent};
 use crate::http2::head;
 use crate::limits::Limits;
 use crate::method::Method;
