@@ -12,9 +12,9 @@ use crate::request::BodyFraming;
 /// oversized chunk extensions, are rejected as malformed.
 pub const MAX_CHUNK_LINE: usize = 4096;
 
-/// Why a request body could not be read. After any error the connection closes; the
-/// connection loop answers [`BodyError::TooLarge`] with 413, [`BodyError::Malformed`]
-/// with 400 and [`BodyError::Timeout`] with 408, replacing the handler's response.
+/// Why a request body could not be read. After any error the connection closes; every
+/// protocol answers with [`BodyError::status`] (413, 400 or 408), replacing the handler's
+/// response.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BodyError {
     /// The body exceeds `Limits::max_body_bytes`.
@@ -33,6 +33,21 @@ pub enum BodyError {
     /// Socket error while reading.
     #[error("I/O error reading the request body: {0:?}")]
     Io(std::io::ErrorKind),
+}
+
+impl BodyError {
+    /// The status answered in place of the handler's response: 413 for
+    /// [`BodyError::TooLarge`], 400 for [`BodyError::Malformed`], 408 for
+    /// [`BodyError::Timeout`]; `None` when nothing can be answered (the client closed or
+    /// its connection failed before the body was complete).
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            BodyError::TooLarge => Some(413),
+            BodyError::Malformed(_) => Some(400),
+            BodyError::Timeout => Some(408),
+            BodyError::Incomplete | BodyError::Io(_) => None,
+        }
+    }
 }
 
 /// `total` from now, or far in the future when that overflows.

@@ -392,11 +392,9 @@ async fn one_request<H: Handler>(c: &mut Conn<H>) -> Option<CloseReason> {
         must_close = true;
         // The refusal replaces the handler's answer, tag included: it is the codec's own
         // response (a local one), never the cache's hit or miss.
-        resp = match err {
-            BodyError::TooLarge => Response::error(413),
-            BodyError::Malformed(_) => Response::error(400),
-            BodyError::Timeout => Response::error(408),
-            BodyError::Incomplete | BodyError::Io(_) => {
+        resp = match err.status() {
+            Some(status) => Response::error(status),
+            None => {
                 handler.on_response(req, &Sent::nothing(started.elapsed(), resp.tag));
                 return Some(CloseReason::Body(err));
             }

@@ -83,6 +83,7 @@ mod body;
 mod bufs;
 mod conn;
 mod date;
+mod exchange;
 mod fileread;
 #[allow(unsafe_code)]
 mod gone;
