@@ -126,7 +126,7 @@ impl<'a> RequestBody<'a> {
     /// most `total`. `none`: the request has no body (the stream's rest is not read).
     /// `ahead`: the outcome of a first read already made (see [`h3_read`]).
     pub(crate) fn h3(
-        recv: &'a mut crate::http3::H3Recv,
+        recv: &'a mut H3Recv,
         none: bool,
         ahead: Option<Result<Option<Bytes>, BodyError>>,
         max: u64,
@@ -302,9 +302,12 @@ impl H2Body<'_> {
     }
 }
 
+/// The receiving half of an HTTP/3 request stream, for [`RequestBody::h3`].
+pub(crate) type H3Recv = h3::server::RequestStream<h3_quinn::RecvStream, crate::http3::H3Chunk>;
+
 /// An HTTP/3 request stream's body.
 struct H3Body<'a> {
-    recv: &'a mut crate::http3::H3Recv,
+    recv: &'a mut H3Recv,
     /// A read made before the body was handed over, returned first.
     ahead: Option<Result<Option<Bytes>, BodyError>>,
     progress: Framed,
@@ -329,7 +332,7 @@ impl H3Body<'_> {
 
 /// One read of an HTTP/3 request stream: the bytes of a DATA frame, `None` at the
 /// stream's end.
-pub(crate) async fn h3_read(recv: &mut crate::http3::H3Recv) -> Result<Option<Bytes>, BodyError> {
+pub(crate) async fn h3_read(recv: &mut H3Recv) -> Result<Option<Bytes>, BodyError> {
     match recv.recv_data().await {
         Ok(None) => Ok(None),
         Err(_) => Err(BodyError::Incomplete),

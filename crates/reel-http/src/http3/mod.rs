@@ -73,8 +73,6 @@ const CLOSE_GRACE: Duration = Duration::from_secs(2);
 
 /// The request streams of one connection.
 type H3Conn = h3::server::Connection<h3_quinn::Connection, H3Chunk>;
-type SendHalf = h3::server::RequestStream<h3_quinn::SendStream<H3Chunk>, H3Chunk>;
-type RecvHalf = h3::server::RequestStream<h3_quinn::RecvStream, H3Chunk>;
 type Resolver = h3::server::RequestResolver<h3_quinn::Connection, H3Chunk>;
 type BidiStream = h3::server::RequestStream<h3_quinn::BidiStream<H3Chunk>, H3Chunk>;
 
@@ -385,8 +383,3 @@ async fn resolve(
     let (request, stream) = resolver.accept_with_frame(frame)?.resolve().await?;
     Ok((request, stream, seen))
 }
-
-/// The receiving half of a request stream, for [`RequestBody::h3`].
-pub(crate) type H3Recv = RecvHalf;
-/// The sending half of a request stream.
-pub(crate) type H3Send = SendHalf;
