@@ -1,6 +1,6 @@
 //! The application contract every protocol serves: the [`Handler`] a server implements,
 //! and what a connection reports to it and to its caller ([`Sent`], [`Refusal`],
-//! [`CloseReason`], [`ConnOutcome`]). HTTP/1.1 (`conn`), HTTP/2 (`http2`) and HTTP/3
+//! [`CloseReason`], [`ConnOutcome`]). HTTP/1.1 (`http1`), HTTP/2 (`http2`) and HTTP/3
 //! (`http3`) all point down to it; it depends on none of them.
 
 use std::future::Future;

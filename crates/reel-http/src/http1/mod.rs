@@ -1,5 +1,5 @@
-//! The connection loop: reads request heads, runs the handler, writes responses through
-//! the single response path, and decides keep-alive, timeouts and draining.
+//! The HTTP/1.x connection loop: reads request heads, runs the handler, writes responses
+//! through the single response path, and decides keep-alive, timeouts and draining.
 
 use std::future::{Future, poll_fn};
 use std::io;
