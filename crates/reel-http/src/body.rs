@@ -12,9 +12,9 @@ use crate::request::BodyFraming;
 /// oversized chunk extensions, are rejected as malformed.
 pub const MAX_CHUNK_LINE: usize = 4096;
 
-/// Why a request body could not be read. After any error the connection closes; the
-/// connection loop answers [`BodyError::TooLarge`] with 413, [`BodyError::Malformed`]
-/// with 400 and [`BodyError::Timeout`] with 408, replacing the handler's response.
+/// Why a request body could not be read. After any error the connection closes; every
+/// protocol answers with [`BodyError::status`] (413, 400 or 408), replacing the handler's
+/// response.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BodyError {
     /// The body exceeds `Limits::max_body_bytes`.
@@ -33,6 +33,21 @@ pub enum BodyError {
     /// Socket error while reading.
     #[error("I/O error reading the request body: {0:?}")]
     Io(std::io::ErrorKind),
+}
+
+impl BodyError {
+    /// The status answered in place of the handler's response: 413 for
+    /// [`BodyError::TooLarge`], 400 for [`BodyError::Malformed`], 408 for
+    /// [`BodyError::Timeout`]; `None` when nothing can be answered (the client closed or
+    /// its connection failed before the body was complete).
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            BodyError::TooLarge => Some(413),
+            BodyError::Malformed(_) => Some(400),
+            BodyError::Timeout => Some(408),
+            BodyError::Incomplete | BodyError::Io(_) => None,
+        }
+    }
 }
 
 /// `total` from now, or far in the future when that overflows.
@@ -111,7 +126,7 @@ impl<'a> RequestBody<'a> {
     /// most `total`. `none`: the request has no body (the stream's rest is not read).
     /// `ahead`: the outcome of a first read already made (see [`h3_read`]).
     pub(crate) fn h3(
-        recv: &'a mut crate::http3::H3Recv,
+        recv: &'a mut H3Recv,
         none: bool,
         ahead: Option<Result<Option<Bytes>, BodyError>>,
         max: u64,
@@ -287,9 +302,12 @@ impl H2Body<'_> {
     }
 }
 
+/// The receiving half of an HTTP/3 request stream, for [`RequestBody::h3`].
+pub(crate) type H3Recv = h3::server::RequestStream<h3_quinn::RecvStream, crate::http3::H3Chunk>;
+
 /// An HTTP/3 request stream's body.
 struct H3Body<'a> {
-    recv: &'a mut crate::http3::H3Recv,
+    recv: &'a mut H3Recv,
     /// A read made before the body was handed over, returned first.
     ahead: Option<Result<Option<Bytes>, BodyError>>,
     progress: Framed,
@@ -314,7 +332,7 @@ impl H3Body<'_> {
 
 /// One read of an HTTP/3 request stream: the bytes of a DATA frame, `None` at the
 /// stream's end.
-pub(crate) async fn h3_read(recv: &mut crate::http3::H3Recv) -> Result<Option<Bytes>, BodyError> {
+pub(crate) async fn h3_read(recv: &mut H3Recv) -> Result<Option<Bytes>, BodyError> {
     match recv.recv_data().await {
         Ok(None) => Ok(None),
         Err(_) => Err(BodyError::Incomplete),

@@ -81,11 +81,13 @@
 
 mod body;
 mod bufs;
-mod conn;
 mod date;
+mod exchange;
 mod fileread;
 #[allow(unsafe_code)]
 mod gone;
+mod handler;
+mod http1;
 mod http2;
 mod http3;
 mod interim;
@@ -103,9 +105,9 @@ mod sys;
 
 pub use body::{BodyError, MAX_CHUNK_LINE, RequestBody};
 pub use bufs::{FREE_MAX, lent as conn_buffers_lent};
-pub use conn::{
-    CloseReason, ConnOutcome, DRAIN_LIMIT, Handler, Parked, REFUSAL_EXCERPT, Refusal, Sent, Served,
-    serve_connection, serve_parkable, serve_session, serve_stream,
+pub use handler::{CloseReason, ConnOutcome, Handler, REFUSAL_EXCERPT, Refusal, Sent};
+pub use http1::{
+    DRAIN_LIMIT, Parked, Served, serve_connection, serve_parkable, serve_session, serve_stream,
 };
 pub use http2::{H2Settings, serve_h2};
 pub use http3::{H3Chunk, H3Settings, serve_h3};

@@ -39,6 +39,7 @@ use crate::cork::Corked;
 use crate::ktls::{self, InstallError, KtlsStream};
 use crate::record::{DirectionKeys, SessionKeys, Version};
 use crate::sealed::SealedStream;
+pub use crate::version::TlsVersion;
 
 /// A server-side TLS stream whose records rustls seals.
 pub type TlsStream = tokio_rustls::server::TlsStream<Corked>;
@@ -88,33 +89,6 @@ impl Fallback {
     }
     const ALL: [Fallback; 4] =
         [Fallback::Off, Fallback::NoModule, Fallback::Refused, Fallback::Extract];
-}
-
-/// Negotiated protocol version.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TlsVersion {
-    /// TLS 1.2 (RFC 5246).
-    Tls12,
-    /// TLS 1.3 (RFC 8446).
-    Tls13,
-}
-
-impl TlsVersion {
-    /// Metric label: `tls1.2` or `tls1.3`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TlsVersion::Tls12 => "tls1.2",
-            TlsVersion::Tls13 => "tls1.3",
-        }
-    }
-
-    /// The version number, as `min_tls_version` is written: `1.2` or `1.3`.
-    pub fn number(self) -> &'static str {
-        match self {
-            TlsVersion::Tls12 => "1.2",
-            TlsVersion::Tls13 => "1.3",
-        }
-    }
 }
 
 /// Application protocol chosen by ALPN.

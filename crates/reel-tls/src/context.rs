@@ -13,10 +13,10 @@ use std::sync::Arc;
 
 use rustls::server::{NoServerSessionStorage, ProducesTickets, ServerConfig};
 
-use crate::accept::TlsVersion;
 use crate::cert::{LoadedCert, provider};
 use crate::error::TlsError;
 use crate::sni::SniResolver;
+use crate::version::TlsVersion;
 
 /// ALPN protocol id of HTTP/2 (RFC 9113 section 3.2).
 pub const ALPN_H2: &[u8] = b"h2";

@@ -43,6 +43,7 @@ pub mod sni;
 mod sys;
 #[cfg(feature = "testing")]
 pub mod testing;
+mod version;
 
 pub use accept::{
     Alpn, Fallback, HandshakeCounters, HandshakeError, HandshakeInfo, HandshakeSnapshot,

@@ -50,14 +50,13 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 
-use crate::body::{BodyError, RequestBody};
-use crate::conn::{CloseReason, ConnOutcome, Handler, Sent};
+use crate::body::RequestBody;
+use crate::exchange::{self, Answering};
+use crate::handler::{CloseReason, ConnOutcome, Handler, Sent};
 use crate::io::ByteStream;
 use crate::limits::Limits;
-use crate::method::Method;
 use crate::pool::BUF_SIZE;
 use crate::request::Request;
-use crate::response::Response;
 use crate::streams::{ActiveGuard, Streams};
 use order::{Place, Priority, SendOrder};
 use send::{Budget, H2Chunk, SendFail};
@@ -367,24 +366,13 @@ async fn stream_task<H: Handler>(
         crate::request::Version::Http2,
     ) {
         tracing::debug!(%peer, status = e.status, reason = e.reason, "HTTP/2 request refused");
-        let h = head::response_head(&Response::error(e.status), false);
-        let body = bytes::Bytes::from_static(crate::reason_phrase(e.status).as_bytes());
+        let (h, body) = exchange::refusal(e.status);
         let mut bytes = 0;
         if let Ok(mut send) = respond.send_response(h.head, false) {
             bytes = h.head_bytes + body.len() as u64;
             let _ = send.send_data(H2Chunk::Bytes(body), true);
         }
-        // The request line HTTP/1.1 would have had (RFC 9113 section 8.3.1).
-        let mut line = format!("{} {} HTTP/2", parts.method, parts.uri).into_bytes();
-        line.truncate(crate::REFUSAL_EXCERPT);
-        handler.on_reject(&crate::Refusal {
-            peer,
-            status: e.status,
-            reason: e.reason,
-            request_line: &line,
-            bytes,
-            elapsed: started.elapsed(),
-        });
+        exchange::report_refusal(&*handler, peer, &parts, "HTTP/2", &e, bytes, started);
         return;
     }
     drop(scratch);
@@ -400,29 +388,18 @@ async fn stream_task<H: Handler>(
             _ = reset => None,
         }
     };
-    let Some(mut resp) = handled else {
+    let Some(resp) = handled else {
         // Reset while the handler worked: stop the work, count the reset.
         shared.streams.note_reset();
         handler.on_response(&req, &Sent::nothing(started.elapsed(), 0));
         return;
     };
-    if let Some(err) = body.error().cloned() {
-        resp = match err {
-            BodyError::TooLarge => Response::error(413),
-            BodyError::Malformed(_) => Response::error(400),
-            BodyError::Timeout => Response::error(408),
-            BodyError::Incomplete | BodyError::Io(_) => {
-                respond.send_reset(Reason::CANCEL);
-                handler.on_response(&req, &Sent::nothing(started.elapsed(), resp.tag));
-                return;
-            }
-        };
-    }
-    let tag = resp.tag;
-    let h = head::response_head(&resp, *req.method() == Method::Head);
-    let status = h.status;
-    let mut bytes = h.head_bytes;
-    let first_byte = started.elapsed();
+    let reset = || respond.send_reset(Reason::CANCEL);
+    let Some(resp) = exchange::final_response(&*handler, &req, body.error(), resp, started, reset)
+    else {
+        return;
+    };
+    let (h, mut answer) = Answering::head(&resp, &req, started);
     let result = match respond.send_response(h.head, !h.has_body) {
         Err(e) => Err(SendFail::Peer(e)),
         Ok(_) if !h.has_body => Ok(0),
@@ -456,7 +433,7 @@ async fn stream_task<H: Handler>(
         }
     };
     match result {
-        Ok(n) => bytes += n,
+        Ok(n) => answer.bytes += n,
         Err(SendFail::Peer(e)) => {
             if e.is_reset() && e.is_remote() {
                 shared.streams.note_reset();
@@ -464,9 +441,5 @@ async fn stream_task<H: Handler>(
         }
         Err(_) => {}
     }
-    shared.streams.requests.set(shared.streams.requests.get() + 1);
-    handler.on_response(
-        &req,
-        &Sent { status, bytes, first_byte: Some(first_byte), total: started.elapsed(), tag },
-    );
+    answer.report(&*handler, &shared.streams, &req);
 }

@@ -39,19 +39,17 @@ use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use h3::error::{Code, ConnectionError, StreamError};
 use h3::proto::frame::Frame;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use crate::body::{self, BodyError, RequestBody};
-use crate::conn::{CloseReason, ConnOutcome, Handler, Sent};
+use crate::exchange::{self, Answering};
+use crate::handler::{CloseReason, ConnOutcome, Handler};
 use crate::http2::head;
 use crate::limits::Limits;
-use crate::method::Method;
 use crate::request::{Request, Version};
-use crate::response::Response;
 use crate::streams::{ActiveGuard, Streams};
 pub use send::H3Chunk;
 
@@ -75,8 +73,6 @@ const CLOSE_GRACE: Duration = Duration::from_secs(2);
 
 /// The request streams of one connection.
 type H3Conn = h3::server::Connection<h3_quinn::Connection, H3Chunk>;
-type SendHalf = h3::server::RequestStream<h3_quinn::SendStream<H3Chunk>, H3Chunk>;
-type RecvHalf = h3::server::RequestStream<h3_quinn::RecvStream, H3Chunk>;
 type Resolver = h3::server::RequestResolver<h3_quinn::Connection, H3Chunk>;
 type BidiStream = h3::server::RequestStream<h3_quinn::BidiStream<H3Chunk>, H3Chunk>;
 
@@ -302,24 +298,14 @@ async fn stream_task<H: Handler>(
         head::request_from_parts(&mut req, &parts, no_body, &mut scratch, &limits, Version::Http3)
     {
         tracing::debug!(%peer, status = e.status, reason = e.reason, "HTTP/3 request refused");
-        let h = head::response_head(&Response::error(e.status), false);
-        let body = Bytes::from_static(crate::reason_phrase(e.status).as_bytes());
+        let (h, body) = exchange::refusal(e.status);
         let mut bytes = 0;
         if send.send_response(h.head).await.is_ok() {
             bytes = h.head_bytes + body.len() as u64;
             let _ = send.send_data(H3Chunk::Bytes(body)).await;
             let _ = send.finish().await;
         }
-        let mut line = format!("{} {} HTTP/3", parts.method, parts.uri).into_bytes();
-        line.truncate(crate::REFUSAL_EXCERPT);
-        handler.on_reject(&crate::Refusal {
-            peer,
-            status: e.status,
-            reason: e.reason,
-            request_line: &line,
-            bytes,
-            elapsed: started.elapsed(),
-        });
+        exchange::report_refusal(&*handler, peer, &parts, "HTTP/3", &e, bytes, started);
         return;
     }
     drop(scratch);
@@ -336,24 +322,13 @@ async fn stream_task<H: Handler>(
         limits.body_timeout,
     );
     // Boxed: a handler's future can be large; a plain heap block is reused.
-    let mut resp = Box::pin(handler.handle(&req, &mut body)).await;
-    if let Some(err) = body.error().cloned() {
-        resp = match err {
-            BodyError::TooLarge => Response::error(413),
-            BodyError::Malformed(_) => Response::error(400),
-            BodyError::Timeout => Response::error(408),
-            BodyError::Incomplete | BodyError::Io(_) => {
-                send.stop_stream(Code::H3_REQUEST_INCOMPLETE);
-                handler.on_response(&req, &Sent::nothing(started.elapsed(), resp.tag));
-                return;
-            }
-        };
-    }
-    let tag = resp.tag;
-    let h = head::response_head(&resp, *req.method() == Method::Head);
-    let status = h.status;
-    let mut bytes = h.head_bytes;
-    let first_byte = started.elapsed();
+    let resp = Box::pin(handler.handle(&req, &mut body)).await;
+    let reset = || send.stop_stream(Code::H3_REQUEST_INCOMPLETE);
+    let Some(resp) = exchange::final_response(&*handler, &req, body.error(), resp, started, reset)
+    else {
+        return;
+    };
+    let (h, mut answer) = Answering::head(&resp, &req, started);
     let stall = limits.send_timeout.min(limits.idle_timeout);
     let result = match tokio::time::timeout(stall, send.send_response(h.head)).await {
         Err(_) => Err(send::SendFail::Stalled),
@@ -370,7 +345,7 @@ async fn stream_task<H: Handler>(
         Err(e) => Err(e),
     };
     match result {
-        Ok(n) => bytes += n,
+        Ok(n) => answer.bytes += n,
         Err(send::SendFail::Peer(e)) => {
             if is_client_reset(&e) {
                 shared.note_reset();
@@ -389,11 +364,7 @@ async fn stream_task<H: Handler>(
             }
         }
     }
-    shared.requests.set(shared.requests.get() + 1);
-    handler.on_response(
-        &req,
-        &Sent { status, bytes, first_byte: Some(first_byte), total: started.elapsed(), tag },
-    );
+    answer.report(&*handler, &shared, &req);
 }
 
 /// Reads a request stream's head as `h3` does (`RequestResolver::resolve_request`), and
@@ -412,8 +383,3 @@ async fn resolve(
     let (request, stream) = resolver.accept_with_frame(frame)?.resolve().await?;
     Ok((request, stream, seen))
 }
-
-/// The receiving half of a request stream, for [`RequestBody::h3`].
-pub(crate) type H3Recv = RecvHalf;
-/// The sending half of a request stream.
-pub(crate) type H3Send = SendHalf;

@@ -1,4 +1,4 @@
-//! Response bodies over an HTTP/3 request stream.
+//! Response bodies over an HTTP/3 request stream's sending half ([`H3Send`]).
 //!
 //! The transport copies each DATA frame's payload into its own send buffer before
 //! `send_data` returns, so a chunk is held only while it is being handed over and the
@@ -14,7 +14,6 @@ use std::time::Duration;
 use bytes::{Buf, Bytes};
 use h3::error::StreamError;
 
-use super::H3Send;
 use crate::fileread;
 use crate::pool::{BUF_SIZE, PoolBuf};
 use crate::response::{Body, Chunk, FileRange};
@@ -51,6 +50,9 @@ impl Buf for H3Chunk {
         }
     }
 }
+
+/// The sending half of a request stream.
+pub(crate) type H3Send = h3::server::RequestStream<h3_quinn::SendStream<H3Chunk>, H3Chunk>;
 
 /// Why a body could not be completed; the stream is reset, never ended short.
 #[derive(Debug)]

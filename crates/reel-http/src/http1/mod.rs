@@ -1,8 +1,10 @@
-//! The connection loop: reads request heads, runs the handler, writes responses through
-//! the single response path, and decides keep-alive, timeouts and draining.
+//! The HTTP/1.x connection loop: reads request heads, runs the handler, writes responses
+//! through the single response path ([`write`]), and decides keep-alive, timeouts and
+//! draining.
+
+mod write;
 
 use std::future::{Future, poll_fn};
-use std::io;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::rc::Rc;
 use std::task::{Context, Poll};
@@ -15,156 +17,21 @@ use tokio::sync::watch;
 use crate::body::{BodyError, RequestBody};
 use crate::bufs;
 use crate::gone::{self, ClientGone};
+use crate::handler::{CloseReason, ConnOutcome, Handler, REFUSAL_EXCERPT, Refusal, Sent};
 use crate::io::{ByteStream, Io, Transport};
 use crate::limits::Limits;
 use crate::method::Method;
 use crate::request::{BodyFraming, HeadStatus, Request, Version};
-use crate::response::{Body, Chunk, EncodedHead, Framing, HeadContext, Response, encode_head};
+use crate::response::{HeadContext, Response};
+use write::{WriteFailure, write_response};
 
 /// Unread `Content-Length` body bytes the loop will read and discard to keep the
 /// connection; more than this and the connection closes instead.
 pub const DRAIN_LIMIT: u64 = 256 * 1024;
-/// In-memory bodies up to this size are copied behind the head and sent with one
-/// `send`; larger ones go out with one `writev`.
-const COALESCE_LIMIT: usize = 16 * 1024;
 /// Longest time spent reading and discarding client bytes before closing after an
 /// error response (so the kernel does not reset the connection under the response).
 const LINGER: Duration = Duration::from_secs(2);
 const LINGER_BYTES: usize = 256 * 1024;
-
-/// Application logic. Runs on the connection's worker thread: neither the handler nor
-/// its futures need to be `Send`.
-pub trait Handler: 'static {
-    /// Answers one request. The body may be read through `body`; whatever is left
-    /// unread is handled by the connection loop. Every syntactically valid request
-    /// reaches this method, whatever its method (see
-    /// [`Response::for_unsupported_method`]).
-    fn handle(&self, req: &Request, body: &mut RequestBody<'_>) -> impl Future<Output = Response>;
-
-    /// Called after each response to a parsed request was written (or failed); see
-    /// [`Sent`]. Default: no-op.
-    fn on_response(&self, req: &Request, sent: &Sent) {
-        let _ = (req, sent);
-    }
-
-    /// Called when a request head was refused before reaching [`Handler::handle`] (400,
-    /// 408, 413, 414, 417, 431, 501, 505), once the refusal was written; see [`Refusal`].
-    /// Default: no-op.
-    fn on_reject(&self, refusal: &Refusal<'_>) {
-        let _ = refusal;
-    }
-
-    /// Asked before each response is written: `false` sends it with `Connection: close`
-    /// and closes the connection after it, while idle connections stay open until their
-    /// next request (a server about to stop tells keep-alive clients to go elsewhere
-    /// without closing under a request already on its way). On HTTP/2 the connection sends
-    /// GOAWAY and closes once its streams are done. Default: `true`.
-    fn keep_alive(&self) -> bool {
-        true
-    }
-}
-
-/// Most bytes of a refused request's line handed to [`Handler::on_reject`].
-pub const REFUSAL_EXCERPT: usize = 512;
-
-/// What the connection loop knows of a request head it refused ([`Handler::on_reject`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Refusal<'a> {
-    /// The client's address.
-    pub peer: SocketAddr,
-    /// The status answered.
-    pub status: u16,
-    /// The rule or limit the head broke (`"request line too long"`, `"duplicate
-    /// Content-Length"`, `"header timeout"`, ...).
-    pub reason: &'static str,
-    /// The request line as received, without its line ending (empty lines before it
-    /// skipped), or the first bytes received when no line ended; at most
-    /// [`REFUSAL_EXCERPT`] bytes. Raw client bytes: escape them before logging.
-    pub request_line: &'a [u8],
-    /// Bytes written for the refusal.
-    pub bytes: u64,
-    /// From the head's first byte to the refusal written.
-    pub elapsed: Duration,
-}
-
-/// What the connection loop reports to [`Handler::on_response`] about one answered request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Sent {
-    /// Status as sent; 0 when no response was written (the request body failed).
-    pub status: u16,
-    /// Bytes written for the whole response, head included.
-    pub bytes: u64,
-    /// Time to first byte: from the complete request head until the response head went out
-    /// (its first write was issued). What the server took to answer, whatever the client's
-    /// link; `None` when no response was written.
-    pub first_byte: Option<Duration>,
-    /// From the complete request head to the end of the response: includes the time the
-    /// client took to receive the body.
-    pub total: Duration,
-    /// The [`Response::tag`] the handler set (0 when the connection loop replaced the
-    /// response, e.g. with a 413).
-    pub tag: u64,
-}
-
-impl Sent {
-    /// Nothing was written: the request failed before its response.
-    pub(crate) fn nothing(total: Duration, tag: u64) -> Sent {
-        Sent { status: 0, bytes: 0, first_byte: None, total, tag }
-    }
-}
-
-/// Why a connection ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CloseReason {
-    /// The client closed the connection between requests.
-    PeerClosed,
-    /// The client closed mid-head, or while its request was being answered.
-    PeerClosedMidRequest,
-    /// The request or response asked for the close (`Connection: close`, HTTP/1.0
-    /// without keep-alive, close-delimited body).
-    NotKeepAlive,
-    /// The keep-alive idle timeout expired.
-    IdleTimeout,
-    /// The head did not arrive within `header_timeout` (408 was sent).
-    HeaderTimeout,
-    /// Drain was requested.
-    Drain,
-    /// The head was refused with this status.
-    Rejected(u16),
-    /// The request body failed (see [`BodyError`]).
-    Body(BodyError),
-    /// The handler left more body unread than [`DRAIN_LIMIT`], or a `100 Continue`
-    /// was never sent.
-    UnreadBody,
-    /// The response body could not be completed (stream error, stream shorter or
-    /// longer than declared, file shorter than its range); the connection was closed
-    /// mid-body so the client sees a truncated message.
-    ResponseAborted,
-    /// Writing failed (peer reset, stalled peer, ...).
-    WriteError(io::ErrorKind),
-    /// Reading failed.
-    ReadError(io::ErrorKind),
-    /// HTTP/2: the connection was closed with GOAWAY `ENHANCE_YOUR_CALM` for abuse (rapid
-    /// reset, floods); the text says which.
-    Abuse(&'static str),
-    /// HTTP/2: the client broke the protocol (connection error).
-    Protocol(String),
-    /// Not closed: idle, handed back to be kept without a task ([`serve_parkable`]).
-    Parked,
-}
-
-/// Statistics of one finished connection.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConnOutcome {
-    /// Responses written to parsed requests (not counting rejections).
-    pub requests: u64,
-    /// Bytes read from the socket.
-    pub bytes_read: u64,
-    /// Bytes written to the socket (heads and bodies).
-    pub bytes_written: u64,
-    /// Why the connection ended.
-    pub close: CloseReason,
-}
 
 enum Wait {
     Data,
@@ -525,11 +392,9 @@ async fn one_request<H: Handler>(c: &mut Conn<H>) -> Option<CloseReason> {
         must_close = true;
         // The refusal replaces the handler's answer, tag included: it is the codec's own
         // response (a local one), never the cache's hit or miss.
-        resp = match err {
-            BodyError::TooLarge => Response::error(413),
-            BodyError::Malformed(_) => Response::error(400),
-            BodyError::Timeout => Response::error(408),
-            BodyError::Incomplete | BodyError::Io(_) => {
+        resp = match err.status() {
+            Some(status) => Response::error(status),
+            None => {
                 handler.on_response(req, &Sent::nothing(started.elapsed(), resp.tag));
                 return Some(CloseReason::Body(err));
             }
@@ -676,156 +541,6 @@ async fn linger(io: &mut Io) {
     .await;
 }
 
-enum WriteFailure {
-    /// The body could not be completed; the connection must close mid-body.
-    Aborted,
-    /// Socket write failed.
-    Io(io::ErrorKind),
-}
-
-impl From<io::Error> for WriteFailure {
-    fn from(e: io::Error) -> Self {
-        WriteFailure::Io(e.kind())
-    }
-}
-
-/// The single response-writing path. Returns the status sent and whether the
-/// connection may stay open.
-async fn write_response(
-    io: &mut Io,
-    wbuf: &mut Vec<u8>,
-    resp: Response,
-    ctx: &HeadContext,
-) -> (u16, Result<bool, WriteFailure>) {
-    if wbuf.capacity() == 0 {
-        *wbuf = bufs::take();
-    }
-    wbuf.clear();
-    let head = encode_head(&resp, ctx, wbuf);
-    let r = write_body(io, wbuf, resp.body, &head).await;
-    (head.status, r.map(|()| !head.close))
-}
-
-async fn write_body(
-    io: &mut Io,
-    wbuf: &mut Vec<u8>,
-    body: Body,
-    head: &EncodedHead,
-) -> Result<(), WriteFailure> {
-    if head.framing == Framing::NoBody {
-        io.write_all(wbuf, false).await?;
-        return Ok(());
-    }
-    match body {
-        Body::Empty => io.write_all(wbuf, false).await?,
-        Body::Bytes(b) if b.len() <= COALESCE_LIMIT => {
-            wbuf.extend_from_slice(&b);
-            io.write_all(wbuf, false).await?;
-        }
-        Body::Bytes(b) => io.write_two(wbuf, &b).await?,
-        Body::File(f) => match io.write_head_and_file(wbuf, &*f).await {
-            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
-                tracing::warn!("file body shorter than its range; closing");
-                return Err(WriteFailure::Aborted);
-            }
-            r => r?,
-        },
-        Body::Stream(mut s) => {
-            io.write_all(wbuf, false).await?;
-            let mut sent = 0u64;
-            loop {
-                let next = poll_fn(|cx| s.as_mut().poll_next(cx)).await;
-                let chunk = match next {
-                    None => break,
-                    Some(Ok(c)) => c,
-                    Some(Err(e)) => {
-                        tracing::debug!(error = %e, "response stream failed; closing");
-                        return Err(WriteFailure::Aborted);
-                    }
-                };
-                let len = chunk.len();
-                if len == 0 {
-                    continue;
-                }
-                sent += len;
-                match head.framing {
-                    Framing::Length(n) if sent > n => {
-                        tracing::warn!("response stream longer than its Content-Length");
-                        return Err(WriteFailure::Aborted);
-                    }
-                    Framing::Chunked => {
-                        let mut line = [0u8; 20];
-                        let size = hex_line(len, &mut line);
-                        match &chunk {
-                            Chunk::Bytes(b) if b.len() <= COALESCE_LIMIT => {
-                                wbuf.clear();
-                                wbuf.extend_from_slice(size);
-                                wbuf.extend_from_slice(b);
-                                wbuf.extend_from_slice(b"\r\n");
-                                io.write_all(wbuf, false).await?;
-                            }
-                            _ => {
-                                io.write_all(size, true).await?;
-                                write_chunk(io, chunk, true).await?;
-                                io.write_all(b"\r\n", false).await?;
-                            }
-                        }
-                    }
-                    _ => write_chunk(io, chunk, false).await?,
-                }
-            }
-            match head.framing {
-                Framing::Length(n) if sent != n => {
-                    tracing::warn!(sent, declared = n, "response stream ended short");
-                    return Err(WriteFailure::Aborted);
-                }
-                Framing::Chunked => io.write_all(b"0\r\n\r\n", false).await?,
-                _ => {}
-            }
-        }
-    }
-    Ok(())
-}
-
-async fn write_chunk(io: &mut Io, chunk: Chunk, more: bool) -> Result<(), WriteFailure> {
-    match chunk {
-        Chunk::Bytes(b) => io.write_all(&b, more).await?,
-        Chunk::File(f) => send_file(io, &*f).await?,
-    }
-    Ok(())
-}
-
-async fn send_file(io: &mut Io, f: &dyn crate::response::FileRange) -> Result<(), WriteFailure> {
-    match io.send_file(f).await {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
-            tracing::warn!("file body shorter than its range; closing");
-            Err(WriteFailure::Aborted)
-        }
-        Err(e) => Err(e.into()),
-    }
-}
-
-/// `chunk-size CRLF` in lowercase hex (RFC 9112 section 7.1).
-fn hex_line(n: u64, buf: &mut [u8; 20]) -> &[u8] {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut digits = [0u8; 16];
-    let mut i = digits.len();
-    let mut v = n;
-    loop {
-        i -= 1;
-        digits[i] = HEX[(v & 0xf) as usize];
-        v >>= 4;
-        if v == 0 {
-            break;
-        }
-    }
-    let len = digits.len() - i;
-    buf[..len].copy_from_slice(&digits[i..]);
-    buf[len..len + 2].copy_from_slice(b"\r\n");
-    &buf[..len + 2]
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -840,13 +555,5 @@ mod tests {
         assert_eq!(ex(b"\r\n"), b"");
         assert_eq!(ex(b""), b"");
         assert_eq!(ex(&[b'a'; 2000]).len(), REFUSAL_EXCERPT);
-    }
-
-    #[test]
-    fn hex_lines() {
-        let mut b = [0u8; 20];
-        assert_eq!(hex_line(0, &mut b), b"0\r\n");
-        assert_eq!(hex_line(0x1a2b, &mut b), b"1a2b\r\n");
-        assert_eq!(hex_line(u64::MAX, &mut b), b"ffffffffffffffff\r\n");
     }
 }
