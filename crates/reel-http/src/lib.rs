@@ -82,6 +82,8 @@ mod bufs;
 mod conn;
 mod date;
 mod fileread;
+#[doc(hidden)]
+pub mod fuzzing;
 mod http2;
 mod http3;
 mod interim;
