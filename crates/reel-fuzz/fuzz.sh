@@ -10,7 +10,7 @@
 #                                  smallest set with the same coverage, as the new corpus
 #
 # The corpora in crates/reel-fuzz/corpus/ are only read by `run` (new inputs go to a
-# scratch folder); a crash leaves its input as $REEL_FUZZ_WORK/crash-<target>-<sha1>.
+# scratch folder); a crash leaves its input as $REEL_FUZZ_WORK/<target>-crash-<sha1>.
 # Coverage comes from LLVM's SanitizerCoverage (`-C passes=sancov-module`, stable rustc)
 # and libFuzzer (the libfuzzer-sys crate builds it; needs a C++ compiler). The build goes
 # to its own target folder: instrumented code must not mix with the normal build.
@@ -39,12 +39,14 @@ build() {
         cargo build --locked --release --target "$host" -p reel-fuzz --features libfuzzer --bins
 }
 
-# One target for $1 seconds, from its corpus (read only) and $work/<target>.
+# One target for $1 seconds, from its corpus (read only) and $work/<target>; more
+# libFuzzer flags after.
 fuzz_one() {
     local secs=$1 t=$2
+    shift 2
     mkdir -p "$work/$t"
     "$bin/$t" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
-        -print_final_stats=1 -artifact_prefix="$work/crash-$t-" "$work/$t" "$here/corpus/$t"
+        -print_final_stats=1 -artifact_prefix="$work/$t-" "$@" "$work/$t" "$here/corpus/$t"
 }
 
 case "${1:-}" in
@@ -60,7 +62,7 @@ run)
         mkdir -p "$work"
         if ! fuzz_one "$secs" "$t" >"$work/run-$t.log" 2>&1; then
             tail -n 40 "$work/run-$t.log"
-            echo "fuzz target $t crashed; input: $(ls "$work"/crash-"$t"-* 2>/dev/null)" >&2
+            echo "fuzz target $t crashed; input: $(ls "$work/$t"-* 2>/dev/null)" >&2
             exit 1
         fi
         grep -E '^stat::(number_of_executed_units|new_units_added)|^Done ' "$work/run-$t.log" || true
@@ -70,8 +72,12 @@ campaign)
     secs=${2:?seconds}
     mkdir -p "$work"
     pids=()
+    # A crash does not end a target's campaign: libFuzzer's fork mode keeps going and
+    # leaves each crashing input as $REEL_FUZZ_WORK/<target>-crash-<sha1>.
     for t in $(targets); do
-        nice -n 19 "$0" run "$secs" "$t" >"$work/campaign-$t.log" 2>&1 &
+        nice -n 19 bash -c "$(declare -f fuzz_one); bin=$bin work=$work here=$here \
+            fuzz_one $secs $t -fork=1 -ignore_crashes=1 -ignore_timeouts=1 -ignore_ooms=1" \
+            >"$work/campaign-$t.log" 2>&1 &
         pids+=($!)
     done
     status=0
