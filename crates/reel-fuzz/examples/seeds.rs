@@ -29,7 +29,8 @@ fn write(dir: &Path, name: &str, bytes: &[u8]) {
 fn stored_meta(dir: &Path) {
     let times = ResponseTimes { request_time: 1_795_391_999, response_time: 1_795_392_000 };
     let cfg = PolicyConfig::default();
-    let heads: [(u16, &[(&str, &str)], Option<u64>); 5] = [
+    type Head<'a> = (u16, &'a [(&'a str, &'a str)], Option<u64>);
+    let heads: [Head; 5] = [
         (
             200,
             &[
@@ -98,6 +99,20 @@ fn store(volumes: &Path, checkpoint: &Path) {
             write(checkpoint, "seed-0", &[[0u8].as_slice(), &bytes].concat());
         } else if bytes.len() >= 1 << 20 && bytes[..8] == *b"REELVOL\0" {
             write(volumes, &format!("seed-{n}"), &[[0u8].as_slice(), &bytes[..48 << 10]].concat());
+            // The header block, then the records from the first that is not an object on
+            // (metadata, tombstone, purge, the unfinished fill), as if they came first.
+            let mut off = 4096;
+            while off + 72 <= bytes.len() && bytes[off..off + 4] == *b"REC1" && bytes[off + 6] == 1
+            {
+                off +=
+                    u64::from_le_bytes(bytes[off + 48..off + 56].try_into().expect("8")) as usize;
+            }
+            let tail = &bytes[off..(off + (44 << 10)).min(bytes.len())];
+            write(
+                volumes,
+                &format!("seed-{n}-small"),
+                &[&[0u8][..], &bytes[..4096], tail].concat(),
+            );
             n += 1;
         }
     }

@@ -20,8 +20,11 @@ pub mod stored_meta;
 pub mod stream_head;
 pub mod tls_record;
 
+/// A target's entry: the bytes of one input.
+pub type Target = fn(&[u8]);
+
 /// Every target: its name (its corpus folder and binary) and its entry.
-pub const TARGETS: &[(&str, fn(&[u8]))] = &[
+pub const TARGETS: &[(&str, Target)] = &[
     ("cache_control", cache_control::run),
     ("client_hello", client_hello::run),
     ("config", config::run),
