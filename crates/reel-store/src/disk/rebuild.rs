@@ -383,7 +383,7 @@ pub(super) fn scan_volume(file: &File, seq: u64, volume_size: u64) -> ScanResult
         else {
             break;
         };
-        if off + h.span > volume_size {
+        if off.checked_add(h.span).is_none_or(|end| end > volume_size) {
             break;
         }
         let Some(full) = w.get(off, h.header_len() as usize, want) else { break };
