@@ -6,8 +6,9 @@
 #                                  another, from its corpus; exits 1 at the first crash
 #   fuzz.sh campaign SECONDS       run every target at once for SECONDS (nice 19), new
 #                                  inputs kept in $REEL_FUZZ_WORK/<target>, logs beside them
-#   fuzz.sh minimize [TARGET..]    merge corpus/<target> and the campaign's inputs into the
-#                                  smallest set with the same coverage, as the new corpus
+#   fuzz.sh minimize [TARGET..]    merge corpus/<target> and the campaign's inputs into a
+#                                  small set with the same edges covered, as the new corpus
+#                                  (the crash-* inputs stay as they are)
 #
 # The corpora in crates/reel-fuzz/corpus/ are only read by `run` (new inputs go to a
 # scratch folder); a crash leaves its input as $REEL_FUZZ_WORK/<target>-crash-<sha1>.
@@ -90,8 +91,11 @@ minimize)
     for t in "$@"; do
         fresh=$(mktemp -d)
         mkdir -p "$work/$t"
-        "$bin/$t" -merge=1 -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
+        # A set cover of the edges (not of their hit counts): a few hundred files a target.
+        "$bin/$t" -set_cover_merge=1 -use_counters=0 -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
             "$fresh" "$here/corpus/$t" "$work/$t" >"$work/merge-$t.log" 2>&1
+        # The inputs that found bugs stay, under their names.
+        cp "$here/corpus/$t"/crash-* "$fresh"/ 2>/dev/null || true
         rm -rf "$here/corpus/$t"
         mv "$fresh" "$here/corpus/$t"
         chmod 755 "$here/corpus/$t"
@@ -99,7 +103,7 @@ minimize)
     done
     ;;
 *)
-    sed -n '2,18p' "$0" >&2
+    sed -n '2,19p' "$0" >&2
     exit 64
     ;;
 esac
