@@ -4,8 +4,9 @@
 //! Normalisation (RFC 3986 6.2.2), chosen so that equivalent URIs share one entry and no
 //! request can address an entry outside its own path:
 //!
-//! * host: lowercased (RFC 3986 6.2.2.1), any port (at most 65535; a larger one is an
-//!   error, answer 400) removed: a port in `Host` names the
+//! * host: lowercased (RFC 3986 6.2.2.1), one trailing dot removed (`raw.example.` is the
+//!   absolute spelling of `raw.example`: one copy, one purge, one origin `Host`), any port
+//!   (at most 65535; a larger one is an error, answer 400) removed: a port in `Host` names the
 //!   edge's listener the viewer reached (HTTP or HTTPS, 80 or 8443), not the resource.
 //!   Sites are chosen without it, so the viewers of one site share every object whatever
 //!   listener they came through; an LL-HLS playlist seen over HTTPS announces the parts
@@ -211,7 +212,19 @@ fn push_host(host: &[u8], out: &mut Vec<u8>) -> Result<(), KeyError> {
         }
         out.truncate(start + colon);
     }
-    if out.len() == start || out[start] == b':' {
+    // One trailing dot names the same host (an absolute DNS name, RFC 1034 3.1): without
+    // it `raw.example.` would be a second copy that a purge of `raw.example` misses.
+    if out.len() > start + 1 && out.last() == Some(&b'.') {
+        out.pop();
+    }
+    // No empty name and no empty label (`.example`, `a..b`, `raw.example..`).
+    let h = &out[start..];
+    if h.is_empty()
+        || h[0] == b':'
+        || h[0] == b'.'
+        || h.last() == Some(&b'.')
+        || h.windows(2).any(|w| w == b"..")
+    {
         return Err(KeyError::BadHost);
     }
     Ok(())
@@ -452,6 +465,14 @@ mod tests {
             ("drop.test:99999999999999999999999", Err(KeyError::BadHost)),
             ("[::1]:70000", Err(KeyError::BadHost)),
             ("h\0", Err(KeyError::BadHost)),
+            // A trailing dot is the same host; only one is taken off.
+            ("Raw.Example.", Ok("raw.example")),
+            ("raw.example.:8080", Ok("raw.example")),
+            ("raw.example..", Err(KeyError::BadHost)),
+            (".", Err(KeyError::BadHost)),
+            (".:80", Err(KeyError::BadHost)),
+            (".example", Err(KeyError::BadHost)),
+            ("a..example", Err(KeyError::BadHost)),
         ];
         for (host, want) in cases {
             let got = key(host, "/").map(|k| k.trim_end_matches('/').to_string());

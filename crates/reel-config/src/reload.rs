@@ -93,6 +93,7 @@ pub const RELOAD_KEYS: &[ReloadKey] = &[
     live("http.h2_max_resets_per_second"),
     live("http.h2_stream_buffer"),
     live("http.h2_connection_buffer"),
+    live("http.h3_send_budget"),
     live("health.path"),
     live("health.max_cpu_percent"),
     live("health.resume_cpu_percent"),

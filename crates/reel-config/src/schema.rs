@@ -468,6 +468,10 @@ pub struct HttpConfig {
     pub h2_stream_buffer: ByteSize,
     /// HTTP/2: response bytes buffered per connection. Size; default `"1MiB"`.
     pub h2_connection_buffer: ByteSize,
+    /// HTTP/3: response bytes the QUIC connections of one worker may hold unacknowledged
+    /// between them; each new connection's send window is its share. Size; default
+    /// `"64MiB"`.
+    pub h3_send_budget: ByteSize,
 }
 
 impl Default for HttpConfig {
@@ -491,6 +495,7 @@ impl Default for HttpConfig {
             h2_max_resets_per_second: 100,
             h2_stream_buffer: ByteSize::kib(256),
             h2_connection_buffer: ByteSize::mib(1),
+            h3_send_budget: ByteSize::mib(64),
         }
     }
 }

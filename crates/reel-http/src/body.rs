@@ -109,14 +109,17 @@ impl<'a> RequestBody<'a> {
     /// The body of an HTTP/3 request: the DATA frames of its stream (RFC 9114 section
     /// 4.1), at most `max` bytes, each read waiting at most `stall` and all of them at
     /// most `total`. `none`: the request has no body (the stream's rest is not read).
+    /// `ahead`: the outcome of a first read already made (see [`h3_read`]).
     pub(crate) fn h3(
         recv: &'a mut crate::http3::H3Recv,
         none: bool,
+        ahead: Option<Result<Option<Bytes>, BodyError>>,
         max: u64,
         stall: std::time::Duration,
         total: std::time::Duration,
     ) -> Self {
-        RequestBody(Inner::H3(H3Body { recv, progress: Framed::new(none, max, stall, total) }))
+        let progress = Framed::new(none, max, stall, total);
+        RequestBody(Inner::H3(H3Body { recv, ahead, progress }))
     }
 
     /// Whether the whole body has been read (always true for requests without one).
@@ -287,6 +290,8 @@ impl H2Body<'_> {
 /// An HTTP/3 request stream's body.
 struct H3Body<'a> {
     recv: &'a mut crate::http3::H3Recv,
+    /// A read made before the body was handed over, returned first.
+    ahead: Option<Result<Option<Bytes>, BodyError>>,
     progress: Framed,
 }
 
@@ -295,14 +300,25 @@ impl H3Body<'_> {
         if let Some(r) = self.progress.settled() {
             return r;
         }
+        if let Some(r) = self.ahead.take() {
+            return self.progress.take(r);
+        }
         let p = &self.progress;
-        let r = match timeout(p.stall, p.deadline, self.recv.recv_data()).await {
+        let r = match timeout(p.stall, p.deadline, h3_read(self.recv)).await {
             Err(_) => Err(BodyError::Timeout),
-            Ok(Ok(None)) => Ok(None),
-            Ok(Err(_)) => Err(BodyError::Incomplete),
-            Ok(Ok(Some(mut data))) => Ok(Some(data.copy_to_bytes(data.remaining()))),
+            Ok(r) => r,
         };
         self.progress.take(r)
+    }
+}
+
+/// One read of an HTTP/3 request stream: the bytes of a DATA frame, `None` at the
+/// stream's end.
+pub(crate) async fn h3_read(recv: &mut crate::http3::H3Recv) -> Result<Option<Bytes>, BodyError> {
+    match recv.recv_data().await {
+        Ok(None) => Ok(None),
+        Err(_) => Err(BodyError::Incomplete),
+        Ok(Some(mut data)) => Ok(Some(data.copy_to_bytes(data.remaining()))),
     }
 }
 

@@ -14,10 +14,11 @@ use tokio::sync::watch;
 
 use crate::body::{BodyError, RequestBody};
 use crate::bufs;
+use crate::gone::{self, ClientGone};
 use crate::io::{ByteStream, Io, Transport};
 use crate::limits::Limits;
 use crate::method::Method;
-use crate::request::{HeadStatus, Request, Version};
+use crate::request::{BodyFraming, HeadStatus, Request, Version};
 use crate::response::{Body, Chunk, EncodedHead, Framing, HeadContext, Response, encode_head};
 
 /// Unread `Content-Length` body bytes the loop will read and discard to keep the
@@ -117,7 +118,7 @@ impl Sent {
 pub enum CloseReason {
     /// The client closed the connection between requests.
     PeerClosed,
-    /// The client closed mid-head.
+    /// The client closed mid-head, or while its request was being answered.
     PeerClosedMidRequest,
     /// The request or response asked for the close (`Connection: close`, HTTP/1.0
     /// without keep-alive, close-delimited body).
@@ -442,7 +443,9 @@ async fn one_request<H: Handler>(c: &mut Conn<H>) -> Option<CloseReason> {
     // Its head buffers come from the worker's free list and go back when it is dropped.
     let mut req = Request::new(peer, *local);
     let req = &mut req;
-    let head_started = Instant::now();
+    // TLS: the head's timer starts with the first byte of the record that brought its
+    // first bytes (a client cannot stretch the head by sending that record slowly).
+    let head_started = io.take_record_since().unwrap_or_else(Instant::now);
     let deadline = tokio::time::Instant::from_std(head_started) + limits.header_timeout;
     let head_len = loop {
         match req.parse_head(&io.rbuf, limits) {
@@ -470,6 +473,7 @@ async fn one_request<H: Handler>(c: &mut Conn<H>) -> Option<CloseReason> {
     let started = Instant::now();
     let written_before = io.bytes_written;
 
+    let watch = ClientGone::for_request(io, req.body_framing() != BodyFraming::None);
     let mut body = RequestBody::new(
         io,
         req.body_framing(),
@@ -484,7 +488,21 @@ async fn one_request<H: Handler>(c: &mut Conn<H>) -> Option<CloseReason> {
     }
     // Boxed: the handler's future exists only while it runs, so the connection's own
     // future (what an idle connection costs) does not carry its size.
-    let mut resp = Box::pin(handler.handle(req, &mut body)).await;
+    let work = Box::pin(handler.handle(req, &mut body));
+    let mut resp = match watch {
+        None => work.await,
+        // A client that leaves while its request waits (a slow miss) ends the work, as a
+        // reset stream does on HTTP/2: what the handler waited on no longer has a viewer.
+        // `biased`: the work goes first, so an answer ready at once arms no timer.
+        Some(watch) => tokio::select! {
+            biased;
+            resp = work => resp,
+            () = watch.wait(gone::CHECK_EVERY) => {
+                handler.on_response(req, &Sent::nothing(started.elapsed(), 0));
+                return Some(CloseReason::PeerClosedMidRequest);
+            }
+        },
+    };
 
     // Decide what happens to the rest of the body before answering, so a client
     // still sending its body is never blocked against our response.

@@ -12,10 +12,9 @@ use crate::sys;
 /// Fills all of `dst` with the bytes at file offset `off` of `range`'s file. A file that
 /// ends first fails with `UnexpectedEof` (the caller aborts the response).
 pub(crate) async fn read_exact(range: &dyn FileRange, off: u64, dst: &mut [u8]) -> io::Result<()> {
-    let fd = sys::range_fd(range);
+    let fd = range.fd();
     let mut done = 0usize;
     while done < dst.len() {
-        let fd = fd.ok_or_else(sys::bad_fd)?;
         let at = off + done as u64;
         match sys::pread_nowait(fd, &mut dst[done..], at) {
             Ok(0) => return Err(short()),
@@ -53,8 +52,8 @@ pub(crate) async fn read_exact_bufs(
     bufs: &mut [&mut [u8]],
 ) -> io::Result<()> {
     let mut done = 0usize;
-    let fd = if bufs.len() > 1 { sys::range_fd(range) } else { None };
-    if let Some(fd) = fd {
+    if bufs.len() > 1 {
+        let fd = range.fd();
         let mut iov: [IoSliceMut<'_>; MAX_BUFS] = std::array::from_fn(|_| IoSliceMut::new(&mut []));
         let n = bufs.len().min(MAX_BUFS);
         for (slot, b) in iov.iter_mut().zip(bufs.iter_mut()) {

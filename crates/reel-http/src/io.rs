@@ -133,17 +133,28 @@ impl Drop for Io {
 }
 
 /// One `poll_read` of a byte stream into the spare capacity of `rbuf`; the bytes read.
+/// A reader that answers with a buffer of its own instead of the one it was given (safe
+/// code may replace the `ReadBuf`) is an `InvalidData` error: its bytes are not in `rbuf`.
 fn poll_stream_read(
     s: &mut dyn ByteStream,
     rbuf: &mut BytesMut,
     cx: &mut Context<'_>,
 ) -> Poll<io::Result<usize>> {
     let spare = rbuf.spare_capacity_mut();
+    let (start, room) = (spare.as_ptr().cast::<u8>(), spare.len());
     let mut rb = ReadBuf::uninit(spare);
     std::task::ready!(Pin::new(s).poll_read(cx, &mut rb))?;
-    let n = rb.filled().len();
-    // SAFETY: `poll_read` initialised the first `n` bytes of the spare capacity (ReadBuf
-    // tracks what was filled); `n` never exceeds it.
+    let filled = rb.filled();
+    // As tokio_util's `poll_read_buf` checks, but an error rather than a panic.
+    if filled.as_ptr() != start || filled.len() > room {
+        return Poll::Ready(Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "the reader replaced the buffer it was given",
+        )));
+    }
+    let n = filled.len();
+    // SAFETY: `rb` still reads into the spare capacity (same start, checked above) and
+    // tracks what `poll_read` filled: the first `n` bytes of it, `n` at most its length.
     unsafe { rbuf.set_len(rbuf.len() + n) };
     Poll::Ready(Ok(n))
 }
@@ -278,6 +289,15 @@ impl Io {
 
     /// Takes the TCP socket out (for a connection handed back idle); `None` for a byte
     /// stream. The connection has no transport afterwards: reads see EOF, writes fail.
+    /// When the first ciphertext byte of the last TLS record opened arrived, if reel seals
+    /// this connection's records and the record took more than one read; taken once.
+    pub(crate) fn take_record_since(&mut self) -> Option<std::time::Instant> {
+        match &mut self.transport {
+            Transport::Sealed(s) => s.take_record_since(),
+            _ => None,
+        }
+    }
+
     pub(crate) fn take_tcp(&mut self) -> Option<TcpStream> {
         match std::mem::replace(&mut self.transport, Transport::Stream(Box::new(Gone))) {
             Transport::Tcp(s) => Some(s),
@@ -469,13 +489,12 @@ impl Io {
             return self.stream_file(&[], range).await;
         };
         let sock = s.as_fd();
-        let file = sys::range_fd(range);
+        let file = range.fd();
         let mut off = range.offset();
         let end = off
             .checked_add(range.len())
             .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "file range overflows"))?;
         while off < end {
-            let file = file.ok_or_else(sys::bad_fd)?;
             let count = (end - off).min(SENDFILE_MAX) as usize;
             match s.try_io(Interest::WRITABLE, || sys::sendfile(sock, file, &mut off, count)) {
                 Ok(0) => {
@@ -548,6 +567,12 @@ impl Io {
         self.flush().await?;
         // At least one record: a head with an empty body still leaves.
         while off < end || !prefix.is_empty() {
+            // So does the key update a session makes when its keys are due.
+            if let Transport::Sealed(s) = &self.transport
+                && s.needs_flush()
+            {
+                self.flush().await?;
+            }
             let mut batch: [Option<PoolBuf>; SEAL_BATCH] = [None, None, None, None];
             for slot in &mut batch {
                 if off >= end && prefix.is_empty() {
@@ -639,5 +664,64 @@ impl Io {
                 tokio::time::timeout(stall, s.shutdown()).await.map_err(|_| timed_out())?
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A reader that answers with a `ReadBuf` of its own instead of filling the one it
+    /// was given (a safe `AsyncRead` may do so): what it claims to have read is not in
+    /// the connection's buffer.
+    struct Swapper;
+
+    impl AsyncRead for Swapper {
+        fn poll_read(
+            self: Pin<&mut Self>,
+            _cx: &mut Context<'_>,
+            buf: &mut ReadBuf<'_>,
+        ) -> Poll<io::Result<()>> {
+            let own: &'static mut [u8] = Box::leak(vec![7u8; 16].into_boxed_slice());
+            let mut other = ReadBuf::new(own);
+            other.advance(16);
+            *buf = other;
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    impl AsyncWrite for Swapper {
+        fn poll_write(
+            self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+            b: &[u8],
+        ) -> Poll<io::Result<usize>> {
+            Poll::Ready(Ok(b.len()))
+        }
+        fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+        fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    #[test]
+    fn a_reader_that_swaps_the_buffer_is_an_error() {
+        let mut rbuf = BytesMut::with_capacity(64);
+        let mut cx = Context::from_waker(Waker::noop());
+        let got = poll_stream_read(&mut Swapper, &mut rbuf, &mut cx);
+        let Poll::Ready(Err(e)) = got else { panic!("expected an error, got {got:?}") };
+        assert_eq!(e.kind(), io::ErrorKind::InvalidData, "{e}");
+        assert!(rbuf.is_empty(), "{} bytes taken as read", rbuf.len());
+        // A reader that fills the buffer it was given is read as before.
+        let (mut a, mut b) = tokio::io::duplex(64);
+        let mut rbuf = BytesMut::with_capacity(64);
+        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        rt.block_on(async {
+            b.write_all(b"hello").await.unwrap();
+            let n = poll_fn(|cx| poll_stream_read(&mut a, &mut rbuf, cx)).await.unwrap();
+            assert_eq!((n, &rbuf[..]), (5, &b"hello"[..]));
+        });
     }
 }

@@ -1,5 +1,5 @@
-//! Strict HTTP/1.1 server codec and connection loop, an HTTP/2 server in front of the same
-//! handler, and a `sendfile(2)` response path.
+//! Strict HTTP/1.1 server codec and connection loop, HTTP/2 and HTTP/3 servers in front of the
+//! same handler, and a `sendfile(2)` response path.
 //!
 //! # What this crate owns
 //! Everything between an accepted connection and the application's [`Handler`]:
@@ -9,8 +9,10 @@
 //! idle connections without a task, [`serve_stream`] on any byte stream such as TLS) with
 //! keep-alive, pipelining, timeouts and draining, HTTP/2 ([`serve_h2`], after ALPN chose
 //! `h2`), HTTP/3 ([`serve_h3`], on an established QUIC connection), and the per-worker
-//! buffer pools ([`conn_buffers_lent`], [`PoolBuf`]). It depends
-//! on no other reel crate (TLS itself is `reel-tls`'s).
+//! buffer pools ([`conn_buffers_lent`], [`PoolBuf`]). Of the other reel crates it depends
+//! on `reel-tls` alone: TLS itself (handshakes, the record layer) is `reel-tls`'s, and
+//! [`serve_session`] serves HTTP/1.1 or HTTP/2 over the session it hands over (kTLS, reel's
+//! own record layer, or rustls).
 //!
 //! # Design
 //! * **Thread per core.** [`serve_connection`] runs inside a tokio `current_thread`
@@ -84,6 +86,8 @@ mod date;
 mod fileread;
 #[doc(hidden)]
 pub mod fuzzing;
+#[allow(unsafe_code)]
+mod gone;
 mod http2;
 mod http3;
 mod interim;

@@ -8,8 +8,9 @@
 //! back, for a bounded time ([`PoolBuf::acquire_within`]): the pool bounds the worker's
 //! body memory, and a stalled connection can hold only what its own limits allow (see
 //! the HTTP/2 module's per-stream and per-connection budgets), a client address at most
-//! [`CLIENT_BUFFERS`] of them ([`client_budget`]), so clients that stop reading cannot
-//! take the pool from everyone else.
+//! [`CLIENT_BUFFERS`] of them ([`client_budget`]) plus one batch per connection (what
+//! an HTTPS/1.1 connection holds too), so clients that stop reading cannot take the pool
+//! from everyone else, nor from a connection of their own address that reads.
 
 use std::cell::RefCell;
 use std::net::IpAddr;

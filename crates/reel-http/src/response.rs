@@ -11,7 +11,7 @@
 
 use std::borrow::Cow;
 use std::io;
-use std::os::fd::RawFd;
+use std::os::fd::{AsRawFd, BorrowedFd};
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
@@ -22,12 +22,43 @@ use crate::method::Method;
 use crate::request::{Version, is_tchar};
 
 /// A region of an open file to be sent with `sendfile(2)` (plain TCP), or read into
-/// pooled buffers (TLS, HTTP/2). The implementor keeps the file descriptor open until it
-/// is dropped (e.g. a store lease), and the connection borrows it on that promise; the
-/// connection drops the range as soon as the region has been sent or the connection failed.
+/// pooled buffers (TLS, HTTP/2). The range holds its file open (e.g. with a store lease)
+/// and lends the descriptor for as long as it is borrowed, so no implementation can name
+/// a descriptor it does not hold; the connection drops the range as soon as the region
+/// has been sent or the connection failed.
+///
+/// A range lends the descriptor of a file it holds; it cannot name a number it does not
+/// hold (one closed since, or reused by another file) without `unsafe`:
+///
+/// ```compile_fail,E0133
+/// use std::os::fd::{BorrowedFd, RawFd};
+/// struct Stale(RawFd);
+/// impl reel_http::FileRange for Stale {
+///     fn fd(&self) -> BorrowedFd<'_> {
+///         BorrowedFd::borrow_raw(self.0)
+///     }
+///     fn offset(&self) -> u64 { 0 }
+///     fn len(&self) -> u64 { 0 }
+/// }
+/// ```
+///
+/// nor lend one it closes before the borrow ends:
+///
+/// ```compile_fail,E0515
+/// use std::os::fd::{AsFd, BorrowedFd};
+/// struct Reopens(std::path::PathBuf);
+/// impl reel_http::FileRange for Reopens {
+///     fn fd(&self) -> BorrowedFd<'_> {
+///         let file = std::fs::File::open(&self.0).unwrap();
+///         file.as_fd()
+///     }
+///     fn offset(&self) -> u64 { 0 }
+///     fn len(&self) -> u64 { 0 }
+/// }
+/// ```
 pub trait FileRange {
-    /// The open file descriptor to read from.
-    fn fd(&self) -> RawFd;
+    /// The open file to read from, borrowed from the range.
+    fn fd(&self) -> BorrowedFd<'_>;
     /// Start of the region in the file.
     fn offset(&self) -> u64;
     /// Length of the region in bytes.
@@ -43,8 +74,7 @@ pub trait FileRange {
     /// The default is a blocking `pread(2)`: right for files that live in memory (tmpfs,
     /// tests). A store on disk overrides it with its asynchronous read path.
     fn read_cold(&self, offset: u64, len: usize) -> ColdRead<'_> {
-        let fd = self.fd();
-        Box::pin(std::future::ready(pread_bytes(fd, offset, len)))
+        Box::pin(std::future::ready(pread_bytes(self.fd(), offset, len)))
     }
 }
 
@@ -53,11 +83,11 @@ pub type ColdRead<'a> = Pin<Box<dyn std::future::Future<Output = io::Result<Byte
 
 /// Reads up to `len` bytes of `fd` at `offset` with blocking `pread(2)` calls (short only
 /// at end of file): [`FileRange::read_cold`]'s default.
-pub fn pread_bytes(fd: RawFd, offset: u64, len: usize) -> io::Result<Bytes> {
+pub fn pread_bytes(fd: BorrowedFd<'_>, offset: u64, len: usize) -> io::Result<Bytes> {
     let mut buf = vec![0u8; len];
     let mut done = 0;
     while done < len {
-        match crate::sys::pread_raw(fd, &mut buf[done..], offset + done as u64) {
+        match crate::sys::pread(fd, &mut buf[done..], offset + done as u64) {
             Ok(0) => break,
             Ok(n) => done += n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -95,7 +125,9 @@ impl std::fmt::Debug for Chunk {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Chunk::Bytes(b) => write!(f, "Chunk::Bytes({} bytes)", b.len()),
-            Chunk::File(r) => write!(f, "Chunk::File(fd {} @{}+{})", r.fd(), r.offset(), r.len()),
+            Chunk::File(r) => {
+                write!(f, "Chunk::File(fd {} @{}+{})", r.fd().as_raw_fd(), r.offset(), r.len())
+            }
         }
     }
 }
@@ -147,7 +179,9 @@ impl std::fmt::Debug for Body {
         match self {
             Body::Empty => f.write_str("Body::Empty"),
             Body::Bytes(b) => write!(f, "Body::Bytes({} bytes)", b.len()),
-            Body::File(r) => write!(f, "Body::File(fd {} @{}+{})", r.fd(), r.offset(), r.len()),
+            Body::File(r) => {
+                write!(f, "Body::File(fd {} @{}+{})", r.fd().as_raw_fd(), r.offset(), r.len())
+            }
             Body::Stream(_) => f.write_str("Body::Stream"),
         }
     }

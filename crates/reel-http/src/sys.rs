@@ -1,32 +1,13 @@
 //! The syscalls the response path needs and std/tokio do not expose, through `rustix`:
-//! `send(2)` with `MSG_MORE`, `sendfile(2)`, and `preadv2(2)` with `RWF_NOWAIT`. Two
-//! places still hold a bare descriptor number: [`range_fd`] borrows a [`FileRange`]'s,
-//! and [`pread_raw`] reads at one for the public `pread_bytes`.
+//! `send(2)` with `MSG_MORE`, `sendfile(2)`, and `preadv2(2)` with `RWF_NOWAIT`. Every
+//! call takes a `BorrowedFd`: a [`FileRange`](crate::FileRange) lends its file's, so no
+//! descriptor number is taken on trust.
 
 use std::io::{self, IoSliceMut};
-use std::os::fd::{BorrowedFd, RawFd};
+use std::os::fd::BorrowedFd;
 
 use rustix::io::ReadWriteFlags;
 use rustix::net::SendFlags;
-
-use crate::response::FileRange;
-
-/// The descriptor of `range`, borrowed for as long as `range` is; `None` if it is
-/// negative (the callers report `EBADF`, as the kernel would).
-pub(crate) fn range_fd(range: &dyn FileRange) -> Option<BorrowedFd<'_>> {
-    let fd = range.fd();
-    if fd < 0 {
-        return None;
-    }
-    // SAFETY: `FileRange` requires the implementor to keep its descriptor open until it is
-    // dropped, and the borrow cannot outlive `range`; `fd` is not -1 (checked above).
-    Some(unsafe { BorrowedFd::borrow_raw(fd) })
-}
-
-/// The error of a call on a negative descriptor.
-pub(crate) fn bad_fd() -> io::Error {
-    io::Error::from_raw_os_error(libc::EBADF)
-}
 
 /// `send(2)` with `MSG_NOSIGNAL` (a reset peer yields `EPIPE`, never `SIGPIPE`), plus
 /// `MSG_MORE` when `more` is set so a head followed by a `sendfile` leaves in full segments.
@@ -78,18 +59,6 @@ pub(crate) fn pread(fd: BorrowedFd<'_>, buf: &mut [u8], offset: u64) -> io::Resu
     Ok(rustix::io::pread(fd, buf, off)?)
 }
 
-/// `pread(2)` at a bare descriptor number, for `pread_bytes`, whose public signature takes
-/// one: a safe function cannot promise that an arbitrary number is open, which rustix's
-/// `BorrowedFd` requires, while the kernel answers any number (EBADF at worst).
-pub(crate) fn pread_raw(fd: RawFd, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-    let off = check_offset(offset)? as libc::off_t;
-    // SAFETY: `buf` is live and exclusively borrowed for the call; its pointer/length pair
-    // is passed unchanged and the kernel writes at most that many bytes. Any `fd` is
-    // allowed: a bad one yields EBADF.
-    let n = unsafe { libc::pread(fd, buf.as_mut_ptr().cast(), buf.len(), off) };
-    if n < 0 { Err(io::Error::last_os_error()) } else { Ok(n as usize) }
-}
-
 /// `offset` if the kernel's signed `loff_t` holds it. rustix would pass a larger one
 /// through as negative (EINVAL, or for `preadv2` at `u64::MAX` the current file position).
 fn check_offset(offset: u64) -> io::Result<u64> {
@@ -103,7 +72,7 @@ fn check_offset(offset: u64) -> io::Result<u64> {
 mod tests {
     use super::*;
     use std::io::{Read, Write};
-    use std::os::fd::{AsFd, AsRawFd};
+    use std::os::fd::AsFd;
     use std::os::unix::net::UnixStream;
 
     #[test]
@@ -134,9 +103,6 @@ mod tests {
         assert_eq!(pread(file.as_fd(), &mut buf[..2], 14).unwrap(), 2);
         assert_eq!(&buf[..2], b"ef");
         assert_eq!(pread_nowait(file.as_fd(), &mut buf, 16).unwrap(), 0);
-        assert_eq!(pread_raw(file.as_raw_fd(), &mut buf[..3], 1).unwrap(), 3);
-        assert_eq!(&buf[..3], b"123");
-        assert!(pread_raw(-1, &mut buf, 0).is_err());
         assert!(pread_nowait(file.as_fd(), &mut buf, u64::MAX).is_err());
     }
 
@@ -148,37 +114,5 @@ mod tests {
         assert_eq!(err.kind(), io::ErrorKind::BrokenPipe);
         // Not a socket.
         assert!(send(tempfile::tempfile().unwrap().as_fd(), b"x", false).is_err());
-    }
-
-    #[test]
-    fn a_negative_range_descriptor_is_not_borrowed() {
-        struct Bad;
-        impl FileRange for Bad {
-            fn fd(&self) -> RawFd {
-                -1
-            }
-            fn offset(&self) -> u64 {
-                0
-            }
-            fn len(&self) -> u64 {
-                1
-            }
-        }
-        assert!(range_fd(&Bad).is_none());
-        let file = tempfile::tempfile().unwrap();
-        struct Good(std::fs::File);
-        impl FileRange for Good {
-            fn fd(&self) -> RawFd {
-                self.0.as_raw_fd()
-            }
-            fn offset(&self) -> u64 {
-                0
-            }
-            fn len(&self) -> u64 {
-                0
-            }
-        }
-        let good = Good(file);
-        assert_eq!(range_fd(&good).map(|fd| fd.as_raw_fd()), Some(good.0.as_raw_fd()));
     }
 }

@@ -6,7 +6,7 @@ use std::cell::Cell;
 use std::fs::File;
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsFd, BorrowedFd};
 use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -38,8 +38,8 @@ pub(crate) struct FileSlice {
 }
 
 impl FileRange for FileSlice {
-    fn fd(&self) -> RawFd {
-        self.file.as_raw_fd()
+    fn fd(&self) -> BorrowedFd<'_> {
+        self.file.as_fd()
     }
     fn offset(&self) -> u64 {
         self.off
@@ -56,7 +56,7 @@ pub(crate) struct CountingSlice {
 }
 
 impl FileRange for CountingSlice {
-    fn fd(&self) -> RawFd {
+    fn fd(&self) -> BorrowedFd<'_> {
         self.inner.fd()
     }
     fn offset(&self) -> u64 {
@@ -238,6 +238,13 @@ impl Handler for TestHandler {
                 }
                 Response::new(200).bytes("slow done")
             }
+            // How the request's body is delimited, as the handler sees it before reading.
+            "/framing" => Response::new(200).bytes(format!(
+                "{} {:?} complete={}",
+                req.method(),
+                req.body_framing(),
+                body.is_complete()
+            )),
             "/methods" => {
                 Response::for_unsupported_method(req.method(), &[Method::Get, Method::Head])
                     .unwrap_or_else(|| Response::new(200).bytes("ok"))
@@ -386,7 +393,7 @@ impl Server {
                     let counters = Arc::new(reel_quic::QuicCounters::default());
                     let (_stop_drain, endpoint_drain) = watch::channel(false);
                     let serve = reel_quic::serve_worker(
-                        socket, 0, config_rx, keys, counters, |_| Some(()), endpoint_drain, on_conn,
+                        socket, 0, config_rx, keys, counters, |_, _| Some(()), endpoint_drain, on_conn,
                     );
                     tokio::select! {
                         _ = &mut stop_rx => {}

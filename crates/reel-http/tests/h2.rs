@@ -13,7 +13,7 @@ use reel_test_support::h2::{
     RST_STREAM, RawH2, Reply, WINDOW_UPDATE, client as h2_client, exchange, frame, get_block,
     get_block_with,
 };
-use reel_test_support::{skip, wait_until_async, which};
+use reel_test_support::{PATIENCE, skip, wait_until_async, which};
 use reel_tls::testing::TestCa;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -467,4 +467,64 @@ async fn cold_file_pages_are_read_through_the_ranges_reader_over_h2() {
     assert!(n > 0, "no read went through read_cold");
     let r = get(&c, &path).await;
     assert!(r.body == file_data()[off..off + len]);
+}
+
+/// A raw HTTP/2 connection from 127.0.0.1 with a small receive buffer that opens the
+/// largest windows, asks for the whole file and never reads.
+async fn stalled_raw(server: &Server) -> RawH2<Tls> {
+    let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    s.set_recv_buffer_size(4096).unwrap();
+    s.connect(&server.addr.into()).unwrap();
+    s.set_nonblocking(true).unwrap();
+    let tcp = TcpStream::from_std(s.into()).unwrap();
+    let name = rustls::pki_types::ServerName::try_from("test.example").unwrap();
+    let cfg = server.ca.as_ref().unwrap().client_config(&[b"h2"]);
+    let tls = tokio_rustls::TlsConnector::from(cfg).connect(name, tcp).await.unwrap();
+    let mut raw = RawH2::handshake(tls).await;
+    raw.open_windows().await;
+    raw.send(HEADERS, END_STREAM | END_HEADERS, 1, &get_block("t", "/file")).await;
+    raw
+}
+
+/// Issue 36.4: connections of one address that stop reading use up the address's share of
+/// the pooled buffers; another connection of the same address (a viewer behind the same
+/// NAT) still gets its 1 MiB body while they hold their buffers, and the stalled ones
+/// hold no more than the share and one batch each.
+#[tokio::test(flavor = "current_thread")]
+async fn a_connection_that_reads_is_served_while_stalled_ones_of_its_address_hold_the_share() {
+    let limits = Limits {
+        send_timeout: Duration::from_secs(120),
+        idle_timeout: Duration::from_secs(120),
+        ..Limits::default()
+    };
+    let server = Server::start_h2(limits, H2Settings::default());
+    // Each holds at most a stream's budget (16 buffers): fourteen take the share.
+    let mut stalled = Vec::new();
+    for _ in 0..14 {
+        stalled.push(stalled_raw(&server).await);
+    }
+    let probe = client(&server).await;
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    let held = loop {
+        let n: usize = String::from_utf8(get(&probe, "/pool").await.body).unwrap().parse().unwrap();
+        // Less than a batch (4 buffers) left in the share: no stream can take one.
+        if n > reel_http::CLIENT_BUFFERS - 4 {
+            break n;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the stalled connections hold {n}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    // A guard against a hang only: the stalled streams wait far longer than this.
+    let viewer = client(&server).await;
+    let reply = tokio::time::timeout(PATIENCE, get(&viewer, "/file?len=1048576"))
+        .await
+        .expect("a reading connection of the same address is served while the share is held");
+    assert_eq!(reply.status, 200);
+    assert!(reply.body == file_data()[..1 << 20], "the 1 MiB body, byte-exact");
+    let still: usize = String::from_utf8(get(&probe, "/pool").await.body).unwrap().parse().unwrap();
+    assert!(still > reel_http::CLIENT_BUFFERS - 4, "the stalled connections still hold {still}");
+    // The stalled connections took the share and one batch of their own each, no more.
+    let bound = reel_http::CLIENT_BUFFERS + 14 * 4;
+    assert!(held.max(still) <= bound, "stalled connections held {held}, then {still}");
+    drop(stalled);
 }

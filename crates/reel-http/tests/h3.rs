@@ -281,3 +281,162 @@ async fn clients_that_never_read_give_their_buffers_back_at_the_send_timeout() {
     let r = tokio::time::timeout(Duration::from_secs(20), ended).await.unwrap();
     assert!(r.is_err(), "a stalled response ended as if complete ({got} bytes)");
 }
+
+/// One field line of a QPACK field section: a literal name and value, neither Huffman
+/// coded nor indexed (RFC 9204 section 4.5.6), so any name in any order can be sent.
+fn literal(name: &str, value: &str, out: &mut Vec<u8>) {
+    // 001 N=0 H=0, the name's length as a 3-bit prefix integer (RFC 7541 section 5.1).
+    let (n, v) = (name.len(), value.len());
+    assert!(n < 7 + 127 && v < 127, "short fields only");
+    if n < 7 {
+        out.push(0x20 | n as u8);
+    } else {
+        out.extend_from_slice(&[0x27, (n - 7) as u8]);
+    }
+    out.extend_from_slice(name.as_bytes());
+    // H=0, the value's length as a 7-bit prefix integer.
+    out.push(v as u8);
+    out.extend_from_slice(value.as_bytes());
+}
+
+/// A HEADERS frame carrying `fields` in this order, as literals (no dynamic table).
+fn headers_frame(fields: &[(&str, &str)]) -> Vec<u8> {
+    // Required Insert Count 0, Delta Base 0.
+    let mut section = vec![0x00, 0x00];
+    for (n, v) in fields {
+        literal(n, v, &mut section);
+    }
+    let mut frame = vec![0x01];
+    varint(section.len() as u64, &mut frame);
+    frame.extend_from_slice(&section);
+    frame
+}
+
+/// A QUIC connection speaking just enough HTTP/3 by hand to send any field section.
+async fn raw_h3(ep: &quinn::Endpoint, addr: std::net::SocketAddr) -> quinn::Connection {
+    let conn = ep.connect(addr, "localhost").unwrap().await.unwrap();
+    let mut control = conn.open_uni().await.unwrap();
+    // Control stream: type 0x00, an empty SETTINGS frame (type 0x04, length 0).
+    control.write_all(&[0x00, 0x04, 0x00]).await.unwrap();
+    // Kept open: closing a control stream is a connection error.
+    std::mem::forget(control);
+    conn
+}
+
+/// What became of one request stream sent by hand: the server reset it (with this code),
+/// or answered with this status.
+#[derive(Debug, PartialEq)]
+enum Outcome {
+    Reset(u64),
+    Status(u16),
+}
+
+/// Sends one request stream holding `fields` and the stream's end.
+async fn raw_request(conn: &quinn::Connection, fields: &[(&str, &str)]) -> Outcome {
+    let (mut send, mut recv) = conn.open_bi().await.unwrap();
+    send.write_all(&headers_frame(fields)).await.unwrap();
+    let _ = send.finish();
+    let got = tokio::time::timeout(Duration::from_secs(10), recv.read_to_end(1 << 20))
+        .await
+        .expect("an answer or a reset");
+    match got {
+        Err(quinn::ReadToEndError::Read(quinn::ReadError::Reset(code))) => {
+            Outcome::Reset(code.into_inner())
+        }
+        Err(e) => panic!("stream failed otherwise: {e}"),
+        // A HEADERS frame (type 0x01, a one-byte length) whose section starts (after
+        // its two-byte prefix) with :status as an indexed static field line.
+        Ok(b) => {
+            assert!(b.len() > 4 && b[0] == 0x01, "not a HEADERS frame: {b:?}");
+            let status = match b[4] {
+                0xd9 => 200,
+                0xdb => 404,
+                0xff if b.get(5) == Some(&(67 - 63)) => 400,
+                other => panic!("status field line {other:#x}"),
+            };
+            Outcome::Status(status)
+        }
+    }
+}
+
+/// RFC 9114 sections 4.2 and 4.3: malformed field sections are stream errors of type
+/// H3_MESSAGE_ERROR (0x10e), as HTTP/2 resets them: a repeated or late pseudo-header, a
+/// scheme other than https, connection-specific fields. The connection goes on.
+#[tokio::test(flavor = "current_thread")]
+async fn malformed_field_sections_are_stream_errors() {
+    let server = server();
+    let ep = h3::endpoint();
+    let conn = raw_h3(&ep, server.addr).await;
+    let good: &[(&str, &str)] = &[
+        (":method", "GET"),
+        (":scheme", "https"),
+        (":authority", "localhost"),
+        (":path", "/hello"),
+    ];
+    assert_eq!(raw_request(&conn, good).await, Outcome::Status(200));
+    let with = |extra: &[(&'static str, &'static str)]| {
+        let mut f = good.to_vec();
+        f.extend_from_slice(extra);
+        f
+    };
+    let cases: Vec<(&str, Vec<(&str, &str)>)> = vec![
+        ("a repeated :path", with(&[(":path", "/other")])),
+        ("a pseudo-header after a regular field", {
+            let mut f = good[..3].to_vec();
+            f.push(("x-a", "1"));
+            f.push((":path", "/hello"));
+            f
+        }),
+        ("a repeated :method", with(&[(":method", "GET")])),
+        ("a :status in a request", with(&[(":status", "200")])),
+        ("a :protocol on a GET", {
+            let mut f = good.to_vec();
+            f.insert(1, (":protocol", "websocket"));
+            f
+        }),
+        ("no :scheme", vec![good[0], good[2], good[3]]),
+        (":scheme http", vec![good[0], (":scheme", "http"), good[2], good[3]]),
+        ("connection", with(&[("connection", "keep-alive")])),
+        ("te other than trailers", with(&[("te", "gzip")])),
+        ("a second te", with(&[("te", "trailers"), ("te", "gzip")])),
+        ("upgrade", with(&[("upgrade", "websocket")])),
+        ("keep-alive", with(&[("keep-alive", "timeout=5")])),
+        ("proxy-connection", with(&[("proxy-connection", "keep-alive")])),
+        ("transfer-encoding", with(&[("transfer-encoding", "chunked")])),
+    ];
+    let mut wrong = Vec::new();
+    for (what, fields) in &cases {
+        let got = raw_request(&conn, fields).await;
+        if got != Outcome::Reset(0x10e) {
+            wrong.push(format!("{what}: {got:?}"));
+        }
+    }
+    assert!(wrong.is_empty(), "not reset with H3_MESSAGE_ERROR: {wrong:#?}");
+    // te: trailers is the one value allowed (RFC 9114 section 4.2).
+    assert_eq!(raw_request(&conn, &with(&[("te", "trailers")])).await, Outcome::Status(200));
+    assert_eq!(raw_request(&conn, good).await, Outcome::Status(200));
+    assert_eq!(conn.close_reason(), None);
+}
+
+/// A request whose stream ends with its head has no body, whatever its method, as over
+/// HTTP/2: `get` (an extension method: methods are case-sensitive) is not given a
+/// stream-delimited body. One that goes on is delimited by its stream.
+#[tokio::test(flavor = "current_thread")]
+async fn a_request_whose_stream_ends_with_its_head_has_no_body() {
+    let server = server();
+    let ep = h3::endpoint();
+    let (_conn, mut c) = h3::connect(&ep, server.addr).await.unwrap();
+    for method in ["get", "POST", "PURGE"] {
+        let r = h3::request(&mut c, method, "/framing", &[], None).await.unwrap();
+        let text = String::from_utf8_lossy(&r.body);
+        assert_eq!((r.status, &*text), (200, &*format!("{method} None complete=true")));
+    }
+    // Names h3 codes with Huffman (not in the static table) and te: trailers pass.
+    let fields = [("x-request-id", "r-1"), ("te", "trailers")];
+    let r = h3::request(&mut c, "get", "/framing", &fields, None).await.unwrap();
+    assert_eq!(String::from_utf8_lossy(&r.body), "get None complete=true");
+    let r = h3::request(&mut c, "post", "/framing", &[], Some(b"abc")).await.unwrap();
+    assert_eq!(String::from_utf8_lossy(&r.body), "post Chunked complete=false");
+    let r = h3::request(&mut c, "get", "/echo", &[], Some(b"abc")).await.unwrap();
+    assert_eq!((r.status, &r.body[..]), (200, &b"abc"[..]));
+}

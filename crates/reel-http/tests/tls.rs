@@ -2,6 +2,7 @@
 //! limits and timeouts behave as over TCP; file bodies are byte-exact and leave as full
 //! 16 KiB TLS records; cold file pages are read through the range's own reader.
 
+use std::io::Write;
 use std::time::Duration;
 
 use reel_http::{CloseReason, Limits};
@@ -149,6 +150,42 @@ fn limits_and_timeouts_hold_over_tls() {
     // Slowloris over TLS: part of a head, then nothing.
     let mut c = server.connect();
     c.send(b"GET /hello HTTP/1.1\r\nHo");
+    let r = c.response(false);
+    assert_eq!(r.status, 408);
+    assert_eq!(server.outcome().close, CloseReason::HeaderTimeout);
+}
+
+/// The head's timer starts with the first ciphertext byte of the record that brings the
+/// head's first bytes, not when that record is whole: a record sent slowly counts against
+/// `header_timeout`. (On a kTLS session the kernel opens records and the timer starts at
+/// the first plaintext byte: the test is for reel's record layer.)
+#[test]
+fn over_tls_the_head_timer_starts_with_the_first_byte_of_its_record() {
+    if reel_tls::kernel_has_tls() {
+        return;
+    }
+    let limits = Limits {
+        header_timeout: Duration::from_secs(3),
+        idle_timeout: Duration::from_secs(60),
+        ..Limits::default()
+    };
+    let server = Server::with_limits_tls(limits);
+    let mut c = server.connect();
+    c.send(&get("/hello"));
+    assert_eq!(c.response(false).status, 200);
+    // One record with the head's first bytes, made by the client and sent slowly: its
+    // first byte, then the rest 1 s later.
+    let crate::common::ClientStream::Tls(s) = &mut c.stream else { panic!("a TLS client") };
+    s.conn.writer().write_all(b"GET /hello HTTP/1.1\r\nHo").expect("plaintext");
+    let mut rec = Vec::new();
+    s.conn.write_tls(&mut rec).expect("record");
+    s.sock.tcp.write_all(&rec[..1]).expect("first byte");
+    std::thread::sleep(Duration::from_secs(1));
+    s.sock.tcp.write_all(&rec[1..]).expect("the rest");
+    // The rest of the head 3.6 s after the record's first byte (2.6 s after its last):
+    // past the head's time.
+    std::thread::sleep(Duration::from_millis(2600));
+    let _ = c.stream.write_all(b"st: t\r\n\r\n");
     let r = c.response(false);
     assert_eq!(r.status, 408);
     assert_eq!(server.outcome().close, CloseReason::HeaderTimeout);

@@ -22,7 +22,6 @@ use http::{Method, StatusCode};
 use http_body::Body as _;
 use http_body_util::BodyExt as _;
 use hyper::body::Incoming;
-use tokio::sync::OwnedSemaphorePermit;
 
 use crate::Inner;
 use crate::balance::{self, Affinity};
@@ -31,6 +30,7 @@ use crate::conn::Sender;
 use crate::error::{ErrorKind, OriginError, body_kind, head_kind};
 use crate::headers::strip_hop_by_hop;
 use crate::health::{HostState, PoolKey};
+use crate::places::{Place, Requester};
 use crate::spec::{Balance, GroupSpec};
 
 /// A request to send to an origin group.
@@ -59,6 +59,9 @@ pub struct OriginRequest {
     pub first_byte_timeout: Option<Duration>,
     /// Where the origin's interim responses go, as they arrive (see [`InterimSink`]).
     pub interim: Option<InterimSink>,
+    /// Whom the request is for: a client address's share of the host's
+    /// `max_connections`, or the node's own room (see [`Requester`]).
+    pub from: Requester,
 }
 
 /// An interim (1xx) response from the origin, other than `100 Continue`, without
@@ -97,7 +100,8 @@ impl std::fmt::Debug for InterimSink {
 }
 
 impl OriginRequest {
-    /// A `GET` without headers or body.
+    /// A `GET` without headers or body, made for the node itself (set [`Self::from`] for
+    /// a viewer's).
     pub fn get(path_and_query: PathAndQuery, host: impl Into<String>) -> Self {
         Self {
             method: Method::GET,
@@ -108,6 +112,7 @@ impl OriginRequest {
             idempotent: true,
             first_byte_timeout: None,
             interim: None,
+            from: Requester::Node,
         }
     }
 
@@ -181,7 +186,7 @@ struct PooledConn {
     idle_timeout: Duration,
     /// The host's place this connection holds while it carries the response (HTTP/1.1),
     /// given back when the connection returns to the pool or closes.
-    _place: Option<OwnedSemaphorePermit>,
+    _place: Option<Place>,
 }
 
 impl OriginBody {
@@ -358,6 +363,7 @@ struct Head {
     /// The request carries its own first-byte bound: the origin holds it on purpose.
     held: bool,
     interim: Option<InterimSink>,
+    from: Requester,
 }
 
 impl WorkerClient {
@@ -422,6 +428,7 @@ impl WorkerClient {
             first_byte_timeout: req.first_byte_timeout.unwrap_or(g.spec.first_byte_timeout),
             held: req.first_byte_timeout.is_some(),
             interim: req.interim,
+            from: req.from,
         };
         let plan = self.plan(gi, affinity);
         if plan.is_empty() {
@@ -528,10 +535,9 @@ impl WorkerClient {
         // worker and host) needs none.
         let mut place = None;
         if !pooled.as_ref().is_some_and(Sender::is_h2) {
-            let free = host.busy.clone().acquire_owned();
-            match tokio::time::timeout(g.connect_timeout, free).await {
-                Ok(Ok(p)) => place = Some(p),
-                _ => {
+            match host.busy.take(head.from, g.connect_timeout).await {
+                Some(p) => place = Some(p),
+                None => {
                     if let Some(s) = pooled {
                         let ttl = g.pool_idle_timeout;
                         self.local.pool.borrow_mut().checkin(
@@ -635,7 +641,7 @@ impl WorkerClient {
         host: &Arc<HostState>,
         head: &Head,
         resp: http::Response<Incoming>,
-        (sender, place): (Sender, Option<OwnedSemaphorePermit>),
+        (sender, place): (Sender, Option<Place>),
         connect: Option<Duration>,
         first_byte: Duration,
     ) -> OriginResponse {

@@ -27,10 +27,11 @@ use std::time::Instant;
 
 use http::uri::PathAndQuery;
 use http::{HeaderMap, HeaderValue, Method, header};
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::watch;
 
 use crate::body::RequestBody;
 use crate::error::ErrorKind;
+use crate::places::Places;
 use crate::spec::{HealthSpec, HostSpec};
 use crate::stats::HostStats;
 use crate::tls::TlsTarget;
@@ -62,7 +63,7 @@ pub(crate) struct HostState {
     /// Places for HTTP/1.1 connections carrying a request (`max_connections`), shared by
     /// every worker: a connection holds one from checkout (or connect) until it returns to
     /// the pool or closes.
-    pub(crate) busy: Arc<Semaphore>,
+    pub(crate) busy: Arc<Places>,
     healthy: AtomicBool,
     /// Set while the active checker is probing this host.
     actively_checked: AtomicBool,
@@ -101,7 +102,7 @@ impl HostState {
             rank_id: crate::balance::host_id(&spec.addr),
             health,
             stats: HostStats::default(),
-            busy: Arc::new(Semaphore::new(max_connections.clamp(1, Semaphore::MAX_PERMITS))),
+            busy: Places::new(max_connections),
             // Hosts start healthy so traffic flows before the first probe; a dead host is
             // found by that probe or by the first refused connection.
             healthy: AtomicBool::new(true),

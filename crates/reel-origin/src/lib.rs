@@ -25,6 +25,7 @@ mod conn;
 mod error;
 mod headers;
 mod health;
+mod places;
 mod spec;
 mod stats;
 mod tls;
@@ -42,6 +43,7 @@ pub use client::{
 };
 pub use error::{ErrorKind, OriginError};
 pub use headers::strip_hop_by_hop;
+pub use places::Requester;
 pub use spec::{Balance, GroupSpec, HealthSpec, HostSpec, SpecError, TlsSpec};
 pub use stats::{ErrorCounts, GroupSnapshot, HostSnapshot, OriginsSnapshot};
 

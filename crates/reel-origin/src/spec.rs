@@ -136,7 +136,9 @@ pub struct GroupSpec {
     /// request beyond it waits up to `connect_timeout` for one to free, then fails with
     /// [`crate::ErrorKind::ConnectionLimit`]. Idle pooled connections are bounded apart (by
     /// `max_idle_per_host` per worker), as is HTTP/2 (one multiplexed connection per worker
-    /// and host); health checks are not counted. At least 1.
+    /// and host); health checks are not counted. They are shared out by whom the request is
+    /// for ([`crate::Requester`]): the node's own room, a client address's fair share (see
+    /// the `places` module). At least 1.
     pub max_connections: usize,
     /// How long an idle pooled connection may wait for reuse before it is closed.
     pub pool_idle_timeout: Duration,

@@ -49,6 +49,20 @@ impl RetryMode {
     }
 }
 
+/// The smallest send window a connection is given however many share the worker's
+/// budget (16 KiB over 50 ms: 2.6 Mbit/s, a standard-definition stream).
+pub const MIN_SEND_WINDOW: u64 = 16 * 1024;
+
+impl QuicSettings {
+    /// The send window of a connection that makes `open` on its worker: its share of
+    /// [`QuicSettings::worker_send_budget`], within [`MIN_SEND_WINDOW`] and
+    /// [`QuicSettings::send_window`].
+    pub fn send_share(&self, open: usize) -> u64 {
+        let share = self.worker_send_budget / (open.max(1) as u64);
+        share.clamp(MIN_SEND_WINDOW.min(self.send_window), self.send_window)
+    }
+}
+
 /// The transport settings and admission limits of one QUIC listener.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QuicSettings {
@@ -66,14 +80,30 @@ pub struct QuicSettings {
     pub receive_window: u32,
     /// Bytes sent and not yet acknowledged per connection: bounds what a connection holds
     /// in the transport's buffers (as `h2_connection_buffer` does for HTTP/2), and its
-    /// throughput to this over the round trip (1 MiB over 50 ms: 160 Mbit/s). Default
-    /// 1 MiB.
+    /// throughput to this over the round trip (256 KiB over 50 ms: 40 Mbit/s, a 4K video
+    /// stream with room). Default 256 KiB.
     pub send_window: u64,
+    /// Response bytes the connections of one worker may hold unacknowledged between them:
+    /// a new connection's send window is its share of this among the worker's open
+    /// connections (never more than [`QuicSettings::send_window`], never less than
+    /// [`MIN_SEND_WINDOW`]), so a flood of connections that stop acknowledging pins about
+    /// this much, not a full window each. Default 64 MiB (256 connections at a full
+    /// window).
+    pub worker_send_budget: u64,
     /// Address validation.
     pub retry: RetryMode,
     /// Handshakes in progress on a worker above which [`RetryMode::Auto`] sends Retry.
     /// Default 64.
     pub retry_above: usize,
+    /// Handshakes in progress on a worker from one client address (an IPv6 /64) above
+    /// which [`RetryMode::Auto`] sends Retry: a flood with one forged source is asked to
+    /// prove it after a few. Default 4.
+    pub retry_above_per_client: usize,
+    /// QUIC connections one client address (an IPv6 /64) may have open across the
+    /// workers, well below the TCP share (`max_connections_per_client`): each can hold a
+    /// send window of response bytes in the transport. A client refused here falls back to
+    /// TCP (the `Alt-Svc` it came from). 0: no cap of its own. Default 64.
+    pub max_per_client: usize,
     /// Connections per worker; past it new ones are refused (`CONNECTION_REFUSED`).
     pub max_per_worker: usize,
     /// Send runs of datagrams in one `sendmsg` with UDP GSO where the kernel and NIC
@@ -89,9 +119,12 @@ impl Default for QuicSettings {
             handshake_timeout: Duration::from_secs(10),
             stream_receive_window: 64 * 1024,
             receive_window: 256 * 1024,
-            send_window: 1024 * 1024,
+            send_window: 256 * 1024,
+            worker_send_budget: 64 << 20,
             retry: RetryMode::Auto,
             retry_above: 64,
+            retry_above_per_client: 4,
+            max_per_client: 64,
             max_per_worker: 10_000,
             segmentation_offload: true,
         }

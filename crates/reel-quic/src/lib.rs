@@ -8,6 +8,9 @@
 //!   idle timeout, address validation) turned into one `quinn::ServerConfig` that every
 //!   worker shares, so a Retry token or a resumption ticket issued by one worker is good on
 //!   all of them.
+//! * [`amplify`]: the anti-amplification limit (three times the bytes received from an
+//!   unproven address) held exactly at the socket, where the transport lets a datagram
+//!   past it.
 //! * [`worker`]: one endpoint per worker on the worker's own UDP socket, the admission of
 //!   each new connection (Retry, per-worker and per-client-address limits) and the
 //!   handshake, then the connection handed to the application (HTTP/3).
@@ -19,12 +22,14 @@
 
 #![deny(unsafe_code)]
 
+pub mod amplify;
 pub mod cid;
 pub mod config;
 pub mod worker;
 
 pub use cid::{CID_LEN, WorkerCids};
 pub use config::{
-    Keys, QuicConfig, QuicError, QuicSettings, RetryMode, endpoint_config, server_config,
+    Keys, MIN_SEND_WINDOW, QuicConfig, QuicError, QuicSettings, RetryMode, endpoint_config,
+    server_config,
 };
-pub use worker::{Admission, QuicCounters, serve_worker};
+pub use worker::{Admission, Arrival, QuicCounters, client_key, serve_worker};

@@ -52,6 +52,9 @@ pub(crate) struct Conns {
     total: AtomicUsize,
     answering: AtomicUsize,
     clients: Box<[Mutex<HashMap<IpAddr, u32>>]>,
+    /// QUIC connections per client key (see [`ClientCounts::enter_quic`]), against their
+    /// own, lower cap.
+    quic: Box<[Mutex<HashMap<IpAddr, u32>>]>,
 }
 
 impl Conns {
@@ -60,6 +63,7 @@ impl Conns {
             total: AtomicUsize::new(0),
             answering: AtomicUsize::new(0),
             clients: (0..SHARDS).map(|_| Mutex::default()).collect(),
+            quic: (0..SHARDS).map(|_| Mutex::default()).collect(),
         }
     }
 
@@ -72,16 +76,7 @@ impl Conns {
     #[cfg(test)]
     pub(crate) fn of(&self, ip: IpAddr) -> u32 {
         let ip = ip.to_canonical();
-        self.shard(ip).lock().map(|m| m.get(&ip).copied().unwrap_or(0)).unwrap_or(0)
-    }
-
-    fn shard(&self, ip: IpAddr) -> &Mutex<HashMap<IpAddr, u32>> {
-        let h = match ip {
-            IpAddr::V4(a) => u32::from(a) as usize,
-            // The interface identifier varies most within one network.
-            IpAddr::V6(a) => (u128::from(a) as u64 ^ (u128::from(a) >> 64) as u64) as usize,
-        };
-        &self.clients[(h ^ (h >> 16)) & (SHARDS - 1)]
+        self.clients[shard_of(ip)].lock().map(|m| m.get(&ip).copied().unwrap_or(0)).unwrap_or(0)
     }
 
     /// Counts a new connection from `ip` unless the process cap (`total`) or the client
@@ -107,19 +102,9 @@ impl Conns {
     /// one that holds no descriptor (QUIC). Returns what [`Conns::leave_client`] must be
     /// given when it closes.
     pub(crate) fn enter_client(&self, ip: IpAddr, per_client: usize) -> Result<IpAddr, Refusal> {
-        // Counted also without a cap, so a cap set by a reload sees every open connection.
         // An IPv4 client seen through a dual-stack socket is the same client.
         let ip = ip.to_canonical();
-        let mut m = self.shard(ip).lock().unwrap_or_else(|p| p.into_inner());
-        let n = m.entry(ip).or_insert(0);
-        if per_client != 0 && *n as usize >= per_client {
-            if *n == 0 {
-                m.remove(&ip);
-            }
-            return Err(Refusal::Client);
-        }
-        *n += 1;
-        Ok(ip)
+        enter(&self.clients, ip, per_client).map(|()| ip)
     }
 
     /// Takes one of `cap` places for answering a refused connection; false when all are
@@ -145,12 +130,41 @@ impl Conns {
 
     /// Gives back one connection counted by [`Conns::enter_client`].
     pub(crate) fn leave_client(&self, ip: IpAddr) {
-        let mut m = self.shard(ip).lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(n) = m.get_mut(&ip) {
-            *n = n.saturating_sub(1);
-            if *n == 0 {
-                m.remove(&ip);
-            }
+        leave(&self.clients, ip);
+    }
+}
+
+fn shard_of(ip: IpAddr) -> usize {
+    let h = match ip {
+        IpAddr::V4(a) => u32::from(a) as usize,
+        // The interface identifier varies most within one network.
+        IpAddr::V6(a) => (u128::from(a) as u64 ^ (u128::from(a) >> 64) as u64) as usize,
+    };
+    (h ^ (h >> 16)) & (SHARDS - 1)
+}
+
+/// Counts one more for `key` in `map` unless it holds `cap` (0: no cap).
+fn enter(map: &[Mutex<HashMap<IpAddr, u32>>], key: IpAddr, cap: usize) -> Result<(), Refusal> {
+    // Counted also without a cap, so a cap set by a reload sees every open connection.
+    let mut m = map[shard_of(key)].lock().unwrap_or_else(|p| p.into_inner());
+    let n = m.entry(key).or_insert(0);
+    if cap != 0 && *n as usize >= cap {
+        if *n == 0 {
+            m.remove(&key);
+        }
+        return Err(Refusal::Client);
+    }
+    *n += 1;
+    Ok(())
+}
+
+/// Gives back one counted by [`enter`].
+fn leave(map: &[Mutex<HashMap<IpAddr, u32>>], key: IpAddr) {
+    let mut m = map[shard_of(key)].lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(n) = m.get_mut(&key) {
+        *n = n.saturating_sub(1);
+        if *n == 0 {
+            m.remove(&key);
         }
     }
 }
@@ -176,7 +190,24 @@ impl ClientCounts {
     pub fn enter(&self, ip: IpAddr) -> Result<ClientSlot, Refusal> {
         let cap = self.shared.caps.per_client.load(Ordering::Relaxed);
         let ip = self.shared.conns.enter_client(ip, cap)?;
-        Ok(ClientSlot { counts: self.clone(), ip })
+        Ok(ClientSlot { counts: self.clone(), ip, quic: None })
+    }
+
+    /// [`ClientCounts::enter`] for a QUIC connection, which also counts under `key` (its
+    /// address, or an IPv6 address's prefix) against `quic_cap` (0: none), the QUIC
+    /// connections a client may have across the workers: each may hold a send window of
+    /// response bytes in the transport, so their share is well below the TCP one.
+    pub fn enter_quic(
+        &self,
+        ip: IpAddr,
+        key: IpAddr,
+        quic_cap: usize,
+    ) -> Result<ClientSlot, Refusal> {
+        let conns = &self.shared.conns;
+        enter(&conns.quic, key, quic_cap)?;
+        let mut slot = self.enter(ip).inspect_err(|_| leave(&conns.quic, key))?;
+        slot.quic = Some(key);
+        Ok(slot)
     }
 }
 
@@ -185,11 +216,16 @@ impl ClientCounts {
 pub struct ClientSlot {
     counts: ClientCounts,
     ip: IpAddr,
+    quic: Option<IpAddr>,
 }
 
 impl Drop for ClientSlot {
     fn drop(&mut self) {
-        self.counts.shared.conns.leave_client(self.ip);
+        let conns = &self.counts.shared.conns;
+        conns.leave_client(self.ip);
+        if let Some(key) = self.quic {
+            leave(&conns.quic, key);
+        }
     }
 }
 
@@ -230,6 +266,18 @@ mod tests {
         c.release(a);
         assert_eq!(c.of(ip("10.0.0.1")), 1);
         assert_eq!(c.total(), 0);
+    }
+
+    #[test]
+    fn quic_places_have_their_own_cap_and_come_back() {
+        let c = Conns::new();
+        let k = ip("10.0.0.5");
+        enter(&c.quic, k, 2).unwrap();
+        enter(&c.quic, k, 2).unwrap();
+        assert_eq!(enter(&c.quic, k, 2).unwrap_err(), Refusal::Client);
+        leave(&c.quic, k);
+        enter(&c.quic, k, 2).unwrap();
+        assert_eq!(c.of(k), 0, "the QUIC count is not the shared one");
     }
 
     #[test]

@@ -33,6 +33,7 @@ mod purge;
 mod rebuild;
 mod reclaim;
 mod records;
+mod rescue;
 mod scrub;
 mod spill;
 mod unstored;
@@ -62,6 +63,9 @@ use volumes::{Alloc, Volume, lock_dir, preallocate};
 /// Error logs on the write path are rate-limited to one per this many seconds.
 const LOG_INTERVAL_SECS: u64 = 10;
 
+/// How long after an I/O error a disk's hits are probed (`Disk::suspect`).
+const SUSPECT_SECS: u64 = 60;
+
 /// The store's counters (see [`StoreStats`]).
 #[derive(Default)]
 struct Counters {
@@ -74,6 +78,7 @@ struct Counters {
     no_space: AtomicU64,
     fill_moves: AtomicU64,
     not_stored: AtomicU64,
+    rescued: AtomicU64,
     /// Bytes written into volume files, and into spill files.
     bytes_written: AtomicU64,
     spill_written: AtomicU64,
@@ -177,6 +182,8 @@ pub(crate) struct Disk {
     /// I/O errors (reads and writes) since open, and how many take the disk out.
     errors: AtomicU64,
     error_limit: u64,
+    /// When the last I/O error was counted: seconds since `started`, plus 1 (0: never).
+    last_error: AtomicU64,
     /// The disk's position in the store (its maintenance thread and I/O threads).
     lane: usize,
     /// Out of service ([`Disk::fail`]): lookups skip it, nothing is written.
@@ -297,6 +304,7 @@ impl Disk {
             lock: Mutex::new(Some(lock)),
             errors: AtomicU64::new(0),
             error_limit: cfg.error_limit,
+            last_error: AtomicU64::new(0),
             lane: cfg.lane,
             failed: AtomicBool::new(false),
             fail_reason: Mutex::new(None),
@@ -451,6 +459,7 @@ impl Disk {
             no_space: c.no_space.load(Ordering::Relaxed),
             fill_moves: c.fill_moves.load(Ordering::Relaxed),
             not_stored: c.not_stored.load(Ordering::Relaxed),
+            rescued_fills: c.rescued.load(Ordering::Relaxed),
             bytes_written: c.bytes_written.load(Ordering::Relaxed),
             spill_bytes_written: c.spill_written.load(Ordering::Relaxed),
             recovered: c.recovered.load(Ordering::Relaxed),
@@ -492,6 +501,7 @@ impl Disk {
     /// Counts an I/O error against the disk's limit; the one that reaches it fails the
     /// disk.
     fn count_error(&self, e: &std::io::Error) {
+        self.last_error.store(self.started.elapsed().as_secs() + 1, Ordering::Relaxed);
         let n = self.errors.fetch_add(1, Ordering::Relaxed) + 1;
         if self.error_limit > 0 && n >= self.error_limit {
             self.fail(format!(
@@ -530,6 +540,13 @@ impl Disk {
         self.fail_reason.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
+    /// Whether the disk counted an I/O error within the last [`SUSPECT_SECS`]: then its
+    /// hits are probed before they are answered (`Disk::probe`).
+    pub(crate) fn suspect(&self) -> bool {
+        let last = self.last_error.load(Ordering::Relaxed);
+        last != 0 && self.started.elapsed().as_secs() + 1 < last + SUSPECT_SECS
+    }
+
     /// I/O errors counted since open.
     pub(crate) fn errors(&self) -> u64 {
         self.errors.load(Ordering::Relaxed)
@@ -554,7 +571,13 @@ impl Disk {
             };
             n += slots.len() as u64;
             for (h, slot) in slots {
-                self.retire_slot(h, slot);
+                match slot {
+                    // Not aborted: its readers may have sent a head with the length.
+                    // Its writer finds the disk failed and goes on in memory, unstored
+                    // (module `rescue`).
+                    Slot::Filling(_) => self.records.remove(h),
+                    slot => self.retire_slot(h, slot),
+                }
             }
         }
         for v in &self.vols {

@@ -218,6 +218,9 @@ pub struct StoreStats {
     /// than a volume, or with no free volume to move to, or begun unstored
     /// ([`Store::begin_unstored_fill`]): see [`Committed::NotStored`].
     pub not_stored: u64,
+    /// Fills whose write into their volume failed and that went on in memory, delivered
+    /// whole to their readers and not stored (counted in `not_stored` too).
+    pub rescued_fills: u64,
     /// Bytes written into the volume files (object records and their headers, second-chance
     /// copies, moves, metadata, tombstone and volume header records; not the checkpoint).
     pub bytes_written: u64,

@@ -625,6 +625,7 @@ fn add_counters(t: &mut StoreStats, s: &StoreStats) {
     t.no_space += s.no_space;
     t.fill_moves += s.fill_moves;
     t.not_stored += s.not_stored;
+    t.rescued_fills += s.rescued_fills;
     t.bytes_written += s.bytes_written;
     t.spill_bytes_written += s.spill_bytes_written;
     t.recovered += s.recovered;

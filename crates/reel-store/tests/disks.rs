@@ -6,7 +6,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use bytes::Bytes;
-use reel_store::{DiskConfig, DiskState, IoMode, Lookup, Store, StoreConfig, StoreError};
+use reel_store::{
+    Committed, DiskConfig, DiskState, IoMode, Lookup, Store, StoreConfig, StoreError,
+};
+
+use reel_test_support::ShutdownFs;
 
 use crate::{VOL, body, both, rt};
 
@@ -216,8 +220,8 @@ fn missing_and_restart(io: IoMode) {
 both!(a_missing_disk_and_a_restart_with_one_gone, missing_and_restart);
 
 /// Write errors past the limit take a disk out (its file system is full: the pages its
-/// volumes had are punched out and another file took them); its keys are then stored on
-/// the other disk.
+/// volumes had are punched out and another file took them); the fills that met them are
+/// delivered, not stored; its keys are then stored on the other disk.
 fn write_errors_fail_a_disk(io: IoMode) {
     let (_root, d) = dirs(2);
     let Some(_tmpfs) = crate::faults::Tmpfs::mount(&d[1]) else { return };
@@ -233,7 +237,7 @@ fn write_errors_fail_a_disk(io: IoMode) {
     }
     assert!(crate::faults::fill_until_enospc(&d[1].join("filler")) > 0);
     rt(async {
-        let mut failed = 0;
+        let mut unstored = 0;
         for &i in &on_b {
             let data = body(i, 200_000);
             let r = async {
@@ -244,14 +248,15 @@ fn write_errors_fail_a_disk(io: IoMode) {
                 w.commit().await
             }
             .await;
-            if r.is_err() {
-                failed += 1;
+            assert!(r.is_ok(), "key {i}: {r:?}");
+            if r.is_ok_and(|c| c == Committed::NotStored) {
+                unstored += 1;
             }
             if state(&s, &d[1]).0 == DiskState::Offline {
                 break;
             }
         }
-        assert_eq!(failed, 3, "three write errors, then the disk is out");
+        assert_eq!(unstored, 3, "three write errors, then the disk is out");
         let (st, reason, _) = state(&s, &d[1]);
         assert_eq!(st, DiskState::Offline);
         assert!(reason.unwrap().contains("disk_error_limit 3"));
@@ -265,3 +270,95 @@ fn write_errors_fail_a_disk(io: IoMode) {
     drop(s);
 }
 both!(a_disk_with_write_errors_leaves_service, write_errors_fail_a_disk);
+
+/// A disk whose file system shuts down under the store (every read and write of it fails
+/// with EIO, as a dead disk's): each fill on it that meets a write error is still
+/// delivered whole to the reader following it, and not stored, until the errors reach
+/// the limit and the disk leaves service; its keys are then stored on the other disk.
+fn shut_down_disk(io: IoMode) {
+    let (root, d) = dirs(2);
+    let Some(fs) = ShutdownFs::mount(&root.path().join("b.img"), &d[1], 32) else { return };
+    let s = open(&[(&d[0], 4), (&d[1], 4)], 3, io);
+    let on_b: Vec<u64> =
+        (0..400).filter(|&i| s.disk_of(&key(i)).as_deref() == Some(&*d[1])).take(8).collect();
+    let len = 500_000;
+    rt(async {
+        put(&s, &key(on_b[0]), &body(on_b[0], len)).await;
+        assert_eq!(get(&s, &key(on_b[0])).await, Some(body(on_b[0], len)), "stored on b");
+        fs.shut_down();
+        let mut unstored = 0;
+        for &i in &on_b[1..] {
+            let data = body(i, len);
+            let on = s.disk_of(&key(i));
+            let mut w = s
+                .begin_fill(&key(i), Bytes::from_static(b"m"), Some(len as u64))
+                .await
+                .expect("fill");
+            let Some(Lookup::Filling(mut f)) = s.lookup(&key(i)).await else { panic!("filling") };
+            for c in data.chunks(64 * 1024) {
+                w.append(Bytes::copy_from_slice(c))
+                    .await
+                    .unwrap_or_else(|e| panic!("key {i}: {e}"));
+            }
+            let committed = w.commit().await.unwrap_or_else(|e| panic!("key {i}: {e}"));
+            let st = f.wait_for(len as u64).await.unwrap_or_else(|e| panic!("key {i}: {e}"));
+            assert_eq!(st.final_len, Some(len as u64));
+            assert!(f.read(0, len as u64).await.unwrap() == data, "key {i}: every byte");
+            match committed {
+                Committed::NotStored => {
+                    assert_eq!(on.as_deref(), Some(&*d[1]), "key {i}");
+                    unstored += 1;
+                }
+                Committed::Stored => assert_eq!(on.as_deref(), Some(&*d[0]), "key {i}"),
+            }
+        }
+        assert_eq!(unstored, 3, "three write errors, then the disk is out");
+        let (st, reason, _) = state(&s, &d[1]);
+        assert_eq!(st, DiskState::Offline);
+        assert!(reason.unwrap().contains("disk_error_limit 3"));
+        // Its keys, the one stored there before too, are stored on the other disk.
+        assert_eq!(get(&s, &key(on_b[0])).await, None);
+        put(&s, &key(on_b[0]), &body(on_b[0], len)).await;
+        assert_eq!(get(&s, &key(on_b[0])).await, Some(body(on_b[0], len)));
+        assert_eq!(s.disk_of(&key(on_b[0])).as_deref(), Some(&*d[0]));
+    });
+    drop(s);
+}
+both!(a_disk_whose_file_system_shuts_down_delivers_its_fills_and_leaves_service, shut_down_disk);
+
+/// A hit on a disk that has just failed I/O (its file system shut down) is a miss, not an
+/// object whose body fails once its head is out: for a while after an error, a disk's hits
+/// are probed first, and a read error quarantines the volume.
+fn hit_on_a_shut_down_disk(io: IoMode) {
+    let (root, d) = dirs(2);
+    let Some(fs) = ShutdownFs::mount(&root.path().join("b.img"), &d[1], 32) else { return };
+    let s = open(&[(&d[0], 4), (&d[1], 4)], 100, io);
+    let on_b: Vec<u64> =
+        (0..400).filter(|&i| s.disk_of(&key(i)).as_deref() == Some(&*d[1])).take(3).collect();
+    rt(async {
+        for &i in &on_b[..2] {
+            put(&s, &key(i), &body(i, 100_000)).await;
+            assert!(matches!(s.lookup(&key(i)).await, Some(Lookup::Hit(_))), "key {i} stored");
+        }
+        fs.shut_down();
+        // A fill meets the fault first: delivered, not stored, and the error counted.
+        let k = key(on_b[2]);
+        let mut w = s.begin_fill(&k, Bytes::from_static(b"m"), Some(1000)).await.unwrap();
+        w.append(Bytes::from(body(on_b[2], 1000))).await.expect("delivered");
+        assert_eq!(w.commit().await.unwrap(), Committed::NotStored);
+        let read_errors = s.stats().read_errors;
+        for &i in &on_b[..2] {
+            match s.lookup(&key(i)).await {
+                None => {}
+                Some(Lookup::Hit(h)) => {
+                    let r = h.read(0, h.body_len()).await.map(|b| b.len());
+                    panic!("key {i}: a hit on the failed disk, whose body reads {r:?}")
+                }
+                Some(Lookup::Filling(_)) => panic!("key {i}: filling"),
+            }
+        }
+        assert!(s.stats().read_errors > read_errors, "the probe's error is counted");
+    });
+    drop(s);
+}
+both!(a_hit_on_a_disk_that_just_failed_io_is_a_miss, hit_on_a_shut_down_disk);

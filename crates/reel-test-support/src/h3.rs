@@ -4,6 +4,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use bytes::{Buf, Bytes};
 use quinn::crypto::rustls::QuicClientConfig;
@@ -13,9 +14,10 @@ use rustls::{DigitallySignedStruct, SignatureScheme};
 
 use crate::h2::Reply;
 
-/// Accepts any certificate but checks the handshake signatures.
+/// Accepts any certificate but checks the handshake signatures; counts the certificates
+/// it was shown (one per full handshake, none for a resumed one).
 #[derive(Debug)]
-struct AnyCert(Arc<rustls::crypto::CryptoProvider>);
+struct AnyCert(Arc<rustls::crypto::CryptoProvider>, Arc<AtomicUsize>);
 
 impl ServerCertVerifier for AnyCert {
     fn verify_server_cert(
@@ -26,6 +28,7 @@ impl ServerCertVerifier for AnyCert {
         _: &[u8],
         _: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
+        self.1.fetch_add(1, Ordering::SeqCst);
         Ok(ServerCertVerified::assertion())
     }
     fn verify_tls12_signature(
@@ -61,27 +64,44 @@ impl ServerCertVerifier for AnyCert {
 
 /// A client configuration with ALPN `h3` that accepts any server certificate.
 pub fn client_config() -> quinn::ClientConfig {
+    client_config_counting().0
+}
+
+/// [`client_config`], and how many server certificates its handshakes were shown: a full
+/// handshake is shown one, a resumed one (a session ticket the server took) none.
+pub fn client_config_counting() -> (quinn::ClientConfig, Arc<AtomicUsize>) {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let shown = Arc::new(AtomicUsize::new(0));
     let mut tls = rustls::ClientConfig::builder_with_provider(provider.clone())
         .with_protocol_versions(&[&rustls::version::TLS13])
         .expect("TLS 1.3")
         .dangerous()
-        .with_custom_certificate_verifier(Arc::new(AnyCert(provider)))
+        .with_custom_certificate_verifier(Arc::new(AnyCert(provider, shown.clone())))
         .with_no_client_auth();
     tls.alpn_protocols = vec![b"h3".to_vec()];
     let quic = QuicClientConfig::try_from(Arc::new(tls)).expect("QUIC client config");
-    quinn::ClientConfig::new(Arc::new(quic))
+    (quinn::ClientConfig::new(Arc::new(quic)), shown)
 }
 
 /// A client endpoint on a new UDP socket of 127.0.0.1.
 pub fn endpoint() -> quinn::Endpoint {
+    endpoint_counting().0
+}
+
+/// [`endpoint`], with the count of server certificates of [`client_config_counting`]: its
+/// connections share one session store, so a second one may resume the first's session.
+pub fn endpoint_counting() -> (quinn::Endpoint, Arc<AtomicUsize>) {
     let mut e = quinn::Endpoint::client("127.0.0.1:0".parse().expect("address")).expect("endpoint");
-    e.set_default_client_config(client_config());
-    e
+    let (config, shown) = client_config_counting();
+    e.set_default_client_config(config);
+    (e, shown)
 }
 
 /// The request side of an HTTP/3 connection.
 pub type SendRequest = h3::client::SendRequest<h3_quinn::OpenStreams, Bytes>;
+
+/// One request's stream (its response is read from it).
+pub type RequestStream = h3::client::RequestStream<h3_quinn::BidiStream<Bytes>, Bytes>;
 
 /// Connects to `addr` over QUIC (server name `localhost`) and starts HTTP/3; the
 /// connection's driver runs as a local task. Returns the QUIC connection too.

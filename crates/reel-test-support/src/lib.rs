@@ -15,11 +15,13 @@
 //! * [`listening_inodes`] names the listening sockets on a port, to tell whether a
 //!   restart kept the very same sockets.
 //! * [`CountingAlloc`] counts the heap bytes live, for memory measurements.
+//! * [`ShutdownFs`] is a real file system a test makes fail (every read and write `EIO`).
 
 #![deny(unsafe_code)]
 
 #[allow(unsafe_code)]
 mod alloc;
+mod fs;
 pub mod h2;
 pub mod h3;
 mod net;
@@ -27,6 +29,7 @@ mod skip;
 mod wait;
 
 pub use alloc::CountingAlloc;
+pub use fs::ShutdownFs;
 pub use net::listening_inodes;
 pub use skip::{have_ffmpeg, skip, which};
 pub use wait::{PATIENCE, eventually, wait_until, wait_until_async};

@@ -4,19 +4,22 @@
 //! The ClientHello is read first (rustls' `Acceptor`), so a handshake refused by a strict
 //! listener for its server name is told apart from other failures, and a server name that
 //! was an IP address is noticed (see `client_hello`); the rest of the handshake then runs
-//! against the listener's shared configuration. The whole handshake is bounded by one
-//! deadline (slow or silent clients cannot hold a connection slot).
+//! against the listener's shared configuration, on rustls' unbuffered connection (given
+//! the ClientHello's bytes again), whose session leaves rustls with its key schedule
+//! (`KernelConnection`: the next traffic secrets at a TLS 1.3 key update). The whole
+//! handshake is bounded by one deadline (slow or silent clients cannot hold a connection
+//! slot); a failure sends the alert rustls has for it.
 //!
 //! The handshake reads one record at a time ([`Corked`]), so that when it ends the record
 //! layer can leave rustls whole: its secrets go to the kernel ([`KtlsStream`], when the
 //! listener's `ktls` allows and the kernel has the `tls` module) or to reel's own record
-//! layer ([`SealedStream`]). Which one, and why not the kernel, is counted per worker.
+//! layer ([`SealedStream`], with the key schedule). Which one, and why not the kernel, is
+//! counted per worker.
 
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use std::io::Read;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
@@ -24,11 +27,13 @@ use std::sync::atomic::AtomicBool;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use rustls::HandshakeKind;
+use rustls::server::UnbufferedServerConnection;
+use rustls::unbuffered::{ConnectionState, EncodeError, InsufficientSizeError, UnbufferedStatus};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_rustls::LazyConfigAcceptor;
-use tokio_rustls::server::StartHandshake;
 
-use crate::client_hello::{Recorded, sni_is_ip_address};
+use crate::client_hello::{MAX_RECORDED, Recorded, sni_is_ip_address};
 use crate::context::{ALPN_H2, KtlsMode, ListenerTls};
 use crate::cork::Corked;
 use crate::ktls::{self, InstallError, KtlsStream};
@@ -237,17 +242,28 @@ async fn handshake(
         let ip = name.is_none() && sni_is_ip_address(&recorded);
         (tls.resolver.is_strict() && !tls.resolver.knows(name), ip)
     };
-    // Not held for the rest of the handshake, which may take until the deadline.
-    drop(recorded);
-    let start = StartHandshake::from_parts(start.accepted, tcp);
-    let stream =
-        match tokio::time::timeout_at(deadline, start.into_stream(tls.config.clone())).await {
-            Err(_) => return (Err(HandshakeError::Timeout), sni_ip_address),
-            Ok(Err(_)) if refused => return (Err(HandshakeError::UnknownName), sni_ip_address),
-            Ok(Err(e)) => return (Err(HandshakeError::from_io(e)), sni_ip_address),
-            Ok(Ok(s)) => s,
-        };
-    let conn = stream.get_ref().1;
+    let client_hello_whole = recorded.len() < MAX_RECORDED;
+    drop(start.accepted);
+    // The rest of the handshake runs on rustls' unbuffered connection, the one whose
+    // session can leave it with its key schedule (`KernelConnection`): the ClientHello the
+    // acceptor read is given to it again, then the socket, one record at a time.
+    let mut conn = match UnbufferedServerConnection::new(tls.config.clone()) {
+        Ok(c) => c,
+        Err(e) => return (Err(HandshakeError::Protocol(e.to_string())), sni_ip_address),
+    };
+    let mut io = tcp;
+    let early = if client_hello_whole {
+        drive(&mut conn, &mut io, recorded, deadline).await
+    } else {
+        Err(HandshakeError::Protocol("ClientHello too long".into()))
+    };
+    let early = match early {
+        Ok(early) => early,
+        Err(HandshakeError::Protocol(_)) if refused => {
+            return (Err(HandshakeError::UnknownName), sni_ip_address);
+        }
+        Err(e) => return (Err(e), sni_ip_address),
+    };
     let version = match conn.protocol_version() {
         Some(rustls::ProtocolVersion::TLSv1_2) => TlsVersion::Tls12,
         _ => TlsVersion::Tls13,
@@ -259,44 +275,122 @@ async fn handshake(
         path: RecordPath::Userspace,
         fallback: None,
     };
-    match hand_over(tls, stream, version, &mut info) {
+    match hand_over(tls, conn, io.into_tcp(), early, timeout, &mut info) {
         Ok(session) => (Ok((session, info)), sni_ip_address),
         Err(e) => (Err(e), sni_ip_address),
     }
 }
 
-/// Takes the record layer out of rustls after the handshake.
-fn hand_over(
-    tls: &ListenerTls,
-    mut stream: TlsStream,
-    version: TlsVersion,
-    info: &mut HandshakeInfo,
-) -> Result<Session, HandshakeError> {
-    let (corked, conn) = stream.get_ref();
-    if conn.wants_write() || conn.is_handshaking() || !corked.at_boundary() {
-        info.fallback = Some(Fallback::Extract);
-        return Ok(Session::Rustls(Box::new(stream)));
-    }
-    // Plaintext rustls has already opened (none, normally: the handshake stops reading at
-    // the client's last handshake record).
+/// Runs the handshake on `conn` from the bytes already read (`incoming`, the ClientHello)
+/// until the session may leave rustls: the client's Finished read, the server's flights
+/// (session tickets included) written. Returns plaintext the client sent with its last
+/// flight (none, normally). A failure sends the alert rustls has for it first.
+async fn drive(
+    conn: &mut UnbufferedServerConnection,
+    io: &mut Corked,
+    mut incoming: Vec<u8>,
+    deadline: tokio::time::Instant,
+) -> Result<Vec<u8>, HandshakeError> {
+    let mut used = incoming.len();
+    let mut out: Vec<u8> = Vec::new();
     let mut early = Vec::new();
-    let mut chunk = [0u8; 4096];
+    let mut failed: Option<HandshakeError> = None;
     loop {
-        match stream.get_mut().1.reader().read(&mut chunk) {
-            Ok(0) => break,
-            Ok(n) => early.extend_from_slice(&chunk[..n]),
-            Err(_) => break,
+        let UnbufferedStatus { mut discard, state } =
+            conn.process_tls_records(&mut incoming[..used]);
+        let (mut blocked, mut writable) = (false, false);
+        match state {
+            // Called again once, for the alert rustls queued for the failure.
+            Err(e) => match failed {
+                Some(f) => return Err(f),
+                None => failed = Some(HandshakeError::Protocol(e.to_string())),
+            },
+            Ok(ConnectionState::EncodeTlsData(mut enc)) => {
+                let at = out.len();
+                out.resize(at + 2048, 0);
+                let n = match enc.encode(&mut out[at..]) {
+                    Ok(n) => n,
+                    Err(EncodeError::InsufficientSize(InsufficientSizeError { required_size })) => {
+                        out.resize(at + required_size, 0);
+                        enc.encode(&mut out[at..])
+                            .map_err(|e| HandshakeError::Protocol(e.to_string()))?
+                    }
+                    Err(e) => return Err(HandshakeError::Protocol(e.to_string())),
+                };
+                out.truncate(at + n);
+            }
+            Ok(ConnectionState::TransmitTlsData(t)) => {
+                match tokio::time::timeout_at(deadline, io.write_all(&out)).await {
+                    Err(_) => return Err(HandshakeError::Timeout),
+                    Ok(Err(e)) => return Err(failed.unwrap_or(HandshakeError::from_io(e))),
+                    Ok(Ok(())) => {}
+                }
+                out.clear();
+                t.done();
+            }
+            Ok(_) if failed.is_some() => return Err(failed.unwrap_or(HandshakeError::Closed)),
+            Ok(ConnectionState::ReadTraffic(mut r)) => {
+                while let Some(rec) = r.next_record() {
+                    let rec = rec.map_err(|e| HandshakeError::Protocol(e.to_string()))?;
+                    discard += rec.discard;
+                    early.extend_from_slice(rec.payload);
+                }
+            }
+            Ok(ConnectionState::WriteTraffic(_)) => writable = true,
+            Ok(ConnectionState::BlockedHandshake) => blocked = true,
+            Ok(ConnectionState::PeerClosed | ConnectionState::Closed) => {
+                return Err(HandshakeError::Closed);
+            }
+            Ok(_) => return Err(HandshakeError::Protocol("unexpected handshake state".into())),
+        }
+        if discard > 0 {
+            incoming.copy_within(discard..used, 0);
+            used -= discard;
+        }
+        if writable {
+            // TLS 1.3: the server may send once its Finished left, before the client's
+            // arrived; the session is whole once it did.
+            if conn.is_handshaking() {
+                blocked = true;
+            } else if used != 0 {
+                // Corked reads stop at record boundaries, so this cannot happen; a session
+                // with ciphertext already read cannot be handed over.
+                return Err(HandshakeError::Protocol("bytes read past the handshake".into()));
+            } else {
+                return Ok(early);
+            }
+        }
+        if blocked {
+            if incoming.len() < used + 4096 {
+                incoming.resize(used + 4096 + 4096, 0);
+            }
+            match tokio::time::timeout_at(deadline, io.read(&mut incoming[used..])).await {
+                Err(_) => return Err(HandshakeError::Timeout),
+                Ok(Err(e)) => return Err(HandshakeError::from_io(e)),
+                Ok(Ok(0)) => return Err(HandshakeError::Closed),
+                Ok(Ok(n)) => used += n,
+            }
         }
     }
-    let (corked, conn) = stream.into_inner();
-    let tcp = corked.into_tcp();
-    let secrets = conn.dangerous_extract_secrets().map_err(|e| {
+}
+
+/// Takes the record layer out of rustls after the handshake; a record reel opens must
+/// arrive whole within `record_timeout` of its first byte.
+fn hand_over(
+    tls: &ListenerTls,
+    conn: UnbufferedServerConnection,
+    tcp: TcpStream,
+    early: Vec<u8>,
+    record_timeout: Duration,
+    info: &mut HandshakeInfo,
+) -> Result<Session, HandshakeError> {
+    let (secrets, kernel) = conn.dangerous_into_kernel_connection().map_err(|e| {
         once(Fallback::Extract, &e.to_string());
         HandshakeError::Protocol(format!("taking the session out of rustls: {e}"))
     })?;
     let keys = (|| {
         Some(SessionKeys {
-            version: match version {
+            version: match info.version {
                 TlsVersion::Tls12 => Version::Tls12,
                 TlsVersion::Tls13 => Version::Tls13,
             },
@@ -311,7 +405,7 @@ fn hand_over(
         (KtlsMode::Auto, true) => match ktls::install(&tcp, &keys) {
             Ok(()) => {
                 info.path = RecordPath::Ktls;
-                return Ok(Session::Kernel(KtlsStream::with_early(tcp, early)));
+                return Ok(Session::Kernel(KtlsStream::with_early(tcp, keys.version, early)));
             }
             Err(InstallError::Refused(e)) => {
                 once(Fallback::Refused, &e.to_string());
@@ -326,8 +420,10 @@ fn hand_over(
         once(fallback, "");
     }
     info.fallback = Some(fallback);
-    let sealed = SealedStream::new(tcp, &keys, early)
+    let mut sealed = SealedStream::new(tcp, &keys, early)
         .ok_or_else(|| HandshakeError::Protocol("no AEAD for the session's cipher".into()))?;
+    sealed.set_record_timeout(record_timeout);
+    sealed.set_key_schedule(kernel);
     Ok(Session::Sealed(Box::new(sealed)))
 }
 

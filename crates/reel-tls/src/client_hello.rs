@@ -19,7 +19,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 /// At most this many bytes are kept: two full TLS records, far more than a ClientHello
 /// takes (a few hundred bytes to 2 KiB). A longer one is not inspected.
-const MAX_RECORDED: usize = 2 * (5 + 16_384);
+pub(crate) const MAX_RECORDED: usize = 2 * (5 + 16_384);
 
 /// TLS record content type `handshake` (RFC 8446 section 5.1).
 const HANDSHAKE: u8 = 22;

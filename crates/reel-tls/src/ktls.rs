@@ -20,8 +20,8 @@ use std::task::{Context, Poll};
 use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
 use tokio::net::TcpStream;
 
-use crate::record::{SessionKeys, content};
-use crate::session::{CLOSE_NOTIFY, control};
+use crate::record::{SessionKeys, Version, content};
+use crate::session::{CLOSE_NOTIFY, control, fatal};
 use crate::sys::{self, Dir};
 
 /// Why a session could not go to the kernel.
@@ -49,18 +49,27 @@ pub struct KtlsStream {
     /// Plaintext opened by rustls before the handover, read first.
     early: Vec<u8>,
     read_closed: bool,
+    /// An alert (`close_notify` or a fatal one) was sent: nothing follows it.
     notified: bool,
+    tls13: bool,
 }
 
 impl KtlsStream {
-    /// Wraps a socket after [`install`].
-    pub fn new(tcp: TcpStream) -> KtlsStream {
-        KtlsStream::with_early(tcp, Vec::new())
+    /// Wraps a socket after [`install`] of a `version` session.
+    pub fn new(tcp: TcpStream, version: Version) -> KtlsStream {
+        KtlsStream::with_early(tcp, version, Vec::new())
     }
 
-    /// Wraps a socket after [`install`], with plaintext already received.
-    pub fn with_early(tcp: TcpStream, early: Vec<u8>) -> KtlsStream {
-        KtlsStream { tcp, early, read_closed: false, notified: false }
+    /// Wraps a socket after [`install`] of a `version` session, with plaintext already
+    /// received.
+    pub fn with_early(tcp: TcpStream, version: Version, early: Vec<u8>) -> KtlsStream {
+        KtlsStream {
+            tcp,
+            early,
+            read_closed: false,
+            notified: false,
+            tls13: version == Version::Tls13,
+        }
     }
 
     /// The socket: plaintext written to it leaves as records (`send`, `sendfile`).
@@ -108,7 +117,19 @@ impl KtlsStream {
             return Ok(r.n);
         }
         self.read_closed = true;
-        control(r.typ, &r.head[..r.n.min(r.head.len())])?;
+        if let Err(refused) = control(self.tls13, r.typ, &r.head[..r.n.min(r.head.len())]) {
+            if let Some(a) = refused.alert
+                && !self.notified
+            {
+                // Best effort: the error is what the caller learns either way.
+                let fd = self.tcp.as_fd();
+                let sent = self
+                    .tcp
+                    .try_io(Interest::WRITABLE, || sys::send_record(fd, content::ALERT, &fatal(a)));
+                self.notified = sent.is_ok();
+            }
+            return Err(refused.error);
+        }
         Ok(0)
     }
 
@@ -142,6 +163,13 @@ impl KtlsStream {
                 r => return Poll::Ready(r),
             }
         }
+    }
+}
+
+impl Drop for KtlsStream {
+    /// A close without a shutdown still says `close_notify`, if the socket takes it now.
+    fn drop(&mut self) {
+        let _ = self.try_close_notify();
     }
 }
 

@@ -14,19 +14,52 @@
 //!   from the page cache.
 //!
 //! Reads fill a received-record buffer, open each record in place and hand out its
-//! plaintext; a connection holds no buffer while nothing is pending.
+//! plaintext; a connection holds no buffer while nothing is pending. A record that has
+//! begun must be complete within the record timeout (the listener's `header_timeout`)
+//! of its first byte: a client that stops inside a record cannot hold the buffer and the
+//! connection until the idle timeout. At most [`MAX_EMPTY`] empty records in a row are
+//! read (as rustls and BoringSSL do).
+//!
+//! Every refused record ends the connection with the alert that says why
+//! (`bad_record_mac`, `record_overflow`, `unexpected_message`, `decode_error`), and every
+//! other close of ours with `close_notify`, also when the stream is dropped without a
+//! shutdown (best effort then: what the socket takes without waiting).
+//!
+//! Key updates (TLS 1.3, with rustls' key schedule, [`SealedStream::set_key_schedule`]):
+//! a client's `KeyUpdate` updates the receiving keys, and when it asks for ours, we send
+//! our own `KeyUpdate` (at once, also while we have nothing else to send) and seal with
+//! the next keys after it. Our keys are updated the same way before their confidentiality
+//! limit (AES-GCM, see [`crate::record::AES_GCM_LIMIT`]), when records are sealed or
+//! flushed. A TLS 1.2 session (no key update exists) seals no more application data at
+//! the limit: writes fail and the connection closes with `close_notify`.
 
 use std::io::{self, IoSlice};
 use std::pin::Pin;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
+use rustls::kernel::KernelConnection;
+use rustls::server::ServerConnectionData;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
+use tokio::time::{Instant, Sleep};
 
 use crate::bufs::{self, Kind};
 use crate::copy;
-use crate::record::{MAX_PLAINTEXT, Opener, RecordError, Sealer, SessionKeys, content};
-use crate::session::{CLOSE_NOTIFY, control};
+use crate::record::{
+    DirectionKeys, MAX_PLAINTEXT, Opener, RecordError, Sealer, SessionKeys, Version, alert, content,
+};
+use crate::session::{CLOSE_NOTIFY, Refused, control, fatal};
+
+/// Empty application-data records (and key updates) read in a row at most; one more is
+/// `unexpected_message`.
+pub const MAX_EMPTY: u8 = 32;
+
+/// TLS 1.3 `KeyUpdate(update_not_requested)` (RFC 8446 section 4.6.3).
+const KEY_UPDATE_NOT_REQUESTED: [u8; 5] = [24, 0, 0, 1, 0];
+
+/// How long a begun record may take to arrive whole unless the acceptor says otherwise.
+const RECORD_TIMEOUT: Duration = Duration::from_secs(10);
 
 fn record_error(e: RecordError) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, e)
@@ -49,7 +82,27 @@ pub struct SealedStream {
     out: Vec<u8>,
     out_pos: usize,
     read_closed: bool,
+    /// An alert (`close_notify` or a fatal one) was sealed: nothing follows it.
     notified: bool,
+    tls13: bool,
+    /// Empty application-data records read in a row.
+    empty: u8,
+    /// How long a begun record may take, and when the one in `rin` began (`None` when
+    /// `rin` holds no partial record); its timer, kept once made.
+    record_timeout: Duration,
+    record_since: Option<Instant>,
+    record_timer: Option<Pin<Box<Sleep>>>,
+    /// When the first byte of the last record opened came, if it came in more than one
+    /// read (for the caller's head timer; taken once).
+    opened_since: Option<Instant>,
+    /// rustls' key schedule of a TLS 1.3 session: the next traffic secrets at a key update.
+    /// Boxed: an idle connection's future carries a pointer, not the schedule.
+    schedule: Option<Box<KernelConnection<ServerConnectionData>>>,
+    /// Our last record sealed was a `KeyUpdate` (several requests while we are silent get
+    /// one answer).
+    updated_silent: bool,
+    /// A `KeyUpdate` sealed while reading waits in `out`: reading writes it too.
+    update_unsent: bool,
 }
 
 impl std::fmt::Debug for SealedStream {
@@ -75,6 +128,15 @@ impl SealedStream {
             out_pos: 0,
             read_closed: false,
             notified: false,
+            tls13: keys.version == Version::Tls13,
+            empty: 0,
+            record_timeout: RECORD_TIMEOUT,
+            record_since: None,
+            record_timer: None,
+            opened_since: None,
+            schedule: None,
+            updated_silent: false,
+            update_unsent: false,
         };
         if !early.is_empty() {
             s.plain_end = early.len();
@@ -83,6 +145,27 @@ impl SealedStream {
             s.rin = early;
         }
         Some(s)
+    }
+
+    /// How long a record may take to arrive whole once its first byte did.
+    pub fn set_record_timeout(&mut self, d: Duration) {
+        self.record_timeout = d;
+    }
+
+    /// Gives the session rustls' key schedule: a TLS 1.3 client's `KeyUpdate` then updates
+    /// the keys (the session goes on), and the sealer updates its own before their
+    /// confidentiality limit. Without it a client's `KeyUpdate` ends the session.
+    pub fn set_key_schedule(&mut self, schedule: KernelConnection<ServerConnectionData>) {
+        if self.tls13 {
+            self.schedule = Some(Box::new(schedule));
+        }
+    }
+
+    /// Lowers the sealer's confidentiality limit to `records` (tests reach it without 2^24
+    /// records).
+    #[cfg(feature = "testing")]
+    pub fn set_seal_limit(&mut self, records: u64) {
+        self.sealer.set_limit(records);
     }
 
     /// The socket, for writing records sealed in place.
@@ -100,6 +183,20 @@ impl SealedStream {
         self.sealer.tail_room()
     }
 
+    /// When the first byte of the last record opened arrived, if the record took more
+    /// than one read to arrive (`None`: it came at once); taken once. An HTTP/1.1 head's
+    /// timer starts there: with the first ciphertext byte, not the first plaintext one.
+    pub fn take_record_since(&mut self) -> Option<std::time::Instant> {
+        self.opened_since.take().map(Instant::into_std)
+    }
+
+    /// Whether a flush has something to do before records are sealed in place: records
+    /// written as a stream are pending, or the keys are due for an update (the update's
+    /// record must leave before records sealed with the next keys).
+    pub fn needs_flush(&self) -> bool {
+        self.out_pos < self.out.len() || self.update_due()
+    }
+
     /// Seals an application-data record whose `len`-byte payload lies at
     /// `rec[head_room()..]`; returns the record's length. Refused while records written
     /// as a stream are still pending (flush first).
@@ -107,6 +204,7 @@ impl SealedStream {
         if self.out_pos < self.out.len() {
             return Err(io::Error::other("sealed records still pending; flush first"));
         }
+        self.updated_silent = false;
         self.sealer.seal(content::APPLICATION_DATA, rec, len).map_err(record_error)
     }
 
@@ -123,20 +221,144 @@ impl SealedStream {
 
     /// Opens the next complete record in `rin`, if there is one (`Ok(false)` when more
     /// bytes are needed). A control record ends the reading side.
-    fn open_next(&mut self) -> io::Result<bool> {
+    fn open_next(&mut self) -> Result<bool, Refused> {
         let raw = &mut self.rin[self.raw_start..self.filled];
-        let Some(_) = Opener::record_len(raw).map_err(record_error)? else { return Ok(false) };
-        let o = self.opener.open(raw).map_err(record_error)?;
+        let refused = |e: RecordError| Refused { alert: Some(e.alert()), error: record_error(e) };
+        let Some(_) = self.opener.record_len(raw).map_err(refused)? else { return Ok(false) };
+        let o = self.opener.open(raw).map_err(refused)?;
         let (start, end) = (self.raw_start + o.start, self.raw_start + o.end);
         self.raw_start += o.consumed;
+        self.opened_since = self.record_since.take();
+        if o.typ == content::HANDSHAKE && self.schedule.is_some() {
+            self.key_update(start, end)?;
+            return Ok(true);
+        }
         if o.typ == content::APPLICATION_DATA {
+            if start == end {
+                self.empty += 1;
+                if self.empty > MAX_EMPTY {
+                    return Err(refused(RecordError::Unexpected));
+                }
+            } else {
+                self.empty = 0;
+            }
             self.plain_start = start;
             self.plain_end = end;
             return Ok(true);
         }
         self.read_closed = true;
-        control(o.typ, &self.rin[start..end])?;
+        control(self.tls13, o.typ, &self.rin[start..end])?;
         Ok(true)
+    }
+
+    /// A TLS 1.3 handshake record after the handshake, with a key schedule: a `KeyUpdate`
+    /// (alone in its record, RFC 8446 section 5.1) updates the receiving keys and, when
+    /// the client asks, ours after our own `KeyUpdate`; anything else is refused. Counted
+    /// with the empty records: a flood of updates is refused like one of those.
+    fn key_update(&mut self, start: usize, end: usize) -> Result<(), Refused> {
+        let refused = |e: RecordError| Refused { alert: Some(e.alert()), error: record_error(e) };
+        let requested = match self.rin[start..end] {
+            [24, 0, 0, 1, r @ (0 | 1)] => r == 1,
+            [24, 0, 0, 1, _] => {
+                return Err(Refused {
+                    alert: Some(alert::ILLEGAL_PARAMETER),
+                    error: record_error(RecordError::Unexpected),
+                });
+            }
+            [24, ..] => {
+                return Err(Refused {
+                    alert: Some(alert::DECODE_ERROR),
+                    error: record_error(RecordError::Malformed),
+                });
+            }
+            _ => {
+                return Err(refused(RecordError::Unexpected));
+            }
+        };
+        self.empty += 1;
+        if self.empty > MAX_EMPTY {
+            return Err(refused(RecordError::Unexpected));
+        }
+        let next = self.schedule.as_mut().map(|k| k.update_rx_secret());
+        let keys = match next {
+            Some(Ok((seq, secrets))) => DirectionKeys::from_rustls(seq, &secrets),
+            _ => None,
+        };
+        if keys.and_then(|k| self.opener.rekey(&k)).is_none() {
+            return Err(refused(RecordError::SequenceExhausted));
+        }
+        if requested && !self.updated_silent {
+            self.update_tx()
+                .map_err(|error| Refused { alert: Some(alert::INTERNAL_ERROR), error })?;
+            self.update_unsent = true;
+        }
+        Ok(())
+    }
+
+    /// Seals our `KeyUpdate` with the current keys, then takes the next ones: every record
+    /// sealed after it uses them.
+    fn update_tx(&mut self) -> io::Result<()> {
+        let (head, tail) = (self.sealer.head_room(), self.sealer.tail_room());
+        if self.out.capacity() == 0 {
+            self.out = bufs::take(Kind::Out);
+        }
+        let at = self.out.len();
+        let len = KEY_UPDATE_NOT_REQUESTED.len();
+        self.out.resize(at + head + len + tail, 0);
+        self.out[at + head..at + head + len].copy_from_slice(&KEY_UPDATE_NOT_REQUESTED);
+        match self.sealer.seal(content::HANDSHAKE, &mut self.out[at..], len) {
+            Ok(n) => self.out.truncate(at + n),
+            Err(e) => {
+                self.out.truncate(at);
+                return Err(record_error(e));
+            }
+        }
+        let next = self.schedule.as_mut().map(|k| k.update_tx_secret());
+        let keys = match next {
+            Some(Ok((seq, secrets))) => DirectionKeys::from_rustls(seq, &secrets),
+            _ => None,
+        };
+        keys.and_then(|k| self.sealer.rekey(&k))
+            .ok_or_else(|| io::Error::other("no next TLS traffic secret"))?;
+        self.updated_silent = true;
+        Ok(())
+    }
+
+    /// Whether our keys are due for an update (TLS 1.3 with a key schedule only; other
+    /// sessions end at the limit).
+    fn update_due(&self) -> bool {
+        self.schedule.is_some() && self.sealer.update_due()
+    }
+
+    /// Ends the connection for `r`: its alert is sealed (nothing is sealed after it) and
+    /// sent as far as the socket takes it now; reading is over.
+    fn refuse(&mut self, cx: &mut Context<'_>, r: Refused) -> io::Error {
+        self.read_closed = true;
+        self.plain_start = self.plain_end;
+        if let Some(a) = r.alert
+            && !self.notified
+            && self.seal_from(content::ALERT, &[IoSlice::new(&fatal(a))]).is_ok_and(|n| n > 0)
+        {
+            self.notified = true;
+            let _ = self.poll_drain(cx);
+        }
+        self.release_in();
+        r.error
+    }
+
+    /// Whether the partial record in `rin` is past its time; arms the timer otherwise.
+    fn record_late(&mut self, cx: &mut Context<'_>) -> bool {
+        let since = *self.record_since.get_or_insert_with(Instant::now);
+        let deadline = since + self.record_timeout;
+        match &mut self.record_timer {
+            Some(t) => {
+                if t.deadline() != deadline {
+                    t.as_mut().reset(deadline);
+                }
+            }
+            None => self.record_timer = Some(Box::pin(tokio::time::sleep_until(deadline))),
+        }
+        self.record_timer.as_mut().is_some_and(|t| t.as_mut().poll(cx).is_ready())
     }
 
     /// Moves unread ciphertext to the front; gives the buffer back when nothing is left.
@@ -144,6 +366,7 @@ impl SealedStream {
         let rest = self.filled - self.raw_start;
         if rest == 0 {
             self.release_in();
+            self.record_since = None;
         } else if self.raw_start > 0 {
             self.rin.copy_within(self.raw_start..self.filled, 0);
             self.filled = rest;
@@ -160,8 +383,12 @@ impl SealedStream {
         self.filled = 0;
     }
 
-    /// Writes pending sealed bytes; `Ready(Ok)` once none are left.
+    /// Writes pending sealed bytes; `Ready(Ok)` once none are left. Our keys are updated
+    /// here when due, so that records sealed in place (after a flush) never meet the limit.
     fn poll_drain(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if self.out_pos == self.out.len() && !self.notified && self.update_due() {
+            self.update_tx()?;
+        }
         while self.out_pos < self.out.len() {
             let n = std::task::ready!(
                 Pin::new(&mut self.tcp).poll_write(cx, &self.out[self.out_pos..])
@@ -175,6 +402,7 @@ impl SealedStream {
             bufs::give(Kind::Out, std::mem::take(&mut self.out));
         }
         self.out_pos = 0;
+        self.update_unsent = false;
         Poll::Ready(Ok(()))
     }
 
@@ -192,6 +420,12 @@ impl SealedStream {
             if cur.is_empty() || self.out.len() + head + MAX_PLAINTEXT + tail > bufs::OUT_SIZE {
                 break;
             }
+            if typ == content::APPLICATION_DATA {
+                if self.update_due() {
+                    self.update_tx()?;
+                }
+                self.updated_silent = false;
+            }
             let at = self.out.len();
             self.out.resize(at + head, 0);
             let mut len = 0;
@@ -205,7 +439,17 @@ impl SealedStream {
                 }
             }
             self.out.resize(at + head + len + tail, 0);
-            let n = self.sealer.seal(typ, &mut self.out[at..], len).map_err(record_error)?;
+            let n = match self.sealer.seal(typ, &mut self.out[at..], len) {
+                Ok(n) => n,
+                Err(e) => {
+                    // Nothing of the refused record stays; what was sealed before it goes.
+                    self.out.truncate(at);
+                    if taken > 0 {
+                        break;
+                    }
+                    return Err(record_error(e));
+                }
+            };
             self.out.truncate(at + n);
             taken += len;
         }
@@ -236,6 +480,12 @@ impl AsyncRead for SealedStream {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = &mut *self;
+        if this.update_unsent {
+            // Our answer to a client's KeyUpdate leaves without waiting for a write of ours.
+            if let Poll::Ready(Err(e)) = this.poll_drain(cx) {
+                return Poll::Ready(Err(e));
+            }
+        }
         loop {
             if this.take_plain(buf) {
                 return Poll::Ready(Ok(()));
@@ -243,8 +493,12 @@ impl AsyncRead for SealedStream {
             if this.read_closed {
                 return Poll::Ready(Ok(()));
             }
-            if this.raw_start < this.filled && this.open_next()? {
-                continue;
+            if this.raw_start < this.filled {
+                match this.open_next() {
+                    Ok(true) => continue,
+                    Ok(false) => {}
+                    Err(r) => return Poll::Ready(Err(this.refuse(cx, r))),
+                }
             }
             this.compact();
             if this.rin.capacity() == 0 {
@@ -262,6 +516,13 @@ impl AsyncRead for SealedStream {
                 Poll::Pending => {
                     if this.filled == 0 {
                         this.release_in();
+                    } else if this.record_late(cx) {
+                        this.read_closed = true;
+                        this.release_in();
+                        return Poll::Ready(Err(io::Error::new(
+                            io::ErrorKind::TimedOut,
+                            "TLS record incomplete at the record timeout",
+                        )));
                     }
                     return Poll::Pending;
                 }
@@ -331,8 +592,21 @@ impl AsyncWrite for SealedStream {
 }
 
 impl Drop for SealedStream {
+    /// A close without a shutdown still says `close_notify` (after what is pending), as
+    /// far as the socket takes it without waiting.
     fn drop(&mut self) {
         self.release_in();
+        if !self.notified
+            && self.seal_from(content::ALERT, &[IoSlice::new(&CLOSE_NOTIFY)]).is_ok_and(|n| n > 0)
+        {
+            self.notified = true;
+        }
+        while self.out_pos < self.out.len() {
+            match self.tcp.try_write(&self.out[self.out_pos..]) {
+                Ok(n) if n > 0 => self.out_pos += n,
+                _ => break,
+            }
+        }
         if self.out.capacity() > 0 {
             bufs::give(Kind::Out, std::mem::take(&mut self.out));
         }

@@ -226,8 +226,9 @@ fn serve_listener(
         state.shared.quic.keys.clone(),
         counters,
         // HTTP/3 connections count with the TCP ones against
-        // `http.max_connections_per_client`, across all workers.
-        move |ip| clients.enter(ip).ok(),
+        // `http.max_connections_per_client`, across all workers, and against their own
+        // per-client cap.
+        move |ip, quic_cap| clients.enter_quic(ip, reel_quic::client_key(ip), quic_cap).ok(),
         stop,
         on_conn,
     );

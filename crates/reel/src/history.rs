@@ -101,6 +101,12 @@ pub(crate) struct Disk {
     /// `online`, `frozen` (handed over in an upgrade) or `failed` (out of service, or
     /// every volume quarantined).
     pub state: &'static str,
+    /// Bytes used on this disk.
+    pub bytes_used: u64,
+    /// This disk's capacity in bytes.
+    pub capacity: u64,
+    /// Objects on this disk.
+    pub objects: u64,
 }
 
 /// Counter totals at one instant; two of them make a [`Sample`].
@@ -202,7 +208,13 @@ impl Sample {
                 } else {
                     "online"
                 };
-                Disk { path: d.path.display().to_string(), state }
+                Disk {
+                    path: d.path.display().to_string(),
+                    state,
+                    bytes_used: d.stats.bytes_used,
+                    capacity: d.stats.capacity,
+                    objects: d.stats.objects,
+                }
             })
             .collect();
         let live = s.live();

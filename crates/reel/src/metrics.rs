@@ -64,7 +64,7 @@ fn protocols(p: &mut PromWriter, workers: &[Arc<reel_ops::metrics::WorkerMetrics
 /// The HTTP/3 listeners' QUIC endpoints, per listener (summed over workers).
 fn quic(p: &mut PromWriter, listeners: &[Arc<crate::quic::QuicListener>]) {
     type Pick = fn(&reel_quic::QuicCounters) -> u64;
-    let families: [(&str, Kind, &str, Pick); 6] = [
+    let families: [(&str, Kind, &str, Pick); 7] = [
         ("reel_quic_connections_open", Kind::Gauge, "Open QUIC connections.", |c| {
             c.open.load(Relaxed)
         }),
@@ -90,9 +90,15 @@ fn quic(p: &mut PromWriter, listeners: &[Arc<crate::quic::QuicListener>]) {
             |c| c.refused_worker.load(Relaxed),
         ),
         (
+            "reel_quic_send_window_bytes",
+            Kind::Gauge,
+            "Response bytes the open QUIC connections may hold unacknowledged (their send windows summed).",
+            |c| c.send_windows.load(Relaxed),
+        ),
+        (
             "reel_quic_refused_client_total",
             Kind::Counter,
-            "New QUIC connections refused at http.max_connections_per_client (counted per worker).",
+            "New QUIC connections refused at http.max_connections_per_client or the QUIC share of an address.",
             |c| c.refused_client.load(Relaxed),
         ),
     ];
@@ -183,6 +189,12 @@ fn store(p: &mut PromWriter, store: &reel_store::Store, admission: &reel_store::
         st.write_errors,
     );
     p.single("reel_store_read_errors_total", Kind::Counter, "Store read errors.", st.read_errors);
+    p.single(
+        "reel_store_rescued_fills_total",
+        Kind::Counter,
+        "Fills whose write into the store failed, delivered whole from memory and not stored.",
+        st.rescued_fills,
+    );
     p.single("reel_store_volumes", Kind::Gauge, "Store volume files.", st.volumes);
     p.single(
         "reel_store_quarantined_volumes",

@@ -93,6 +93,7 @@ pub(crate) fn settings(cfg: &Config, l: &ListenerConfig) -> QuicSettings {
         idle_timeout: h.idle_timeout.get() + std::time::Duration::from_secs(5),
         handshake_timeout: h.header_timeout.get().max(std::time::Duration::from_secs(1)),
         max_per_worker: h.max_connections_per_worker as usize,
+        worker_send_budget: h.h3_send_budget.bytes(),
         // A measurement knob (benches/README.md), not a setting.
         segmentation_offload: std::env::var_os("REEL_QUIC_GSO").is_none_or(|v| v != "0"),
         ..QuicSettings::default()

@@ -263,7 +263,8 @@ impl TlsState {
         p.family(
             "reel_tls_key_update_closes_total",
             Kind::Counter,
-            "TLS connections closed because the client asked to update its keys.",
+            "TLS connections closed because the client asked to update its keys (kTLS \
+             connections: reel's own record layer updates them).",
         );
         p.sample(
             "reel_tls_key_update_closes_total",

@@ -113,6 +113,67 @@ fn history_has_hits_misses_bytes_and_origin_rates_and_filters_by_since() {
     assert_eq!(v["header"]["health"], "draining", "{v}");
 }
 
+/// The "Store disks" table: each disk's row carries that disk's own bytes, capacity and
+/// objects (as `/status` reports them per disk), not the whole store's.
+#[test]
+fn each_disk_row_has_its_own_figures() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    std::fs::create_dir(&a).unwrap();
+    std::fs::create_dir(&b).unwrap();
+    let o = Origin::start("o");
+    const N: usize = 24;
+    for i in 0..N {
+        o.put(&format!("/d/{i}.ts"), Object::ok("y".repeat(20_000)));
+    }
+    let mut conf = Conf::new(dir.path(), &o);
+    conf.raw = Some(conf.with_disks(&[&a, &b]));
+    let reel = Reel::start(&conf);
+    for i in 0..N {
+        assert_eq!(request(reel.data, "GET", "127.0.0.1", &format!("/d/{i}.ts"), &[]).status, 200);
+    }
+    let st = eventually("all objects stored", || {
+        let st = reel.status();
+        (st["store"]["objects"].as_u64() == Some(N as u64)).then_some(st)
+    });
+    let per_disk = |p: &std::path::Path, st: &Value| {
+        let d = st["store"]["disks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["path"] == p.display().to_string())
+            .cloned()
+            .expect("the disk in /status");
+        d["objects"].as_u64().unwrap()
+    };
+    let (on_a, on_b) = (per_disk(&a, &st), per_disk(&b, &st));
+    assert!(on_a > 0 && on_b > 0, "spread over both disks: {}", st["store"]);
+    let sample = eventually("a sample with every object", || {
+        let v = reel.admin_req("GET", "/status/history?since=0").json();
+        let last = v["samples"].as_array()?.last()?.clone();
+        (last["store_objects"].as_u64() == Some(N as u64)).then_some(last)
+    });
+    let rows = sample["disks"].as_array().expect("disks");
+    assert_eq!(rows.len(), 2, "{sample}");
+    let row = |p: &std::path::Path| {
+        rows.iter().find(|d| d["path"] == p.display().to_string()).expect("a row").clone()
+    };
+    for (p, objects) in [(&a, on_a), (&b, on_b)] {
+        let r = row(p);
+        assert_eq!(r["objects"].as_u64(), Some(objects), "{r}");
+        assert!(r["bytes_used"].as_u64().unwrap() >= objects * 20_000, "{r}");
+        assert!(r["bytes_used"].as_u64() < sample["store_bytes"].as_u64(), "{r} vs {sample}");
+        assert!(r["capacity"].as_u64() < sample["store_capacity"].as_u64(), "{r} vs {sample}");
+    }
+    let total = |f: &str| rows.iter().map(|d| d[f].as_u64().unwrap()).sum::<u64>();
+    assert_eq!(total("objects"), N as u64);
+    assert_eq!(Some(total("bytes_used")), sample["store_bytes"].as_u64());
+    assert_eq!(Some(total("capacity")), sample["store_capacity"].as_u64());
+    // The page fills the rows from each disk's own figures.
+    let page = reel.admin_req("GET", "/dashboard").text();
+    assert!(page.contains("fmtNum(d.objects)") && page.contains("fmtBytes(d.bytes_used)"));
+}
+
 #[test]
 fn dashboard_is_one_page_without_external_assets() {
     let dir = tempfile::tempdir().unwrap();

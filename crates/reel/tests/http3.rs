@@ -3,7 +3,9 @@
 //! TCP side, metrics and the access log by protocol; connections that move to a new
 //! client port keep their worker, and concurrent misses on many connections ask the origin
 //! once (2 and 4 workers); Retry for every new connection, and
-//! under a flood of Initials that never complete, with the amplification limit; a reload
+//! under a flood of Initials that never complete, with the amplification limit counted
+//! byte for byte; Initials with a forged address take none of its places; clients that
+//! stop acknowledging pin bounded memory and are closed at the send timeout; a reload
 //! that turns HTTP/3 on and off.
 
 use std::net::SocketAddr;
@@ -293,20 +295,30 @@ fn concurrent_http3_misses_ask_the_origin_once_at_any_worker_count() {
 
 /// Forwards datagrams from a client to `server` and drops every answer: a client that
 /// never completes its handshake, as one with a forged source address. Counts the bytes
-/// each way.
+/// each way, and by how many bytes an answer ever took the server past three times what
+/// it had received then (RFC 9000 section 8.1), with the sizes of the answers so far.
 struct BlackHole {
     addr: SocketAddr,
     sent: Arc<AtomicU64>,
     answered: Arc<AtomicU64>,
+    over: Arc<AtomicU64>,
+    sizes: Arc<std::sync::Mutex<Vec<usize>>>,
 }
 
 impl BlackHole {
     async fn start(server: SocketAddr) -> BlackHole {
+        BlackHole::start_from(server, "127.0.0.1").await
+    }
+
+    /// [`BlackHole::start`] whose datagrams reach the server from address `from`.
+    async fn start_from(server: SocketAddr, from: &str) -> BlackHole {
         let front = tokio::net::UdpSocket::bind("127.0.0.1:0").await.expect("udp");
-        let back = tokio::net::UdpSocket::bind("127.0.0.1:0").await.expect("udp");
+        let back = tokio::net::UdpSocket::bind(format!("{from}:0")).await.expect("udp");
         let (sent, answered) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+        let over = Arc::new(AtomicU64::new(0));
+        let sizes = Arc::new(std::sync::Mutex::new(Vec::new()));
         let addr = front.local_addr().expect("addr");
-        let (s, a) = (sent.clone(), answered.clone());
+        let (s, a, o, z) = (sent.clone(), answered.clone(), over.clone(), sizes.clone());
         tokio::spawn(async move {
             let mut buf = vec![0u8; 65_536];
             let mut buf2 = vec![0u8; 65_536];
@@ -319,12 +331,78 @@ impl BlackHole {
                     }
                     r = back.recv_from(&mut buf2) => {
                         let Ok((n, _)) = r else { return };
-                        a.fetch_add(n as u64, Ordering::Relaxed);
+                        let out = a.fetch_add(n as u64, Ordering::Relaxed) + n as u64;
+                        o.fetch_max(out.saturating_sub(3 * s.load(Ordering::Relaxed)), Ordering::Relaxed);
+                        if let Ok(mut z) = z.lock() {
+                            z.push(n);
+                        }
                     }
                 }
             }
         });
-        BlackHole { addr, sent, answered }
+        BlackHole { addr, sent, answered, over, sizes }
+    }
+}
+
+/// Before a client's address is validated the server sends at most three times the bytes
+/// it received from it, counted at every datagram (RFC 9000 section 8.1): the handshake
+/// flight and whatever rides with it (connection IDs, retransmissions) stay inside it,
+/// for certificates that end the first flight at different lengths: with 88 to 100 more
+/// names it ends just under the limit, where the transport alone let the next packet (the
+/// first NEW_CONNECTION_ID frames) go past it.
+#[test]
+fn before_address_validation_the_server_sends_at_most_three_times_what_it_received() {
+    for extra_names in [0, 88, 92, 96, 100] {
+        let dir = tempfile::tempdir().expect("tmp");
+        let origin = Origin::start("o");
+        let pki = Pki::new(dir.path());
+        let padding: Vec<String> =
+            (0..extra_names).map(|i| format!("n{i:03}.padding.example.test")).collect();
+        let mut names = vec!["edge.example.test"];
+        names.extend(padding.iter().map(String::as_str));
+        pki.leaf("edge", &names);
+        let mut conf = h3_conf(dir.path(), &origin, &pki, "quic_retry = \"never\"\n");
+        conf.http = "header_timeout = \"2s\"\n".into();
+        let reel = Reel::start_env(&conf, &[("REEL_TEST_WORKERS", "1")]);
+        let addr = reel.listener_addr("https").expect("https listener");
+        rt().block_on(async {
+            let mut holes = Vec::new();
+            let mut tries = Vec::new();
+            for _ in 0..4 {
+                let hole = BlackHole::start(addr).await;
+                let ep = h3::endpoint();
+                let connecting = ep.connect(hole.addr, "localhost").expect("connect");
+                tries.push(tokio::spawn(async move {
+                    let _ = tokio::time::timeout(Duration::from_secs(30), connecting).await;
+                }));
+                holes.push((hole, ep));
+            }
+            // Every handshake given up by the server (its timeout): nothing more is sent.
+            let mut waited = 0;
+            while metric(&reel.metrics(), "reel_quic_handshake_failures_total{listener=\"https\"}")
+                .unwrap_or(0.0)
+                < 4.0
+            {
+                waited += 1;
+                assert!(waited < 300, "the handshakes were not given up");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            for (h, _) in &holes {
+                let (sent, answered) =
+                    (h.sent.load(Ordering::Relaxed), h.answered.load(Ordering::Relaxed));
+                let sizes = h.sizes.lock().map(|z| z.clone()).unwrap_or_default();
+                assert!(sent > 0 && answered > 0, "sent {sent}, answered {answered}");
+                assert_eq!(
+                    h.over.load(Ordering::Relaxed),
+                    0,
+                    "{extra_names} more names: past 3x: received {sent} bytes, answered \
+                     {answered} in datagrams of {sizes:?}"
+                );
+            }
+            for t in tries {
+                t.abort();
+            }
+        });
     }
 }
 
@@ -376,6 +454,73 @@ fn a_flood_of_initials_that_never_complete_gets_retry_within_the_amplification_l
             f.abort();
         }
     });
+}
+
+/// Initials from an address that never completes a handshake (as a flood with that
+/// address forged) take none of the places its real connections need: with
+/// `max_connections_per_client = 8`, twenty handshakes left hanging "from" 127.0.0.9
+/// leave it seven TCP connections and one over QUIC, all served; past a few handshakes in
+/// flight from the address, it is asked to Retry.
+#[test]
+fn initials_that_never_complete_take_no_places_of_their_address() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let origin = Origin::start("o");
+    origin.put("/a.ts", cached(&body(3000, 6)));
+    let pki = Pki::new(dir.path());
+    pki.leaf("edge", &["edge.example.test"]);
+    let mut conf = h3_conf(dir.path(), &origin, &pki, "");
+    conf.http = "max_connections_per_client = 8\n".into();
+    let reel = Reel::start_env(&conf, &[("REEL_TEST_WORKERS", "1")]);
+    let addr = reel.listener_addr("https").expect("https listener");
+    let decided = |m: &str| {
+        ["connections_open", "retries_total", "refused_client_total"]
+            .iter()
+            .map(|f| metric(m, &format!("reel_quic_{f}{{listener=\"https\"}}")).unwrap_or(0.0))
+            .sum::<f64>()
+    };
+    rt().block_on(async {
+        let mut holes = Vec::new();
+        for _ in 0..20 {
+            let hole = BlackHole::start_from(addr, "127.0.0.9").await;
+            let ep = h3::endpoint();
+            let connecting = ep.connect(hole.addr, "localhost").expect("connect");
+            let t = tokio::spawn(async move {
+                let _ = tokio::time::timeout(Duration::from_secs(30), connecting).await;
+            });
+            holes.push((hole, ep, t));
+        }
+        let mut waited = 0;
+        while decided(&reel.metrics()) < 20.0 {
+            waited += 1;
+            assert!(waited < 300, "the Initials were not all decided: {}", reel.metrics());
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        // The address's own connections: seven over TCP, one over QUIC.
+        let host = format!("127.0.0.1:{}", reel.data.port());
+        let mut tcp = Vec::new();
+        for i in 0..7 {
+            let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)
+                .expect("socket");
+            s.bind(&"127.0.0.9:0".parse::<SocketAddr>().expect("addr").into()).expect("bind");
+            s.connect(&reel.data.into()).expect("connect");
+            let mut c = crate::common::Conn::from_stream(s.into()).expect("conn");
+            let r = c.get(&host, "/a.ts");
+            assert_eq!(r.map(|r| r.status).ok(), Some(200), "TCP connection {i} from 127.0.0.9");
+            tcp.push(c);
+        }
+        let mut ep = quinn::Endpoint::client("127.0.0.9:0".parse().expect("addr")).expect("ep");
+        ep.set_default_client_config(h3::client_config());
+        let (_conn, mut c) = h3::connect(&ep, addr).await.expect("QUIC connection from 127.0.0.9");
+        assert_eq!(get(&mut c, "/a.ts", &[]).await.status, 200);
+        for (_, _, t) in holes {
+            t.abort();
+        }
+    });
+    let m = reel.metrics();
+    assert!(
+        metric(&m, "reel_quic_retries_total{listener=\"https\"}").unwrap_or(0.0) >= 1.0,
+        "no Retry for twenty handshakes in flight from one address"
+    );
 }
 
 #[test]
@@ -611,9 +756,11 @@ fn client_limits_idle_timeout_and_no_early_data() {
             tokio::time::timeout(Duration::from_secs(20), c1.closed()).await.expect("idle close");
         assert!(matches!(why, quinn::ConnectionError::ApplicationClosed(_)), "{why}");
         // Resumption works, early data does not: the ticket allows none.
-        let ep2 = h3::endpoint();
-        let (c, _) = h3::connect(&ep2, addr).await.expect("first of ep2");
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        let (ep2, certificates_shown) = h3::endpoint_counting();
+        let (c, mut s) = h3::connect(&ep2, addr).await.expect("first of ep2");
+        // The session ticket comes right after the handshake, before any answer.
+        assert_eq!(get(&mut s, "/a.ts", &[]).await.status, 200);
+        assert_eq!(certificates_shown.load(Ordering::SeqCst), 1, "a full handshake");
         c.close(0u32.into(), b"");
         drop(c);
         // c1 is closed, the second still counts: room for one more.
@@ -624,6 +771,11 @@ fn client_limits_idle_timeout_and_no_early_data() {
                 connecting.await.expect("resumed without 0-RTT");
             }
         }
+        assert_eq!(
+            certificates_shown.load(Ordering::SeqCst),
+            1,
+            "the second handshake resumed the first's session (no certificate shown)"
+        );
     });
     let m = reel.metrics();
     assert!(metric(&m, "reel_quic_refused_client_total{listener=\"https\"}").unwrap_or(0.0) >= 1.0);
@@ -783,5 +935,205 @@ fn health_counts_http3_connections() {
             assert!(waited < 300, "never overloaded: {j}");
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
+    });
+}
+
+/// Relays one QUIC client to `server` from address `from`; once `mute` is set, drops
+/// everything the client sends (its acknowledgements, its requests) and still delivers
+/// what the server sends: a client that stopped acknowledging.
+struct Mute {
+    addr: SocketAddr,
+    mute: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Mute {
+    async fn start(server: SocketAddr, from: &str) -> Mute {
+        let front = tokio::net::UdpSocket::bind("127.0.0.1:0").await.expect("udp");
+        let back = tokio::net::UdpSocket::bind(format!("{from}:0")).await.expect("udp");
+        let mute = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let addr = front.local_addr().expect("addr");
+        let m = mute.clone();
+        tokio::spawn(async move {
+            let (mut buf, mut buf2) = (vec![0u8; 65_536], vec![0u8; 65_536]);
+            let mut client = None;
+            loop {
+                tokio::select! {
+                    r = front.recv_from(&mut buf) => {
+                        let Ok((n, from)) = r else { return };
+                        client = Some(from);
+                        if !m.load(Ordering::Relaxed) {
+                            let _ = back.send_to(&buf[..n], server).await;
+                        }
+                    }
+                    r = back.recv_from(&mut buf2) => {
+                        let Ok((n, _)) = r else { return };
+                        if let Some(c) = client {
+                            let _ = front.send_to(&buf2[..n], c).await;
+                        }
+                    }
+                }
+            }
+        });
+        Mute { addr, mute }
+    }
+}
+
+/// A client that asked for `/big.ts`, got the head, and stopped acknowledging: its relay,
+/// endpoint, connection, request side and the response stream.
+type Silent = (Mute, quinn::Endpoint, quinn::Connection, h3::SendRequest, h3::RequestStream);
+
+/// `n` clients from address `from` that ask `server` for `/big.ts` and, once its head
+/// arrived, stop acknowledging; those that got that far.
+async fn silent_clients(server: SocketAddr, from: &str, n: usize) -> Vec<Silent> {
+    let mut tries = tokio::task::JoinSet::new();
+    for _ in 0..n {
+        let relay = Mute::start(server, from).await;
+        tries.spawn(async move {
+            let ep = h3::endpoint();
+            let (conn, mut c) = h3::connect(&ep, relay.addr).await.ok()?;
+            let req = http::Request::get("https://edge.example.test/big.ts").body(()).ok()?;
+            let mut st = c.send_request(req).await.ok()?;
+            st.finish().await.ok()?;
+            st.recv_response().await.ok()?;
+            relay.mute.store(true, Ordering::Relaxed);
+            Some((relay, ep, conn, c, st))
+        });
+    }
+    let mut silent = Vec::new();
+    while let Some(t) = tries.join_next().await {
+        if let Ok(Some(s)) = t {
+            silent.push(s);
+        }
+    }
+    silent
+}
+
+/// The connections of a worker share `http.h3_send_budget`: with a 1 MiB budget, 40
+/// clients that stop acknowledging are given send windows of 1 MiB and some between them
+/// (their share when each arrived), not 40 full windows of 256 KiB (10 MiB).
+#[test]
+fn the_connections_of_a_worker_share_its_send_budget() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let origin = Origin::start("o");
+    origin.put("/big.ts", cached(&body(2 << 20, 10)));
+    let pki = Pki::new(dir.path());
+    pki.leaf("edge", &["edge.example.test"]);
+    let mut conf = h3_conf(dir.path(), &origin, &pki, "");
+    conf.http = "h3_send_budget = \"1MiB\"\n".into();
+    let reel = Reel::start_env(&conf, &[("REEL_TEST_WORKERS", "1")]);
+    let addr = reel.listener_addr("https").expect("https listener");
+    rt().block_on(async {
+        let silent = silent_clients(addr, "127.0.0.3", 40).await;
+        assert_eq!(silent.len(), 40, "every client served");
+        let m = reel.metrics();
+        let windows = metric(&m, "reel_quic_send_window_bytes{listener=\"https\"}")
+            .expect("reel_quic_send_window_bytes");
+        // 1 MiB x (1 + ln(40 / 4)) = 3.3 MiB when they arrive one after the other.
+        assert!(
+            (40.0 * 16384.0..=3.4 * 1048576.0).contains(&windows),
+            "the send windows of 40 connections: {} KiB",
+            windows / 1024.0
+        );
+    });
+}
+
+/// The resident set of process `pid`, in bytes.
+fn rss(pid: u32) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+    let kb = s
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .expect("VmRSS");
+    kb * 1024
+}
+
+/// HTTP/3 clients that ask for a large segment and then stop acknowledging pin a bounded
+/// amount of memory: one address has at most 64 QUIC connections (the rest are refused),
+/// each holding at most its 256 KiB send window, so 150 such clients from one address
+/// leave reel's resident set well under 48 MiB larger (it was over 1 MiB each). A client
+/// from another address is served meanwhile; at the send timeout the stalled connections
+/// are closed, their responses never completed and no new request taken on them.
+#[test]
+fn clients_that_stop_acknowledging_pin_a_bounded_amount_of_memory() {
+    const SILENT: usize = 150;
+    let dir = tempfile::tempdir().expect("tmp");
+    let origin = Origin::start("o");
+    let big = body(2 << 20, 9);
+    origin.put("/big.ts", cached(&big));
+    let pki = Pki::new(dir.path());
+    pki.leaf("edge", &["edge.example.test"]);
+    let mut conf = h3_conf(dir.path(), &origin, &pki, "");
+    conf.http = "send_timeout = \"8s\"\n".into();
+    let reel = Reel::start_env(&conf, &[("REEL_TEST_WORKERS", "1")]);
+    let addr = reel.listener_addr("https").expect("https listener");
+    let open = |m: &str| metric(m, "reel_quic_connections_open{listener=\"https\"}").unwrap_or(0.0);
+    rt().block_on(async {
+        // Warm: the object cached, the HTTP/3 path's allocations made.
+        let (_w, mut warm) = h3::connect(&h3::endpoint(), addr).await.expect("warm connection");
+        for _ in 0..3 {
+            let r = get(&mut warm, "/big.ts", &[]).await;
+            assert!(r.status == 200 && r.body == big);
+        }
+        drop(warm);
+        let before = rss(reel.pid());
+        let mut silent = silent_clients(addr, "127.0.0.1", SILENT).await;
+        let served = silent.len();
+        assert!(served > 0, "no client from the address was served");
+        // Another address is served meanwhile; by then the worker has also copied into the
+        // transport what each silent connection's window takes.
+        let mut ep = quinn::Endpoint::client("127.0.0.2:0".parse().expect("addr")).expect("ep");
+        ep.set_default_client_config(h3::client_config());
+        let (_ok, mut c) = h3::connect(&ep, addr).await.expect("a client of another address");
+        let r = get(&mut c, "/big.ts", &[]).await;
+        assert!(r.status == 200 && r.body == big, "status {}", r.status);
+        let grown = rss(reel.pid()).saturating_sub(before);
+        let m = reel.metrics();
+        eprintln!("{served} of {SILENT} silent connections served: +{} KiB resident", grown >> 10);
+        assert!(
+            grown < 48 << 20,
+            "{served} silent connections of one address (of {SILENT}; {} open) grew reel's \
+             resident set by {} MiB",
+            open(&m),
+            grown >> 20
+        );
+        assert!(open(&m) <= 65.0, "one address holds {} QUIC connections", open(&m) - 1.0);
+        let windows = metric(&m, "reel_quic_send_window_bytes{listener=\"https\"}")
+            .expect("reel_quic_send_window_bytes");
+        assert!(
+            (served as f64 * 16384.0..=65.0 * 256.0 * 1024.0).contains(&windows),
+            "the send windows of {served} connections: {windows} bytes"
+        );
+        // At the send timeout the stalled connections close (the served one stays).
+        let deadline = std::time::Instant::now() + 2 * reel_test_support::PATIENCE;
+        while open(&reel.metrics()) > 1.0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "stalled connections still open: {}",
+                open(&reel.metrics())
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        // One of them heard again: its response was cut short, and no new request is taken.
+        let (relay, _ep, conn, mut c, mut st) = silent.pop().expect("a silent client");
+        relay.mute.store(false, Ordering::Relaxed);
+        let mut got = 0usize;
+        let ended = async {
+            while let Some(mut d) = st.recv_data().await.map_err(|e| e.to_string())? {
+                let n = bytes::Buf::remaining(&d);
+                got += n;
+                bytes::Buf::advance(&mut d, n);
+            }
+            Ok::<_, String>(())
+        };
+        let r = tokio::time::timeout(reel_test_support::PATIENCE, ended).await;
+        assert!(!matches!(r, Ok(Ok(()))), "a stalled response ended as if complete ({got} bytes)");
+        let again = tokio::time::timeout(
+            reel_test_support::PATIENCE,
+            h3::request(&mut c, "GET", "/big.ts", &[], None),
+        )
+        .await;
+        assert!(!matches!(again, Ok(Ok(_))), "a new request was served on a stalled connection");
+        drop(conn);
     });
 }

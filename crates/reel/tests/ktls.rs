@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use reel_test_support::skip;
 
-use crate::common::{Object, Origin, Reel, metric};
+use crate::common::{Object, Origin, Reel, eventually, metric};
 use crate::tls::{Pki, https11_get, rt, tls_conf};
 
 fn kernel_expected() -> bool {
@@ -166,18 +166,52 @@ fn ktls_a_2_mib_hit_over_https11_leaves_by_sendfile_on_a_ktls_connection() {
         .stderr(Stdio::null())
         .spawn()
         .expect("strace");
-    std::thread::sleep(Duration::from_millis(1500));
+    // Every thread of reel is traced before the hit is asked for.
+    let (reel_pid, tracer_pid) = (reel.pid(), tracer.id());
+    eventually("strace attached to every thread of reel", || {
+        traced_by(reel_pid, tracer_pid).then_some(())
+    });
     get();
-    std::thread::sleep(Duration::from_millis(500));
+    // The trace is read as strace writes it: the hit's sendfile calls show up once strace
+    // has seen them return (the client has every byte by now).
+    let sendfile_bytes = |trace: &str| -> u64 {
+        trace
+            .lines()
+            // `sendfile(...) = N`, or split by another thread's call:
+            // `<... sendfile resumed> ... = N`.
+            .filter(|l| l.contains("sendfile") && !l.contains("<unfinished"))
+            .filter_map(|l| l.rsplit("= ").next()?.trim().parse::<u64>().ok())
+            .sum()
+    };
+    let deadline = std::time::Instant::now() + reel_test_support::PATIENCE;
+    while sendfile_bytes(&std::fs::read_to_string(&out).unwrap_or_default()) < 2 << 20
+        && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(20));
+    }
     // SIGINT makes strace detach cleanly and write its file out.
     let _ = Command::new("kill").args(["-INT", &tracer.id().to_string()]).status();
     let _ = tracer.wait();
     let trace = std::fs::read_to_string(&out).expect("trace");
-    let sent: u64 = trace
-        .lines()
-        // `sendfile(...) = N`, or split by another thread's call: `<... sendfile resumed> ... = N`.
-        .filter(|l| l.contains("sendfile") && !l.contains("<unfinished"))
-        .filter_map(|l| l.rsplit("= ").next()?.trim().parse::<u64>().ok())
-        .sum();
+    let sent = sendfile_bytes(&trace);
     assert!(sent >= 2 << 20, "sendfile sent {sent} bytes of the 2 MiB hit:\n{trace}");
+}
+
+/// Whether every thread of process `pid` is traced by `tracer` (`TracerPid` in each task's
+/// status).
+fn traced_by(pid: u32, tracer: u32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return false };
+    let mut any = false;
+    for t in tasks.flatten() {
+        let status = std::fs::read_to_string(t.path().join("status")).unwrap_or_default();
+        let tracer_of = status
+            .lines()
+            .find_map(|l| l.strip_prefix("TracerPid:"))
+            .and_then(|v| v.trim().parse::<u32>().ok());
+        if tracer_of != Some(tracer) {
+            return false;
+        }
+        any = true;
+    }
+    any
 }

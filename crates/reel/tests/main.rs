@@ -11,6 +11,7 @@ mod common;
 mod contrib;
 mod dashboard;
 mod disks;
+mod fair;
 mod health;
 mod http3;
 mod interim;

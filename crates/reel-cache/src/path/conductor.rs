@@ -421,13 +421,21 @@ impl WorkerCache {
         };
         // The fetch runs as a task of its own: a leader whose client goes away (an HTTP/2
         // stream reset, a closed connection) stops waiting for it, but the fetch goes on
-        // and its followers get what the origin sends.
+        // and its followers get what the origin sends. With no follower either, before
+        // the origin answered, it is abandoned and its origin connection given back.
         let (cx, site_own, key_own) = (self.parts.fetch.clone(), site.clone(), key.clone());
         let (req_own, cc) = (req.clone(), g.cc.clone());
         let revalidate = stale.as_ref().map(|s| (s.store_key.clone(), s.prep.clone()));
+        let _viewing = lead.viewing();
+        let unwanted = lead.unwanted();
         let fetch = tokio::task::spawn_local(async move {
             let stale = revalidate.as_ref().map(|(k, p)| (&k[..], &p.meta));
-            let r = cx.for_viewer(&site_own, &req_own, &key_own, &cc, stale, oreq, lead).await;
+            let fetch = cx.for_viewer(&site_own, &req_own, &key_own, &cc, stale, oreq, lead);
+            let r = tokio::select! {
+                biased;
+                r = fetch => r,
+                () = unwanted => return (Fetched::Failed(502), None),
+            };
             // The origin has answered (or failed): the body goes on without the place.
             drop(place);
             if let (Fetched::Filling(fill), _) = &r {

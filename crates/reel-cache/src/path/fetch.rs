@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use reel_http::{Interim, Request};
-use reel_origin::{Affinity, ErrorKind, OriginRequest, OriginResponse, WorkerClient};
+use reel_origin::{Affinity, ErrorKind, OriginRequest, OriginResponse, Requester, WorkerClient};
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::deadline::{fill_deadline, is_blocking};
@@ -336,9 +336,11 @@ pub(super) async fn refresh_in_background(
         _ => return,
     }
     let stale = Some(&stored.prep.meta);
-    let Some(oreq) = fill_request(req, key, Forward::SharedFill, stale, &cx.settings) else {
+    let Some(mut oreq) = fill_request(req, key, Forward::SharedFill, stale, &cx.settings) else {
         return;
     };
+    // The node's own: a refresh has room no viewer's miss can take.
+    oreq.from = Requester::Node;
     let headers: Vec<(Vec<u8>, Vec<u8>)> =
         req.headers().map(|(n, v)| (n.as_bytes().to_vec(), v.to_vec())).collect();
     let cc = req_cc.clone();

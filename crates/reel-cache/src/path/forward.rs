@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use http::{HeaderMap, Method as HttpMethod};
 use reel_http::{BodyFraming, Method, Request, RequestBody, Response};
-use reel_origin::{Affinity, OriginRequest, WorkerClient};
+use reel_origin::{Affinity, OriginRequest, Requester, WorkerClient};
 
 use super::answer::{Answer, StatusNames};
 use super::interim;
@@ -49,6 +49,7 @@ impl Forwarder<'_> {
             o.method = HttpMethod::HEAD;
         }
         o.headers = forward_headers(req, Forward::Pass, &[], &self.settings.node);
+        o.from = Requester::Viewer(req.peer().ip());
         let (sink, mut interims) = interim::channel();
         o.interim = Some(sink);
         let t0 = Instant::now();
@@ -110,6 +111,7 @@ impl Forwarder<'_> {
             idempotent: false,
             first_byte_timeout: None,
             interim: Some(sink),
+            from: Requester::Viewer(req.peer().ip()),
         };
         let t0 = Instant::now();
         let pump = async |body: &mut RequestBody<'_>| {

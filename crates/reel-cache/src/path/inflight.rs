@@ -8,7 +8,10 @@
 //! so their first byte comes with the origin's. Dropping a `Lead` without publishing
 //! anything tells followers the fetch failed, so a fetch that panics never strands them.
 //! A viewer's fetch runs as a task of its own (`conductor::lead`): a leader whose client
-//! vanished before the origin answered stops waiting, and the fetch still publishes.
+//! vanished before the origin answered stops waiting, and the fetch still publishes while
+//! a follower waits on it. Once nobody waits any more (the leader's [`Viewing`] and every
+//! follower gone) before the origin has answered, the fetch is abandoned
+//! ([`Lead::unwanted`]), which gives its origin connection back.
 //!
 //! A fill that will not be stored (refused by admission) leaves the store's index when it
 //! commits, so a follower woken by `Filling` or `Done` may look the key up too late to find
@@ -93,6 +96,12 @@ pub struct Lead {
     key: Box<[u8]>,
     entry: Arc<Entry>,
     finished: bool,
+}
+
+/// Held by the leader's own request while it waits for its fetch: with the followers, who
+/// still wants the fetch's answer (see [`Lead::unwanted`]).
+pub struct Viewing {
+    _rx: watch::Receiver<State>,
 }
 
 /// A follower's handle.
@@ -199,6 +208,24 @@ impl Lead {
     /// the store's index at its commit, so followers woken later still find it.
     pub fn share_fill(&self, fill: Filling) {
         let _ = self.entry.fill.set(fill);
+    }
+
+    /// The leader's request's own claim on the answer, to hold while it waits.
+    pub fn viewing(&self) -> Viewing {
+        Viewing { _rx: self.entry.tx.subscribe() }
+    }
+
+    /// Resolves once nobody waits for the fetch (no [`Viewing`], no follower) while the
+    /// origin has not answered: nothing would use what it brings, so it may be dropped.
+    /// Never resolves once the answer is known (a fill goes on for the cache's sake).
+    pub fn unwanted(&self) -> impl Future<Output = ()> + 'static {
+        let entry = self.entry.clone();
+        async move {
+            entry.tx.closed().await;
+            if *entry.tx.borrow() != State::Waiting {
+                std::future::pending::<()>().await;
+            }
+        }
     }
 
     /// Removes the entry: later requests look the store up (or lead a new fetch).

@@ -189,7 +189,7 @@ impl PartialSource {
                     }
                     let part = RangePart { range, holds: self.head.version, refresh: self.refresh };
                     let (fetched, t) =
-                        self.job.fetch_part(range, Part::Range(&part), None, lead).await;
+                        self.job.fetch_part(range, Part::Range(&part), None, lead, false).await;
                     self.refresh = false;
                     let pk = piece_key(self.primary(), self.head.version, range);
                     let piece = |data| Piece { data, start: pos, len: range.len() };

@@ -10,9 +10,11 @@
 
 use std::any::Any;
 use std::cell::{Cell, RefCell};
+use std::fs::File;
 use std::io;
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsFd, BorrowedFd};
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::{BufMut, Bytes, BytesMut};
@@ -258,7 +260,8 @@ impl MetaCache {
 /// alive until the codec drops it.
 pub struct LeasedRange {
     keep: Keep,
-    fd: RawFd,
+    /// The volume (or spill) file, held open: the range lends its descriptor.
+    file: Arc<File>,
     offset: u64,
     len: u64,
     /// Body offset of the region's first byte.
@@ -273,8 +276,8 @@ enum Keep {
 }
 
 impl FileRange for LeasedRange {
-    fn fd(&self) -> RawFd {
-        self.fd
+    fn fd(&self) -> BorrowedFd<'_> {
+        self.file.as_fd()
     }
     fn offset(&self) -> u64 {
         self.offset
@@ -293,7 +296,7 @@ impl FileRange for LeasedRange {
             // Just written: resident, so the codec's non-blocking read rarely gets here;
             // when it does, a plain read of recently written pages.
             Keep::Other(_) => {
-                let fd = self.fd;
+                let fd = self.file.as_fd();
                 Box::pin(std::future::ready(reel_http::pread_bytes(fd, offset, len)))
             }
         }
@@ -304,18 +307,18 @@ impl LeasedRange {
     /// `len` bytes of `hit`'s body from `off`.
     pub fn of_hit(hit: Rc<Hit>, off: u64, len: u64) -> Option<LeasedRange> {
         let r = hit.file_range(off, len).ok()?;
-        let (fd, offset, len) = (r.fd.as_raw_fd(), r.offset, r.len);
-        Some(LeasedRange { keep: Keep::Hit(hit), fd, offset, len, body_off: off })
+        let (file, offset, len) = (r.shared_file(), r.offset, r.len);
+        Some(LeasedRange { keep: Keep::Hit(hit), file, offset, len, body_off: off })
     }
 
     /// `len` bytes of a filling object's body from `off` (already written).
     pub fn of_filling(f: Rc<RefCell<Filling>>, off: u64, len: u64) -> Option<LeasedRange> {
-        let (fd, offset, len) = {
+        let (file, offset, len) = {
             let b = f.borrow();
             let r = b.file_range(off, len).ok()?;
-            (r.fd.as_raw_fd(), r.offset, r.len)
+            (r.shared_file(), r.offset, r.len)
         };
-        Some(LeasedRange { keep: Keep::Other(f), fd, offset, len, body_off: off })
+        Some(LeasedRange { keep: Keep::Other(f), file, offset, len, body_off: off })
     }
 }
 
@@ -438,7 +441,7 @@ mod tests {
                 }
                 Chunk::File(f) => {
                     files += 1;
-                    let file = std::fs::File::open(format!("/proc/self/fd/{}", f.fd())).unwrap();
+                    let file = std::fs::File::from(f.fd().try_clone_to_owned().unwrap());
                     let mut buf = vec![0u8; f.len() as usize];
                     file.read_exact_at(&mut buf, f.offset()).unwrap();
                     out.extend_from_slice(&buf);

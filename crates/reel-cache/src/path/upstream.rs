@@ -6,7 +6,7 @@ use std::borrow::Cow;
 
 use http::{HeaderMap, HeaderName, HeaderValue, uri::PathAndQuery};
 use reel_http::Request;
-use reel_origin::OriginRequest;
+use reel_origin::{OriginRequest, Requester};
 
 use super::hops::Node;
 use super::settings::Settings;
@@ -137,6 +137,7 @@ pub(super) fn fill_request(
     }
     let mut o = OriginRequest::get(pq, String::from_utf8_lossy(key.host()));
     o.headers = headers;
+    o.from = Requester::Viewer(req.peer().ip());
     Some(o)
 }
 

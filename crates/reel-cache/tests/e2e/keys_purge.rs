@@ -15,6 +15,36 @@ fn dot_segments_resolve_to_the_same_object() {
     assert_eq!(o.all_seen().len(), 1);
 }
 
+/// `Host: test.local.` (the absolute spelling, one trailing dot) is the same site and the
+/// same object as `test.local`: one origin fetch, asked with `Host: test.local`, and a
+/// purge of `http://test.local/...`, exact or by prefix, reaches it.
+#[test]
+fn a_trailing_dot_in_host_is_the_same_key_and_purge_reaches_it() {
+    let (o, s) = crate::setup();
+    let cc = ("cache-control", "max-age=600");
+    for p in ["/dot/a", "/dot/b"] {
+        o.route(p, Route::ok(body_of(500, 2), &[cc]));
+        get(&s, p, &[("Host", "test.local.")]);
+        let r = get(&s, p, &[]);
+        assert!(r.cache_status().contains("hit"), "{p}: {}", r.cache_status());
+        let r = get(&s, p, &[("Host", "TEST.local.:8080")]);
+        assert!(r.cache_status().contains("hit"), "{p}: {}", r.cache_status());
+        assert_eq!(o.count(p), 1, "{p}: one origin fetch");
+        assert_eq!(o.seen(p)[0].header("host"), Some("test.local"));
+    }
+    let n = s.block_on(s.shared.purge(&s.settings, "http://test.local/dot/a", false, false));
+    assert_eq!(n.unwrap(), 1);
+    let r = get(&s, "/dot/a", &[("Host", "test.local.")]);
+    assert!(r.cache_status().contains("fwd=miss"), "{}", r.cache_status());
+    let n = s.block_on(s.shared.purge(&s.settings, "http://test.local/dot/", true, false));
+    assert_eq!(n.unwrap(), 2);
+    let r = get(&s, "/dot/b", &[("Host", "test.local.")]);
+    assert!(r.cache_status().contains("fwd=miss"), "{}", r.cache_status());
+    // Two trailing dots (an empty label) name no site.
+    assert_eq!(get(&s, "/dot/b", &[("Host", "test.local..")]).status, 421);
+    assert_eq!(o.count("/dot/b"), 2);
+}
+
 fn hits_on_many_connections(s: &crate::server::Server, path: &str) {
     // Several connections, so both workers answer some of them.
     for _ in 0..8 {

@@ -224,8 +224,9 @@ fn a_small_playlist_is_read_whole_then_released_to_every_waiter_at_once() {
     }
     // The leader's origin request is under way and its body half sent.
     wait_until("the origin request", || o.count(target) > 0);
-    // Time for any early head to reach its client.
-    std::thread::sleep(Duration::from_millis(50));
+    // Every other viewer is still waiting on the leader, none answered: an early head
+    // would have ended its wait.
+    wait_until("29 viewers waiting on the leader", || s.coalesced_waiters() == 29);
     opened.store(true, SeqCst);
     gate.open(1);
     for c in clients {

@@ -84,6 +84,9 @@ pub(super) fn check_http(found: &mut Found, h: &HttpConfig) {
             "must be at least 16KiB and at most h2_connection_buffer",
         );
     }
+    if h.h3_send_budget.bytes() < 256 * 1024 {
+        bad(found, "http.h3_send_budget", "must be at least 256KiB (one connection's send window)");
+    }
 }
 
 /// `[health]`: the endpoint's path and the overload thresholds, each resume level below its

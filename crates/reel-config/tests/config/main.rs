@@ -626,6 +626,19 @@ fn http2_settings_are_bounded() {
 }
 
 #[test]
+fn the_http3_send_budget_holds_at_least_one_window() {
+    let p = find(
+        &problems(&format!("{BASE}\n[http]\nh3_send_budget = \"200KiB\"\n")),
+        "http.h3_send_budget",
+    )
+    .clone();
+    assert!(p.line > 0 && p.message.contains("256KiB"), "{p:?}");
+    let ps = problems(&format!("{BASE}\n[http]\nh3_send_budget = \"4MiB\"\n"));
+    assert!(ps.is_empty(), "{ps:#?}");
+    assert_eq!(reel_config::HttpConfig::default().h3_send_budget.bytes(), 64 << 20);
+}
+
+#[test]
 fn llhls_keys_default_and_validate() {
     let cfg = Config::parse_and_validate(BASE, "t.toml").expect("valid");
     assert_eq!(cfg.cache.blocking_timeout, Duration::from_secs(10));

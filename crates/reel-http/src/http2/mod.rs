@@ -23,7 +23,9 @@
 //!   for a pooled buffer at most the send timeout ([`Limits::send_timeout`]), then is
 //!   reset, which gives back the buffers queued for it; body bytes buffered for a stream,
 //!   a connection and a client address are bounded ([`H2Settings::stream_buffer`],
-//!   [`H2Settings::connection_buffer`], [`crate::pool::CLIENT_BUFFERS`]).
+//!   [`H2Settings::connection_buffer`], [`crate::pool::CLIENT_BUFFERS`] plus one batch
+//!   per connection, so connections of an address that stopped reading cannot hold back
+//!   one of the same address that reads).
 //! * **Idle connections and drain**: with no open stream for the idle timeout, or when
 //!   drain is requested, the connection sends GOAWAY, finishes the streams it has, and
 //!   closes (RFC 9113 section 6.8).
@@ -102,6 +104,8 @@ struct ConnShared {
     conn_budget: Arc<Semaphore>,
     /// The client address's share of the worker's pooled buffers.
     client_budget: Arc<Semaphore>,
+    /// The connection's own batch of pooled buffers beyond the address's share.
+    lane: Arc<Semaphore>,
     /// The order in which the streams' bodies take the connection.
     order: Rc<SendOrder>,
 }
@@ -229,6 +233,7 @@ pub async fn serve_h2<H: Handler, S: ByteStream + 'static>(
         streams: Streams::new(settings.max_resets_per_second),
         conn_budget: Arc::new(Semaphore::new(conn_buffers)),
         client_budget: crate::pool::client_budget(peer.ip()),
+        lane: Arc::new(Semaphore::new(send::BATCH)),
         order: Rc::new(SendOrder::default()),
     });
     let mut tasks = JoinSet::new();
@@ -432,6 +437,7 @@ async fn stream_task<H: Handler>(
                 stream_permits: frames,
                 conn: shared.conn_budget.clone(),
                 client: shared.client_budget.clone(),
+                lane: shared.lane.clone(),
                 stall: limits.send_timeout.min(limits.idle_timeout),
                 window: settings.stream_buffer,
             };

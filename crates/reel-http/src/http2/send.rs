@@ -7,7 +7,10 @@
 //! written together with the head. Each buffer also holds a permit of its
 //! stream's, its connection's and its client address's budget until h2 has written it,
 //! so a client that stops reading pins at most those budgets, never the worker's pool,
-//! and only until the send timeout resets its streams. Buffers go in batches of
+//! and only until the send timeout resets its streams. Once the address's share is used
+//! up, each connection still has one batch of its own ([`Budget::lane`]): connections of
+//! the address that stopped reading keep what they hold, and one that reads goes on a
+//! batch at a time, as an HTTPS/1.1 connection would, instead of waiting for them. Buffers go in batches of
 //! [`BATCH`]: permits taken together, one `preadv2` for all, so the stream's task and
 //! the connection's writer wake once per batch; timers are armed only for waits that
 //! actually happen.
@@ -100,6 +103,9 @@ pub(crate) struct Budget {
     pub(crate) conn: Arc<Semaphore>,
     /// The client address's share of the worker's pool, across its connections.
     pub(crate) client: Arc<Semaphore>,
+    /// The connection's own batch ([`BATCH`] permits), taken instead of the address's
+    /// share when that has none left.
+    pub(crate) lane: Arc<Semaphore>,
     pub(crate) stall: Duration,
     /// Capacity requested at a time (the per-stream buffer budget).
     pub(crate) window: usize,
@@ -165,6 +171,33 @@ async fn permits(
     }
 }
 
+/// `k` permits of the client address: from its share, or when the share has none left,
+/// from the connection's own batch, whichever comes first (at most `stall`, with a timer
+/// only when both must be waited for). Stalled connections of the address then hold the
+/// share and their own batch, and a connection that reads still gets a batch each time it
+/// has written its last.
+async fn address_permits(b: &Budget, k: usize) -> Result<(OwnedSemaphorePermit, bool), SendFail> {
+    let k = u32::try_from(k).unwrap_or(u32::MAX);
+    for sem in [&b.client, &b.lane] {
+        match sem.clone().try_acquire_many_owned(k) {
+            Ok(p) => return Ok((p, false)),
+            Err(TryAcquireError::Closed) => return Err(SendFail::Aborted),
+            Err(TryAcquireError::NoPermits) => {}
+        }
+    }
+    let either = async {
+        tokio::select! {
+            p = b.client.clone().acquire_many_owned(k) => p,
+            p = b.lane.clone().acquire_many_owned(k) => p,
+        }
+    };
+    match tokio::time::timeout(b.stall, either).await {
+        Ok(Ok(p)) => Ok((p, true)),
+        Ok(Err(_)) => Err(SendFail::Aborted),
+        Err(_) => Err(SendFail::Stalled),
+    }
+}
+
 /// Sends `data`; with `last`, the final frame ends the stream.
 async fn send_bytes(
     send: &mut SendStream<H2Chunk>,
@@ -220,7 +253,7 @@ async fn send_file(
         }
         let (stream, waited_s) = permits(&b.stream, k, b.stall).await?;
         let (conn, waited_c) = permits(&b.conn, k, b.stall).await?;
-        let (client, waited_a) = permits(&b.client, k, b.stall).await?;
+        let (client, waited_a) = address_permits(b, k).await?;
         if (waited_s || waited_c || waited_a) && !place.is_turn() {
             // An earlier response became ready meanwhile: it goes first.
             continue;

@@ -11,30 +11,41 @@
 //!   same limits as HTTP/1.1 apply to the rewritten head (414, 431, 400).
 //! * **QPACK**: `h3` decodes field sections without a dynamic table (it announces a
 //!   table capacity of 0), so a client cannot make the server hold table state.
+//! * **Malformed heads**: what RFC 9114 sections 4.2 and 4.3 call malformed and `h3`
+//!   lets through (repeated or late pseudo-headers, a scheme other than `https`,
+//!   connection-specific fields) is a stream error `H3_MESSAGE_ERROR`, as `h2` resets
+//!   it (see [`fields`]); such streams count with the client's resets.
 //! * **Rapid reset**: streams the client resets or stops (a reset request, a stopped
 //!   response) are counted per connection per second; past
 //!   [`H3Settings::max_resets_per_second`] the connection is closed with
 //!   `H3_EXCESSIVE_LOAD`.
 //! * **Slow readers**: a response whose bytes the transport does not take for the send
-//!   timeout ([`Limits::send_timeout`]) is reset. The transport's send window bounds what
-//!   a connection holds unacknowledged; file bytes are read into the worker's pooled
-//!   buffers one batch at a time and copied into the transport before the next batch.
+//!   timeout ([`Limits::send_timeout`]) is reset, and its connection closed: the
+//!   transport's send window (shared by the connection's streams) bounds what a
+//!   connection holds unacknowledged, and a client that leaves it full that long (one that
+//!   stopped acknowledging) gives it all back and sends no more requests on it. File bytes
+//!   are read into the worker's pooled buffers one batch at a time and copied into the
+//!   transport before the next batch.
 //! * **Idle connections and drain**: with no open stream for the idle timeout, or when
 //!   drain is requested or the handler ends keep-alive, the connection sends GOAWAY,
 //!   finishes the streams it has, and closes (RFC 9114 section 5.2).
 
+mod fields;
+mod huffman;
 mod send;
 
+use std::cell::Cell;
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use h3::error::{Code, ConnectionError, StreamError};
+use h3::proto::frame::Frame;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-use crate::body::{BodyError, RequestBody};
+use crate::body::{self, BodyError, RequestBody};
 use crate::conn::{CloseReason, ConnOutcome, Handler, Sent};
 use crate::http2::head;
 use crate::limits::Limits;
@@ -67,13 +78,14 @@ type H3Conn = h3::server::Connection<h3_quinn::Connection, H3Chunk>;
 type SendHalf = h3::server::RequestStream<h3_quinn::SendStream<H3Chunk>, H3Chunk>;
 type RecvHalf = h3::server::RequestStream<h3_quinn::RecvStream, H3Chunk>;
 type Resolver = h3::server::RequestResolver<h3_quinn::Connection, H3Chunk>;
+type BidiStream = h3::server::RequestStream<h3_quinn::BidiStream<H3Chunk>, H3Chunk>;
 
 fn close_reason(e: &ConnectionError) -> CloseReason {
     if e.is_h3_no_error() {
         return CloseReason::PeerClosed;
     }
     match e {
-        ConnectionError::Timeout { .. } => CloseReason::IdleTimeout,
+        ConnectionError::Timeout => CloseReason::IdleTimeout,
         ConnectionError::Remote { .. } => CloseReason::PeerClosed,
         other => CloseReason::Protocol(other.to_string()),
     }
@@ -111,6 +123,8 @@ pub async fn serve_h3<H: Handler>(
         Ok(Ok(c)) => c,
     };
     let shared = Rc::new(Streams::new(settings.max_resets_per_second));
+    // Set by a stream whose response the transport took nothing of for the send timeout.
+    let stalled = Rc::new(Cell::new(false));
     let mut tasks = JoinSet::new();
     let mut drain_live = true;
     let mut accepting = true;
@@ -127,6 +141,17 @@ pub async fn serve_h3<H: Handler>(
             {
                 tracing::error!(%peer, error = %e, "an HTTP/3 stream's task panicked");
             }
+        }
+        if stalled.get() {
+            // What the transport holds for it goes with the connection, at once: the
+            // client takes nothing, so there is nothing to wait for.
+            tracing::debug!(%peer, "HTTP/3 client took nothing for the send timeout; closing");
+            conn.close(code(Code::H3_EXCESSIVE_LOAD), b"send timeout");
+            drop(tasks);
+            return outcome(
+                shared.requests.get(),
+                CloseReason::WriteError(std::io::ErrorKind::TimedOut),
+            );
         }
         if closing.is_none() && (!handler.keep_alive() || (drain_live && *drain.borrow())) {
             let why =
@@ -147,6 +172,7 @@ pub async fn serve_h3<H: Handler>(
                     let task = stream_task(
                         handler.clone(),
                         shared.clone(),
+                        stalled.clone(),
                         resolver,
                         limits.clone(),
                         peer,
@@ -217,6 +243,7 @@ fn is_client_reset(e: &StreamError) -> bool {
 async fn stream_task<H: Handler>(
     handler: Rc<H>,
     shared: Rc<Streams>,
+    stalled: Rc<Cell<bool>>,
     resolver: Resolver,
     limits: Rc<Limits>,
     peer: SocketAddr,
@@ -224,8 +251,8 @@ async fn stream_task<H: Handler>(
 ) {
     let _active = ActiveGuard::new(&shared);
     let started = Instant::now();
-    let (request, stream) =
-        match tokio::time::timeout(limits.header_timeout, resolver.resolve_request()).await {
+    let (request, mut stream, seen) =
+        match tokio::time::timeout(limits.header_timeout, resolve(resolver)).await {
             Err(_) => return,
             Ok(Err(e)) => {
                 if is_client_reset(&e) {
@@ -236,15 +263,41 @@ async fn stream_task<H: Handler>(
             }
             Ok(Ok(r)) => r,
         };
-    let (mut send, mut recv) = stream.split();
     let (parts, ()) = request.into_parts();
+    if let Err(m) = seen.and_then(|seen| fields::check(&parts, &seen)) {
+        // Malformed (RFC 9114 section 4.1.2): a stream error, as `h3` answers what it
+        // finds malformed itself; counted with the resets, as `h2` bounds the streams it
+        // has to reset.
+        tracing::debug!(%peer, reason = m.0, "malformed HTTP/3 request");
+        stream.stop_stream(Code::H3_MESSAGE_ERROR);
+        stream.stop_sending(Code::H3_MESSAGE_ERROR);
+        shared.note_reset();
+        return;
+    }
+    let (mut send, mut recv) = stream.split();
     let mut req = Request::new(peer, local);
     let mut scratch = Vec::new();
-    // A stream's end is not known with its head: a request without a declared length is
-    // taken as bodiless when its method defines no body semantics (GET, HEAD), otherwise
-    // as delimited by the stream.
-    let no_body = !parts.headers.contains_key(http::header::CONTENT_LENGTH)
-        && matches!(parts.method, http::Method::GET | http::Method::HEAD);
+    // A stream's end is not known with its head. A request without a declared length is
+    // taken as bodiless when its method defines no body semantics (GET, HEAD: what the
+    // client still sends is not read); for any other method (an extension one such as
+    // `get` included) the first read tells, as END_STREAM on HTTP/2's HEADERS does.
+    let declared = parts.headers.contains_key(http::header::CONTENT_LENGTH);
+    let bodiless_method = matches!(parts.method, http::Method::GET | http::Method::HEAD);
+    let mut ahead = None;
+    let no_body = if declared {
+        false
+    } else if bodiless_method {
+        true
+    } else {
+        let stall = limits.idle_timeout.min(limits.body_timeout);
+        let first = match tokio::time::timeout(stall, body::h3_read(&mut recv)).await {
+            Err(_) => Err(BodyError::Timeout),
+            Ok(r) => r,
+        };
+        let ended = matches!(first, Ok(None));
+        ahead = (!ended).then_some(first);
+        ended
+    };
     if let Err(e) =
         head::request_from_parts(&mut req, &parts, no_body, &mut scratch, &limits, Version::Http3)
     {
@@ -270,13 +323,14 @@ async fn stream_task<H: Handler>(
         return;
     }
     drop(scratch);
-    if no_body {
+    if no_body && bodiless_method {
         // Whatever the client still sends on a GET or HEAD is not read.
         recv.stop_sending(Code::H3_NO_ERROR);
     }
     let mut body = RequestBody::h3(
         &mut recv,
         no_body,
+        ahead,
         limits.max_body_bytes,
         limits.idle_timeout,
         limits.body_timeout,
@@ -329,6 +383,10 @@ async fn stream_task<H: Handler>(
                 _ => Code::H3_INTERNAL_ERROR,
             };
             send.stop_stream(code);
+            if matches!(f, send::SendFail::Stalled) {
+                stalled.set(true);
+                shared.changed.notify_one();
+            }
         }
     }
     shared.requests.set(shared.requests.get() + 1);
@@ -336,6 +394,23 @@ async fn stream_task<H: Handler>(
         &req,
         &Sent { status, bytes, first_byte: Some(first_byte), total: started.elapsed(), tag },
     );
+}
+
+/// Reads a request stream's head as `h3` does (`RequestResolver::resolve_request`), and
+/// the pseudo-headers of its QPACK field section, which the decoded request no longer
+/// shows ([`fields::scan`]).
+async fn resolve(
+    mut resolver: Resolver,
+) -> Result<(http::Request<()>, BidiStream, Result<fields::Pseudos, fields::Malformed>), StreamError>
+{
+    let frame = std::future::poll_fn(|cx| resolver.frame_stream.poll_next(cx)).await;
+    let seen = match &frame {
+        Ok(Some(Frame::Headers(section))) => fields::scan(section),
+        // `accept_with_frame` fails for anything but a HEADERS frame.
+        _ => Err(fields::Malformed("no HEADERS frame")),
+    };
+    let (request, stream) = resolver.accept_with_frame(frame)?.resolve().await?;
+    Ok((request, stream, seen))
 }
 
 /// The receiving half of a request stream, for [`RequestBody::h3`].

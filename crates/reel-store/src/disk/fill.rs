@@ -46,7 +46,7 @@ const UNKNOWN_INITIAL: u64 = 1 << 20;
 /// cache's [`FillWriter::flush`] writes them sooner.
 const MAX_HOLD: Duration = Duration::from_millis(4);
 /// Copy size when a fill moves its bytes to a larger reservation.
-const MOVE_CHUNK: u64 = 1 << 20;
+pub(super) const MOVE_CHUNK: u64 = 1 << 20;
 
 /// Where a fill stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -148,9 +148,9 @@ pub struct FillWriter {
     /// record and body offsets, end of the reservation, and number.
     pub(super) vol: Arc<Volume>,
     seq: u64,
-    rec_off: u64,
+    pub(super) rec_off: u64,
     pub(super) body_off: u64,
-    reserved_end: u64,
+    pub(super) reserved_end: u64,
     pub(super) place: u32,
     /// Body bytes in the file (readable); the bytes taken after them wait in `pending`.
     pub(super) written: u64,
@@ -159,12 +159,15 @@ pub struct FillWriter {
     pending_since: Option<Instant>,
     crc: u32,
     header_crc: u32,
-    header_on_disk: bool,
+    pub(super) header_on_disk: bool,
     /// Set once the fill writes to a spill file instead (then it no longer counts in
     /// `vol`'s writers, and `body_off` is 0).
     pub(super) spill: Option<Arc<File>>,
+    /// The spill is in memory: the fill went on there after a write into its volume
+    /// failed (module `rescue`).
+    pub(super) in_memory: bool,
     /// Internal copies are not in the index while written.
-    internal: bool,
+    pub(super) internal: bool,
     pub(super) done: bool,
     /// Sealed, and still counted in `vol`'s writers until the entry is indexed.
     sealed_holding: bool,
@@ -261,6 +264,7 @@ impl Disk {
             header_crc: 0,
             header_on_disk: false,
             spill: None,
+            in_memory: false,
             internal,
             done: false,
             sealed_holding: false,
@@ -309,6 +313,7 @@ impl FillWriter {
             header_crc: 0,
             header_on_disk: false,
             spill: Some(file),
+            in_memory: false,
             internal: false,
             done: false,
             sealed_holding: false,
@@ -359,11 +364,20 @@ impl FillWriter {
     /// it visible to lookups as a complete [`Hit`](crate::Hit). A body that could not be
     /// kept was still delivered whole to its readers: [`Committed::NotStored`].
     pub async fn commit(mut self) -> Result<Committed, StoreError> {
+        if !self.done
+            && !self.shared.purged.load(Ordering::SeqCst)
+            && let Err(e) = self.flush_pending().await
+        {
+            self.abort();
+            return Err(e);
+        }
+        // Also when the flush went on in memory.
         if self.spill.is_some() {
             return self.commit_spilled();
         }
         let entry = match self.finish().await {
             Ok(e) => e,
+            Err(e) if self.rescue(&e).await => return self.commit_spilled(),
             Err(e) => {
                 self.abort();
                 return Err(e);
@@ -486,8 +500,9 @@ impl FillWriter {
         }
         // A quarantined volume (its header could not be written, or a read failed) is
         // out of service: nothing in it is served, and without its header a restart
-        // would not find the record either. Fail the fill instead of admitting it.
-        if self.vol.quarantined.load(Ordering::SeqCst) {
+        // would not find the record either; nor is anything on a failed disk. Fail the
+        // write instead of admitting the object.
+        if self.vol.quarantined.load(Ordering::SeqCst) || self.store.is_failed() {
             return Err(StoreError::Gone);
         }
         self.store.io.write_all_at(&self.vol.file, data, off).await.map_err(|e| {
@@ -501,7 +516,9 @@ impl FillWriter {
     async fn write_vectored(&self, bufs: Vec<Bytes>, off: u64) -> Result<(), StoreError> {
         let file = match &self.spill {
             Some(f) => f,
-            None if self.vol.quarantined.load(Ordering::SeqCst) => return Err(StoreError::Gone),
+            None if self.vol.quarantined.load(Ordering::SeqCst) || self.store.is_failed() => {
+                return Err(StoreError::Gone);
+            }
             None => &self.vol.file,
         };
         let n: u64 = bufs.iter().map(|b| b.len() as u64).sum();
@@ -534,15 +551,26 @@ impl FillWriter {
         } else {
             if !self.header_on_disk {
                 let body_len = self.shared.expected.unwrap_or(LEN_UNKNOWN);
-                self.write_header(body_len, self.reserved_end - self.rec_off).await?;
+                if let Err(e) = self.write_header(body_len, self.reserved_end - self.rec_off).await
+                    && !self.rescue(&e).await
+                {
+                    return Err(e);
+                }
             }
-            if self.body_off + total + TRAILER_LEN as u64 > self.reserved_end {
+            if self.spill.is_some() {
+                // Went on in memory.
+                self.check_spill_room(total)?;
+            } else if self.body_off + total + TRAILER_LEN as u64 > self.reserved_end {
                 if self.shared.expected.is_some() {
                     return Err(StoreError::TooLarge(total));
                 }
                 // Growing keeps the pending bytes pending; a move copies what is in the
                 // file and the pending bytes follow it there.
-                self.make_room(total).await?;
+                if let Err(e) = self.make_room(total).await
+                    && !self.rescue(&e).await
+                {
+                    return Err(e);
+                }
             }
         }
         if self.spill.is_some() {
@@ -582,16 +610,27 @@ impl FillWriter {
         for b in &bufs {
             self.crc = crc32c::crc32c_append(self.crc, b);
         }
-        match bufs.len() {
-            0 => {}
+        // Kept for a fill that goes on in memory if the write into its volume fails
+        // (`rescue`): references, and one small vector per gathered write.
+        let again = (self.spill.is_none() && !self.internal && n > 0).then(|| bufs.clone());
+        let r = match bufs.len() {
+            0 => Ok(()),
             1 => {
                 self.write(
                     bufs.into_iter().next().unwrap_or_default(),
                     self.body_off + self.written,
                 )
-                .await?
+                .await
             }
-            _ => self.write_vectored(bufs, self.body_off + self.written).await?,
+            _ => self.write_vectored(bufs, self.body_off + self.written).await,
+        };
+        if let Err(e) = r {
+            match again {
+                Some(bufs) if self.rescue(&e).await => {
+                    self.write_vectored(bufs, self.written).await?
+                }
+                _ => return Err(e),
+            }
         }
         self.written += n;
         // What stays pending came with the latest chunk.

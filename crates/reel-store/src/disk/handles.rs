@@ -64,6 +64,15 @@ pub struct FileRange<'a> {
     pub offset: u64,
     /// Length in bytes.
     pub len: u64,
+    file: &'a Arc<File>,
+}
+
+impl FileRange<'_> {
+    /// The file, shared: what holds it stays able to lend its descriptor without the
+    /// handle's borrow (the handle's lease still guards the bytes).
+    pub fn shared_file(&self) -> Arc<File> {
+        self.file.clone()
+    }
 }
 
 impl Disk {
@@ -97,6 +106,27 @@ impl Disk {
         self.lookup_inner(key, kh, true).await
     }
 
+    /// On a disk with a recent I/O error ([`Disk::suspect`]), before a hit is answered:
+    /// whether its first body byte still reads. Once a head with `Content-Length` is sent
+    /// a read error can only cut the response; found here it quarantines the volume and
+    /// the hit is a miss, fetched again. One `RWF_NOWAIT` read of the page cache: a byte
+    /// not resident is not waited for (the hit is answered).
+    fn probe(&self, loc: &Loc, lease: &Lease) -> bool {
+        if loc.body_len == 0 {
+            return true;
+        }
+        let mut b = [0u8; 1];
+        let iov = &mut [std::io::IoSliceMut::new(&mut b)];
+        let nowait = rustix::io::ReadWriteFlags::NOWAIT;
+        match rustix::io::preadv2(&*lease.0.file, iov, loc.body_off, nowait) {
+            Err(e) if e == rustix::io::Errno::IO => {
+                self.read_error(&lease.0, &e.into());
+                false
+            }
+            _ => true,
+        }
+    }
+
     /// [`Disk::lookup`] that does not count as a read (no second chance at reclaim).
     pub(super) async fn lookup_quiet(self: &Arc<Self>, key: &[u8]) -> Option<Lookup> {
         self.lookup_inner(key, format::key_hash(key), false).await
@@ -126,6 +156,9 @@ impl Disk {
                 }
                 let meta_at = if refreshed { self.meta_at(h, &loc) } else { None };
                 let rec = self.record(kh, key, &loc, &lease, meta_at).await?;
+                if self.suspect() && !self.probe(&loc, &lease) {
+                    return None;
+                }
                 Some(Lookup::Hit(Hit { loc, rec, lease, store: self.clone() }))
             }
             Err(shared) => {
@@ -391,7 +424,7 @@ fn status_of(p: Progress) -> Result<FillStatus, StoreError> {
 }
 
 fn range(
-    file: &File,
+    file: &Arc<File>,
     body_off: u64,
     avail: u64,
     offset: u64,
@@ -399,7 +432,7 @@ fn range(
 ) -> Result<FileRange<'_>, StoreError> {
     match offset.checked_add(len) {
         Some(end) if end <= avail => {
-            Ok(FileRange { fd: file.as_fd(), offset: body_off + offset, len })
+            Ok(FileRange { fd: file.as_fd(), offset: body_off + offset, len, file })
         }
         _ => Err(StoreError::Range),
     }

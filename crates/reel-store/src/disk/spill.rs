@@ -73,7 +73,12 @@ impl FillWriter {
 
     /// A spilled body may not grow past the store's capacity.
     pub(super) fn check_spill_room(&self, total: u64) -> Result<(), StoreError> {
-        if total > self.store.vols.len() as u64 * self.store.volume_size {
+        // In memory (module `rescue`): at most a volume, the largest object stored.
+        let room = match self.in_memory {
+            true => self.store.volume_size,
+            false => self.store.vols.len() as u64 * self.store.volume_size,
+        };
+        if total > room {
             return Err(StoreError::TooLarge(total));
         }
         Ok(())
@@ -85,6 +90,12 @@ impl FillWriter {
         if self.done || self.shared.purged.load(Ordering::SeqCst) {
             self.abort();
             return Err(StoreError::Aborted);
+        }
+        if let Some(exp) = self.shared.expected
+            && exp != self.written
+        {
+            self.abort();
+            return Err(StoreError::LengthMismatch { expected: exp, got: self.written });
         }
         self.done = true;
         self.unpublish();

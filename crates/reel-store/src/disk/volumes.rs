@@ -299,6 +299,16 @@ impl Disk {
         }
         let seq = vol.seq.load(Ordering::SeqCst);
         self.drop_volume_entries(vol, seq);
+        // A disk with no volume left can store nothing: with a limit set it leaves
+        // service now, before its errors reach the limit (every write would be refused
+        // without an error to count).
+        if self.error_limit > 0 && self.vols.iter().all(|v| v.quarantined.load(Ordering::SeqCst)) {
+            self.fail(format!(
+                "{} I/O errors left no volume in service (disk_error_limit {})",
+                self.errors(),
+                self.error_limit
+            ));
+        }
     }
 }
 

@@ -11,7 +11,7 @@ use std::time::Duration;
 use http::header::RANGE;
 use http::{HeaderMap, HeaderValue, uri::PathAndQuery};
 use reel_http::Request;
-use reel_origin::{OriginRequest, OriginResponse};
+use reel_origin::{OriginRequest, OriginResponse, Requester};
 use reel_store::Filling;
 
 use super::fetch::{Fetched, Revalidating, Viewer};
@@ -136,12 +136,14 @@ impl Job {
 
     /// The one fetch-and-store step for bytes `range` stored as `part`; with `stale`, a
     /// conditional request revalidating that head (stored at that key).
+    /// `own`: the node's own fetch (a refresh, a read-ahead), else the viewer's.
     pub(super) async fn fetch_part(
         &self,
         range: ByteRange,
         part: Part<'_>,
         stale: Option<(&Head, Vec<u8>)>,
         lead: Lead,
+        own: bool,
     ) -> (Fetched, Option<Duration>) {
         let mut headers = self.fill_headers.clone();
         if let Ok(v) = HeaderValue::from_str(&format!("bytes={}-{}", range.start, range.end)) {
@@ -156,6 +158,9 @@ impl Job {
         }
         let mut o = OriginRequest::get(self.pq.clone(), self.host.clone());
         o.headers = headers;
+        if !own {
+            o.from = Requester::Viewer(self.peer.ip());
+        }
         let settings = &self.worker.fetch.settings;
         let withheld = Withheld { dropped: &settings.fill_drop_headers, per_viewer: false };
         let viewer = Viewer {

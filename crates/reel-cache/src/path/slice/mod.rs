@@ -170,7 +170,7 @@ async fn slice_round(
     }
     shared.slices.viewer_fetches.fetch_add(1, Relaxed);
     let conditional = stale.is_some_and(|h| s.has_slice(h, k));
-    let (fetched, t) = s.fetch_slice(k, stale, stale.is_some(), conditional, lead).await;
+    let (fetched, t) = s.fetch_slice(k, stale, (stale.is_some(), conditional), lead, false).await;
     let refreshed = if stale.is_some() { Answer::REFRESHED } else { Answer::MISS_STORED };
     match fetched {
         Fetched::Filling(f) if f.key() == job.primary() => {
@@ -204,7 +204,7 @@ fn refresh(s: &Rc<Sliced>, head: &Head, range: Option<&RangeSet>) {
     let (s, head) = (s.clone(), head.clone());
     tokio::task::spawn_local(async move {
         let conditional = s.has_slice(&head, k);
-        let _ = s.fetch_slice(k, Some(&head), true, conditional, lead).await;
+        let _ = s.fetch_slice(k, Some(&head), (true, conditional), lead, true).await;
     });
 }
 
@@ -249,14 +249,15 @@ impl Sliced {
 
     /// The one fetch-and-store step for slice `k`, led by `lead`. With `head`, the version
     /// the request holds (`refresh`: it is stale; `conditional`: ask with its validators,
-    /// slice `k` being stored).
+    /// slice `k` being stored). `own`: the node's own fetch (a background refresh, a
+    /// read-ahead), not the viewer's.
     async fn fetch_slice(
         &self,
         k: u64,
         head: Option<&Head>,
-        refresh: bool,
-        conditional: bool,
+        (refresh, conditional): (bool, bool),
         mut lead: Lead,
+        own: bool,
     ) -> (Fetched, Option<Duration>) {
         // The slice's bytes in the object the head describes; without a head (or for an
         // empty object), the whole nominal slice.
@@ -268,7 +269,7 @@ impl Sliced {
         };
         let part = SlicePart { size: self.size, k, holds: head.map(|h| h.version), refresh };
         let stale = head.filter(|_| conditional).map(|h| (h, head_key(self.job.primary())));
-        self.job.fetch_part(range, Part::Slice(&part), stale, lead).await
+        self.job.fetch_part(range, Part::Slice(&part), stale, lead, own).await
     }
 
     /// Slice `k` of `head`'s version: stored, or fetched (coalesced with any other fetch
@@ -301,7 +302,8 @@ impl Sliced {
                         continue;
                     }
                     shared.slices.viewer_fetches.fetch_add(1, Relaxed);
-                    let (fetched, t) = self.fetch_slice(k, Some(head), false, false, lead).await;
+                    let (fetched, t) =
+                        self.fetch_slice(k, Some(head), (false, false), lead, false).await;
                     return match fetched {
                         Fetched::Filling(f) if f.key() == &sk[..] => {
                             Ok((PieceData::Filling(Rc::new(RefCell::new(f))), Got::Led(t)))

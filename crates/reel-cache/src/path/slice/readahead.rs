@@ -105,7 +105,7 @@ pub(super) fn schedule(s: &Rc<Sliced>, head: &Head, k: u64) {
         shared.slices.read_ahead_fetches.fetch_add(1, Relaxed);
         let (s, head) = (s.clone(), head.clone());
         tokio::task::spawn_local(async move {
-            let (fetched, _) = s.fetch_slice(j, Some(&head), false, false, lead).await;
+            let (fetched, _) = s.fetch_slice(j, Some(&head), (false, false), lead, true).await;
             if let Fetched::Filling(mut f) = fetched {
                 // Counted until the slice is stored: the bound is on origin transfers.
                 let _ = f.wait_for(u64::MAX).await;
