@@ -84,6 +84,8 @@ mod bufs;
 mod date;
 mod exchange;
 mod fileread;
+#[doc(hidden)]
+pub mod fuzzing;
 #[allow(unsafe_code)]
 mod gone;
 mod handler;

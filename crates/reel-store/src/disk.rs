@@ -23,6 +23,8 @@
 mod checkpoint;
 mod coalesce;
 mod fill;
+#[doc(hidden)]
+pub mod fuzzing;
 mod handles;
 mod handover;
 mod index;

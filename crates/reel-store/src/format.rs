@@ -137,6 +137,12 @@ pub(crate) fn span_for(kind: Kind, header_len: u64, body_len: u64) -> u64 {
     align_up(body_rel(kind, header_len) + body_len + TRAILER_LEN as u64)
 }
 
+/// [`span_for`] of lengths read from disk: `None` where they overflow.
+fn checked_span(kind: Kind, header_len: u64, body_len: u64) -> Option<u64> {
+    let end = body_rel(kind, header_len).checked_add(body_len)?;
+    end.checked_add(TRAILER_LEN as u64)?.checked_next_multiple_of(ALIGN)
+}
+
 /// Encodes a record header with its key and metadata; returns the bytes and the
 /// header checksum (which the trailer checksum chains from).
 #[allow(clippy::too_many_arguments)]
@@ -200,7 +206,9 @@ pub(crate) fn decode_record_fixed(b: &[u8], vol_seq: u64) -> Option<RecordHeader
     {
         return None;
     }
-    if h.body_len != LEN_UNKNOWN && h.span < span_for(kind, h.header_len(), h.body_len) {
+    if h.body_len != LEN_UNKNOWN
+        && checked_span(kind, h.header_len(), h.body_len).is_none_or(|n| h.span < n)
+    {
         return None;
     }
     Some(h)
@@ -291,6 +299,18 @@ mod tests {
         let last = bad.len() - 1;
         bad[last] ^= 1;
         assert!(!verify_header_crc(&h, &bad));
+    }
+
+    /// Fuzzing (`crates/reel-fuzz`, target `store_volume`): a header whose body length is
+    /// near 2^64 overflowed the span it needs while it was checked.
+    #[test]
+    fn a_record_header_whose_lengths_overflow_is_refused() {
+        for body_len in [u64::MAX - 1, u64::MAX - 4096, u64::MAX - 40] {
+            let (b, _) = encode_record_header(Kind::Object, 7, b"k", b"m", body_len, 8192, 0);
+            assert_eq!(decode_record_fixed(&b, 7), None, "{body_len}");
+            let (b, _) = encode_record_header(Kind::Meta, 7, b"k", b"m", body_len, 8192, 0);
+            assert_eq!(decode_record_fixed(&b, 7), None, "{body_len}");
+        }
     }
 
     #[test]

@@ -34,6 +34,8 @@
 pub mod admission;
 mod disk;
 mod format;
+#[doc(hidden)]
+pub use disk::fuzzing;
 // The io_uring submission, the eventfd's registration with tokio and `cachestat(2)`.
 #[allow(unsafe_code)]
 mod io;

@@ -34,6 +34,8 @@ pub mod context;
 mod copy;
 pub mod cork;
 mod error;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod ktls;
 pub mod record;
 pub mod sealed;

@@ -169,6 +169,8 @@ pub fn parse_delta_seconds(s: &[u8]) -> Option<u64> {
 /// received, which the caller knows (a response's receipt, a request's arrival). The
 /// policy layer reads no clock of its own.
 pub fn parse_http_date(s: &[u8], now: u64) -> Option<u64> {
+    // A clock past the last HTTP-date (a stored blob's) reads as that date.
+    let now = now.min(MAX_HTTP_DATE);
     const DAYS_SHORT: [&[u8]; 7] = [b"mon", b"tue", b"wed", b"thu", b"fri", b"sat", b"sun"];
     const DAYS_LONG: [&[u8]; 7] =
         [b"monday", b"tuesday", b"wednesday", b"thursday", b"friday", b"saturday", b"sunday"];
@@ -226,8 +228,13 @@ pub fn parse_http_date(s: &[u8], now: u64) -> Option<u64> {
         }
     };
     let (hh, mm, ss) = time_of_day(time)?;
-    unix_seconds(year, month, day, hh, mm, ss)
+    // A leap second at the end of 9999 is in year 10000: no HTTP-date.
+    unix_seconds(year, month, day, hh, mm, ss).filter(|&t| t <= MAX_HTTP_DATE)
 }
+
+/// The last instant an HTTP-date can name: Fri, 31 Dec 9999 23:59:59 GMT (four-digit
+/// years).
+pub const MAX_HTTP_DATE: u64 = 253_402_300_799;
 
 /// `n` ASCII digits exactly.
 fn digits(s: &[u8], n: usize) -> Option<u64> {
@@ -310,9 +317,10 @@ pub fn parse_age<H: HeaderLookup + ?Sized>(headers: &H) -> Option<u64> {
     parse_delta_seconds(member)
 }
 
-/// Formats unix seconds as an IMF-fixdate (RFC 9110 5.6.7).
+/// Formats unix seconds as an IMF-fixdate (RFC 9110 5.6.7); a time past
+/// [`MAX_HTTP_DATE`] (a clock read from a stored blob) as that date.
 pub fn format_http_date(unix_secs: u64) -> String {
-    httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_secs(unix_secs))
+    httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_secs(unix_secs.min(MAX_HTTP_DATE)))
 }
 
 #[cfg(test)]
@@ -385,6 +393,21 @@ mod tests {
         assert_eq!(parse_http_date(b"Thu, 01 Jan 1970 00:00:00 GMT", NOW), Some(0));
         assert_eq!(parse_http_date(b"Tue, 29 Feb 2000 12:00:00 GMT", NOW), Some(951_825_600));
         assert_eq!(parse_http_date(b"Fri, 31 Dec 9999 23:59:59 GMT", NOW), Some(253_402_300_799));
+    }
+
+    /// Fuzzing (`crates/reel-fuzz`, target `http_date`): a leap second at the end of 9999
+    /// parsed into year 10000, which no HTTP-date can say, and formatting it panicked; a
+    /// stored blob's clock near 2^64 kept the RFC 850 century rule counting years for hours.
+    #[test]
+    fn every_parsed_date_formats_and_any_clock_reads_one() {
+        assert_eq!(parse_http_date(b"Fri, 31 Dec 9999 23:59:60 GMT", NOW), None);
+        assert_eq!(parse_http_date(b"Fri Dec 31 23:59:60 9999", NOW), None);
+        for t in [0, NOW, 253_402_300_799, 253_402_300_800, u64::MAX] {
+            let s = format_http_date(t);
+            assert_eq!(parse_http_date(s.as_bytes(), NOW), Some(t.min(253_402_300_799)), "{s}");
+        }
+        let rfc850 = b"Sunday, 06-Nov-94 08:49:37 GMT";
+        assert_eq!(parse_http_date(rfc850, u64::MAX), Some(253_239_727_777));
     }
 
     #[test]

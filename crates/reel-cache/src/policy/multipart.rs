@@ -141,6 +141,25 @@ mod tests {
         assert_eq!(&m.parts()[0].head[..], b"--B\r\nContent-Range: bytes 1-1/10\r\n\r\n");
     }
 
+    /// Fuzzing (`crates/reel-fuzz`, target `range`): the parts of a representation near
+    /// 2^64 bytes (a length an origin announces) framed into a body whose length overflowed.
+    #[test]
+    fn a_body_of_a_representation_near_2_64_bytes_has_a_length() {
+        use crate::policy::range::{MULTIPART_ROOM, parse_range};
+        let set = parse_range(b"bytes=0-1,3-4,172-").unwrap();
+        for total in [u64::MAX, u64::MAX - 1000, 1 << 63, u64::MAX - MULTIPART_ROOM] {
+            let parts = set.parts(total);
+            if parts.len() < 2 {
+                // Answered as a single range, without framing.
+                assert_eq!(parts, [r(0, total - 1)], "{total}");
+                continue;
+            }
+            let m = Multipart::new(&parts, total, Some(b"video/mp4"), fresh_boundary(b"k"));
+            let bytes: u64 = parts.iter().map(|r| r.len()).sum();
+            assert!(m.content_length() > bytes, "{total}: {parts:?}");
+        }
+    }
+
     #[test]
     fn boundaries_differ_per_response() {
         let a = fresh_boundary(b"k");

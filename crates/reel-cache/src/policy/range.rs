@@ -24,6 +24,11 @@ pub const MAX_RANGES: usize = 16;
 /// `multipart/byteranges` body costs in boundary and header lines (RFC 9110 14.2).
 pub const SMALL_GAP: u64 = 80;
 
+/// Bytes a `multipart/byteranges` body may take on top of its parts' bytes, with a wide
+/// margin: [`MAX_RANGES`] part heads naming a media type as long as stored metadata can
+/// hold. A representation longer than `u64::MAX` minus this is answered in one part.
+pub const MULTIPART_ROOM: u64 = 1 << 32;
+
 /// One range-spec (RFC 9110 14.1.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RangeSpec {
@@ -175,13 +180,21 @@ impl RangeSet {
 
     /// The parts to send for a representation of `len` bytes, in the order to send them:
     /// the satisfiable ranges in request order, or, when any two of them overlap, touch or
-    /// are less than [`SMALL_GAP`] apart, all of them sorted and coalesced (RFC 9110 14.2).
-    /// At most [`MAX_RANGES`]; empty when none is satisfiable.
+    /// are less than [`SMALL_GAP`] apart, all of them sorted and coalesced (RFC 9110 14.2);
+    /// one range spanning them all for a representation within [`MULTIPART_ROOM`] of
+    /// 2^64 bytes. At most [`MAX_RANGES`]; empty when none is satisfiable.
     pub fn parts(&self, len: u64) -> Vec<ByteRange> {
         let ordered: Vec<ByteRange> =
             self.specs.iter().filter_map(|s| resolve_spec(*s, len)).collect();
         if ordered.len() < 2 {
             return ordered;
+        }
+        if len > u64::MAX - MULTIPART_ROOM {
+            // A multipart body of this representation might not have a length: one range
+            // covering them all (RFC 9110 14.2 lets a server coalesce ranges).
+            let start = ordered.iter().map(|r| r.start).min().unwrap_or(0);
+            let end = ordered.iter().map(|r| r.end).max().unwrap_or(0);
+            return vec![ByteRange { start, end }];
         }
         let mut sorted = ordered.clone();
         sorted.sort_unstable_by_key(|r| r.start);

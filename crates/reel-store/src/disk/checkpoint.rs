@@ -392,7 +392,7 @@ fn read_fixed<R: Read>(r: &mut CrcReader<R>, head: &Head, volume_size: u64) -> O
 impl Loaded {
     /// Checks all of `f` in one streaming pass (CRC, header, every entry's bounds, the
     /// count) and keeps it open for [`Loaded::entries`].
-    fn open(mut f: File, volumes: usize, volume_size: u64) -> Option<Loaded> {
+    pub(super) fn open(mut f: File, volumes: usize, volume_size: u64) -> Option<Loaded> {
         use std::io::{Seek, SeekFrom};
         let len = f.metadata().ok()?.len();
         let mut r = CrcReader::new(&mut f);

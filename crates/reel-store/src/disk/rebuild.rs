@@ -326,9 +326,9 @@ pub(super) struct ScannedRecord {
 }
 
 #[derive(Default)]
-struct ScanResult {
-    records: Vec<ScannedRecord>,
-    dropped: u64,
+pub(super) struct ScanResult {
+    pub(super) records: Vec<ScannedRecord>,
+    pub(super) dropped: u64,
 }
 
 /// Reads a volume front to back through a window, so small records cost no read of
@@ -372,7 +372,7 @@ const WINDOW_LARGE: usize = 16 << 10;
 /// trailer matches (incarnation, length, header CRC, its own CRC); the body of an
 /// object is not read. The small body of a metadata, tombstone or purge record is read
 /// and checked against the trailer's CRC.
-fn scan_volume(file: &File, seq: u64, volume_size: u64) -> ScanResult {
+pub(super) fn scan_volume(file: &File, seq: u64, volume_size: u64) -> ScanResult {
     let mut res = ScanResult::default();
     let mut w = Window { file, buf: Vec::new(), start: 0, len: 0, end: volume_size };
     let mut off = VOLUME_HEADER_LEN;
@@ -383,7 +383,7 @@ fn scan_volume(file: &File, seq: u64, volume_size: u64) -> ScanResult {
         else {
             break;
         };
-        if off + h.span > volume_size {
+        if off.checked_add(h.span).is_none_or(|end| end > volume_size) {
             break;
         }
         let Some(full) = w.get(off, h.header_len() as usize, want) else { break };
