@@ -17,7 +17,7 @@ const _: () = assert!(std::mem::size_of::<Entry>() == 16);
 /// Set on an entry read since it was written: earns a second chance at reclaim.
 const ACCESSED: u8 = 1;
 /// Set on an entry whose metadata was replaced: the newest is in a metadata record,
-/// named in the shard's side table ([`Disk::meta_at`]).
+/// named in the shard's side table (`Disk::meta_at`).
 const REFRESHED: u8 = 2;
 
 /// Where a complete object lives, packed into 16 bytes.

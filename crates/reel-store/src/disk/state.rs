@@ -14,7 +14,7 @@ use super::scrub_state::Scrub;
 use super::volumes::{Alloc, Volume};
 use crate::io::Io;
 
-/// The store's counters (see [`StoreStats`]).
+/// The store's counters (see [`StoreStats`](crate::StoreStats)).
 #[derive(Default)]
 pub(super) struct Counters {
     pub(super) evictions: AtomicU64,
