@@ -1,15 +1,33 @@
-//! One disk of the store: its volume files, its index, opening, removal and metadata
-//! updates, its counters and its failure (too many I/O errors take it out of service,
-//! see [`Disk::fail`]). [`crate::Store`] places keys over the disks. Each job lives in a
-//! submodule:
+//! One disk of the store: opening it, removal and metadata updates, its counters and its
+//! failure (too many I/O errors take it out of service, see [`Disk::fail`]).
+//! [`crate::Store`] places keys over the disks. Every import among the submodules points
+//! down: the leaves hold the types several jobs share, `state` holds [`Disk`]'s fields
+//! over them, and each job adds its methods on top.
 //!
+//! The leaves:
+//!
+//! - `entry`: an index entry, where a complete object lives packed into 16 bytes;
+//! - `fill_state`: what a fill shares with its readers (places, progress);
 //! - `index`: the sharded in-memory index of complete and filling objects (16 bytes an
 //!   object: no key, no metadata);
 //! - `records`: the byte-bounded cache of hot objects' keys and metadata, read from
 //!   their records on disk otherwise;
+//! - `volumes`: the volume files, their leases and incarnations, the allocator's queues,
+//!   and taking a reclaimed volume's pages out of the page cache;
+//! - `dir`: the store directory's lock, clearing and probe;
+//! - `purge_rule`, `load_state`, `scrub_state`: a purge rule, what removals record while
+//!   the index loads, the scrub's rate and position;
+//! - `state`: [`Disk`]'s fields and counters, over the leaves above.
+//!
+//! The jobs, each adding methods to [`Disk`]:
+//!
+//! - `shards`: the shard of a hash, the refreshed-metadata side table, slots retired;
 //! - `purge`: purges by prefix as rules that lookups apply;
-//! - `volumes`: volume files, leases, allocation of the write head, quarantine;
-//! - `fill`: writing one object while readers follow it ([`FillWriter`]);
+//! - `allocate`: allocation of the write head, recycling drained volumes, quarantine, the
+//!   small records;
+//! - `fill`: writing one object while readers follow it ([`FillWriter`]), in pieces
+//!   that `coalesce` sizes;
+//! - `rescue`: a fill that met a write error goes on in memory, not aborted;
 //! - `reclaim`: recycling the oldest volume with a second chance for read objects;
 //! - `maint`: the thread that runs reclaim off the workers;
 //! - `spill`: bodies of unknown length that outgrow the store, delivered but not kept;
@@ -18,24 +36,34 @@
 //! - `unstored`: fills that go to a spill file from the start (refused by admission);
 //! - `checkpoint`: the index written at a clean close and periodically;
 //! - `scrub`: the background pass that verifies stored bodies at a bounded rate;
-//! - `handles`: [`Hit`], [`Filling`] and the [`FileRange`]s they lend for sendfile.
+//! - `handles`: [`Hit`], [`Filling`] and the [`FileRange`]s they lend for sendfile;
+//! - `handover`: handing the store over to another process (a binary upgrade).
 
+mod allocate;
 mod checkpoint;
 mod coalesce;
+mod dir;
+mod entry;
 mod fill;
+mod fill_state;
 #[doc(hidden)]
 pub mod fuzzing;
 mod handles;
 mod handover;
 mod index;
+mod load_state;
 mod maint;
 mod purge;
+mod purge_rule;
 mod rebuild;
 mod reclaim;
 mod records;
 mod rescue;
 mod scrub;
+mod scrub_state;
+mod shards;
 mod spill;
+mod state;
 mod unstored;
 mod volumes;
 
@@ -43,7 +71,7 @@ use std::fs::OpenOptions;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
 use bytes::Bytes;
 
@@ -56,48 +84,20 @@ pub use fill::{Committed, FillWriter};
 pub use handles::{FileRange, FillStatus, Filling, Hit, Lookup};
 pub use scrub::ScrubProgress;
 
+pub(crate) use state::Disk;
+
+use dir::lock_dir;
 use index::{MetaAt, Metas, SHARDS, Shard, Slot, index_hash};
-use rebuild::LoadState;
-use volumes::{Alloc, Volume, lock_dir, preallocate};
+use load_state::LoadState;
+use purge_rule::Rule;
+use state::Counters;
+use volumes::{Alloc, Volume, preallocate};
 
 /// Error logs on the write path are rate-limited to one per this many seconds.
 const LOG_INTERVAL_SECS: u64 = 10;
 
 /// How long after an I/O error a disk's hits are probed (`Disk::suspect`).
 const SUSPECT_SECS: u64 = 60;
-
-/// The store's counters (see [`StoreStats`]).
-#[derive(Default)]
-struct Counters {
-    evictions: AtomicU64,
-    second_chance: AtomicU64,
-    reclaims: AtomicU64,
-    write_errors: AtomicU64,
-    read_errors: AtomicU64,
-    quarantined: AtomicU64,
-    no_space: AtomicU64,
-    fill_moves: AtomicU64,
-    not_stored: AtomicU64,
-    rescued: AtomicU64,
-    /// Bytes written into volume files, and into spill files.
-    bytes_written: AtomicU64,
-    spill_written: AtomicU64,
-    objects: AtomicU64,
-    bytes_used: AtomicU64,
-    recovered: AtomicU64,
-    dropped: AtomicU64,
-    last_write_log: AtomicU64,
-    /// Bumped by every change of the index that a checkpoint would record.
-    changes: AtomicU64,
-    /// `changes` when the last checkpoint was taken.
-    checkpointed: AtomicU64,
-    /// How long the index load took.
-    load_millis: AtomicU64,
-    /// When (seconds since open) the next periodic checkpoint is due.
-    checkpoint_due: AtomicU64,
-    /// Hits that read their record from disk.
-    record_reads: AtomicU64,
-}
 
 /// How to open one disk.
 #[derive(Clone, Debug)]
@@ -145,59 +145,6 @@ impl DiskOpen {
     }
 }
 
-/// One disk of the store. Shared by all workers (`Arc<Disk>`): the index is sharded,
-/// the volumes are plain files read with positional I/O.
-pub(crate) struct Disk {
-    /// The store directory.
-    path: std::path::PathBuf,
-    vols: Vec<Arc<Volume>>,
-    volume_size: u64,
-    shards: Box<[RwLock<Shard>]>,
-    /// Where refreshed objects' newest metadata is, beside each shard.
-    metas: Box<[Metas]>,
-    /// Keys and metadata of hot objects.
-    records: records::Records,
-    /// Purges by prefix in force, and how many (read without the lock).
-    purges: RwLock<Vec<purge::Rule>>,
-    purge_n: AtomicUsize,
-    alloc: Mutex<Alloc>,
-    io: Io,
-    c: Counters,
-    started: Instant,
-    /// Whether the maintenance thread runs [`Disk::maintain`] for this store.
-    background: AtomicBool,
-    /// The first incarnation written since open: everything older is loaded, not live.
-    open_seq: AtomicU64,
-    /// Set until the index is loaded; `load_claimed` once a thread took the load on.
-    loading: AtomicBool,
-    load_claimed: AtomicBool,
-    load_state: Mutex<LoadState>,
-    load_cv: Condvar,
-    checkpointing: AtomicBool,
-    /// Set by [`Disk::close`] and [`Disk::freeze`]: nothing new is written.
-    closed: AtomicBool,
-    /// The directory's exclusive lock, held while the store lives (given up for a
-    /// successor process by [`Disk::release_lock`]).
-    lock: Mutex<Option<std::fs::File>>,
-    /// I/O errors (reads and writes) since open, and how many take the disk out.
-    errors: AtomicU64,
-    error_limit: u64,
-    /// When the last I/O error was counted: seconds since `started`, plus 1 (0: never).
-    last_error: AtomicU64,
-    /// The disk's position in the store (its maintenance thread and I/O threads).
-    lane: usize,
-    /// Out of service ([`Disk::fail`]): lookups skip it, nothing is written.
-    failed: AtomicBool,
-    /// Why it failed.
-    fail_reason: Mutex<Option<String>>,
-    /// Whether the maintenance thread has dropped the failed disk's index.
-    index_dropped: AtomicBool,
-    /// Called on the maintenance thread once the failed disk's index is dropped.
-    on_fail: std::sync::OnceLock<Box<dyn Fn() + Send + Sync>>,
-    /// The background scrub's rate, position and counters.
-    scrub: scrub::Scrub,
-}
-
 impl Disk {
     /// Opens (creating and preallocating if needed) the store. Returns as soon as the
     /// volume headers are read; the index loads in the background (from the checkpoint
@@ -242,13 +189,13 @@ impl Disk {
                 cfg.size
             )));
         }
-        if n > index::MAX_VOLUMES {
+        if n > entry::MAX_VOLUMES {
             return Err(StoreError::Config(format!(
                 "{n} volumes on one disk, at most {} (raise volume_size)",
-                index::MAX_VOLUMES
+                entry::MAX_VOLUMES
             )));
         }
-        if vs > index::MAX_BODY {
+        if vs > entry::MAX_BODY {
             return Err(StoreError::Config(format!("volume_size {vs} above 1 TiB")));
         }
         let open_err = |path: &Path, source| StoreError::Open { path: path.to_owned(), source };
@@ -263,9 +210,9 @@ impl Disk {
         }
         let lock = lock_dir(&cfg.path)?;
         if cfg.clear {
-            volumes::clear_dir(&cfg.path).map_err(|e| open_err(&cfg.path, e))?;
+            dir::clear_dir(&cfg.path).map_err(|e| open_err(&cfg.path, e))?;
         }
-        volumes::probe(&cfg.path).map_err(|e| open_err(&cfg.path, e))?;
+        dir::probe(&cfg.path).map_err(|e| open_err(&cfg.path, e))?;
         let io = Io::new(cfg.io, cfg.lane).map_err(|e| open_err(&cfg.path, e))?;
         let mut vols = Vec::new();
         for i in 0..n as u32 {
@@ -310,7 +257,7 @@ impl Disk {
             fail_reason: Mutex::new(None),
             index_dropped: AtomicBool::new(false),
             on_fail: std::sync::OnceLock::new(),
-            scrub: scrub::Scrub::new(cfg.scrub_rate),
+            scrub: scrub_state::Scrub::new(cfg.scrub_rate),
         };
         store.read_volume_headers().map_err(|e| open_err(&cfg.path, e))?;
         let store = Arc::new(store);
@@ -380,7 +327,7 @@ impl Disk {
         self.check_writable()?;
         self.c.changes.fetch_add(1, Ordering::Relaxed);
         let point = self.head_point();
-        self.add_rule(purge::Rule { prefix: prefix.into(), seq: point.0, off: point.1 });
+        self.add_rule(Rule { prefix: prefix.into(), seq: point.0, off: point.1 });
         let mut n = self.purge_fills(prefix);
         // The objects whose records are in memory leave the index now; the others when a
         // lookup finds them purged, or with their volume.
@@ -607,10 +554,6 @@ impl Drop for Disk {
             tracing::warn!(error = %e, "store index checkpoint not written at close");
         }
     }
-}
-
-fn now_secs() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
 #[cfg(test)]

@@ -16,13 +16,14 @@ use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Read, Write};
 use std::sync::atomic::Ordering;
 
-use super::Disk;
-use super::index::{Entry, Loc, MetaAt, Slot, seq24};
-use super::purge::Rule;
+use super::entry::{Entry, Loc, seq24};
+use super::index::{MetaAt, Slot};
+use super::purge_rule::Rule;
+use super::state::Disk;
 use crate::format::{self, MAX_KEY_LEN, VOLUME_HEADER_LEN};
 
 /// File name of the checkpoint in the store directory.
-pub(super) const FILE: &str = "index.ckpt";
+use super::dir::CHECKPOINT_FILE as FILE;
 const MAGIC: &[u8; 8] = b"REELCKP1";
 const END_MAGIC: &[u8; 8] = b"REELCKPE";
 /// 3: entries are the index's (hash and location; keys and metadata stay in the
@@ -159,7 +160,7 @@ impl Disk {
         h[12..16].copy_from_slice(&(seqs.len() as u32).to_le_bytes());
         h[16..24].copy_from_slice(&self.volume_size.to_le_bytes());
         h[24..32].copy_from_slice(&from_seq.to_le_bytes());
-        h[32..40].copy_from_slice(&super::now_secs().to_le_bytes());
+        h[32..40].copy_from_slice(&super::state::now_secs().to_le_bytes());
         let rules = self.rules();
         h[40..44].copy_from_slice(&(rules.len() as u32).to_le_bytes());
         w.write_all(&h)?;
@@ -356,8 +357,8 @@ fn read_fixed<R: Read>(r: &mut CrcReader<R>, head: &Head, volume_size: u64) -> O
     // The body follows at least a header page, 4 KiB aligned, and ends with its trailer
     // inside the volume.
     let sane = seq != 0
-        && u64::from(vol) < super::index::MAX_VOLUMES
-        && body_len <= super::index::MAX_BODY
+        && u64::from(vol) < super::entry::MAX_VOLUMES
+        && body_len <= super::entry::MAX_BODY
         && rec_off >= VOLUME_HEADER_LEN
         && rec_off % format::ALIGN == 0
         && body_off % format::ALIGN == 0

@@ -11,10 +11,11 @@ use std::sync::atomic::Ordering;
 use bytes::Bytes;
 use tokio::sync::watch;
 
-use super::Disk;
-use super::fill::{FillShared, FillState, Progress};
-use super::index::{Loc, MetaAt, Slot, index_hash};
+use super::entry::Loc;
+use super::fill_state::{FillShared, FillState, Progress};
+use super::index::{MetaAt, Slot, index_hash};
 use super::records::{Record, Ver};
+use super::state::Disk;
 use super::volumes::{Lease, Volume};
 use crate::format::{ALIGN, Kind, RECORD_FIXED_LEN, RecordHeader};
 use crate::io;

@@ -9,8 +9,8 @@
 
 use std::sync::atomic::Ordering;
 
-use super::Disk;
-use super::volumes::lock_dir;
+use super::dir::lock_dir;
+use super::state::Disk;
 use crate::StoreError;
 
 impl Disk {

@@ -17,7 +17,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::time::Duration;
 
-use super::Disk;
+use super::state::Disk;
 
 /// Longest sleep between two maintenance passes.
 const TICK: Duration = Duration::from_secs(1);

@@ -14,22 +14,10 @@
 
 use std::sync::atomic::Ordering;
 
-use super::Disk;
-use super::index::{Loc, Slot};
-
-/// One purge: keys starting with `prefix` at positions before (`seq`, `off`) are gone.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(super) struct Rule {
-    pub(super) prefix: Box<[u8]>,
-    pub(super) seq: u64,
-    pub(super) off: u64,
-}
-
-impl Rule {
-    fn covers(&self, key: &[u8], seq: u64, off: u64) -> bool {
-        (seq, off) < (self.seq, self.off) && key.starts_with(&self.prefix)
-    }
-}
+use super::entry::Loc;
+use super::index::Slot;
+use super::purge_rule::Rule;
+use super::state::Disk;
 
 impl Disk {
     /// Whether `key`, stored at `loc` (leased, so its volume's incarnation is current),

@@ -16,29 +16,13 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use super::Disk;
-use super::index::{Entry, Loc, MetaAt, Slot, seq24};
-use super::purge::Rule;
+use super::entry::{Entry, Loc, seq24};
+use super::index::{MetaAt, Slot};
+use super::purge_rule::Rule;
+use super::state::Disk;
 use crate::format::{
     self, ALIGN, Kind, LEN_UNKNOWN, RECORD_FIXED_LEN, TRAILER_LEN, VOLUME_HEADER_LEN, VolumeHeader,
 };
-
-/// What remove and purge calls record while the index is loading, so the load does not
-/// bring back what they removed.
-#[derive(Default)]
-pub(super) struct LoadState {
-    pub(super) active: bool,
-    pub(super) keys: HashSet<u64>,
-    /// Keys removed during the load that nothing in the live index matched: no tombstone
-    /// was written for them, since they may not be stored at all.
-    pub(super) unmatched: HashMap<u64, Box<[u8]>>,
-    /// Of those, the ones the load found on disk, with the record each tombstone must
-    /// name (incarnation, offset); written by the next maintenance pass.
-    pub(super) tombstones_due: Vec<DueTombstone>,
-}
-
-/// A key and the record (incarnation, offset) its tombstone names.
-pub(super) type DueTombstone = (Box<[u8]>, (u64, u64));
 
 impl Disk {
     /// At open: reads every volume header and sets up allocation (free volumes, sealed

@@ -6,8 +6,9 @@ use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
 
-use super::Disk;
-use super::index::{Loc, Shard, Slot, seq24};
+use super::entry::{Loc, seq24};
+use super::index::{Shard, Slot};
+use super::state::Disk;
 use super::volumes::Volume;
 use crate::StoreError;
 use crate::format::{self, VOLUME_HEADER_LEN, VolumeHeader};

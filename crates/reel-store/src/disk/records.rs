@@ -15,7 +15,8 @@ use bytes::Bytes;
 use quick_cache::Weighter;
 use quick_cache::sync::{Cache, DefaultLifecycle};
 
-use super::index::{Loc, MetaAt, MixHasher};
+use super::entry::Loc;
+use super::index::{MetaAt, MixHasher};
 
 /// Bytes an entry costs beside its key and metadata (the `Arc`, the cache's slot).
 const OVERHEAD: u64 = 96;

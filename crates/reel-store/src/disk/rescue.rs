@@ -15,7 +15,8 @@ use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
 
-use super::fill::{FillWriter, Place};
+use super::fill::FillWriter;
+use super::fill_state::Place;
 use crate::StoreError;
 
 /// An unnamed file in memory.

@@ -24,22 +24,20 @@
 
 use std::collections::VecDeque;
 use std::os::unix::fs::FileExt;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use super::Disk;
-use super::index::{Slot, seq24};
-use super::rebuild::DueTombstone;
+use super::entry::seq24;
+use super::index::Slot;
+use super::load_state::DueTombstone;
+use super::scrub_state::{Partial, Record};
+use super::state::Disk;
 use super::volumes::{Lease, Volume};
-use crate::StoreStats;
 use crate::format::{self, Kind, RECORD_FIXED_LEN, TRAILER_LEN};
 
 /// Largest single read, and the size the reused read buffer grows to.
 const CHUNK: u64 = 1 << 20;
-/// The bucket holds at most this many seconds of the rate: a step that took long, or a
-/// maintenance pass that came late, is made up for, but never by more than this.
-const BURST_SECS: u128 = 2;
 
 /// What one [`Disk::scrub_step`] did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -55,70 +53,6 @@ pub struct ScrubProgress {
     pub pass_done: bool,
 }
 
-/// The scrub's state in a store: its rate, where the pass stands, and its counters.
-#[derive(Default)]
-pub(super) struct Scrub {
-    /// Bytes per second; 0 = off.
-    rate: AtomicU64,
-    cursor: Mutex<Cursor>,
-    bucket: Mutex<Bucket>,
-    bytes: AtomicU64,
-    objects: AtomicU64,
-    corrupt: AtomicU64,
-    passes: AtomicU64,
-}
-
-impl Scrub {
-    pub(super) fn new(rate: u64) -> Scrub {
-        Scrub { rate: AtomicU64::new(rate), ..Scrub::default() }
-    }
-
-    /// The scrub's counters; every other field is zero.
-    pub(super) fn stats(&self) -> StoreStats {
-        StoreStats {
-            scrub_bytes: self.bytes.load(Ordering::Relaxed),
-            scrub_objects: self.objects.load(Ordering::Relaxed),
-            scrub_corrupt: self.corrupt.load(Ordering::Relaxed),
-            scrub_passes: self.passes.load(Ordering::Relaxed),
-            ..StoreStats::default()
-        }
-    }
-}
-
-/// Where the pass stands.
-#[derive(Default)]
-struct Cursor {
-    /// The next volume to walk.
-    next_vol: u32,
-    /// The volume being walked (index, incarnation).
-    vol: Option<(u32, u64)>,
-    /// Its objects still to check, in record order: (record offset, key hash).
-    todo: VecDeque<(u64, u64)>,
-    /// The object being checked, when a step ran out of budget inside it.
-    cur: Option<Partial>,
-    /// The read buffer, reused (at most [`CHUNK`] bytes).
-    buf: Vec<u8>,
-}
-
-/// An object being checked.
-struct Partial {
-    rec_off: u64,
-    hash: u64,
-    /// Known once the record header checked out, with the key it holds.
-    record: Option<Record>,
-    key: Option<Box<[u8]>>,
-    /// Body bytes checked so far, and their CRC.
-    done: u64,
-    crc: u32,
-}
-
-#[derive(Clone, Copy)]
-struct Record {
-    body_off: u64,
-    body_len: u64,
-    header_crc: u32,
-}
-
 /// How checking one object ended (for now).
 enum Outcome {
     /// The budget ran out; go on at the next step.
@@ -129,37 +63,6 @@ enum Outcome {
     Corrupt(&'static str),
     /// The volume was reclaimed, reused or quarantined: nothing more to check in it.
     VolumeGone,
-}
-
-/// A token bucket in bytes.
-#[derive(Default)]
-struct Bucket {
-    tokens: i128,
-    last: Option<Instant>,
-}
-
-impl Bucket {
-    /// Adds what `rate` earned since the last call (at most [`BURST_SECS`] of it) and
-    /// returns the bytes that may be read now. A rate of 0 empties the bucket.
-    fn refill(&mut self, rate: u64, now: Instant) -> u64 {
-        let elapsed = self.last.map_or(0, |l| now.saturating_duration_since(l).as_nanos());
-        self.last = Some(now);
-        let rate = u128::from(rate);
-        if rate == 0 {
-            self.tokens = 0;
-            return 0;
-        }
-        let earned = (elapsed.saturating_mul(rate) / 1_000_000_000).min(BURST_SECS * rate);
-        let cap = (BURST_SECS * rate).min(i128::MAX as u128) as i128;
-        self.tokens = self.tokens.saturating_add(earned as i128).min(cap);
-        u64::try_from(self.tokens.max(0)).unwrap_or(u64::MAX)
-    }
-
-    /// Takes `n` bytes read; a step that read a little more than its budget is paid for
-    /// by the next refills.
-    fn spend(&mut self, n: u64) {
-        self.tokens = self.tokens.saturating_sub(i128::from(n));
-    }
 }
 
 impl Disk {
@@ -437,28 +340,5 @@ impl Disk {
             "store scrub: object corrupt on disk, removed"
         );
         true
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use std::time::Duration;
-
-    use super::*;
-
-    #[test]
-    fn the_bucket_earns_the_rate_and_caps_the_burst() {
-        let t0 = Instant::now();
-        let mut b = Bucket::default();
-        assert_eq!(b.refill(1000, t0), 0, "nothing earned before the first refill");
-        assert_eq!(b.refill(1000, t0 + Duration::from_millis(500)), 500);
-        b.spend(700);
-        // 200 in debt: paid back from the next second's earnings.
-        assert_eq!(b.refill(1000, t0 + Duration::from_millis(1500)), 800);
-        b.spend(800);
-        assert_eq!(b.refill(1000, t0 + Duration::from_secs(60)), 2000, "capped at 2 s");
-        assert_eq!(b.refill(0, t0 + Duration::from_secs(61)), 0, "off empties it");
-        assert_eq!(b.refill(1000, t0 + Duration::from_secs(62)), 1000);
-        assert_eq!(b.refill(u64::MAX, t0 + Duration::from_secs(1000)), u64::MAX);
     }
 }

@@ -13,8 +13,9 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::Disk;
-use super::fill::{Committed, FillState, FillWriter, Place};
+use super::fill::{Committed, FillWriter};
+use super::fill_state::{FillState, Place};
+use super::state::Disk;
 use crate::StoreError;
 
 impl Disk {

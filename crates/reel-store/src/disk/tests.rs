@@ -2,10 +2,10 @@
 
 use bytes::Bytes;
 
-use super::Disk;
 use super::index::{MetaAt, index_hash};
-use super::purge::Rule;
+use super::purge_rule::Rule;
 use super::rebuild::{Replay, ScannedRecord, apply_record};
+use super::state::Disk;
 use crate::format::Kind;
 
 fn rec(kind: Kind, key: &[u8], off: u64, target: Option<(u64, u64)>) -> ScannedRecord {
@@ -178,7 +178,7 @@ fn writes_while_the_index_loads_win_over_the_loaded_ones() {
         });
     }
     // Crash-like: no checkpoint, so the load scans.
-    std::fs::remove_file(dir.path().join(super::checkpoint::FILE)).unwrap();
+    std::fs::remove_file(dir.path().join(super::dir::CHECKPOINT_FILE)).unwrap();
     let s = Disk::open_with(cfg.clone(), false, false).unwrap();
     rt(async {
         assert!(s.stats().index_loading);
@@ -208,7 +208,7 @@ fn writes_while_the_index_loads_win_over_the_loaded_ones() {
     // The same after a restart, from the checkpoint of that clean close, and from a scan.
     for scan in [false, true] {
         if scan {
-            std::fs::remove_file(dir.path().join(super::checkpoint::FILE)).unwrap();
+            std::fs::remove_file(dir.path().join(super::dir::CHECKPOINT_FILE)).unwrap();
         }
         let s = Disk::open_with(cfg.clone(), false, true).unwrap();
         rt(async {
@@ -269,7 +269,7 @@ fn a_fill_on_a_full_store_while_its_index_loads_takes_the_oldest_volume() {
         rt(fill_until_reclaim_due(&s));
         rt(stored_keys(&s))
     };
-    std::fs::remove_file(dir.path().join(super::checkpoint::FILE)).unwrap();
+    std::fs::remove_file(dir.path().join(super::dir::CHECKPOINT_FILE)).unwrap();
     let s = Disk::open_with(cfg, false, false).unwrap();
     assert!(s.lock_alloc().free.is_empty(), "the store is full");
     rt(async {
@@ -313,7 +313,7 @@ fn a_removal_during_the_load_writes_only_for_keys_on_disk() {
     // Not removed again after a scan, nor from the checkpoint.
     for scan in [true, false] {
         if scan {
-            std::fs::remove_file(dir.path().join(super::checkpoint::FILE)).unwrap();
+            std::fs::remove_file(dir.path().join(super::dir::CHECKPOINT_FILE)).unwrap();
         }
         let s = Disk::open_with(cfg.clone(), false, true).unwrap();
         assert!(rt(s.lookup(b"on-disk")).is_none(), "scan {scan}");
@@ -419,7 +419,7 @@ fn hits_read_key_and_metadata_from_disk_when_not_cached() {
     }
     for scan in [false, true] {
         if scan {
-            std::fs::remove_file(dir.path().join(super::checkpoint::FILE)).unwrap();
+            std::fs::remove_file(dir.path().join(super::dir::CHECKPOINT_FILE)).unwrap();
         }
         let s = Disk::open_with(cfg.clone(), false, true).unwrap();
         rt(async {
@@ -456,7 +456,7 @@ fn a_purge_of_cold_objects_holds_at_once_and_after_restarts() {
     }
     for scan in [false, true] {
         if scan {
-            std::fs::remove_file(dir.path().join(super::checkpoint::FILE)).unwrap();
+            std::fs::remove_file(dir.path().join(super::dir::CHECKPOINT_FILE)).unwrap();
         }
         let s = Disk::open_with(cfg.clone(), false, true).unwrap();
         rt(async {

@@ -10,9 +10,9 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use super::Disk;
 use super::fill::FillWriter;
 use super::index::Slot;
+use super::state::Disk;
 use crate::{MAX_KEY_LEN, MAX_META_LEN, StoreError};
 
 impl Disk {

@@ -1,5 +1,9 @@
 //! Round trips of both I/O backends.
 
+use std::future::poll_fn;
+use std::os::fd::BorrowedFd;
+use std::task::Poll;
+
 use super::*;
 use rustix::fs::Advice;
 
