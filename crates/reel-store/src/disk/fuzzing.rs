@@ -13,6 +13,7 @@ use super::checkpoint::Loaded;
 use super::rebuild::scan_volume as scan;
 use crate::format::{
     self, ALIGN, Kind, LEN_UNKNOWN, RECORD_FIXED_LEN, TRAILER_LEN, VOLUME_HEADER_LEN, VolumeHeader,
+    u32_at, u64_at,
 };
 
 /// What a volume scan kept.
@@ -101,16 +102,6 @@ pub fn seal_checkpoint(b: &mut [u8]) {
         let crc = crc32c::crc32c(&b[..n]);
         b[n..].copy_from_slice(&crc.to_le_bytes());
     }
-}
-
-fn u32_at(b: &[u8], o: usize) -> u32 {
-    u32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]])
-}
-
-fn u64_at(b: &[u8], o: usize) -> u64 {
-    let mut a = [0u8; 8];
-    a.copy_from_slice(&b[o..o + 8]);
-    u64::from_le_bytes(a)
 }
 
 #[cfg(test)]
