@@ -14,6 +14,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
+use reel_access::DenyReason;
+
 pub use reel_metrics::{Histogram, HistogramSnapshot, Kind, LATENCY_BUCKETS_MS, PromWriter};
 
 /// The outcomes requests are counted by, supplied by the cache: the values of the `cache`
@@ -82,6 +84,8 @@ pub struct WorkerMetrics {
     /// LL-HLS blocking requests answered 504 because their media did not appear within
     /// `blocking_timeout`.
     pub blocking_timeouts: AtomicU64,
+    /// Requests refused by the site's access rules, indexed by [`DenyReason`].
+    denied: [AtomicU64; DenyReason::ALL.len()],
 }
 
 impl WorkerMetrics {
@@ -99,7 +103,18 @@ impl WorkerMetrics {
             coalesced_waiters: AtomicU64::new(0),
             client_errors: AtomicU64::new(0),
             blocking_timeouts: AtomicU64::new(0),
+            denied: Default::default(),
         }
+    }
+
+    /// Counts one request refused by the site's access rules.
+    pub fn record_denied(&self, reason: DenyReason) {
+        self.denied[reason as usize].fetch_add(1, Relaxed);
+    }
+
+    /// Requests refused so far for this reason.
+    pub fn denied(&self, reason: DenyReason) -> u64 {
+        self.denied[reason as usize].load(Relaxed)
     }
 
     /// Records one finished request; `outcome` indexes [`Outcomes::labels`] (an index
@@ -168,7 +183,7 @@ impl WorkerMetrics {
 
 /// Renders the request counters, bytes and latency of all workers (summed):
 /// `reel_requests_total{status,cache}`, `reel_bytes_out_total`, `reel_coalesced_waiters`,
-/// `reel_client_errors_total`, `reel_blocking_timeouts_total`, `reel_request_duration_seconds`, `reel_hit_duration_seconds`,
+/// `reel_client_errors_total`, `reel_blocking_timeouts_total`, `reel_denied_total{reason}`, `reel_request_duration_seconds`, `reel_hit_duration_seconds`,
 /// `reel_first_byte_seconds`, `reel_hit_first_byte_seconds`.
 pub fn render_workers(p: &mut PromWriter, workers: &[Arc<WorkerMetrics>]) {
     p.family(
@@ -217,6 +232,15 @@ pub fn render_workers(p: &mut PromWriter, workers: &[Arc<WorkerMetrics>]) {
         "LL-HLS blocking requests answered 504: their media did not appear within blocking_timeout.",
         sum(|w| w.blocking_timeouts.load(Relaxed)),
     );
+    p.family(
+        "reel_denied_total",
+        Kind::Counter,
+        "Requests refused by a site's access rules (token, address, country, rate), by reason.",
+    );
+    for reason in DenyReason::ALL {
+        let v: u64 = workers.iter().map(|w| w.denied(reason)).sum();
+        p.sample("reel_denied_total", &[("reason", reason.as_str())], v);
+    }
     type Pick = fn(&WorkerMetrics) -> HistogramSnapshot;
     let histograms: [(&str, &str, Pick); 4] = [
         (
