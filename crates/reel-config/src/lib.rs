@@ -39,7 +39,8 @@ pub use schema::{
     DemoOriginConfig, HealthConfig, HostPort, HttpConfig, InvalidateOn, Ktls, ListenerConfig,
     LogConfig, LogFormat, MethodsPolicy, OriginBalance, OriginGroupConfig, OriginHealthConfig,
     PathGlob, Prefetch, QuicRetry, ServerConfig, SiteConfig, SliceSize, Steer, StoreAdmission,
-    StoreConfig, StoreIo, TierConfig, TlsCert, TlsVersion, host_pattern_matches, strip_port,
+    StoreConfig, StoreIo, TierConfig, TlsCert, TlsVersion, TokenConfig, TokenFormat, Propagate,
+    host_pattern_matches, strip_port,
 };
 pub use units::{ByteSize, Duration, UnitError};
 

@@ -745,8 +745,10 @@ impl Default for StoreConfig {
 
 mod cache;
 mod origin;
+mod token;
 pub use cache::*;
 pub use origin::*;
+pub use token::*;
 
 #[cfg(test)]
 mod tests;

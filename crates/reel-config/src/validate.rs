@@ -13,6 +13,7 @@ mod listener;
 mod origin;
 mod resources;
 mod server;
+mod token;
 
 use crate::Config;
 

@@ -238,6 +238,9 @@ pub struct SiteConfig {
     /// viewers ask for. Default `off`.
     #[serde(default)]
     pub prefetch: Prefetch,
+    /// `[site.token]`: signed viewer tokens required; unset = none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<TokenConfig>,
 }
 
 /// What a site fetches before viewers ask (LL-HLS, draft-pantos-hls-rfc8216bis §4.4.5.3).
@@ -270,6 +273,7 @@ impl Default for SiteConfig {
             slice: SliceSize::default(),
             read_ahead: default_read_ahead(),
             prefetch: Prefetch::default(),
+            token: None,
         }
     }
 }

@@ -152,6 +152,9 @@ pub(super) fn check_sites(found: &mut Found, cfg: &Config) {
         if site.read_ahead > 16 {
             bad(found, format!("site[{i}].read_ahead"), "at most 16 slices");
         }
+        if let Some(t) = &site.token {
+            super::token::check_token(found, i, t);
+        }
         for (j, q) in site.ignore_query.iter().enumerate() {
             if q.is_empty() || q.contains(['&', '=', '?']) {
                 bad(

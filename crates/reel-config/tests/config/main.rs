@@ -687,6 +687,7 @@ fn heuristic_freshness_is_on_unless_switched_off() {
 }
 
 mod reload_docs;
+mod token;
 mod tls;
 
 /// An admin API on a non-loopback address with no token is open to the network: refused

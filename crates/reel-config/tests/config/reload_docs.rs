@@ -28,7 +28,12 @@ fn every_key() -> Config {
         + "\n[[listener]]\nname = \"https\"\naddress = \"127.0.0.1:8443\"\ntls_cert = \"c.pem\"\n"
         + "tls_key = \"c.key\"\nsni_strict = true\nhttp2 = false\nmin_tls_version = \"1.3\"\nktls = \"off\"\n"
         + "http3 = true\nalt_svc_max_age = \"1h\"\nquic_retry = \"always\"\n"
-        + "\n[[certificate]]\nnames = [\"a.example\"]\ncert = \"a.pem\"\nkey = \"a.key\"\n";
+        + "\n[[certificate]]\nnames = [\"a.example\"]\ncert = \"a.pem\"\nkey = \"a.key\"\n"
+        + "\n[site.token]\nformat = \"edgeauth\"\nkeys = [\"00112233445566778899aabbccddeeff\"]\n"
+        + "keys_env = \"REEL_TEST_EVERY_KEY_TOKEN_KEYS\"\nsalt = \"s\"\n";
+    // SAFETY: a variable of this test's own, set before it is read; the tests of this
+    // binary read the environment through std only, whose lock orders the two.
+    unsafe { std::env::set_var("REEL_TEST_EVERY_KEY_TOKEN_KEYS", "ffeeddccbbaa99887766554433221100") };
     Config::parse_and_validate(&text, "t.toml").expect("valid")
 }
 
