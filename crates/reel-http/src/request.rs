@@ -537,6 +537,8 @@ fn valid_authority(v: &[u8], allow_empty: bool) -> bool {
     v.iter().all(|&b| b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=%:[]".contains(&b))
 }
 
+mod strip;
+
 #[cfg(test)]
 mod tests {
     use super::*;
