@@ -9,6 +9,7 @@ pub mod key;
 pub mod path;
 pub mod policy;
 pub mod result;
+pub mod tokenise;
 
 pub use path::answer::pass_stream::{PASS_BUFFER, PassBuffered};
 pub use path::answer::tag::Tag;
@@ -16,6 +17,8 @@ pub use path::conductor::WorkerCache;
 pub use path::phase::inflight::Inflight;
 pub use path::phase::llhls::Streams;
 pub use path::worker::hops::Node;
-pub use path::worker::settings::{InvalidateOn, Prefetch, Settings, Site, Slicing};
+pub use path::worker::settings::{
+    InvalidateOn, Prefetch, Propagate, Settings, Site, SiteToken, Slicing,
+};
 pub use path::worker::shared::{PurgeError, SharedCache};
 pub use result::{CacheResult, OUTCOMES};

@@ -81,6 +81,9 @@ pub struct Entry<'a> {
     /// Set for a request refused before it was parsed (400, 408, 413, 414, 431, 501,
     /// 505, ...): `method`, `host`, `target` and `user_agent` are then empty.
     pub refused: Option<Refused<'a>>,
+    /// Why the site's access rules refused the request (`token_expired`, ...: the
+    /// `reason` label of `reel_denied_total`), if they did.
+    pub denied: Option<&'a str>,
 }
 
 /// What is known of a request the HTTP codec refused.
@@ -423,6 +426,10 @@ fn json_line(s: &mut Vec<u8>, e: &Entry<'_>) {
         s.extend_from_slice(b",\"error\":");
         json_str(s, r.reason.as_bytes());
     }
+    if let Some(d) = e.denied {
+        s.extend_from_slice(b",\"denied\":");
+        json_str(s, d.as_bytes());
+    }
     s.extend_from_slice(b"}\n");
 }
 
@@ -472,6 +479,10 @@ fn combined_line(s: &mut Vec<u8>, e: &Entry<'_>) {
         s.extend_from_slice(b" error=\"");
         quoted(s, r.reason.as_bytes());
         s.push(b'"');
+    }
+    if let Some(d) = e.denied {
+        s.extend_from_slice(b" denied=");
+        quoted(s, d.as_bytes());
     }
     s.push(b'\n');
 }
@@ -526,6 +537,7 @@ mod tests {
             total_time: Duration::from_micros(1500),
             user_agent: b"player/1.0",
             refused: None,
+            denied: None,
         }
     }
 
@@ -621,6 +633,21 @@ mod tests {
         // A lone byte, a truncated sequence after valid text, and a valid sequence between.
         let v = json_of(b"/a\xffb/\xc3\xa9\xe2\x82");
         assert_eq!(v["path"], "/a\\xffb/\u{e9}\\xe2\\x82");
+    }
+
+    #[test]
+    fn refusals_by_the_access_rules_name_their_reason() {
+        let e = Entry { status: 403, cache: "local", denied: Some("token_expired"), ..entry(b"/a.ts") };
+        let mut s = Vec::new();
+        json_line(&mut s, &e);
+        let v: serde_json::Value = serde_json::from_slice(&s).expect("valid JSON");
+        assert_eq!(v["denied"], "token_expired");
+        let mut s = Vec::new();
+        combined_line(&mut s, &e);
+        assert!(text(s).ends_with(" total_ms=1.500 denied=token_expired\n"));
+        let mut s = Vec::new();
+        json_line(&mut s, &entry(b"/a.ts"));
+        assert!(!text(s).contains("denied"), "no field on lines that were not refused");
     }
 
     #[test]

@@ -58,6 +58,7 @@ use super::phase::serve::{Serve, local, stream_origin};
 use super::piecewise::oversized;
 use super::piecewise::slice::{self, readahead::ReadAhead};
 use super::worker::WorkerParts;
+use super::worker::access;
 use super::worker::settings::{Settings, Site};
 use super::worker::shared::SharedCache;
 use super::worker::small::SMALL_BODY;
@@ -227,6 +228,33 @@ impl WorkerCache {
             // Not a site of ours: never an open proxy (RFC 9110 15.5.20).
             return local(421);
         };
+        // Access checks, before the store or the origin is consulted. OPTIONS is left to
+        // the CORS preflight (browsers send no credentials on one).
+        if let Some(t) = &site.token
+            && *req.method() != Method::Options
+        {
+            let admitted = match access::check_token(t, req, unix_now()) {
+                Ok(a) => a,
+                Err(reason) => {
+                    m.record_denied(reason);
+                    return access::denied(reason);
+                }
+            };
+            let resp = self.dispatch(&admitted.clean, body, site, m).await;
+            return admitted.follow.apply(t, req, resp).await;
+        }
+        self.dispatch(req, body, site, m).await
+    }
+
+    /// A request of `site` by its method: GET and HEAD through the cache, the others passed
+    /// to the origin (or refused).
+    async fn dispatch(
+        &self,
+        req: &Request,
+        body: &mut RequestBody<'_>,
+        site: &Site,
+        m: &WorkerMetrics,
+    ) -> Response {
         match req.method() {
             Method::Get | Method::Head => self.get(req, body, site, m).await,
             // Extension methods too (RFC 9110 9.1, 16.1): the origin knows what they mean.

@@ -254,6 +254,15 @@ fn group(g: &reel_config::OriginGroupConfig) -> GroupSpec {
     s
 }
 
+/// A site's `[site.token]`: its keys (those of `keys_env` read now, at start or reload;
+/// validation refused the config if the variable was unset or held a bad key), and the
+/// local ports of the TLS listeners, on which a token cookie is `Secure`.
+fn site_token(cfg: &Config, t: &reel_config::TokenConfig) -> std::sync::Arc<reel_cache::SiteToken> {
+    let tls_ports =
+        cfg.listener.iter().filter(|l| l.tls_cert.is_some()).map(|l| l.address.port()).collect();
+    std::sync::Arc::new(reel_cache::SiteToken::new(t, tls_ports))
+}
+
 /// `[cache]`, `[[cache.rule]]` and `[[site]]`. With `--origin` every Host comes from
 /// [`FLAG_GROUP`]: each site keeps its key, methods and policy but fetches from the flag's
 /// origin, and a catch-all site takes the Hosts no site claims.
@@ -290,6 +299,7 @@ pub(crate) fn cache_settings(cfg: &Config, origin_flag: bool) -> reel_cache::Set
             honor_client_cache_control: s.client_cache_control == ClientCacheControl::Honor,
             slicing: reel_cache::Slicing { size: s.slice.bytes(), read_ahead: s.read_ahead },
             prefetch: s.prefetch,
+            token: s.token.as_ref().map(|t| site_token(cfg, t)),
         })
         .collect();
     let fallback = origin_flag.then(|| Site {
@@ -303,6 +313,7 @@ pub(crate) fn cache_settings(cfg: &Config, origin_flag: bool) -> reel_cache::Set
         slicing: reel_cache::Slicing::default(),
         // A catch-all fetches only what viewers ask for, as any site by default.
         prefetch: reel_cache::Prefetch::Off,
+        token: None,
     });
     let rules = TtlRules::new(c.rule.iter().map(|r| {
         (

@@ -26,6 +26,7 @@ pub mod pass_stream;
 pub(super) mod preamble;
 pub mod stored;
 pub mod tag;
+pub(super) mod tokenised;
 
 /// What our `Cache-Status` entry says, after the cache's name (RFC 9211 2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -21,6 +21,7 @@ use super::phase::lookup::Reader;
 use super::phase::serve::Serve;
 use miss_quota::MissQuota;
 
+pub(super) mod access;
 pub(super) mod hints;
 pub mod hops;
 pub(super) mod interim;

@@ -4,9 +4,10 @@
 //! reel is never an open proxy: a Host that no site names is refused, and the origin is
 //! always chosen from the config, never from the request.
 
+use std::sync::Arc;
 use std::time::Duration;
 
-pub use reel_config::{InvalidateOn, Prefetch};
+pub use reel_config::{InvalidateOn, Prefetch, Propagate};
 
 use super::hops::Node;
 use crate::key::KeyConfig;
@@ -35,6 +36,37 @@ pub struct Site {
     pub prefetch: Prefetch,
     /// Slice caching (`slice`, `read_ahead`).
     pub slicing: Slicing,
+    /// Signed viewer tokens (`[site.token]`); `None`: anyone may fetch.
+    pub token: Option<Arc<SiteToken>>,
+}
+
+/// A site's `[site.token]`: how its viewers' tokens are found, verified and passed on.
+#[derive(Debug)]
+pub struct SiteToken {
+    /// The query parameter and cookie that carry the token (`param`).
+    pub param: String,
+    /// The site's keys, salt, leeway and URL escaping.
+    pub verifier: reel_access::token::Verifier,
+    /// How the token follows the player (`propagate`).
+    pub propagate: Propagate,
+    /// Local ports of the TLS listeners: a cookie set on them is `Secure`.
+    pub tls_ports: Vec<u16>,
+}
+
+impl SiteToken {
+    /// From a validated `[site.token]` (the keys of `keys_env` read now; an unreadable
+    /// variable leaves the listed keys) and the local ports of the TLS listeners.
+    pub fn new(t: &reel_config::TokenConfig, tls_ports: Vec<u16>) -> SiteToken {
+        let texts = t.key_texts().unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "token keys_env unreadable; only the listed keys verify");
+            t.keys.clone()
+        });
+        let keys: Vec<Vec<u8>> =
+            texts.iter().filter_map(|k| reel_access::token::parse_hex_key(k).ok()).collect();
+        let leeway = t.leeway.get().as_secs();
+        let verifier = reel_access::token::Verifier::new(&keys, t.salt.as_deref(), leeway, t.escape_early);
+        SiteToken { param: t.param.clone(), verifier, propagate: t.propagate, tls_ports }
+    }
 }
 
 /// A site's slice caching: objects answered from fixed-size slices fetched by `Range`.
@@ -167,6 +199,7 @@ mod tests {
             honor_client_cache_control: true,
             slicing: Slicing::default(),
             prefetch: Prefetch::Off,
+            token: None,
         }
     }
 
