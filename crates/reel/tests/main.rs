@@ -29,4 +29,5 @@ mod systemd;
 mod tls;
 mod tls_origin;
 mod tls_settings;
+mod token;
 mod workers;

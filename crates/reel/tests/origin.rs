@@ -109,6 +109,8 @@ struct OriginState {
     cookies: HashMap<String, Vec<String>>,
     /// The `Host` of the last request per path.
     hosts: HashMap<String, String>,
+    /// Every request target received, in order.
+    targets: Vec<String>,
 }
 
 /// A small HTTP/1.1 origin on 127.0.0.1:0: serves the objects put into it (404 otherwise,
@@ -177,6 +179,11 @@ impl Origin {
         self.state.lock().unwrap().hosts.get(path).cloned()
     }
 
+    /// Every request target received so far (path and query), in order.
+    pub(crate) fn targets(&self) -> Vec<String> {
+        self.state.lock().unwrap().targets.clone()
+    }
+
     /// Requests received for `path` so far.
     pub(crate) fn hits(&self, path: &str) -> u64 {
         self.state.lock().unwrap().hits.get(path).copied().unwrap_or(0)
@@ -237,6 +244,7 @@ fn origin_conn(s: TcpStream, state: &Mutex<OriginState>, name: &str) {
         let obj = {
             let mut st = state.lock().unwrap();
             *st.hits.entry(path.clone()).or_default() += 1;
+            st.targets.push(target.clone());
             if inm.is_some() {
                 *st.conditional.entry(path.clone()).or_default() += 1;
             }
