@@ -289,6 +289,12 @@ async fn view(
     let mut lists = Client::new(target.endpoint(), timeout);
     let mut media = Client::new(target.endpoint(), timeout);
     let base = target.path.split('?').next().unwrap_or("/").to_string();
+    // The playlist URL as the viewer was given it (a signed token in its query, say): a
+    // player keeps its query and adds the delivery directives to it.
+    let (first, directives) = match target.path.split_once('?') {
+        Some((_, q)) if !q.is_empty() => (target.path.clone(), format!("{base}?{q}&")),
+        _ => (base.clone(), format!("{base}?")),
+    };
     let mut text = Vec::new();
     let mut current: Option<MediaPlaylist> = None;
     let mut have: Option<(u64, u64)> = None;
@@ -300,7 +306,10 @@ async fn view(
                 text.clear();
                 let t = Instant::now();
                 let res = lists
-                    .get(&build_get(&target.host_header, &base, &headers), Body::Capture(&mut text))
+                    .get(
+                        &build_get(&target.host_header, &first, &headers),
+                        Body::Capture(&mut text),
+                    )
                     .await;
                 account(&mut v.stats, t, &res).await;
                 let ok = res.as_ref().is_ok_and(|r| r.status == 200);
@@ -342,7 +351,7 @@ async fn view(
             }
         }
         let skip = if pl.server_control.can_skip_until.is_some() { "&_HLS_skip=YES" } else { "" };
-        let next = format!("{base}?_HLS_msn={}&_HLS_part={}{skip}", hint.msn, hint.index);
+        let next = format!("{directives}_HLS_msn={}&_HLS_part={}{skip}", hint.msn, hint.index);
         let part_req = build_get(&target.host_header, &hint.path, &headers);
         let list_req = build_get(&target.host_header, &next, &headers);
         text.clear();

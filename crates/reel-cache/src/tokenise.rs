@@ -158,10 +158,14 @@ mod tests {
         assert!(is_relative("seg.ts") && is_relative("/a/b.ts") && is_relative("a:b/c") == false);
         assert!(is_relative("./a:b") && is_relative("seg.ts?u=http://x"));
         assert!(!is_relative("//cdn/x.ts") && !is_relative("skd://k") && !is_relative("data:,x"));
-        let keyed = "#EXTM3U\n#EXT-X-KEY:METHOD=SAMPLE-AES,KEYFORMAT=\"com.apple\",URI=\"skd://k\"\n";
+        let keyed =
+            "#EXTM3U\n#EXT-X-KEY:METHOD=SAMPLE-AES,KEYFORMAT=\"com.apple\",URI=\"skd://k\"\n";
         assert_eq!(tokenise(keyed, "t", "v").unwrap(), keyed);
         // An attribute whose name ends in URI is not URI.
         let odd = "#EXTM3U\n#EXT-X-MAP:XURI=\"a\",URI=\"init.mp4\"\n";
-        assert_eq!(tokenise(odd, "t", "v").unwrap(), "#EXTM3U\n#EXT-X-MAP:XURI=\"a\",URI=\"init.mp4?t=v\"\n");
+        assert_eq!(
+            tokenise(odd, "t", "v").unwrap(),
+            "#EXTM3U\n#EXT-X-MAP:XURI=\"a\",URI=\"init.mp4?t=v\"\n"
+        );
     }
 }

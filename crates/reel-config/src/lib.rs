@@ -38,9 +38,9 @@ pub use schema::{
     ClientCacheControl, CoresConfig, CpuSet, DEFAULT_ALT_SVC_MAX_AGE, DEFAULT_FILL_DROP_HEADERS,
     DemoOriginConfig, HealthConfig, HostPort, HttpConfig, InvalidateOn, Ktls, ListenerConfig,
     LogConfig, LogFormat, MethodsPolicy, OriginBalance, OriginGroupConfig, OriginHealthConfig,
-    PathGlob, Prefetch, QuicRetry, ServerConfig, SiteConfig, SliceSize, Steer, StoreAdmission,
-    StoreConfig, StoreIo, TierConfig, TlsCert, TlsVersion, TokenConfig, TokenFormat, Propagate,
-    host_pattern_matches, strip_port,
+    PathGlob, Prefetch, Propagate, QuicRetry, ServerConfig, SiteConfig, SliceSize, Steer,
+    StoreAdmission, StoreConfig, StoreIo, TierConfig, TlsCert, TlsVersion, TokenConfig,
+    TokenFormat, host_pattern_matches, strip_port,
 };
 pub use units::{ByteSize, Duration, UnitError};
 

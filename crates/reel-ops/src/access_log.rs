@@ -637,7 +637,8 @@ mod tests {
 
     #[test]
     fn refusals_by_the_access_rules_name_their_reason() {
-        let e = Entry { status: 403, cache: "local", denied: Some("token_expired"), ..entry(b"/a.ts") };
+        let e =
+            Entry { status: 403, cache: "local", denied: Some("token_expired"), ..entry(b"/a.ts") };
         let mut s = Vec::new();
         json_line(&mut s, &e);
         let v: serde_json::Value = serde_json::from_slice(&s).expect("valid JSON");

@@ -177,8 +177,7 @@ fn every_refusal_is_a_403_that_never_reaches_the_origin_counted_and_logged_by_re
     let log = dir.path().join("access.log");
     let lines = eventually("the refusals in the access log", || {
         let text = std::fs::read_to_string(&log).ok()?;
-        let lines: Vec<Value> =
-            text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+        let lines: Vec<Value> = text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
         (lines.len() >= cases.len() + 3).then_some(lines)
     });
     for (target, reason) in &cases {
@@ -217,7 +216,9 @@ fn a_key_rolls_over_by_reload_without_refusing_a_viewer() {
     conf.extra = token_table(&[K1, K2], "off");
     reel.rewrite(&conf);
     assert_eq!(reel.sighup_reload()["reload"]["last_ok"], true);
-    eventually("the new key accepted", || (get_with(reel.data, &at(&new), &[]).status == 200).then_some(()));
+    eventually("the new key accepted", || {
+        (get_with(reel.data, &at(&new), &[]).status == 200).then_some(())
+    });
     stop.store(true, Ordering::Relaxed);
     let statuses = viewer.join().unwrap();
     assert!(!statuses.is_empty() && statuses.iter().all(|&s| s == 200), "{statuses:?}");
@@ -225,10 +226,15 @@ fn a_key_rolls_over_by_reload_without_refusing_a_viewer() {
     conf.extra = token_table(&[K2], "off");
     reel.rewrite(&conf);
     assert_eq!(reel.sighup_reload()["reload"]["last_ok"], true);
-    eventually("the old key retired", || (get_with(reel.data, &at(&old), &[]).status == 403).then_some(()));
+    eventually("the old key retired", || {
+        (get_with(reel.data, &at(&old), &[]).status == 403).then_some(())
+    });
     assert_eq!(get_with(reel.data, &at(&new), &[]).status, 200);
     let m = reel.metrics();
-    assert_eq!(metric(&m, "reel_denied_total{reason=\"token_bad_hmac\"}").map(|v| v >= 2.0), Some(true));
+    assert_eq!(
+        metric(&m, "reel_denied_total{reason=\"token_bad_hmac\"}").map(|v| v >= 2.0),
+        Some(true)
+    );
 }
 
 /// Whether every URI `playlist` lists carries the token `t`.
@@ -331,7 +337,10 @@ fn cookie_mode_gives_the_token_back_as_a_cookie_scoped_to_its_acl() {
     };
     let dir = tempfile::tempdir().unwrap();
     let origin = Origin::start("o");
-    origin.put("/dash/manifest.mpd", Object::ok("<MPD/>").header("content-type", "application/dash+xml"));
+    origin.put(
+        "/dash/manifest.mpd",
+        Object::ok("<MPD/>").header("content-type", "application/dash+xml"),
+    );
     origin.put("/dash/seg_1.m4s", Object::ok(vec![b'm'; 2048]));
     let mut conf = Conf::new(dir.path(), &origin);
     conf.extra = token_table(&[K1], "cookie");

@@ -64,7 +64,11 @@ pub fn quote_plus_lower(s: &[u8], mut out: impl FnMut(&[u8])) {
             buf[n] = b'+';
             n += 1;
         } else {
-            buf[n..n + 3].copy_from_slice(&[b'%', HEX[usize::from(c >> 4)], HEX[usize::from(c & 15)]]);
+            buf[n..n + 3].copy_from_slice(&[
+                b'%',
+                HEX[usize::from(c >> 4)],
+                HEX[usize::from(c & 15)],
+            ]);
             n += 3;
         }
     }

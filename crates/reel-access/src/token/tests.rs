@@ -63,7 +63,10 @@ fn generator_url_tokens_verify() {
         Err(DenyReason::TokenBadHmac),
         "a URL token signs its one URL"
     );
-    assert_eq!(verifier().verify(URL_TOKEN_SALTED, at("/vod/movie/seg_1.ts")), Err(DenyReason::TokenBadHmac));
+    assert_eq!(
+        verifier().verify(URL_TOKEN_SALTED, at("/vod/movie/seg_1.ts")),
+        Err(DenyReason::TokenBadHmac)
+    );
     let escaped = Verifier::new(&[key()], None, 5, true);
     escaped.verify(URL_TOKEN_ESCAPED, at("/vod/a%20b/seg_1.ts")).unwrap();
     escaped.verify(URL_TOKEN_ESCAPED, at("/vod/a b/seg_1.ts")).unwrap();

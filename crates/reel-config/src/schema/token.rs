@@ -74,8 +74,7 @@ impl TokenConfig {
     pub fn key_texts(&self) -> Result<Vec<String>, String> {
         let mut out = self.keys.clone();
         if let Some(var) = &self.keys_env {
-            let v = std::env::var(var)
-                .map_err(|e| format!("environment variable {var:?}: {e}"))?;
+            let v = std::env::var(var).map_err(|e| format!("environment variable {var:?}: {e}"))?;
             out.extend(
                 v.split(|c: char| c == ',' || c.is_whitespace())
                     .filter(|k| !k.is_empty())

@@ -19,11 +19,19 @@ pub(super) fn check_token(found: &mut Found, i: usize, t: &TokenConfig) {
     let at = |k: &str| format!("site[{i}].token.{k}");
     let p = &t.param;
     if p.is_empty() || !p.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b)) {
-        bad(found, at("param"), format!("{p:?} is not a parameter name (letters, digits, '-', '_', '.')"));
+        bad(
+            found,
+            at("param"),
+            format!("{p:?} is not a parameter name (letters, digits, '-', '_', '.')"),
+        );
     }
     for (j, k) in t.keys.iter().enumerate() {
         if !is_hex_key(k) {
-            bad(found, format!("site[{i}].token.keys[{j}]"), "not a key: hex, at least 32 digits (16 bytes), an even number");
+            bad(
+                found,
+                format!("site[{i}].token.keys[{j}]"),
+                "not a key: hex, at least 32 digits (16 bytes), an even number",
+            );
         }
     }
     match t.key_texts() {
@@ -31,10 +39,18 @@ pub(super) fn check_token(found: &mut Found, i: usize, t: &TokenConfig) {
         Ok(all) => {
             let from_env = &all[t.keys.len()..];
             if from_env.iter().any(|k| !is_hex_key(k)) {
-                bad(found, at("keys_env"), "a key in the variable is not hex of at least 32 digits (16 bytes)");
+                bad(
+                    found,
+                    at("keys_env"),
+                    "a key in the variable is not hex of at least 32 digits (16 bytes)",
+                );
             }
             if all.is_empty() {
-                bad(found, at("keys"), "at least one key is required (keys, or keys_env naming a variable that holds some)");
+                bad(
+                    found,
+                    at("keys"),
+                    "at least one key is required (keys, or keys_env naming a variable that holds some)",
+                );
             }
         }
     }

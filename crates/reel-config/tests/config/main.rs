@@ -687,8 +687,8 @@ fn heuristic_freshness_is_on_unless_switched_off() {
 }
 
 mod reload_docs;
-mod token;
 mod tls;
+mod token;
 
 /// An admin API on a non-loopback address with no token is open to the network: refused
 /// unless `insecure_no_token = true` says so on purpose (issue 23.8).

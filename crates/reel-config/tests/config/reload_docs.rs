@@ -33,7 +33,9 @@ fn every_key() -> Config {
         + "keys_env = \"REEL_TEST_EVERY_KEY_TOKEN_KEYS\"\nsalt = \"s\"\n";
     // SAFETY: a variable of this test's own, set before it is read; the tests of this
     // binary read the environment through std only, whose lock orders the two.
-    unsafe { std::env::set_var("REEL_TEST_EVERY_KEY_TOKEN_KEYS", "ffeeddccbbaa99887766554433221100") };
+    unsafe {
+        std::env::set_var("REEL_TEST_EVERY_KEY_TOKEN_KEYS", "ffeeddccbbaa99887766554433221100")
+    };
     Config::parse_and_validate(&text, "t.toml").expect("valid")
 }
 

@@ -39,8 +39,8 @@ impl Request {
             if cookie {
                 let mut first = true;
                 for c in value.split(|&b| b == b';').map(<[u8]>::trim_ascii) {
-                    let keep = !c.is_empty()
-                        && !std::str::from_utf8(c).is_ok_and(|c| names(c, param));
+                    let keep =
+                        !c.is_empty() && !std::str::from_utf8(c).is_ok_and(|c| names(c, param));
                     if keep {
                         if !first {
                             head.extend_from_slice(b"; ");
@@ -90,14 +90,19 @@ mod tests {
     fn req(head: &str) -> Request {
         let addr = "192.0.2.1:5000".parse().unwrap();
         let mut r = Request::new(addr, addr);
-        assert!(matches!(r.parse_head(head.as_bytes(), &Limits::default()), Ok(HeadStatus::Complete(_))));
+        assert!(matches!(
+            r.parse_head(head.as_bytes(), &Limits::default()),
+            Ok(HeadStatus::Complete(_))
+        ));
         r
     }
 
     #[test]
     fn the_parameter_and_cookie_go_and_the_rest_stays() {
-        let r = req("GET /live/a.m3u8?x=1&hdnts=exp=1~hmac=00&_HLS_msn=3 HTTP/1.1\r\nHost: e.com\r\n\
-                     Cookie: a=1; hdnts=exp=2~hmac=11; b=2\r\nRange: bytes=0-1\r\nUser-Agent: p\r\n\r\n");
+        let r = req(
+            "GET /live/a.m3u8?x=1&hdnts=exp=1~hmac=00&_HLS_msn=3 HTTP/1.1\r\nHost: e.com\r\n\
+                     Cookie: a=1; hdnts=exp=2~hmac=11; b=2\r\nRange: bytes=0-1\r\nUser-Agent: p\r\n\r\n",
+        );
         let c = r.without_credential("hdnts", false).unwrap();
         assert_eq!(c.target(), "/live/a.m3u8?x=1&_HLS_msn=3");
         assert_eq!(c.path(), "/live/a.m3u8");

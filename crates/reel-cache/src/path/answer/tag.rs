@@ -96,9 +96,16 @@ mod tests {
         assert_eq!(back.denied_reason(), None);
         for r in DenyReason::ALL {
             let d = Tag::from_raw(Tag::denied(r));
-            assert_eq!((d.result(), d.denied_reason(), d.origin_time()), (CacheResult::Local, Some(r), None));
+            assert_eq!(
+                (d.result(), d.denied_reason(), d.origin_time()),
+                (CacheResult::Local, Some(r), None)
+            );
         }
         let slow = Tag::new(CacheResult::Miss, Some(Duration::from_secs(u64::MAX / 2)));
-        assert_eq!(Tag::from_raw(slow.raw()).denied_reason(), None, "a long origin time is no refusal");
+        assert_eq!(
+            Tag::from_raw(slow.raw()).denied_reason(),
+            None,
+            "a long origin time is no refusal"
+        );
     }
 }

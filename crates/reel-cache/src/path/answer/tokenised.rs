@@ -14,8 +14,6 @@ use std::future::poll_fn;
 use bytes::{Bytes, BytesMut};
 use reel_http::{Body, Chunk, Method, Request, Response};
 
-use crate::path::worker::access::is_playlist_path;
-
 /// The longest playlist rewritten; a longer body (no real playlist) ends its answer as a
 /// body that failed does.
 const MAX_PLAYLIST: usize = 4 << 20;
@@ -50,7 +48,8 @@ pub(in crate::path) async fn playlist(
         // The body could not be read whole: end the response as a broken body does.
         return resp.stream(Failed, None);
     };
-    let rewritten = std::str::from_utf8(&body).ok().and_then(|t| crate::tokenise::tokenise(t, param, token));
+    let rewritten =
+        std::str::from_utf8(&body).ok().and_then(|t| crate::tokenise::tokenise(t, param, token));
     match rewritten {
         Some(text) => resp.bytes(text).header(REWRITTEN.0, REWRITTEN.1),
         None => resp.bytes(body),
@@ -67,6 +66,11 @@ impl reel_http::BodyStream for Failed {
     ) -> std::task::Poll<Option<std::io::Result<Chunk>>> {
         std::task::Poll::Ready(Some(Err(std::io::Error::other("playlist body unreadable"))))
     }
+}
+
+/// Whether a path names an HLS playlist by its extension.
+pub(in crate::path) fn is_playlist_path(path: &str) -> bool {
+    path.len() >= 5 && path.as_bytes()[path.len() - 5..].eq_ignore_ascii_case(b".m3u8")
 }
 
 /// Whether the answer's `Content-Type` is an HLS playlist's.

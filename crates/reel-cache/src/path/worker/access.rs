@@ -15,7 +15,7 @@ use reel_http::{Method, Request, Response};
 
 use super::settings::{Propagate, SiteToken};
 use crate::path::answer::tag::Tag;
-use crate::path::answer::tokenised;
+use crate::path::answer::tokenised::{self, is_playlist_path};
 
 /// A request whose token verified.
 pub(in crate::path) struct Admitted<'r> {
@@ -88,21 +88,23 @@ fn normal_path(path: &str) -> Option<Cow<'_, str>> {
     crate::key::origin_target(path.as_bytes()).ok().map(Cow::Owned)
 }
 
-/// Whether a path names an HLS playlist by its extension.
-pub(in crate::path) fn is_playlist_path(path: &str) -> bool {
-    path.len() >= 5 && path.as_bytes()[path.len() - 5..].eq_ignore_ascii_case(b".m3u8")
-}
-
 /// Whether `v` can be a cookie value as it is (RFC 6265 4.1.1 `cookie-octet`).
 fn cookie_safe(v: &str) -> bool {
-    !v.is_empty() && v.bytes().all(|b| matches!(b, 0x21 | 0x23..=0x2b | 0x2d..=0x3a | 0x3c..=0x5b | 0x5d..=0x7e))
+    !v.is_empty()
+        && v.bytes()
+            .all(|b| matches!(b, 0x21 | 0x23..=0x2b | 0x2d..=0x3a | 0x3c..=0x5b | 0x5d..=0x7e))
 }
 
 impl Follow<'_> {
     /// The answer to `orig` (the request as the viewer sent it) as this viewer gets it:
     /// with `propagate = "query"`, an HLS playlist's URIs carry the token; with
     /// `"cookie"`, the token comes back as a cookie scoped to its ACL's path.
-    pub(in crate::path) async fn apply(self, t: &SiteToken, orig: &Request, resp: Response) -> Response {
+    pub(in crate::path) async fn apply(
+        self,
+        t: &SiteToken,
+        orig: &Request,
+        resp: Response,
+    ) -> Response {
         let Some(raw) = self.from_query else { return resp };
         match t.propagate {
             Propagate::Off => resp,
@@ -123,5 +125,79 @@ impl Follow<'_> {
                 resp.header("set-cookie", v)
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use reel_http::{HeadStatus, Limits};
+
+    fn req(head: &str) -> Request {
+        let addr = "192.0.2.1:5000".parse().unwrap();
+        let mut r = Request::new(addr, addr);
+        let parsed = r.parse_head(head.as_bytes(), &Limits::default());
+        assert!(matches!(parsed, Ok(HeadStatus::Complete(_))), "{parsed:?}");
+        r
+    }
+
+    fn site() -> SiteToken {
+        let t = reel_config::TokenConfig {
+            format: reel_config::TokenFormat::Edgeauth,
+            param: "hdnts".into(),
+            keys: vec!["0a1b2c3d4e5f60718293a4b5c6d7e8f9".into()],
+            keys_env: None,
+            salt: None,
+            leeway: reel_config::Duration::from_secs(5),
+            escape_early: false,
+            propagate: Propagate::Query,
+        };
+        SiteToken::new(&t, vec![8443])
+    }
+
+    #[test]
+    fn the_query_wins_over_the_cookie_and_names_match_whole() {
+        let t = site();
+        let r = req("GET /a.ts?x=1&hdnts=q HTTP/1.1\r\nHost: h\r\nCookie: hdnts=c\r\n\r\n");
+        assert_eq!(find(&t, &r), Some(("q", true)));
+        let r = req("GET /a.ts?hdntsx=1 HTTP/1.1\r\nHost: h\r\nCookie: a=1;hdnts=c ; b=2\r\n\r\n");
+        assert_eq!(find(&t, &r), Some(("c", false)));
+        let r = req("GET /a.ts HTTP/1.1\r\nHost: h\r\nCookie: xhdnts=c\r\n\r\n");
+        assert_eq!(find(&t, &r), None);
+    }
+
+    #[test]
+    fn refusals_name_their_reason_and_the_acl_sees_the_normalised_path() {
+        let t = site();
+        let at = |target: &str| {
+            let r = req(&format!("GET {target} HTTP/1.1\r\nHost: h\r\n\r\n"));
+            check_token(&t, &r, 1_700_001_000).err()
+        };
+        // EdgeAuth(key=..., start_time=1700000000, end_time=1700003600).generate_acl_token('/live/*')
+        let tok = "st=1700000000~exp=1700003600~acl=/live/*~hmac=64e0871df6cc8343d0a6613f4f3d7e7f38aa5c4528a6d7f84a502829723d7d4c";
+        assert_eq!(at("/live/a.ts"), Some(DenyReason::TokenMissing));
+        assert_eq!(at("/live/a.ts?hdnts=%zz"), Some(DenyReason::TokenMalformed));
+        assert_eq!(at(&format!("/live/a.ts?hdnts={tok}")), None);
+        assert_eq!(at(&format!("/live/../vod/a.ts?hdnts={tok}")), Some(DenyReason::TokenAcl));
+        assert_eq!(at(&format!("/live/%2e%2e/vod/a.ts?hdnts={tok}")), Some(DenyReason::TokenAcl));
+        let r = req(&format!(
+            "GET /live/a.m3u8?hdnts={tok}&_HLS_msn=1 HTTP/1.1\r\nHost: h\r\nRange: bytes=0-9\r\n\r\n"
+        ));
+        let a = check_token(&t, &r, 1_700_001_000).unwrap_or_else(|e| panic!("{e:?}"));
+        assert_eq!(a.clean.target(), "/live/a.m3u8?_HLS_msn=1");
+        assert_eq!(a.clean.header("range"), None, "a playlist to rewrite is served whole");
+    }
+
+    #[test]
+    fn cookie_values_and_playlist_paths() {
+        assert!(cookie_safe("exp=1~acl=/live/*!/x/*~hmac=ab"));
+        assert!(
+            !cookie_safe("a;b") && !cookie_safe("a b") && !cookie_safe("a,b") && !cookie_safe("")
+        );
+        assert!(
+            is_playlist_path("/live/index.M3U8")
+                && !is_playlist_path("m3u8")
+                && !is_playlist_path("/a.ts")
+        );
     }
 }

@@ -64,7 +64,8 @@ impl SiteToken {
         let keys: Vec<Vec<u8>> =
             texts.iter().filter_map(|k| reel_access::token::parse_hex_key(k).ok()).collect();
         let leeway = t.leeway.get().as_secs();
-        let verifier = reel_access::token::Verifier::new(&keys, t.salt.as_deref(), leeway, t.escape_early);
+        let verifier =
+            reel_access::token::Verifier::new(&keys, t.salt.as_deref(), leeway, t.escape_early);
         SiteToken { param: t.param.clone(), verifier, propagate: t.propagate, tls_ports }
     }
 }
