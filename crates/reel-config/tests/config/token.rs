@@ -36,7 +36,8 @@ fn bad_token_values_are_refused_where_they_are() {
         assert!(p.to_string().contains(says), "{p}");
     }
     let text = format!("{BASE}\n[site.token]\nformat = \"edgeauth\"\n");
-    let p = find(&problems(&text), "site[0].token.keys");
+    let ps = problems(&text);
+    let p = find(&ps, "site[0].token.keys");
     assert!(p.to_string().contains("at least one key"), "{p}");
     let text = format!("{BASE}\n[site.token]\nformat = \"jwt\"\nkeys = []\n");
     assert!(!problems(&text).is_empty(), "an unknown format is refused");
