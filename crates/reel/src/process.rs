@@ -5,8 +5,8 @@
 //! `serve` runs on without a config file (`defaults`).
 
 pub(crate) mod alloc;
+pub(crate) mod defaults;
 #[cfg(feature = "demo")]
 pub(crate) mod demo;
-pub(crate) mod defaults;
 pub(crate) mod lifecycle;
 pub(crate) mod server;

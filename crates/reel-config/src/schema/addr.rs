@@ -29,10 +29,7 @@ pub(crate) fn parse_bind(text: &str) -> Result<SocketAddr, String> {
     }
     let bare = trimmed.strip_prefix('[').and_then(|t| t.strip_suffix(']')).unwrap_or(trimmed);
     if let Ok(ip) = bare.parse::<IpAddr>() {
-        return Err(bad(format!(
-            "no port: write \"{}\"",
-            SocketAddr::new(ip, EXAMPLE_PORT)
-        )));
+        return Err(bad(format!("no port: write \"{}\"", SocketAddr::new(ip, EXAMPLE_PORT))));
     }
     let (host, port) = match trimmed.rsplit_once(':') {
         Some((h, p)) => match p.parse::<u16>() {
@@ -54,7 +51,9 @@ pub(crate) fn parse_bind(text: &str) -> Result<SocketAddr, String> {
             ip_for(host, port_or)
         )));
     }
-    Err(bad(format!("expected IP:PORT, e.g. \"127.0.0.1:{EXAMPLE_PORT}\" or \"[::1]:{EXAMPLE_PORT}\"")))
+    Err(bad(format!(
+        "expected IP:PORT, e.g. \"127.0.0.1:{EXAMPLE_PORT}\" or \"[::1]:{EXAMPLE_PORT}\""
+    )))
 }
 
 /// `host:port` as an address to bind: `localhost` is the loopback address, another name

@@ -31,7 +31,9 @@ impl FromStr for HostPort {
                 url.host_port()
             )));
         }
-        let (host, port) = text.rsplit_once(':').ok_or_else(|| bad(&format!("no port: write \"{text}:80\" (or the origin's port)")))?;
+        let (host, port) = text
+            .rsplit_once(':')
+            .ok_or_else(|| bad(&format!("no port: write \"{text}:80\" (or the origin's port)")))?;
         let port: u16 = port.parse().map_err(|_| bad("port must be a number 1-65535"))?;
         if port == 0 {
             return Err(bad("port must be a number 1-65535"));

@@ -118,14 +118,18 @@ mod tests {
 
     #[test]
     fn syntax_errors_find_their_key() {
-        let text = "[http]\nidle_timeout = 60s\n[[listener]]\nname = \"a\"\n[[listener]]\naddress = x\n";
+        let text =
+            "[http]\nidle_timeout = 60s\n[[listener]]\nname = \"a\"\n[[listener]]\naddress = x\n";
         let at = |s: &str| text.find(s).unwrap();
         assert_eq!(syntax_key(text, at("60s")).as_deref(), Some("http.idle_timeout"));
         assert_eq!(syntax_key(text, at("x\n")).as_deref(), Some("listener[1].address"));
         assert_eq!(syntax_key("a = [\n", 5).as_deref(), Some("a"));
         assert_eq!(syntax_key("[[r]]\n[[r]]\n", 8).as_deref(), Some("r[1]"));
         assert_eq!(table_name("origin_group[0].tier[1]"), "origin_group.tier");
-        assert_eq!(syntax("idle_timeout = 60s").as_deref().map(|s| s.contains("\"60s\"")), Some(true));
+        assert_eq!(
+            syntax("idle_timeout = 60s").as_deref().map(|s| s.contains("\"60s\"")),
+            Some(true)
+        );
         assert!(syntax("level = info").unwrap().contains("\"info\""));
         assert_eq!(syntax("x = 10"), None);
     }

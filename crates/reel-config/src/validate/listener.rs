@@ -120,9 +120,10 @@ pub(super) fn warn_listeners(found: &mut Found, cfg: &Config) {
         if l.http3_enabled() {
             continue;
         }
-        for (name, set) in
-            [("alt_svc_max_age", l.alt_svc_max_age.is_some()), ("quic_retry", l.quic_retry.is_some())]
-        {
+        for (name, set) in [
+            ("alt_svc_max_age", l.alt_svc_max_age.is_some()),
+            ("quic_retry", l.quic_retry.is_some()),
+        ] {
             if set {
                 bad(
                     found,

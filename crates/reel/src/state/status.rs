@@ -49,7 +49,9 @@ pub(crate) enum ReloadError {
     #[error("http connection limits: {0}")]
     ConnectionCap(#[source] RuntimeError),
     /// The process runs on built-in defaults: there is no file to read again.
-    #[error("running on built-in defaults: there is no config file to reload (start with --config FILE)")]
+    #[error(
+        "running on built-in defaults: there is no config file to reload (start with --config FILE)"
+    )]
     BuiltIn,
     /// The server is shutting down.
     #[error("the server is shutting down")]

@@ -63,10 +63,15 @@ fn disk(
     if existing != path {
         match reel_store::may_create(path, single) {
             Creation::Allowed(rule) => {
-                notes.push(cfg.problem(&path_key, format!("{shown} does not exist: {rule}")).to_string());
+                notes.push(
+                    cfg.problem(&path_key, format!("{shown} does not exist: {rule}")).to_string(),
+                );
             }
             Creation::Refused(why) => {
-                return Err(cfg.problem(&path_key, format!("{shown} does not exist and is not created: {why}")));
+                return Err(cfg.problem(
+                    &path_key,
+                    format!("{shown} does not exist and is not created: {why}"),
+                ));
             }
         }
     }
