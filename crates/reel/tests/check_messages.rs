@@ -31,7 +31,7 @@ fn check_says_what_to_write_instead() {
             "write [[listener]] (two brackets) above each entry, not [listener]",
         ),
         // `[[http]]` for `[http]`.
-        (format!("{LISTENER}[[http]]\nmax_headers = 10\n"), "4:1: http: ", "write [http]"),
+        (format!("{LISTENER}[[http]]\nmax_headers = 10\n"), "4:1: http[0]: ", "write [http]"),
         // An address without a port.
         (
             "[[listener]]\nname = \"http\"\naddress = \"127.0.0.1\"\n".into(),
@@ -47,17 +47,17 @@ fn check_says_what_to_write_instead() {
         (
             format!("{LISTENER}[admin]\naddress = \"cache.example.com:9090\"\n"),
             "5:11: admin.address: ",
-            "write \"0.0.0.0:9090\"",
+            "\"0.0.0.0:9090\" for every IPv4 address of this host",
         ),
         // A URL where an origin host is wanted.
         (
             format!("{LISTENER}{origin}\"http://media.example.com\"]\n"),
-            "7:12: origin_group[0].tier[0].hosts[0]: ",
+            "7:11: origin_group[0].tier[0].hosts: ",
             "without a scheme: write \"media.example.com:80\"",
         ),
         (
             format!("{LISTENER}{origin}\"https://media.example.com:8443/live/\"]\n"),
-            "7:12: origin_group[0].tier[0].hosts[0]: ",
+            "7:11: origin_group[0].tier[0].hosts: ",
             "write \"media.example.com:8443\" and tls = true in this tier",
         ),
         // Units spelt out.

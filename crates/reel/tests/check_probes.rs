@@ -3,7 +3,6 @@
 //! `CAP_NET_BIND_SERVICE`, and an HTTP/3 UDP port another process holds. `check` probes
 //! each, and both `check` and `serve` refuse with exit 64 and `file:line:col: key:`.
 
-use std::net::UdpSocket;
 use std::path::Path;
 use std::process::Command;
 
@@ -119,31 +118,46 @@ fn a_port_below_1024_without_the_capability_is_refused_at_its_key() {
     }
 }
 
+/// A UDP socket on 127.0.0.1 (with `SO_REUSEPORT` when `reuse_port`) whose port is free
+/// for TCP, and the port.
+fn udp_port(reuse_port: bool) -> (socket2::Socket, u16) {
+    use socket2::{Domain, Socket, Type};
+    (0..20)
+        .find_map(|_| {
+            let s = Socket::new(Domain::IPV4, Type::DGRAM, None).ok()?;
+            s.set_reuse_port(reuse_port).ok()?;
+            s.bind(&std::net::SocketAddr::from(([127, 0, 0, 1], 0)).into()).ok()?;
+            let port = s.local_addr().ok()?.as_socket()?.port();
+            std::net::TcpListener::bind(("127.0.0.1", port)).ok().map(|_| (s, port))
+        })
+        .expect("a UDP port whose TCP port is free")
+}
+
+/// The test config with one HTTPS listener on `port` serving HTTP/3.
+fn h3_conf(dir: &Path, o: &Origin, port: u16) -> Conf {
+    let mut c = Conf::new(dir, o);
+    c.listeners = vec![("https".into(), format!("127.0.0.1:{port}"))];
+    c.listener_lines.insert("https".into(), "tls_cert = \"self-signed\"\nhttp3 = true\n".into());
+    c.write();
+    c
+}
+
 #[test]
 fn an_http3_port_another_process_holds_is_refused_at_its_key() {
     let dir = tempfile::tempdir().unwrap();
     let o = Origin::start("o");
     // A UDP port held without SO_REUSEPORT, whose TCP port is free.
-    let (held, port) = (0..20)
-        .find_map(|_| {
-            let u = UdpSocket::bind("127.0.0.1:0").ok()?;
-            let port = u.local_addr().ok()?.port();
-            std::net::TcpListener::bind(("127.0.0.1", port)).ok().map(|_| (u, port))
-        })
-        .expect("a UDP port whose TCP port is free");
-    let mut c = Conf::new(dir.path(), &o);
-    c.listeners = vec![("https".into(), format!("127.0.0.1:{port}"))];
-    c.listener_lines.insert("https".into(), "tls_cert = \"self-signed\"\nhttp3 = true\n".into());
-    c.write();
+    let (held, port) = udp_port(false);
+    let c = h3_conf(dir.path(), &o, port);
     both_refuse(&[], &c, "listener[0].address", &format!("UDP 127.0.0.1:{port} (HTTP/3"));
     let (_, err) = run(&[], "check", &c.path());
     assert!(err.contains("http3 = false"), "what to do: {err}");
     drop(held);
 
-    // A socket that shares the port (SO_REUSEPORT, this user: a running reel) passes.
-    let shared = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::DGRAM, None).unwrap();
-    shared.set_reuse_port(true).unwrap();
-    shared.bind(&std::net::SocketAddr::from(([127, 0, 0, 1], port)).into()).unwrap();
+    // A socket that shares its port (SO_REUSEPORT, this user: a running reel) passes.
+    let (shared, port) = udp_port(true);
+    let c = h3_conf(dir.path(), &o, port);
     let (code, err) = run(&[], "check", &c.path());
     assert_eq!(code, Some(0), "a port shared by SO_REUSEPORT: {err}");
+    drop(shared);
 }

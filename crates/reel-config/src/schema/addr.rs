@@ -44,11 +44,19 @@ pub(crate) fn parse_bind(text: &str) -> Result<SocketAddr, String> {
     let port_or = port.unwrap_or(EXAMPLE_PORT);
     if super::is_dns_name(host) {
         let no_port = if port.is_none() { "no port, and " } else { "" };
+        let every = format!(
+            "\"0.0.0.0:{port_or}\" for every IPv4 address of this host, \"[::]:{port_or}\" for \
+             every IPv6 one"
+        );
+        let write = if host.eq_ignore_ascii_case("localhost") {
+            format!("write \"127.0.0.1:{port_or}\" (or {every})")
+        } else {
+            format!(
+                "write the IP address it names on this host, e.g. \"192.0.2.10:{port_or}\", or {every}"
+            )
+        };
         return Err(bad(format!(
-            "{no_port}{host:?} is a host name: reel binds IP addresses, so write \"{}\" \
-             (or \"0.0.0.0:{port_or}\" for every IPv4 address of this host, \"[::]:{port_or}\" \
-             for every IPv6 one)",
-            ip_for(host, port_or)
+            "{no_port}{host:?} is a host name: reel binds IP addresses, so {write}"
         )));
     }
     Err(bad(format!(
@@ -122,7 +130,7 @@ mod tests {
         let e = parse_bind("localhost:8080").unwrap_err();
         assert!(e.contains("host name") && e.contains("write \"127.0.0.1:8080\""), "{e}");
         let e = parse_bind("cache.example.com:443").unwrap_err();
-        assert!(e.contains("write \"0.0.0.0:443\""), "{e}");
+        assert!(e.contains("\"0.0.0.0:443\" for every IPv4 address"), "{e}");
         let e = parse_bind("localhost").unwrap_err();
         assert!(e.contains("no port") && e.contains("\"127.0.0.1:8080\""), "{e}");
         let e = parse_bind("http://127.0.0.1:9090/").unwrap_err();

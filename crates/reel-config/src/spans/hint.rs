@@ -59,6 +59,20 @@ fn header_above(text: &str) -> (Option<String>, Vec<String>) {
     (last, arrays)
 }
 
+/// The sections that are one table each (`[http]`), not lists of tables.
+const SINGLE: [&str; 10] = [
+    "server",
+    "log",
+    "cores",
+    "http",
+    "health",
+    "admin",
+    "access_log",
+    "store",
+    "cache",
+    "demo_origin",
+];
+
 /// The name a `[...]` header gives the key path `path` (`origin_group[0].tier` →
 /// `origin_group.tier`).
 fn table_name(path: &str) -> String {
@@ -86,8 +100,10 @@ pub(super) fn after_parse(key: &str, message: &str) -> Option<String> {
             "a list of tables: write [[{name}]] (two brackets) above each entry, not [{name}]"
         ));
     }
-    if message.starts_with("invalid type: sequence, expected struct") {
-        return Some(format!("one table: write [{name}] (one bracket), not [[{name}]]"));
+    // `[[http]]` makes `http` a list whose first table serde reads as the section.
+    let top = key.split(['.', '[']).next().unwrap_or("");
+    if SINGLE.contains(&top) && key.starts_with(&format!("{top}[")) {
+        return Some(format!("one table: write [{top}] (one bracket), not [[{top}]]"));
     }
     None
 }
