@@ -114,3 +114,27 @@ fn a_store_directory_with_no_mount_point_on_its_path_is_created() {
     assert!(dir.path().join("store").is_dir());
     drop(reel);
 }
+
+/// In a store of several disks a missing directory is never created: `check` passes (the
+/// other disk serves) and says which rule left the disk out.
+#[test]
+fn a_missing_disk_of_several_is_not_created_and_check_says_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = Origin::start("o");
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    std::fs::create_dir(&a).unwrap();
+    let mut c = Conf::new(dir.path(), &o);
+    c.raw = Some(c.with_disks(&[&a, &b]));
+    c.write();
+    let out = Command::new(BIN).arg("check").arg("--config").arg(c.path()).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        err.lines().any(|l| l.starts_with("note: ")
+            && l.contains(": store.disk[1].path: ")
+            && l.contains("a store of several disks creates no disk directory")
+            && l.contains("serve starts without this disk")),
+        "{err}"
+    );
+    assert!(!b.exists());
+}

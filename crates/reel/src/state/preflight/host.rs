@@ -26,8 +26,8 @@ pub(super) fn core_plan(cfg: &Config) -> Result<CorePlan, ConfigProblem> {
 /// The store's disks: each a directory (or one reel may create, [`reel_store::may_create`],
 /// under a writable parent) with room on its filesystem for the volumes not allocated yet.
 /// With several disks, a disk that is missing or not writable is not a refusal (`serve`
-/// starts without it and says so) unless every disk is; too little room always is. A
-/// directory to be created is noted in `notes` with the rule that allows it.
+/// starts without it and says so, as `notes` do) unless every disk is; too little room
+/// always is. A directory to be created is noted in `notes` with the rule that allows it.
 pub(super) fn store(cfg: &Config, notes: &mut Vec<String>) -> Vec<ConfigProblem> {
     let disks = cfg.store.disks();
     let single = disks.len() == 1;
@@ -42,6 +42,8 @@ pub(super) fn store(cfg: &Config, notes: &mut Vec<String>) -> Vec<ConfigProblem>
     }
     if single || unusable.len() == disks.len() {
         problems.extend(unusable);
+    } else {
+        notes.extend(unusable.iter().map(|p| format!("{p} (serve starts without this disk)")));
     }
     problems
 }
