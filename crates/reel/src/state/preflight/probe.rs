@@ -63,7 +63,7 @@ fn access_log_problem(path: &Path) -> Option<String> {
 /// `CAP_NET_BIND_SERVICE`; without it `serve`'s bind fails. Not asked when systemd
 /// passes the listening sockets (`LISTEN_FDS`): then reel binds none of them.
 pub(super) fn privileged_ports(cfg: &Config, origin_flag: bool) -> Vec<ConfigProblem> {
-    if std::env::var_os("LISTEN_FDS").is_some() || may_bind_privileged() {
+    if systemd_sockets() || may_bind_privileged() {
         return Vec::new();
     }
     let start = unprivileged_port_start();
@@ -84,6 +84,11 @@ pub(super) fn privileged_ports(cfg: &Config, origin_flag: bool) -> Vec<ConfigPro
             )
         })
         .collect()
+}
+
+/// Whether systemd passed this process its listening sockets (socket activation).
+fn systemd_sockets() -> bool {
+    std::env::var_os("LISTEN_FDS").is_some()
 }
 
 /// Whether this process holds `CAP_NET_BIND_SERVICE` (its effective set).
@@ -111,8 +116,12 @@ fn unprivileged_port_start() -> u16 {
 /// own UDP sockets (this process's on a reload, a running reel's or a binary upgrade's
 /// predecessor's, of the same user) are bound with `SO_REUSEPORT`, which a probe with
 /// `SO_REUSEPORT` of the same user may join, so they pass; a socket of another program or
-/// another user does not.
+/// another user does not. Not asked when systemd passes sockets (`LISTEN_FDS`): what it
+/// passes is checked where it is taken over, which names the socket unit's line to change.
 pub(super) fn quic_ports(cfg: &Config) -> Vec<ConfigProblem> {
+    if systemd_sockets() {
+        return Vec::new();
+    }
     cfg.listener
         .iter()
         .enumerate()
