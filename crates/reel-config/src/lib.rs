@@ -167,6 +167,15 @@ impl Config {
         problems
     }
 
+    /// Keys that are valid but do nothing where they stand (`alt_svc_max_age` on a
+    /// listener without HTTP/3), located like the problems of [`Config::validate`]: what
+    /// `reel check` prints as warnings and `serve` and reloads log.
+    pub fn warnings(&self) -> Vec<ConfigProblem> {
+        let mut found = Vec::new();
+        validate::warnings(self, &mut found);
+        found.into_iter().map(|(key, message)| self.problem(&key, message)).collect()
+    }
+
     /// Keys whose values differ between `self` (running) and `new` (reloaded) but can only
     /// take effect after a restart ([`Reload::Restart`] in [`RELOAD_KEYS`]), as key paths
     /// (`store.size`, `cores.workers`). Empty = the reload applies fully.

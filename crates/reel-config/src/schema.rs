@@ -99,6 +99,7 @@ pub struct ListenerConfig {
     /// Name used in metrics and logs; unique among listeners. Required.
     pub name: String,
     /// `ip:port` to bind, e.g. `"0.0.0.0:80"` or `"[::]:80"`. Required.
+    #[serde(deserialize_with = "addr::deserialize_bind")]
     pub address: SocketAddr,
     /// listen(2) backlog per worker socket. Connections; default 4096.
     #[serde(default = "default_backlog")]
@@ -543,6 +544,7 @@ impl Default for HealthConfig {
 pub struct AdminConfig {
     /// `ip:port` to bind. Must be a loopback address unless `allow_non_loopback`. Default
     /// `"127.0.0.1:9090"`.
+    #[serde(deserialize_with = "addr::deserialize_bind")]
     pub address: SocketAddr,
     /// Allow binding the admin listener to a non-loopback address. Default `false`.
     pub allow_non_loopback: bool,
@@ -743,6 +745,7 @@ impl Default for StoreConfig {
     }
 }
 
+pub(crate) mod addr;
 mod cache;
 mod origin;
 mod token;

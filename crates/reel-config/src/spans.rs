@@ -14,6 +14,8 @@ use toml::de::{DeTable, DeValue};
 
 use crate::error::ConfigProblem;
 
+mod hint;
+
 /// Upper bound on deserialization retries; each one removes one offending key.
 const MAX_RETRIES: usize = 100;
 
@@ -153,17 +155,35 @@ pub(crate) struct Parsed<T> {
     pub(crate) positions: HashMap<String, (usize, usize)>,
 }
 
-fn problem(file: &str, text: &str, doc: &Document, err: &toml::de::Error) -> ConfigProblem {
+/// A problem the parser or serde reported; `syntax`: the document does not parse (so its
+/// key paths are incomplete and the key is read from the text around the error).
+fn problem(
+    file: &str,
+    text: &str,
+    doc: &Document,
+    err: &toml::de::Error,
+    syntax: bool,
+) -> ConfigProblem {
     let offset = err.span().map_or(0, |s| s.start);
     let (line, column) = position(text, offset);
-    let key = err.span().and_then(|s| doc.entry_at(s.start)).map(|i| doc.entries[i].path.clone());
-    ConfigProblem {
-        file: file.to_owned(),
-        line,
-        column,
-        key: key.unwrap_or_default(),
-        message: err.message().trim_end().to_owned(),
+    let mut message = err.message().trim_end().to_owned();
+    let key = if syntax {
+        hint::syntax_key(text, offset)
+    } else {
+        err.span().and_then(|s| doc.entry_at(s.start)).map(|i| doc.entries[i].path.clone())
+    };
+    let key = key.unwrap_or_default();
+    let instead = if syntax {
+        let start = text[..offset.min(text.len())].rfind('\n').map_or(0, |n| n + 1);
+        let end = text[start..].find('\n').map_or(text.len(), |n| start + n);
+        hint::syntax(&text[start..end])
+    } else {
+        hint::after_parse(&key, &message)
+    };
+    if let Some(instead) = instead {
+        message = format!("{message}: {instead}");
     }
+    ConfigProblem { file: file.to_owned(), line, column, key, message }
 }
 
 /// The field name of serde's "missing field `name`" error.
@@ -179,7 +199,7 @@ pub(crate) fn deserialize_reporting_all<T: DeserializeOwned>(
 ) -> Result<Parsed<T>, Vec<ConfigProblem>> {
     let (doc, syntax) = Document::parse(text);
     if !syntax.is_empty() {
-        return Err(syntax.iter().map(|e| problem(file, text, &doc, e)).collect());
+        return Err(syntax.iter().map(|e| problem(file, text, &doc, e, true)).collect());
     }
     let mut work = text.to_owned();
     let mut problems = Vec::new();
@@ -207,7 +227,7 @@ pub(crate) fn deserialize_reporting_all<T: DeserializeOwned>(
                 continue;
             }
         }
-        problems.push(problem(file, text, &doc, &err));
+        problems.push(problem(file, text, &doc, &err, false));
         let Some(idx) = at else { break };
         let Some((removed_idx, range)) = doc.removable_range(&work, idx) else { break };
         removed.push(&doc.entries[removed_idx].path);

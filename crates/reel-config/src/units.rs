@@ -125,6 +125,8 @@ impl FromStr for Duration {
             u => {
                 return Err(err(if let Some(w) = hint::duration_compound(text) {
                     format!("compound durations are not supported: write \"{w}\"")
+                } else if let Some(w) = hint::duration_word(digits, u) {
+                    format!("units are written as symbols ({DURATION_UNITS}): write \"{w}\"")
                 } else if let Some(w) = hint::duration_case(digits, u) {
                     format!("unknown unit (use {DURATION_UNITS}): write \"{w}\"")
                 } else {

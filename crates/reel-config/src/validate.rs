@@ -64,5 +64,11 @@ pub(crate) fn check(cfg: &Config, found: &mut Found) {
     origin::check_demo_origin(found, &cfg.demo_origin);
 }
 
+/// Runs the rules of keys that are accepted but have no effect where they stand,
+/// appending `(key path, message)` for each: warnings, never refusals.
+pub(crate) fn warnings(cfg: &Config, found: &mut Found) {
+    listener::warn_listeners(found, cfg);
+}
+
 #[cfg(test)]
 mod tests;

@@ -42,6 +42,7 @@
 mod allocate;
 mod checkpoint;
 mod coalesce;
+mod create;
 mod dir;
 mod entry;
 mod fill;
@@ -80,6 +81,7 @@ use crate::io::Io;
 use crate::{IoMode, StoreError, StoreStats};
 
 pub use crate::format::{MAX_KEY_LEN, MAX_META_LEN};
+pub use create::{Creation, may_create};
 pub use fill::{Committed, FillWriter};
 pub use handles::{FileRange, FillStatus, Filling, Hit, Lookup};
 pub use scrub::ScrubProgress;
@@ -114,8 +116,9 @@ pub(crate) struct DiskOpen {
     pub(crate) lane: usize,
     /// I/O errors that take the disk out of service (0: never).
     pub(crate) error_limit: u64,
-    /// Create the directory when it is missing (a store of one disk); otherwise a
-    /// missing directory is a missing disk (an unmounted file system).
+    /// A store of one disk: a missing directory is created unless a mount point on its
+    /// path is not mounted ([`may_create`]); in a store of several a missing directory is
+    /// a missing disk (an unmounted file system).
     pub(crate) create: bool,
     /// Delete what the directory holds first: the disk missed removals and purges while
     /// it was out of service.
@@ -199,14 +202,17 @@ impl Disk {
             return Err(StoreError::Config(format!("volume_size {vs} above 1 TiB")));
         }
         let open_err = |path: &Path, source| StoreError::Open { path: path.to_owned(), source };
-        if cfg.create {
-            std::fs::create_dir_all(&cfg.path).map_err(|e| open_err(&cfg.path, e))?;
-        } else if !cfg.path.is_dir() {
-            let e = std::io::Error::new(
-                std::io::ErrorKind::NotFound,
-                "no such directory (reel creates a disk's directory only in a store of one disk)",
-            );
-            return Err(open_err(&cfg.path, e));
+        if !cfg.path.is_dir() {
+            match may_create(&cfg.path, cfg.create) {
+                Creation::Allowed(_) => {
+                    std::fs::create_dir_all(&cfg.path).map_err(|e| open_err(&cfg.path, e))?;
+                }
+                Creation::Refused(why) => {
+                    let why = format!("no such directory, and not created: {why}");
+                    let e = std::io::Error::new(std::io::ErrorKind::NotFound, why);
+                    return Err(open_err(&cfg.path, e));
+                }
+            }
         }
         let lock = lock_dir(&cfg.path)?;
         if cfg.clear {

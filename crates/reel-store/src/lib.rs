@@ -50,8 +50,8 @@ pub use bytes::Bytes;
 
 pub use admission::{Admission, AdmissionPolicy, AdmissionStats};
 pub use disk::{
-    Committed, FileRange, FillStatus, FillWriter, Filling, Hit, Lookup, MAX_KEY_LEN, MAX_META_LEN,
-    ScrubProgress,
+    Committed, Creation, FileRange, FillStatus, FillWriter, Filling, Hit, Lookup, MAX_KEY_LEN,
+    MAX_META_LEN, ScrubProgress, may_create,
 };
 pub use store::{DiskInfo, DiskState, Store};
 
@@ -94,7 +94,7 @@ pub struct StoreConfig {
 pub const DEFAULT_RECORD_CACHE: u64 = 64 << 20;
 
 impl StoreConfig {
-    /// A store of one disk at `path` (created if missing) that never leaves service,
+    /// A store of one disk at `path` (created if missing, [`may_create`]) that never leaves service,
     /// without a scrub.
     pub fn single(path: impl Into<PathBuf>, size: u64, volume_size: u64, io: IoMode) -> Self {
         StoreConfig {
@@ -112,9 +112,10 @@ impl StoreConfig {
 #[derive(Clone, Debug)]
 pub struct DiskConfig {
     /// Directory holding the disk's volume files. In a store of one disk it is created
-    /// if missing; with several, a missing directory is a missing disk (point it inside
-    /// the mount, so that an unmounted disk is missing rather than filled on the root
-    /// file system).
+    /// if missing, unless a mount point of `/etc/fstab` on its path is not mounted
+    /// ([`may_create`]); with several, a missing directory is a missing disk (point it
+    /// inside the mount, so that an unmounted disk is missing rather than filled on the
+    /// root file system).
     pub path: PathBuf,
     /// Total bytes of its volume files; never exceeded. `size / volume_size` volumes
     /// are created (at least 2). Keys are spread over the disks in proportion.

@@ -304,7 +304,10 @@ impl AdminHandler {
                 "pid": std::process::id(),
                 "uptime_secs": s.started.elapsed().map(|d| d.as_secs()).unwrap_or(0),
                 "config": {
-                    "file": s.config_path.display().to_string(),
+                    "file": s.config_path.as_ref().map_or_else(
+                        || crate::process::defaults::NAME.to_owned(),
+                        |p| p.display().to_string()
+                    ),
                     "hash": live.cfg.hash(),
                     "generation": live.generation,
                     "loaded_at": loaded,

@@ -1,7 +1,9 @@
 //! The `reel` binary: parses the CLI and the config, then runs a subcommand.
 //!
 //! - `reel serve --config F [--origin URL [--origin-host viewer|NAME]]` (the default
-//!   subcommand: `reel --origin URL` is the same) runs the server;
+//!   subcommand: `reel --origin URL` is the same) runs the server; without `--config` it
+//!   reads `config/reel.toml`, or, when there is none, runs `--origin` on built-in
+//!   defaults;
 //! - `reel check --config F` validates a config like `nginx -t` (exit 64 on problems);
 //! - `reel plan --config F [--format text|env]` prints the core plan.
 
@@ -74,12 +76,17 @@ fn main() -> ExitCode {
     process::alloc::configure();
     let cli = Cli::parse();
     let named = cli.config.is_some();
+    // `serve` without `--config` and without the default file runs on built-in defaults.
+    let file = cli.config.clone().or_else(|| {
+        let default = PathBuf::from(DEFAULT_CONFIG);
+        std::fs::symlink_metadata(&default).is_ok().then_some(default)
+    });
     let config = cli.config.unwrap_or_else(|| PathBuf::from(DEFAULT_CONFIG));
     let result = match cli.command.unwrap_or(Command::Serve(cli.serve)) {
         Command::Check => return cli::check::run(&config, named),
         Command::Plan { format } => cli::plan::run(&config, format),
         Command::Serve(ServeFlags { origin, origin_host }) => {
-            process::server::run(process::server::ServeArgs { config, origin, origin_host })
+            process::server::run(process::server::ServeArgs { config: file, origin, origin_host })
         }
     };
     match result {

@@ -58,8 +58,8 @@ pub(crate) type ReloadReply = oneshot::Sender<Result<ReloadStatus, ReloadError>>
 /// Process-wide state shared by workers, the admin listener and the control thread.
 pub(crate) struct Shared {
     pub(crate) live: ArcSwap<Live>,
-    /// The config file (reloads re-read it).
-    pub config_path: PathBuf,
+    /// The config file (reloads re-read it); `None` on the built-in defaults.
+    pub config_path: Option<PathBuf>,
     pub(crate) origin_flag: Option<OriginFlag>,
     /// Per-worker counters, in worker order.
     pub metrics: Vec<Arc<WorkerMetrics>>,
@@ -96,7 +96,7 @@ impl Shared {
     /// store.
     pub(crate) fn new(
         cfg: Config,
-        config_path: PathBuf,
+        config_path: Option<PathBuf>,
         origin_flag: Option<OriginFlag>,
         plan: &CorePlan,
         tls: crate::listeners::tls::TlsState,

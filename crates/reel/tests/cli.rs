@@ -15,11 +15,15 @@ fn repo_config_dir() -> PathBuf {
 const HOST_KEYS: [&str; 5] =
     ["cores.workers", "cores", "http.reserved_fds", "store.path", "store.size"];
 
-/// Whether a problem line names a key that asks this host.
+/// Whether a problem line names a key that asks this host, or what this process may do
+/// there (a user other than the unit's: no `CAP_NET_BIND_SERVICE` for port 80, no right to
+/// write `/var/log`).
 fn host_key(line: &str) -> bool {
     HOST_KEYS.iter().any(|k| line.contains(&format!(": {k}: ")))
         || (line.contains(": store.disk[")
             && (line.contains("].path: ") || line.contains("].size: ")))
+        || line.contains("lacks CAP_NET_BIND_SERVICE")
+        || (line.contains(": access_log.path: ") && line.contains("not writable by this user"))
 }
 
 /// `reel check` accepts every shipped config (given the variables it names), short of what

@@ -153,3 +153,27 @@ fn block_expressions_are_read_whole() {
     let text = "      - alert: A\n        expr: >-\n          sum(reel_a)\n          / sum(reel_b)\n        for: 5m\n      - alert: B\n        expr: reel_c == 0\n";
     assert_eq!(rule_exprs(text), vec!["sum(reel_a) / sum(reel_b)", "reel_c == 0"]);
 }
+
+/// Issue 44.5: a key the alert texts tell on-call to change (`[http] max_connections_per_worker`)
+/// is a key of the config: `[section] key` in a description names a key of that section.
+#[test]
+fn alert_texts_name_only_config_keys() {
+    let text = std::fs::read_to_string(contrib().join("prometheus/reel-alerts.yml")).unwrap();
+    let defaults = serde_json::to_value(reel_config::Config::default()).unwrap();
+    let mut named = 0;
+    for (i, _) in text.match_indices('[') {
+        let rest = &text[i + 1..];
+        let Some((section, after)) = rest.split_once("] ") else { continue };
+        if !section.bytes().all(|b| b.is_ascii_lowercase() || b == b'_') || section.is_empty() {
+            continue;
+        }
+        let key: String =
+            after.chars().take_while(|c| c.is_ascii_lowercase() || *c == '_').collect();
+        assert!(
+            defaults[section].get(&key).is_some(),
+            "contrib/prometheus/reel-alerts.yml names [{section}] {key}, which the config lacks"
+        );
+        named += 1;
+    }
+    assert!(named >= 1, "the descriptor alert names the key to lower");
+}

@@ -24,7 +24,16 @@ impl FromStr for HostPort {
 
     fn from_str(text: &str) -> Result<Self, String> {
         let bad = |why: &str| format!("invalid origin host {text:?}: {why}");
-        let (host, port) = text.rsplit_once(':').ok_or_else(|| bad("expected host:port"))?;
+        if let Some(url) = addr::Url::split(text) {
+            let tls = if url.is_https() { " and tls = true in this tier" } else { "" };
+            return Err(bad(&format!(
+                "a host:port, without a scheme: write \"{}\"{tls}",
+                url.host_port()
+            )));
+        }
+        let (host, port) = text
+            .rsplit_once(':')
+            .ok_or_else(|| bad(&format!("no port: write \"{text}:80\" (or the origin's port)")))?;
         let port: u16 = port.parse().map_err(|_| bad("port must be a number 1-65535"))?;
         if port == 0 {
             return Err(bad("port must be a number 1-65535"));
@@ -246,6 +255,7 @@ pub struct DemoOriginConfig {
     /// Start the simulator inside the server process. Default `false`.
     pub enabled: bool,
     /// `ip:port` it listens on. Default `"127.0.0.1:8081"`.
+    #[serde(deserialize_with = "addr::deserialize_bind")]
     pub address: SocketAddr,
     /// Multiplier of the simulator's latency percentile table; 0 = no added latency.
     /// Default 1.0.

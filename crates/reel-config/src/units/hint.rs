@@ -94,6 +94,31 @@ pub(super) fn duration_case(number: &str, unit: &str) -> Option<String> {
     (lower != unit && duration_unit(&lower).is_some()).then(|| format!("{number}{lower}"))
 }
 
+/// A duration unit spelt out (`"60 seconds"`, `"1 day"`, `"5 mins"`): the text with the
+/// unit's symbol (`"60s"`, `"1d"`, `"5m"`).
+pub(super) fn duration_word(number: &str, unit: &str) -> Option<String> {
+    let lower = unit.to_ascii_lowercase();
+    let word = lower.strip_suffix('s').filter(|w| w.len() > 1).unwrap_or(&lower);
+    let symbol = match word {
+        "nanosecond" | "nano" | "nsec" => "ns",
+        "microsecond" | "micro" | "usec" | "µ" => "us",
+        "millisecond" | "milli" | "msec" | "millis" => "ms",
+        "second" | "sec" => "s",
+        "minute" | "min" => "m",
+        "hour" | "hr" => "h",
+        "day" => "d",
+        "week" | "wk" => return week(number),
+        _ => return None,
+    };
+    Some(format!("{number}{symbol}"))
+}
+
+/// Weeks, which have no unit of their own: the same in days.
+fn week(number: &str) -> Option<String> {
+    let n: u64 = number.parse().ok()?;
+    Some(format!("{}d", n.checked_mul(7)?))
+}
+
 fn size_unit(u: &str) -> Option<(u128, &'static [(&'static str, u128)])> {
     let find = |units: &'static [(&'static str, u128)]| {
         units.iter().find(|(name, _)| *name == u).map(|(_, per)| (*per, units))
@@ -151,6 +176,12 @@ mod tests {
         assert_eq!(duration_compound("1h30x"), None);
         assert_eq!(duration_case("10", "S").as_deref(), Some("10s"));
         assert_eq!(duration_case("10", "x"), None);
+        assert_eq!(duration_word("60", "seconds").as_deref(), Some("60s"));
+        assert_eq!(duration_word("1", "day").as_deref(), Some("1d"));
+        assert_eq!(duration_word("5", "Mins").as_deref(), Some("5m"));
+        assert_eq!(duration_word("2", "weeks").as_deref(), Some("14d"));
+        assert_eq!(duration_word("2", "ms"), None);
+        assert_eq!(duration_word("2", "x"), None);
         assert_eq!(size_fraction("1.5MiB").as_deref(), Some("1536KiB"));
         assert_eq!(size_fraction("1.5GiB").as_deref(), Some("1536MiB"));
         assert_eq!(size_fraction("1.5MB").as_deref(), Some("1500kB"));

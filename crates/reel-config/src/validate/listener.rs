@@ -110,12 +110,28 @@ fn check_listener_tls(found: &mut Found, i: usize, l: &ListenerConfig) {
             bad(found, key("http3"), "HTTP/3 is served on TLS listeners only (set tls_cert)");
         }
     }
-    if !l.http3_enabled() {
-        if l.alt_svc_max_age.is_some() {
-            bad(found, key("alt_svc_max_age"), "only applies with http3 = true");
+}
+
+/// Keys of `[[listener]]` that are accepted but do nothing: `alt_svc_max_age` and
+/// `quic_retry` without HTTP/3, so that turning HTTP/3 off is the one word `http3 = false`
+/// (a reload that also had to delete them would fail on the first try).
+pub(super) fn warn_listeners(found: &mut Found, cfg: &Config) {
+    for (i, l) in cfg.listener.iter().enumerate() {
+        if l.http3_enabled() {
+            continue;
         }
-        if l.quic_retry.is_some() {
-            bad(found, key("quic_retry"), "only applies with http3 = true");
+        for (name, set) in [
+            ("alt_svc_max_age", l.alt_svc_max_age.is_some()),
+            ("quic_retry", l.quic_retry.is_some()),
+        ] {
+            if set {
+                bad(
+                    found,
+                    format!("listener[{i}].{name}"),
+                    "does nothing without HTTP/3 (http3 = false): ignored; remove it when \
+                     HTTP/3 stays off",
+                );
+            }
         }
     }
 }

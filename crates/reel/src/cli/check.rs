@@ -31,6 +31,9 @@ pub(crate) fn run(path: &Path, named: bool) -> ExitCode {
                     for w in &ready.plan.warnings {
                         eprintln!("warning: core plan: {w}");
                     }
+                    for n in &ready.notes {
+                        eprintln!("note: {n}");
+                    }
                     println!(
                         "reel: configuration file {} is valid (hash {})",
                         path.display(),

@@ -20,6 +20,7 @@ use tokio::signal::unix::{SignalKind, signal};
 use tracing::{error, info, warn};
 
 use crate::admin;
+use crate::process::defaults;
 use crate::process::lifecycle::{self, Process, Signals};
 use crate::state::Shared;
 use crate::state::options;
@@ -29,8 +30,9 @@ use crate::worker::app::App;
 
 /// Everything `serve` was asked to do on the command line.
 pub(crate) struct ServeArgs {
-    /// The config file.
-    pub config: PathBuf,
+    /// The config file; `None`: none was given and there is none at the default path, so
+    /// `--origin` runs on the built-in defaults ([`defaults`]).
+    pub config: Option<PathBuf>,
     /// `--origin http(s)://HOST:PORT`: serve every Host from this origin.
     pub origin: Option<String>,
     /// `--origin-host viewer|NAME`: the `Host` sent to `--origin` instead of its own.
@@ -39,7 +41,16 @@ pub(crate) struct ServeArgs {
 
 /// Runs the server; returns the process exit code.
 pub(crate) fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
-    let cfg = match load(&args.config) {
+    let loaded = match (&args.config, &args.origin) {
+        (Some(path), _) => load(path),
+        (None, Some(_)) => defaults::config().map_err(|e| e.to_string()),
+        (None, None) => Err(format!(
+            "reel: no --config given and no {} in this directory: give --config FILE, or \
+             --origin URL to serve your origin on built-in defaults",
+            crate::DEFAULT_CONFIG
+        )),
+    };
+    let cfg = match loaded {
         Ok(c) => c,
         Err(text) => {
             eprintln!("{text}");
@@ -60,10 +71,23 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(crate::EX_USAGE));
         }
     };
-    let preflight::Ready { tls, mut plan, warnings, .. } = ready;
+    let preflight::Ready { tls, mut plan, warnings, notes, .. } = ready;
     crate::state::logging::init(&cfg.log);
+    if args.config.is_none() {
+        let cwd = std::env::current_dir().unwrap_or_default();
+        info!(
+            "no --config given and no {} in {}: running on built-in defaults (the shipped \
+             config without its demo): {}",
+            crate::DEFAULT_CONFIG,
+            cwd.display(),
+            defaults::summary(&cfg)
+        );
+    }
     for w in &warnings {
         warn!("{w}");
+    }
+    for n in &notes {
+        info!("{n}");
     }
     for w in &plan.warnings {
         warn!("core plan: {w}");

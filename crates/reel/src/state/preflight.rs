@@ -1,13 +1,15 @@
 //! Everything a valid config must also find on this host and in this process before it can
 //! run: the parts it asks for compiled into this binary, the environment variables it
 //! names, the certificates it names, the CPUs of `[cores]`, the descriptor limit against
-//! `http.reserved_fds`, the store's directory and disk, and listener addresses this host
-//! has. One function, [`check`], makes every one of these checks for `reel check`,
+//! `http.reserved_fds`, the store's directory and disk, listener addresses this host has,
+//! the access log's file, ports below 1024 without `CAP_NET_BIND_SERVICE`, and HTTP/3's
+//! UDP ports held by another process. One function, [`check`], makes every one of these checks for `reel check`,
 //! `reel serve` and every reload, so `check` refuses what `serve` would; each problem
 //! names its key's file, line and column like the validator's. Only what cannot be known
-//! before binding (an address another process holds) is left to start-up.
+//! before binding (a TCP address another process holds) is left to start-up.
 
 mod host;
+mod probe;
 
 use reel_config::{Config, ConfigErrors, ConfigProblem};
 use reel_runtime::CorePlan;
@@ -24,9 +26,13 @@ pub(crate) struct Ready {
     pub plan: CorePlan,
     /// The connection limits `[http]` leaves with the descriptor budget.
     pub limits: ConnectionLimits,
-    /// Certificates that expire soon (or have), as `file:line:column: key: message`; the
-    /// core plan's own notes are in `plan.warnings`.
+    /// Keys that do nothing where they stand ([`Config::warnings`]) and certificates that
+    /// expire soon (or have), as `file:line:column: key: message`; the core plan's own
+    /// notes are in `plan.warnings`.
     pub warnings: Vec<String>,
+    /// What start-up will do that an operator should know of (a store directory it
+    /// creates, and by which rule), as `file:line:column: key: message`.
+    pub notes: Vec<String>,
 }
 
 /// Runs every check on `cfg`. `origin_flag`: `--origin` was given (the demo origin is not
@@ -41,7 +47,7 @@ pub(crate) fn check(
     let mut problems: Vec<ConfigProblem> = Vec::new();
     problems.extend(check_build(cfg, origin_flag));
     problems.extend(check_environment(cfg));
-    let mut warnings = Vec::new();
+    let mut warnings: Vec<String> = cfg.warnings().iter().map(ToString::to_string).collect();
     let tls = match TlsState::build(cfg, tickets) {
         Ok(t) => {
             for w in t.warnings(std::time::SystemTime::now()) {
@@ -68,11 +74,15 @@ pub(crate) fn check(
             None
         }
     };
-    problems.extend(host::store(cfg));
+    let mut notes = Vec::new();
+    problems.extend(host::store(cfg, &mut notes));
     problems.extend(host::addresses(cfg, origin_flag));
+    problems.extend(probe::access_log(cfg));
+    problems.extend(probe::privileged_ports(cfg, origin_flag));
+    problems.extend(probe::quic_ports(cfg));
     match (tls, plan, limits) {
         (Some(tls), Some(plan), Some(limits)) if problems.is_empty() => {
-            Ok(Ready { tls, plan, limits, warnings })
+            Ok(Ready { tls, plan, limits, warnings, notes })
         }
         _ => Err(ConfigErrors { problems }),
     }

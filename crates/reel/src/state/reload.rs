@@ -56,7 +56,8 @@ fn apply(
     shared: &Arc<Shared>,
     runtime: &reel_runtime::Runtime,
 ) -> Result<Vec<String>, ReloadError> {
-    let read = reel_config::load_and_validate(&shared.config_path)?;
+    let path = shared.config_path.as_ref().ok_or(ReloadError::BuiltIn)?;
+    let read = reel_config::load_and_validate(path)?;
     // Everything that can fail without side effects comes first: a failure after the
     // listeners changed would leave them out of step with the running config. The file is
     // checked as `reel check` checks it (a file this process could not restart with is

@@ -48,6 +48,11 @@ pub(crate) enum ReloadError {
     /// The workers did not take the new connection limits.
     #[error("http connection limits: {0}")]
     ConnectionCap(#[source] RuntimeError),
+    /// The process runs on built-in defaults: there is no file to read again.
+    #[error(
+        "running on built-in defaults: there is no config file to reload (start with --config FILE)"
+    )]
+    BuiltIn,
     /// The server is shutting down.
     #[error("the server is shutting down")]
     ShuttingDown,

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use reel_config::{Config, ConfigProblem};
 use reel_runtime::{CorePlan, PlanError};
+use reel_store::Creation;
 use rustix::fs::{Access, access, statvfs};
 use socket2::{Domain, Protocol, Socket, Type};
 
@@ -22,17 +23,18 @@ pub(super) fn core_plan(cfg: &Config) -> Result<CorePlan, ConfigProblem> {
     })
 }
 
-/// The store's disks: each a directory (or, in a store of one disk, creatable under a
-/// writable parent) with room on its filesystem for the volumes not allocated yet. With
-/// several disks, a disk that is missing or not writable is not a refusal (`serve` starts
-/// without it and says so) unless every disk is; too little room always is.
-pub(super) fn store(cfg: &Config) -> Vec<ConfigProblem> {
+/// The store's disks: each a directory (or one reel may create, [`reel_store::may_create`],
+/// under a writable parent) with room on its filesystem for the volumes not allocated yet.
+/// With several disks, a disk that is missing or not writable is not a refusal (`serve`
+/// starts without it and says so, as `notes` do) unless every disk is; too little room
+/// always is. A directory to be created is noted in `notes` with the rule that allows it.
+pub(super) fn store(cfg: &Config, notes: &mut Vec<String>) -> Vec<ConfigProblem> {
     let disks = cfg.store.disks();
     let single = disks.len() == 1;
     let mut unusable = Vec::new();
     let mut problems = Vec::new();
     for (key, path, size) in &disks {
-        match disk(cfg, key, path, size.bytes(), single) {
+        match disk(cfg, key, path, size.bytes(), single, notes) {
             Ok(Some(p)) => problems.push(p),
             Ok(None) => {}
             Err(p) => unusable.push(p),
@@ -40,6 +42,8 @@ pub(super) fn store(cfg: &Config) -> Vec<ConfigProblem> {
     }
     if single || unusable.len() == disks.len() {
         problems.extend(unusable);
+    } else {
+        notes.extend(unusable.iter().map(|p| format!("{p} (serve starts without this disk)")));
     }
     problems
 }
@@ -50,18 +54,28 @@ fn disk(
     key: &str,
     path: &Path,
     size: u64,
-    create: bool,
+    single: bool,
+    notes: &mut Vec<String>,
 ) -> Result<Option<ConfigProblem>, ConfigProblem> {
     let path_key = format!("{key}.path");
     let Some(existing) = nearest_existing(path) else {
         return Ok(None);
     };
     let shown = path.display();
-    if !create && existing != path {
-        return Err(cfg.problem(
-            &path_key,
-            format!("{shown} does not exist (reel creates a disk's directory only in a store of one disk)"),
-        ));
+    if existing != path {
+        match reel_store::may_create(path, single) {
+            Creation::Allowed(rule) => {
+                notes.push(
+                    cfg.problem(&path_key, format!("{shown} does not exist: {rule}")).to_string(),
+                );
+            }
+            Creation::Refused(why) => {
+                return Err(cfg.problem(
+                    &path_key,
+                    format!("{shown} does not exist and is not created: {why}"),
+                ));
+            }
+        }
     }
     if !existing.is_dir() {
         let what = if existing == path {
@@ -114,7 +128,7 @@ fn disk(
 }
 
 /// `path` or its nearest ancestor that exists (`.` for a relative path with none).
-fn nearest_existing(path: &Path) -> Option<PathBuf> {
+pub(super) fn nearest_existing(path: &Path) -> Option<PathBuf> {
     let mut p = path.to_path_buf();
     loop {
         if std::fs::symlink_metadata(&p).is_ok() {
@@ -145,6 +159,19 @@ fn human(n: u64) -> String {
 /// another process might want and fails the same way `serve`'s bind would for an address
 /// the host does not have. Whether the port itself is free is only known when binding.
 pub(super) fn addresses(cfg: &Config, origin_flag: bool) -> Vec<ConfigProblem> {
+    bound_addresses(cfg, origin_flag)
+        .into_iter()
+        .filter_map(|(key, addr)| {
+            bind_ip(addr).err().map(|e| {
+                cfg.problem(&key, format!("{addr}: this host cannot bind {}: {e}", addr.ip()))
+            })
+        })
+        .collect()
+}
+
+/// The addresses the process binds, each with its key: the listeners, the admin listener
+/// and the demo origin unless `--origin` (`origin_flag`).
+pub(super) fn bound_addresses(cfg: &Config, origin_flag: bool) -> Vec<(String, SocketAddr)> {
     let mut wanted: Vec<(String, SocketAddr)> = cfg
         .listener
         .iter()
@@ -156,13 +183,6 @@ pub(super) fn addresses(cfg: &Config, origin_flag: bool) -> Vec<ConfigProblem> {
         wanted.push(("demo_origin.address".into(), cfg.demo_origin.address));
     }
     wanted
-        .into_iter()
-        .filter_map(|(key, addr)| {
-            bind_ip(addr).err().map(|e| {
-                cfg.problem(&key, format!("{addr}: this host cannot bind {}: {e}", addr.ip()))
-            })
-        })
-        .collect()
 }
 
 fn bind_ip(addr: SocketAddr) -> std::io::Result<()> {
