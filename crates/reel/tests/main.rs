@@ -7,6 +7,7 @@ mod admin;
 mod admission;
 mod cgroup;
 mod cli;
+mod client;
 mod common;
 mod contrib;
 mod dashboard;
