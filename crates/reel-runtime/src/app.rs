@@ -40,7 +40,8 @@ pub struct WorkerStats {
     pub accepted: AtomicU64,
     /// Failed `accept` calls since start.
     pub accept_errors: AtomicU64,
-    /// Connections closed at accept because a connection limit was reached.
+    /// Connections closed at accept because a connection limit was reached, and on a PROXY
+    /// protocol listener those from an untrusted source or without a valid header.
     pub refused: AtomicU64,
     /// Whether the thread is pinned to its CPU.
     pub pinned: AtomicBool,

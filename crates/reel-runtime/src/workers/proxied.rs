@@ -47,10 +47,12 @@ pub(super) fn accept<A: WorkerApp>(
             Ok(Ok(client)) => client.unwrap_or(peer),
             Ok(Err(e)) => {
                 tracing::debug!(listener = %name, %peer, error = %e, "PROXY protocol header refused; closed");
+                state.stats.refused.fetch_add(1, Ordering::Relaxed);
                 return;
             }
             Err(_) => {
                 tracing::debug!(listener = %name, %peer, "no PROXY protocol header in time; closed");
+                state.stats.refused.fetch_add(1, Ordering::Relaxed);
                 return;
             }
         };
