@@ -262,10 +262,10 @@ fn proxy_header_before_tls() {
     );
     // From outside the trusted network (127.0.0.0/31 holds .0 and .1): no handshake.
     let r = https("127.0.0.2", v1(sa("203.0.113.9:1"), tls_addr), "/healthz?untrusted");
-    assert!(r.is_err() || r.as_deref() == Ok(""), "{r:?}");
+    assert!(r.as_deref().map_or(true, str::is_empty), "{r:?}");
     // A ClientHello where the header should be: closed too.
     let r = https("127.0.0.1", Vec::new(), "/healthz?no-header");
-    assert!(r.is_err() || r.as_deref() == Ok(""), "{r:?}");
+    assert!(r.as_deref().map_or(true, str::is_empty), "{r:?}");
 }
 
 #[test]
