@@ -277,7 +277,7 @@ struct Conn<H> {
     io: Io,
     handler: Rc<H>,
     limits: Rc<Limits>,
-    peer: Peer,
+    peer: ConnPeer,
     local: SocketAddr,
     drain: watch::Receiver<bool>,
     /// `false` once the drain sender is gone ("never drain").
@@ -285,6 +285,27 @@ struct Conn<H> {
     requests: u64,
     /// Served by [`serve_parkable`]: an idle connection may be handed back.
     parkable: bool,
+}
+
+/// A connection's [`Peer`], as small as a socket address when its client is its socket's
+/// peer: what an idle connection holds does not grow for the clients a balancer names.
+#[derive(Debug)]
+enum ConnPeer {
+    Direct(SocketAddr),
+    Named(Box<Peer>),
+}
+
+impl ConnPeer {
+    fn new(p: Peer) -> ConnPeer {
+        if p.client == p.socket { ConnPeer::Direct(p.socket) } else { ConnPeer::Named(Box::new(p)) }
+    }
+
+    fn get(&self) -> Peer {
+        match self {
+            ConnPeer::Direct(a) => Peer::from(*a),
+            ConnPeer::Named(p) => **p,
+        }
+    }
 }
 
 impl<H> Conn<H> {
@@ -297,6 +318,7 @@ impl<H> Conn<H> {
         drain: watch::Receiver<bool>,
         parkable: bool,
     ) -> Self {
+        let peer = ConnPeer::new(peer);
         Conn { io, handler, limits, peer, local, drain, drain_live: true, requests: 0, parkable }
     }
 }
@@ -305,7 +327,7 @@ impl<H> Conn<H> {
 /// `Some` when the connection must close.
 async fn one_request<H: Handler>(c: &mut Conn<H>) -> Option<CloseReason> {
     let Conn { io, handler, limits, peer, local, drain, drain_live, requests, .. } = c;
-    let (handler, limits, peer) = (&**handler, &**limits, *peer);
+    let (handler, limits, peer) = (&**handler, &**limits, peer.get());
     // Taken from the worker's free list by the first write, given back when dropped.
     let mut wbuf = WriteBuf(Vec::new());
     let wbuf = &mut wbuf.0;
@@ -548,6 +570,16 @@ async fn linger(io: &mut Io) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A connection whose client is its socket's peer holds a socket address, no more.
+    #[test]
+    fn a_connection_peer_is_one_socket_address() {
+        assert_eq!(std::mem::size_of::<ConnPeer>(), std::mem::size_of::<SocketAddr>());
+        let (a, b) = ("192.0.2.1:1".parse().unwrap(), "198.51.100.1:2".parse().unwrap());
+        assert_eq!(ConnPeer::new(Peer::from(a)).get(), Peer::from(a));
+        let named = Peer { client: a, socket: b };
+        assert_eq!(ConnPeer::new(named).get(), named);
+    }
 
     #[test]
     fn request_line_excerpts() {
