@@ -335,3 +335,54 @@ fn check_refuses_bad_trusted_proxies_and_proxy_protocol_without_them() {
     assert!(!out.status.success(), "{err}");
     assert!(err.contains("listener[0].proxy_protocol") && err.contains("trusted_proxies"), "{err}");
 }
+
+#[test]
+fn proxy_protocol_and_trusted_proxies_change_on_reload() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = Origin::start("o");
+    let mut conf = Conf::new(dir.path(), &o);
+    conf.http = "trusted_proxies = [\"127.0.0.2\"]\n".into();
+    let mut reel = Reel::start(&conf);
+    let (addr, d) = (reel.data, dir.path());
+    let xff = |target: &str| {
+        let mut c = Conn::from_stream(connect_from("127.0.0.1", addr)).unwrap();
+        let r = c.request("GET", "127.0.0.1", target, &[("X-Forwarded-For", "203.0.113.9")]);
+        assert_eq!(r.unwrap().status, 200);
+    };
+    // 127.0.0.1 is not trusted yet: its field is ignored.
+    xff("/healthz?before");
+    assert_eq!(addresses(d, "/healthz?before"), ("127.0.0.1".to_owned(), None));
+
+    // Trusted, and the listener takes PROXY headers: a connection without one is refused.
+    conf.http = "trusted_proxies = [\"127.0.0.1\"]\n".into();
+    conf.listener_lines.insert("http".into(), "proxy_protocol = true\n".into());
+    reel.rewrite(&conf);
+    let st = reel.sighup_reload();
+    assert_eq!(st["reload"]["last_ok"], true, "{st}");
+    eventually("headers to be required", || {
+        closed_unanswered(connect_from("127.0.0.1", addr)).then_some(())
+    });
+    let mut c = proxied("127.0.0.1", addr, &v1(sa("198.51.100.4:9"), addr));
+    let r = c.request("GET", "127.0.0.1", "/healthz?after", &[("X-Forwarded-For", "203.0.113.9")]);
+    assert_eq!(r.unwrap().status, 200);
+    // The header's client is no trusted proxy: its X-Forwarded-For is not believed.
+    assert_eq!(
+        addresses(d, "/healthz?after"),
+        ("198.51.100.4".to_owned(), Some("127.0.0.1".to_owned()))
+    );
+
+    // And off again.
+    conf.listener_lines.clear();
+    reel.rewrite(&conf);
+    assert_eq!(reel.sighup_reload()["reload"]["last_ok"], true);
+    eventually("plain connections again", || {
+        let r =
+            Conn::from_stream(connect_from("127.0.0.1", addr)).ok()?.get("127.0.0.1", "/healthz");
+        (r.ok()?.status == 200).then_some(())
+    });
+    xff("/healthz?off");
+    assert_eq!(
+        addresses(d, "/healthz?off"),
+        ("203.0.113.9".to_owned(), Some("127.0.0.1".to_owned()))
+    );
+}
