@@ -77,12 +77,4 @@ impl Limits {
     pub fn header_slots(&self) -> usize {
         self.max_headers.min(MAX_HEADERS_CAP)
     }
-
-    /// Takes the client a trusted proxy names for `req`, when proxies are trusted.
-    #[inline]
-    pub(crate) fn apply_forwarded(&self, req: &mut crate::Request) {
-        if let Some(t) = &self.trusted_proxies {
-            req.apply_forwarded(t);
-        }
-    }
 }

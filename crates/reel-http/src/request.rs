@@ -200,6 +200,15 @@ impl Request {
         self.forwarded = Some(client);
     }
 
+    /// [`Request::apply_forwarded`] with `limits`' trusted proxies, when there are any (one
+    /// branch otherwise).
+    #[inline]
+    pub(crate) fn apply_trusted(&mut self, limits: &Limits) {
+        if let Some(t) = &limits.trusted_proxies {
+            self.apply_forwarded(t);
+        }
+    }
+
     /// When the connection's client is a proxy in `trusted`, takes the client its
     /// `X-Forwarded-For` (or `Forwarded`) names instead (see the `client` module); the
     /// connection's client stays when no such field names one.

@@ -361,7 +361,7 @@ async fn one_request<H: Handler>(c: &mut Conn<H>) -> Option<CloseReason> {
         }
     };
     io.rbuf.advance(head_len);
-    limits.apply_forwarded(req);
+    req.apply_trusted(limits);
     let started = Instant::now();
     let written_before = io.bytes_written;
 

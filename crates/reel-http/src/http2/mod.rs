@@ -378,7 +378,7 @@ async fn stream_task<H: Handler>(
         return;
     }
     drop(scratch);
-    limits.apply_forwarded(&mut req);
+    req.apply_trusted(&limits);
     let mut body =
         RequestBody::h2(&mut recv, limits.max_body_bytes, limits.idle_timeout, limits.body_timeout);
     let handled = {

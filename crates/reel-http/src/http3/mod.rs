@@ -310,7 +310,7 @@ async fn stream_task<H: Handler>(
     }
     // A QUIC datagram carries no PROXY header: the UDP peer is the client, unless it is a
     // trusted proxy that names one.
-    limits.apply_forwarded(&mut req);
+    req.apply_trusted(&limits);
     drop(scratch);
     if no_body && bodiless_method {
         // Whatever the client still sends on a GET or HEAD is not read.
