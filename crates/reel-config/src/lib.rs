@@ -18,6 +18,7 @@
 //! ```
 #![forbid(unsafe_code)]
 
+mod cidr;
 mod error;
 mod reload;
 mod schema;
@@ -31,6 +32,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+pub use cidr::parse_cidr;
 pub use error::{ConfigErrors, ConfigProblem};
 pub use reload::{RELOAD_KEYS, Reload, ReloadKey, reload_of};
 pub use schema::{

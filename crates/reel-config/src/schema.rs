@@ -144,6 +144,12 @@ pub struct ListenerConfig {
     /// `http3 = true`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quic_retry: Option<QuicRetry>,
+    /// Every connection starts with a PROXY protocol header (v1 or v2, as an AWS NLB, HAProxy
+    /// or another TCP balancer sends), read before TLS: the client is the address it names.
+    /// Only sources in `http.trusted_proxies` may connect; any other connection, or one
+    /// without a valid header, is closed. Default `false`. HTTP/3 (UDP) takes no header.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub proxy_protocol: bool,
 }
 
 /// `quic_retry`: when new QUIC connections must prove their address first.
@@ -185,6 +191,7 @@ impl Default for ListenerConfig {
             http3: None,
             alt_svc_max_age: None,
             quic_retry: None,
+            proxy_protocol: false,
         }
     }
 }
@@ -473,6 +480,11 @@ pub struct HttpConfig {
     /// between them; each new connection's send window is its share. Size; default
     /// `"64MiB"`.
     pub h3_send_budget: ByteSize,
+    /// Proxies and balancers in front of reel: networks (`"10.0.0.0/8"`, `"2001:db8::/32"`)
+    /// or addresses. From these peers the client of a request is the right-most address of
+    /// `X-Forwarded-For` (or `Forwarded`) that is not in this list; only these may connect
+    /// to a `proxy_protocol` listener. Default `[]` (no proxy: the peer is the client).
+    pub trusted_proxies: Vec<String>,
 }
 
 impl Default for HttpConfig {
@@ -497,6 +509,7 @@ impl Default for HttpConfig {
             h2_stream_buffer: ByteSize::kib(256),
             h2_connection_buffer: ByteSize::mib(1),
             h3_send_budget: ByteSize::mib(64),
+            trusted_proxies: Vec::new(),
         }
     }
 }

@@ -13,6 +13,7 @@ pub mod config;
 mod fields;
 pub mod http1_head;
 pub mod http_date;
+pub mod proxy_header;
 pub mod range;
 pub mod store_checkpoint;
 pub mod store_volume;
@@ -30,6 +31,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("config", config::run),
     ("http1_head", http1_head::run),
     ("http_date", http_date::run),
+    ("proxy_header", proxy_header::run),
     ("range", range::run),
     ("store_checkpoint", store_checkpoint::run),
     ("store_volume", store_volume::run),

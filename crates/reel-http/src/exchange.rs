@@ -4,12 +4,12 @@
 //! ([`final_response`], [`BodyError::status`]), and the report of an answered stream
 //! ([`Answering`]).
 
-use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
 use crate::body::BodyError;
+use crate::client::Peer;
 use crate::handler::{Handler, REFUSAL_EXCERPT, Refusal, Sent};
 use crate::http2::head::{self, H2Head};
 use crate::method::Method;
@@ -28,7 +28,7 @@ pub(crate) fn refusal(status: u16) -> (H2Head, Bytes) {
 /// (`"HTTP/2"`), the line HTTP/1.1 would have had (RFC 9113 section 8.3.1).
 pub(crate) fn report_refusal<H: Handler>(
     handler: &H,
-    peer: SocketAddr,
+    peer: Peer,
     parts: &http::request::Parts,
     version: &str,
     e: &HeadError,
@@ -38,7 +38,8 @@ pub(crate) fn report_refusal<H: Handler>(
     let mut line = format!("{} {} {version}", parts.method, parts.uri).into_bytes();
     line.truncate(REFUSAL_EXCERPT);
     handler.on_reject(&Refusal {
-        peer,
+        peer: peer.client,
+        socket_peer: peer.socket,
         status: e.status,
         reason: e.reason,
         request_line: &line,

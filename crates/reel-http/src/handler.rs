@@ -50,8 +50,11 @@ pub const REFUSAL_EXCERPT: usize = 512;
 /// What the connection loop knows of a request head it refused ([`Handler::on_reject`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Refusal<'a> {
-    /// The client's address.
+    /// The client's address (as [`Request::peer`](crate::Request::peer) without a
+    /// forwarded field: the head was not read).
     pub peer: SocketAddr,
+    /// The socket's peer ([`Request::socket_peer`](crate::Request::socket_peer)).
+    pub socket_peer: SocketAddr,
     /// The status answered.
     pub status: u16,
     /// The rule or limit the head broke (`"request line too long"`, `"duplicate

@@ -81,6 +81,7 @@
 
 mod body;
 mod bufs;
+mod client;
 mod date;
 mod exchange;
 mod fileread;
@@ -107,6 +108,7 @@ mod sys;
 
 pub use body::{BodyError, MAX_CHUNK_LINE, RequestBody};
 pub use bufs::{FREE_MAX, lent as conn_buffers_lent};
+pub use client::{Peer, TrustedProxies, forwarded_client};
 pub use handler::{CloseReason, ConnOutcome, Handler, REFUSAL_EXCERPT, Refusal, Sent};
 pub use http1::{
     DRAIN_LIMIT, Parked, Served, serve_connection, serve_parkable, serve_session, serve_stream,

@@ -1,6 +1,9 @@
 //! Per-listener resource limits applied by the codec and the connection loop.
 
+use std::sync::Arc;
 use std::time::Duration;
+
+use crate::client::TrustedProxies;
 
 /// Hard cap on `Limits::max_headers`: header slots are parsed into a fixed stack array
 /// of this size, so a larger configured value is clamped to it.
@@ -46,6 +49,10 @@ pub struct Limits {
     /// gives its buffers back after this, not after `idle_timeout`. Capped by
     /// `idle_timeout`, which bounds an HTTP/1.1 file body's wait for a pooled buffer.
     pub send_timeout: Duration,
+    /// Proxies whose `X-Forwarded-For`/`Forwarded` names the client of their requests
+    /// ([`Request::apply_forwarded`](crate::Request::apply_forwarded)); `None`: no proxy
+    /// is, and a request pays one branch.
+    pub trusted_proxies: Option<Arc<TrustedProxies>>,
 }
 
 impl Default for Limits {
@@ -60,6 +67,7 @@ impl Default for Limits {
             body_timeout: Duration::from_secs(120),
             park_after: None,
             send_timeout: Duration::from_secs(10),
+            trusted_proxies: None,
         }
     }
 }

@@ -11,6 +11,7 @@ use std::net::SocketAddr;
 use std::ops::Range;
 
 use crate::bufs::{self, HeadBufs};
+use crate::client::{Peer, TrustedProxies};
 use crate::limits::{Limits, MAX_HEADERS_CAP};
 use crate::method::Method;
 
@@ -76,14 +77,18 @@ pub struct Request {
     keep_alive: bool,
     framing: BodyFraming,
     expect_continue: bool,
-    peer: SocketAddr,
+    peer: Peer,
+    /// The client a trusted proxy's `X-Forwarded-For`/`Forwarded` named.
+    forwarded: Option<SocketAddr>,
     local: SocketAddr,
 }
 
 impl Request {
-    /// An empty request for a connection from `peer` accepted on `local`; fill it with
-    /// [`Request::parse_head`]. It holds no buffer until then.
-    pub fn new(peer: SocketAddr, local: SocketAddr) -> Self {
+    /// An empty request for a connection from `peer` (a socket address: a client connected
+    /// directly) accepted on `local`; fill it with [`Request::parse_head`]. It holds no
+    /// buffer until then.
+    pub fn new(peer: impl Into<Peer>, local: SocketAddr) -> Self {
+        let peer = peer.into();
         Self {
             head: Vec::new(),
             method: Method::Get,
@@ -97,6 +102,7 @@ impl Request {
             framing: BodyFraming::None,
             expect_continue: false,
             peer,
+            forwarded: None,
             local,
         }
     }
@@ -141,7 +147,7 @@ impl Request {
     }
 
     /// All header fields in received order as `(name, value)`.
-    pub fn headers(&self) -> impl Iterator<Item = (&str, &[u8])> + '_ {
+    pub fn headers(&self) -> impl DoubleEndedIterator<Item = (&str, &[u8])> + Clone + '_ {
         self.headers.iter().map(|(n, v)| (self.str_at(n.clone()), &self.head[v.clone()]))
     }
 
@@ -169,9 +175,50 @@ impl Request {
         self.expect_continue
     }
 
-    /// The client's address.
+    /// The client's address: what every per-client rule uses. The connection's PROXY
+    /// protocol header named it, or a trusted proxy's `X-Forwarded-For`/`Forwarded` did
+    /// ([`Request::apply_forwarded`]: its port is then 0), else it is the socket's peer.
     pub fn peer(&self) -> SocketAddr {
-        self.peer
+        self.forwarded.unwrap_or(self.peer.client)
+    }
+
+    /// The connection's client: the address its PROXY protocol header named, else the
+    /// socket's peer; what this request came from before any `X-Forwarded-For` was read
+    /// (the entry a proxy adds to `X-Forwarded-For` when it forwards the request).
+    pub fn connection_client(&self) -> SocketAddr {
+        self.peer.client
+    }
+
+    /// The socket's peer (TCP, or UDP for HTTP/3): the client itself, or the balancer or
+    /// proxy it came through.
+    pub fn socket_peer(&self) -> SocketAddr {
+        self.peer.socket
+    }
+
+    /// Sets the client's address (see [`Request::peer`]), as a trusted proxy named it.
+    pub fn set_client(&mut self, client: SocketAddr) {
+        self.forwarded = Some(client);
+    }
+
+    /// [`Request::apply_forwarded`] with `limits`' trusted proxies, when there are any (one
+    /// branch otherwise).
+    #[inline]
+    pub(crate) fn apply_trusted(&mut self, limits: &Limits) {
+        if let Some(t) = &limits.trusted_proxies {
+            self.apply_forwarded(t);
+        }
+    }
+
+    /// When the connection's client is a proxy in `trusted`, takes the client its
+    /// `X-Forwarded-For` (or `Forwarded`) names instead (see the `client` module); the
+    /// connection's client stays when no such field names one.
+    pub fn apply_forwarded(&mut self, trusted: &TrustedProxies) {
+        if !trusted.contains(self.peer.client.ip()) {
+            return;
+        }
+        if let Some(ip) = crate::client::forwarded_client(self.headers(), trusted) {
+            self.forwarded = Some(SocketAddr::new(ip, 0));
+        }
     }
 
     /// The local address the connection was accepted on.

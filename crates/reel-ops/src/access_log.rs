@@ -15,7 +15,7 @@ use std::cell::RefCell;
 use std::fmt::Write as _;
 use std::fs::{File, OpenOptions};
 use std::io::Write as _;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError, sync_channel};
@@ -55,8 +55,12 @@ pub enum AccessLogError {
 pub struct Entry<'a> {
     /// When the request arrived.
     pub time: SystemTime,
-    /// The client's address.
+    /// The client's address: the socket's peer, or the client a PROXY protocol header or
+    /// a trusted proxy's `X-Forwarded-For` named.
     pub client: SocketAddr,
+    /// The socket's peer when it is not the client (the balancer or proxy it came
+    /// through): JSON `peer`, combined `peer=`.
+    pub peer: Option<IpAddr>,
     /// The request method.
     pub method: &'a str,
     /// The Host header (empty if none).
@@ -402,7 +406,11 @@ fn json_str(s: &mut Vec<u8>, b: &[u8]) {
 fn json_line(s: &mut Vec<u8>, e: &Entry<'_>) {
     s.extend_from_slice(b"{\"time\":\"");
     rfc3339(s, e.time);
-    let _ = write!(s, "\",\"client\":\"{}\",\"method\":", e.client.ip());
+    let _ = write!(s, "\",\"client\":\"{}\"", e.client.ip());
+    if let Some(p) = e.peer {
+        let _ = write!(s, ",\"peer\":\"{p}\"");
+    }
+    s.extend_from_slice(b",\"method\":");
     json_str(s, e.method.as_bytes());
     s.extend_from_slice(b",\"host\":");
     json_str(s, e.host);
@@ -475,6 +483,9 @@ fn combined_line(s: &mut Vec<u8>, e: &Entry<'_>) {
         None => s.extend_from_slice(b" origin_ms=-"),
     }
     let _ = write!(s, " total_ms={:.3}", e.total_time.as_secs_f64() * 1000.0);
+    if let Some(p) = e.peer {
+        let _ = write!(s, " peer={p}");
+    }
     if let Some(r) = &e.refused {
         s.extend_from_slice(b" error=\"");
         quoted(s, r.reason.as_bytes());
@@ -526,6 +537,7 @@ mod tests {
         Entry {
             time: UNIX_EPOCH + Duration::from_millis(1_795_000_000_123),
             client: "127.0.0.1:5555".parse().unwrap(),
+            peer: None,
             method: "GET",
             host: b"live.example.com",
             target: path,
@@ -599,6 +611,26 @@ mod tests {
         assert_eq!(s.last(), Some(&b'\n'));
         serde_json::from_slice(&s)
             .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&s)))
+    }
+
+    #[test]
+    fn the_socket_peer_is_logged_when_it_is_not_the_client() {
+        let v = json_of(b"/a");
+        assert_eq!(v["client"], "127.0.0.1");
+        assert!(v.get("peer").is_none(), "{v}");
+        let e = Entry { peer: Some("10.0.0.2".parse().unwrap()), ..entry(b"/a") };
+        let mut s = Vec::new();
+        json_line(&mut s, &e);
+        let v: serde_json::Value = serde_json::from_slice(&s).expect("valid JSON");
+        assert_eq!(
+            (v["client"].as_str(), v["peer"].as_str()),
+            (Some("127.0.0.1"), Some("10.0.0.2"))
+        );
+        let mut s = Vec::new();
+        combined_line(&mut s, &e);
+        let line = text(s);
+        assert!(line.starts_with("127.0.0.1 - - ["), "{line}");
+        assert!(line.ends_with(" total_ms=1.500 peer=10.0.0.2\n"), "{line}");
     }
 
     #[test]

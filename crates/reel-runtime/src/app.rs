@@ -4,10 +4,10 @@
 //! ([`WorkerCtx`], with its counters in [`WorkerStats`]).
 
 use std::future::Future;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use tokio::net::TcpStream;
 use tokio::sync::watch;
@@ -40,7 +40,8 @@ pub struct WorkerStats {
     pub accepted: AtomicU64,
     /// Failed `accept` calls since start.
     pub accept_errors: AtomicU64,
-    /// Connections closed at accept because a connection limit was reached.
+    /// Connections closed at accept because a connection limit was reached, and on a PROXY
+    /// protocol listener those from an untrusted source or without a valid header.
     pub refused: AtomicU64,
     /// Whether the thread is pinned to its CPU.
     pub pinned: AtomicBool,
@@ -84,6 +85,31 @@ pub trait WorkerApp: 'static {
         listener: &str,
         drain: watch::Receiver<bool>,
     ) -> impl Future<Output = impl Into<ConnEnd>> + 'static;
+
+    /// A connection of a PROXY protocol listener
+    /// ([`ListenerSpec::proxy_protocol`](crate::ListenerSpec::proxy_protocol)), after its
+    /// header: `client` is the address the header named (`socket` when it named none, as a
+    /// balancer's own health check does), `socket` the TCP peer (the balancer). Otherwise as
+    /// [`WorkerApp::on_conn`], which the default calls with the client as the peer.
+    fn on_proxied_conn(
+        &self,
+        stream: TcpStream,
+        client: SocketAddr,
+        socket: SocketAddr,
+        listener: &str,
+        drain: watch::Receiver<bool>,
+    ) -> impl Future<Output = impl Into<ConnEnd>> + 'static {
+        let _ = socket;
+        self.on_conn(stream, client, listener, drain)
+    }
+
+    /// Whether a connection from `source` to a PROXY protocol listener may send its header,
+    /// and how long it has to: `None` closes the connection at accept (a source that is no
+    /// trusted proxy). The default trusts nobody.
+    fn proxy_header_timeout(&self, source: IpAddr) -> Option<Duration> {
+        let _ = source;
+        None
+    }
 
     /// A connection accepted over a limit (`why`), about to be closed: the app may answer
     /// it briefly (e.g. a 503 to the request it sent) before dropping it. The runtime runs

@@ -14,6 +14,11 @@
 //!   them to a successor.
 //! * [`Runtime::set_listeners`] changes listeners live; [`Runtime::shutdown`] drains.
 //!
+//! * A listener with [`ListenerSpec::proxy_protocol`] reads a PROXY protocol header
+//!   ([`proxy_header`]) from each connection of a source the app trusts
+//!   ([`WorkerApp::proxy_header_timeout`]) before the app sees it, and counts the
+//!   connection against the client it names ([`WorkerApp::on_proxied_conn`]).
+//!
 //! * [`quic_route`] binds a QUIC listener's UDP sockets, one per worker, in a reuseport
 //!   group whose packets go to the worker that owns their connection ID.
 //!
@@ -45,6 +50,7 @@ mod error;
 pub mod limits;
 mod listening;
 mod options;
+pub mod proxy_header;
 pub mod quic_route;
 mod sockets;
 pub mod steer;

@@ -14,6 +14,10 @@ pub struct ListenerSpec {
     pub addr: SocketAddr,
     /// `listen(2)` backlog of each worker's socket.
     pub backlog: i32,
+    /// Each connection starts with a PROXY protocol header (v1 or v2) naming the client,
+    /// from a source [`WorkerApp::proxy_header_timeout`](crate::WorkerApp::proxy_header_timeout)
+    /// accepts; any other connection is closed.
+    pub proxy_protocol: bool,
 }
 
 /// How the kernel picks the worker socket for a new connection.

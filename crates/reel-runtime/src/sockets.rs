@@ -167,7 +167,7 @@ mod tests {
     use super::*;
 
     fn spec(addr: SocketAddr) -> ListenerSpec {
-        ListenerSpec { name: "t".into(), addr, backlog: 16 }
+        ListenerSpec { name: "t".into(), addr, backlog: 16, proxy_protocol: false }
     }
 
     #[test]

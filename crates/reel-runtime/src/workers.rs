@@ -17,6 +17,8 @@
 //!   counted;
 //! * `accept`: the worker's acceptor over all its listeners;
 //! * `conn_limits`: the connection limits checked at accept, and refused connections;
+//! * `proxied`: the accept path of a PROXY protocol listener (the header, then the client's
+//!   count);
 //! * `park`: a connection's task, and the idle lot's task that parks idle connections and
 //!   wakes them (`idle` is the lot itself);
 //! * `listeners`: the listener set and changing it live, on both sides;
@@ -48,6 +50,7 @@ mod idle;
 mod listeners;
 mod local;
 mod park;
+mod proxied;
 mod shutdown;
 mod startup;
 mod thread;

@@ -9,6 +9,7 @@ mod cgroup;
 mod check_messages;
 mod check_probes;
 mod cli;
+mod client;
 mod common;
 mod contrib;
 mod dashboard;

@@ -267,7 +267,7 @@ impl WorkerCache {
             | Method::Other(_)
                 if site.pass_methods =>
             {
-                let Some(_place) = self.parts.miss_place(req.peer()).await else {
+                let Some(_place) = self.parts.miss_place(req.socket_peer()).await else {
                     return too_many_waiting();
                 };
                 self.forwarder().pass(req, body, site).await
@@ -302,7 +302,7 @@ impl WorkerCache {
             if let Found::Filling { fill, prep } = self.reader().find(&key, &hdrs).await {
                 return self.serve().filling(req, fill, prep, Answer::MISS_COLLAPSED).await;
             }
-            let Some(_place) = self.parts.miss_place(req.peer()).await else {
+            let Some(_place) = self.parts.miss_place(req.socket_peer()).await else {
                 return too_many_waiting();
             };
             return self.forwarder().fetch_pass(req, body, site, Answer::FWD_REQUEST).await;
@@ -380,7 +380,7 @@ impl WorkerCache {
                     return r.unwrap_or_else(|| local(502));
                 }
                 Phase::Pass(ans) => {
-                    let Some(_place) = self.parts.miss_place(req.peer()).await else {
+                    let Some(_place) = self.parts.miss_place(req.socket_peer()).await else {
                         return too_many_waiting();
                     };
                     return self.forwarder().fetch_pass(req, body, site, ans).await;
@@ -520,7 +520,7 @@ impl WorkerCache {
         let (req, site, key) = (g.req, g.site, &g.key);
         // Dropping the lead before the fetch tells the followers it failed: they go round
         // once more, and one of them leads.
-        let Some(place) = self.parts.miss_place(req.peer()).await else {
+        let Some(place) = self.parts.miss_place(req.socket_peer()).await else {
             return Phase::Done(too_many_waiting());
         };
         let stale_meta = stale.as_ref().map(|s| &s.prep.meta);

@@ -62,6 +62,14 @@ pub(super) fn check_listeners(found: &mut Found, cfg: &Config) {
             bad(found, format!("listener[{i}].backlog"), "must be at least 1");
         }
         check_listener_tls(found, i, l);
+        if l.proxy_protocol && cfg.http.trusted_proxies.is_empty() {
+            bad(
+                found,
+                format!("listener[{i}].proxy_protocol"),
+                "takes connections only from http.trusted_proxies, which is empty: list the \
+                 balancers that send the PROXY header",
+            );
+        }
     }
 }
 

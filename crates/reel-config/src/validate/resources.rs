@@ -35,6 +35,11 @@ pub(super) fn check_cores(found: &mut Found, cores: &CoresConfig) {
 
 /// `[http]`: request size limits, timeouts, connection caps and HTTP/2 settings.
 pub(super) fn check_http(found: &mut Found, h: &HttpConfig) {
+    for (i, net) in h.trusted_proxies.iter().enumerate() {
+        if let Err(e) = crate::cidr::parse_cidr(net) {
+            bad(found, format!("http.trusted_proxies[{i}]"), e);
+        }
+    }
     for (key, v) in [
         ("http.max_request_line", h.max_request_line),
         ("http.max_header_bytes", h.max_header_bytes),

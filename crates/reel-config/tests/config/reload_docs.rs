@@ -27,8 +27,9 @@ fn every_key() -> Config {
         + "\n[[cache.rule]]\nmatch = \"*.ts\"\nttl = \"1h\"\n\n[origin_group.health]\npath = \"/h\"\n"
         + "\n[[listener]]\nname = \"https\"\naddress = \"127.0.0.1:8443\"\ntls_cert = \"c.pem\"\n"
         + "tls_key = \"c.key\"\nsni_strict = true\nhttp2 = false\nmin_tls_version = \"1.3\"\nktls = \"off\"\n"
-        + "http3 = true\nalt_svc_max_age = \"1h\"\nquic_retry = \"always\"\n"
+        + "http3 = true\nalt_svc_max_age = \"1h\"\nquic_retry = \"always\"\nproxy_protocol = true\n"
         + "\n[[certificate]]\nnames = [\"a.example\"]\ncert = \"a.pem\"\nkey = \"a.key\"\n"
+        + "\n[http]\ntrusted_proxies = [\"10.0.0.0/8\"]\n"
         + "\n[site.token]\nformat = \"edgeauth\"\nkeys = [\"00112233445566778899aabbccddeeff\"]\n"
         + "keys_env = \"REEL_TEST_EVERY_KEY_TOKEN_KEYS\"\nsalt = \"s\"\n";
     // SAFETY: a variable of this test's own, set before it is read; the tests of this

@@ -16,6 +16,7 @@ use tokio::sync::watch;
 
 use crate::body::{BodyError, RequestBody};
 use crate::bufs;
+use crate::client::Peer;
 use crate::gone::{self, ClientGone};
 use crate::handler::{CloseReason, ConnOutcome, Handler, REFUSAL_EXCERPT, Refusal, Sent};
 use crate::io::{ByteStream, Io, Transport};
@@ -73,19 +74,19 @@ pub struct Served {
 /// its next bytes, and no buffer (see the `bufs` module).
 pub fn serve_connection<H: Handler>(
     stream: TcpStream,
-    peer: SocketAddr,
+    peer: impl Into<Peer>,
     handler: Rc<H>,
     limits: Rc<Limits>,
     drain: watch::Receiver<bool>,
 ) -> impl Future<Output = ConnOutcome> {
-    Outcome { served: serve_io(tcp_conn(stream, peer, handler, limits, drain, false)) }
+    Outcome { served: serve_io(tcp_conn(stream, peer.into(), handler, limits, drain, false)) }
 }
 
 /// A plain TCP connection's state, set up here rather than in an `async` body, which would
 /// keep its arguments beside the connection's state for the connection's whole life.
 fn tcp_conn<H>(
     stream: TcpStream,
-    peer: SocketAddr,
+    peer: Peer,
     handler: Rc<H>,
     limits: Rc<Limits>,
     drain: watch::Receiver<bool>,
@@ -109,12 +110,12 @@ fn tcp_conn<H>(
 /// a registration, so only connections idle for `park_after` pay it.
 pub fn serve_parkable<H: Handler>(
     stream: TcpStream,
-    peer: SocketAddr,
+    peer: impl Into<Peer>,
     handler: Rc<H>,
     limits: Rc<Limits>,
     drain: watch::Receiver<bool>,
 ) -> impl Future<Output = Served> {
-    serve_io(tcp_conn(stream, peer, handler, limits, drain, true))
+    serve_io(tcp_conn(stream, peer.into(), handler, limits, drain, true))
 }
 
 pin_project_lite::pin_project! {
@@ -138,14 +139,14 @@ impl<F: Future<Output = Served>> Future for Outcome<F> {
 /// address the underlying connection was accepted on.
 pub async fn serve_stream<H: Handler, S: ByteStream + 'static>(
     stream: S,
-    peer: SocketAddr,
+    peer: impl Into<Peer>,
     local: SocketAddr,
     handler: Rc<H>,
     limits: Rc<Limits>,
     drain: watch::Receiver<bool>,
 ) -> ConnOutcome {
     let io = Io::new(Transport::Stream(Box::new(stream)), limits.idle_timeout);
-    serve_io(Conn::new(io, peer, local, handler, limits, drain, false)).await.outcome
+    serve_io(Conn::new(io, peer.into(), local, handler, limits, drain, false)).await.outcome
 }
 
 /// Serves a TLS connection after its handshake: HTTP/2 when ALPN chose it (`h2`),
@@ -155,7 +156,7 @@ pub async fn serve_stream<H: Handler, S: ByteStream + 'static>(
 pub async fn serve_session<H: Handler>(
     session: reel_tls::Session,
     h2: bool,
-    peer: SocketAddr,
+    peer: impl Into<Peer>,
     local: SocketAddr,
     handler: Rc<H>,
     limits: Rc<Limits>,
@@ -163,6 +164,7 @@ pub async fn serve_session<H: Handler>(
     drain: watch::Receiver<bool>,
 ) -> ConnOutcome {
     use reel_tls::Session;
+    let peer = peer.into();
     let transport = match (session, h2) {
         (Session::Kernel(k), true) => {
             return crate::serve_h2(k, peer, local, handler, limits, settings, drain).await;
@@ -275,7 +277,7 @@ struct Conn<H> {
     io: Io,
     handler: Rc<H>,
     limits: Rc<Limits>,
-    peer: SocketAddr,
+    peer: ConnPeer,
     local: SocketAddr,
     drain: watch::Receiver<bool>,
     /// `false` once the drain sender is gone ("never drain").
@@ -285,16 +287,38 @@ struct Conn<H> {
     parkable: bool,
 }
 
+/// A connection's [`Peer`], as small as a socket address when its client is its socket's
+/// peer: what an idle connection holds does not grow for the clients a balancer names.
+#[derive(Debug)]
+enum ConnPeer {
+    Direct(SocketAddr),
+    Named(Box<Peer>),
+}
+
+impl ConnPeer {
+    fn new(p: Peer) -> ConnPeer {
+        if p.client == p.socket { ConnPeer::Direct(p.socket) } else { ConnPeer::Named(Box::new(p)) }
+    }
+
+    fn get(&self) -> Peer {
+        match self {
+            ConnPeer::Direct(a) => Peer::from(*a),
+            ConnPeer::Named(p) => **p,
+        }
+    }
+}
+
 impl<H> Conn<H> {
     fn new(
         io: Io,
-        peer: SocketAddr,
+        peer: Peer,
         local: SocketAddr,
         handler: Rc<H>,
         limits: Rc<Limits>,
         drain: watch::Receiver<bool>,
         parkable: bool,
     ) -> Self {
+        let peer = ConnPeer::new(peer);
         Conn { io, handler, limits, peer, local, drain, drain_live: true, requests: 0, parkable }
     }
 }
@@ -303,7 +327,7 @@ impl<H> Conn<H> {
 /// `Some` when the connection must close.
 async fn one_request<H: Handler>(c: &mut Conn<H>) -> Option<CloseReason> {
     let Conn { io, handler, limits, peer, local, drain, drain_live, requests, .. } = c;
-    let (handler, limits, peer) = (&**handler, &**limits, *peer);
+    let (handler, limits, peer) = (&**handler, &**limits, peer.get());
     // Taken from the worker's free list by the first write, given back when dropped.
     let mut wbuf = WriteBuf(Vec::new());
     let wbuf = &mut wbuf.0;
@@ -319,7 +343,7 @@ async fn one_request<H: Handler>(c: &mut Conn<H>) -> Option<CloseReason> {
             Ok(HeadStatus::Complete(n)) => break n,
             Ok(HeadStatus::Partial) => {}
             Err(e) => {
-                tracing::debug!(%peer, status = e.status, reason = e.reason, "request refused");
+                tracing::debug!(peer = %peer.client, status = e.status, reason = e.reason, "request refused");
                 let refused = (e.status, e.reason, head_started);
                 refuse(io, wbuf, handler, peer, refused).await;
                 return Some(CloseReason::Rejected(e.status));
@@ -337,6 +361,7 @@ async fn one_request<H: Handler>(c: &mut Conn<H>) -> Option<CloseReason> {
         }
     };
     io.rbuf.advance(head_len);
+    req.apply_trusted(limits);
     let started = Instant::now();
     let written_before = io.bytes_written;
 
@@ -483,7 +508,7 @@ async fn refuse<H: Handler>(
     io: &mut Io,
     wbuf: &mut Vec<u8>,
     handler: &H,
-    peer: SocketAddr,
+    peer: Peer,
     (status, reason, started): (u16, &'static str, Instant),
 ) {
     let line = request_line_excerpt(&io.rbuf);
@@ -491,7 +516,8 @@ async fn refuse<H: Handler>(
     let ctx = HeadContext { version: Version::Http11, head_request: false, keep_alive: false };
     let (_, r) = write_response(io, wbuf, Response::error(status), &ctx).await;
     handler.on_reject(&Refusal {
-        peer,
+        peer: peer.client,
+        socket_peer: peer.socket,
         status,
         reason,
         request_line: &io.rbuf[line],
@@ -544,6 +570,16 @@ async fn linger(io: &mut Io) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A connection whose client is its socket's peer holds a socket address, no more.
+    #[test]
+    fn a_connection_peer_is_one_socket_address() {
+        assert_eq!(std::mem::size_of::<ConnPeer>(), std::mem::size_of::<SocketAddr>());
+        let (a, b) = ("192.0.2.1:1".parse().unwrap(), "198.51.100.1:2".parse().unwrap());
+        assert_eq!(ConnPeer::new(Peer::from(a)).get(), Peer::from(a));
+        let named = Peer { client: a, socket: b };
+        assert_eq!(ConnPeer::new(named).get(), named);
+    }
 
     #[test]
     fn request_line_excerpts() {

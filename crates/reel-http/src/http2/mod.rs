@@ -51,6 +51,7 @@ use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 
 use crate::body::RequestBody;
+use crate::client::Peer;
 use crate::exchange::{self, Answering};
 use crate::handler::{CloseReason, ConnOutcome, Handler, Sent};
 use crate::io::ByteStream;
@@ -194,13 +195,14 @@ fn close_reason(e: &h2::Error) -> CloseReason {
 /// in flight are done.
 pub async fn serve_h2<H: Handler, S: ByteStream + 'static>(
     stream: S,
-    peer: SocketAddr,
+    peer: impl Into<Peer>,
     local: SocketAddr,
     handler: Rc<H>,
     limits: Rc<Limits>,
     settings: Rc<H2Settings>,
     mut drain: watch::Receiver<bool>,
 ) -> ConnOutcome {
+    let peer: Peer = peer.into();
     let (read, written) = (Rc::new(Cell::new(0)), Rc::new(Cell::new(0)));
     let io = Counted { inner: stream, read: read.clone(), written: written.clone() };
     let outcome = |requests, close| ConnOutcome {
@@ -231,7 +233,7 @@ pub async fn serve_h2<H: Handler, S: ByteStream + 'static>(
     let shared = Rc::new(ConnShared {
         streams: Streams::new(settings.max_resets_per_second),
         conn_budget: Arc::new(Semaphore::new(conn_buffers)),
-        client_budget: crate::pool::client_budget(peer.ip()),
+        client_budget: crate::pool::client_budget(peer.client.ip()),
         lane: Arc::new(Semaphore::new(send::BATCH)),
         order: Rc::new(SendOrder::default()),
     });
@@ -250,7 +252,7 @@ pub async fn serve_h2<H: Handler, S: ByteStream + 'static>(
             if let Err(e) = done
                 && e.is_panic()
             {
-                tracing::error!(%peer, error = %e, "an HTTP/2 stream's task panicked");
+                tracing::error!(peer = %peer.client, error = %e, "an HTTP/2 stream's task panicked");
             }
         }
         // A handler that ends keep-alive (a server about to stop) sends GOAWAY at the
@@ -309,7 +311,7 @@ pub async fn serve_h2<H: Handler, S: ByteStream + 'static>(
                 closing = Some((CloseReason::IdleTimeout, Some(grace)));
             }
             () = shared.streams.abuse.notified(), if !matches!(closing, Some((CloseReason::Abuse(_), _))) => {
-                tracing::info!(%peer, "HTTP/2 client resets too many streams; closing");
+                tracing::info!(peer = %peer.client, "HTTP/2 client resets too many streams; closing");
                 conn.abrupt_shutdown(Reason::ENHANCE_YOUR_CALM);
                 let grace = tokio::time::Instant::now() + CLOSE_GRACE;
                 closing = Some((CloseReason::Abuse("rapid reset"), Some(grace)));
@@ -317,7 +319,7 @@ pub async fn serve_h2<H: Handler, S: ByteStream + 'static>(
             () = shared.streams.changed.notified() => {}
             () = tokio::time::sleep_until(progress.1 + stall), if holding => {
                 if written.get() == progress.0 {
-                    tracing::debug!(%peer, "HTTP/2 client stopped reading; closing");
+                    tracing::debug!(peer = %peer.client, "HTTP/2 client stopped reading; closing");
                     break CloseReason::WriteError(io::ErrorKind::TimedOut);
                 }
             }
@@ -348,7 +350,7 @@ async fn stream_task<H: Handler>(
     place: Place,
     limits: Rc<Limits>,
     settings: Rc<H2Settings>,
-    peer: SocketAddr,
+    peer: Peer,
     local: SocketAddr,
 ) {
     let _active = ActiveGuard::new(&shared);
@@ -365,7 +367,7 @@ async fn stream_task<H: Handler>(
         &limits,
         crate::request::Version::Http2,
     ) {
-        tracing::debug!(%peer, status = e.status, reason = e.reason, "HTTP/2 request refused");
+        tracing::debug!(peer = %peer.client, status = e.status, reason = e.reason, "HTTP/2 request refused");
         let (h, body) = exchange::refusal(e.status);
         let mut bytes = 0;
         if let Ok(mut send) = respond.send_response(h.head, false) {
@@ -376,6 +378,7 @@ async fn stream_task<H: Handler>(
         return;
     }
     drop(scratch);
+    req.apply_trusted(&limits);
     let mut body =
         RequestBody::h2(&mut recv, limits.max_body_bytes, limits.idle_timeout, limits.body_timeout);
     let handled = {

@@ -305,9 +305,12 @@ async fn stream_task<H: Handler>(
             let _ = send.send_data(H3Chunk::Bytes(body)).await;
             let _ = send.finish().await;
         }
-        exchange::report_refusal(&*handler, peer, &parts, "HTTP/3", &e, bytes, started);
+        exchange::report_refusal(&*handler, peer.into(), &parts, "HTTP/3", &e, bytes, started);
         return;
     }
+    // A QUIC datagram carries no PROXY header: the UDP peer is the client, unless it is a
+    // trusted proxy that names one.
+    req.apply_trusted(&limits);
     drop(scratch);
     if no_body && bodiless_method {
         // Whatever the client still sends on a GET or HEAD is not read.

@@ -1,5 +1,6 @@
 //! The worker's acceptor: one loop over all the worker's listeners that takes every
-//! connection from the kernel at once, checks it against the connection limits (`conn_limits`) and gives it its task.
+//! connection from the kernel at once, checks it against the connection limits (`conn_limits`) and gives it its task (a PROXY
+//! protocol listener's connection first reads its header: `proxied`).
 
 use std::io;
 use std::net::SocketAddr;
@@ -10,9 +11,9 @@ use std::time::{Duration, Instant};
 
 use tokio::net::TcpStream;
 
-use super::conn_limits;
 use super::local::{ConnGuard, Local};
 use super::park::Guarded;
+use super::{conn_limits, proxied};
 use crate::app::WorkerApp;
 
 /// A finished accept: the listener's name and the result.
@@ -55,12 +56,22 @@ pub(super) async fn accept_loop<A: WorkerApp>(state: Rc<Local>, app: Rc<A>) {
         match res {
             Ok((stream, peer)) => {
                 state.stats.accepted.fetch_add(1, Ordering::Relaxed);
+                if state.is_proxied(&name) {
+                    proxied::accept(&state, &app, stream, peer, name);
+                    continue;
+                }
                 match conn_limits::check(&state, peer) {
                     Ok(client) => {
                         state.open.set(state.open.get() + 1);
                         state.stats.open.fetch_add(1, Ordering::Relaxed);
                         let listener = state.name_id(&name);
-                        let guard = ConnGuard { local: state.clone(), client, listener };
+                        let guard = ConnGuard {
+                            local: state.clone(),
+                            client,
+                            port: 0,
+                            proxied: false,
+                            listener,
+                        };
                         let conn = app.on_conn(stream, peer, &name, state.drain.clone());
                         tokio::task::spawn_local(Guarded::new(conn, guard));
                     }

@@ -17,6 +17,8 @@ pub(super) enum Command {
         add: Vec<(String, std::net::TcpListener)>,
         relisten: Vec<(String, i32)>,
         remove: Vec<String>,
+        /// Every listener that takes a PROXY protocol header first, after the change.
+        proxied: Vec<String>,
         done: std_mpsc::Sender<Result<(), String>>,
     },
     /// Duplicate the listening sockets (see `export::duplicates`).

@@ -77,11 +77,13 @@ pub(super) fn change(
             remove.push(name.clone());
         }
     }
+    let proxied = proxied_names(&specs);
     let mut waits = Vec::with_capacity(n);
     for (w, add) in workers.iter().zip(per_worker) {
         let (done, rx) = std_mpsc::channel();
+        let (relisten, remove, proxied) = (relisten.clone(), remove.clone(), proxied.clone());
         w.cmd
-            .send(Command::Apply { add, relisten: relisten.clone(), remove: remove.clone(), done })
+            .send(Command::Apply { add, relisten, remove, proxied, done })
             .map_err(|_| RuntimeError::WorkerGone(w.index))?;
         waits.push((w.index, rx));
     }
@@ -105,21 +107,37 @@ pub(super) fn change(
     for (name, backlog) in relisten {
         if let Some(i) = current.get_mut(&name) {
             i.spec.backlog = backlog;
+            if let Some(s) = specs.iter().find(|s| s.name == name) {
+                i.spec.proxy_protocol = s.proxy_protocol;
+            }
         }
     }
     first_err.map_or(Ok(()), Err)
 }
 
+/// The names of the listeners in `specs` that take a PROXY protocol header first.
+pub(super) fn proxied_names(specs: &[ListenerSpec]) -> Vec<String> {
+    specs.iter().filter(|s| s.proxy_protocol).map(|s| s.name.clone()).collect()
+}
+
+/// Sets which of this worker's listeners take a PROXY protocol header first; a connection
+/// already accepted keeps what it was accepted with.
+pub(super) fn set_proxied(state: &Local, names: &[String]) {
+    *state.proxied.borrow_mut() = names.iter().map(|n| Rc::from(n.as_str())).collect();
+}
+
 /// Applies a listener change on this worker: closes the removed listeners, re-listens the
-/// kept ones with their new backlog and registers the added ones. Every step is tried; the
-/// last error is returned.
+/// kept ones with their new backlog, registers the added ones and takes the new set of
+/// PROXY protocol listeners. Every step is tried; the last error is returned.
 pub(super) fn apply(
     state: &Local,
     add: Vec<(String, std::net::TcpListener)>,
     relisten: Vec<(String, i32)>,
     remove: Vec<String>,
+    proxied: &[String],
 ) -> Result<(), String> {
     let mut result = Ok(());
+    set_proxied(state, proxied);
     // Dropping the tokio listener deregisters and closes the socket right here.
     state.listeners.borrow_mut().retain(|(n, _)| !remove.iter().any(|r| **r == **n));
     for (name, backlog) in relisten {

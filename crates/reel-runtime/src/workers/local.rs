@@ -33,6 +33,9 @@ pub(super) struct Local {
     pub(super) lot: RefCell<Option<Lot<ConnGuard>>>,
     /// Woken when a parked connection's deadline is the lot's earliest.
     pub(super) lot_changed: Notify,
+    /// The names of this worker's listeners that take a PROXY protocol header first.
+    /// Empty unless one does: then the acceptor's check is one branch.
+    pub(super) proxied: RefCell<Vec<Rc<str>>>,
     /// Listener names by id (a connection's guard keeps the id: no room in its task for
     /// the name). Only grows; names are few.
     pub(super) names: RefCell<Vec<Rc<str>>>,
@@ -57,6 +60,7 @@ impl Local {
             lot: RefCell::new(None),
             lot_changed: Notify::new(),
             names: RefCell::new(Vec::new()),
+            proxied: RefCell::new(Vec::new()),
         }
     }
 
@@ -70,6 +74,12 @@ impl Local {
         (names.len() - 1) as u32
     }
 
+    /// Whether listener `name` takes a PROXY protocol header first.
+    pub(super) fn is_proxied(&self, name: &str) -> bool {
+        let p = self.proxied.borrow();
+        !p.is_empty() && p.iter().any(|n| **n == *name)
+    }
+
     /// The listener name of id `id`.
     pub(super) fn name(&self, id: u32) -> Rc<str> {
         self.names.borrow().get(id as usize).cloned().unwrap_or_else(|| Rc::from(""))
@@ -80,6 +90,11 @@ impl Local {
 pub(super) struct ConnGuard {
     pub(super) local: Rc<Local>,
     pub(super) client: std::net::IpAddr,
+    /// The client's port, when its address came from a PROXY header (`proxied`): a parked
+    /// connection is given back to the app with the address the header named.
+    pub(super) port: u16,
+    /// The client address came from a PROXY header, not from the socket.
+    pub(super) proxied: bool,
     /// The listener's name id ([`Local::name_id`]).
     pub(super) listener: u32,
 }
@@ -96,8 +111,9 @@ impl Drop for ConnGuard {
 
 #[cfg(test)]
 mod tests {
-    /// Every connection's task carries a guard: the listener's name id fits in the space
-    /// the client address leaves, so parking costs the task nothing.
+    /// Every connection's task carries a guard: the listener's name id, and the port and
+    /// flag of a client named by a PROXY header, fit in the space the client address
+    /// leaves, so parking costs the task nothing.
     #[test]
     fn a_connection_guard_is_32_bytes() {
         assert_eq!(std::mem::size_of::<Option<super::ConnGuard>>(), 32);

@@ -170,7 +170,15 @@ fn resume<A: WorkerApp>(state: &Rc<Local>, app: &Rc<A>, woken: &mut Vec<Woken<Co
         let Ok(peer) = w.stream.peer_addr() else { continue };
         let Ok(stream) = TcpStream::from_std(w.stream) else { continue };
         let listener = state.name(w.guard.listener);
-        let conn = app.on_conn(stream, peer, &listener, state.drain.clone());
-        tokio::task::spawn_local(Guarded::new(conn, w.guard));
+        let drain = state.drain.clone();
+        if w.guard.proxied {
+            // The client its PROXY header named, kept by its guard.
+            let client = std::net::SocketAddr::new(w.guard.client, w.guard.port);
+            let conn = app.on_proxied_conn(stream, client, peer, &listener, drain);
+            tokio::task::spawn_local(Guarded::new(conn, w.guard));
+        } else {
+            let conn = app.on_conn(stream, peer, &listener, drain);
+            tokio::task::spawn_local(Guarded::new(conn, w.guard));
+        }
     }
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 
 use super::command::WorkerHandle;
-use super::listeners::{ListenerInfo, check_unique};
+use super::listeners::{ListenerInfo, check_unique, proxied_names};
 use super::shutdown::{Drain, join};
 use super::thread::{WorkerCfg, worker_thread};
 use crate::app::{WorkerApp, WorkerCtx, WorkerStats};
@@ -100,7 +100,13 @@ where
         let (cmd_tx, cmd_rx) = mpsc::unbounded_channel();
         let clients = ClientCounts::new(limits.clone());
         let ctx = WorkerCtx { index, cpu, n_workers: n, stats: stats.clone(), clients };
-        let cfg = WorkerCfg { ctx, pin: opts.pin, drain: drain.clone(), limits: limits.clone() };
+        let cfg = WorkerCfg {
+            ctx,
+            pin: opts.pin,
+            drain: drain.clone(),
+            limits: limits.clone(),
+            proxied: proxied_names(&listeners),
+        };
         let factory = factory.clone();
         let ready = ready_tx.clone();
         let spawned = std::thread::Builder::new()

@@ -28,6 +28,8 @@ pub(super) struct WorkerCfg {
     pub(super) drain: Arc<Drain>,
     /// The connection caps and the process-wide counts.
     pub(super) limits: Arc<Limits>,
+    /// The listeners that take a PROXY protocol header first.
+    pub(super) proxied: Vec<String>,
 }
 
 /// The worker's command task: applies each command of the [`Runtime`](crate::Runtime) in
@@ -35,8 +37,8 @@ pub(super) struct WorkerCfg {
 async fn command_loop(state: Rc<Local>, mut rx: mpsc::UnboundedReceiver<Command>) {
     while let Some(cmd) = rx.recv().await {
         match cmd {
-            Command::Apply { add, relisten, remove, done } => {
-                let _ = done.send(listeners::apply(&state, add, relisten, remove));
+            Command::Apply { add, relisten, remove, proxied, done } => {
+                let _ = done.send(listeners::apply(&state, add, relisten, remove, &proxied));
             }
             Command::Export { done } => {
                 let _ = done.send(export::duplicates(&state));
@@ -90,6 +92,7 @@ pub(super) fn worker_thread<A: WorkerApp>(
             return 0;
         }
     };
+    listeners::set_proxied(&state, &cfg.proxied);
     // Registering with the reactor needs the runtime context.
     let setup = {
         let _guard = rt.enter();

@@ -15,7 +15,12 @@ use tokio::sync::watch;
 pub(crate) const IO_TIMEOUT: Duration = Duration::from_secs(20);
 
 pub(crate) fn spec(name: &str, addr: &str) -> ListenerSpec {
-    ListenerSpec { name: name.into(), addr: addr.parse().unwrap(), backlog: 128 }
+    ListenerSpec {
+        name: name.into(),
+        addr: addr.parse().unwrap(),
+        backlog: 128,
+        proxy_protocol: false,
+    }
 }
 
 /// Echoes each read back prefixed with `<worker>:<listener>:`; returns when drained while idle.

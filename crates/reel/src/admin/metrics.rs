@@ -145,7 +145,7 @@ fn connections(p: &mut PromWriter, stats: &[Arc<WorkerStats>]) {
         (
             "reel_connections_refused_total",
             Kind::Counter,
-            "Connections closed at accept over a connection limit, per worker.",
+            "Connections closed at accept over a connection limit (or, on a PROXY protocol listener, from an untrusted source or without a valid header), per worker.",
             |w| w.refused.load(Relaxed),
         ),
     ];

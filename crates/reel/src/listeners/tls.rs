@@ -286,7 +286,7 @@ impl TlsState {
 pub(crate) async fn serve<H: Handler>(
     tls: Arc<ListenerTls>,
     stream: TcpStream,
-    peer: SocketAddr,
+    peer: reel_http::Peer,
     handler: Rc<H>,
     limits: Rc<Limits>,
     h2: Rc<H2Settings>,
@@ -299,7 +299,7 @@ pub(crate) async fn serve<H: Handler>(
     let (stream, info) = match r {
         Ok(s) => s,
         Err(e) => {
-            tracing::debug!(%peer, error = %e, "TLS handshake failed");
+            tracing::debug!(peer = %peer.socket, error = %e, "TLS handshake failed");
             return;
         }
     };

@@ -53,7 +53,16 @@ pub(crate) fn http_limits(cfg: &Config) -> reel_http::Limits {
         // bytes instead of a task, and a busy connection never pays the park.
         park_after: Some(h.park_after.get()).filter(|d| !d.is_zero()),
         send_timeout: h.send_timeout.get(),
+        trusted_proxies: trusted_proxies(cfg),
     }
+}
+
+/// `http.trusted_proxies`: `None` when empty, so a request pays one branch.
+fn trusted_proxies(cfg: &Config) -> Option<std::sync::Arc<reel_http::TrustedProxies>> {
+    // Validation refused every entry that does not parse.
+    let nets = cfg.http.trusted_proxies.iter().filter_map(|n| reel_config::parse_cidr(n).ok());
+    let t = reel_http::TrustedProxies::new(nets);
+    (!t.is_empty()).then(|| std::sync::Arc::new(t))
 }
 
 /// `[http]` `h2_*`: HTTP/2 settings and defences.
@@ -165,6 +174,7 @@ pub(crate) fn listeners(cfg: &Config) -> Vec<ListenerSpec> {
             name: l.name.clone(),
             addr: l.address,
             backlog: l.backlog.min(i32::MAX as u32) as i32,
+            proxy_protocol: l.proxy_protocol,
         })
         .collect()
 }

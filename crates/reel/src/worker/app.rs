@@ -9,7 +9,7 @@
 
 use std::cell::RefCell;
 use std::future::Future;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -90,31 +90,28 @@ impl WorkerApp for App {
         listener: &str,
         drain: watch::Receiver<bool>,
     ) -> impl Future<Output = impl Into<ConnEnd>> + 'static {
+        self.conn(stream, reel_http::Peer::from(peer), listener, drain)
+    }
+
+    /// A connection whose PROXY protocol header named `client`: served as any other, with
+    /// `client` as the client and `socket` (the balancer) kept for the access log.
+    fn on_proxied_conn(
+        &self,
+        stream: TcpStream,
+        client: SocketAddr,
+        socket: SocketAddr,
+        listener: &str,
+        drain: watch::Receiver<bool>,
+    ) -> impl Future<Output = impl Into<ConnEnd>> + 'static {
+        self.conn(stream, reel_http::Peer { client, socket }, listener, drain)
+    }
+
+    /// A PROXY protocol listener takes its header from `http.trusted_proxies` only, within
+    /// `http.header_timeout` (both as of the current generation: live on reload).
+    fn proxy_header_timeout(&self, source: IpAddr) -> Option<Duration> {
         let g = self.state.current();
-        let (limits, h2) = (g.limits.clone(), g.h2.clone());
-        let tls = g.live.tls.listener(listener).cloned();
-        drop(g);
-        let s = self.state.clone();
-        match tls {
-            None => {
-                ConnTask::Plain { conn: reel_http::serve_parkable(stream, peer, s, limits, drain) }
-            }
-            Some(tls) => ConnTask::Tls {
-                conn: Box::pin(async move {
-                    crate::listeners::tls::serve(
-                        tls,
-                        stream,
-                        peer,
-                        s.clone(),
-                        limits,
-                        h2,
-                        drain,
-                        &s.tls_counters,
-                    )
-                    .await;
-                }),
-            },
-        }
+        let trusted = g.limits.trusted_proxies.as_ref()?;
+        trusted.contains(source).then_some(g.limits.header_timeout)
     }
 
     async fn on_refused(
@@ -145,6 +142,43 @@ impl WorkerApp for App {
         // HTTP/3 connections finish under the drain like TCP ones.
         let _ = quic.await;
         self.state.flush_log();
+    }
+}
+
+impl App {
+    /// The future of a connection from `peer` (see [`WorkerApp::on_conn`]).
+    fn conn(
+        &self,
+        stream: TcpStream,
+        peer: reel_http::Peer,
+        listener: &str,
+        drain: watch::Receiver<bool>,
+    ) -> impl Future<Output = ConnEnd> + 'static {
+        let g = self.state.current();
+        let (limits, h2) = (g.limits.clone(), g.h2.clone());
+        let tls = g.live.tls.listener(listener).cloned();
+        drop(g);
+        let s = self.state.clone();
+        match tls {
+            None => {
+                ConnTask::Plain { conn: reel_http::serve_parkable(stream, peer, s, limits, drain) }
+            }
+            Some(tls) => ConnTask::Tls {
+                conn: Box::pin(async move {
+                    crate::listeners::tls::serve(
+                        tls,
+                        stream,
+                        peer,
+                        s.clone(),
+                        limits,
+                        h2,
+                        drain,
+                        &s.tls_counters,
+                    )
+                    .await;
+                }),
+            },
+        }
     }
 }
 
@@ -414,6 +448,7 @@ impl Handler for WorkerState {
             log.log(&Entry {
                 time: SystemTime::now() - elapsed,
                 client: req.peer(),
+                peer: socket_peer(req.peer(), req.socket_peer()),
                 method: req.method().as_str(),
                 host: req.host().unwrap_or("").as_bytes(),
                 target: req.target().as_bytes(),
@@ -448,6 +483,7 @@ impl Handler for WorkerState {
             log.log(&Entry {
                 time: SystemTime::now() - r.elapsed,
                 client: r.peer,
+                peer: socket_peer(r.peer, r.socket_peer),
                 method: "",
                 host: b"",
                 target: b"",
@@ -463,6 +499,11 @@ impl Handler for WorkerState {
             });
         }
     }
+}
+
+/// The socket's peer for the access log, when it is not the client.
+fn socket_peer(client: SocketAddr, socket: SocketAddr) -> Option<std::net::IpAddr> {
+    (client.ip() != socket.ip()).then_some(socket.ip())
 }
 
 #[cfg(test)]

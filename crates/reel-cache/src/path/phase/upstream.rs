@@ -92,7 +92,9 @@ pub(in crate::path) fn forward_headers(
         }
     }
     reel_origin::strip_hop_by_hop(&mut h);
-    let ip = req.peer().ip().to_string();
+    // Our entry is who handed us the request (the connection's client), after what came
+    // in: not `peer()`, which a trusted proxy's entries may have named.
+    let ip = req.connection_client().ip().to_string();
     if let Ok(v) = HeaderValue::from_str(&ip) {
         h.append("x-forwarded-for", v);
     }

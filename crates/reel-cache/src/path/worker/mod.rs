@@ -61,7 +61,8 @@ impl WorkerParts {
         }
     }
 
-    /// A place on the origin for a request of the connection from `peer`, waiting at most
+    /// A place on the origin for a request of the connection from `peer` (its socket's peer,
+    /// which names one connection, behind a balancer too), waiting at most
     /// `lock_timeout`; `None`: the connection has too many waiting already (answer 503).
     pub(super) async fn miss_place(&self, peer: SocketAddr) -> Option<OwnedSemaphorePermit> {
         let s = &self.fetch.settings;
