@@ -4,7 +4,7 @@
 
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 use serde::de::{self, Visitor};
@@ -743,8 +743,10 @@ impl Default for StoreConfig {
     }
 }
 
+mod access;
 mod cache;
 mod origin;
+pub use access::*;
 pub use cache::*;
 pub use origin::*;
 

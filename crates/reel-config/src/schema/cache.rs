@@ -238,6 +238,12 @@ pub struct SiteConfig {
     /// viewers ask for. Default `off`.
     #[serde(default)]
     pub prefetch: Prefetch,
+    /// `[site.access]`: clients served or refused by address and country.
+    #[serde(default)]
+    pub access: SiteAccessConfig,
+    /// `[site.limits]`: the request rate of one client.
+    #[serde(default)]
+    pub limits: SiteLimitsConfig,
 }
 
 /// What a site fetches before viewers ask (LL-HLS, draft-pantos-hls-rfc8216bis §4.4.5.3).
@@ -270,6 +276,8 @@ impl Default for SiteConfig {
             slice: SliceSize::default(),
             read_ahead: default_read_ahead(),
             prefetch: Prefetch::default(),
+            access: SiteAccessConfig::default(),
+            limits: SiteLimitsConfig::default(),
         }
     }
 }
