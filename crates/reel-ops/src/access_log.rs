@@ -81,6 +81,9 @@ pub struct Entry<'a> {
     /// Set for a request refused before it was parsed (400, 408, 413, 414, 431, 501,
     /// 505, ...): `method`, `host`, `target` and `user_agent` are then empty.
     pub refused: Option<Refused<'a>>,
+    /// Set for a request a site's access rules refused: the reason's label
+    /// (`ip_denied`, `country_denied`, `rate_limited`, ...).
+    pub denied: Option<&'a str>,
 }
 
 /// What is known of a request the HTTP codec refused.
@@ -423,6 +426,10 @@ fn json_line(s: &mut Vec<u8>, e: &Entry<'_>) {
         s.extend_from_slice(b",\"error\":");
         json_str(s, r.reason.as_bytes());
     }
+    if let Some(d) = e.denied {
+        s.extend_from_slice(b",\"denied\":");
+        json_str(s, d.as_bytes());
+    }
     s.extend_from_slice(b"}\n");
 }
 
@@ -472,6 +479,10 @@ fn combined_line(s: &mut Vec<u8>, e: &Entry<'_>) {
         s.extend_from_slice(b" error=\"");
         quoted(s, r.reason.as_bytes());
         s.push(b'"');
+    }
+    if let Some(d) = e.denied {
+        s.extend_from_slice(b" denied=");
+        quoted(s, d.as_bytes());
     }
     s.push(b'\n');
 }
@@ -526,6 +537,7 @@ mod tests {
             total_time: Duration::from_micros(1500),
             user_agent: b"player/1.0",
             refused: None,
+            denied: None,
         }
     }
 
@@ -564,6 +576,22 @@ mod tests {
         json_line(&mut s, &entry(b"/ok"));
         let v: serde_json::Value = serde_json::from_slice(&s).expect("valid JSON");
         assert!(v.get("request").is_none() && v.get("error").is_none(), "{v}");
+    }
+
+    #[test]
+    fn requests_refused_by_access_rules_log_the_reason() {
+        let e = Entry { status: 429, cache: "local", denied: Some("rate_limited"), ..entry(b"/a") };
+        let mut s = Vec::new();
+        json_line(&mut s, &e);
+        let v: serde_json::Value = serde_json::from_slice(&s).expect("valid JSON");
+        assert_eq!((v["status"].as_u64(), v["denied"].as_str()), (Some(429), Some("rate_limited")));
+        let mut s = Vec::new();
+        combined_line(&mut s, &e);
+        assert!(text(s).ends_with(" denied=rate_limited\n"));
+        let mut s = Vec::new();
+        json_line(&mut s, &entry(b"/ok"));
+        let v: serde_json::Value = serde_json::from_slice(&s).expect("valid JSON");
+        assert!(v.get("denied").is_none(), "{v}");
     }
 
     fn wait_for(p: &std::path::Path, lines: usize) -> String {

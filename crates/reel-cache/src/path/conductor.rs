@@ -28,6 +28,9 @@
 //! invalidate unless the site's `invalidate_on = "all"`)
 //! ```
 //!
+//! Before any of this, a site with access rules (`worker/access.rs`) refuses clients by
+//! address, country and request rate: 403, 451 or 429, nothing looked up or fetched.
+//!
 //! Phase by phase: `lookup` finds what is stored ([`Found`]); `inflight` makes this
 //! request the leader or a follower of the one fetch per key; `fetch` makes the leader's
 //! fetch and says what became of it ([`Fetched`]), `fill` writing into the store; `serve`
@@ -57,10 +60,10 @@ use super::phase::lookup::{Found, Reader, Stored, cache_key};
 use super::phase::serve::{Serve, local, stream_origin};
 use super::piecewise::oversized;
 use super::piecewise::slice::{self, readahead::ReadAhead};
-use super::worker::WorkerParts;
 use super::worker::settings::{Settings, Site};
 use super::worker::shared::SharedCache;
 use super::worker::small::SMALL_BODY;
+use super::worker::{WorkerParts, access};
 use crate::key::CacheKey;
 use crate::policy::cache_control::RequestCacheControl;
 use crate::policy::decision::{Decision, decide, stale_if_error_ok};
@@ -227,6 +230,16 @@ impl WorkerCache {
             // Not a site of ours: never an open proxy (RFC 9110 15.5.20).
             return local(421);
         };
+        // The site's access rules, before anything is looked up: address and country, then
+        // the rate (a token's check goes between them, and passes its identity to the rate).
+        if let Some(access) = &site.access {
+            if let Some(refused) = access::refuse_by_address(access, req, m) {
+                return refused;
+            }
+            if let Some(refused) = access::refuse_by_rate(access, req, None, m) {
+                return refused;
+            }
+        }
         match req.method() {
             Method::Get | Method::Head => self.get(req, body, site, m).await,
             // Extension methods too (RFC 9110 9.1, 16.1): the origin knows what they mean.

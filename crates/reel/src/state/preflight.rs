@@ -1,6 +1,7 @@
 //! Everything a valid config must also find on this host and in this process before it can
 //! run: the parts it asks for compiled into this binary, the environment variables it
-//! names, the certificates it names, the CPUs of `[cores]`, the descriptor limit against
+//! names, the certificates it names, the CIDRs of the sites' access rules and the `[geo]`
+//! database, the CPUs of `[cores]`, the descriptor limit against
 //! `http.reserved_fds`, the store's directory and disk, and listener addresses this host
 //! has. One function, [`check`], makes every one of these checks for `reel check`,
 //! `reel serve` and every reload, so `check` refuses what `serve` would; each problem
@@ -69,6 +70,7 @@ pub(crate) fn check(
         }
     };
     problems.extend(host::store(cfg));
+    problems.extend(crate::state::access::check(cfg));
     problems.extend(host::addresses(cfg, origin_flag));
     match (tls, plan, limits) {
         (Some(tls), Some(plan), Some(limits)) if problems.is_empty() => {

@@ -430,6 +430,7 @@ impl Handler for WorkerState {
                 total_time: elapsed,
                 user_agent: req.header("user-agent").unwrap_or(b""),
                 refused: None,
+                denied: tag.denied_reason().map(reel_access::DenyReason::as_str),
             });
         }
     }
@@ -458,6 +459,7 @@ impl Handler for WorkerState {
                 total_time: r.elapsed,
                 user_agent: b"",
                 refused: Some(Refused { request_line: r.request_line, reason: r.reason }),
+                denied: None,
             });
         }
     }

@@ -4,6 +4,7 @@
 //! reel is never an open proxy: a Host that no site names is refused, and the origin is
 //! always chosen from the config, never from the request.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 pub use reel_config::{InvalidateOn, Prefetch};
@@ -35,6 +36,9 @@ pub struct Site {
     pub prefetch: Prefetch,
     /// Slice caching (`slice`, `read_ahead`).
     pub slicing: Slicing,
+    /// Viewer access rules (`[site.access]`, `[site.limits]`); `None`: the site has none,
+    /// and its requests pay one branch for them.
+    pub access: Option<Arc<reel_access::SiteAccess>>,
 }
 
 /// A site's slice caching: objects answered from fixed-size slices fetched by `Range`.
@@ -167,6 +171,7 @@ mod tests {
             honor_client_cache_control: true,
             slicing: Slicing::default(),
             prefetch: Prefetch::Off,
+            access: None,
         }
     }
 
