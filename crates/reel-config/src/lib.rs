@@ -38,11 +38,11 @@ pub use reload::{RELOAD_KEYS, Reload, ReloadKey, reload_of};
 pub use schema::{
     AccessLogConfig, AccessLogFormat, AdminConfig, CacheConfig, CacheRule, CertificateConfig,
     ClientCacheControl, CoresConfig, CpuSet, DEFAULT_ALT_SVC_MAX_AGE, DEFAULT_FILL_DROP_HEADERS,
-    DemoOriginConfig, HealthConfig, HostPort, HttpConfig, InvalidateOn, Ktls, ListenerConfig,
-    LogConfig, LogFormat, MethodsPolicy, OriginBalance, OriginGroupConfig, OriginHealthConfig,
-    PathGlob, Prefetch, Propagate, QuicRetry, ServerConfig, SiteConfig, SliceSize, Steer,
-    StoreAdmission, StoreConfig, StoreIo, TierConfig, TlsCert, TlsVersion, TokenConfig,
-    TokenFormat, host_pattern_matches, strip_port,
+    DemoOriginConfig, GeoConfig, HealthConfig, HostPort, HttpConfig, InvalidateOn, Ktls,
+    ListenerConfig, LogConfig, LogFormat, MethodsPolicy, OriginBalance, OriginGroupConfig,
+    OriginHealthConfig, PathGlob, Prefetch, Propagate, QuicRetry, ServerConfig, SiteAccessConfig,
+    SiteConfig, SiteLimitsConfig, SliceSize, Steer, StoreAdmission, StoreConfig, StoreIo,
+    TierConfig, TlsCert, TlsVersion, TokenConfig, TokenFormat, host_pattern_matches, strip_port,
 };
 pub use units::{ByteSize, Duration, UnitError};
 
@@ -85,6 +85,8 @@ pub struct Config {
     pub origin_group: Vec<OriginGroupConfig>,
     /// `[demo_origin]`.
     pub demo_origin: DemoOriginConfig,
+    /// `[geo]`.
+    pub geo: GeoConfig,
     /// `[[certificate]]`: certificates chosen by SNI on the TLS listeners.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub certificate: Vec<CertificateConfig>,

@@ -4,7 +4,7 @@
 
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 use serde::de::{self, Visitor};
@@ -758,10 +758,12 @@ impl Default for StoreConfig {
     }
 }
 
+mod access;
 pub(crate) mod addr;
 mod cache;
 mod origin;
 mod token;
+pub use access::*;
 pub use cache::*;
 pub use origin::*;
 pub use token::*;

@@ -5,9 +5,10 @@
 //! [`check`] runs one function per section; the sections live in submodules by area:
 //! `server` (`[server]`, `[log]`, `[admin]`, `[access_log]`), `resources` (`[cores]`,
 //! `[http]`, `[health]`, `[store]`), `listener` (`[[listener]]`, `[[certificate]]`), `cache`
-//! (`[cache]`, `[[cache.rule]]`, `[[site]]`) and `origin` (`[[origin_group]]`,
-//! `[demo_origin]`).
+//! (`[cache]`, `[[cache.rule]]`, `[[site]]`), `access` (`[geo]`, `[site.access]`,
+//! `[site.limits]`) and `origin` (`[[origin_group]]`, `[demo_origin]`).
 
+mod access;
 mod cache;
 mod listener;
 mod origin;
@@ -60,6 +61,7 @@ pub(crate) fn check(cfg: &Config, found: &mut Found) {
     cache::check_cache(found, cfg);
     cache::check_cache_rules(found, &cfg.cache.rule);
     cache::check_sites(found, cfg);
+    access::check_access(found, cfg);
     origin::check_origin_groups(found, &cfg.origin_group);
     origin::check_demo_origin(found, &cfg.demo_origin);
 }

@@ -478,6 +478,8 @@ pub fn reason_phrase(status: u16) -> &'static str {
         421 => "Misdirected Request",
         429 => "Too Many Requests",
         431 => "Request Header Fields Too Large",
+        // RFC 7725.
+        451 => "Unavailable For Legal Reasons",
         500 => "Internal Server Error",
         501 => "Not Implemented",
         502 => "Bad Gateway",

@@ -85,8 +85,8 @@ pub struct Entry<'a> {
     /// Set for a request refused before it was parsed (400, 408, 413, 414, 431, 501,
     /// 505, ...): `method`, `host`, `target` and `user_agent` are then empty.
     pub refused: Option<Refused<'a>>,
-    /// Why the site's access rules refused the request (`token_expired`, ...: the
-    /// `reason` label of `reel_denied_total`), if they did.
+    /// Why the site's access rules refused the request (`token_expired`, `ip_denied`,
+    /// `rate_limited`, ...: the `reason` label of `reel_denied_total`), if they did.
     pub denied: Option<&'a str>,
 }
 
@@ -588,6 +588,22 @@ mod tests {
         json_line(&mut s, &entry(b"/ok"));
         let v: serde_json::Value = serde_json::from_slice(&s).expect("valid JSON");
         assert!(v.get("request").is_none() && v.get("error").is_none(), "{v}");
+    }
+
+    #[test]
+    fn requests_refused_by_access_rules_log_the_reason() {
+        let e = Entry { status: 429, cache: "local", denied: Some("rate_limited"), ..entry(b"/a") };
+        let mut s = Vec::new();
+        json_line(&mut s, &e);
+        let v: serde_json::Value = serde_json::from_slice(&s).expect("valid JSON");
+        assert_eq!((v["status"].as_u64(), v["denied"].as_str()), (Some(429), Some("rate_limited")));
+        let mut s = Vec::new();
+        combined_line(&mut s, &e);
+        assert!(text(s).ends_with(" denied=rate_limited\n"));
+        let mut s = Vec::new();
+        json_line(&mut s, &entry(b"/ok"));
+        let v: serde_json::Value = serde_json::from_slice(&s).expect("valid JSON");
+        assert!(v.get("denied").is_none(), "{v}");
     }
 
     fn wait_for(p: &std::path::Path, lines: usize) -> String {

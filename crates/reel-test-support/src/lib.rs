@@ -16,6 +16,8 @@
 //!   restart kept the very same sockets.
 //! * [`CountingAlloc`] counts the heap bytes live, for memory measurements.
 //! * [`ShutdownFs`] is a real file system a test makes fail (every read and write `EIO`).
+//! * [`mmdb`] writes MaxMind DB files mapping networks to countries, and fetches the
+//!   GeoLite2 City database a PyPI package ships.
 
 #![deny(unsafe_code)]
 
@@ -24,6 +26,7 @@ mod alloc;
 mod fs;
 pub mod h2;
 pub mod h3;
+pub mod mmdb;
 mod net;
 mod skip;
 mod wait;

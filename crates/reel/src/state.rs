@@ -6,10 +6,12 @@
 //!
 //! The folder holds what a config becomes on its way to the workers: the libraries'
 //! options built from it (`options`), with the descriptor budget that caps connections
-//! (`fds`), the checks it must pass on this host (`preflight`), one generation of the
+//! (`fds`), the sites' access rules and the country database (`access`), the checks it
+//! must pass on this host (`preflight`), one generation of the
 //! reloadable state (`generation`), the log filter it sets (`logging`), live reload
 //! (`reload`), and the outcomes of reloads and upgrades kept for `/status` (`status`).
 
+pub(crate) mod access;
 pub(crate) mod fds;
 pub(crate) mod generation;
 pub(crate) mod logging;

@@ -2,6 +2,7 @@
 //! process on a generated config (store and logs in a temp dir, every listener on port 0,
 //! JSON process log parsed for the bound addresses) against an in-test origin.
 
+mod access;
 mod access_log;
 mod admin;
 mod admission;

@@ -28,6 +28,9 @@
 //! invalidate unless the site's `invalidate_on = "all"`)
 //! ```
 //!
+//! Before any of this, a site with access rules (`worker/access.rs`) refuses clients by
+//! address, country and request rate: 403, 451 or 429, nothing looked up or fetched.
+//!
 //! Phase by phase: `lookup` finds what is stored ([`Found`]); `inflight` makes this
 //! request the leader or a follower of the one fetch per key; `fetch` makes the leader's
 //! fetch and says what became of it ([`Fetched`]), `fill` writing into the store; `serve`
@@ -62,6 +65,7 @@ use super::worker::access;
 use super::worker::settings::{Settings, Site};
 use super::worker::shared::SharedCache;
 use super::worker::small::SMALL_BODY;
+use super::worker::{WorkerParts, access};
 use crate::key::CacheKey;
 use crate::policy::cache_control::RequestCacheControl;
 use crate::policy::decision::{Decision, decide, stale_if_error_ok};
@@ -228,8 +232,14 @@ impl WorkerCache {
             // Not a site of ours: never an open proxy (RFC 9110 15.5.20).
             return local(421);
         };
-        // Access checks, before the store or the origin is consulted. OPTIONS is left to
-        // the CORS preflight (browsers send no credentials on one).
+        // The site's access rules, before the store or the origin is consulted: address
+        // and country, then the token, then the rate (per token when one verified). OPTIONS
+        // is left to the CORS preflight (browsers send no credentials on one).
+        if let Some(access) = &site.access
+            && let Some(refused) = access::refuse_by_address(access, req, m)
+        {
+            return refused;
+        }
         if let Some(t) = &site.token
             && *req.method() != Method::Options
         {
@@ -240,8 +250,19 @@ impl WorkerCache {
                     return access::denied(reason);
                 }
             };
+            if let Some(access) = &site.access
+                && let Some(refused) =
+                    access::refuse_by_rate(access, req, Some(&admitted.valid.identity), m)
+            {
+                return refused;
+            }
             let resp = self.dispatch(&admitted.clean, body, site, m).await;
             return admitted.follow.apply(t, req, resp).await;
+        }
+        if let Some(access) = &site.access
+            && let Some(refused) = access::refuse_by_rate(access, req, None, m)
+        {
+            return refused;
         }
         self.dispatch(req, body, site, m).await
     }

@@ -197,6 +197,7 @@ impl Server {
                 slicing: opts.slicing,
                 prefetch: opts.prefetch,
                 token: None,
+                access: None,
             }],
             fallback: None,
             policy: opts.policy,

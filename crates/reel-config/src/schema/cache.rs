@@ -241,6 +241,12 @@ pub struct SiteConfig {
     /// `[site.token]`: signed viewer tokens required; unset = none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token: Option<TokenConfig>,
+    /// `[site.access]`: clients served or refused by address and country.
+    #[serde(default)]
+    pub access: SiteAccessConfig,
+    /// `[site.limits]`: the request rate of one client.
+    #[serde(default)]
+    pub limits: SiteLimitsConfig,
 }
 
 /// What a site fetches before viewers ask (LL-HLS, draft-pantos-hls-rfc8216bis §4.4.5.3).
@@ -274,6 +280,8 @@ impl Default for SiteConfig {
             read_ahead: default_read_ahead(),
             prefetch: Prefetch::default(),
             token: None,
+            access: SiteAccessConfig::default(),
+            limits: SiteLimitsConfig::default(),
         }
     }
 }

@@ -60,3 +60,37 @@ fn collisions() {
     assert!(!collide(p("127.0.0.1:80"), p("127.0.0.2:80")));
     assert!(!collide(p("127.0.0.1:0"), p("127.0.0.1:0")));
 }
+
+#[test]
+fn access_rules_and_limits() {
+    let cfg = |site: &str, geo: &str| {
+        let text = format!(
+            "[[listener]]\nname = \"h\"\naddress = \"127.0.0.1:8080\"\n\n[[site]]\nhosts = [\"a.test\"]\n\
+             origin_group = \"o\"\n{site}\n\n[[origin_group]]\nname = \"o\"\n\
+             [[origin_group.tier]]\nhosts = [\"127.0.0.1:9\"]\n{geo}"
+        );
+        crate::Config::parse(&text, "t.toml").expect("parses").validate()
+    };
+    let keys = |p: Vec<crate::ConfigProblem>| p.into_iter().map(|p| p.key).collect::<Vec<_>>();
+    let geo = "[geo]\ndatabase = \"/x.mmdb\"\n";
+    let ok = "[site.access]\nallow = [\"10.0.0.0/8\"]\ndeny_countries = [\"DE\", \"FR\"]\n\
+              geo_status = 451\n[site.limits]\nrate = 0.5\nburst = 3\nmax_clients = 64\n";
+    assert_eq!(keys(cfg(ok, geo)), Vec::<String>::new());
+    assert_eq!(keys(cfg("[site.limits]\nrate = 10\n", "")), Vec::<String>::new());
+    assert_eq!(keys(cfg(ok, "")), ["site[0].access.deny_countries"], "a country rule needs [geo]");
+    let bad = "[site.access]\nallow_countries = [\"de\", \"DEU\", \"D1\"]\ngeo_status = 404\n\
+               [site.limits]\nrate = -2\nburst = 5\nmax_clients = 10\n";
+    assert_eq!(
+        keys(cfg(bad, geo)),
+        [
+            "site[0].access.allow_countries[0]",
+            "site[0].access.allow_countries[1]",
+            "site[0].access.allow_countries[2]",
+            "site[0].access.geo_status",
+            "site[0].limits.rate",
+            "site[0].limits.max_clients",
+        ]
+    );
+    assert_eq!(keys(cfg("[site.limits]\nburst = 5\n", "")), ["site[0].limits.burst"]);
+    assert_eq!(keys(cfg("[site.limits]\nrate = 0.0001\n", "")), ["site[0].limits.rate"]);
+}

@@ -3,7 +3,7 @@
 //! (requests in `reel-ops` [`render_workers`], the access log, slices in `reel-cache`,
 //! origins in `reel-origin`, TLS in [`crate::listeners::tls`]); this module renders what only the
 //! binary holds: the runtime's per-worker connection counts, the store's gauges, binary
-//! upgrades, reloads and the drain state.
+//! upgrades, reloads, the drain state, and the sites' rate limiters and country database.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
@@ -47,7 +47,37 @@ pub(crate) fn render(s: &Shared) -> String {
     live.tls.render_prometheus(&s.tls_counters, &mut p);
     protocols(&mut p, &s.metrics);
     quic(&mut p, &s.quic.listeners());
+    access(&mut p, &live.cache, live.geo.as_deref());
     p.finish()
+}
+
+/// The sites' rate limiters (all sites together) and the country database's reloads.
+fn access(p: &mut PromWriter, cache: &reel_cache::Settings, geo: Option<&reel_access::Geo>) {
+    let limiters: Vec<&reel_access::RateLimiter> = cache
+        .sites
+        .iter()
+        .filter_map(|s| s.access.as_ref().and_then(|a| a.rate.as_deref()))
+        .collect();
+    p.single(
+        "reel_rate_limit_clients",
+        Kind::Gauge,
+        "Clients the sites' rate limiters track now (bounded by [site.limits] max_clients).",
+        limiters.iter().map(|l| l.tracked() as u64).sum::<u64>(),
+    );
+    p.single(
+        "reel_rate_limit_evictions_total",
+        Kind::Counter,
+        "Clients forgotten by a full rate limiter while their budget was spent.",
+        limiters.iter().map(|l| l.evictions()).sum::<u64>(),
+    );
+    let name = "reel_geo_reloads_total";
+    p.family(
+        name,
+        Kind::Counter,
+        "Changed [geo] database files: read (swapped) or refused (kept).",
+    );
+    p.sample(name, &[("result", "swapped")], geo.map_or(0, |g| g.swaps()));
+    p.sample(name, &[("result", "kept")], geo.map_or(0, |g| g.failures()));
 }
 
 /// Requests answered per protocol, all workers.

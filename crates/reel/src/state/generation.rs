@@ -11,7 +11,7 @@ use crate::state::options::OriginFlag;
 use reel_ops::access_log::{AccessLog, AccessLogError};
 use reel_origin::Origins;
 
-use crate::state::options;
+use crate::state::{access, options};
 
 /// One generation of reloadable state.
 pub(crate) struct Live {
@@ -29,6 +29,9 @@ pub(crate) struct Live {
     pub origins: Arc<Origins>,
     /// The cache's routing and policy settings.
     pub cache: Arc<reel_cache::Settings>,
+    /// The country database of `[geo]`, shared with the previous generation when its path
+    /// did not change.
+    pub geo: Option<Arc<reel_access::Geo>>,
     /// The access log, if enabled.
     pub access_log: Option<Arc<AccessLog>>,
     /// The TLS listeners' certificates and configurations.
@@ -58,6 +61,9 @@ pub(crate) enum GenerationError {
     /// The access log could not be opened.
     #[error(transparent)]
     AccessLog(#[from] AccessLogError),
+    /// The `[geo]` database could not be read.
+    #[error("[geo] database: {0}")]
+    Geo(#[from] reel_access::GeoError),
 }
 
 impl Live {
@@ -106,11 +112,15 @@ impl Live {
                 Some(AccessLog::open(a.path.clone(), options::access_log_format(&cfg))?)
             }
         };
+        let geo = access::geo(&cfg, prev.and_then(|p| p.geo.as_ref()))?;
+        let mut cache = options::cache_settings(&cfg, origin_flag.is_some());
+        access::attach(&mut cache, &cfg, geo.as_ref(), prev.map(|p| &*p.cache));
         Ok(Live {
             generation,
             limits: options::http_limits(&cfg),
             h2: options::h2_settings(&cfg),
-            cache: Arc::new(options::cache_settings(&cfg, origin_flag.is_some())),
+            cache: Arc::new(cache),
+            geo,
             cfg,
             origins,
             access_log,

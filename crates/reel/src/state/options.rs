@@ -310,6 +310,7 @@ pub(crate) fn cache_settings(cfg: &Config, origin_flag: bool) -> reel_cache::Set
             slicing: reel_cache::Slicing { size: s.slice.bytes(), read_ahead: s.read_ahead },
             prefetch: s.prefetch,
             token: s.token.as_ref().map(|t| site_token(cfg, t)),
+            access: None,
         })
         .collect();
     let fallback = origin_flag.then(|| Site {
@@ -324,6 +325,7 @@ pub(crate) fn cache_settings(cfg: &Config, origin_flag: bool) -> reel_cache::Set
         // A catch-all fetches only what viewers ask for, as any site by default.
         prefetch: reel_cache::Prefetch::Off,
         token: None,
+        access: None,
     });
     let rules = TtlRules::new(c.rule.iter().map(|r| {
         (

@@ -1,9 +1,10 @@
 //! Everything a valid config must also find on this host and in this process before it can
 //! run: the parts it asks for compiled into this binary, the environment variables it
-//! names, the certificates it names, the CPUs of `[cores]`, the descriptor limit against
-//! `http.reserved_fds`, the store's directory and disk, listener addresses this host has,
-//! the access log's file, ports below 1024 without `CAP_NET_BIND_SERVICE`, and HTTP/3's
-//! UDP ports held by another process. One function, [`check`], makes every one of these checks for `reel check`,
+//! names, the certificates it names, the CIDRs of the sites' access rules and the `[geo]`
+//! database, the CPUs of `[cores]`, the descriptor limit against `http.reserved_fds`, the
+//! store's directory and disk, listener addresses this host has, the access log's file,
+//! ports below 1024 without `CAP_NET_BIND_SERVICE`, and HTTP/3's UDP ports held by another
+//! process. One function, [`check`], makes every one of these checks for `reel check`,
 //! `reel serve` and every reload, so `check` refuses what `serve` would; each problem
 //! names its key's file, line and column like the validator's. Only what cannot be known
 //! before binding (a TCP address another process holds) is left to start-up.
@@ -76,6 +77,7 @@ pub(crate) fn check(
     };
     let mut notes = Vec::new();
     problems.extend(host::store(cfg, &mut notes));
+    problems.extend(crate::state::access::check(cfg));
     problems.extend(host::addresses(cfg, origin_flag));
     problems.extend(probe::access_log(cfg));
     problems.extend(probe::privileged_ports(cfg, origin_flag));

@@ -465,7 +465,7 @@ impl Handler for WorkerState {
                 total_time: elapsed,
                 user_agent: req.header("user-agent").unwrap_or(b""),
                 refused: None,
-                denied: tag.denied_reason().map(|r| r.as_str()),
+                denied: tag.denied_reason().map(reel_access::DenyReason::as_str),
             });
         }
     }

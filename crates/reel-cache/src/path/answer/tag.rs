@@ -1,6 +1,6 @@
 //! A response's tag: how the cache answered it (the metrics' cache result), how long
-//! the origin took and, for a refusal, why, packed in the `u64` the codec hands back to
-//! `on_response`.
+//! the origin took, and why a request was refused, packed in the `u64` the codec hands
+//! back to `on_response`.
 
 use std::time::Duration;
 
@@ -8,28 +8,33 @@ use reel_access::DenyReason;
 
 use crate::result::CacheResult;
 
+/// Bits of the origin time (microseconds plus one: some nine years).
+const TIME_BITS: u32 = 48;
+const TIME_MASK: u64 = (1 << TIME_BITS) - 1;
+/// Where the refusal reason (its index plus one) starts.
+const DENIED_SHIFT: u32 = 8 + TIME_BITS;
+
 /// Cache result in the low 8 bits (its index plus one: 0 is a response nobody tagged, one
 /// the codec made itself such as a 408, and counts as local), origin time in microseconds
-/// plus one in the 48 bits above them, and in the top 8 bits the refusal reason's index
-/// plus one (0: not a refusal).
+/// in the 48 above them, and the refusal reason of an access rule in the top 8.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Tag(u64);
 
 impl Tag {
     /// A tag for `result`, with the origin's time if it was asked.
     pub fn new(result: CacheResult, origin: Option<Duration>) -> Tag {
-        let us = origin.map_or(0, |d| (d.as_micros() as u64).saturating_add(1).min(ORIGIN_MAX));
+        let us = origin.map_or(0, |d| (d.as_micros() as u64).saturating_add(1).min(TIME_MASK));
         Tag((result as u64 + 1) | (us << 8))
     }
 
-    /// A refusal reel answered itself, for `reason`.
+    /// A local answer refusing the request for `reason`.
     pub fn denied(reason: DenyReason) -> u64 {
-        Tag::local() | ((reason as u64 + 1) << 56)
+        Tag::new(CacheResult::Local, None).0 | ((reason as u64 + 1) << DENIED_SHIFT)
     }
 
-    /// Why the request was refused, if it was.
+    /// Why the request was refused, if an access rule refused it.
     pub fn denied_reason(self) -> Option<DenyReason> {
-        match (self.0 >> 56) as usize {
+        match (self.0 >> DENIED_SHIFT) as usize {
             0 => None,
             i => DenyReason::ALL.get(i - 1).copied(),
         }
@@ -60,15 +65,12 @@ impl Tag {
 
     /// The origin's time, if it was asked.
     pub fn origin_time(self) -> Option<Duration> {
-        match (self.0 >> 8) & ORIGIN_MAX {
+        match (self.0 >> 8) & TIME_MASK {
             0 => None,
             us => Some(Duration::from_micros(us - 1)),
         }
     }
 }
-
-/// The largest origin time the tag holds, in microseconds plus one (about 8.9 years).
-const ORIGIN_MAX: u64 = (1 << 48) - 1;
 
 #[cfg(test)]
 mod tests {
@@ -93,19 +95,19 @@ mod tests {
             Some(Duration::ZERO)
         );
         assert_eq!(Tag::from_raw(0xff).result(), CacheResult::Local);
-        assert_eq!(back.denied_reason(), None);
+        assert_eq!(h.denied_reason(), None);
+    }
+
+    #[test]
+    fn a_refusal_carries_its_reason_and_no_origin_time() {
         for r in DenyReason::ALL {
-            let d = Tag::from_raw(Tag::denied(r));
-            assert_eq!(
-                (d.result(), d.denied_reason(), d.origin_time()),
-                (CacheResult::Local, Some(r), None)
-            );
+            let t = Tag::from_raw(Tag::denied(r));
+            assert_eq!(t.denied_reason(), Some(r));
+            assert_eq!(t.result(), CacheResult::Local);
+            assert_eq!(t.origin_time(), None);
         }
-        let slow = Tag::new(CacheResult::Miss, Some(Duration::from_secs(u64::MAX / 2)));
-        assert_eq!(
-            Tag::from_raw(slow.raw()).denied_reason(),
-            None,
-            "a long origin time is no refusal"
-        );
+        let long = Tag::new(CacheResult::Miss, Some(Duration::from_secs(400 * 86400 * 365)));
+        assert_eq!(long.denied_reason(), None);
+        assert!(long.origin_time().is_some());
     }
 }

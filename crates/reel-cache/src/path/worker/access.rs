@@ -1,7 +1,11 @@
 //! A site's access checks, run by the conductor once the site is known and before the
-//! method dispatch, so a refusal never reaches the store or the origin: the signed viewer
-//! token of `[site.token]` ([`check_token`]), and what follows an admitted request's
-//! answer so the token reaches the player's next requests ([`follow`]).
+//! method dispatch, so a refusal never reaches the store or the origin: the address and
+//! country rules of `[site.access]` ([`refuse_by_address`]), the signed viewer token of
+//! `[site.token]` ([`check_token`]), the request rate of `[site.limits]`
+//! ([`refuse_by_rate`], per token when one verified), and what follows an admitted
+//! request's answer so the token reaches the player's next requests ([`follow`]). A
+//! refusal is a small fixed body, counted by reason (`reel_denied_total{reason}`) and
+//! tagged with it for the access log.
 //!
 //! An admitted request goes on without its token: the cache path is handed a copy with
 //! the query parameter and the cookie removed, so the token is in no cache key and never
@@ -9,9 +13,11 @@
 
 use std::borrow::Cow;
 
-use reel_access::DenyReason;
+use bytes::Bytes;
 use reel_access::token::{self, Presented, Valid, pct};
+use reel_access::{DenyReason, Refusal, SiteAccess, retry_after_secs};
 use reel_http::{Method, Request, Response};
+use reel_ops::metrics::WorkerMetrics;
 
 use super::settings::{Propagate, SiteToken};
 use crate::path::answer::tag::Tag;
@@ -24,7 +30,6 @@ pub(in crate::path) struct Admitted<'r> {
     /// What to do to the answer for this viewer (propagation).
     pub follow: Follow<'r>,
     /// The verified token (its identity keys per-token limits).
-    #[allow(dead_code)]
     pub valid: Valid,
 }
 
@@ -124,6 +129,45 @@ impl Follow<'_> {
                 let v = format!("{}={raw}; Path={path}{attrs}", t.param);
                 resp.header("set-cookie", v)
             }
+        }
+    }
+}
+
+/// The address and country rules for the client of `req`; `Some`: the refusal to send.
+pub(in crate::path) fn refuse_by_address(
+    access: &SiteAccess,
+    req: &Request,
+    m: &WorkerMetrics,
+) -> Option<Response> {
+    access.check_addr(req.peer().ip()).err().map(|r| refusal(r, m))
+}
+
+/// The rate limit for the client of `req`, or for `token` (the identity of a token the
+/// request carries); `Some`: the refusal to send.
+pub(in crate::path) fn refuse_by_rate(
+    access: &SiteAccess,
+    req: &Request,
+    token: Option<&[u8]>,
+    m: &WorkerMetrics,
+) -> Option<Response> {
+    access.check_rate(req.peer().ip(), token).err().map(|r| refusal(r, m))
+}
+
+/// `Retry-After` values that need no formatting.
+const SECONDS: [&str; 10] = ["0", "1", "2", "3", "4", "5", "6", "7", "8", "9"];
+
+/// The answer to a refused request, counted.
+fn refusal(r: Refusal, m: &WorkerMetrics) -> Response {
+    m.record_denied(r.reason);
+    let resp = Response::error(r.status).tagged(Tag::denied(r.reason));
+    match r.retry_after.map(retry_after_secs) {
+        None => resp,
+        Some(s) => {
+            let value = match SECONDS.get(s as usize) {
+                Some(v) => Bytes::from_static(v.as_bytes()),
+                None => Bytes::from(s.to_string()),
+            };
+            resp.header("retry-after", value)
         }
     }
 }

@@ -1,7 +1,7 @@
 //! Per-worker context: a worker's parts of one config generation ([`WorkerParts`]: its
 //! origin connections and settings, its decoded metadata, its `Cache-Status` entries, its
 //! miss quota) and the narrow contexts each phase borrows from them; and what the phases
-//! read around a request: [`shared`] (the cross-worker state and purge), [`settings`],
+//! read around a request: `access` (a site's access rules at the door), [`shared`] (the cross-worker state and purge), [`settings`],
 //! [`hops`] (`CDN-Loop` and our `Cache-Status` name), `hints` (what LL-HLS playlists
 //! announced), `interim` (the origin's 1xx responses), [`small`] (small bodies read whole
 //! on arrival) and `miss_quota` (how many requests of one client connection wait on the

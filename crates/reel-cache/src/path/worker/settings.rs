@@ -38,6 +38,9 @@ pub struct Site {
     pub slicing: Slicing,
     /// Signed viewer tokens (`[site.token]`); `None`: anyone may fetch.
     pub token: Option<Arc<SiteToken>>,
+    /// Viewer access rules (`[site.access]`, `[site.limits]`); `None`: the site has none,
+    /// and its requests pay one branch for them.
+    pub access: Option<Arc<reel_access::SiteAccess>>,
 }
 
 /// A site's `[site.token]`: how its viewers' tokens are found, verified and passed on.
@@ -201,6 +204,7 @@ mod tests {
             slicing: Slicing::default(),
             prefetch: Prefetch::Off,
             token: None,
+            access: None,
         }
     }
 
