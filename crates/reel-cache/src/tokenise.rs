@@ -155,7 +155,7 @@ mod tests {
     #[test]
     fn only_playlists_and_only_relative_uris() {
         assert_eq!(tokenise("not a playlist\nseg.ts\n", "t", "v"), None);
-        assert!(is_relative("seg.ts") && is_relative("/a/b.ts") && is_relative("a:b/c") == false);
+        assert!(is_relative("seg.ts") && is_relative("/a/b.ts") && !is_relative("a:b/c"));
         assert!(is_relative("./a:b") && is_relative("seg.ts?u=http://x"));
         assert!(!is_relative("//cdn/x.ts") && !is_relative("skd://k") && !is_relative("data:,x"));
         let keyed =

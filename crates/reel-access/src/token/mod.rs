@@ -46,7 +46,7 @@ pub enum KeyError {
 /// Decodes a key given as hex, as the generators take it (`EdgeAuth(key=HEX)`).
 pub fn parse_hex_key(s: &str) -> Result<Vec<u8>, KeyError> {
     let s = s.trim();
-    if s.len() % 2 != 0 || s.is_empty() {
+    if !s.len().is_multiple_of(2) || s.is_empty() {
         return Err(KeyError::NotHex);
     }
     let key = hex_bytes(s.as_bytes()).ok_or(KeyError::NotHex)?;

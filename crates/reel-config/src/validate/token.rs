@@ -11,7 +11,7 @@ const MAX_LEEWAY_SECS: u64 = 300;
 /// Whether `k` is the hex of a key the verifier takes: an even number of hex digits, at
 /// least 32 of them.
 fn is_hex_key(k: &str) -> bool {
-    k.len() % 2 == 0 && k.len() >= 32 && k.bytes().all(|b| b.is_ascii_hexdigit())
+    k.len().is_multiple_of(2) && k.len() >= 32 && k.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
 /// Checks `[site.token]` of `[[site]]` `i`.
