@@ -60,8 +60,6 @@ use super::phase::lookup::{Found, Reader, Stored, cache_key};
 use super::phase::serve::{Serve, local, stream_origin};
 use super::piecewise::oversized;
 use super::piecewise::slice::{self, readahead::ReadAhead};
-use super::worker::WorkerParts;
-use super::worker::access;
 use super::worker::settings::{Settings, Site};
 use super::worker::shared::SharedCache;
 use super::worker::small::SMALL_BODY;
