@@ -744,8 +744,10 @@ impl Default for StoreConfig {
 }
 
 mod cache;
+mod edits;
 mod origin;
 pub use cache::*;
+pub use edits::*;
 pub use origin::*;
 
 #[cfg(test)]

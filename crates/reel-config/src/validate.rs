@@ -5,10 +5,11 @@
 //! [`check`] runs one function per section; the sections live in submodules by area:
 //! `server` (`[server]`, `[log]`, `[admin]`, `[access_log]`), `resources` (`[cores]`,
 //! `[http]`, `[health]`, `[store]`), `listener` (`[[listener]]`, `[[certificate]]`), `cache`
-//! (`[cache]`, `[[cache.rule]]`, `[[site]]`) and `origin` (`[[origin_group]]`,
+//! (`[cache]`, `[[cache.rule]]`, `[[site]]`), `edits` (`[site.cors]`, `[[site.header]]`) and `origin` (`[[origin_group]]`,
 //! `[demo_origin]`).
 
 mod cache;
+mod edits;
 mod listener;
 mod origin;
 mod resources;
@@ -59,6 +60,7 @@ pub(crate) fn check(cfg: &Config, found: &mut Found) {
     cache::check_cache(found, cfg);
     cache::check_cache_rules(found, &cfg.cache.rule);
     cache::check_sites(found, cfg);
+    edits::check_site_edits(found, cfg);
     origin::check_origin_groups(found, &cfg.origin_group);
     origin::check_demo_origin(found, &cfg.demo_origin);
 }

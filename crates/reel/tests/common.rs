@@ -224,6 +224,8 @@ pub(crate) struct Conf {
     pub server: String,
     /// Extra lines per listener name (e.g. its TLS keys).
     pub listener_lines: HashMap<String, String>,
+    /// Lines and sub-tables of the `[[site]]` (e.g. `[site.cors]`), verbatim.
+    pub site: String,
     /// Top-level tables appended verbatim (e.g. `[[certificate]]`).
     pub extra: String,
     /// Extra arguments of `reel serve`.
@@ -258,6 +260,7 @@ impl Conf {
             connect_timeout: "5s".into(),
             server: String::new(),
             listener_lines: HashMap::new(),
+            site: String::new(),
             extra: String::new(),
             serve_args: Vec::new(),
             bare: false,
@@ -322,9 +325,10 @@ impl Conf {
             "[cache]\nnegative_ttl = \"{}\"\n\n{}\n",
             self.negative_ttl, self.rules
         ));
-        s.push_str(
-            "[[site]]\nhosts = [\"127.0.0.1\", \"localhost\", \"*.example.test\"]\norigin_group = \"o\"\n\n",
-        );
+        s.push_str(&format!(
+            "[[site]]\nhosts = [\"127.0.0.1\", \"localhost\", \"*.example.test\"]\norigin_group = \"o\"\n{}\n\n",
+            self.site
+        ));
         let hosts: Vec<String> = self.origins.iter().map(|a| format!("\"{a}\"")).collect();
         s.push_str(&format!(
             "[[origin_group]]\nname = \"o\"\nconnect_timeout = \"{}\"\nfirst_byte_timeout = \"20s\"\nretries = {}\n{}\n  [origin_group.health]\n  enabled = false\n\n  [[origin_group.tier]]\n  hosts = [{}]\n{}\n",

@@ -26,7 +26,11 @@
 //! other methods ─ pass through (body streamed) ─ 2xx/3xx: invalidate URL, Location, Content-Location
 //! (extension methods pass too; TRACE and CONNECT never; only POST, PUT, DELETE and PATCH
 //! invalidate unless the site's `invalidate_on = "all"`)
+//! CORS preflight (site with `[site.cors]`) ─ 204 at the edge, never forwarded
 //! ```
+//!
+//! Every response of a site with `[site.cors]` or `[[site.header]]` leaves through its
+//! edits (`answer/edits.rs`), whichever phase answered it.
 //!
 //! Phase by phase: `lookup` finds what is stored ([`Found`]); `inflight` makes this
 //! request the leader or a follower of the one fetch per key; `fetch` makes the leader's
@@ -227,6 +231,27 @@ impl WorkerCache {
             // Not a site of ours: never an open proxy (RFC 9110 15.5.20).
             return local(421);
         };
+        let Some(edits) = &site.edits else {
+            return self.by_method(req, body, site, m).await;
+        };
+        // A CORS preflight is answered first, before the site's access checks: a browser
+        // sends no cookies, tokens or credentials with one.
+        if let Some(r) = edits.preflight(req) {
+            return r;
+        }
+        let r = self.by_method(req, body, site, m).await;
+        edits.apply(req, r)
+    }
+
+    /// A request of `site`, by its method: GET and HEAD through the cache, others passed
+    /// through (or refused).
+    async fn by_method(
+        &self,
+        req: &Request,
+        body: &mut RequestBody<'_>,
+        site: &Site,
+        m: &WorkerMetrics,
+    ) -> Response {
         match req.method() {
             Method::Get | Method::Head => self.get(req, body, site, m).await,
             // Extension methods too (RFC 9110 9.1, 16.1): the origin knows what they mean.

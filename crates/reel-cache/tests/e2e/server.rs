@@ -196,6 +196,7 @@ impl Server {
                 honor_client_cache_control: opts.honor_client_cache_control,
                 slicing: opts.slicing,
                 prefetch: opts.prefetch,
+                edits: None,
             }],
             fallback: None,
             policy: opts.policy,

@@ -238,6 +238,13 @@ pub struct SiteConfig {
     /// viewers ask for. Default `off`.
     #[serde(default)]
     pub prefetch: Prefetch,
+    /// `[site.cors]`: cross-origin access for web players on other origins. Default: none
+    /// (responses carry the origin's own CORS fields, preflights go to the origin).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cors: Option<CorsConfig>,
+    /// `[[site.header]]`: response header rules, applied in order. Default: none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub header: Vec<HeaderRuleConfig>,
 }
 
 /// What a site fetches before viewers ask (LL-HLS, draft-pantos-hls-rfc8216bis §4.4.5.3).
@@ -270,6 +277,8 @@ impl Default for SiteConfig {
             slice: SliceSize::default(),
             read_ahead: default_read_ahead(),
             prefetch: Prefetch::default(),
+            cors: None,
+            header: Vec::new(),
         }
     }
 }

@@ -290,6 +290,7 @@ pub(crate) fn cache_settings(cfg: &Config, origin_flag: bool) -> reel_cache::Set
             honor_client_cache_control: s.client_cache_control == ClientCacheControl::Honor,
             slicing: reel_cache::Slicing { size: s.slice.bytes(), read_ahead: s.read_ahead },
             prefetch: s.prefetch,
+            edits: reel_cache::ResponseEdits::new(s.cors.as_ref(), &s.header),
         })
         .collect();
     let fallback = origin_flag.then(|| Site {
@@ -303,6 +304,7 @@ pub(crate) fn cache_settings(cfg: &Config, origin_flag: bool) -> reel_cache::Set
         slicing: reel_cache::Slicing::default(),
         // A catch-all fetches only what viewers ask for, as any site by default.
         prefetch: reel_cache::Prefetch::Off,
+        edits: None,
     });
     let rules = TtlRules::new(c.rule.iter().map(|r| {
         (

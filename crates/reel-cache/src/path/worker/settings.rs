@@ -4,12 +4,14 @@
 //! reel is never an open proxy: a Host that no site names is refused, and the origin is
 //! always chosen from the config, never from the request.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 pub use reel_config::{InvalidateOn, Prefetch};
 
 use super::hops::Node;
 use crate::key::KeyConfig;
+use crate::path::answer::edits::ResponseEdits;
 use crate::policy::freshness::PolicyConfig;
 use crate::policy::rules::TtlRules;
 
@@ -35,6 +37,9 @@ pub struct Site {
     pub prefetch: Prefetch,
     /// Slice caching (`slice`, `read_ahead`).
     pub slicing: Slicing,
+    /// The fields its responses leave with besides the stored ones (`[site.cors]`,
+    /// `[[site.header]]`); `None`: none, and nothing to pay.
+    pub edits: Option<Arc<ResponseEdits>>,
 }
 
 /// A site's slice caching: objects answered from fixed-size slices fetched by `Range`.
@@ -167,6 +172,7 @@ mod tests {
             honor_client_cache_control: true,
             slicing: Slicing::default(),
             prefetch: Prefetch::Off,
+            edits: None,
         }
     }
 
