@@ -5,10 +5,12 @@
 mod access_log;
 mod admin;
 mod admission;
+mod browser_cors;
 mod cgroup;
 mod cli;
 mod common;
 mod contrib;
+mod cors;
 mod dashboard;
 mod disks;
 mod fair;
