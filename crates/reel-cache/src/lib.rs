@@ -11,6 +11,7 @@ pub mod policy;
 pub mod result;
 pub mod tokenise;
 
+pub use path::answer::edits::ResponseEdits;
 pub use path::answer::pass_stream::{PASS_BUFFER, PassBuffered};
 pub use path::answer::tag::Tag;
 pub use path::conductor::WorkerCache;

@@ -761,10 +761,12 @@ impl Default for StoreConfig {
 mod access;
 pub(crate) mod addr;
 mod cache;
+mod edits;
 mod origin;
 mod token;
 pub use access::*;
 pub use cache::*;
+pub use edits::*;
 pub use origin::*;
 pub use token::*;
 

@@ -6,10 +6,12 @@
 //! `server` (`[server]`, `[log]`, `[admin]`, `[access_log]`), `resources` (`[cores]`,
 //! `[http]`, `[health]`, `[store]`), `listener` (`[[listener]]`, `[[certificate]]`), `cache`
 //! (`[cache]`, `[[cache.rule]]`, `[[site]]`), `access` (`[geo]`, `[site.access]`,
-//! `[site.limits]`) and `origin` (`[[origin_group]]`, `[demo_origin]`).
+//! `[site.limits]`), `edits` (`[site.cors]`, `[[site.header]]`) and `origin`
+//! (`[[origin_group]]`, `[demo_origin]`).
 
 mod access;
 mod cache;
+mod edits;
 mod listener;
 mod origin;
 mod resources;
@@ -62,6 +64,7 @@ pub(crate) fn check(cfg: &Config, found: &mut Found) {
     cache::check_cache_rules(found, &cfg.cache.rule);
     cache::check_sites(found, cfg);
     access::check_access(found, cfg);
+    edits::check_site_edits(found, cfg);
     origin::check_origin_groups(found, &cfg.origin_group);
     origin::check_demo_origin(found, &cfg.demo_origin);
 }

@@ -225,7 +225,7 @@ pub(crate) struct Conf {
     /// Extra lines per listener name (e.g. its TLS keys).
     pub listener_lines: HashMap<String, String>,
     /// Lines of the `[[site]]` table after its hosts and group, verbatim (its keys, then
-    /// its sub-tables such as `[site.access]`).
+    /// its sub-tables such as `[site.access]` or `[site.cors]`).
     pub site: String,
     /// Top-level tables appended verbatim (e.g. `[[certificate]]`).
     pub extra: String,

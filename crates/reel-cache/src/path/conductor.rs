@@ -26,10 +26,13 @@
 //! other methods ─ pass through (body streamed) ─ 2xx/3xx: invalidate URL, Location, Content-Location
 //! (extension methods pass too; TRACE and CONNECT never; only POST, PUT, DELETE and PATCH
 //! invalidate unless the site's `invalidate_on = "all"`)
+//! CORS preflight (site with `[site.cors]`) ─ 204 at the edge, never forwarded
 //! ```
 //!
 //! Before any of this, a site with access rules (`worker/access.rs`) refuses clients by
 //! address, country and request rate: 403, 451 or 429, nothing looked up or fetched.
+//! Every response of a site with `[site.cors]` or `[[site.header]]` leaves through its
+//! edits (`answer/edits.rs`), whichever phase answered it.
 //!
 //! Phase by phase: `lookup` finds what is stored ([`Found`]); `inflight` makes this
 //! request the leader or a follower of the one fetch per key; `fetch` makes the leader's
@@ -230,6 +233,26 @@ impl WorkerCache {
             // Not a site of ours: never an open proxy (RFC 9110 15.5.20).
             return local(421);
         };
+        let Some(edits) = &site.edits else {
+            return self.checked(req, body, site, m).await;
+        };
+        // A CORS preflight is answered first, before the site's access checks: a browser
+        // sends no cookies, tokens or credentials with one.
+        if let Some(r) = edits.preflight(req) {
+            return r;
+        }
+        let r = self.checked(req, body, site, m).await;
+        edits.apply(req, r)
+    }
+
+    /// A request of `site` through its access checks, then by its method.
+    async fn checked(
+        &self,
+        req: &Request,
+        body: &mut RequestBody<'_>,
+        site: &Site,
+        m: &WorkerMetrics,
+    ) -> Response {
         // The site's access rules, before the store or the origin is consulted: address
         // and country, then the token, then the rate (per token when one verified). OPTIONS
         // is left to the CORS preflight (browsers send no credentials on one).
@@ -254,7 +277,7 @@ impl WorkerCache {
             {
                 return refused;
             }
-            let resp = self.dispatch(&admitted.clean, body, site, m).await;
+            let resp = self.by_method(&admitted.clean, body, site, m).await;
             return admitted.follow.apply(t, req, resp).await;
         }
         if let Some(access) = &site.access
@@ -262,12 +285,12 @@ impl WorkerCache {
         {
             return refused;
         }
-        self.dispatch(req, body, site, m).await
+        self.by_method(req, body, site, m).await
     }
 
-    /// A request of `site` by its method: GET and HEAD through the cache, the others passed
-    /// to the origin (or refused).
-    async fn dispatch(
+    /// A request of `site` by its method: GET and HEAD through the cache, others passed
+    /// through (or refused).
+    async fn by_method(
         &self,
         req: &Request,
         body: &mut RequestBody<'_>,

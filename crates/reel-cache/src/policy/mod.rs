@@ -6,8 +6,10 @@
 
 pub mod cache_control;
 pub mod conditional;
+pub mod cors;
 pub mod decision;
 pub mod freshness;
+pub mod header_rules;
 pub mod headers;
 pub mod meta;
 pub mod multipart;

@@ -198,6 +198,7 @@ impl Server {
                 prefetch: opts.prefetch,
                 token: None,
                 access: None,
+                edits: None,
             }],
             fallback: None,
             policy: opts.policy,

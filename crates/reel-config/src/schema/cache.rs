@@ -247,6 +247,13 @@ pub struct SiteConfig {
     /// `[site.limits]`: the request rate of one client.
     #[serde(default)]
     pub limits: SiteLimitsConfig,
+    /// `[site.cors]`: cross-origin access for web players on other origins. Default: none
+    /// (responses carry the origin's own CORS fields, preflights go to the origin).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cors: Option<CorsConfig>,
+    /// `[[site.header]]`: response header rules, applied in order. Default: none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub header: Vec<HeaderRuleConfig>,
 }
 
 /// What a site fetches before viewers ask (LL-HLS, draft-pantos-hls-rfc8216bis §4.4.5.3).
@@ -282,6 +289,8 @@ impl Default for SiteConfig {
             token: None,
             access: SiteAccessConfig::default(),
             limits: SiteLimitsConfig::default(),
+            cors: None,
+            header: Vec::new(),
         }
     }
 }

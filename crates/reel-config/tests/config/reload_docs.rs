@@ -24,6 +24,12 @@ fn leaf_keys(prefix: &str, v: &toml::Value, out: &mut Vec<String>) {
 fn every_key() -> Config {
     let text = BASE
         .replace("origin_group = \"main\"", "origin_group = \"main\"\nheuristic_freshness = true")
+        .replace(
+            "heuristic_freshness = true\n",
+            "heuristic_freshness = true\n\n[site.cors]\nallow_origins = [\"https://p.example\"]\n\
+             allow_credentials = true\n\n[[site.header]]\naction = \"set\"\nname = \"Cache-Control\"\n\
+             value = \"max-age=1\"\npath = \"*.m3u8\"\nstatus = [200]\n",
+        )
         + "\n[[cache.rule]]\nmatch = \"*.ts\"\nttl = \"1h\"\n\n[origin_group.health]\npath = \"/h\"\n"
         + "\n[[listener]]\nname = \"https\"\naddress = \"127.0.0.1:8443\"\ntls_cert = \"c.pem\"\n"
         + "tls_key = \"c.key\"\nsni_strict = true\nhttp2 = false\nmin_tls_version = \"1.3\"\nktls = \"off\"\n"

@@ -311,6 +311,7 @@ pub(crate) fn cache_settings(cfg: &Config, origin_flag: bool) -> reel_cache::Set
             prefetch: s.prefetch,
             token: s.token.as_ref().map(|t| site_token(cfg, t)),
             access: None,
+            edits: reel_cache::ResponseEdits::new(s.cors.as_ref(), &s.header),
         })
         .collect();
     let fallback = origin_flag.then(|| Site {
@@ -326,6 +327,7 @@ pub(crate) fn cache_settings(cfg: &Config, origin_flag: bool) -> reel_cache::Set
         prefetch: reel_cache::Prefetch::Off,
         token: None,
         access: None,
+        edits: None,
     });
     let rules = TtlRules::new(c.rule.iter().map(|r| {
         (

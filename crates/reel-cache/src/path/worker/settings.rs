@@ -11,6 +11,7 @@ pub use reel_config::{InvalidateOn, Prefetch, Propagate};
 
 use super::hops::Node;
 use crate::key::KeyConfig;
+use crate::path::answer::edits::ResponseEdits;
 use crate::policy::freshness::PolicyConfig;
 use crate::policy::rules::TtlRules;
 
@@ -41,6 +42,9 @@ pub struct Site {
     /// Viewer access rules (`[site.access]`, `[site.limits]`); `None`: the site has none,
     /// and its requests pay one branch for them.
     pub access: Option<Arc<reel_access::SiteAccess>>,
+    /// The fields its responses leave with besides the stored ones (`[site.cors]`,
+    /// `[[site.header]]`); `None`: none, and nothing to pay.
+    pub edits: Option<Arc<ResponseEdits>>,
 }
 
 /// A site's `[site.token]`: how its viewers' tokens are found, verified and passed on.
@@ -205,6 +209,7 @@ mod tests {
             prefetch: Prefetch::Off,
             token: None,
             access: None,
+            edits: None,
         }
     }
 
