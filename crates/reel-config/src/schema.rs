@@ -744,8 +744,10 @@ impl Default for StoreConfig {
 }
 
 mod cache;
+mod compress;
 mod origin;
 pub use cache::*;
+pub use compress::*;
 pub use origin::*;
 
 #[cfg(test)]

@@ -9,6 +9,7 @@
 //! `[demo_origin]`).
 
 mod cache;
+mod compress;
 mod listener;
 mod origin;
 mod resources;

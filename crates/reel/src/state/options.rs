@@ -257,6 +257,19 @@ fn group(g: &reel_config::OriginGroupConfig) -> GroupSpec {
 /// `[cache]`, `[[cache.rule]]` and `[[site]]`. With `--origin` every Host comes from
 /// [`FLAG_GROUP`]: each site keeps its key, methods and policy but fetches from the flag's
 /// origin, and a catch-all site takes the Hosts no site claims.
+/// A site's `[site.compress]` for the cache; `None` when it is off or no memory is given
+/// to compressed representations.
+fn compress_of(c: &reel_config::CompressConfig, memory: u64) -> Option<reel_cache::Compress> {
+    (c.enabled && memory > 0 && !c.encodings.is_empty()).then(|| reel_cache::Compress {
+        types: c.types.iter().map(|t| t.to_ascii_lowercase()).collect(),
+        encodings: c.encodings.clone(),
+        min_size: c.min_size.bytes(),
+        max_size: c.max_size.bytes(),
+        brotli_quality: c.brotli_quality,
+        gzip_level: c.gzip_level,
+    })
+}
+
 pub(crate) fn cache_settings(cfg: &Config, origin_flag: bool) -> reel_cache::Settings {
     use reel_cache::Site;
     use reel_cache::key::KeyConfig;
@@ -290,6 +303,7 @@ pub(crate) fn cache_settings(cfg: &Config, origin_flag: bool) -> reel_cache::Set
             honor_client_cache_control: s.client_cache_control == ClientCacheControl::Honor,
             slicing: reel_cache::Slicing { size: s.slice.bytes(), read_ahead: s.read_ahead },
             prefetch: s.prefetch,
+            compress: compress_of(&s.compress, c.compressed_memory.bytes()),
         })
         .collect();
     let fallback = origin_flag.then(|| Site {
@@ -303,6 +317,7 @@ pub(crate) fn cache_settings(cfg: &Config, origin_flag: bool) -> reel_cache::Set
         slicing: reel_cache::Slicing::default(),
         // A catch-all fetches only what viewers ask for, as any site by default.
         prefetch: reel_cache::Prefetch::Off,
+        compress: compress_of(&reel_config::CompressConfig::default(), c.compressed_memory.bytes()),
     });
     let rules = TtlRules::new(c.rule.iter().map(|r| {
         (
@@ -321,6 +336,7 @@ pub(crate) fn cache_settings(cfg: &Config, origin_flag: bool) -> reel_cache::Set
         lock_timeout: c.lock_timeout.get(),
         max_misses_per_connection: c.max_misses_per_connection as usize,
         read_ahead_per_worker: c.read_ahead_per_worker as usize,
+        compressed_memory: c.compressed_memory.bytes() as usize,
         blocking_timeout: c.blocking_timeout.get(),
         fill_timeout: c.fill_timeout.get(),
         node: node(cfg),

@@ -1,6 +1,7 @@
 //! Building answers: how the cache answered a response ([`Answer`]), and below, the
 //! response's [`tag`], the `preamble` of conditionals and ranges every answer from a stored
-//! representation starts with, the responses built from stored objects ([`stored`]),
+//! representation starts with, the responses built from stored objects ([`stored`]) and
+//! from their compressed representations (`encode`),
 //! bodies walked piece by piece (`body_walk`) and an origin body streamed to its one client
 //! ([`pass_stream`]).
 //!
@@ -22,6 +23,7 @@ use reel_http::Response;
 use tag::Tag;
 
 pub(super) mod body_walk;
+pub(super) mod encode;
 pub mod pass_stream;
 pub(super) mod preamble;
 pub mod stored;

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 pub use reel_config::{InvalidateOn, Prefetch};
 
+use super::encoded::Compress;
 use super::hops::Node;
 use crate::key::KeyConfig;
 use crate::policy::freshness::PolicyConfig;
@@ -35,6 +36,8 @@ pub struct Site {
     pub prefetch: Prefetch,
     /// Slice caching (`slice`, `read_ahead`).
     pub slicing: Slicing,
+    /// Compressed representations of text responses (`[site.compress]`); `None`: off.
+    pub compress: Option<Compress>,
 }
 
 /// A site's slice caching: objects answered from fixed-size slices fetched by `Range`.
@@ -79,6 +82,9 @@ pub struct Settings {
     pub max_misses_per_connection: usize,
     /// Most read-ahead slice fetches in flight per worker (`[cache] read_ahead_per_worker`).
     pub read_ahead_per_worker: usize,
+    /// Bytes of compressed representations kept, all workers together (`[cache]
+    /// compressed_memory`).
+    pub compressed_memory: usize,
     /// Longest a fill may take from its origin request to the end of its body.
     pub fill_timeout: Duration,
     /// How long an LL-HLS blocking request waits, leader and followers alike (`[cache]
@@ -140,6 +146,7 @@ impl Settings {
             lock_timeout: Duration::from_secs(10),
             max_misses_per_connection: 32,
             read_ahead_per_worker: 64,
+            compressed_memory: 32 << 20,
             fill_timeout: Duration::from_secs(600),
             blocking_timeout: Duration::from_secs(3),
             node: Node::default(),
@@ -167,6 +174,7 @@ mod tests {
             honor_client_cache_control: true,
             slicing: Slicing::default(),
             prefetch: Prefetch::Off,
+            compress: None,
         }
     }
 
