@@ -370,8 +370,15 @@ mod tests {
         assert_eq!(enc.bytes(), 0);
         assert!(enc.get_or_make(&blob, Coding::Br).is_err(), "made by the next request");
         // Incompressible bytes: identity answered, nothing counted as made.
-        let noise: Vec<u8> =
-            (0..4096u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let noise: Vec<u8> = (0..4096)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                (x >> 32) as u8
+            })
+            .collect();
         let Err(m) = enc.get_or_make(&Bytes::from_static(b"n"), Coding::Gzip) else { panic!() };
         assert!(matches!(m.make(&noise, b"", &cfg(), 1 << 20), Slot::NotSmaller));
         // Beyond the bound the oldest go first.
