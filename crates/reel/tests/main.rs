@@ -8,6 +8,7 @@ mod admission;
 mod cgroup;
 mod cli;
 mod common;
+mod compress;
 mod contrib;
 mod dashboard;
 mod disks;

@@ -66,8 +66,9 @@ impl Serve<'_> {
     }
 
     /// The representation in `c` of the version whose metadata blob is `blob`: this
-    /// worker's handle, the shared one, or made now from `body` (the whole identity body)
-    /// when no other request is making it. `None`: answer identity.
+    /// worker's handle, the shared one (waiting for the request making it), or made now
+    /// from `body` (the whole identity body). `None`: answer identity (compression did not
+    /// make it smaller, or its body could not be read).
     pub(in crate::path) async fn representation(
         &self,
         prep: &Prepared,
@@ -79,7 +80,7 @@ impl Serve<'_> {
             return Some(r);
         }
         let cfg = self.compress?;
-        let slot = match self.encodings.get_or_make(blob, c) {
+        let slot = match self.encodings.get_or_make_waiting(blob, c).await {
             Ok(s) => s,
             Err(making) => {
                 let b = body.await?;

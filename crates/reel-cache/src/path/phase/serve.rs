@@ -140,10 +140,10 @@ impl Serve<'_> {
             .expected_len()
             .filter(|&n| n <= SMALL_BODY)
             .and_then(|n| Some((n, self.small_body(&prep, fill.meta(), n)?)));
-        let neg = match &whole {
-            Some((n, _)) => self.negotiate(req, &prep, status, *n),
-            None => Negotiated::Plain,
-        };
+        // A body still streaming is answered identity, with `Vary` if it will not be once
+        // stored (a length not known yet is taken as compressible).
+        let n = fill.expected_len().or(self.compress.map(|c| c.min_size)).unwrap_or(0);
+        let neg = self.negotiate(req, &prep, status, n);
         if let (Negotiated::Coded(c), Some((_, b))) = (neg, &whole) {
             let body = std::future::ready(Some(b.clone()));
             if let Some(rep) = self.representation(&prep, fill.meta(), c, body).await {
@@ -180,8 +180,7 @@ impl Serve<'_> {
                 };
                 match set.resolve(avail) {
                     RangeOutcome::Partial { range, total } => {
-                        let r = prep
-                            .head(206, now, &cs)
+                        let r = vary(prep.head(206, now, &cs))
                             .header("content-range", content_range(range, total))
                             .stream(
                                 stream_filling(fill, range.start, Some(range.end + 1)),
@@ -208,7 +207,7 @@ impl Serve<'_> {
                 }
             }
         }
-        let r = prep.head(status, now, &cs);
+        let r = vary(prep.head(status, now, &cs));
         if head {
             let len = match total {
                 Some(l) => l,

@@ -6,8 +6,10 @@
 //! Entries are keyed, like small bodies (`small.rs`), by the identity of the stored
 //! metadata blob (one `Bytes` per object version, kept with its entry so an address is
 //! never reused while it names one) and the coding. While one request makes a
-//! representation, the others find it [`Slot::Making`] and are answered identity: a
-//! playlist's first readers are never held up by its compression. Beyond the byte bound
+//! representation, the others that want it find it [`Slot::Making`] and wait for it (a
+//! compression of at most `max_size`, usually a playlist of a few KiB: microseconds), so
+//! the waiters an LL-HLS blocking reload releases at once are all answered compressed and
+//! it is made once. Beyond the byte bound
 //! (`[cache] compressed_memory`) the oldest go first; each worker keeps the ones it served
 //! in its decoded metadata within its small-body budget, so a hit takes no lock.
 
@@ -19,6 +21,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use bytes::{BufMut, Bytes, BytesMut};
 use reel_config::Coding;
 use reel_ops::metrics::{Kind, PromWriter};
+use tokio::sync::Notify;
 
 use crate::policy::accept_encoding::CodingName;
 
@@ -57,8 +60,8 @@ pub struct Rep {
 /// What is kept for one object version and coding.
 #[derive(Clone)]
 pub enum Slot {
-    /// A request is making it.
-    Making,
+    /// A request is making it; it notifies when it is done (or gave up).
+    Making(Arc<Notify>),
     /// Made.
     Ready(Arc<Rep>),
     /// Compression did not make it smaller: identity is answered.
@@ -119,6 +122,7 @@ pub struct Making<'a> {
     blob: Bytes,
     coding: Coding,
     done: bool,
+    waiters: Arc<Notify>,
 }
 
 impl Drop for Making<'_> {
@@ -126,12 +130,14 @@ impl Drop for Making<'_> {
         if !self.done {
             let mut g = self.enc.lock();
             let k = id(&self.blob, self.coding);
-            if matches!(g.map.get(&k), Some((_, Slot::Making))) {
+            if matches!(g.map.get(&k), Some((_, Slot::Making(_)))) {
                 g.map.remove(&k);
                 g.order.retain(|o| *o != k);
                 g.bytes -= self.blob.len();
             }
         }
+        // Done or not: the waiters look again (and one of them makes it).
+        self.waiters.notify_waiters();
     }
 }
 
@@ -170,10 +176,27 @@ impl Encodings {
         if let Some((_, s)) = g.map.get(&k) {
             return Ok(s.clone());
         }
-        g.map.insert(k, (blob.clone(), Slot::Making));
+        let waiters = Arc::new(Notify::new());
+        g.map.insert(k, (blob.clone(), Slot::Making(waiters.clone())));
         g.order.push_back(k);
         g.bytes += blob.len();
-        Err(Making { enc: self, blob: blob.clone(), coding: c, done: false })
+        Err(Making { enc: self, blob: blob.clone(), coding: c, done: false, waiters })
+    }
+
+    /// What is kept for `blob`'s version in `c` once no request is making it (waiting for
+    /// the one that is); `Err`: this caller makes it.
+    pub async fn get_or_make_waiting(&self, blob: &Bytes, c: Coding) -> Result<Slot, Making<'_>> {
+        loop {
+            let n = match self.get_or_make(blob, c)? {
+                Slot::Making(n) => n,
+                s => return Ok(s),
+            };
+            // Registered before the second look: a notification after it is not lost.
+            let woken = n.notified();
+            if matches!(self.get_or_make(blob, c)?, Slot::Making(_)) {
+                woken.await;
+            }
+        }
     }
 
     fn put(&self, blob: &Bytes, c: Coding, slot: Slot, memory: usize) {
@@ -246,7 +269,7 @@ impl Encodings {
 }
 
 /// `body` compressed in `c` at `cfg`'s level; `None` if the encoder failed.
-fn compress(c: Coding, body: &[u8], cfg: &Compress) -> Option<Bytes> {
+pub fn compress(c: Coding, body: &[u8], cfg: &Compress) -> Option<Bytes> {
     let mut out = Vec::with_capacity(body.len() / 4 + 64);
     match c {
         Coding::Br => {
@@ -340,7 +363,7 @@ mod tests {
         let enc = Encodings::default();
         let blob = Bytes::from_static(b"meta of v1");
         let Err(m) = enc.get_or_make(&blob, Coding::Gzip) else { panic!("nothing kept yet") };
-        assert!(matches!(enc.get_or_make(&blob, Coding::Gzip), Ok(Slot::Making)), "one maker");
+        assert!(matches!(enc.get_or_make(&blob, Coding::Gzip), Ok(Slot::Making(_))), "one maker");
         let Slot::Ready(gz) = m.make(&body, raw, &cfg(), 1 << 20) else { panic!("made") };
         let mut out = Vec::new();
         flate2::read::GzDecoder::new(&gz.body[..]).read_to_end(&mut out).unwrap();
