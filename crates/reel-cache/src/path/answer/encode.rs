@@ -10,6 +10,7 @@
 //! piece is answered identity. `Vary: Accept-Encoding` goes on every answer that could
 //! have been compressed for another request.
 
+use std::cell::RefCell;
 use std::future::Future;
 use std::sync::Arc;
 
@@ -18,9 +19,8 @@ use reel_config::Coding;
 use reel_http::{Method, Request, Response};
 
 use super::preamble::{Plan, plan};
-use super::stored::{Prepared, ReqHeaders};
-use crate::path::phase::serve::Serve;
-use crate::path::worker::encoded::{Rep, Slot};
+use super::stored::{MetaCache, Prepared, ReqHeaders};
+use crate::path::worker::encoded::{Compress, Encodings, Rep, Slot};
 use crate::policy::accept_encoding::choose;
 use crate::policy::conditional::{self, Outcome, Validators};
 use crate::policy::range::{content_range, content_range_unsatisfied, parse_range};
@@ -46,7 +46,20 @@ impl Negotiated {
     }
 }
 
-impl Serve<'_> {
+/// What answering with compressed representations uses of the worker and the site.
+#[derive(Clone, Copy)]
+pub(in crate::path) struct Encoder<'a> {
+    /// The site's compression; `None` answers identity only.
+    pub compress: Option<&'a Compress>,
+    /// The representations, shared by the workers.
+    pub encodings: &'a Encodings,
+    /// Their bound in bytes (`[cache] compressed_memory`).
+    pub compressed_memory: usize,
+    /// This worker's decoded metadata (its small-body budget holds its handles).
+    pub metas: &'a RefCell<MetaCache>,
+}
+
+impl Encoder<'_> {
     /// How `req` is answered from `prep` (its status `status`, its body `n` bytes).
     pub(in crate::path) fn negotiate(
         &self,

@@ -13,7 +13,7 @@ use reel_origin::OriginResponse;
 use reel_store::{Filling, Hit};
 
 use crate::path::answer::body_walk::{self, Whole};
-use crate::path::answer::encode::{Negotiated, VARY};
+use crate::path::answer::encode::{Encoder, Negotiated, VARY};
 use crate::path::answer::pass_stream::{PassBuffered, stream_body};
 use crate::path::answer::preamble::{Plan, Preamble, multipart, plan, preamble, unsatisfiable};
 use crate::path::answer::stored::{
@@ -63,7 +63,7 @@ impl Serve<'_> {
         let (t, cs) = (ans.tag(), self.statuses.get(ans.status));
         let status = prep.meta.status();
         let len = hit.body_len();
-        let neg = self.negotiate(req, prep, status, len);
+        let neg = self.encoder().negotiate(req, prep, status, len);
         if let Negotiated::Coded(c) = neg {
             let body = async {
                 match self.small_body(prep, hit.meta(), len) {
@@ -71,8 +71,8 @@ impl Serve<'_> {
                     None => hit.read(0, len).await.ok(),
                 }
             };
-            if let Some(rep) = self.representation(prep, hit.meta(), c, body).await {
-                return self.answer_encoded(req, prep, &rep, now, (&cs, t));
+            if let Some(rep) = self.encoder().representation(prep, hit.meta(), c, body).await {
+                return self.encoder().answer_encoded(req, prep, &rep, now, (&cs, t));
             }
         }
         let vary = |r: Response| if neg.varies() { r.header("vary", VARY) } else { r };
@@ -143,11 +143,11 @@ impl Serve<'_> {
         // A body still streaming is answered identity, with `Vary` if it will not be once
         // stored (a length not known yet is taken as compressible).
         let n = fill.expected_len().or(self.compress.map(|c| c.min_size)).unwrap_or(0);
-        let neg = self.negotiate(req, &prep, status, n);
+        let neg = self.encoder().negotiate(req, &prep, status, n);
         if let (Negotiated::Coded(c), Some((_, b))) = (neg, &whole) {
             let body = std::future::ready(Some(b.clone()));
-            if let Some(rep) = self.representation(&prep, fill.meta(), c, body).await {
-                return self.answer_encoded(req, &prep, &rep, now, (&cs, t));
+            if let Some(rep) = self.encoder().representation(&prep, fill.meta(), c, body).await {
+                return self.encoder().answer_encoded(req, &prep, &rep, now, (&cs, t));
             }
         }
         let vary = |r: Response| if neg.varies() { r.header("vary", VARY) } else { r };
@@ -222,6 +222,16 @@ impl Serve<'_> {
             return r.with_content_length(len).tagged(t);
         }
         r.stream(stream_filling(fill, 0, total), total).tagged(t)
+    }
+
+    /// Answering with compressed representations.
+    fn encoder(&self) -> Encoder<'_> {
+        Encoder {
+            compress: self.compress,
+            encodings: self.encodings,
+            compressed_memory: self.compressed_memory,
+            metas: self.metas,
+        }
     }
 
     /// The whole body of the object version `blob` names, if it is held in memory.
