@@ -17,6 +17,7 @@ pub use path::answer::tag::Tag;
 pub use path::conductor::WorkerCache;
 pub use path::phase::inflight::Inflight;
 pub use path::phase::llhls::Streams;
+pub use path::worker::encoded::Compress;
 pub use path::worker::hops::Node;
 pub use path::worker::settings::{
     InvalidateOn, Prefetch, Propagate, Settings, Site, SiteToken, Slicing,

@@ -761,11 +761,13 @@ impl Default for StoreConfig {
 mod access;
 pub(crate) mod addr;
 mod cache;
+mod compress;
 mod edits;
 mod origin;
 mod token;
 pub use access::*;
 pub use cache::*;
+pub use compress::*;
 pub use edits::*;
 pub use origin::*;
 pub use token::*;

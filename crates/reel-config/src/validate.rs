@@ -11,6 +11,7 @@
 
 mod access;
 mod cache;
+mod compress;
 mod edits;
 mod listener;
 mod origin;

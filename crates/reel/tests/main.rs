@@ -13,6 +13,7 @@ mod check_probes;
 mod cli;
 mod client;
 mod common;
+mod compress;
 mod contrib;
 mod cors;
 mod dashboard;

@@ -342,7 +342,7 @@ impl WorkerCache {
             // RFC 9111 5.2.1.5 forbids storing what this request fetches, not sharing a
             // fill already under way: joining it costs the origin nothing.
             if let Found::Filling { fill, prep } = self.reader().find(&key, &hdrs).await {
-                return self.serve().filling(req, fill, prep, Answer::MISS_COLLAPSED).await;
+                return self.serve_for(site).filling(req, fill, prep, Answer::MISS_COLLAPSED).await;
             }
             let Some(_place) = self.parts.miss_place(req.socket_peer()).await else {
                 return too_many_waiting();
@@ -407,10 +407,10 @@ impl WorkerCache {
                 Phase::WaitedOut if g.wait.blocking => Phase::Done(self.blocking_timeout(m, None)),
                 Phase::WaitedOut => Phase::Pass(Answer::LOCK_TIMEOUT),
                 Phase::Hit { stored, prep, now, answer } => {
-                    return self.serve().hit(req, stored.hit, &prep, now, answer).await;
+                    return self.serve_for(site).hit(req, stored.hit, &prep, now, answer).await;
                 }
                 Phase::Stream(fill, prep, answer) => {
-                    return self.serve().filling(req, fill, prep, answer).await;
+                    return self.serve_for(site).filling(req, fill, prep, answer).await;
                 }
                 Phase::PassThrough(resp, answer) => {
                     let (statuses, shared) = (&self.parts.statuses, &self.parts.fetch.shared);
@@ -678,6 +678,11 @@ impl WorkerCache {
     /// Answering from the store.
     fn serve(&self) -> Serve<'_> {
         self.parts.serve()
+    }
+
+    /// Answering from the store for `site` (its compression).
+    fn serve_for<'a>(&'a self, site: &'a Site) -> Serve<'a> {
+        self.parts.serve_for(site)
     }
 
     /// Passing through.

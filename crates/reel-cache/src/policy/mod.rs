@@ -4,6 +4,7 @@
 //! Nothing here performs I/O. The cache path feeds these functions with its own header
 //! storage through [`HeaderLookup`] and acts on the decisions they return.
 
+pub mod accept_encoding;
 pub mod cache_control;
 pub mod conditional;
 pub mod cors;

@@ -95,6 +95,10 @@ pub struct CacheConfig {
     /// read-ahead is skipped until some finish. 0 turns read-ahead off everywhere.
     /// Count, at most 4096; default 64.
     pub read_ahead_per_worker: u32,
+    /// Bytes of compressed representations (`[site.compress]`) kept in memory, all workers
+    /// together; the oldest go first. `"0B"` keeps none, so nothing is compressed. Default
+    /// `"32MiB"`.
+    pub compressed_memory: ByteSize,
     /// Per-path overrides, tried in order. Default: none.
     pub rule: Vec<CacheRule>,
 }
@@ -144,6 +148,7 @@ impl Default for CacheConfig {
             max_variants: 32,
             fill_drop_headers: DEFAULT_FILL_DROP_HEADERS.iter().map(|s| s.to_string()).collect(),
             read_ahead_per_worker: 64,
+            compressed_memory: ByteSize::mib(32),
             rule: Vec::new(),
         }
     }
@@ -254,6 +259,10 @@ pub struct SiteConfig {
     /// `[[site.header]]`: response header rules, applied in order. Default: none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub header: Vec<HeaderRuleConfig>,
+    /// `[site.compress]`: gzip and brotli for text responses. Default on for playlists,
+    /// manifests, WebVTT, JSON and XML.
+    #[serde(default)]
+    pub compress: CompressConfig,
 }
 
 /// What a site fetches before viewers ask (LL-HLS, draft-pantos-hls-rfc8216bis §4.4.5.3).
@@ -291,6 +300,7 @@ impl Default for SiteConfig {
             limits: SiteLimitsConfig::default(),
             cors: None,
             header: Vec::new(),
+            compress: CompressConfig::default(),
         }
     }
 }

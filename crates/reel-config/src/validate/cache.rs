@@ -149,6 +149,7 @@ pub(super) fn check_sites(found: &mut Found, cfg: &Config) {
             );
         }
         check_slice(found, i, site.slice, cfg.store.volume_size);
+        super::compress::check_compress(found, i, &site.compress);
         if site.read_ahead > 16 {
             bad(found, format!("site[{i}].read_ahead"), "at most 16 slices");
         }

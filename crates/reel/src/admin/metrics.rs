@@ -43,6 +43,7 @@ pub(crate) fn render(s: &Shared) -> String {
     }
     host(&mut p, &crate::admin::host::sample(&crate::state::options::core_spec(&live.cfg).nic));
     s.cache.slices.render_prometheus(&mut p);
+    s.cache.encodings.render_prometheus(&mut p);
     live.origins.snapshot().render_prometheus(&mut p);
     live.tls.render_prometheus(&s.tls_counters, &mut p);
     protocols(&mut p, &s.metrics);

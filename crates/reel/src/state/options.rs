@@ -276,6 +276,19 @@ fn site_token(cfg: &Config, t: &reel_config::TokenConfig) -> std::sync::Arc<reel
 /// `[cache]`, `[[cache.rule]]` and `[[site]]`. With `--origin` every Host comes from
 /// [`FLAG_GROUP`]: each site keeps its key, methods and policy but fetches from the flag's
 /// origin, and a catch-all site takes the Hosts no site claims.
+/// A site's `[site.compress]` for the cache; `None` when it is off or no memory is given
+/// to compressed representations.
+fn compress_of(c: &reel_config::CompressConfig, memory: u64) -> Option<reel_cache::Compress> {
+    (c.enabled && memory > 0 && !c.encodings.is_empty()).then(|| reel_cache::Compress {
+        types: c.types.iter().map(|t| t.to_ascii_lowercase()).collect(),
+        encodings: c.encodings.clone(),
+        min_size: c.min_size.bytes(),
+        max_size: c.max_size.bytes(),
+        brotli_quality: c.brotli_quality,
+        gzip_level: c.gzip_level,
+    })
+}
+
 pub(crate) fn cache_settings(cfg: &Config, origin_flag: bool) -> reel_cache::Settings {
     use reel_cache::Site;
     use reel_cache::key::KeyConfig;
@@ -312,6 +325,7 @@ pub(crate) fn cache_settings(cfg: &Config, origin_flag: bool) -> reel_cache::Set
             token: s.token.as_ref().map(|t| site_token(cfg, t)),
             access: None,
             edits: reel_cache::ResponseEdits::new(s.cors.as_ref(), &s.header),
+            compress: compress_of(&s.compress, c.compressed_memory.bytes()),
         })
         .collect();
     let fallback = origin_flag.then(|| Site {
@@ -328,6 +342,7 @@ pub(crate) fn cache_settings(cfg: &Config, origin_flag: bool) -> reel_cache::Set
         token: None,
         access: None,
         edits: None,
+        compress: compress_of(&reel_config::CompressConfig::default(), c.compressed_memory.bytes()),
     });
     let rules = TtlRules::new(c.rule.iter().map(|r| {
         (
@@ -346,6 +361,7 @@ pub(crate) fn cache_settings(cfg: &Config, origin_flag: bool) -> reel_cache::Set
         lock_timeout: c.lock_timeout.get(),
         max_misses_per_connection: c.max_misses_per_connection as usize,
         read_ahead_per_worker: c.read_ahead_per_worker as usize,
+        compressed_memory: c.compressed_memory.bytes() as usize,
         blocking_timeout: c.blocking_timeout.get(),
         fill_timeout: c.fill_timeout.get(),
         node: node(cfg),

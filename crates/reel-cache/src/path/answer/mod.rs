@@ -1,9 +1,9 @@
 //! Building answers: how the cache answered a response ([`Answer`]), and below, the
 //! response's [`tag`], the `preamble` of conditionals and ranges every answer from a stored
-//! representation starts with, the responses built from stored objects ([`stored`]),
-//! bodies walked piece by piece (`body_walk`), an origin body streamed to its one client
-//! ([`pass_stream`]), and the per-site edits every response of a site leaves with
-//! ([`edits`]: CORS, header rules).
+//! representation starts with, the responses built from stored objects ([`stored`]) and
+//! from their compressed representations (`encode`), bodies walked piece by piece
+//! (`body_walk`), an origin body streamed to its one client ([`pass_stream`]), and the
+//! per-site edits every response of a site leaves with ([`edits`]: CORS, header rules).
 //!
 //! [`Answer`] is how the cache answered a response, as one value: the cache result that metrics and
 //! the access log count, the `Cache-Status` entry the client is told (RFC 9211), and how long the
@@ -24,6 +24,7 @@ use tag::Tag;
 
 pub(super) mod body_walk;
 pub mod edits;
+pub(super) mod encode;
 pub mod pass_stream;
 pub(super) mod preamble;
 pub mod stored;

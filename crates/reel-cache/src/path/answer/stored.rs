@@ -23,7 +23,11 @@ use reel_http::{Chunk, ColdRead, FileRange, Request, Response};
 use reel_store::{Filling, Hit};
 use tokio::sync::mpsc;
 
+use reel_config::Coding;
+
+use crate::path::worker::encoded::Rep;
 use crate::policy::HeaderLookup;
+use crate::policy::accept_encoding::{listed, transformable_type};
 use crate::policy::meta::StoredMeta;
 
 /// Read size for cold objects and the largest file range handed to the codec at once.
@@ -70,6 +74,11 @@ pub struct Prepared {
     /// per-generation value, kept alive here so its address identifies it): rendered once
     /// per object and entry, not per hit.
     chained: RefCell<Vec<(Bytes, Bytes)>>,
+    /// The media type, if the response may be compressed (no coding of its own, no
+    /// `no-transform`): decided once, so a hit of a segment only compares it.
+    transformable: Option<Box<[u8]>>,
+    /// This worker's handles on the compressed representations it served (`encode.rs`).
+    encoded: RefCell<Vec<Arc<Rep>>>,
 }
 
 /// Most chained `Cache-Status` values a [`Prepared`] keeps (one per kind of answer a stored
@@ -112,7 +121,10 @@ impl Prepared {
                 raw.put_slice(b"\r\n");
             }
         }
+        let transformable = transformable_type(&meta).map(Box::from);
         Rc::new(Prepared {
+            transformable,
+            encoded: RefCell::default(),
             meta,
             raw: raw.freeze(),
             date,
@@ -161,12 +173,43 @@ impl Prepared {
         let _ = self.small.set(b);
     }
 
+    /// Whether the response is of one of `types` (lowercase) and may be compressed.
+    pub fn compressible(&self, types: &[String]) -> bool {
+        self.transformable.as_deref().is_some_and(|mt| listed(mt, types))
+    }
+
+    /// This worker's handle on the representation in `c`, if it served it before.
+    pub fn encoded(&self, c: Coding) -> Option<Arc<Rep>> {
+        self.encoded.borrow().iter().find(|r| r.coding == c).cloned()
+    }
+
+    /// Keeps a handle on a representation; the caller accounted for its body in its
+    /// [`MetaCache`] (the small-body budget).
+    pub fn set_encoded(&self, rep: Arc<Rep>) {
+        let mut e = self.encoded.borrow_mut();
+        if !e.iter().any(|r| r.coding == rep.coding) {
+            e.push(rep);
+        }
+    }
+
     /// A response head for this object: stored status (or `status`), stored headers
     /// with the stored `Date`, `Age` and `Cache-Status`: the stored entries, then `ours`.
     pub(in crate::path) fn head(&self, status: u16, now: u64, ours: &Bytes) -> Response {
+        self.head_with(&self.raw, status, now, ours)
+    }
+
+    /// [`Prepared::head`] with `raw` as the stored header block (a compressed
+    /// representation's).
+    pub(in crate::path) fn head_with(
+        &self,
+        raw: &Bytes,
+        status: u16,
+        now: u64,
+        ours: &Bytes,
+    ) -> Response {
         let age = self.meta.current_age(now).as_secs();
         let mut buf = itoa::Buffer::new();
-        let mut r = self.with_date(Response::new(status).raw_headers(self.raw.clone()));
+        let mut r = self.with_date(Response::new(status).raw_headers(raw.clone()));
         r = r.header("age", Bytes::copy_from_slice(buf.format(age).as_bytes()));
         r.header("cache-status", self.cache_status(ours))
     }

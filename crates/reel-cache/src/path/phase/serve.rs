@@ -13,6 +13,7 @@ use reel_origin::OriginResponse;
 use reel_store::{Filling, Hit};
 
 use crate::path::answer::body_walk::{self, Whole};
+use crate::path::answer::encode::{Encoder, Negotiated, VARY};
 use crate::path::answer::pass_stream::{PassBuffered, stream_body};
 use crate::path::answer::preamble::{Plan, Preamble, multipart, plan, preamble, unsatisfiable};
 use crate::path::answer::stored::{
@@ -20,6 +21,7 @@ use crate::path::answer::stored::{
 };
 use crate::path::answer::tag::Tag;
 use crate::path::answer::{Answer, StatusNames, chain};
+use crate::path::worker::encoded::{Compress, Encodings};
 use crate::path::worker::small::{SMALL_BODY, SmallBodies, small_body};
 use crate::policy::range::{Available, ByteRange, RangeOutcome, content_range};
 
@@ -37,6 +39,14 @@ pub(in crate::path) struct Serve<'a> {
     pub metas: &'a RefCell<MetaCache>,
     /// Small bodies read whole on arrival, shared by the workers.
     pub small: &'a SmallBodies,
+    /// The site's compression (`[site.compress]`); `None` answers identity only. A body
+    /// rewritten per viewer (a playlist carrying the viewer's token) must be answered
+    /// through a `Serve` without it: its representations would be another viewer's.
+    pub compress: Option<&'a Compress>,
+    /// Compressed representations, shared by the workers.
+    pub encodings: &'a Encodings,
+    /// Their bound in bytes (`[cache] compressed_memory`).
+    pub compressed_memory: usize,
 }
 
 impl Serve<'_> {
@@ -53,11 +63,24 @@ impl Serve<'_> {
         let (t, cs) = (ans.tag(), self.statuses.get(ans.status));
         let status = prep.meta.status();
         let len = hit.body_len();
+        let neg = self.encoder().negotiate(req, prep, status, len);
+        if let Negotiated::Coded(c) = neg {
+            let body = async {
+                match self.small_body(prep, hit.meta(), len) {
+                    Some(b) => Some(b),
+                    None => hit.read(0, len).await.ok(),
+                }
+            };
+            if let Some(rep) = self.encoder().representation(prep, hit.meta(), c, body).await {
+                return self.encoder().answer_encoded(req, prep, &rep, now, (&cs, t));
+            }
+        }
+        let vary = |r: Response| if neg.varies() { r.header("vary", VARY) } else { r };
         let (code, start, n, content_range) = match preamble(req, prep, status, now, &cs, t) {
-            Preamble::Answered(r) => return r,
+            Preamble::Answered(r) => return vary(r),
             Preamble::Whole => (status, 0, len, None),
             Preamble::Ranges(set) => match plan(&set, len) {
-                Plan::Unsatisfiable => return unsatisfiable(prep, now, &cs, len).tagged(t),
+                Plan::Unsatisfiable => return vary(unsatisfiable(prep, now, &cs, len)).tagged(t),
                 Plan::Single(r) => (206, r.start, r.len(), Some(content_range(r, Some(len)))),
                 Plan::Multi(parts) => {
                     let seed = len.to_le_bytes();
@@ -66,7 +89,7 @@ impl Serve<'_> {
                 }
             },
         };
-        let mut r = prep.head(code, now, &cs);
+        let mut r = vary(prep.head(code, now, &cs));
         if let Some(cr) = content_range {
             r = r.header("content-range", cr);
         }
@@ -112,8 +135,24 @@ impl Serve<'_> {
         let (t, cs) = (ans.tag(), self.statuses.get(ans.status));
         let now = unix_now();
         let status = prep.meta.status();
+        // Whole in memory (`small`): compressed like a hit. Otherwise identity while it fills.
+        let whole = fill
+            .expected_len()
+            .filter(|&n| n <= SMALL_BODY)
+            .and_then(|n| Some((n, self.small_body(&prep, fill.meta(), n)?)));
+        // A body still streaming is answered identity, with `Vary` if it will not be once
+        // stored (a length not known yet is taken as compressible).
+        let n = fill.expected_len().or(self.compress.map(|c| c.min_size)).unwrap_or(0);
+        let neg = self.encoder().negotiate(req, &prep, status, n);
+        if let (Negotiated::Coded(c), Some((_, b))) = (neg, &whole) {
+            let body = std::future::ready(Some(b.clone()));
+            if let Some(rep) = self.encoder().representation(&prep, fill.meta(), c, body).await {
+                return self.encoder().answer_encoded(req, &prep, &rep, now, (&cs, t));
+            }
+        }
+        let vary = |r: Response| if neg.varies() { r.header("vary", VARY) } else { r };
         let ranges = match preamble(req, &prep, status, now, &cs, t) {
-            Preamble::Answered(r) => return r,
+            Preamble::Answered(r) => return vary(r),
             Preamble::Whole => None,
             Preamble::Ranges(set) => Some(set),
         };
@@ -124,7 +163,7 @@ impl Serve<'_> {
         {
             // The whole body came with the origin's response (`small`): one send, however
             // many requests the fill released at once.
-            let r = prep.head(status, now, &cs);
+            let r = vary(prep.head(status, now, &cs));
             return if head { r.with_content_length(n) } else { r.bytes(b) }.tagged(t);
         }
         let fill = Rc::new(RefCell::new(fill));
@@ -141,8 +180,7 @@ impl Serve<'_> {
                 };
                 match set.resolve(avail) {
                     RangeOutcome::Partial { range, total } => {
-                        let r = prep
-                            .head(206, now, &cs)
+                        let r = vary(prep.head(206, now, &cs))
                             .header("content-range", content_range(range, total))
                             .stream(
                                 stream_filling(fill, range.start, Some(range.end + 1)),
@@ -169,7 +207,7 @@ impl Serve<'_> {
                 }
             }
         }
-        let r = prep.head(status, now, &cs);
+        let r = vary(prep.head(status, now, &cs));
         if head {
             let len = match total {
                 Some(l) => l,
@@ -184,6 +222,16 @@ impl Serve<'_> {
             return r.with_content_length(len).tagged(t);
         }
         r.stream(stream_filling(fill, 0, total), total).tagged(t)
+    }
+
+    /// Answering with compressed representations.
+    fn encoder(&self) -> Encoder<'_> {
+        Encoder {
+            compress: self.compress,
+            encodings: self.encodings,
+            compressed_memory: self.compressed_memory,
+            metas: self.metas,
+        }
     }
 
     /// The whole body of the object version `blob` names, if it is held in memory.

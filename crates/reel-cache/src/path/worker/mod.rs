@@ -4,8 +4,8 @@
 //! read around a request: `access` (a site's access rules at the door), [`shared`] (the cross-worker state and purge), [`settings`],
 //! [`hops`] (`CDN-Loop` and our `Cache-Status` name), `hints` (what LL-HLS playlists
 //! announced), `interim` (the origin's 1xx responses), [`small`] (small bodies read whole
-//! on arrival) and `miss_quota` (how many requests of one client connection wait on the
-//! origin at once).
+//! on arrival), [`encoded`] (compressed representations of text responses) and
+//! `miss_quota` (how many requests of one client connection wait on the origin at once).
 
 use std::cell::RefCell;
 use std::net::SocketAddr;
@@ -20,8 +20,10 @@ use super::phase::forward::Forwarder;
 use super::phase::lookup::Reader;
 use super::phase::serve::Serve;
 use miss_quota::MissQuota;
+use settings::Site;
 
 pub(super) mod access;
+pub mod encoded;
 pub(super) mod hints;
 pub mod hops;
 pub(super) mod interim;
@@ -45,9 +47,23 @@ pub(super) struct WorkerParts {
 }
 
 impl WorkerParts {
-    /// Answering from the store.
+    /// Answering from the store, identity only (slices and pieces).
     pub(super) fn serve(&self) -> Serve<'_> {
-        Serve { statuses: &self.statuses, metas: &self.metas, small: &self.fetch.shared.small }
+        let shared = &self.fetch.shared;
+        Serve {
+            statuses: &self.statuses,
+            metas: &self.metas,
+            small: &shared.small,
+            compress: None,
+            encodings: &shared.encodings,
+            compressed_memory: 0,
+        }
+    }
+
+    /// Answering from the store for `site`, with its compression.
+    pub(super) fn serve_for<'a>(&'a self, site: &'a Site) -> Serve<'a> {
+        let memory = self.fetch.settings.compressed_memory;
+        Serve { compress: site.compress.as_ref(), compressed_memory: memory, ..self.serve() }
     }
 
     /// Passing through.

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 pub use reel_config::{InvalidateOn, Prefetch, Propagate};
 
+use super::encoded::Compress;
 use super::hops::Node;
 use crate::key::KeyConfig;
 use crate::path::answer::edits::ResponseEdits;
@@ -45,6 +46,8 @@ pub struct Site {
     /// The fields its responses leave with besides the stored ones (`[site.cors]`,
     /// `[[site.header]]`); `None`: none, and nothing to pay.
     pub edits: Option<Arc<ResponseEdits>>,
+    /// Compressed representations of text responses (`[site.compress]`); `None`: off.
+    pub compress: Option<Compress>,
 }
 
 /// A site's `[site.token]`: how its viewers' tokens are found, verified and passed on.
@@ -119,6 +122,9 @@ pub struct Settings {
     pub max_misses_per_connection: usize,
     /// Most read-ahead slice fetches in flight per worker (`[cache] read_ahead_per_worker`).
     pub read_ahead_per_worker: usize,
+    /// Bytes of compressed representations kept, all workers together (`[cache]
+    /// compressed_memory`).
+    pub compressed_memory: usize,
     /// Longest a fill may take from its origin request to the end of its body.
     pub fill_timeout: Duration,
     /// How long an LL-HLS blocking request waits, leader and followers alike (`[cache]
@@ -180,6 +186,7 @@ impl Settings {
             lock_timeout: Duration::from_secs(10),
             max_misses_per_connection: 32,
             read_ahead_per_worker: 64,
+            compressed_memory: 32 << 20,
             fill_timeout: Duration::from_secs(600),
             blocking_timeout: Duration::from_secs(3),
             node: Node::default(),
@@ -210,6 +217,7 @@ mod tests {
             token: None,
             access: None,
             edits: None,
+            compress: None,
         }
     }
 

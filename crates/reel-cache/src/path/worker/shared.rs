@@ -1,5 +1,6 @@
 //! The cache's cross-worker state ([`SharedCache`]: the store, its admission doorkeeper,
-//! the in-flight map, the LL-HLS streams seen, small bodies, counters) and purge.
+//! the in-flight map, the LL-HLS streams seen, small bodies, compressed representations,
+//! counters) and purge.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -7,6 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use reel_ops::metrics::{Kind, PromWriter};
 use reel_store::{Admission, Lookup, Store, StoreError};
 
+use super::encoded::Encodings;
 use super::hints::Streams;
 use super::settings::Settings;
 use super::small::SmallBodies;
@@ -33,6 +35,8 @@ pub struct SharedCache {
     pub streams: Arc<Streams>,
     /// Small bodies read whole on arrival, answered from memory.
     pub small: Arc<SmallBodies>,
+    /// Compressed representations of stored text responses.
+    pub encodings: Arc<Encodings>,
     /// Which fetches are stored under `second-hit` (`[store] admission`).
     pub admission: Admission,
 }
@@ -120,6 +124,7 @@ impl SharedCache {
             slices: SliceCounters::default(),
             streams: Arc::default(),
             small: Arc::default(),
+            encodings: Arc::default(),
             admission: Admission::new(window),
         })
     }
