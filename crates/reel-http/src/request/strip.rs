@@ -1,14 +1,16 @@
 //! A copy of a request without a credential: one query parameter and the cookie of the
-//! same name removed (and, if asked, `Range` and `If-Range`), for a cache that checked the
-//! credential itself and must neither key on it nor send it on.
+//! same name removed (and, if asked, `Range`, `If-Range` and `Accept-Encoding`: an answer
+//! rewritten per viewer is made from the whole identity body), for a cache that checked
+//! the credential itself and must neither key on it nor send it on.
 
 use super::{HeadStatus, Request};
 use crate::limits::Limits;
 
 impl Request {
     /// This request without the query parameter `param` and without the cookie `param`
-    /// (a `Cookie` field left empty is dropped); with `drop_range`, without `Range` and
-    /// `If-Range` too. The copy is the same request in every other respect (version,
+    /// (a `Cookie` field left empty is dropped); with `drop_range`, without `Range`,
+    /// `If-Range` and `Accept-Encoding` too (the answer will be rewritten from the whole,
+    /// uncompressed body). The copy is the same request in every other respect (version,
     /// framing, addresses). `None` if the rewritten head does not parse (it always does
     /// for a head that did).
     pub fn without_credential(&self, param: &str, drop_range: bool) -> Option<Request> {
@@ -28,7 +30,9 @@ impl Request {
         for (name, value) in self.headers() {
             let cookie = name.eq_ignore_ascii_case("cookie");
             if drop_range
-                && (name.eq_ignore_ascii_case("range") || name.eq_ignore_ascii_case("if-range"))
+                && (name.eq_ignore_ascii_case("range")
+                    || name.eq_ignore_ascii_case("if-range")
+                    || name.eq_ignore_ascii_case("accept-encoding"))
             {
                 continue;
             }
