@@ -11,6 +11,8 @@ mod common;
 mod contrib;
 mod dashboard;
 mod disks;
+mod docs;
+mod effective_config;
 mod fair;
 mod health;
 mod http3;
