@@ -84,7 +84,7 @@ pub(crate) struct Sample {
     pub net_rx_bytes: Option<f64>,
     /// Bytes per second sent on the data interfaces.
     pub net_tx_bytes: Option<f64>,
-    /// Further numeric series by name.
+    /// Further rates (per second) by name.
     pub extra: BTreeMap<&'static str, f64>,
 }
 
