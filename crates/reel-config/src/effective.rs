@@ -16,10 +16,11 @@ pub const REDACTED: &str = "<redacted>";
 #[error("cannot print the configuration as TOML: {0}")]
 pub struct PrintError(String);
 
-/// Whether a key holds a secret: `token`, `secret`, `password`, `passphrase`, `credentials`
-/// or a name ending in `_token`, `_secret`, `_password`, `_passphrase`, `_key` when it is
-/// not a file name or an environment variable's name (`*_env`, `*_file`, `*_path`, and
-/// `key` alone, which names a file: the key's contents never appear in the config).
+/// Whether a key holds a secret: `token`, `secret`, `secrets`, `password`, `passphrase`,
+/// `credentials`, or a name ending in `_token`, `_secret`, `_secrets`, `_password`,
+/// `_passphrase` or `_hmac_key`; never a name ending in `_env`, `_file` or `_path` (where a
+/// secret is, not the secret), nor `tls_key` and `key`, which name PEM files: a private
+/// key's contents never appear in the config.
 pub fn is_secret_key(name: &str) -> bool {
     let n = name.to_ascii_lowercase();
     if n.ends_with("_env") || n.ends_with("_file") || n.ends_with("_path") || n == "tls_key" {
