@@ -1,5 +1,6 @@
 //! What the cache needs to know of Low-Latency HLS (draft-pantos-hls-rfc8216bis), as pure
-//! functions: whether a request is a blocking playlist reload, and which parts a media
+//! functions: whether a path names a playlist (HLS, or a DASH manifest), whether a request
+//! is a blocking playlist reload, and which parts a media
 //! playlist announces (its preload hint and its listed parts), as targets on the
 //! playlist's own host.
 //!
@@ -19,6 +20,18 @@ pub fn is_blocking_reload(path_and_query: &[u8]) -> bool {
         let name = p.iter().position(|&b| b == b'=').map_or(p, |i| &p[..i]);
         name == MSN
     })
+}
+
+/// Whether `path` (without the query) names a playlist: an HLS playlist (`.m3u8`) or a
+/// DASH manifest (`.mpd`), in any case. Blocking reloads are playlists too (the same path
+/// with `_HLS_msn` in the query). Counted apart from segments because a live playlist is
+/// fetched again every target duration, so its hit ratio says nothing of the segments'.
+pub fn is_playlist(path: &[u8]) -> bool {
+    let ends = |ext: &[u8]| {
+        path.len() >= ext.len()
+            && path.get(path.len() - ext.len()..).is_some_and(|e| e.eq_ignore_ascii_case(ext))
+    };
+    ends(b".m3u8") || ends(b".mpd")
 }
 
 /// The parts a media playlist announces.
@@ -167,6 +180,16 @@ fn strip_port(host: &[u8]) -> &[u8] {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn playlists_are_hls_and_dash_manifests() {
+        for p in ["/live/index.m3u8", "/a/B.M3U8", "/dash/stream.mpd", "/x.MPD", ".m3u8"] {
+            assert!(is_playlist(p.as_bytes()), "{p}");
+        }
+        for p in ["/live/seg1.ts", "/v/init.mp4", "/m3u8", "/index.m3u8x", "/", "", "/a.m4s"] {
+            assert!(!is_playlist(p.as_bytes()), "{p}");
+        }
+    }
 
     #[test]
     fn blocking_reloads_are_the_targets_with_an_msn() {

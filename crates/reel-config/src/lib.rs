@@ -4,7 +4,8 @@
 //! `*Config` types), the unit newtypes ([`Duration`], [`ByteSize`]), parsing with exact
 //! `file:line:column: key: message` reports ([`ConfigProblem`]), semantic validation that
 //! reports every problem at once ([`Config::validate`]), the content hash shown on /status
-//! ([`Config::hash`]) and which keys a live reload applies ([`RELOAD_KEYS`],
+//! ([`Config::hash`]), the effective configuration as TOML with secrets redacted
+//! ([`Config::to_effective_toml`]) and which keys a live reload applies ([`RELOAD_KEYS`],
 //! [`Config::diff_needs_restart`]). It depends on no other reel crate: the binary converts
 //! these types into each crate's own options.
 //!
@@ -19,6 +20,7 @@
 #![forbid(unsafe_code)]
 
 mod cidr;
+mod effective;
 mod error;
 mod reload;
 mod schema;
@@ -33,6 +35,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 pub use cidr::parse_cidr;
+pub use effective::{PrintError, REDACTED, is_secret_key};
 pub use error::{ConfigErrors, ConfigProblem};
 pub use reload::{RELOAD_KEYS, Reload, ReloadKey, reload_of};
 pub use schema::{

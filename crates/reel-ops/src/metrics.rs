@@ -86,6 +86,9 @@ pub struct WorkerMetrics {
     pub blocking_timeouts: AtomicU64,
     /// Requests refused by the site's access rules, indexed by [`DenyReason`].
     denied: [AtomicU64; DenyReason::ALL.len()],
+    /// Playlist requests (HLS playlists, DASH manifests), one counter per outcome: also
+    /// counted in `requests`, so segments are the difference.
+    playlists: Box<[AtomicU64]>,
 }
 
 impl WorkerMetrics {
@@ -104,7 +107,31 @@ impl WorkerMetrics {
             client_errors: AtomicU64::new(0),
             blocking_timeouts: AtomicU64::new(0),
             denied: Default::default(),
+            playlists: outcomes.labels.iter().map(|_| AtomicU64::new(0)).collect(),
         }
+    }
+
+    /// Counts a request [`WorkerMetrics::record`] counted as a playlist too (one relaxed
+    /// increment; nothing for other requests).
+    pub fn record_playlist(&self, outcome: usize) {
+        if let Some(c) = self.playlists.get(outcome) {
+            c.fetch_add(1, Relaxed);
+        }
+    }
+
+    /// Playlist requests so far with this outcome.
+    pub fn playlists_with(&self, outcome: usize) -> u64 {
+        self.playlists.get(outcome).map_or(0, |c| c.load(Relaxed))
+    }
+
+    /// Playlist requests so far.
+    pub fn playlists_total(&self) -> u64 {
+        self.playlists.iter().map(|c| c.load(Relaxed)).sum()
+    }
+
+    /// Playlist requests so far served from the cache ([`Outcomes::from_cache`]).
+    pub fn playlists_from_cache(&self) -> u64 {
+        self.outcomes.from_cache.iter().map(|&o| self.playlists_with(o)).sum()
     }
 
     /// Counts one request refused by the site's access rules.
@@ -183,8 +210,9 @@ impl WorkerMetrics {
 
 /// Renders the request counters, bytes and latency of all workers (summed):
 /// `reel_requests_total{status,cache}`, `reel_bytes_out_total`, `reel_coalesced_waiters`,
-/// `reel_client_errors_total`, `reel_blocking_timeouts_total`, `reel_denied_total{reason}`, `reel_request_duration_seconds`, `reel_hit_duration_seconds`,
-/// `reel_first_byte_seconds`, `reel_hit_first_byte_seconds`.
+/// `reel_client_errors_total`, `reel_blocking_timeouts_total`, `reel_denied_total{reason}`,
+/// `reel_playlist_requests_total{cache}`, `reel_request_duration_seconds`,
+/// `reel_hit_duration_seconds`, `reel_first_byte_seconds`, `reel_hit_first_byte_seconds`.
 pub fn render_workers(p: &mut PromWriter, workers: &[Arc<WorkerMetrics>]) {
     p.family(
         "reel_requests_total",
@@ -240,6 +268,19 @@ pub fn render_workers(p: &mut PromWriter, workers: &[Arc<WorkerMetrics>]) {
     for reason in DenyReason::ALL {
         let v: u64 = workers.iter().map(|w| w.denied(reason)).sum();
         p.sample("reel_denied_total", &[("reason", reason.as_str())], v);
+    }
+    p.family(
+        "reel_playlist_requests_total",
+        Kind::Counter,
+        "Playlist requests (HLS .m3u8, DASH .mpd, blocking reloads too), by cache result; also in reel_requests_total.",
+    );
+    if let Some(outcomes) = workers.first().map(|w| w.outcomes) {
+        for (outcome, label) in outcomes.labels.iter().enumerate() {
+            let v: u64 = workers.iter().map(|w| w.playlists_with(outcome)).sum();
+            if v > 0 {
+                p.sample("reel_playlist_requests_total", &[("cache", label)], v);
+            }
+        }
     }
     type Pick = fn(&WorkerMetrics) -> HistogramSnapshot;
     let histograms: [(&str, &str, Pick); 4] = [
@@ -298,6 +339,24 @@ mod tests {
         assert!(t.contains("reel_first_byte_seconds_count 3\n"), "nothing written: {t}");
         assert_eq!(b.requests_total(), 3);
         assert_eq!(b.requests_from_cache(), 2);
+    }
+
+    #[test]
+    fn playlists_are_counted_apart_by_outcome() {
+        let w = Arc::new(WorkerMetrics::new(&OUTCOMES));
+        w.record_playlist(0);
+        w.record_playlist(1);
+        w.record_playlist(1);
+        w.record_playlist(2);
+        w.record_playlist(99);
+        assert_eq!(w.playlists_total(), 4);
+        assert_eq!(w.playlists_from_cache(), 2, "hit and stale");
+        let mut p = PromWriter::new();
+        render_workers(&mut p, &[w.clone(), w]);
+        let t = p.finish();
+        assert!(t.contains("# TYPE reel_playlist_requests_total counter\n"), "{t}");
+        assert!(t.contains("reel_playlist_requests_total{cache=\"miss\"} 4\n"), "{t}");
+        assert!(t.contains("reel_playlist_requests_total{cache=\"hit\"} 2\n"), "{t}");
     }
 
     #[test]

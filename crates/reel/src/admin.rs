@@ -4,12 +4,14 @@
 //!
 //! The folder holds what only the admin listener reads: the load history behind
 //! `/status/history` and the dashboard page (`history`, `dashboard.html`), the `/metrics`
-//! exposition (`metrics`) and the host's hidden limits it reports (`host`).
+//! exposition (`metrics`), the host's hidden limits it reports (`host`) and the token check
+//! (`auth`).
 //!
 //! | method and path | what |
 //! |---|---|
 //! | `GET /metrics` | Prometheus text format (rendered by [`crate::admin::metrics`]) |
 //! | `GET /status` | JSON: version, config hash and load time, core plan, workers, origins, store, reloads |
+//! | `GET /status/config` | the running generation's effective configuration as TOML, secrets redacted ([`crate::cli::print`]) |
 //! | `GET /status/history[?since=UNIX_MS]` | JSON: the last 15 minutes, one sample a second ([`crate::admin::history`]), and the header figures |
 //! | `GET /dashboard` | a self-contained HTML page drawing `/status/history`, refreshed every second |
 //! | `POST /admin/reload` | re-read the config (like SIGHUP); 200 with the outcome, 400 with the errors |
@@ -19,12 +21,14 @@
 //! Every request must name this listener in `Host`: `localhost`, a loopback address or the
 //! address the connection reached, any port (421 otherwise), so a browser page whose name
 //! was rebound to 127.0.0.1 cannot talk to it. With a token configured, every request
-//! needs `Authorization: Bearer <token>` (401 otherwise). The `POST` endpoints, which change
+//! needs `Authorization: Bearer <token>` or HTTP Basic authentication with the token as
+//! the password (401 otherwise; the dashboard's 401 asks the browser for it). The `POST` endpoints, which change
 //! state, also need `X-Reel-Admin: <anything>` or `Content-Type: application/json` (403
 //! otherwise): a cross-site form or a simple `fetch` can send neither without a CORS
 //! preflight, which this listener never grants, so a page in the operator's browser cannot
 //! drain the node even without a token.
 
+pub(crate) mod auth;
 pub(crate) mod history;
 pub(crate) mod host;
 pub(crate) mod metrics;
@@ -203,10 +207,6 @@ fn query_param<'a>(q: &'a str, name: &str) -> Option<&'a str> {
     })
 }
 
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
 /// Whether `Host` names this listener (DNS rebinding defence): `localhost` or an IP literal
 /// that is loopback or the address the connection reached. Any port: an ssh tunnel may
 /// forward another one.
@@ -246,8 +246,20 @@ impl AdminHandler {
             return live.cfg.admin.token_env.is_empty();
         };
         let Some(h) = req.header("authorization") else { return false };
-        let Some(given) = h.strip_prefix(b"Bearer ") else { return false };
-        constant_time_eq(given, token.as_bytes())
+        crate::admin::auth::carries_token(h, token.as_bytes())
+    }
+
+    /// `GET /status/config`: the running generation's effective configuration.
+    fn config(&self) -> Response {
+        let live = self.shared.live_full();
+        match crate::cli::print::render(&live.cfg) {
+            Ok(text) => Response::new(200)
+                .header("content-type", Bytes::from_static(b"text/plain; charset=utf-8"))
+                .header("cache-control", Bytes::from_static(b"no-store"))
+                .header("x-reel-config-generation", Bytes::from(live.generation.to_string()))
+                .bytes(text),
+            Err(e) => json_response(500, json!({"error": e.to_string()})),
+        }
     }
 
     fn metrics(&self) -> Response {
@@ -508,7 +520,13 @@ impl Handler for AdminHandler {
             );
         }
         if !self.authorized(req) {
-            return Response::error(401).header("www-authenticate", Bytes::from_static(b"Bearer"));
+            // The page is what a person opens in a browser: ask for the token there.
+            let challenge: &'static [u8] = if req.path() == "/dashboard" {
+                crate::admin::auth::BASIC_CHALLENGE
+            } else {
+                b"Bearer"
+            };
+            return Response::error(401).header("www-authenticate", Bytes::from_static(challenge));
         }
         let post = *req.method() == Method::Post;
         if post && !deliberate(req) {
@@ -522,6 +540,7 @@ impl Handler for AdminHandler {
             ("/metrics", false) => self.metrics(),
             ("/status", false) => self.status(),
             ("/status/history", false) => self.history(req),
+            ("/status/config", false) => self.config(),
             ("/dashboard", false) => self.dashboard(),
             ("/admin/reload", true) => match self.shared.request_reload().await {
                 Ok(st) => json_response(200, json!({"reloaded": true, "status": st})),
@@ -537,9 +556,10 @@ impl Handler for AdminHandler {
             }
             ("/admin/purge", true) => self.purge(req).await,
             ("/admin/store/disk", true) => self.store_disk(req).await,
-            ("/metrics" | "/status" | "/status/history" | "/dashboard", true) => {
-                Response::method_not_allowed(&[Method::Get, Method::Head])
-            }
+            (
+                "/metrics" | "/status" | "/status/history" | "/status/config" | "/dashboard",
+                true,
+            ) => Response::method_not_allowed(&[Method::Get, Method::Head]),
             (
                 "/admin/reload" | "/admin/drain" | "/admin/resume" | "/admin/purge"
                 | "/admin/store/disk",

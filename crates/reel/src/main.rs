@@ -4,7 +4,8 @@
 //!   subcommand: `reel --origin URL` is the same) runs the server; without `--config` it
 //!   reads `config/reel.toml`, or, when there is none, runs `--origin` on built-in
 //!   defaults;
-//! - `reel check --config F` validates a config like `nginx -t` (exit 64 on problems);
+//! - `reel check --config F [--print]` validates a config like `nginx -t` (exit 64 on
+//!   problems); `--print` then prints the effective configuration, like `nginx -T`;
 //! - `reel plan --config F [--format text|env]` prints the core plan.
 
 mod admin;
@@ -63,7 +64,12 @@ enum Command {
     /// Run the server (the default).
     Serve(ServeFlags),
     /// Validate the config and exit: 0 if it is valid, 64 with every problem listed.
-    Check,
+    Check {
+        /// After a successful check, print the effective configuration on stdout (defaults
+        /// filled in, secrets redacted), as `nginx -T` does.
+        #[arg(long)]
+        print: bool,
+    },
     /// Print the core plan: each CPU, its role, and the evidence.
     Plan {
         /// `text` (a table) or `env` (shell assignments for reel-irq.sh).
@@ -83,7 +89,7 @@ fn main() -> ExitCode {
     });
     let config = cli.config.unwrap_or_else(|| PathBuf::from(DEFAULT_CONFIG));
     let result = match cli.command.unwrap_or(Command::Serve(cli.serve)) {
-        Command::Check => return cli::check::run(&config, named),
+        Command::Check { print } => return cli::check::run(&config, named, print),
         Command::Plan { format } => cli::plan::run(&config, format),
         Command::Serve(ServeFlags { origin, origin_host }) => {
             process::server::run(process::server::ServeArgs { config: file, origin, origin_host })

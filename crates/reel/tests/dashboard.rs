@@ -1,6 +1,8 @@
 //! `GET /status/history` (the one-second samples behind the dashboard) and `GET /dashboard`
 //! (the page itself; the browser check in `benches/dashboard-check.sh` runs it).
 
+use std::process::Command;
+
 use serde_json::Value;
 
 use crate::common::*;
@@ -186,7 +188,14 @@ fn dashboard_is_one_page_without_external_assets() {
     assert!(csp.contains("default-src 'none'") && csp.contains("connect-src 'self'"), "{csp}");
     let page = r.text();
     assert!(page.contains("/status/history"), "the page reads the history");
-    assert!(page.contains("id=\"selfcheck\""), "the browser check reads it");
+    // The page's own check is an attribute the browser check reads, not a line on the page.
+    assert!(page.contains("setAttribute(\"data-selfcheck\""), "the browser check reads it");
+    assert!(
+        !page.contains("id=\"selfcheck\"") && !page.contains("\"selfcheck: \""),
+        "no debug line"
+    );
+    // The segments' and the playlists' hit ratios, apart.
+    assert!(page.contains("s.hit_ratio_segments") && page.contains("s.hit_ratio_playlists"));
     for bad in ["http://", "https://", "src=", "href=", "@import", "url("] {
         assert!(!page.contains(bad), "the page must load nothing else: found {bad:?}");
     }
@@ -201,4 +210,127 @@ fn dashboard_is_one_page_without_external_assets() {
         assert_eq!(r.status, 400, "since={bad}: {}", r.text());
         assert!(r.json()["error"].as_str().is_some_and(|e| e.contains("since")));
     }
+}
+
+/// With a token, a browser opens the page: its `401` asks for Basic authentication (the
+/// token is the password, any user), and the page's own requests carry the same
+/// credentials; the API's `401`s keep asking for a bearer token.
+#[test]
+fn the_dashboard_takes_the_token_by_basic_authentication() {
+    use base64::Engine as _;
+    let dir = tempfile::tempdir().unwrap();
+    let o = Origin::start("a");
+    let mut conf = Conf::new(dir.path(), &o);
+    conf.admin = "token = \"tok:en\"\n".into();
+    let reel = Reel::start(&conf);
+    let basic = |user_pass: &str| {
+        format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(user_pass))
+    };
+    let at = |path: &str, auth: Option<&str>| {
+        let h: Vec<(&str, &str)> = auth.map(|a| ("authorization", a)).into_iter().collect();
+        request(reel.admin, "GET", "127.0.0.1", path, &h)
+    };
+    let r = at("/dashboard", None);
+    assert_eq!(r.status, 401);
+    assert_eq!(r.header("www-authenticate"), Some("Basic realm=\"reel\""));
+    let r = at("/status/history", None);
+    assert_eq!((r.status, r.header("www-authenticate")), (401, Some("Bearer")));
+
+    for path in ["/dashboard", "/status/history", "/status", "/metrics", "/status/config"] {
+        for user in ["admin", "", "any one"] {
+            let r = at(path, Some(&basic(&format!("{user}:tok:en"))));
+            assert_eq!(r.status, 200, "{path} as {user:?}: {}", r.text());
+        }
+        assert_eq!(at(path, Some("Bearer tok:en")).status, 200, "{path}");
+        for bad in [basic("admin:tok"), basic("tok:en"), basic("admin:tok:en2"), "Basic".into()] {
+            assert_eq!(at(path, Some(&bad)).status, 401, "{path} with {bad}");
+        }
+    }
+    // A state-changing request still needs its header, Basic or not.
+    let auth = basic("admin:tok:en");
+    let r = request(reel.admin, "POST", "127.0.0.1", "/admin/drain", &[("authorization", &auth)]);
+    assert_eq!(r.status, 403, "{}", r.text());
+
+    // curl, as a person would use it.
+    if Command::new("curl").arg("--version").output().is_err() {
+        eprintln!(
+            "SKIPPED the_dashboard_takes_the_token_by_basic_authentication (curl part): no curl"
+        );
+        return;
+    }
+    let url = format!("http://{}/dashboard", reel.admin);
+    let code = |args: &[&str]| {
+        let out = Command::new("curl")
+            .args(["-s", "-o", "/dev/null", "-w", "%{http_code}"])
+            .args(args)
+            .arg(&url)
+            .output()
+            .expect("curl");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    assert_eq!(code(&["-u", "me:tok:en"]), "200");
+    assert_eq!(code(&["-u", "me:wrong"]), "401");
+}
+
+/// A disk out of service has one name, `offline`, in `/status` and in the history the
+/// dashboard draws (which lists every disk).
+#[test]
+fn a_disk_out_of_service_is_offline_everywhere() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    std::fs::create_dir(&a).unwrap();
+    std::fs::create_dir(&b).unwrap();
+    let o = Origin::start("o");
+    let mut conf = Conf::new(dir.path(), &o);
+    conf.raw = Some(conf.with_disks(&[&a, &b]));
+    let reel = Reel::start(&conf);
+    let target = format!("/admin/store/disk?path={}&online=0", b.display());
+    let r = reel.admin_req("POST", &target);
+    assert_eq!(r.status, 200, "{}", r.text());
+    let state_in = |disks: &Value, p: &std::path::Path| {
+        disks.as_array().and_then(|d| {
+            d.iter().find(|d| d["path"] == p.display().to_string()).map(|d| d["state"].clone())
+        })
+    };
+    assert_eq!(state_in(&reel.status()["store"]["disks"], &b), Some("offline".into()));
+    let sample = eventually("a sample with the disk out", || {
+        let v = reel.admin_req("GET", "/status/history?since=0").json();
+        let last = v["samples"].as_array()?.last()?.clone();
+        (state_in(&last["disks"], &b) == Some("offline".into())).then_some(last)
+    });
+    assert_eq!(sample["disks"].as_array().map(Vec::len), Some(2), "every disk: {sample}");
+    assert_eq!(state_in(&sample["disks"], &a), Some("online".into()), "{sample}");
+}
+
+/// Live playlists and segments are counted apart: the page draws the hit ratio of each.
+#[test]
+fn playlists_and_segments_have_their_own_hit_ratio() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = Origin::start("a");
+    o.put("/live/seg.ts", Object::ok("s".repeat(1000)));
+    // A live playlist the cache may not keep: every request goes to the origin.
+    o.put("/live/index.m3u8", Object::ok("#EXTM3U\n").header("cache-control", "no-store"));
+    let reel = Reel::start(&Conf::new(dir.path(), &o));
+    for _ in 0..5 {
+        assert_eq!(get(reel.data, "/live/seg.ts").status, 200);
+        assert_eq!(get(reel.data, "/live/index.m3u8").status, 200);
+    }
+    let v = eventually("samples with all ten requests", || {
+        let v = reel.admin_req("GET", "/status/history?since=0").json();
+        (sum(&v, |s| s["requests"].as_f64().unwrap_or(0.0)) >= 10.0).then_some(v)
+    });
+    assert_eq!(sum(&v, |s| s["playlist_requests"].as_f64().unwrap_or(0.0)), 5.0, "{v}");
+    let ratios =
+        |f: &str| -> Vec<f64> { samples(&v).iter().filter_map(|s| s[f].as_f64()).collect() };
+    // Segments: one miss, then hits. Playlists: never from the cache.
+    assert!(ratios("hit_ratio_segments").iter().any(|r| *r > 0.5), "{v}");
+    assert!(!ratios("hit_ratio_playlists").is_empty(), "{v}");
+    assert!(ratios("hit_ratio_playlists").iter().all(|r| *r == 0.0), "{v}");
+    let m = reel.metrics();
+    let lists: f64 = m
+        .lines()
+        .filter(|l| l.starts_with("reel_playlist_requests_total{"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    assert_eq!(lists, 5.0, "{m}");
 }

@@ -19,6 +19,8 @@ mod cors;
 mod dashboard;
 mod defaults;
 mod disks;
+mod docs;
+mod effective_config;
 mod fair;
 mod health;
 mod http3;

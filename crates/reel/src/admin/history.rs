@@ -31,12 +31,22 @@ pub(crate) struct Sample {
     pub span_ms: u64,
     /// Requests per second, all of them.
     pub requests: f64,
-    /// Requests per second by protocol (`h1`, `h2`).
+    /// Requests per second by protocol (`h1`, `h2`, `h3`).
     pub by_protocol: BTreeMap<&'static str, f64>,
     /// Requests per second by cache result (the `cache` label of `reel_requests_total`).
     pub by_result: BTreeMap<&'static str, f64>,
     /// Requests served from the cache over all requests in the interval (0 when idle).
     pub hit_ratio: f64,
+    /// Playlist requests per second (HLS playlists and DASH manifests, blocking reloads
+    /// included): also in `requests`.
+    pub playlist_requests: f64,
+    /// The hit ratio of playlist requests alone (`null` without any in the interval): live
+    /// playlists are fetched again every target duration, so they pull `hit_ratio` down on
+    /// a healthy node.
+    pub hit_ratio_playlists: Option<f64>,
+    /// The hit ratio of every other request (segments, parts, init sections, keys;
+    /// `null` without any).
+    pub hit_ratio_segments: Option<f64>,
     /// Bytes per second written to clients.
     pub bytes_out: f64,
     /// Per origin host.
@@ -60,7 +70,7 @@ pub(crate) struct Sample {
     pub store_objects: u64,
     /// Store capacity in bytes.
     pub store_capacity: u64,
-    /// The store's disks and their state (`online`, `frozen`, `failed`).
+    /// Every disk of the store and its state (`online`, `frozen`, `offline`).
     pub disks: Vec<Disk>,
     /// CPU use of each worker thread, percent of one core.
     pub worker_cpu: Vec<f64>,
@@ -74,7 +84,7 @@ pub(crate) struct Sample {
     pub net_rx_bytes: Option<f64>,
     /// Bytes per second sent on the data interfaces.
     pub net_tx_bytes: Option<f64>,
-    /// Further numeric series by name.
+    /// Further rates (per second) by name.
     pub extra: BTreeMap<&'static str, f64>,
 }
 
@@ -98,8 +108,8 @@ pub(crate) struct OriginSample {
 pub(crate) struct Disk {
     /// The store path.
     pub path: String,
-    /// `online`, `frozen` (handed over in an upgrade) or `failed` (out of service, or
-    /// every volume quarantined).
+    /// `online`, `frozen` (handed over in an upgrade) or `offline` (out of service, as
+    /// `/status` says, or every volume quarantined).
     pub state: &'static str,
     /// Bytes used on this disk.
     pub bytes_used: u64,
@@ -116,6 +126,8 @@ pub(crate) struct Totals {
     by_result: Vec<u64>,
     by_protocol: [u64; Protocol::ALL.len()],
     from_cache: u64,
+    playlists: u64,
+    playlists_from_cache: u64,
     bytes_out: u64,
     first_byte: HistogramSnapshot,
     hit_first_byte: HistogramSnapshot,
@@ -154,6 +166,8 @@ impl Totals {
                 t.by_protocol[i] += w.requests_over(*p);
             }
             t.from_cache += w.requests_from_cache();
+            t.playlists += w.playlists_total();
+            t.playlists_from_cache += w.playlists_from_cache();
             t.bytes_out += w.bytes_out();
             t.first_byte.add(&w.first_byte.snapshot());
             t.hit_first_byte.add(&w.hit_first_byte.snapshot());
@@ -202,7 +216,7 @@ impl Sample {
                 let state = if d.state == reel_store::DiskState::Offline
                     || d.stats.volumes <= d.stats.quarantined_volumes
                 {
-                    "failed"
+                    reel_store::DiskState::Offline.as_str()
                 } else if frozen {
                     "frozen"
                 } else {
@@ -259,6 +273,13 @@ impl Sample {
         let n = total.saturating_sub(prev_total);
         let cached = now.from_cache.saturating_sub(prev.from_cache);
         let hit_ratio = if n > 0 { round3((cached.min(n)) as f64 / n as f64) } else { 0.0 };
+        // Playlists are counted in the totals too: segments are the difference.
+        let lists = now.playlists.saturating_sub(prev.playlists).min(n);
+        let lists_cached = now.playlists_from_cache.saturating_sub(prev.playlists_from_cache);
+        let ratio =
+            |hit: u64, all: u64| (all > 0).then(|| round3(hit.min(all) as f64 / all as f64));
+        let hit_ratio_playlists = ratio(lists_cached, lists);
+        let hit_ratio_segments = ratio(cached.saturating_sub(lists_cached), n - lists);
         let hit = now.hit_first_byte.since(&prev.hit_first_byte);
         let not_hit = now.first_byte.since(&prev.first_byte).since(&hit);
         let origins = now
@@ -310,6 +331,9 @@ impl Sample {
             by_protocol,
             by_result,
             hit_ratio,
+            playlist_requests: rate(prev.playlists, now.playlists),
+            hit_ratio_playlists,
+            hit_ratio_segments,
             bytes_out: rate(prev.bytes_out, now.bytes_out),
             origins,
             hit_ttfb_p50_ms: hit.quantile_ms(0.5),
@@ -417,6 +441,28 @@ mod tests {
         assert_eq!(s.bytes_out, 2000.0);
         assert_eq!(s.hit_ratio, 0.667);
         assert_eq!(s.origins[0].requests, 5.0);
+        assert_eq!((s.hit_ratio_playlists, s.hit_ratio_segments), (None, Some(0.667)));
+    }
+
+    #[test]
+    fn playlists_and_segments_have_their_own_hit_ratios() {
+        let t0 = Instant::now();
+        let a = totals(t0, 0, 0, 0);
+        // 100 requests: 90 segments of which 88 hits, 10 live playlists of which 2 hits.
+        let mut b = totals(t0 + Duration::from_secs(1), 90, 10, 0);
+        b.playlists = 10;
+        b.playlists_from_cache = 2;
+        let s = Sample::rates(&a, &b);
+        assert_eq!(s.hit_ratio, 0.9);
+        assert_eq!(s.playlist_requests, 10.0);
+        assert_eq!(s.hit_ratio_playlists, Some(0.2));
+        assert_eq!(s.hit_ratio_segments, Some(0.978));
+        // Only playlists: no segment ratio at all, not 0 %.
+        let mut c = totals(t0 + Duration::from_secs(2), 90, 15, 0);
+        c.playlists = 15;
+        c.playlists_from_cache = 2;
+        let s = Sample::rates(&b, &c);
+        assert_eq!((s.hit_ratio_playlists, s.hit_ratio_segments), (Some(0.0), None));
     }
 
     #[test]

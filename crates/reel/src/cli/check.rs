@@ -10,8 +10,9 @@ use crate::state::fds::FdBudget;
 /// own rules, every check `serve` makes before it binds runs ([`crate::state::preflight::check`]):
 /// what `check` accepts, `serve` starts with, short of an address another process holds.
 /// `named`: the file was given with `--config` (otherwise the output says which file was
-/// read).
-pub(crate) fn run(path: &Path, named: bool) -> ExitCode {
+/// read). `print`: then print the effective configuration on stdout (`crate::cli::print`),
+/// the verdict going to stderr.
+pub(crate) fn run(path: &Path, named: bool, print: bool) -> ExitCode {
     if !named {
         let shown = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
         eprintln!("reel: no --config given; checking the default {}", shown.display());
@@ -34,11 +35,16 @@ pub(crate) fn run(path: &Path, named: bool) -> ExitCode {
                     for n in &ready.notes {
                         eprintln!("note: {n}");
                     }
-                    println!(
+                    let valid = format!(
                         "reel: configuration file {} is valid (hash {})",
                         path.display(),
                         cfg.hash()
                     );
+                    if print {
+                        eprintln!("{valid}");
+                        return crate::cli::print::run(&cfg);
+                    }
+                    println!("{valid}");
                     return ExitCode::SUCCESS;
                 }
                 Err(found) => found,

@@ -438,6 +438,9 @@ impl Handler for WorkerState {
         let tag = reel_cache::Tag::from_raw(tag);
         let result = tag.result();
         self.metrics.record(status, result.index(), bytes, first_byte, elapsed);
+        if reel_cache::hls::is_playlist(req.path().as_bytes()) {
+            self.metrics.record_playlist(result.index());
+        }
         self.metrics.record_protocol(match req.version() {
             reel_http::Version::Http2 => reel_ops::metrics::Protocol::Http2,
             reel_http::Version::Http3 => reel_ops::metrics::Protocol::Http3,
