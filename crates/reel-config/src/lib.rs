@@ -36,10 +36,11 @@ pub use reload::{RELOAD_KEYS, Reload, ReloadKey, reload_of};
 pub use schema::{
     AccessLogConfig, AccessLogFormat, AdminConfig, CacheConfig, CacheRule, CertificateConfig,
     ClientCacheControl, CoresConfig, CpuSet, DEFAULT_ALT_SVC_MAX_AGE, DEFAULT_FILL_DROP_HEADERS,
-    DemoOriginConfig, HealthConfig, HostPort, HttpConfig, InvalidateOn, Ktls, ListenerConfig,
-    LogConfig, LogFormat, MethodsPolicy, OriginBalance, OriginGroupConfig, OriginHealthConfig,
-    PathGlob, Prefetch, QuicRetry, ServerConfig, SiteConfig, SliceSize, Steer, StoreAdmission,
-    StoreConfig, StoreIo, TierConfig, TlsCert, TlsVersion, host_pattern_matches, strip_port,
+    DemoOriginConfig, EnvValue, HealthConfig, HostPort, HttpConfig, InvalidateOn, Ktls,
+    ListenerConfig, LogConfig, LogFormat, MethodsPolicy, OriginAuth, OriginBalance,
+    OriginGroupConfig, OriginHealthConfig, PathGlob, Prefetch, QuicRetry, ServerConfig, SiteConfig,
+    SiteKeyConfig, SliceSize, Steer, StoreAdmission, StoreConfig, StoreIo, TierConfig, TlsCert,
+    TlsVersion, env_value, host_pattern_matches, strip_port,
 };
 pub use units::{ByteSize, Duration, UnitError};
 

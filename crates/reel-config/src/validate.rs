@@ -6,11 +6,12 @@
 //! `server` (`[server]`, `[log]`, `[admin]`, `[access_log]`), `resources` (`[cores]`,
 //! `[http]`, `[health]`, `[store]`), `listener` (`[[listener]]`, `[[certificate]]`), `cache`
 //! (`[cache]`, `[[cache.rule]]`, `[[site]]`) and `origin` (`[[origin_group]]`,
-//! `[demo_origin]`).
+//! `[demo_origin]`), and `origin_auth` (`request_headers`, `auth` and its credentials).
 
 mod cache;
 mod listener;
 mod origin;
+mod origin_auth;
 mod resources;
 mod server;
 

@@ -262,7 +262,7 @@ match = ""
 ttl = "1s"
 
 [[site]]
-hosts = ["a.example.com", "*"]
+hosts = ["a.example.com", "a b"]
 origin_group = "nope"
 
 [[site]]
