@@ -196,13 +196,13 @@ impl Config {
     }
 
     /// The site serving request Host `host` (with or without `:port`): an exact entry of any
-    /// site first, else the wildcard entry with the longest domain. Returns the site's index
-    /// in [`Config::site`] and the site.
+    /// site first, else the wildcard entry with the longest domain, else the catch-all
+    /// (`"*"`). Returns the site's index in [`Config::site`] and the site.
     pub fn site_for_host(&self, host: &str) -> Option<(usize, &SiteConfig)> {
         let name = strip_port(host);
         let name = name.strip_suffix('.').unwrap_or(name);
         let exact = self.site.iter().enumerate().find(|(_, s)| {
-            s.hosts.iter().any(|p| !p.starts_with("*.") && p.eq_ignore_ascii_case(name))
+            s.hosts.iter().any(|p| !p.starts_with('*') && p.eq_ignore_ascii_case(name))
         });
         if exact.is_some() {
             return exact;
@@ -214,6 +214,9 @@ impl Config {
             .filter(|(_, _, p)| p.starts_with("*.") && host_pattern_matches(p, name))
             .max_by_key(|(i, _, p)| (p.len(), std::cmp::Reverse(*i)))
             .map(|(i, s, _)| (i, s))
+            .or_else(|| {
+                self.site.iter().enumerate().find(|(_, s)| s.hosts.iter().any(|p| p == "*"))
+            })
     }
 
     /// Position of `key`, else of its nearest ancestor present in the file, else 1:1.

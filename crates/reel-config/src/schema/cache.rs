@@ -374,9 +374,13 @@ pub fn strip_port(host: &str) -> &str {
     }
 }
 
-/// True when Host name `name` (no port) matches a `[[site]].hosts` entry.
+/// True when Host name `name` (no port) matches a `[[site]].hosts` entry (the catch-all
+/// `"*"` matches every name; routing tries it last).
 pub fn host_pattern_matches(pattern: &str, name: &str) -> bool {
     let name = name.strip_suffix('.').unwrap_or(name);
+    if pattern == "*" {
+        return true;
+    }
     match pattern.strip_prefix("*.") {
         Some(domain) => {
             name.len() > domain.len() + 1
