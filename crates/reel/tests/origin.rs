@@ -109,6 +109,10 @@ struct OriginState {
     cookies: HashMap<String, Vec<String>>,
     /// The `Host` of the last request per path.
     hosts: HashMap<String, String>,
+    /// The field lines (name lowercase, value trimmed) of the last request per path.
+    fields: HashMap<String, Vec<(String, String)>>,
+    /// The request-target of the last request per path.
+    targets: HashMap<String, String>,
 }
 
 /// A small HTTP/1.1 origin on 127.0.0.1:0: serves the objects put into it (404 otherwise,
@@ -177,6 +181,17 @@ impl Origin {
         self.state.lock().unwrap().hosts.get(path).cloned()
     }
 
+    /// The value of field `name` (lowercase) in the last request for `path`.
+    pub(crate) fn field(&self, path: &str, name: &str) -> Option<String> {
+        let st = self.state.lock().unwrap();
+        st.fields.get(path)?.iter().find(|(n, _)| n == name).map(|(_, v)| v.clone())
+    }
+
+    /// The request-target (path and query) of the last request for `path`.
+    pub(crate) fn target(&self, path: &str) -> Option<String> {
+        self.state.lock().unwrap().targets.get(path).cloned()
+    }
+
     /// Requests received for `path` so far.
     pub(crate) fn hits(&self, path: &str) -> u64 {
         self.state.lock().unwrap().hits.get(path).copied().unwrap_or(0)
@@ -205,6 +220,7 @@ fn origin_conn(s: TcpStream, state: &Mutex<OriginState>, name: &str) {
         let mut cdn_loop: Vec<String> = Vec::new();
         let mut cookies: Vec<String> = Vec::new();
         let mut host = None;
+        let mut fields = Vec::new();
         let mut body_len = 0usize;
         loop {
             let mut h = String::new();
@@ -216,6 +232,7 @@ fn origin_conn(s: TcpStream, state: &Mutex<OriginState>, name: &str) {
                 break;
             }
             if let Some((k, v)) = h.split_once(':') {
+                fields.push((k.to_ascii_lowercase(), v.trim().to_string()));
                 if k.eq_ignore_ascii_case("if-none-match") {
                     inm = Some(v.trim().to_string());
                 } else if k.eq_ignore_ascii_case("cdn-loop") {
@@ -244,6 +261,8 @@ fn origin_conn(s: TcpStream, state: &Mutex<OriginState>, name: &str) {
                 st.cdn_loop.insert(path.clone(), cdn_loop.join(", "));
             }
             st.cookies.insert(path.clone(), cookies);
+            st.fields.insert(path.clone(), fields);
+            st.targets.insert(path.clone(), target.clone());
             if let Some(h) = host {
                 st.hosts.insert(path.clone(), h);
             }
