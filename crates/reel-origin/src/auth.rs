@@ -24,13 +24,9 @@ pub(crate) struct GroupAuth {
     s3: Option<Signer>,
 }
 
-/// `spec`'s `request_headers` and S3 credentials can be sent.
-pub(crate) fn validate(spec: &GroupSpec) -> Result<(), SpecError> {
-    GroupAuth::new(spec).map(|_| ())
-}
-
 impl GroupAuth {
-    /// The group's authentication, `None` when it has none.
+    /// The group's authentication, `None` when it has none; fails when a field or the
+    /// credentials cannot be sent (checked with the rest of the group in `Origins::new`).
     pub(crate) fn new(spec: &GroupSpec) -> Result<Option<GroupAuth>, SpecError> {
         let group = || spec.name.clone();
         let mut fields = Vec::with_capacity(spec.request_headers.len());

@@ -362,7 +362,6 @@ impl GroupSpec {
                 return Err(SpecError::ZeroTimeout { group: group(), field });
             }
         }
-        crate::auth::validate(self)?;
         if self.tls.insecure_skip_verify && self.tls.ca_file.is_some() {
             return Err(SpecError::Tls {
                 group: group(),
