@@ -14,8 +14,9 @@ use crate::body::RequestBody;
 use crate::host::HostState;
 
 /// One probe: connect (over TLS for an HTTPS host, with the same verification as requests),
-/// `GET path` (with the group's fields and signature, like its requests), compare the status. The whole exchange is bounded by the probe timeout; the
-/// body is not read and the connection is closed afterwards.
+/// `GET path` (with the group's fields and signature, like its requests), compare the
+/// status. The whole exchange is bounded by the probe timeout; the body is not read and the
+/// connection is closed afterwards.
 async fn probe(host: &HostState) -> Result<(), String> {
     let h = &host.health;
     let exchange = async {

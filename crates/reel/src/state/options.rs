@@ -192,6 +192,7 @@ pub(crate) fn access_log_format(cfg: &Config) -> reel_ops::access_log::Format {
 
 /// `[[origin_group]]`; with `--origin`, only the flag's group (it serves every Host, so the
 /// config's groups would only run health checks nobody uses).
+///
 /// Fails when an environment variable the groups' authentication names is not set (the
 /// config's validation says so first; this is the read the server uses).
 pub(crate) fn origin_groups(
