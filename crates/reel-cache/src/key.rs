@@ -25,7 +25,9 @@
 //!   parameters dropped, ignored names removed. Order is kept, not sorted: origins (and
 //!   signed-URL schemes) may give order meaning, and clients of one stream send a stable
 //!   order anyway. With `drop_query`, only the LL-HLS parameters `_HLS_msn`, `_HLS_part`,
-//!   `_HLS_skip` remain (they select different playlist contents). An empty query is the
+//!   `_HLS_skip` remain (they select different playlist contents); with a keep-list
+//!   (`[site.key] query`), only those and the listed ones. `CMCD` (CTA-5004 client data,
+//!   different on every request of a session) never enters the key. An empty query is the
 //!   same key as no query.
 //!
 //! The key bytes are `host` immediately followed by the path (which starts with `/`), so
@@ -42,14 +44,36 @@ use xxhash_rust::xxh3::xxh3_128;
 /// Query parameters that always stay in the key (LL-HLS, RFC 8216bis 6.2.5.2).
 pub const LL_HLS_PARAMS: [&str; 3] = ["_HLS_msn", "_HLS_part", "_HLS_skip"];
 
-/// Key-building options.
+/// The query parameter of CTA-5004 Common Media Client Data: player telemetry for the
+/// origin or its logs, never part of what is asked for, so never part of the key.
+pub const CMCD_PARAM: &str = "CMCD";
+
+/// Key-building options. Names are compared after percent-normalisation, case-sensitively;
+/// the LL-HLS parameters always stay and [`CMCD_PARAM`] always goes.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct KeyConfig {
-    /// Query parameter names (compared after percent-normalisation, case-sensitively)
-    /// removed from the key, e.g. session tokens.
+    /// Query parameter names removed from the key, e.g. session tokens (`ignore_query` and
+    /// `[site.key] drop`).
     pub ignore_query: Vec<String>,
     /// Drop the whole query except the LL-HLS parameters.
     pub drop_query: bool,
+    /// Keep only these parameters (and the LL-HLS ones); empty = no such rule
+    /// (`[site.key] query`).
+    pub keep_query: Vec<String>,
+}
+
+impl KeyConfig {
+    /// Whether the parameter named `name` leaves the key.
+    fn drops(&self, name: &[u8]) -> bool {
+        if LL_HLS_PARAMS.iter().any(|n| n.as_bytes() == name) {
+            return false;
+        }
+        name == CMCD_PARAM.as_bytes()
+            || self.drop_query
+            || self.ignore_query.iter().any(|n| n.as_bytes() == name)
+            || (!self.keep_query.is_empty()
+                && !self.keep_query.iter().any(|n| n.as_bytes() == name))
+    }
 }
 
 /// Why a request target cannot be keyed (the request should get a 400).
@@ -285,10 +309,7 @@ impl CacheKey {
                     Some(i) => &param[..i],
                     None => &param[..],
                 };
-                let ll_hls = LL_HLS_PARAMS.iter().any(|n| n.as_bytes() == name);
-                if !ll_hls
-                    && (cfg.drop_query || cfg.ignore_query.iter().any(|n| n.as_bytes() == name))
-                {
+                if cfg.drops(name) {
                     continue;
                 }
                 bytes.push(if first { b'?' } else { b'&' });
@@ -538,8 +559,11 @@ mod tests {
     #[test]
     fn query_table() {
         let d = KeyConfig::default();
-        let ign = KeyConfig { ignore_query: vec!["token".into(), "exp".into()], drop_query: false };
-        let drop = KeyConfig { ignore_query: vec![], drop_query: true };
+        let ign =
+            KeyConfig { ignore_query: vec!["token".into(), "exp".into()], ..KeyConfig::default() };
+        let drop = KeyConfig { drop_query: true, ..KeyConfig::default() };
+        let keep =
+            KeyConfig { keep_query: vec!["v".into(), "bitrate".into()], ..KeyConfig::default() };
         let cases: &[(&str, &KeyConfig, &str)] = &[
             ("/a?b=1&a=2", &d, "/a?b=1&a=2"),
             ("/a?", &d, "/a"),
@@ -561,9 +585,23 @@ mod tests {
             ),
             (
                 "/l.m3u8?_HLS_part=3&_HLS_msn=12",
-                &KeyConfig { ignore_query: vec!["_HLS_msn".into()], drop_query: true },
+                &KeyConfig {
+                    ignore_query: vec!["_HLS_msn".into()],
+                    drop_query: true,
+                    ..KeyConfig::default()
+                },
                 "/l.m3u8?_HLS_part=3&_HLS_msn=12",
             ),
+            // CMCD leaves every key; the origin still gets it (origin_target).
+            ("/s.ts?CMCD=bl%3D21300%2Csid%3D%226e2f%22&v=2", &d, "/s.ts?v=2"),
+            ("/s.ts?CMCD", &d, "/s.ts"),
+            ("/s.ts?cmcd=x", &d, "/s.ts?cmcd=x"),
+            ("/s.ts?CMCD=x&token=1", &ign, "/s.ts"),
+            // A keep-list keeps its names, in request order, and the LL-HLS ones.
+            ("/s.ts?sess=9&bitrate=800&v=2&CMCD=x", &keep, "/s.ts?bitrate=800&v=2"),
+            ("/l.m3u8?_HLS_msn=3&sess=9", &keep, "/l.m3u8?_HLS_msn=3"),
+            ("/s.ts?b%69trate=1&vv=2", &keep, "/s.ts?bitrate=1"),
+            ("/s.ts?sess=9", &keep, "/s.ts"),
         ];
         for (target, cfg, want) in cases {
             assert_eq!(

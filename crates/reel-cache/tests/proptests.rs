@@ -45,9 +45,10 @@ fn target() -> impl Strategy<Value = String> {
 }
 
 fn key_config() -> impl Strategy<Value = KeyConfig> {
-    (any::<bool>(), any::<bool>()).prop_map(|(drop_query, ignore)| KeyConfig {
+    (any::<bool>(), any::<bool>(), any::<bool>()).prop_map(|(drop_query, ignore, keep)| KeyConfig {
         ignore_query: if ignore { vec!["token".into()] } else { vec![] },
         drop_query,
+        keep_query: if keep { vec!["v".into()] } else { vec![] },
     })
 }
 

@@ -42,12 +42,13 @@ pub use schema::{
     AccessLogConfig, AccessLogFormat, AdminConfig, AllowOrigins, CacheConfig, CacheRule,
     CertificateConfig, ClientCacheControl, Coding, CompressConfig, CoresConfig, CorsConfig, CpuSet,
     DEFAULT_ALT_SVC_MAX_AGE, DEFAULT_COMPRESS_TYPES, DEFAULT_CORS_ALLOW_HEADERS,
-    DEFAULT_CORS_EXPOSE_HEADERS, DEFAULT_FILL_DROP_HEADERS, DemoOriginConfig, GeoConfig,
+    DEFAULT_CORS_EXPOSE_HEADERS, DEFAULT_FILL_DROP_HEADERS, DemoOriginConfig, EnvValue, GeoConfig,
     HeaderAction, HeaderRuleConfig, HealthConfig, HostPort, HttpConfig, InvalidateOn, Ktls,
-    ListenerConfig, LogConfig, LogFormat, MethodsPolicy, OriginBalance, OriginGroupConfig,
-    OriginHealthConfig, PathGlob, Prefetch, Propagate, QuicRetry, ServerConfig, SiteAccessConfig,
-    SiteConfig, SiteLimitsConfig, SliceSize, Steer, StoreAdmission, StoreConfig, StoreIo,
-    TierConfig, TlsCert, TlsVersion, TokenConfig, TokenFormat, host_pattern_matches, strip_port,
+    ListenerConfig, LogConfig, LogFormat, MethodsPolicy, OriginAuth, OriginBalance,
+    OriginGroupConfig, OriginHealthConfig, PathGlob, Prefetch, Propagate, QuicRetry, ServerConfig,
+    SiteAccessConfig, SiteConfig, SiteKeyConfig, SiteLimitsConfig, SliceSize, Steer,
+    StoreAdmission, StoreConfig, StoreIo, TierConfig, TlsCert, TlsVersion, TokenConfig,
+    TokenFormat, env_value, host_pattern_matches, strip_port,
 };
 pub use units::{ByteSize, Duration, UnitError};
 
@@ -214,13 +215,13 @@ impl Config {
     }
 
     /// The site serving request Host `host` (with or without `:port`): an exact entry of any
-    /// site first, else the wildcard entry with the longest domain. Returns the site's index
-    /// in [`Config::site`] and the site.
+    /// site first, else the wildcard entry with the longest domain, else the catch-all
+    /// (`"*"`). Returns the site's index in [`Config::site`] and the site.
     pub fn site_for_host(&self, host: &str) -> Option<(usize, &SiteConfig)> {
         let name = strip_port(host);
         let name = name.strip_suffix('.').unwrap_or(name);
         let exact = self.site.iter().enumerate().find(|(_, s)| {
-            s.hosts.iter().any(|p| !p.starts_with("*.") && p.eq_ignore_ascii_case(name))
+            s.hosts.iter().any(|p| !p.starts_with('*') && p.eq_ignore_ascii_case(name))
         });
         if exact.is_some() {
             return exact;
@@ -232,6 +233,9 @@ impl Config {
             .filter(|(_, _, p)| p.starts_with("*.") && host_pattern_matches(p, name))
             .max_by_key(|(i, _, p)| (p.len(), std::cmp::Reverse(*i)))
             .map(|(i, s, _)| (i, s))
+            .or_else(|| {
+                self.site.iter().enumerate().find(|(_, s)| s.hosts.iter().any(|p| p == "*"))
+            })
     }
 
     /// Position of `key`, else of its nearest ancestor present in the file, else 1:1.

@@ -6,8 +6,9 @@
 //! `server` (`[server]`, `[log]`, `[admin]`, `[access_log]`), `resources` (`[cores]`,
 //! `[http]`, `[health]`, `[store]`), `listener` (`[[listener]]`, `[[certificate]]`), `cache`
 //! (`[cache]`, `[[cache.rule]]`, `[[site]]`), `access` (`[geo]`, `[site.access]`,
-//! `[site.limits]`), `edits` (`[site.cors]`, `[[site.header]]`) and `origin`
-//! (`[[origin_group]]`, `[demo_origin]`).
+//! `[site.limits]`), `edits` (`[site.cors]`, `[[site.header]]`), `origin`
+//! (`[[origin_group]]`, `[demo_origin]`) and `origin_auth` (`request_headers`, `auth` and
+//! its credentials).
 
 mod access;
 mod cache;
@@ -15,6 +16,7 @@ mod compress;
 mod edits;
 mod listener;
 mod origin;
+mod origin_auth;
 mod resources;
 mod server;
 mod token;

@@ -13,7 +13,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderValue};
@@ -414,14 +414,18 @@ impl WorkerClient {
         let mut headers = req.headers;
         strip_hop_by_hop(&mut headers);
         headers.remove(header::HOST);
+        let mut pq = req.path_and_query;
+        if let Some(auth) = &g.auth {
+            auth.scrub(&mut headers);
+            pq = auth.target(&pq);
+        }
         if !req.body.is_stream() {
             headers.remove(header::CONTENT_LENGTH);
         }
-        let affinity =
-            affinity.unwrap_or_else(|| Affinity::of(req.path_and_query.as_str().as_bytes()));
+        let affinity = affinity.unwrap_or_else(|| Affinity::of(pq.as_str().as_bytes()));
         let head = Head {
             method: req.method,
-            pq: req.path_and_query,
+            pq,
             headers,
             host: HeaderValue::from_str(&req.host).ok().filter(|v| !v.is_empty()),
             idempotent,
@@ -574,10 +578,15 @@ impl WorkerClient {
                 .or_else(|| head.host.clone())
                 .or_else(|| HeaderValue::from_str(&host.addr).ok())
                 .unwrap_or_else(|| HeaderValue::from_static("localhost"));
+            let mut headers = head.headers.clone();
+            if let Some(auth) = &host.auth {
+                // Signed per attempt: the Host signed is this host's, the time is now.
+                auth.apply((&head.method, &head.pq), &host_value, &mut headers, SystemTime::now());
+            }
             let mut req = sender.request(
                 head.method.clone(),
                 head.pq.clone(),
-                head.headers.clone(),
+                headers,
                 host_value,
                 &host.addr,
                 this_body,

@@ -4,6 +4,7 @@
 
 use std::io;
 use std::sync::Arc;
+use std::time::SystemTime;
 
 use http::uri::PathAndQuery;
 use http::{HeaderMap, HeaderValue, Method, header};
@@ -13,26 +14,26 @@ use crate::body::RequestBody;
 use crate::host::HostState;
 
 /// One probe: connect (over TLS for an HTTPS host, with the same verification as requests),
-/// `GET path`, compare the status. The whole exchange is bounded by the probe timeout; the
-/// body is not read and the connection is closed afterwards.
+/// `GET path` (with the group's fields and signature, like its requests), compare the
+/// status. The whole exchange is bounded by the probe timeout; the body is not read and the
+/// connection is closed afterwards.
 async fn probe(host: &HostState) -> Result<(), String> {
     let h = &host.health;
     let exchange = async {
         let mut send = crate::conn::open(host, h.timeout).await.map_err(|e| e.to_string())?;
-        let pq = PathAndQuery::try_from(h.path.as_str()).map_err(|e| format!("path: {e}"))?;
+        let mut pq = PathAndQuery::try_from(h.path.as_str()).map_err(|e| format!("path: {e}"))?;
         let mut headers = HeaderMap::new();
         if !send.is_h2() {
             headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
         }
         headers.insert(header::USER_AGENT, HeaderValue::from_static("reel-health-check"));
-        let req = send.request(
-            Method::GET,
-            pq,
-            headers,
-            host.probe_host_header(),
-            &host.addr,
-            RequestBody::Empty,
-        );
+        let host_value = host.probe_host_header();
+        if let Some(auth) = &host.auth {
+            pq = auth.target(&pq);
+            auth.apply((&Method::GET, &pq), &host_value, &mut headers, SystemTime::now());
+        }
+        let req =
+            send.request(Method::GET, pq, headers, host_value, &host.addr, RequestBody::Empty);
         let resp = send.send(req).await.map_err(|e| format!("request: {}", e.error()))?;
         if resp.status().as_u16() == h.expect_status {
             Ok(())

@@ -28,6 +28,7 @@ use std::time::Instant;
 
 use http::HeaderValue;
 
+use crate::auth::GroupAuth;
 use crate::error::ErrorKind;
 use crate::places::Places;
 use crate::spec::{HealthSpec, HostSpec};
@@ -52,6 +53,8 @@ pub(crate) struct HostState {
     pub(crate) host_header: Option<HeaderValue>,
     /// TLS connector and name, for an HTTPS host.
     pub(crate) tls: Option<TlsTarget>,
+    /// The group's origin authentication, for requests and probes alike.
+    pub(crate) auth: Option<Arc<GroupAuth>>,
     pub(crate) pool_key: PoolKey,
     /// Rendezvous weight and identity (a hash of `addr`, the same on every node).
     pub(crate) weight: u32,
@@ -95,6 +98,7 @@ impl HostState {
             tier,
             host_header,
             tls,
+            auth: None,
             pool_key,
             weight: spec.weight.max(1),
             rank_id: crate::balance::host_id(&spec.addr),

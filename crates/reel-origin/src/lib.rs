@@ -9,6 +9,9 @@
 //!   that worker's keep-alive pool, picks hosts inside the best healthy tier (round robin, or
 //!   rendezvous hashing of the request's [`Affinity`], see [`Balance`]) and retries idempotent
 //!   requests on the next host when nothing came back yet.
+//! * A group may authenticate to its origin ([`GroupSpec::request_headers`], a shared secret;
+//!   [`GroupSpec::s3`], AWS Signature Version 4): every request and health probe to its
+//!   hosts carries them, and the values never appear in `Debug` output or logs.
 //! * HTTPS hosts ([`HostSpec::tls`]) are verified against the system roots or the group's
 //!   `ca_file` ([`TlsSpec`]); health checks and pooled connections use TLS the same way.
 //!
@@ -18,6 +21,7 @@
 
 #![forbid(unsafe_code)]
 
+mod auth;
 mod balance;
 mod body;
 mod client;
@@ -27,6 +31,7 @@ mod headers;
 mod health;
 mod host;
 mod places;
+mod sigv4;
 mod spec;
 mod stats;
 mod tls;
@@ -45,7 +50,7 @@ pub use client::{
 pub use error::{ErrorKind, OriginError};
 pub use headers::strip_hop_by_hop;
 pub use places::Requester;
-pub use spec::{Balance, GroupSpec, HealthSpec, HostSpec, SpecError, TlsSpec};
+pub use spec::{Balance, GroupSpec, HealthSpec, HostSpec, S3Auth, Secret, SpecError, TlsSpec};
 pub use stats::{ErrorCounts, GroupSnapshot, HostSnapshot, OriginsSnapshot};
 
 use health::Checker;
@@ -55,6 +60,8 @@ use host::HostState;
 struct Group {
     spec: GroupSpec,
     tiers: Vec<Vec<Arc<HostState>>>,
+    /// Fields and signature added to its requests, if any.
+    auth: Option<Arc<auth::GroupAuth>>,
 }
 
 /// Everything shared between the workers.
@@ -102,6 +109,7 @@ impl Origins {
             } else {
                 None
             };
+            let auth = auth::GroupAuth::new(&spec)?.map(Arc::new);
             let mut tiers = Vec::with_capacity(spec.tiers.len());
             for (ti, hosts) in spec.tiers.iter().enumerate() {
                 let mut tier = Vec::with_capacity(hosts.len());
@@ -114,12 +122,13 @@ impl Origins {
                     };
                     let health = spec.health.clone();
                     let limits = (health, spec.max_connections);
-                    let state = HostState::new((&spec.name, gi), h, ti, target, limits, base);
+                    let mut state = HostState::new((&spec.name, gi), h, ti, target, limits, base);
+                    state.auth = auth.clone();
                     tier.push(Arc::new(state));
                 }
                 tiers.push(tier);
             }
-            out.push(Group { spec, tiers });
+            out.push(Group { spec, tiers, auth });
         }
         Ok(Self { inner: Arc::new(Inner { groups: out, by_name }), checker: Mutex::new(None) })
     }

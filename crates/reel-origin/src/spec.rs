@@ -52,6 +52,43 @@ fn strip_port(hp: &str) -> &str {
     }
 }
 
+/// A value that must never be shown (a shared secret, a key): its `Debug` is `<redacted>`,
+/// whatever prints the spec holding it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Wraps `value`.
+    pub fn new(value: impl Into<String>) -> Self {
+        Secret(value.into())
+    }
+
+    /// The value, for the code that sends it.
+    pub(crate) fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+/// AWS Signature Version 4 credentials for S3 and S3-compatible stores: every request to
+/// the group is signed (service `s3`, payload `UNSIGNED-PAYLOAD`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct S3Auth {
+    /// The region of the signature's scope (`us-east-1`; `auto` for R2).
+    pub region: String,
+    /// The access key ID.
+    pub access_key: Secret,
+    /// The secret access key.
+    pub secret_key: Secret,
+    /// A session token of temporary credentials, sent as `x-amz-security-token`.
+    pub session_token: Option<Secret>,
+}
+
 /// How a request picks a host inside a tier.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Balance {
@@ -151,6 +188,11 @@ pub struct GroupSpec {
     pub fail_open: bool,
     /// Active health checking.
     pub health: HealthSpec,
+    /// Fields set on every request to the group's hosts, health checks included, replacing
+    /// a viewer's of the same name (a shared secret the origin checks).
+    pub request_headers: Vec<(String, Secret)>,
+    /// Sign every request to the group's hosts, health checks included.
+    pub s3: Option<S3Auth>,
 }
 
 impl GroupSpec {
@@ -170,6 +212,8 @@ impl GroupSpec {
             retries: 1,
             fail_open: true,
             health: HealthSpec::default(),
+            request_headers: Vec::new(),
+            s3: None,
         }
     }
 }
@@ -238,6 +282,22 @@ pub enum SpecError {
         group: String,
         /// What is wrong.
         reason: String,
+    },
+    /// A `request_headers` entry that cannot be sent (its value is not shown).
+    #[error("origin group {group:?}: request header {name:?} has an invalid name or value")]
+    BadRequestHeader {
+        /// Group name.
+        group: String,
+        /// Offending field name.
+        name: String,
+    },
+    /// S3 credentials that cannot be sent in a field.
+    #[error("origin group {group:?}: S3 credentials: {reason}")]
+    BadS3 {
+        /// Group name.
+        group: String,
+        /// What is wrong.
+        reason: &'static str,
     },
     /// A timeout of zero would fail every request.
     #[error("origin group {group:?}: {field} must be greater than zero")]

@@ -111,6 +111,10 @@ struct OriginState {
     hosts: HashMap<String, String>,
     /// Every request target received, in order.
     targets: Vec<String>,
+    /// The field lines (name lowercase, value trimmed) of the last request per path.
+    fields: HashMap<String, Vec<(String, String)>>,
+    /// The request-target of the last request per path.
+    last_targets: HashMap<String, String>,
 }
 
 /// A small HTTP/1.1 origin on 127.0.0.1:0: serves the objects put into it (404 otherwise,
@@ -184,6 +188,17 @@ impl Origin {
         self.state.lock().unwrap().targets.clone()
     }
 
+    /// The value of field `name` (lowercase) in the last request for `path`.
+    pub(crate) fn field(&self, path: &str, name: &str) -> Option<String> {
+        let st = self.state.lock().unwrap();
+        st.fields.get(path)?.iter().find(|(n, _)| n == name).map(|(_, v)| v.clone())
+    }
+
+    /// The request-target (path and query) of the last request for `path`.
+    pub(crate) fn target(&self, path: &str) -> Option<String> {
+        self.state.lock().unwrap().last_targets.get(path).cloned()
+    }
+
     /// Requests received for `path` so far.
     pub(crate) fn hits(&self, path: &str) -> u64 {
         self.state.lock().unwrap().hits.get(path).copied().unwrap_or(0)
@@ -212,6 +227,7 @@ fn origin_conn(s: TcpStream, state: &Mutex<OriginState>, name: &str) {
         let mut cdn_loop: Vec<String> = Vec::new();
         let mut cookies: Vec<String> = Vec::new();
         let mut host = None;
+        let mut fields = Vec::new();
         let mut body_len = 0usize;
         loop {
             let mut h = String::new();
@@ -223,6 +239,7 @@ fn origin_conn(s: TcpStream, state: &Mutex<OriginState>, name: &str) {
                 break;
             }
             if let Some((k, v)) = h.split_once(':') {
+                fields.push((k.to_ascii_lowercase(), v.trim().to_string()));
                 if k.eq_ignore_ascii_case("if-none-match") {
                     inm = Some(v.trim().to_string());
                 } else if k.eq_ignore_ascii_case("cdn-loop") {
@@ -252,6 +269,8 @@ fn origin_conn(s: TcpStream, state: &Mutex<OriginState>, name: &str) {
                 st.cdn_loop.insert(path.clone(), cdn_loop.join(", "));
             }
             st.cookies.insert(path.clone(), cookies);
+            st.fields.insert(path.clone(), fields);
+            st.last_targets.insert(path.clone(), target.clone());
             if let Some(h) = host {
                 st.hosts.insert(path.clone(), h);
             }

@@ -248,6 +248,7 @@ fn playlists_are_cached_per_hls_target_whatever_the_query_options_say() {
         o.key = reel_cache::key::KeyConfig {
             ignore_query: vec!["_HLS_msn".into(), "_HLS_part".into()],
             drop_query: true,
+            ..reel_cache::key::KeyConfig::default()
         };
     });
     o.route("/dq/p.m3u8", held(b"#EXTM3U\n#EXT-X-VERSION:9\n", Duration::from_millis(200)));

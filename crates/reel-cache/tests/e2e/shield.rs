@@ -25,7 +25,7 @@ fn three_parents(routes: &[(&str, Route)]) -> ([Origin; 3], Opts) {
     let mut opts = Opts::new(parents[0].addr);
     opts.tiers = vec![parents.iter().map(|p| p.addr).collect()];
     opts.balance = Balance::Rendezvous;
-    opts.key = KeyConfig { ignore_query: vec!["token".into()], drop_query: false };
+    opts.key = KeyConfig { ignore_query: vec!["token".into()], ..KeyConfig::default() };
     (parents, opts)
 }
 

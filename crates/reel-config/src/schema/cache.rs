@@ -186,9 +186,10 @@ pub enum InvalidateOn {
 #[serde(deny_unknown_fields)]
 pub struct SiteConfig {
     /// Host header values served: exact names (`"live.example.com"`, `"127.0.0.1"`,
-    /// `"[::1]"`) or `"*.example.com"` (any name ending in `.example.com`, not
-    /// `example.com` itself). Case-insensitive; the request's port is ignored, so entries
-    /// carry no port. A bare `"*"` is not accepted. Required, non-empty.
+    /// `"[::1]"`), `"*.example.com"` (any name ending in `.example.com`, not
+    /// `example.com` itself) or `"*"`, the catch-all: every Host no other site names (at
+    /// most one site has it). Case-insensitive; the request's port is ignored, so entries
+    /// carry no port. Required, non-empty.
     pub hosts: Vec<String>,
     /// Name of the `[[origin_group]]` that serves misses. Required.
     pub origin_group: String,
@@ -202,6 +203,9 @@ pub struct SiteConfig {
     /// off for such requests.
     #[serde(default)]
     pub drop_query: bool,
+    /// `[site.key]`: which query parameters the cache key keeps or drops by name.
+    #[serde(default)]
+    pub key: SiteKeyConfig,
     /// `pass` or `refuse`. Default `pass`.
     #[serde(default)]
     pub methods: MethodsPolicy,
@@ -265,6 +269,21 @@ pub struct SiteConfig {
     pub compress: CompressConfig,
 }
 
+/// `[site.key]`: the cache key's query parameters by name (compared after
+/// percent-normalisation, case-sensitively). The origin is always sent every parameter;
+/// the LL-HLS parameters `_HLS_msn`, `_HLS_part` and `_HLS_skip` always stay in the key and
+/// CTA-5004's `CMCD` always leaves it.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SiteKeyConfig {
+    /// Keep only these parameters in the key; empty = no such rule. Excludes `drop`,
+    /// `ignore_query` and `drop_query`. Default `[]`.
+    pub query: Vec<String>,
+    /// Remove these parameters from the key, like `ignore_query` (both lists apply).
+    /// Default `[]`.
+    pub drop: Vec<String>,
+}
+
 /// What a site fetches before viewers ask (LL-HLS, draft-pantos-hls-rfc8216bis §4.4.5.3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -287,6 +306,7 @@ impl Default for SiteConfig {
             origin_group: String::new(),
             ignore_query: Vec::new(),
             drop_query: false,
+            key: SiteKeyConfig::default(),
             methods: MethodsPolicy::default(),
             invalidate_on: InvalidateOn::default(),
             heuristic_freshness: None,
@@ -385,9 +405,13 @@ pub fn strip_port(host: &str) -> &str {
     }
 }
 
-/// True when Host name `name` (no port) matches a `[[site]].hosts` entry.
+/// True when Host name `name` (no port) matches a `[[site]].hosts` entry (the catch-all
+/// `"*"` matches every name; routing tries it last).
 pub fn host_pattern_matches(pattern: &str, name: &str) -> bool {
     let name = name.strip_suffix('.').unwrap_or(name);
+    if pattern == "*" {
+        return true;
+    }
     match pattern.strip_prefix("*.") {
         Some(domain) => {
             name.len() > domain.len() + 1

@@ -1,5 +1,7 @@
 //! `[[origin_group]]` with its tiers, health checks and balancing, and `[demo_origin]`.
 
+use std::collections::BTreeMap;
+
 use super::*;
 
 /// An origin address: `host:port` where host is an IPv4 address, a bracketed IPv6 address
@@ -156,6 +158,45 @@ pub enum OriginBalance {
     Rendezvous,
 }
 
+/// A value read from the environment when the config is loaded: `{ env = "NAME" }`. The
+/// file names the variable, never the value, so secrets stay out of the file, `/status`
+/// and the config hash.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EnvValue {
+    /// The environment variable's name.
+    pub env: String,
+}
+
+/// `[[origin_group]].auth`: how requests to the group's hosts are authenticated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OriginAuth {
+    /// No signature (`request_headers` may still carry a shared secret).
+    #[default]
+    None,
+    /// AWS Signature Version 4 with the service name `s3`.
+    S3,
+}
+
+/// The value of environment variable `name`: set, valid Unicode and non-empty; else why not
+/// (a sentence for a problem report, without the value).
+pub fn env_value(name: &str) -> Result<String, String> {
+    if name.is_empty() {
+        return Err("names no environment variable".into());
+    }
+    match std::env::var(name) {
+        Ok(v) if !v.is_empty() => Ok(v),
+        Ok(_) => Err(format!("environment variable {name:?} is empty")),
+        Err(std::env::VarError::NotPresent) => {
+            Err(format!("environment variable {name:?} is not set"))
+        }
+        Err(std::env::VarError::NotUnicode(_)) => {
+            Err(format!("environment variable {name:?} is not valid UTF-8"))
+        }
+    }
+}
+
 fn default_connect_timeout() -> Duration {
     Duration::from_secs(2)
 }
@@ -218,6 +259,33 @@ pub struct OriginGroupConfig {
     /// Offer HTTP/2 by ALPN to the group's TLS tiers. Default `false`.
     #[serde(default)]
     pub http2: bool,
+    /// Fields added to every request sent to the group's hosts (fills, revalidations,
+    /// passed-through requests and health checks), each read from an environment variable
+    /// at load and reload: `{ "X-Origin-Secret" = { env = "ORIGIN_SECRET" } }`. A viewer's
+    /// field of the same name is replaced. Never shown to viewers, logged or reported.
+    /// Default `{}`.
+    #[serde(default)]
+    pub request_headers: BTreeMap<String, EnvValue>,
+    /// How requests to the group are authenticated: `none`, or `s3` (AWS Signature
+    /// Version 4 for S3 and S3-compatible stores, with `region`, `access_key_env`,
+    /// `secret_key_env` and `session_token_env`). Default `none`.
+    #[serde(default)]
+    pub auth: OriginAuth,
+    /// With `auth = "s3"`: the region in the signature's scope (`us-east-1`; `auto` for R2).
+    /// Default `""`.
+    #[serde(default)]
+    pub region: String,
+    /// With `auth = "s3"`: the environment variable holding the access key ID. Default `""`.
+    #[serde(default)]
+    pub access_key_env: String,
+    /// With `auth = "s3"`: the environment variable holding the secret access key. Default
+    /// `""`.
+    #[serde(default)]
+    pub secret_key_env: String,
+    /// With `auth = "s3"`: the environment variable holding a session token (temporary
+    /// credentials), sent as `x-amz-security-token`; empty = none. Default `""`.
+    #[serde(default)]
+    pub session_token_env: String,
     /// Active health checks.
     #[serde(default)]
     pub health: OriginHealthConfig,
@@ -241,6 +309,12 @@ impl Default for OriginGroupConfig {
             ca_file: PathBuf::new(),
             insecure_skip_verify: false,
             http2: false,
+            request_headers: BTreeMap::new(),
+            auth: OriginAuth::None,
+            region: String::new(),
+            access_key_env: String::new(),
+            secret_key_env: String::new(),
+            session_token_env: String::new(),
             health: OriginHealthConfig::default(),
             tier: Vec::new(),
         }

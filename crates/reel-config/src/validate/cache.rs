@@ -4,7 +4,7 @@ use std::collections::HashMap;
 
 use super::{Found, bad, is_tchar, positive_duration};
 use crate::Config;
-use crate::schema::{CacheRule, SliceSize, is_dns_name};
+use crate::schema::{CacheRule, SiteConfig, SliceSize, is_dns_name};
 use crate::units::ByteSize;
 
 /// RFC 9110 5.1 `field-name`: a token.
@@ -89,9 +89,8 @@ pub(super) fn check_cache_rules(found: &mut Found, rules: &[CacheRule]) {
 /// Checks a `[[site]].hosts` entry; returns the normalised (lowercase) form.
 pub(super) fn check_site_host(host: &str) -> Result<String, String> {
     if host == "*" {
-        return Err(
-            "a catch-all \"*\" is not supported; list the names, or use \"*.example.com\"".into()
-        );
+        // The catch-all: claimed like a name, so a second one is "already claimed".
+        return Ok("*".into());
     }
     let name = host.strip_prefix("*.").unwrap_or(host);
     let valid = if let Some(v6) = name.strip_prefix('[').and_then(|n| n.strip_suffix(']')) {
@@ -156,14 +155,51 @@ pub(super) fn check_sites(found: &mut Found, cfg: &Config) {
         if let Some(t) = &site.token {
             super::token::check_token(found, i, t);
         }
-        for (j, q) in site.ignore_query.iter().enumerate() {
-            if q.is_empty() || q.contains(['&', '=', '?']) {
+        check_key(found, i, site);
+    }
+}
+
+/// `[[site]]` `i`'s query rules: parameter names, and a keep-list that no drop rule
+/// contradicts.
+fn check_key(found: &mut Found, i: usize, site: &SiteConfig) {
+    for (list, names) in [
+        ("ignore_query", &site.ignore_query),
+        ("key.query", &site.key.query),
+        ("key.drop", &site.key.drop),
+    ] {
+        for (j, q) in names.iter().enumerate() {
+            if q.is_empty() || q.contains(['&', '=', '?', '#']) {
                 bad(
                     found,
-                    format!("site[{i}].ignore_query[{j}]"),
+                    format!("site[{i}].{list}[{j}]"),
                     format!("{q:?} is not a query parameter name"),
                 );
             }
+        }
+    }
+    if site.key.query.is_empty() {
+        if site.drop_query && !site.key.drop.is_empty() {
+            bad(
+                found,
+                format!("site[{i}].key.drop"),
+                "has no effect: drop_query = true already drops every parameter",
+            );
+        }
+        return;
+    }
+    for (set, other) in [
+        (site.drop_query, "drop_query"),
+        (!site.ignore_query.is_empty(), "ignore_query"),
+        (!site.key.drop.is_empty(), "key.drop"),
+    ] {
+        if set {
+            bad(
+                found,
+                format!("site[{i}].key.query"),
+                format!(
+                    "contradicts {other}: key.query keeps only the parameters it names and drops the others; use one of them"
+                ),
+            );
         }
     }
 }

@@ -39,6 +39,7 @@ pub(super) fn check_origin_groups(found: &mut Found, groups: &[OriginGroupConfig
             check_tier(found, &format!("{key}.tier[{t}]"), tier, g.balance);
         }
         check_origin_tls(found, &key, g);
+        super::origin_auth::check_origin_auth(found, &key, g);
     }
 }
 

@@ -38,7 +38,8 @@ fn site_hosts() {
     assert!(check_site_host("*.example.com").is_ok());
     assert!(check_site_host("127.0.0.1").is_ok());
     assert!(check_site_host("[::1]").is_ok());
-    for b in ["*", "example.com:80", "::1", "a b", "*.[::1]", "", "*."] {
+    assert_eq!(check_site_host("*"), Ok("*".into()), "the catch-all");
+    for b in ["**", "example.com:80", "::1", "a b", "*.[::1]", "", "*."] {
         assert!(check_site_host(b).is_err(), "{b}");
     }
 }

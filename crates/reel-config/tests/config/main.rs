@@ -262,7 +262,7 @@ match = ""
 ttl = "1s"
 
 [[site]]
-hosts = ["a.example.com", "*"]
+hosts = ["a.example.com", "a b"]
 origin_group = "nope"
 
 [[site]]
@@ -687,6 +687,7 @@ fn heuristic_freshness_is_on_unless_switched_off() {
 }
 
 mod edits;
+mod origin_auth;
 mod reload_docs;
 mod tls;
 mod token;

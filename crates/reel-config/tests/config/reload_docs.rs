@@ -2,9 +2,13 @@
 
 use super::*;
 
-/// Every key path of a config (arrays of tables as `name[]`), leaves only.
+/// Every key path of a config (arrays of tables as `name[]`), leaves only. A table whose
+/// keys the operator names (`request_headers`: field names) is one key.
 fn leaf_keys(prefix: &str, v: &toml::Value, out: &mut Vec<String>) {
     match v {
+        toml::Value::Table(_) if prefix.ends_with(".request_headers") => {
+            out.push(prefix.to_owned())
+        }
         toml::Value::Table(t) => {
             for (k, v) in t {
                 let path = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };

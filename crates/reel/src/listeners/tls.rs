@@ -44,12 +44,12 @@ pub(crate) struct TlsState {
 }
 
 /// Names of a `tls_cert = "self-signed"` certificate: the loopback names and every site
-/// host (wildcards included).
+/// host (wildcards included; the catch-all `"*"` names no certificate name).
 pub(crate) fn self_signed_names(cfg: &Config) -> Vec<String> {
     let mut names: Vec<String> =
         ["localhost", "127.0.0.1", "::1"].iter().map(|s| s.to_string()).collect();
     for site in &cfg.site {
-        for h in &site.hosts {
+        for h in site.hosts.iter().filter(|h| *h != "*") {
             let h = h.trim_start_matches('[').trim_end_matches(']').to_ascii_lowercase();
             if !names.contains(&h) {
                 names.push(h);

@@ -46,6 +46,9 @@ pub(crate) enum GenerationError {
     /// The origin groups were rejected.
     #[error("origin groups: {0}")]
     Origins(#[from] reel_origin::SpecError),
+    /// A secret the origin groups name could not be read from the environment.
+    #[error("origin groups: {0}")]
+    OriginSecrets(String),
     /// The health checker thread could not start.
     #[error("starting origin health checks: {0}")]
     HealthChecks(#[source] std::io::Error),
@@ -82,7 +85,9 @@ impl Live {
         let origins = match prev {
             Some(p) if p.cfg.origin_group == cfg.origin_group => p.origins.clone(),
             _ => {
-                let origins = Arc::new(Origins::new(options::origin_groups(&cfg, origin_flag))?);
+                let groups = options::origin_groups(&cfg, origin_flag)
+                    .map_err(GenerationError::OriginSecrets)?;
+                let origins = Arc::new(Origins::new(groups)?);
                 origins.start_health_checks().map_err(GenerationError::HealthChecks)?;
                 origins
             }

@@ -5,7 +5,7 @@
 //! built by one function here, named after what it builds.
 
 use reel_config::{AccessLogFormat, Config, CpuSet, HostPort, MethodsPolicy};
-use reel_origin::{Balance, GroupSpec, HealthSpec, HostSpec, TlsSpec};
+use reel_origin::{Balance, GroupSpec, HealthSpec, HostSpec, S3Auth, Secret, TlsSpec};
 use reel_runtime::{CorePlan, CoreSpec, CpuSelect, ListenerSpec, RuntimeOptions};
 
 use crate::state::fds::FdBudget;
@@ -202,7 +202,13 @@ pub(crate) fn access_log_format(cfg: &Config) -> reel_ops::access_log::Format {
 
 /// `[[origin_group]]`; with `--origin`, only the flag's group (it serves every Host, so the
 /// config's groups would only run health checks nobody uses).
-pub(crate) fn origin_groups(cfg: &Config, origin_flag: Option<&OriginFlag>) -> Vec<GroupSpec> {
+///
+/// Fails when an environment variable the groups' authentication names is not set (the
+/// config's validation says so first; this is the read the server uses).
+pub(crate) fn origin_groups(
+    cfg: &Config,
+    origin_flag: Option<&OriginFlag>,
+) -> Result<Vec<GroupSpec>, String> {
     match origin_flag {
         Some(o) => {
             let mut host = HostSpec::new(o.addr.to_string());
@@ -210,10 +216,43 @@ pub(crate) fn origin_groups(cfg: &Config, origin_flag: Option<&OriginFlag>) -> V
             host.host_header = o.host_header.clone();
             let mut g = GroupSpec::new(FLAG_GROUP, vec![vec![host]]);
             g.health.enabled = false;
-            vec![g]
+            Ok(vec![g])
         }
-        None => cfg.origin_group.iter().map(group).collect(),
+        None => cfg
+            .origin_group
+            .iter()
+            .map(|g| {
+                let mut s = group(g);
+                origin_auth(g, &mut s)?;
+                Ok(s)
+            })
+            .collect(),
     }
+}
+
+/// `request_headers` and `auth = "s3"` of `g` into `s`, their values read from the
+/// environment now (at start and at each reload that rebuilds the groups).
+fn origin_auth(g: &reel_config::OriginGroupConfig, s: &mut GroupSpec) -> Result<(), String> {
+    let env = |key: &str, name: &str| {
+        reel_config::env_value(name)
+            .map(Secret::new)
+            .map_err(|why| format!("origin group {:?}: {key}: {why}", g.name))
+    };
+    for (name, v) in &g.request_headers {
+        s.request_headers.push((name.clone(), env(&format!("request_headers.{name}"), &v.env)?));
+    }
+    if g.auth == reel_config::OriginAuth::S3 {
+        s.s3 = Some(S3Auth {
+            region: g.region.clone(),
+            access_key: env("access_key_env", &g.access_key_env)?,
+            secret_key: env("secret_key_env", &g.secret_key_env)?,
+            session_token: match g.session_token_env.as_str() {
+                "" => None,
+                name => Some(env("session_token_env", name)?),
+            },
+        });
+    }
+    Ok(())
 }
 
 fn group(g: &reel_config::OriginGroupConfig) -> GroupSpec {
@@ -311,7 +350,11 @@ pub(crate) fn cache_settings(cfg: &Config, origin_flag: bool) -> reel_cache::Set
         .map(|s| Site {
             hosts: s.hosts.clone(),
             group: if origin_flag { FLAG_GROUP.to_string() } else { s.origin_group.clone() },
-            key: KeyConfig { ignore_query: s.ignore_query.clone(), drop_query: s.drop_query },
+            key: KeyConfig {
+                ignore_query: s.ignore_query.iter().chain(&s.key.drop).cloned().collect(),
+                drop_query: s.drop_query,
+                keep_query: s.key.query.clone(),
+            },
             pass_methods: s.methods == MethodsPolicy::Pass,
             invalidate_on: s.invalidate_on,
             policy: PolicyConfig {
@@ -545,7 +588,7 @@ retries = 3
         assert_eq!((r.max_connections_per_worker, r.irq_cpus), (7, vec![1]));
         assert_eq!((r.max_connections_per_client, r.max_connections), (2048, 734));
         assert!(connection_limits(&c, &FdBudget { limit: 100, base: 10 }).is_err());
-        let g = origin_groups(&c, None);
+        let g = origin_groups(&c, None).expect("groups");
         assert_eq!(g.len(), 1);
         assert_eq!(g[0].retries, 3);
         assert!(!g[0].health.enabled);
@@ -586,7 +629,7 @@ retries = 3
             tls: false,
             host_header: Some("10.0.0.1:8000".into()),
         };
-        let groups = origin_groups(&c, Some(&hp));
+        let groups = origin_groups(&c, Some(&hp)).expect("groups");
         assert_eq!(groups.iter().map(|g| g.name.as_str()).collect::<Vec<_>>(), [FLAG_GROUP]);
     }
 
@@ -627,7 +670,7 @@ retries = 3
         }
         // The flag's group carries it.
         let f = parse_origin_flag("https://b.s3.example", None).unwrap();
-        let g = origin_groups(&cfg(), Some(&f));
+        let g = origin_groups(&cfg(), Some(&f)).expect("groups");
         assert_eq!(g[0].tiers[0][0].host_header.as_deref(), Some("b.s3.example"));
         assert_eq!(g[0].tiers[0][0].tls_name(), "b.s3.example");
     }

@@ -1,8 +1,9 @@
 //! Routing and policy settings of one config generation: which Host is served from which
 //! origin group, how its keys are built, and the freshness knobs.
 //!
-//! reel is never an open proxy: a Host that no site names is refused, and the origin is
-//! always chosen from the config, never from the request.
+//! reel is never an open proxy: a Host that no site names is refused (unless a site is the
+//! catch-all, `hosts = ["*"]`, whose origin group then serves it), and the origin is always
+//! chosen from the config, never from the request.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -143,13 +144,14 @@ impl Settings {
         lowercase(&reel_config::DEFAULT_FILL_DROP_HEADERS)
     }
 
-    /// The site serving `host` (port ignored; exact names win over wildcards).
+    /// The site serving `host` (port ignored): exact names win over wildcards, wildcards
+    /// over the catch-all site (`hosts = ["*"]`), and that over the `--origin` fallback.
     pub fn site_for(&self, host: &str) -> Option<&Site> {
         let name = reel_config::strip_port(host);
         let exact = self.sites.iter().find(|s| {
             s.hosts
                 .iter()
-                .any(|p| !p.starts_with("*.") && reel_config::host_pattern_matches(p, name))
+                .any(|p| !p.starts_with('*') && reel_config::host_pattern_matches(p, name))
         });
         let wildcard = || {
             self.sites
@@ -167,7 +169,10 @@ impl Settings {
                 .max_by_key(|(l, _)| *l)
                 .map(|(_, s)| s)
         };
-        exact.or_else(wildcard).or(self.fallback.as_ref())
+        // Only for a Host no name or wildcard claims (before: 421), so a served Host pays
+        // nothing for it.
+        let catch_all = || self.sites.iter().find(|s| s.hosts.iter().any(|p| p == "*"));
+        exact.or_else(wildcard).or_else(catch_all).or(self.fallback.as_ref())
     }
 }
 
@@ -235,5 +240,20 @@ mod tests {
         s.fallback = Some(site(&[], "--origin"));
         assert_eq!(s.site_for("evil.com").unwrap().group, "--origin");
         assert_eq!(s.site_for("live.example.com").unwrap().group, "a");
+    }
+
+    #[test]
+    fn the_catch_all_site_takes_only_what_no_name_or_wildcard_claims() {
+        let mut s = Settings::for_tests(vec![
+            site(&["*"], "any"),
+            site(&["live.example.com"], "a"),
+            site(&["*.cdn.example.com"], "b"),
+        ]);
+        assert_eq!(s.site_for("live.example.com").unwrap().group, "a", "exact over catch-all");
+        assert_eq!(s.site_for("v.cdn.example.com").unwrap().group, "b", "wildcard over it");
+        assert_eq!(s.site_for("evil.com:8080").unwrap().group, "any");
+        assert_eq!(s.site_for("[::1]").unwrap().group, "any");
+        s.fallback = Some(site(&[], "--origin"));
+        assert_eq!(s.site_for("evil.com").unwrap().group, "any", "the config's over the flag's");
     }
 }
