@@ -23,7 +23,11 @@ fn key(c: &mut Criterion) {
     let host: &[u8] = b"cdn.example.com";
     let target: &[u8] =
         b"/live/channel-7/1080p/segment_000123456.m4s?token=eyJhbGciOiJIUzI1NiJ9.abc.def&exp=1700000000&cid=42";
-    let cfg = KeyConfig { ignore_query: vec!["token".into(), "exp".into()], drop_query: false };
+    let cfg = KeyConfig {
+        ignore_query: vec!["token".into(), "exp".into()],
+        drop_query: false,
+        keep_query: Vec::new(),
+    };
     c.bench_function("key_build_tokenised_segment", |b| {
         b.iter(|| CacheKey::build(black_box(host), black_box(target), &cfg))
     });
