@@ -28,6 +28,7 @@ use subtle::ConstantTimeEq;
 
 use crate::DenyReason;
 use fields::Fields;
+use pct::hex_val;
 
 /// Length of an HMAC-SHA256 in bytes (the token carries twice as many hex digits).
 pub const HMAC_LEN: usize = 32;
@@ -54,15 +55,6 @@ pub fn parse_hex_key(s: &str) -> Result<Vec<u8>, KeyError> {
         return Err(KeyError::TooShort);
     }
     Ok(key)
-}
-
-fn hex_val(b: u8) -> Option<u8> {
-    match b {
-        b'0'..=b'9' => Some(b - b'0'),
-        b'a'..=b'f' => Some(b - b'a' + 10),
-        b'A'..=b'F' => Some(b - b'A' + 10),
-        _ => None,
-    }
 }
 
 fn hex_bytes(s: &[u8]) -> Option<Vec<u8>> {

@@ -5,7 +5,8 @@
 
 use std::borrow::Cow;
 
-fn hex_val(b: u8) -> Option<u8> {
+/// The value of one hex digit, either case.
+pub(super) fn hex_val(b: u8) -> Option<u8> {
     match b {
         b'0'..=b'9' => Some(b - b'0'),
         b'a'..=b'f' => Some(b - b'a' + 10),
