@@ -18,6 +18,10 @@ pub struct ListenerSpec {
     /// from a source [`WorkerApp::proxy_header_timeout`](crate::WorkerApp::proxy_header_timeout)
     /// accepts; any other connection is closed.
     pub proxy_protocol: bool,
+    /// The listener also serves UDP on its port (HTTP/3): with port 0 the port picked is
+    /// one whose UDP twin is free too, so the UDP bind that follows does not find it
+    /// taken by some other socket's ephemeral port.
+    pub udp_twin: bool,
 }
 
 /// How the kernel picks the worker socket for a new connection.

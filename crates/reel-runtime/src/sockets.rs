@@ -89,19 +89,52 @@ pub(crate) fn bind_group(
     }
     let mut socks = Vec::with_capacity(n);
     let mut addr = spec.addr;
-    for i in 0..n {
-        let s = bind_one(addr, spec.backlog).map_err(err)?;
-        if i == 0 {
-            // With port 0 each bind would get its own port: resolve it once, share it.
-            addr = local_addr(&s).map_err(err)?;
-        }
-        socks.push(s);
+    if n > 0 {
+        // With port 0 each bind would get its own port: resolve it once, share it.
+        let (first, at) = bind_first(spec).map_err(err)?;
+        addr = at;
+        socks.push(first);
+    }
+    for _ in 1..n {
+        socks.push(bind_one(addr, spec.backlog).map_err(err)?);
     }
     if let (Some(p), Some(first)) = (prog, socks.first()) {
         steer::attach(first, p)
             .map_err(|source| RuntimeError::Steer { name: spec.name.clone(), source })?;
     }
     Ok((socks.into_iter().map(|s| vec![s.into()]).collect(), addr))
+}
+
+/// How many ports a port-0 listener with a UDP twin tries before it gives up.
+const TWIN_TRIES: usize = 64;
+
+/// The group's first socket and its address. For port 0 with a UDP twin, a port whose
+/// UDP side is taken (a client's ephemeral port, say) is let go and another is picked.
+fn bind_first(spec: &ListenerSpec) -> io::Result<(Socket, SocketAddr)> {
+    let twin = spec.udp_twin && spec.addr.port() == 0;
+    // Ports let go are held until one is found, or the kernel would offer them again.
+    let mut passed = Vec::new();
+    for _ in 0..TWIN_TRIES {
+        let s = bind_one(spec.addr, spec.backlog)?;
+        let addr = local_addr(&s)?;
+        if !twin || udp_free(addr)? {
+            return Ok((s, addr));
+        }
+        passed.push(s);
+    }
+    Err(io::Error::new(
+        io::ErrorKind::AddrInUse,
+        format!("no port among {TWIN_TRIES} picked had its UDP side free"),
+    ))
+}
+
+/// Whether a UDP socket may bind `addr` (nothing holds its UDP port).
+fn udp_free(addr: SocketAddr) -> io::Result<bool> {
+    match std::net::UdpSocket::bind(addr) {
+        Ok(_) => Ok(true),
+        Err(e) if e.kind() == io::ErrorKind::AddrInUse => Ok(false),
+        Err(e) => Err(e),
+    }
 }
 
 fn local_addr(s: &Socket) -> io::Result<SocketAddr> {
@@ -167,7 +200,7 @@ mod tests {
     use super::*;
 
     fn spec(addr: SocketAddr) -> ListenerSpec {
-        ListenerSpec { name: "t".into(), addr, backlog: 16, proxy_protocol: false }
+        ListenerSpec { name: "t".into(), addr, backlog: 16, proxy_protocol: false, udp_twin: false }
     }
 
     #[test]
@@ -185,6 +218,52 @@ mod tests {
         let (socks, got) = bind_group(&spec(addr), 2, None, &[addr]).unwrap();
         assert_eq!((socks.len(), got), (2, addr));
         drop(other);
+    }
+
+    /// Run in a network namespace of its own whose ephemeral range is 40000-40003 (there
+    /// a port-0 `bind` takes 40001 first), with the UDP side of 40001 held: a port-0
+    /// listener with a UDP twin must never get 40001, which the kernel offers it first.
+    #[test]
+    fn port_zero_with_a_udp_twin_skips_ports_whose_udp_side_is_taken() {
+        const NAME: &str =
+            "sockets::tests::port_zero_with_a_udp_twin_skips_ports_whose_udp_side_is_taken";
+        if std::env::var_os("REEL_SOCKETS_NETNS").is_none() {
+            let exe = std::env::current_exe().unwrap();
+            let script = "ip link set lo up && \
+                echo 40000 40003 > /proc/sys/net/ipv4/ip_local_port_range && exec \"$0\" \"$@\"";
+            let out = std::process::Command::new("unshare")
+                .args(["-rn", "sh", "-c", script])
+                .arg(exe)
+                .args(["--exact", NAME, "--nocapture"])
+                .env("REEL_SOCKETS_NETNS", "1")
+                .output();
+            match out {
+                Ok(o) if o.status.success() => {
+                    let text = String::from_utf8_lossy(&o.stdout);
+                    assert!(text.contains("1 passed"), "{text}");
+                }
+                Ok(o) if String::from_utf8_lossy(&o.stderr).contains("Operation not permitted") => {
+                    eprintln!(
+                        "SKIPPED: no user namespaces here: {}",
+                        String::from_utf8_lossy(&o.stderr)
+                    );
+                }
+                Ok(o) => panic!("in the namespace: {o:?}"),
+                Err(e) => eprintln!("SKIPPED: unshare: {e}"),
+            }
+            return;
+        }
+        let _held = std::net::UdpSocket::bind("127.0.0.1:40001").unwrap();
+        let twin = ListenerSpec { udp_twin: true, ..spec("127.0.0.1:0".parse().unwrap()) };
+        for _ in 0..16 {
+            let (socks, addr) = bind_group(&twin, 2, None, &[]).unwrap();
+            assert_ne!(addr.port(), 40001, "its UDP side is taken");
+            drop(socks);
+        }
+        let plain = (0..8)
+            .map(|_| bind_group(&spec("127.0.0.1:0".parse().unwrap()), 1, None, &[]).unwrap().1)
+            .any(|a| a.port() == 40001);
+        assert!(plain, "without the twin rule the kernel picks 40001");
     }
 
     #[test]

@@ -224,6 +224,7 @@ impl Server {
             addr: "127.0.0.1:0".parse().expect("addr"),
             backlog: 1024,
             proxy_protocol: false,
+            udp_twin: false,
         }];
         let ropts = RuntimeOptions { pin: false, ..Default::default() };
         let runtime = reel_runtime::start(&[0, 1], listeners, ropts, move |_ctx| {

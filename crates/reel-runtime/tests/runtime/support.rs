@@ -20,6 +20,7 @@ pub(crate) fn spec(name: &str, addr: &str) -> ListenerSpec {
         addr: addr.parse().unwrap(),
         backlog: 128,
         proxy_protocol: false,
+        udp_twin: false,
     }
 }
 

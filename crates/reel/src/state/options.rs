@@ -175,6 +175,7 @@ pub(crate) fn listeners(cfg: &Config) -> Vec<ListenerSpec> {
             addr: l.address,
             backlog: l.backlog.min(i32::MAX as u32) as i32,
             proxy_protocol: l.proxy_protocol,
+            udp_twin: l.http3_enabled(),
         })
         .collect()
 }
