@@ -12,6 +12,8 @@
 #   again, reel-load's --timeout)
 #   DIRECT (0: viewers that read the demo origin directly during the same run, as a
 #   reference for what the path through reel adds)
+#   HEADER (none: one extra request header every viewer sends, e.g. "Accept-Encoding: br";
+#   compressed playlists are decoded before the viewer reads them)
 #
 #   BLOCKING_TIMEOUT=3s LATENCY_SCALE=2 PLAYER_TIMEOUT=15s benches/llhls-latency.sh
 set -euo pipefail
@@ -48,12 +50,14 @@ if [[ ${DIRECT:-0} -gt 0 ]]; then
         "http://127.0.0.1:$((PORT_BASE + 1))/live/index.m3u8" --kv > "$WORK/direct.kv" &
     direct=$!
 fi
+extra=()
+[[ -n ${HEADER:-} ]] && extra=(-H "$HEADER")
 timeout $((DUR + 60)) "$TGT/release/reel-load" llhls -v "$VIEWERS" -d "$DUR" --timeout "$PLAYER_TIMEOUT" \
-    --origin "http://127.0.0.1:$((PORT_BASE + 1))" "http://127.0.0.1:$PORT_BASE/live/index.m3u8" --kv \
+    "${extra[@]}" --origin "http://127.0.0.1:$((PORT_BASE + 1))" "http://127.0.0.1:$PORT_BASE/live/index.m3u8" --kv \
     > "$WORK/load.kv"
 [[ -n $direct ]] && wait "$direct"
-figures='errors_total|errors\.[a-z_0-9]+=[1-9]|last_byte_by_index.*(index|p50|p99)=|viewers_fell_behind|parts_caught_up|playlists_blocking|^llhls.parts=|latency_us.p99|per_part.max|per_playlist_version.max'
-echo "blocking_timeout=$BT viewers=$VIEWERS duration_s=$DUR latency_scale=${LATENCY_SCALE:-1.0} player_timeout=$PLAYER_TIMEOUT"
+figures='errors_total|playlists_compressed|errors\.[a-z_0-9]+=[1-9]|last_byte_by_index.*(index|p50|p99)=|viewers_fell_behind|parts_caught_up|playlists_blocking|^llhls.parts=|latency_us.p(50|99)|per_part.max|per_playlist_version.max'
+echo "header=${HEADER:-none} blocking_timeout=$BT viewers=$VIEWERS duration_s=$DUR latency_scale=${LATENCY_SCALE:-1.0} player_timeout=$PLAYER_TIMEOUT"
 grep -E "$figures" "$WORK/load.kv"
 if [[ -n $direct ]]; then
     echo "direct from the origin: viewers=$DIRECT"

@@ -99,6 +99,50 @@ pub struct Response {
     pub keep_alive: bool,
     /// The response carried the connection's mark header (see [`Conn::mark_header`]).
     pub marked: bool,
+    /// Its `Content-Encoding`: the body bytes are as sent, still encoded.
+    pub coding: Coding,
+}
+
+/// A response's `Content-Encoding`, as far as a player decodes it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Coding {
+    /// None (or `identity`).
+    #[default]
+    Identity,
+    /// `gzip`.
+    Gzip,
+    /// `br`.
+    Br,
+    /// Anything else.
+    Other,
+}
+
+impl Coding {
+    fn of(headers: &[httparse::Header<'_>]) -> Self {
+        let Some(h) = headers.iter().find(|h| h.name.eq_ignore_ascii_case("content-encoding"))
+        else {
+            return Self::Identity;
+        };
+        match h.value.trim_ascii() {
+            v if v.eq_ignore_ascii_case(b"gzip") => Self::Gzip,
+            v if v.eq_ignore_ascii_case(b"br") => Self::Br,
+            v if v.is_empty() || v.eq_ignore_ascii_case(b"identity") => Self::Identity,
+            _ => Self::Other,
+        }
+    }
+
+    /// `body` decoded; `None` when it does not decode (or the coding is unknown).
+    pub fn decode(self, body: &[u8]) -> Option<std::borrow::Cow<'_, [u8]>> {
+        use std::io::Read as _;
+        let mut out = Vec::new();
+        match self {
+            Self::Identity => return Some(std::borrow::Cow::Borrowed(body)),
+            Self::Gzip => flate2::read::GzDecoder::new(body).read_to_end(&mut out).ok()?,
+            Self::Br => brotli::Decompressor::new(body, 4096).read_to_end(&mut out).ok()?,
+            Self::Other => return None,
+        };
+        Some(std::borrow::Cow::Owned(out))
+    }
 }
 
 /// Where body bytes go.
@@ -403,7 +447,7 @@ impl Conn {
         self.first_body = None;
         self.first_body_unix_us = None;
         let mut first_byte = if self.end > self.start { Some(Instant::now()) } else { None };
-        let (status, framing, keep_alive, head_len, release_ms, from_cache, marked) = loop {
+        let (status, framing, keep_alive, head_len, release_ms, from_cache, marked, coding) = loop {
             if self.end > self.start {
                 let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
                 let mut resp = httparse::Response::new(&mut headers);
@@ -417,6 +461,7 @@ impl Conn {
                             .find(|h| h.name.eq_ignore_ascii_case(RELEASE_HEADER))
                             .and_then(|h| std::str::from_utf8(h.value).ok()?.trim().parse().ok());
                         let from_cache = cache_answer(resp.headers);
+                        let coding = Coding::of(resp.headers);
                         let marked = self.mark_header.as_deref().is_some_and(|(name, sub)| {
                             resp.headers.iter().any(|h| {
                                 h.name.eq_ignore_ascii_case(name)
@@ -437,6 +482,7 @@ impl Conn {
                         }
                         break (
                             status, framing, keep_alive, n as u64, release_ms, from_cache, marked,
+                            coding,
                         );
                     }
                     Ok(httparse::Status::Partial) if self.end - self.start == self.buf.len() => {
@@ -486,6 +532,7 @@ impl Conn {
             body_bytes: got,
             keep_alive,
             marked,
+            coding,
         })
     }
 
@@ -613,4 +660,35 @@ fn framing_of(
         Framing::Close
     };
     Ok((framing, !close))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write as _;
+
+    use super::Coding;
+
+    fn coding(value: &str) -> Coding {
+        let h = [httparse::Header { name: "Content-Encoding", value: value.as_bytes() }];
+        Coding::of(&h)
+    }
+
+    #[test]
+    fn bodies_decode_as_their_content_encoding_says() {
+        let text = b"#EXTM3U\n#EXT-X-VERSION:9\n".repeat(20);
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        gz.write_all(&text).unwrap();
+        let gz = gz.finish().unwrap();
+        let mut br = Vec::new();
+        {
+            let mut w = brotli::CompressorWriter::new(&mut br, 4096, 5, 22);
+            w.write_all(&text).unwrap();
+        }
+        assert_eq!(coding(" GZIP").decode(&gz).as_deref(), Some(&text[..]));
+        assert_eq!(coding("br").decode(&br).as_deref(), Some(&text[..]));
+        assert_eq!(Coding::of(&[]).decode(&text).as_deref(), Some(&text[..]));
+        assert_eq!(coding("identity"), Coding::Identity);
+        assert_eq!(coding("zstd").decode(&text), None);
+        assert_eq!(coding("gzip").decode(&text), None, "not gzip");
+    }
 }

@@ -273,6 +273,7 @@ impl H3Conn {
             body_bytes: got,
             keep_alive: !self.is_closed(),
             marked,
+            coding: crate::client::Coding::Identity,
         };
         Ok((response, head))
     }

@@ -21,7 +21,7 @@ use serde::Serialize;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use crate::client::{Body, Conn, Response, build_get};
+use crate::client::{Body, Coding, Conn, Response, build_get};
 use crate::playlist::{self, MediaPlaylist, Part};
 use crate::scenario::{Client, Common, RETRY_PAUSE, ScenarioError, account, check_count};
 use crate::stats::{ErrorKind, Report, Stats, hist, put};
@@ -132,6 +132,8 @@ pub struct LlhlsFigures {
     pub playlists_blocking: u64,
     /// Of those, delta updates (`EXT-X-SKIP`).
     pub playlists_delta: u64,
+    /// Of those, compressed ones (`Content-Encoding`), decoded before use.
+    pub playlists_compressed: u64,
     /// Playlist arrival minus its release at the origin, µs.
     pub playlist_latency_us: Tail,
     /// First body byte of a hinted part minus its release at the origin, µs.
@@ -221,6 +223,7 @@ struct Viewer {
     parts: u64,
     blocking: u64,
     delta: u64,
+    compressed: u64,
     without_release: u64,
     late: u64,
     fell_behind: bool,
@@ -239,6 +242,7 @@ impl Viewer {
             parts: 0,
             blocking: 0,
             delta: 0,
+            compressed: 0,
             without_release: 0,
             late: 0,
             fell_behind: false,
@@ -268,8 +272,11 @@ impl Viewer {
     }
 }
 
-fn parse(text: &[u8], target: &Target, path: &str) -> Option<MediaPlaylist> {
-    let s = std::str::from_utf8(text).ok()?;
+/// The playlist in `text`, decoded first as its `Content-Encoding` says (a viewer that sent
+/// `Accept-Encoding` gets compressed playlists, and its latency includes decoding them).
+fn parse(text: &[u8], coding: Coding, target: &Target, path: &str) -> Option<MediaPlaylist> {
+    let text = coding.decode(text)?;
+    let s = std::str::from_utf8(&text).ok()?;
     playlist::parse(s, path, &target.host_header).ok()
 }
 
@@ -313,7 +320,8 @@ async fn view(
                     .await;
                 account(&mut v.stats, t, &res).await;
                 let ok = res.as_ref().is_ok_and(|r| r.status == 200);
-                match ok.then(|| parse(&text, &target, &base)).flatten() {
+                let coding = res.as_ref().map_or(Coding::Identity, |r| r.coding);
+                match ok.then(|| parse(&text, coding, &target, &base)).flatten() {
                     Some(pl) => pl,
                     None => {
                         if ok {
@@ -383,9 +391,10 @@ async fn view(
         if r.status != 200 {
             continue;
         }
-        match parse(&text, &target, &next) {
+        match parse(&text, r.coding, &target, &next) {
             Some(pl) if pl.parts.iter().any(|p| key(p) == key(&hint)) => {
                 v.blocking += 1;
+                v.compressed += u64::from(r.coding != Coding::Identity);
                 v.delta += u64::from(pl.skipped > 0);
                 v.sample(&clock, t, (r.done, r.done_unix_us), r, false);
                 current = Some(pl);
@@ -447,6 +456,7 @@ pub async fn run_llhls(cfg: &LlhlsConfig) -> Result<LlhlsReport, ScenarioError> 
         parts: 0,
         playlists_blocking: 0,
         playlists_delta: 0,
+        playlists_compressed: 0,
         playlist_latency_us: Tail::default(),
         part_first_byte_latency_us: Tail::default(),
         part_last_byte_by_index_us: Vec::new(),
@@ -471,6 +481,7 @@ pub async fn run_llhls(cfg: &LlhlsConfig) -> Result<LlhlsReport, ScenarioError> 
                 fig.parts += v.parts;
                 fig.playlists_blocking += v.blocking;
                 fig.playlists_delta += v.delta;
+                fig.playlists_compressed += v.compressed;
                 fig.without_release += v.without_release;
                 fig.asked_after_release += v.late;
                 fig.viewers_fell_behind += u64::from(v.fell_behind);
@@ -521,9 +532,10 @@ impl fmt::Display for LlhlsReport {
         };
         writeln!(
             f,
-            "playlists     {} blocking ({} delta updates); after release {}",
+            "playlists     {} blocking ({} delta updates, {} compressed); after release {}",
             l.playlists_blocking,
             l.playlists_delta,
+            l.playlists_compressed,
             tail(&l.playlist_latency_us)
         )?;
         writeln!(
