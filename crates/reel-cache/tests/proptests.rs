@@ -1,12 +1,15 @@
 //! Property tests: key normalisation is idempotent and never leaves dot-segments; stored
 //! metadata round-trips and decoding arbitrary bytes never panics; the header parsers never
-//! panic and keep their outputs within bounds.
+//! panic and keep their outputs within bounds; `Accept-Encoding` negotiation and CORS
+//! checks take hostile field values without panicking and never grant what was not asked.
 
 use std::time::Duration;
 
 use proptest::prelude::*;
 use reel_cache::key::{CacheKey, KeyConfig};
+use reel_cache::policy::accept_encoding::choose;
 use reel_cache::policy::cache_control::{RequestCacheControl, ResponseCacheControl, targeted};
+use reel_cache::policy::cors::{Cors, Preflight};
 use reel_cache::policy::freshness::PolicyConfig;
 use reel_cache::policy::meta::{ResponseTimes, StoredMeta};
 use reel_cache::policy::range::{Available, RangeOutcome, parse_range};
@@ -228,6 +231,68 @@ proptest! {
             }
             if let RangeOutcome::Partial { range, .. } = set.resolve(Available::Filling { available: avail, total: Some(len) }) {
                 prop_assert!(range.end < avail);
+            }
+        }
+    }
+
+    #[test]
+    fn accept_encoding_never_panics_and_grants_only_what_is_named(
+        fields in proptest::collection::vec(proptest::collection::vec(
+            prop_oneof![
+                Just(b"gzip".to_vec()), Just(b"br".to_vec()), Just(b"x-gzip".to_vec()),
+                Just(b"*".to_vec()), Just(b";q=".to_vec()), Just(b";q=0".to_vec()),
+                Just(b";q=1.000".to_vec()), Just(b";q=0.5".to_vec()), Just(b";q=1.5".to_vec()),
+                Just(b",".to_vec()), Just(b" ".to_vec()), Just(b";".to_vec()),
+                proptest::collection::vec(any::<u8>(), 0..8),
+            ], 0..24).prop_map(|v| v.concat()), 0..3),
+    ) {
+        let h: Vec<(&str, &[u8])> = fields.iter().map(|f| ("accept-encoding", f.as_slice())).collect();
+        let offered = [reel_config::Coding::Br, reel_config::Coding::Gzip];
+        if let Some(c) = choose(&h, &offered) {
+            // A coding is granted only when the field names it (or `*`) in some way.
+            let all: Vec<u8> = fields.concat().to_ascii_lowercase();
+            let named = match c {
+                reel_config::Coding::Br => b"br".as_slice(),
+                reel_config::Coding::Gzip => b"gzip".as_slice(),
+            };
+            prop_assert!(all.windows(named.len()).any(|w| w == named) || all.contains(&b'*'));
+        }
+        prop_assert_eq!(choose(&h, &[]), None);
+    }
+
+    #[test]
+    fn cors_checks_never_panic_and_echo_only_allowed_origins(
+        origin in proptest::collection::vec(any::<u8>(), 0..64),
+        method in proptest::collection::vec(any::<u8>(), 0..8),
+        requested in proptest::option::of(proptest::collection::vec(any::<u8>(), 0..64)),
+        credentials in any::<bool>(),
+    ) {
+        let list = reel_config::AllowOrigins::List(vec![
+            "https://player.example".into(),
+            "https://*.example.com".into(),
+        ]);
+        for origins in [list, reel_config::AllowOrigins::Any] {
+            let listed = matches!(origins, reel_config::AllowOrigins::List(_));
+            let cors = Cors::new(&reel_config::CorsConfig {
+                allow_origins: origins,
+                allow_credentials: credentials,
+                allow_headers: reel_config::DEFAULT_CORS_ALLOW_HEADERS.map(String::from).to_vec(),
+                expose_headers: vec!["Cache-Status".into()],
+                max_age: reel_config::Duration::from_secs(600),
+            });
+            if let Some(v) = cors.allow(&origin) {
+                // Echoed origins are the request's own, byte for byte; a list allows only
+                // https origins of the names it holds.
+                if listed {
+                    prop_assert_eq!(&v[..], &origin[..]);
+                    prop_assert!(origin.starts_with(b"https://"));
+                } else {
+                    prop_assert!(&v[..] == b"*" || v[..] == origin[..]);
+                }
+            }
+            if let Preflight::Allowed(v) = cors.preflight(&origin, &method, requested.as_deref()) {
+                prop_assert!(method == b"GET" || method == b"HEAD");
+                prop_assert_eq!(Some(v), cors.allow(&origin));
             }
         }
     }

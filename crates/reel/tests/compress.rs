@@ -401,3 +401,59 @@ fn compress_an_llhls_blocking_reload_and_the_demo_playlists() {
     assert_eq!(seg.status, 200);
     assert_eq!(seg.header("content-encoding"), None);
 }
+
+/// Hostile `Accept-Encoding` and `Origin` fields (bytes that are not UTF-8, thousands of
+/// elements, broken q-values, repeated fields) on a site that compresses and answers CORS:
+/// every request gets a whole, decodable answer, a coding only when one is validly asked
+/// for, CORS fields only for the allowed origin, and the server keeps serving.
+#[test]
+fn hostile_accept_encoding_and_origin_fields_get_whole_answers() {
+    let dir = tempfile::tempdir().unwrap();
+    let (origin, small, _) = origin_with_objects();
+    let mut conf = Conf::new(dir.path(), &origin);
+    conf.site = "[site.cors]\nallow_origins = [\"https://player.example\"]\n".into();
+    let reel = Reel::start(&conf);
+    assert_eq!(get_ae(reel.data, "/vod/index.m3u8", "identity").status, 200);
+    let many_commas = format!("accept-encoding: {}gzip;q=0.1\r\n", ",".repeat(6000));
+    let many_fields = "accept-encoding: br;q=0\r\n".repeat(60);
+    // (the request's extra field lines, the coding expected, whether ACAO is expected)
+    let cases: Vec<(Vec<u8>, Option<&str>, bool)> = vec![
+        (b"accept-encoding: \xff\xfe gzip\r\n".to_vec(), None, false),
+        (b"accept-encoding: gzip;q=abc, br;q=1.0001\r\n".to_vec(), None, false),
+        (b"accept-encoding: gzip;q=0.5;q=0.\xff\r\n".to_vec(), None, false),
+        (b"accept-encoding: ;;;,,,;q=1, *;q=0.001\r\n".to_vec(), Some("br"), false),
+        (many_commas.into_bytes(), Some("gzip"), false),
+        (many_fields.into_bytes(), None, false),
+        (b"origin: null\r\naccept-encoding: gzip\r\n".to_vec(), Some("gzip"), false),
+        (b"origin: https://player.example\xff\r\n".to_vec(), None, false),
+        (
+            b"origin: https://player.example\r\norigin: https://evil.example\r\n".to_vec(),
+            None,
+            false,
+        ),
+        (b"origin: HTTPS://PLAYER.EXAMPLE\r\n".to_vec(), None, false),
+        (b"origin: https://player.example\r\naccept-encoding: br\r\n".to_vec(), Some("br"), true),
+    ];
+    for (fields, want, acao) in cases {
+        let mut c = crate::common::Conn::open(reel.data).unwrap();
+        let mut req = b"GET /vod/index.m3u8 HTTP/1.1\r\nhost: 127.0.0.1\r\n".to_vec();
+        req.extend_from_slice(&fields);
+        req.extend_from_slice(b"\r\n");
+        std::io::Write::write_all(&mut c.w, &req).unwrap();
+        let what = String::from_utf8_lossy(&fields).into_owned();
+        let what = &what[..what.len().min(120)];
+        let r = c.read_response().unwrap();
+        assert_eq!(r.status, 200, "{what}");
+        assert_eq!(r.header("content-encoding"), want, "{what}");
+        assert!(decoded(&r) == small, "{what}: decodes to the stored body");
+        assert_eq!(
+            r.header("access-control-allow-origin"),
+            acao.then_some("https://player.example"),
+            "{what}"
+        );
+    }
+    assert_eq!(
+        get_ae(reel.data, "/vod/index.m3u8", "gzip").header("content-encoding"),
+        Some("gzip")
+    );
+}

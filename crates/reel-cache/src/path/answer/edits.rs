@@ -52,7 +52,7 @@ impl ResponseEdits {
         if *req.method() != Method::Options {
             return None;
         }
-        let origin = req.header("origin")?;
+        let origin = sole_origin(req)?;
         let method = req.header("access-control-request-method")?;
         let requested = req.header("access-control-request-headers");
         let mut r = Response::new(204).tagged(Tag::local());
@@ -83,7 +83,7 @@ impl ResponseEdits {
             remove_fields(&mut resp, |n| {
                 n.len() > 15 && n[..15].eq_ignore_ascii_case(b"access-control-")
             });
-            if let Some(allow) = req.header("origin").and_then(|o| cors.allow(o)) {
+            if let Some(allow) = sole_origin(req).and_then(|o| cors.allow(o)) {
                 push(&mut resp, "access-control-allow-origin", allow);
                 if cors.credentials() {
                     push(
@@ -153,6 +153,15 @@ fn remove_fields(resp: &mut Response, drop: impl Fn(&[u8]) -> bool) {
         out.put_slice(l);
     }
     resp.raw_headers = out.freeze();
+}
+
+/// The request's `Origin`, when it has exactly one: a browser sends one, and a request with
+/// several names no origin to allow (answering the first would let the field a proxy or
+/// an attacker put first decide).
+fn sole_origin(req: &Request) -> Option<&[u8]> {
+    let mut all = req.headers().filter(|(n, _)| n.eq_ignore_ascii_case("origin")).map(|(_, v)| v);
+    let first = all.next()?;
+    all.next().is_none().then_some(first)
 }
 
 /// Whether the response's `Vary` names `Origin` (or is `*`) already.
