@@ -16,11 +16,11 @@ use serde_json::Value;
 use crate::common::*;
 
 /// The keys of these tests (hex, as the generator takes them).
-const K1: &str = "0a1b2c3d4e5f60718293a4b5c6d7e8f9";
+pub(crate) const K1: &str = "0a1b2c3d4e5f60718293a4b5c6d7e8f9";
 const K2: &str = "ffeeddccbbaa99887766554433221100";
 
 /// A Python with `akamai.edgeauth` importable, installed once per test run.
-fn generator() -> Option<PathBuf> {
+pub(crate) fn generator() -> Option<PathBuf> {
     static PY: OnceLock<Option<PathBuf>> = OnceLock::new();
     PY.get_or_init(|| {
         let venv = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("edgeauth-venv");
@@ -60,12 +60,12 @@ fn tokens(py: &std::path::Path, specs: &[Value]) -> Vec<String> {
 }
 
 /// An ACL token for `acl` signed with `key`, valid for five minutes from now.
-fn acl_token(py: &std::path::Path, key: &str, acl: &str) -> String {
+pub(crate) fn acl_token(py: &std::path::Path, key: &str, acl: &str) -> String {
     tokens(py, &[serde_json::json!({"key": key, "window_seconds": 300, "acl": acl})]).remove(0)
 }
 
 /// The `[site.token]` table of these tests.
-fn token_table(keys: &[&str], propagate: &str) -> String {
+pub(crate) fn token_table(keys: &[&str], propagate: &str) -> String {
     let keys: Vec<String> = keys.iter().map(|k| format!("\"{k}\"")).collect();
     format!(
         "\n[site.token]\nformat = \"edgeauth\"\nkeys = [{}]\npropagate = \"{propagate}\"\n",

@@ -44,6 +44,7 @@ async fn get(
     h3::request_at(c, "edge.example.test", "GET", path, fields, None).await.expect("h3 request")
 }
 
+mod access;
 mod compress;
 mod cors;
 mod handshakes;
