@@ -305,6 +305,13 @@ fn an_llhls_player_follows_a_tokenised_live_stream_by_the_playlists_uris_alone()
     let mut text = first.text();
     assert!(every_uri_carries(&text, &t), "the playlist's URIs carry the token:\n{text}");
     assert_eq!(first.header("etag"), None, "no ETag of the stored body");
+    let cc: Vec<&str> = first
+        .headers
+        .iter()
+        .filter(|(n, _)| n == "cache-control")
+        .map(|(_, v)| v.as_str())
+        .collect();
+    assert_eq!(cc, ["private, no-store"], "one viewer's playlist stays out of shared caches");
     assert_eq!(first.header("content-length"), Some(first.body.len().to_string().as_str()));
     let mut followed = 0;
     for _ in 0..6 {

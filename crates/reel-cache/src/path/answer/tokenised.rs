@@ -6,7 +6,9 @@
 //! The rewritten answer carries its own `Content-Length`, no `ETag` (the stored one names
 //! the stored bytes, not these) and no `Accept-Ranges` (a viewer whose token follows it is
 //! always served a playlist whole: its `Range` was removed before the cache saw the
-//! request). It is served uncompressed: content coding must skip a body marked
+//! request). It carries one viewer's token, so `Cache-Control: private, no-store` replaces
+//! the stored `Cache-Control` and `Expires`: a shared cache downstream must not hand it to
+//! another viewer. It is served uncompressed: content coding must skip a body marked
 //! [`REWRITTEN`].
 
 use std::future::poll_fn;
@@ -38,11 +40,11 @@ pub(in crate::path) async fn playlist(
     if resp.status != 200 || !(is_playlist_path(req.path()) || has_playlist_type(&resp)) {
         return resp;
     }
-    strip_fields(&mut resp);
+    strip_fields(&mut resp, describes_stored);
     if *req.method() == Method::Head {
         // No body to rewrite: no length rather than the stored body's.
         resp.content_length = None;
-        return resp.header(REWRITTEN.0, REWRITTEN.1);
+        return per_viewer(resp);
     }
     let Some(body) = whole(std::mem::take(&mut resp.body)).await else {
         // The body could not be read whole: end the response as a broken body does.
@@ -51,10 +53,21 @@ pub(in crate::path) async fn playlist(
     let rewritten =
         std::str::from_utf8(&body).ok().and_then(|t| crate::tokenise::tokenise(t, param, token));
     match rewritten {
-        Some(text) => resp.bytes(text).header(REWRITTEN.0, REWRITTEN.1),
+        Some(text) => per_viewer(resp.bytes(text)),
         None => resp.bytes(body),
     }
 }
+
+/// `resp`, rewritten for one viewer, marked so and kept out of shared caches.
+fn per_viewer(mut resp: Response) -> Response {
+    strip_fields(&mut resp, |n| {
+        n.eq_ignore_ascii_case(b"cache-control") || n.eq_ignore_ascii_case(b"expires")
+    });
+    resp.header(REWRITTEN.0, REWRITTEN.1).header("cache-control", PRIVATE)
+}
+
+/// The `Cache-Control` of a rewritten answer.
+const PRIVATE: &str = "private, no-store";
 
 /// A body that fails at once: the connection closes rather than send a short answer.
 struct Failed;
@@ -96,18 +109,19 @@ fn describes_stored(name: &[u8]) -> bool {
     name.eq_ignore_ascii_case(b"etag") || name.eq_ignore_ascii_case(b"accept-ranges")
 }
 
-fn strip_fields(resp: &mut Response) {
-    if raw_lines(&resp.raw_headers).any(|(n, _)| describes_stored(n)) {
+/// `resp` without the fields `drop` names.
+fn strip_fields(resp: &mut Response, drop: impl Fn(&[u8]) -> bool) {
+    if raw_lines(&resp.raw_headers).any(|(n, _)| drop(n)) {
         let mut kept = BytesMut::with_capacity(resp.raw_headers.len());
         for line in resp.raw_headers.split_inclusive(|&b| b == b'\n') {
             let name = line.iter().position(|&b| b == b':').map_or(line, |i| &line[..i]);
-            if !describes_stored(name) {
+            if !drop(name) {
                 kept.extend_from_slice(line);
             }
         }
         resp.raw_headers = kept.freeze();
     }
-    resp.headers.retain(|(n, _)| !describes_stored(n.as_bytes()));
+    resp.headers.retain(|(n, _)| !drop(n.as_bytes()));
 }
 
 /// The whole body, however it is carried; `None` when it cannot be read or is longer
