@@ -17,6 +17,7 @@
 pub mod acl;
 mod fields;
 pub mod pct;
+pub mod redact;
 
 #[cfg(test)]
 mod tests;

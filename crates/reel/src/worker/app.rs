@@ -448,13 +448,24 @@ impl Handler for WorkerState {
         });
         let g = self.generation.borrow();
         if let Some(log) = &g.log {
+            // Tokens are credentials: never written to a log (which may be shipped).
+            let mut target = std::borrow::Cow::Borrowed(req.target().as_bytes());
+            for param in
+                g.live.cfg.site.iter().filter_map(|s| Some(s.token.as_ref()?.param.as_str()))
+            {
+                if let std::borrow::Cow::Owned(t) =
+                    reel_access::token::redact::redact(&target, param)
+                {
+                    target = std::borrow::Cow::Owned(t);
+                }
+            }
             log.log(&Entry {
                 time: SystemTime::now() - elapsed,
                 client: req.peer(),
                 peer: socket_peer(req.peer(), req.socket_peer()),
                 method: req.method().as_str(),
                 host: req.host().unwrap_or("").as_bytes(),
-                target: req.target().as_bytes(),
+                target: &target,
                 protocol: match req.version() {
                     reel_http::Version::Http10 => "HTTP/1.0",
                     reel_http::Version::Http11 => "HTTP/1.1",
