@@ -1,0 +1,245 @@
+//! The HTTP sink: lines gathered into NDJSON bodies of at most `batch_lines` lines and
+//! `batch_bytes` bytes, POSTed when full or `interval` after their first line (Vector's
+//! `http` source, Loki's push endpoint behind a pipeline, Elasticsearch's bulk API through
+//! an ingest shim), optionally gzipped, on a kept-alive HTTP/1.1 connection.
+//!
+//! A failed POST (no connection, a timeout, 408, 429 or 5xx) is tried again `retries`
+//! times after 100 ms, 200 ms, 400 ms ...; then its lines are dropped and counted. Any
+//! other answer drops them at once. Meanwhile the mailbox fills and workers drop further
+//! batches: a collector that is down or stalled costs dropped lines, never a worker's time.
+
+use std::io::{Read as _, Write as _};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::{Duration, Instant};
+
+use flate2::Compression;
+use flate2::write::GzEncoder;
+
+use crate::access_log::writer::{Batch, Out, SinkStats};
+
+/// First pause before a retry; doubled for each further one.
+const BACKOFF: Duration = Duration::from_millis(100);
+
+/// Longest pause between retries.
+const BACKOFF_MAX: Duration = Duration::from_secs(5);
+
+/// Largest response head read from a collector.
+const HEAD_MAX: usize = 16 * 1024;
+
+/// A collector and how to POST to it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Collector {
+    /// `host:port` to connect to.
+    pub connect: String,
+    /// The `Host` header.
+    pub host: String,
+    /// The request target.
+    pub target: String,
+    /// Gzip the body (`Content-Encoding: gzip`).
+    pub gzip: bool,
+    /// Lines per POST at most.
+    pub batch_lines: u64,
+    /// Bytes per POST (before gzip) at most.
+    pub batch_bytes: usize,
+    /// Longest a line waits before it is POSTed.
+    pub interval: Duration,
+    /// Attempts after a failed one.
+    pub retries: u32,
+    /// Connect, write and answer timeout.
+    pub timeout: Duration,
+}
+
+/// Why a POST failed.
+enum Failure {
+    /// Worth another attempt.
+    Retry(String),
+    /// The collector refused the batch: another attempt would fare no better.
+    Refused(String),
+}
+
+pub(super) struct HttpOut {
+    name: String,
+    c: Collector,
+    pending: Vec<u8>,
+    pending_lines: u64,
+    since: Option<Instant>,
+    conn: Option<TcpStream>,
+}
+
+impl HttpOut {
+    pub(super) fn new(name: String, c: Collector) -> HttpOut {
+        HttpOut { name, c, pending: Vec::new(), pending_lines: 0, since: None, conn: None }
+    }
+
+    /// POSTs what is pending, with the retries; `closing` makes one attempt only.
+    fn post(&mut self, st: &SinkStats, closing: bool) {
+        if self.pending.is_empty() {
+            return;
+        }
+        let lines = std::mem::take(&mut self.pending_lines);
+        self.since = None;
+        let body = if self.c.gzip {
+            let mut z =
+                GzEncoder::new(Vec::with_capacity(self.pending.len() / 4), Compression::fast());
+            // Writing into a Vec cannot fail.
+            let _ = z.write_all(&self.pending);
+            z.finish().unwrap_or_default()
+        } else {
+            std::mem::take(&mut self.pending)
+        };
+        self.pending.clear();
+        let attempts = if closing { 1 } else { 1 + self.c.retries };
+        let mut pause = BACKOFF;
+        let mut why = String::new();
+        for attempt in 0..attempts {
+            if attempt > 0 {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(BACKOFF_MAX);
+            }
+            match self.send(&body) {
+                Ok(()) => {
+                    st.written.fetch_add(lines, Relaxed);
+                    return;
+                }
+                Err(Failure::Retry(e)) => why = e,
+                Err(Failure::Refused(e)) => {
+                    why = e;
+                    break;
+                }
+            }
+        }
+        st.failed(&self.name, lines, &why);
+    }
+
+    fn send(&mut self, body: &[u8]) -> Result<(), Failure> {
+        let mut conn = match self.conn.take() {
+            Some(c) => c,
+            None => self.connect().map_err(|e| Failure::Retry(format!("connect: {e}")))?,
+        };
+        let mut head = format!(
+            "POST {} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/x-ndjson\r\nContent-Length: {}\r\n",
+            self.c.target,
+            self.c.host,
+            body.len()
+        );
+        if self.c.gzip {
+            head.push_str("Content-Encoding: gzip\r\n");
+        }
+        head.push_str("User-Agent: reel-access-log\r\n\r\n");
+        conn.write_all(head.as_bytes())
+            .and_then(|()| conn.write_all(body))
+            .map_err(|e| Failure::Retry(format!("send: {e}")))?;
+        let (status, keep) =
+            read_answer(&mut conn).map_err(|e| Failure::Retry(format!("answer: {e}")))?;
+        if keep {
+            self.conn = Some(conn);
+        }
+        match status {
+            200..=299 => Ok(()),
+            408 | 429 | 500..=599 => Err(Failure::Retry(format!("collector answered {status}"))),
+            s => Err(Failure::Refused(format!("collector answered {s}"))),
+        }
+    }
+
+    fn connect(&self) -> std::io::Result<TcpStream> {
+        let addr = self
+            .c
+            .connect
+            .to_socket_addrs()?
+            .next()
+            .ok_or_else(|| std::io::Error::other("resolves to no address"))?;
+        let s = TcpStream::connect_timeout(&addr, self.c.timeout)?;
+        s.set_read_timeout(Some(self.c.timeout))?;
+        s.set_write_timeout(Some(self.c.timeout))?;
+        s.set_nodelay(true)?;
+        Ok(s)
+    }
+}
+
+/// Reads the collector's answer: its status, and whether the connection can carry the
+/// next POST (a `Content-Length` body, read whole, and no `Connection: close`).
+fn read_answer(conn: &mut TcpStream) -> std::io::Result<(u16, bool)> {
+    let mut buf = vec![0u8; 4096];
+    let mut len = 0;
+    loop {
+        if len == buf.len() {
+            if buf.len() >= HEAD_MAX {
+                return Err(std::io::Error::other("answer head too large"));
+            }
+            buf.resize(buf.len() * 2, 0);
+        }
+        let n = conn.read(buf.get_mut(len..).unwrap_or_default())?;
+        if n == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        len += n;
+        let mut headers = [httparse::EMPTY_HEADER; 32];
+        let mut r = httparse::Response::new(&mut headers);
+        let got = buf.get(..len).unwrap_or_default();
+        match r.parse(got) {
+            Ok(httparse::Status::Complete(head_len)) => {
+                let status = r.code.unwrap_or(0);
+                // 1xx answers are not expected (no Expect: 100-continue is sent).
+                let mut length = None;
+                let mut close = r.version == Some(0);
+                for h in r.headers.iter() {
+                    if h.name.eq_ignore_ascii_case("content-length") {
+                        length = std::str::from_utf8(h.value)
+                            .ok()
+                            .and_then(|v| v.trim().parse::<usize>().ok());
+                    } else if h.name.eq_ignore_ascii_case("connection")
+                        && h.value.eq_ignore_ascii_case(b"close")
+                    {
+                        close = true;
+                    } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
+                        close = true;
+                    }
+                }
+                let Some(length) = length else { return Ok((status, false)) };
+                // Read and drop the body, so the connection is at the next answer.
+                let mut left = length.saturating_sub(len - head_len);
+                let mut sink = [0u8; 4096];
+                while left > 0 {
+                    let n = conn.read(sink.get_mut(..left.min(4096)).unwrap_or_default())?;
+                    if n == 0 {
+                        return Ok((status, false));
+                    }
+                    left -= n;
+                }
+                return Ok((status, !close));
+            }
+            Ok(httparse::Status::Partial) => {}
+            Err(e) => return Err(std::io::Error::other(format!("bad answer: {e}"))),
+        }
+    }
+}
+
+impl Out for HttpOut {
+    fn put(&mut self, b: &Batch, st: &SinkStats) {
+        for line in b.bytes.split_inclusive(|&c| c == b'\n') {
+            if !self.pending.is_empty() && self.pending.len() + line.len() > self.c.batch_bytes {
+                self.post(st, false);
+            }
+            if self.pending.is_empty() {
+                self.since = Some(Instant::now());
+            }
+            self.pending.extend_from_slice(line);
+            self.pending_lines += 1;
+            if self.pending_lines >= self.c.batch_lines || self.pending.len() >= self.c.batch_bytes
+            {
+                self.post(st, false);
+            }
+        }
+    }
+
+    fn flush(&mut self, closing: bool, st: &SinkStats) {
+        if closing || self.since.is_some_and(|t| t.elapsed() >= self.c.interval) {
+            self.post(st, closing);
+        }
+    }
+
+    fn due(&self) -> Option<Duration> {
+        self.since.map(|t| self.c.interval.saturating_sub(t.elapsed()))
+    }
+}
