@@ -11,7 +11,7 @@ use crate::state::options::OriginFlag;
 use reel_ops::access_log::{AccessLog, AccessLogError};
 use reel_origin::Origins;
 
-use crate::state::{access, options};
+use crate::state::{access, access_log, options};
 
 /// One generation of reloadable state.
 pub(crate) struct Live {
@@ -34,6 +34,8 @@ pub(crate) struct Live {
     pub geo: Option<Arc<reel_access::Geo>>,
     /// The access log, if enabled.
     pub access_log: Option<Arc<AccessLog>>,
+    /// The access log's fields and sampling.
+    pub log_layout: Arc<reel_ops::access_log::Layout>,
     /// The TLS listeners' certificates and configurations.
     pub tls: Arc<crate::listeners::tls::TlsState>,
     /// When it was loaded.
@@ -92,31 +94,8 @@ impl Live {
                 origins
             }
         };
-        let access_log = match (&cfg.access_log, prev) {
-            (a, _) if !a.enabled => None,
-            // The writer thread and its file stay across reloads that keep the path and the
-            // format; `buffer` and `flush_interval` are per-worker and apply to the new
-            // generation without reopening anything.
-            (a, Some(p))
-                if p.cfg.access_log.enabled
-                    && p.cfg.access_log.path == a.path
-                    && p.cfg.access_log.format == a.format
-                    && p.access_log.is_some() =>
-            {
-                p.access_log.clone()
-            }
-            (a, _) => {
-                if let Some(dir) = a.path.parent().filter(|d| !d.as_os_str().is_empty())
-                    && !a.is_stdout()
-                {
-                    std::fs::create_dir_all(dir).map_err(|source| GenerationError::LogDir {
-                        path: dir.to_path_buf(),
-                        source,
-                    })?;
-                }
-                Some(AccessLog::open(a.path.clone(), options::access_log_format(&cfg))?)
-            }
-        };
+        let access_log = access_log::open(&cfg, prev)?;
+        let log_layout = Arc::new(access_log::layout(&cfg));
         let geo = access::geo(&cfg, prev.and_then(|p| p.geo.as_ref()))?;
         let mut cache = options::cache_settings(&cfg, origin_flag.is_some());
         access::attach(&mut cache, &cfg, geo.as_ref(), prev.map(|p| &*p.cache));
@@ -129,6 +108,7 @@ impl Live {
             cfg,
             origins,
             access_log,
+            log_layout,
             tls: Arc::new(tls),
             loaded_at: SystemTime::now(),
         })
