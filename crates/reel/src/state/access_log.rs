@@ -1,18 +1,13 @@
 //! The access log of a config generation: its sinks (`access_log.path` first, as the sink
 //! named `file`, then each `[[access_log.sink]]`) and its layout (`fields`, `[sample]`).
-//! The sinks stay across a reload that leaves `path`, `format` and the sink tables alone;
-//! the layout is the generation's, so changing it reopens nothing.
-
-use std::sync::Arc;
+//! A generation keeps the running sinks when `path`, `format` and the sink tables are the
+//! same (`same_sinks`); the layout is the generation's, so changing it reopens nothing.
 
 use reel_config::{
     AccessLogSink, Config, SYSLOG_FACILITIES, SinkKind, SyslogAddress, parse_collector_url,
     parse_syslog_address,
 };
-use reel_ops::access_log::{AccessLog, Collector, Field, Layout, Sample, SinkSpec, SyslogTarget};
-
-use crate::state::generation::{GenerationError, Live};
-use crate::state::options;
+use reel_ops::access_log::{Collector, Field, Layout, Sample, SinkSpec, SyslogTarget};
 
 /// The layout of `cfg`: its fields in order, its sampling.
 pub(crate) fn layout(cfg: &Config) -> Layout {
@@ -70,35 +65,9 @@ fn sink(s: &AccessLogSink) -> Option<SinkSpec> {
     })
 }
 
-/// The access log of the generation built from `cfg`: the running one's when its sinks are
-/// unchanged, else a new one (the old one's sinks ship what they hold and stop once the
-/// old generation is gone).
-pub(crate) fn open(
-    cfg: &Config,
-    prev: Option<&Live>,
-) -> Result<Option<Arc<AccessLog>>, GenerationError> {
-    let a = &cfg.access_log;
-    if !a.enabled {
-        return Ok(None);
-    }
-    if let Some(p) = prev
-        && p.cfg.access_log.enabled
-        && p.cfg.access_log.path == a.path
-        && p.cfg.access_log.format == a.format
-        && p.cfg.access_log.sink == a.sink
-        && p.access_log.is_some()
-    {
-        return Ok(p.access_log.clone());
-    }
-    let specs = sinks(cfg);
-    for spec in &specs {
-        if let SinkSpec::File { path, .. } = spec
-            && path.as_os_str() != "-"
-            && let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty())
-        {
-            std::fs::create_dir_all(dir)
-                .map_err(|source| GenerationError::LogDir { path: dir.to_path_buf(), source })?;
-        }
-    }
-    Ok(Some(AccessLog::start(options::access_log_format(cfg), specs)?))
+/// Whether the generation of `cfg` can keep the sinks of the generation of `prev`: the
+/// log stays on and its path, format and sinks are the same.
+pub(crate) fn same_sinks(prev: &Config, cfg: &Config) -> bool {
+    let (p, a) = (&prev.access_log, &cfg.access_log);
+    p.enabled && a.enabled && p.path == a.path && p.format == a.format && p.sink == a.sink
 }

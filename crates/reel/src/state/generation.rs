@@ -8,7 +8,7 @@ use std::time::SystemTime;
 use reel_config::Config;
 
 use crate::state::options::OriginFlag;
-use reel_ops::access_log::{AccessLog, AccessLogError};
+use reel_ops::access_log::{AccessLog, AccessLogError, SinkSpec};
 use reel_origin::Origins;
 
 use crate::state::{access, access_log, options};
@@ -94,7 +94,25 @@ impl Live {
                 origins
             }
         };
-        let access_log = access_log::open(&cfg, prev)?;
+        let access_log = match prev {
+            _ if !cfg.access_log.enabled => None,
+            // The sinks (their threads, files and connections) stay across reloads that keep
+            // them; `fields`, `[access_log.sample]`, `buffer` and `flush_interval` are the
+            // generation's and apply without reopening anything.
+            Some(p) if p.access_log.is_some() && access_log::same_sinks(&p.cfg, &cfg) => {
+                p.access_log.clone()
+            }
+            _ => {
+                let sinks = access_log::sinks(&cfg);
+                for dir in sinks.iter().filter_map(file_dir) {
+                    std::fs::create_dir_all(dir).map_err(|source| GenerationError::LogDir {
+                        path: dir.to_path_buf(),
+                        source,
+                    })?;
+                }
+                Some(AccessLog::start(options::access_log_format(&cfg), sinks)?)
+            }
+        };
         let log_layout = Arc::new(access_log::layout(&cfg));
         let geo = access::geo(&cfg, prev.and_then(|p| p.geo.as_ref()))?;
         let mut cache = options::cache_settings(&cfg, origin_flag.is_some());
@@ -112,5 +130,15 @@ impl Live {
             tls: Arc::new(tls),
             loaded_at: SystemTime::now(),
         })
+    }
+}
+
+/// The directory a file sink's file goes in, to create if missing.
+fn file_dir(s: &SinkSpec) -> Option<&std::path::Path> {
+    match s {
+        SinkSpec::File { path, .. } if path.as_os_str() != "-" => {
+            path.parent().filter(|d| !d.as_os_str().is_empty())
+        }
+        _ => None,
     }
 }
