@@ -9,11 +9,13 @@ use std::cell::Cell;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Sample {
     every: [u32; 5],
+    /// Every class at 1: the one branch a log without sampling pays.
+    all: bool,
 }
 
 impl Default for Sample {
     fn default() -> Self {
-        Sample { every: [1; 5] }
+        Sample { every: [1; 5], all: true }
     }
 }
 
@@ -28,12 +30,12 @@ impl Sample {
                 (1.0 / r.min(1.0)).round().min(f64::from(u32::MAX)) as u32
             }
         });
-        Sample { every }
+        Sample { every, all: every == [1; 5] }
     }
 
     /// True when every request is logged (the default): no counting at all.
     pub fn keeps_all(&self) -> bool {
-        self.every == [1; 5]
+        self.all
     }
 
     fn every(&self, status: u16) -> Option<u32> {

@@ -276,3 +276,50 @@ fn a_stalled_disk_drops_and_counts_lines_instead_of_blocking() {
     }
     assert!(log.dropped_lines() > 0, "lines are dropped, the worker goes on");
 }
+
+#[test]
+fn the_default_fields_write_the_line_reel_always_wrote_and_a_choice_reorders_it() {
+    let e = Entry { peer: Some("10.0.0.2".parse().unwrap()), ..entry(b"/seg_1.ts") };
+    let mut s = Vec::new();
+    json_line(&mut s, &e, &Layout::default().fields);
+    assert_eq!(
+        text(s),
+        "{\"time\":\"2026-11-18T11:06:40.123Z\",\"client\":\"127.0.0.1\",\"peer\":\"10.0.0.2\",\
+         \"method\":\"GET\",\"host\":\"live.example.com\",\"path\":\"/seg_1.ts\",\"protocol\":\
+         \"HTTP/1.1\",\"status\":200,\"bytes\":1234,\"cache\":\"hit\",\"origin_ms\":null,\
+         \"total_ms\":1.500,\"ua\":\"player/1.0\"}\n"
+    );
+    // A field with nothing to say first: no stray comma.
+    let fields = [Field::Denied, Field::Status, Field::Peer, Field::Path];
+    let mut s = Vec::new();
+    json_line(&mut s, &entry(b"/a"), &fields);
+    assert_eq!(text(s), "{\"status\":200,\"path\":\"/a\"}\n");
+    let mut s = Vec::new();
+    json_line(&mut s, &entry(b"/a"), &[Field::Denied]);
+    assert_eq!(text(s), "{}\n");
+    assert_eq!(Field::from_name("origin_ms"), Some(Field::OriginMs));
+    assert_eq!(Field::from_name("nope"), None);
+}
+
+#[test]
+fn sampling_leaves_lines_out_and_counts_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("a.log");
+    let log = AccessLog::open(p.clone(), Format::Json).unwrap();
+    let layout = Layout {
+        fields: vec![Field::Path],
+        sample: Sample::from_fractions([1.0, 0.1, 1.0, 1.0, 1.0]),
+    };
+    let buf = LogBuffer::with_layout(log.clone(), 64 * 1024, std::sync::Arc::new(layout));
+    for i in 0..30 {
+        buf.log(&entry(format!("/{i}").as_bytes()));
+    }
+    buf.log(&Entry { status: 404, ..entry(b"/missing") });
+    drop(buf);
+    assert!(log.close(Duration::from_secs(30)));
+    assert_eq!(
+        std::fs::read_to_string(&p).unwrap(),
+        "{\"path\":\"/0\"}\n{\"path\":\"/10\"}\n{\"path\":\"/20\"}\n{\"path\":\"/missing\"}\n"
+    );
+    assert_eq!(log.sampled_out(), 27);
+}

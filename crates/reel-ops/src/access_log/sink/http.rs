@@ -243,3 +243,98 @@ impl Out for HttpOut {
         self.since.map(|t| self.c.interval.saturating_sub(t.elapsed()))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::io::{BufRead, BufReader};
+    use std::net::TcpListener;
+    use std::sync::atomic::Ordering::Relaxed;
+
+    use bytes::Bytes;
+
+    use super::*;
+
+    fn collector(addr: &str) -> Collector {
+        Collector {
+            connect: addr.to_owned(),
+            host: addr.to_owned(),
+            target: "/in".into(),
+            gzip: false,
+            batch_lines: 2,
+            batch_bytes: 1 << 20,
+            interval: Duration::from_secs(60),
+            retries: 2,
+            timeout: Duration::from_secs(5),
+        }
+    }
+
+    /// A collector answering the statuses in turn, one per POST, on one connection; returns
+    /// its address and, once it has answered them all, the bodies it got.
+    fn answering(statuses: &'static [u16]) -> (String, std::thread::JoinHandle<Vec<String>>) {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        let t = std::thread::spawn(move || {
+            let (s, _) = l.accept().unwrap();
+            let mut w = s.try_clone().unwrap();
+            let mut r = BufReader::new(s);
+            let mut bodies = Vec::new();
+            for status in statuses {
+                let mut len = 0;
+                loop {
+                    let mut line = String::new();
+                    r.read_line(&mut line).unwrap();
+                    if line == "\r\n" {
+                        break;
+                    }
+                    if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                        len = v.trim().parse().unwrap();
+                    }
+                }
+                let mut body = vec![0; len];
+                r.read_exact(&mut body).unwrap();
+                bodies.push(String::from_utf8(body).unwrap());
+                write!(w, "HTTP/1.1 {status} X\r\nContent-Length: 2\r\n\r\nok").unwrap();
+            }
+            bodies
+        });
+        (addr, t)
+    }
+
+    #[test]
+    fn a_failed_post_is_retried_on_the_kept_connection_then_counted() {
+        let (addr, t) = answering(&[503, 204]);
+        let mut out = HttpOut::new("c".into(), collector(&addr));
+        let st = SinkStats::default();
+        out.put(
+            &Batch { bytes: Bytes::from_static(b"{\"a\":1}\n{\"a\":2}\n{\"a\":3}\n"), lines: 3 },
+            &st,
+        );
+        // Two lines made a batch (batch_lines = 2): 503, then 204 on the retry.
+        assert_eq!(t.join().unwrap(), ["{\"a\":1}\n{\"a\":2}\n", "{\"a\":1}\n{\"a\":2}\n"]);
+        assert_eq!((st.written.load(Relaxed), st.dropped.load(Relaxed)), (2, 0));
+        assert!(out.due().is_some(), "the third line waits for the interval");
+    }
+
+    #[test]
+    fn a_refused_batch_is_not_retried_and_a_dead_collector_costs_its_lines() {
+        let (addr, t) = answering(&[400]);
+        let mut out = HttpOut::new("c".into(), collector(&addr));
+        let st = SinkStats::default();
+        out.put(&Batch { bytes: Bytes::from_static(b"{}\n{}\n"), lines: 2 }, &st);
+        assert_eq!(t.join().unwrap().len(), 1, "400: one attempt");
+        assert_eq!((st.dropped.load(Relaxed), st.errors.load(Relaxed)), (2, 1));
+        let closed = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().to_string();
+        let mut c = collector(&closed);
+        c.retries = 1;
+        let mut out = HttpOut::new("dead".into(), c);
+        let st = SinkStats::default();
+        out.put(&Batch { bytes: Bytes::from_static(b"{}\n"), lines: 1 }, &st);
+        out.flush(true, &st);
+        assert_eq!((st.written.load(Relaxed), st.dropped.load(Relaxed)), (0, 1));
+        assert!(
+            st.last_error().is_some_and(|e| e.starts_with("connect:")),
+            "{:?}",
+            st.last_error()
+        );
+    }
+}

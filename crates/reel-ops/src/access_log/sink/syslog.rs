@@ -179,3 +179,34 @@ impl Out for SyslogOut {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+
+    use super::*;
+
+    #[test]
+    fn each_line_is_one_rfc5424_datagram() {
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        rx.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let target = SyslogTarget::Udp(rx.local_addr().unwrap().to_string());
+        let mut out = SyslogOut::new("s".into(), target, 19, "edge", Duration::from_secs(1));
+        let st = SinkStats::default();
+        out.put(&Batch { bytes: Bytes::from_static(b"{\"a\":1}\n{\"b\":2}\n"), lines: 2 }, &st);
+        let mut got = Vec::new();
+        for _ in 0..2 {
+            let mut b = [0u8; 2048];
+            let n = rx.recv(&mut b).unwrap();
+            got.push(String::from_utf8(b[..n].to_vec()).unwrap());
+        }
+        let pid = std::process::id().to_string();
+        for (m, line) in got.iter().zip(["{\"a\":1}", "{\"b\":2}"]) {
+            let parts: Vec<&str> = m.splitn(8, ' ').collect();
+            assert_eq!(parts[0], "<158>1", "local3.info: {m}");
+            assert!(parts[1].ends_with('Z') && parts[1].len() == 24, "{m}");
+            assert_eq!(parts[3..8], ["edge", pid.as_str(), "access", "-", line], "{m}");
+        }
+        assert_eq!(st.written.load(Relaxed), 2);
+    }
+}
