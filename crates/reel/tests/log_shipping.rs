@@ -394,3 +394,46 @@ fn a_dead_or_silent_collector_costs_only_dropped_lines() {
         Some(0.0)
     );
 }
+
+#[test]
+fn a_reload_changes_fields_and_sampling_without_reopening_the_sinks() {
+    let dir = tempfile::tempdir().unwrap();
+    let col = Collector::start();
+    let o = Origin::start("a");
+    o.put("/r/a.ts", Object::ok("abc"));
+    let mut conf = Conf::new(dir.path(), &o);
+    conf.extra = format!(
+        "\n[[access_log.sink]]\nkind = \"http\"\nname = \"col\"\nurl = \"http://{}/r\"\nbatch_lines = 1\n",
+        col.addr
+    );
+    let mut reel = Reel::start(&conf);
+    assert_eq!(get(reel.data, "/r/a.ts?before").status, 200);
+    let shipped = |reel: &Reel| {
+        metric(&reel.metrics(), "reel_access_log_shipped_total{sink=\"col\",kind=\"http\"}")
+            .unwrap_or(0.0)
+    };
+    eventually("the first line shipped", || (shipped(&reel) >= 1.0).then_some(()));
+    let before = col.posts().iter().flat_map(|p| p.lines()).find(|v| v["path"] == "/r/a.ts?before");
+    assert!(before.is_some_and(|v| v["ua"].is_string() && v["time"].is_string()));
+
+    let mut next = conf.clone();
+    next.access_log = "flush_interval = \"100ms\"\nfields = [\"path\", \"status\"]\n\
+                       \n[access_log.sample]\n\"4xx\" = 0\n"
+        .into();
+    reel.rewrite(&next);
+    let st = reel.sighup_reload();
+    assert_eq!(st["reload"]["last_ok"], true, "{st}");
+    assert_eq!(get(reel.data, "/r/a.ts?after").status, 200);
+    assert_eq!(get(reel.data, "/r/missing.ts").status, 404);
+    let after = eventually("the line after the reload", || {
+        col.posts().iter().flat_map(|p| p.lines()).find(|v| v["path"] == "/r/a.ts?after")
+    });
+    assert_eq!(after, serde_json::json!({"path": "/r/a.ts?after", "status": 200}));
+    // The same sink (its count went on), and the 404 was sampled out of both sinks.
+    assert!(shipped(&reel) >= 2.0);
+    assert!(col.posts().iter().flat_map(|p| p.lines()).all(|v| v["path"] != "/r/missing.ts"));
+    eventually("the new shape in the file too", || {
+        let file = raw_lines(&dir.path().join("access.log"));
+        file.contains(&r#"{"path":"/r/a.ts?after","status":200}"#.to_owned()).then_some(())
+    });
+}

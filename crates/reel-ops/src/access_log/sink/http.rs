@@ -188,11 +188,11 @@ fn read_answer(conn: &mut TcpStream) -> std::io::Result<(u16, bool)> {
                         length = std::str::from_utf8(h.value)
                             .ok()
                             .and_then(|v| v.trim().parse::<usize>().ok());
-                    } else if h.name.eq_ignore_ascii_case("connection")
-                        && h.value.eq_ignore_ascii_case(b"close")
+                    } else if (h.name.eq_ignore_ascii_case("connection")
+                        && h.value.eq_ignore_ascii_case(b"close"))
+                        // A chunked body is not read: the connection is not reused.
+                        || h.name.eq_ignore_ascii_case("transfer-encoding")
                     {
-                        close = true;
-                    } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
                         close = true;
                     }
                 }
