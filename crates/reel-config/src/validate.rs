@@ -3,7 +3,7 @@
 //! that should be changed.
 //!
 //! [`check`] runs one function per section; the sections live in submodules by area:
-//! `server` (`[server]`, `[log]`, `[admin]`, `[access_log]`), `resources` (`[cores]`,
+//! `server` (`[server]`, `[log]`, `[admin]`), `access_log` (`[access_log]`), `resources` (`[cores]`,
 //! `[http]`, `[health]`, `[store]`), `listener` (`[[listener]]`, `[[certificate]]`), `cache`
 //! (`[cache]`, `[[cache.rule]]`, `[[site]]`), `access` (`[geo]`, `[site.access]`,
 //! `[site.limits]`), `edits` (`[site.cors]`, `[[site.header]]`), `origin`
@@ -11,6 +11,7 @@
 //! its credentials).
 
 mod access;
+mod access_log;
 mod cache;
 mod compress;
 mod edits;
@@ -61,7 +62,7 @@ pub(crate) fn check(cfg: &Config, found: &mut Found) {
     resources::check_http(found, &cfg.http);
     resources::check_health(found, &cfg.health);
     server::check_admin(found, cfg);
-    server::check_access_log(found, &cfg.access_log);
+    access_log::check_access_log(found, &cfg.access_log);
     resources::check_store(found, &cfg.store);
     cache::check_cache(found, cfg);
     cache::check_cache_rules(found, &cfg.cache.rule);

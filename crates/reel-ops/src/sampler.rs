@@ -43,6 +43,8 @@ pub struct Inputs {
     pub store: Box<dyn Fn() -> crate::health::StoreHealth + Send + Sync>,
     /// The process cgroup's CPU throttling counters, where there is a cgroup to read.
     pub cpu_stat: Box<dyn Fn() -> Option<CpuStat> + Send + Sync>,
+    /// The verdict's details: sentences that do not change it.
+    pub details: Box<dyn Fn() -> Vec<String> + Send + Sync>,
 }
 
 /// State shared between the sampler thread, the workers and the admin listener.
@@ -154,6 +156,7 @@ impl Health {
         if self.stopping.load(Ordering::SeqCst) {
             v = v.stopping();
         }
+        v.details = (self.inputs.details)();
         self.answer.store(Arc::new(render(v)));
     }
 
@@ -273,6 +276,7 @@ mod tests {
             connections: Box::new(move || conns.load(Ordering::Relaxed)),
             store: Box::new(crate::health::StoreHealth::ok),
             cpu_stat: Box::new(|| None),
+            details: Box::new(Vec::new),
         }
     }
 

@@ -12,6 +12,7 @@
 //! (`reload`), and the outcomes of reloads and upgrades kept for `/status` (`status`).
 
 pub(crate) mod access;
+pub(crate) mod access_log;
 pub(crate) mod fds;
 pub(crate) mod generation;
 pub(crate) mod logging;

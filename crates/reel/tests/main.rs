@@ -27,6 +27,7 @@ mod http3;
 mod interim;
 mod ktls;
 mod limits;
+mod log_shipping;
 mod origin;
 mod origin_auth;
 mod parked;

@@ -41,7 +41,8 @@ fn every_key() -> Config {
         + "\n[[certificate]]\nnames = [\"a.example\"]\ncert = \"a.pem\"\nkey = \"a.key\"\n"
         + "\n[http]\ntrusted_proxies = [\"10.0.0.0/8\"]\n"
         + "\n[site.token]\nformat = \"edgeauth\"\nkeys = [\"00112233445566778899aabbccddeeff\"]\n"
-        + "keys_env = \"REEL_TEST_EVERY_KEY_TOKEN_KEYS\"\nsalt = \"s\"\n";
+        + "keys_env = \"REEL_TEST_EVERY_KEY_TOKEN_KEYS\"\nsalt = \"s\"\n"
+        + "\n[[access_log.sink]]\nkind = \"http\"\nurl = \"http://127.0.0.1:9/\"\n";
     // SAFETY: a variable of this test's own, set before it is read; the tests of this
     // binary read the environment through std only, whose lock orders the two.
     unsafe {

@@ -312,7 +312,11 @@ impl Gen {
         cache: reel_cache::WorkerCache,
     ) -> Rc<Gen> {
         let log = live.access_log.as_ref().map(|l| {
-            Rc::new(LogBuffer::new(l.clone(), live.cfg.access_log.buffer.bytes() as usize))
+            Rc::new(LogBuffer::with_layout(
+                l.clone(),
+                live.cfg.access_log.buffer.bytes() as usize,
+                live.log_layout.clone(),
+            ))
         });
         Rc::new(Gen {
             generation: live.generation,
