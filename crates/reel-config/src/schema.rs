@@ -764,12 +764,14 @@ mod cache;
 mod compress;
 mod edits;
 mod origin;
+mod telemetry;
 mod token;
 pub use access::*;
 pub use cache::*;
 pub use compress::*;
 pub use edits::*;
 pub use origin::*;
+pub use telemetry::*;
 pub use token::*;
 
 #[cfg(test)]
