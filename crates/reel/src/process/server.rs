@@ -199,6 +199,7 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
                 })
             },
             store: Box::new(move || store_shared.store_health()),
+            duress: shared.cache.duress.clone(),
             cpu_stat: {
                 let group = reel_runtime::cgroup::cpu_group(&reel_runtime::core_plan::RealSysFs);
                 Box::new(move || {
