@@ -44,6 +44,7 @@ async fn get(
     h3::request_at(c, "edge.example.test", "GET", path, fields, None).await.expect("h3 request")
 }
 
+mod cmsd;
 mod cors;
 mod handshakes;
 mod lifecycle;
