@@ -37,6 +37,7 @@ mod restarts;
 mod scrub;
 mod serve;
 mod shield;
+mod site_metrics;
 mod sites;
 mod store_dir;
 mod systemd;
