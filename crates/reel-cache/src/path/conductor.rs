@@ -215,7 +215,8 @@ impl WorkerCache {
         WorkerCache { parts, read_ahead: self.read_ahead.clone() }
     }
 
-    /// Answers one request. The response's tag carries the cache result and origin time.
+    /// Answers one request. The response's tag carries the cache result, the origin time
+    /// and the site's metrics id.
     pub async fn handle(
         &self,
         req: &Request,
