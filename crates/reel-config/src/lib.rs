@@ -41,7 +41,7 @@ pub use reload::{RELOAD_KEYS, Reload, ReloadKey, reload_of};
 pub use schema::{
     ACCESS_LOG_FIELDS, AccessLogConfig, AccessLogFormat, AccessLogSample, AccessLogSink,
     AdminConfig, AllowOrigins, CacheConfig, CacheRule, CertificateConfig, ClientCacheControl,
-    Coding, CollectorUrl, CompressConfig, CoresConfig, CorsConfig, CpuSet, DEFAULT_ALT_SVC_MAX_AGE,
+    CmsdConfig, Coding, CollectorUrl, CompressConfig, CoresConfig, CorsConfig, CpuSet, DEFAULT_ALT_SVC_MAX_AGE,
     DEFAULT_COMPRESS_TYPES, DEFAULT_CORS_ALLOW_HEADERS, DEFAULT_CORS_EXPOSE_HEADERS,
     DEFAULT_FILL_DROP_HEADERS, DemoOriginConfig, EnvValue, GeoConfig, HeaderAction,
     HeaderRuleConfig, HealthConfig, HostPort, HttpConfig, InvalidateOn, Ktls, ListenerConfig,

@@ -717,6 +717,7 @@ mod cache;
 mod compress;
 mod edits;
 mod origin;
+mod telemetry;
 mod token;
 pub use access::*;
 pub use access_log::*;
@@ -724,6 +725,7 @@ pub use cache::*;
 pub use compress::*;
 pub use edits::*;
 pub use origin::*;
+pub use telemetry::*;
 pub use token::*;
 
 #[cfg(test)]

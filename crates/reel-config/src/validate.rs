@@ -6,7 +6,8 @@
 //! `server` (`[server]`, `[log]`, `[admin]`), `access_log` (`[access_log]`), `resources` (`[cores]`,
 //! `[http]`, `[health]`, `[store]`), `listener` (`[[listener]]`, `[[certificate]]`), `cache`
 //! (`[cache]`, `[[cache.rule]]`, `[[site]]`), `access` (`[geo]`, `[site.access]`,
-//! `[site.limits]`), `edits` (`[site.cors]`, `[[site.header]]`), `origin`
+//! `[site.limits]`), `edits` (`[site.cors]`, `[[site.header]]`), `telemetry` (`[[site]].name`,
+//! `[site.cmsd]`), `origin`
 //! (`[[origin_group]]`, `[demo_origin]`) and `origin_auth` (`request_headers`, `auth` and
 //! its credentials).
 
@@ -20,6 +21,7 @@ mod origin;
 mod origin_auth;
 mod resources;
 mod server;
+mod telemetry;
 mod token;
 
 use crate::Config;
@@ -69,6 +71,7 @@ pub(crate) fn check(cfg: &Config, found: &mut Found) {
     cache::check_sites(found, cfg);
     access::check_access(found, cfg);
     edits::check_site_edits(found, cfg);
+    telemetry::check_telemetry(found, cfg);
     origin::check_origin_groups(found, &cfg.origin_group);
     origin::check_demo_origin(found, &cfg.demo_origin);
 }

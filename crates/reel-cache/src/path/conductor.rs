@@ -215,7 +215,8 @@ impl WorkerCache {
         WorkerCache { parts, read_ahead: self.read_ahead.clone() }
     }
 
-    /// Answers one request. The response's tag carries the cache result and origin time.
+    /// Answers one request. The response's tag carries the cache result, the origin time
+    /// and the site's metrics id.
     pub async fn handle(
         &self,
         req: &Request,
@@ -233,16 +234,20 @@ impl WorkerCache {
             // Not a site of ours: never an open proxy (RFC 9110 15.5.20).
             return local(421);
         };
-        let Some(edits) = &site.edits else {
-            return self.checked(req, body, site, m).await;
+        let mut r = match &site.edits {
+            None => self.checked(req, body, site, m).await,
+            // A CORS preflight is answered first, before the site's access checks: a
+            // browser sends no cookies, tokens or credentials with one.
+            Some(edits) => match edits.preflight(req) {
+                Some(r) => r,
+                None => edits.apply(req, self.checked(req, body, site, m).await),
+            },
         };
-        // A CORS preflight is answered first, before the site's access checks: a browser
-        // sends no cookies, tokens or credentials with one.
-        if let Some(r) = edits.preflight(req) {
-            return r;
+        if let Some(cmsd) = &site.cmsd {
+            cmsd.apply(req, &mut r, self.parts.fetch.shared.duress.load(Relaxed));
         }
-        let r = self.checked(req, body, site, m).await;
-        edits.apply(req, r)
+        r.tag = Tag::with_site(r.tag, site.metrics_id);
+        r
     }
 
     /// A request of `site` through its access checks, then by its method.

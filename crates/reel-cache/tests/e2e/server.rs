@@ -200,6 +200,8 @@ impl Server {
                 access: None,
                 edits: None,
                 compress: None,
+                cmsd: None,
+                metrics_id: 0,
             }],
             fallback: None,
             policy: opts.policy,

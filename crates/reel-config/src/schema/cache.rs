@@ -185,6 +185,11 @@ pub enum InvalidateOn {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SiteConfig {
+    /// The site's name: the value of the `site` label of its metrics (`/metrics`). 1 to 64
+    /// characters of letters, digits, `.`, `-`, `_` and `:`, not starting with `_`
+    /// (reserved for `_none`), unique among sites. Default: the first of `hosts`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
     /// Host header values served: exact names (`"live.example.com"`, `"127.0.0.1"`,
     /// `"[::1]"`), `"*.example.com"` (any name ending in `.example.com`, not
     /// `example.com` itself) or `"*"`, the catch-all: every Host no other site names (at
@@ -267,6 +272,10 @@ pub struct SiteConfig {
     /// manifests, WebVTT, JSON and XML.
     #[serde(default)]
     pub compress: CompressConfig,
+    /// `[site.cmsd]`: CTA-5006 `CMSD-Static` and `CMSD-Dynamic` on the site's responses.
+    /// Default off.
+    #[serde(default)]
+    pub cmsd: CmsdConfig,
 }
 
 /// `[site.key]`: the cache key's query parameters by name (compared after
@@ -302,6 +311,7 @@ fn default_read_ahead() -> u32 {
 impl Default for SiteConfig {
     fn default() -> Self {
         SiteConfig {
+            name: None,
             hosts: Vec::new(),
             origin_group: String::new(),
             ignore_query: Vec::new(),
@@ -321,6 +331,7 @@ impl Default for SiteConfig {
             cors: None,
             header: Vec::new(),
             compress: CompressConfig::default(),
+            cmsd: CmsdConfig::default(),
         }
     }
 }

@@ -27,7 +27,10 @@ fn leaf_keys(prefix: &str, v: &toml::Value, out: &mut Vec<String>) {
 /// A config with every array of tables populated, so every key of the schema appears.
 fn every_key() -> Config {
     let text = BASE
-        .replace("origin_group = \"main\"", "origin_group = \"main\"\nheuristic_freshness = true")
+        .replace(
+            "origin_group = \"main\"",
+            "origin_group = \"main\"\nname = \"main-site\"\nheuristic_freshness = true",
+        )
         .replace(
             "heuristic_freshness = true\n",
             "heuristic_freshness = true\n\n[site.cors]\nallow_origins = [\"https://p.example\"]\n\

@@ -205,6 +205,7 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
                     shared.live().access_log.as_ref().map(|l| l.details()).unwrap_or_default()
                 })
             },
+            duress: shared.cache.duress.clone(),
             cpu_stat: {
                 let group = reel_runtime::cgroup::cpu_group(&reel_runtime::core_plan::RealSysFs);
                 Box::new(move || {

@@ -74,13 +74,15 @@ pub(crate) enum GenerationError {
 impl Live {
     /// Builds generation `generation` from `cfg` and its TLS state `tls` (built first, see
     /// [`crate::listeners::tls::TlsState::build`]); `prev` is the running generation, whose origin
-    /// groups and access log are kept when their config is unchanged.
+    /// groups and access log are kept when their config is unchanged; `site_ids` gives each
+    /// site its id in the per-site metrics.
     pub(crate) fn build(
         cfg: Config,
         generation: u64,
         origin_flag: Option<&OriginFlag>,
         prev: Option<&Live>,
         tls: crate::listeners::tls::TlsState,
+        site_ids: &reel_ops::sites::SiteIds,
     ) -> Result<Live, GenerationError> {
         // Unchanged origin groups keep their `Origins`: health state, counters and (in the
         // workers) connection pools survive a reload that did not touch them.
@@ -116,6 +118,10 @@ impl Live {
         let log_layout = Arc::new(access_log::layout(&cfg));
         let geo = access::geo(&cfg, prev.and_then(|p| p.geo.as_ref()))?;
         let mut cache = options::cache_settings(&cfg, origin_flag.is_some());
+        // Ids by name, for the process: a site keeps its counters across reloads.
+        for (site, c) in cache.sites.iter_mut().zip(&cfg.site) {
+            site.metrics_id = site_ids.id(c.metrics_name());
+        }
         access::attach(&mut cache, &cfg, geo.as_ref(), prev.map(|p| &*p.cache));
         Ok(Live {
             generation,

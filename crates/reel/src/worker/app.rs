@@ -72,6 +72,7 @@ impl App {
             metrics,
             tls_counters,
             generation: RefCell::new(Gen::first(&shared.live_full(), &shared.cache)),
+            sites: reel_ops::sites::SiteView::default(),
             alt_svc: RefCell::new(AltSvc { generation: 0, table: Vec::new() }),
             quic: RefCell::new(shared.quic.subscribe()),
         });
@@ -339,6 +340,8 @@ pub(crate) struct WorkerState {
     metrics: Arc<WorkerMetrics>,
     tls_counters: Arc<reel_tls::HandshakeCounters>,
     generation: RefCell<Rc<Gen>>,
+    /// This worker's per-site counters, by the site id a response's tag carries.
+    sites: reel_ops::sites::SiteView,
     /// The `Alt-Svc` values of the listeners serving HTTP/3, by port.
     alt_svc: RefCell<AltSvc>,
     /// Learns when the HTTP/3 listeners change (the `Alt-Svc` table is redone then).
@@ -442,6 +445,8 @@ impl Handler for WorkerState {
         let tag = reel_cache::Tag::from_raw(tag);
         let result = tag.result();
         self.metrics.record(status, result.index(), bytes, first_byte, elapsed);
+        let hit = self.metrics.is_from_cache(result.index());
+        self.sites.record(&self.metrics.sites, tag.site(), status, bytes, hit);
         if reel_cache::hls::is_playlist(req.path().as_bytes()) {
             self.metrics.record_playlist(result.index());
         }
@@ -494,6 +499,7 @@ impl Handler for WorkerState {
 
     fn on_reject(&self, r: &Refusal<'_>) {
         self.metrics.record(r.status, CacheResult::Local.index(), r.bytes, None, Duration::ZERO);
+        self.sites.record(&self.metrics.sites, 0, r.status, r.bytes, false);
         self.metrics.client_errors.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         // As nginx does: a line with what is known, so the log matches the counters.
         let g = self.generation.borrow();

@@ -46,6 +46,7 @@ async fn get(
 
 mod access;
 mod compress;
+mod cmsd;
 mod cors;
 mod handshakes;
 mod lifecycle;

@@ -13,6 +13,7 @@ pub use reel_config::{InvalidateOn, Prefetch, Propagate};
 use super::encoded::Compress;
 use super::hops::Node;
 use crate::key::KeyConfig;
+use crate::path::answer::cmsd::Cmsd;
 use crate::path::answer::edits::ResponseEdits;
 use crate::policy::freshness::PolicyConfig;
 use crate::policy::rules::TtlRules;
@@ -49,6 +50,11 @@ pub struct Site {
     pub edits: Option<Arc<ResponseEdits>>,
     /// Compressed representations of text responses (`[site.compress]`); `None`: off.
     pub compress: Option<Compress>,
+    /// The CTA-5006 fields its responses carry (`[site.cmsd]`); `None`: off, one branch.
+    pub cmsd: Option<Arc<Cmsd>>,
+    /// The site's id in the per-site metrics (the `site` label), carried in the response's
+    /// tag; 0: counted under no site.
+    pub metrics_id: u16,
 }
 
 /// A site's `[site.token]`: how its viewers' tokens are found, verified and passed on.
@@ -223,6 +229,8 @@ mod tests {
             access: None,
             edits: None,
             compress: None,
+            cmsd: None,
+            metrics_id: 0,
         }
     }
 
