@@ -88,6 +88,8 @@ pub struct Entry<'a> {
     /// Why the site's access rules refused the request (`token_expired`, `ip_denied`,
     /// `rate_limited`, ...: the `reason` label of `reel_denied_total`), if they did.
     pub denied: Option<&'a str>,
+    /// The request's CMCD (CTA-5004), if it carried any.
+    pub cmcd: Option<crate::access_log_cmcd::CmcdLine<'a>>,
 }
 
 /// What is known of a request the HTTP codec refused.
@@ -438,6 +440,9 @@ fn json_line(s: &mut Vec<u8>, e: &Entry<'_>) {
         s.extend_from_slice(b",\"denied\":");
         json_str(s, d.as_bytes());
     }
+    if let Some(c) = &e.cmcd {
+        crate::access_log_cmcd::json(s, c);
+    }
     s.extend_from_slice(b"}\n");
 }
 
@@ -495,6 +500,9 @@ fn combined_line(s: &mut Vec<u8>, e: &Entry<'_>) {
         s.extend_from_slice(b" denied=");
         quoted(s, d.as_bytes());
     }
+    if let Some(c) = &e.cmcd {
+        crate::access_log_cmcd::combined(s, c);
+    }
     s.push(b'\n');
 }
 
@@ -550,6 +558,7 @@ mod tests {
             user_agent: b"player/1.0",
             refused: None,
             denied: None,
+            cmcd: None,
         }
     }
 
