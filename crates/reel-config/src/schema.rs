@@ -628,6 +628,9 @@ pub struct AccessLogConfig {
     pub buffer: ByteSize,
     /// A partly filled buffer is handed over at least this often. Duration; default `"1s"`.
     pub flush_interval: Duration,
+    /// CMCD keys the `combined` format appends as `cmcd_KEY=value` when a request
+    /// carries them (the `json` format logs every key). Default `[]`.
+    pub cmcd_keys: Vec<String>,
 }
 
 impl AccessLogConfig {
@@ -645,6 +648,7 @@ impl Default for AccessLogConfig {
             format: AccessLogFormat::Json,
             buffer: ByteSize::kib(64),
             flush_interval: Duration::from_secs(1),
+            cmcd_keys: Vec::new(),
         }
     }
 }

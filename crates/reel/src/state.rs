@@ -65,6 +65,8 @@ pub(crate) struct Shared {
     pub(crate) origin_flag: Option<OriginFlag>,
     /// Per-worker counters, in worker order.
     pub metrics: Vec<Arc<WorkerMetrics>>,
+    /// What players report through CMCD, per site.
+    pub cmcd: reel_ops::cmcd_metrics::CmcdMetrics,
     /// The segment store (shared by every worker).
     pub store: Arc<reel_store::Store>,
     /// The cache's cross-worker state (in-flight fills).
@@ -120,6 +122,7 @@ impl Shared {
             config_path,
             origin_flag,
             metrics: (0..n).map(|_| Arc::new(WorkerMetrics::new(&reel_cache::OUTCOMES))).collect(),
+            cmcd: reel_ops::cmcd_metrics::CmcdMetrics::new(n),
             cache: reel_cache::SharedCache::with_admission_window(store.clone(), window),
             store,
             health: OnceLock::new(),

@@ -19,6 +19,7 @@ pub(crate) fn render(s: &Shared) -> String {
     let live = s.live_full();
     let mut p = PromWriter::new();
     render_workers(&mut p, &s.metrics);
+    s.cmcd.render_prometheus(&mut p);
     connections(&mut p, s.worker_stats());
     upgrades(&mut p, &s.upgrade_status());
     store(&mut p, &s.store, &s.cache.admission);
