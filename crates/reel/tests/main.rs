@@ -12,6 +12,7 @@ mod check_messages;
 mod check_probes;
 mod cli;
 mod client;
+mod cmcd;
 mod common;
 mod compress;
 mod contrib;

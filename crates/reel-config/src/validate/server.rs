@@ -170,7 +170,9 @@ fn check_cmcd_keys(found: &mut Found, keys: &[String]) {
             bad(
                 found,
                 format!("access_log.cmcd_keys[{i}]"),
-                format!("{k:?} is not a CMCD key (lowercase letters, digits, _ - . *, such as \"sid\" or \"br\")"),
+                format!(
+                    "{k:?} is not a CMCD key (lowercase letters, digits, _ - . *, such as \"sid\" or \"br\")"
+                ),
             );
         } else if keys[..i].contains(k) {
             bad(found, format!("access_log.cmcd_keys[{i}]"), format!("{k:?} is listed twice"));

@@ -166,7 +166,11 @@ mod tests {
     fn a_parameter_and_picked_fields_go_and_cookies_stay() {
         let r = req("GET /s.ts?v=1&CMCD=br%3D800&CMCDx=1 HTTP/1.1\r\nHost: e.com\r\n\
                      CMCD-Request: bl=100\r\nCookie: CMCD=1\r\ncmcd-session: sid=\"a\"\r\n\r\n");
-        let c = r.without_param_and_fields("CMCD", |n| n.len() > 5 && n[..5].eq_ignore_ascii_case("cmcd-")).unwrap();
+        let c = r
+            .without_param_and_fields("CMCD", |n| {
+                n.len() > 5 && n[..5].eq_ignore_ascii_case("cmcd-")
+            })
+            .unwrap();
         assert_eq!(c.target(), "/s.ts?v=1&CMCDx=1");
         assert_eq!(c.header("cmcd-request"), None);
         assert_eq!(c.header("cmcd-session"), None);
