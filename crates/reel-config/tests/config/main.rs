@@ -686,6 +686,7 @@ fn heuristic_freshness_is_on_unless_switched_off() {
     assert!(!cfg.cache.heuristic_freshness);
 }
 
+mod cmcd;
 mod edits;
 mod origin_auth;
 mod reload_docs;

@@ -69,18 +69,19 @@ pub(in crate::path) fn on_request(cx: &FetchCx, req: &Request, site: &Site) -> O
     if !present(req) {
         return None;
     }
-    let clean = if site.forward_cmcd {
-        None
-    } else {
-        req.without_param_and_fields(cmcd::QUERY_PARAM, cmcd::is_field)
-    };
-    if site.prefetch_next && site.slicing.size.is_none() {
+    let warms = site.prefetch_next && site.slicing.size.is_none();
+    if site.forward_cmcd && !warms {
+        return None;
+    }
+    let clean = req.without_param_and_fields(cmcd::QUERY_PARAM, cmcd::is_field);
+    if warms {
         let c = Cmcd::from_request(req.headers(), req.query());
         if let Some(nor) = c.as_ref().and_then(|c| c.text("nor")) {
+            // A warm of another object never carries this request's CMCD, forwarded or not.
             warm(cx, clean.as_ref().unwrap_or(req), site, nor);
         }
     }
-    clean
+    if site.forward_cmcd { None } else { clean }
 }
 
 /// Starts the warm of `nor` for `req` (see the module).
