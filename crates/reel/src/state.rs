@@ -68,6 +68,8 @@ pub(crate) struct Shared {
     pub metrics: Vec<Arc<WorkerMetrics>>,
     /// The sites' ids in the per-site metrics, by name, for the whole process.
     pub site_ids: Arc<reel_ops::sites::SiteIds>,
+    /// What players report through CMCD, per site.
+    pub cmcd: reel_ops::cmcd_metrics::CmcdMetrics,
     /// The segment store (shared by every worker).
     pub store: Arc<reel_store::Store>,
     /// The cache's cross-worker state (in-flight fills).
@@ -125,6 +127,7 @@ impl Shared {
             origin_flag,
             metrics: (0..n).map(|_| Arc::new(WorkerMetrics::new(&reel_cache::OUTCOMES))).collect(),
             site_ids,
+            cmcd: reel_ops::cmcd_metrics::CmcdMetrics::new(n),
             cache: reel_cache::SharedCache::with_admission_window(store.clone(), window),
             store,
             health: OnceLock::new(),

@@ -13,6 +13,7 @@ mod check_probes;
 mod cli;
 mod client;
 mod cmsd;
+mod cmcd;
 mod common;
 mod compress;
 mod contrib;

@@ -54,6 +54,7 @@ use reel_store::Filling;
 use super::answer::stored::{Prepared, ReqHeaders, unix_now};
 use super::answer::tag::Tag;
 use super::answer::{Answer, StatusNames};
+use super::phase::cmcd;
 use super::phase::deadline::{self, Wait};
 use super::phase::fetch::{self, FetchCx, Fetched, refresh_in_background};
 use super::phase::forward::Forwarder;
@@ -302,6 +303,9 @@ impl WorkerCache {
         site: &Site,
         m: &WorkerMetrics,
     ) -> Response {
+        // CMCD: its next object warmed, and the request as the origin may see it.
+        let without_cmcd = cmcd::on_request(&self.parts.fetch, req, site);
+        let req = without_cmcd.as_ref().unwrap_or(req);
         match req.method() {
             Method::Get | Method::Head => self.get(req, body, site, m).await,
             // Extension methods too (RFC 9110 9.1, 16.1): the origin knows what they mean.

@@ -196,6 +196,8 @@ impl Server {
                 honor_client_cache_control: opts.honor_client_cache_control,
                 slicing: opts.slicing,
                 prefetch: opts.prefetch,
+                forward_cmcd: false,
+                prefetch_next: false,
                 token: None,
                 access: None,
                 edits: None,

@@ -67,6 +67,9 @@ pub struct AccessLogConfig {
     pub sample: AccessLogSample,
     /// `[[access_log.sink]]`: where lines go besides `path`.
     pub sink: Vec<AccessLogSink>,
+    /// CMCD keys the `combined` format appends as `cmcd_KEY=value` when a request
+    /// carries them (the `json` format logs every key). Default `[]`.
+    pub cmcd_keys: Vec<String>,
 }
 
 impl AccessLogConfig {
@@ -87,6 +90,7 @@ impl Default for AccessLogConfig {
             fields: ACCESS_LOG_FIELDS.iter().map(|f| (*f).to_owned()).collect(),
             sample: AccessLogSample::default(),
             sink: Vec::new(),
+            cmcd_keys: Vec::new(),
         }
     }
 }

@@ -252,6 +252,17 @@ pub struct SiteConfig {
     /// viewers ask for. Default `off`.
     #[serde(default)]
     pub prefetch: Prefetch,
+    /// Send the viewer's CMCD (CTA-5004: the `CMCD=` query parameter and the
+    /// `CMCD-Request`, `CMCD-Object`, `CMCD-Status`, `CMCD-Session` fields) on to the
+    /// origin. Default `false`: reel reads and logs it, and the origin request goes
+    /// without it (it never enters the cache key either way).
+    #[serde(default)]
+    pub forward_cmcd: bool,
+    /// Warm the object a player's CMCD `nor` (next object request) names, resolved
+    /// against the request's path on the same site, into the cache when it is a miss: one
+    /// origin fetch, which a viewer asking for it meanwhile joins. Default `false`.
+    #[serde(default)]
+    pub prefetch_next: bool,
     /// `[site.token]`: signed viewer tokens required; unset = none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token: Option<TokenConfig>,
@@ -325,6 +336,8 @@ impl Default for SiteConfig {
             slice: SliceSize::default(),
             read_ahead: default_read_ahead(),
             prefetch: Prefetch::default(),
+            forward_cmcd: false,
+            prefetch_next: false,
             token: None,
             access: SiteAccessConfig::default(),
             limits: SiteLimitsConfig::default(),

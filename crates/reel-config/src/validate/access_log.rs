@@ -27,6 +27,7 @@ pub(super) fn check_access_log(found: &mut Found, al: &AccessLogConfig) {
     }
     positive_duration(found, "access_log.flush_interval".into(), al.flush_interval);
     check_fields(found, &al.fields);
+    check_cmcd_keys(found, &al.cmcd_keys);
     for (class, rate) in al.sample.classes() {
         if !(0.0..=1.0).contains(&rate) {
             bad(
@@ -56,6 +57,32 @@ pub(super) fn check_access_log(found: &mut Found, al: &AccessLogConfig) {
             );
         }
         names.push(name);
+    }
+}
+
+/// `access_log.cmcd_keys`: CMCD keys (RFC 8941 `key`: lowercase, digits, `_-.*`), each
+/// once, at most 32.
+fn check_cmcd_keys(found: &mut Found, keys: &[String]) {
+    if keys.len() > 32 {
+        bad(found, "access_log.cmcd_keys", format!("{} keys; at most 32", keys.len()));
+    }
+    for (i, k) in keys.iter().enumerate() {
+        let b = k.as_bytes();
+        let first = b.first().is_some_and(|c| c.is_ascii_lowercase() || *c == b'*');
+        let rest = b.iter().all(|&c| {
+            c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, b'_' | b'-' | b'.' | b'*')
+        });
+        if !first || !rest || b.len() > 64 {
+            bad(
+                found,
+                format!("access_log.cmcd_keys[{i}]"),
+                format!(
+                    "{k:?} is not a CMCD key (lowercase letters, digits, _ - . *, such as \"sid\" or \"br\")"
+                ),
+            );
+        } else if keys[..i].contains(k) {
+            bad(found, format!("access_log.cmcd_keys[{i}]"), format!("{k:?} is listed twice"));
+        }
     }
 }
 

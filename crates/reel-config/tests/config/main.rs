@@ -687,6 +687,7 @@ fn heuristic_freshness_is_on_unless_switched_off() {
 }
 
 mod access_log;
+mod cmcd;
 mod edits;
 mod origin_auth;
 mod reload_docs;

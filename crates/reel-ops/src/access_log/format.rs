@@ -45,6 +45,14 @@ pub(crate) fn json_line(s: &mut Vec<u8>, e: &Entry<'_>, fields: &[Field]) {
             s.truncate(mark);
         }
     }
+    if let Some(c) = &e.cmcd {
+        let mark = s.len();
+        crate::access_log_cmcd::json(s, c);
+        if first {
+            // No field before it: drop the separator the renderer writes.
+            s.remove(mark);
+        }
+    }
     s.extend_from_slice(b"}\n");
 }
 
@@ -156,6 +164,9 @@ pub(crate) fn combined_line(s: &mut Vec<u8>, e: &Entry<'_>) {
     if let Some(d) = e.denied {
         s.extend_from_slice(b" denied=");
         quoted(s, d.as_bytes());
+    }
+    if let Some(c) = &e.cmcd {
+        crate::access_log_cmcd::combined(s, c);
     }
     s.push(b'\n');
 }

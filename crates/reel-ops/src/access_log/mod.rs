@@ -100,6 +100,8 @@ pub struct Entry<'a> {
     /// Why the site's access rules refused the request (`token_expired`, `ip_denied`,
     /// `rate_limited`, ...: the `reason` label of `reel_denied_total`), if they did.
     pub denied: Option<&'a str>,
+    /// The request's CMCD (CTA-5004), if it carried any: written after the chosen fields.
+    pub cmcd: Option<crate::access_log_cmcd::CmcdLine<'a>>,
 }
 
 /// What is known of a request the HTTP codec refused.

@@ -30,6 +30,7 @@ fn entry(path: &[u8]) -> Entry<'_> {
         user_agent: b"player/1.0",
         refused: None,
         denied: None,
+        cmcd: None,
     }
 }
 

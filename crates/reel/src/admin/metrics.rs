@@ -21,6 +21,7 @@ pub(crate) fn render(s: &Shared) -> String {
     render_workers(&mut p, &s.metrics);
     let sites: Vec<&reel_ops::sites::WorkerSites> = s.metrics.iter().map(|w| &w.sites).collect();
     reel_ops::sites::render_sites(&mut p, &s.site_ids, &sites);
+    s.cmcd.render_prometheus(&mut p);
     connections(&mut p, s.worker_stats());
     upgrades(&mut p, &s.upgrade_status());
     store(&mut p, &s.store, &s.cache.admission);

@@ -384,6 +384,8 @@ pub(crate) fn cache_settings(cfg: &Config, origin_flag: bool) -> reel_cache::Set
             honor_client_cache_control: s.client_cache_control == ClientCacheControl::Honor,
             slicing: reel_cache::Slicing { size: s.slice.bytes(), read_ahead: s.read_ahead },
             prefetch: s.prefetch,
+            forward_cmcd: s.forward_cmcd,
+            prefetch_next: s.prefetch_next,
             token: s.token.as_ref().map(|t| site_token(cfg, t)),
             access: None,
             edits: reel_cache::ResponseEdits::new(s.cors.as_ref(), &s.header),
@@ -403,6 +405,8 @@ pub(crate) fn cache_settings(cfg: &Config, origin_flag: bool) -> reel_cache::Set
         slicing: reel_cache::Slicing::default(),
         // A catch-all fetches only what viewers ask for, as any site by default.
         prefetch: reel_cache::Prefetch::Off,
+        forward_cmcd: false,
+        prefetch_next: false,
         token: None,
         access: None,
         edits: None,

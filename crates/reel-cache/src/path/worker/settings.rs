@@ -38,6 +38,12 @@ pub struct Site {
     pub honor_client_cache_control: bool,
     /// LL-HLS prefetch of hinted and listed parts (`prefetch`).
     pub prefetch: Prefetch,
+    /// Whether the viewer's CMCD goes on to the origin (`forward_cmcd`); otherwise the
+    /// `CMCD=` parameter and the `CMCD-*` fields are left out of every origin request.
+    pub forward_cmcd: bool,
+    /// Whether a CMCD `nor` (the next object the player will ask for) is warmed into the
+    /// cache on a miss (`prefetch_next`).
+    pub prefetch_next: bool,
     /// Slice caching (`slice`, `read_ahead`).
     pub slicing: Slicing,
     /// Signed viewer tokens (`[site.token]`); `None`: anyone may fetch.
@@ -225,6 +231,8 @@ mod tests {
             honor_client_cache_control: true,
             slicing: Slicing::default(),
             prefetch: Prefetch::Off,
+            forward_cmcd: false,
+            prefetch_next: false,
             token: None,
             access: None,
             edits: None,
