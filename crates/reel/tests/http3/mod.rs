@@ -45,8 +45,8 @@ async fn get(
 }
 
 mod access;
-mod compress;
 mod cmsd;
+mod compress;
 mod cors;
 mod handshakes;
 mod lifecycle;
