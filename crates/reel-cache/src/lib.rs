@@ -11,9 +11,10 @@ pub mod policy;
 pub mod result;
 pub mod tokenise;
 
+pub use path::answer::cmsd::Cmsd;
 pub use path::answer::edits::ResponseEdits;
 pub use path::answer::pass_stream::{PASS_BUFFER, PassBuffered};
-pub use path::answer::tag::Tag;
+pub use path::answer::tag::{MAX_SITE_ID, Tag};
 pub use path::conductor::WorkerCache;
 pub use path::phase::inflight::Inflight;
 pub use path::phase::llhls::Streams;

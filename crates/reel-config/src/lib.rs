@@ -39,16 +39,18 @@ pub use effective::{PrintError, REDACTED, is_secret_key};
 pub use error::{ConfigErrors, ConfigProblem};
 pub use reload::{RELOAD_KEYS, Reload, ReloadKey, reload_of};
 pub use schema::{
-    AccessLogConfig, AccessLogFormat, AdminConfig, AllowOrigins, CacheConfig, CacheRule,
-    CertificateConfig, ClientCacheControl, Coding, CompressConfig, CoresConfig, CorsConfig, CpuSet,
+    ACCESS_LOG_FIELDS, AccessLogConfig, AccessLogFormat, AccessLogSample, AccessLogSink,
+    AdminConfig, AllowOrigins, CacheConfig, CacheRule, CertificateConfig, ClientCacheControl,
+    CmsdConfig, Coding, CollectorUrl, CompressConfig, CoresConfig, CorsConfig, CpuSet,
     DEFAULT_ALT_SVC_MAX_AGE, DEFAULT_COMPRESS_TYPES, DEFAULT_CORS_ALLOW_HEADERS,
     DEFAULT_CORS_EXPOSE_HEADERS, DEFAULT_FILL_DROP_HEADERS, DemoOriginConfig, EnvValue, GeoConfig,
     HeaderAction, HeaderRuleConfig, HealthConfig, HostPort, HttpConfig, InvalidateOn, Ktls,
     ListenerConfig, LogConfig, LogFormat, MethodsPolicy, OriginAuth, OriginBalance,
-    OriginGroupConfig, OriginHealthConfig, PathGlob, Prefetch, Propagate, QuicRetry, ServerConfig,
-    SiteAccessConfig, SiteConfig, SiteKeyConfig, SiteLimitsConfig, SliceSize, Steer,
-    StoreAdmission, StoreConfig, StoreIo, TierConfig, TlsCert, TlsVersion, TokenConfig,
-    TokenFormat, env_value, host_pattern_matches, strip_port,
+    OriginGroupConfig, OriginHealthConfig, PathGlob, Prefetch, Propagate, QuicRetry,
+    SYSLOG_FACILITIES, ServerConfig, SinkKind, SiteAccessConfig, SiteConfig, SiteKeyConfig,
+    SiteLimitsConfig, SliceSize, Steer, StoreAdmission, StoreConfig, StoreIo, SyslogAddress,
+    TierConfig, TlsCert, TlsVersion, TokenConfig, TokenFormat, env_value, host_pattern_matches,
+    parse_collector_url, parse_syslog_address, strip_port,
 };
 pub use units::{ByteSize, Duration, UnitError};
 

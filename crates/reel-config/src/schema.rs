@@ -601,54 +601,6 @@ impl AdminConfig {
     }
 }
 
-/// Line format of the access log.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum AccessLogFormat {
-    /// One JSON object per request.
-    #[default]
-    Json,
-    /// NCSA combined log format.
-    Combined,
-}
-
-/// `[access_log]`: one line per client request, batched per worker.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct AccessLogConfig {
-    /// Write an access log at all. Default `true`.
-    pub enabled: bool,
-    /// File to append to; `"-"` = standard output. Relative paths are relative to the
-    /// working directory. Default `"/var/log/reel/access.log"`.
-    pub path: PathBuf,
-    /// `json` or `combined`. Default `json`.
-    pub format: AccessLogFormat,
-    /// Per-worker buffer; a full buffer is handed to the writer thread. Size; default
-    /// `"64KiB"`.
-    pub buffer: ByteSize,
-    /// A partly filled buffer is handed over at least this often. Duration; default `"1s"`.
-    pub flush_interval: Duration,
-}
-
-impl AccessLogConfig {
-    /// True when the log goes to standard output (`path = "-"`).
-    pub fn is_stdout(&self) -> bool {
-        self.path.as_os_str() == "-"
-    }
-}
-
-impl Default for AccessLogConfig {
-    fn default() -> Self {
-        AccessLogConfig {
-            enabled: true,
-            path: "/var/log/reel/access.log".into(),
-            format: AccessLogFormat::Json,
-            buffer: ByteSize::kib(64),
-            flush_interval: Duration::from_secs(1),
-        }
-    }
-}
-
 /// Disk I/O engine of the store.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -759,17 +711,21 @@ impl Default for StoreConfig {
 }
 
 mod access;
+mod access_log;
 pub(crate) mod addr;
 mod cache;
 mod compress;
 mod edits;
 mod origin;
+mod telemetry;
 mod token;
 pub use access::*;
+pub use access_log::*;
 pub use cache::*;
 pub use compress::*;
 pub use edits::*;
 pub use origin::*;
+pub use telemetry::*;
 pub use token::*;
 
 #[cfg(test)]

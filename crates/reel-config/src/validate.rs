@@ -3,14 +3,16 @@
 //! that should be changed.
 //!
 //! [`check`] runs one function per section; the sections live in submodules by area:
-//! `server` (`[server]`, `[log]`, `[admin]`, `[access_log]`), `resources` (`[cores]`,
+//! `server` (`[server]`, `[log]`, `[admin]`), `access_log` (`[access_log]`), `resources` (`[cores]`,
 //! `[http]`, `[health]`, `[store]`), `listener` (`[[listener]]`, `[[certificate]]`), `cache`
 //! (`[cache]`, `[[cache.rule]]`, `[[site]]`), `access` (`[geo]`, `[site.access]`,
-//! `[site.limits]`), `edits` (`[site.cors]`, `[[site.header]]`), `origin`
+//! `[site.limits]`), `edits` (`[site.cors]`, `[[site.header]]`), `telemetry` (`[[site]].name`,
+//! `[site.cmsd]`), `origin`
 //! (`[[origin_group]]`, `[demo_origin]`) and `origin_auth` (`request_headers`, `auth` and
 //! its credentials).
 
 mod access;
+mod access_log;
 mod cache;
 mod compress;
 mod edits;
@@ -19,6 +21,7 @@ mod origin;
 mod origin_auth;
 mod resources;
 mod server;
+mod telemetry;
 mod token;
 
 use crate::Config;
@@ -61,13 +64,14 @@ pub(crate) fn check(cfg: &Config, found: &mut Found) {
     resources::check_http(found, &cfg.http);
     resources::check_health(found, &cfg.health);
     server::check_admin(found, cfg);
-    server::check_access_log(found, &cfg.access_log);
+    access_log::check_access_log(found, &cfg.access_log);
     resources::check_store(found, &cfg.store);
     cache::check_cache(found, cfg);
     cache::check_cache_rules(found, &cfg.cache.rule);
     cache::check_sites(found, cfg);
     access::check_access(found, cfg);
     edits::check_site_edits(found, cfg);
+    telemetry::check_telemetry(found, cfg);
     origin::check_origin_groups(found, &cfg.origin_group);
     origin::check_demo_origin(found, &cfg.demo_origin);
 }

@@ -165,6 +165,10 @@ pub struct Verdict {
     pub version: &'static str,
     /// The load figures.
     pub load: LoadFigures,
+    /// What an operator should know that is not part of the verdict (an access-log sink
+    /// dropping lines, ...); left out of the JSON when empty.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub details: Vec<String>,
 }
 
 impl Verdict {
@@ -222,7 +226,14 @@ pub fn verdict(
         (Status::Ok, Vec::new())
     };
     reasons.extend(store.degraded.iter().cloned());
-    Verdict { status, reasons, workers, version: env!("CARGO_PKG_VERSION"), load }
+    Verdict {
+        status,
+        reasons,
+        workers,
+        version: env!("CARGO_PKG_VERSION"),
+        load,
+        details: Vec::new(),
+    }
 }
 
 #[cfg(test)]

@@ -89,6 +89,9 @@ pub struct WorkerMetrics {
     /// Playlist requests (HLS playlists, DASH manifests), one counter per outcome: also
     /// counted in `requests`, so segments are the difference.
     playlists: Box<[AtomicU64]>,
+    /// Requests, hits and bytes by site (`reel_site_*`), written through the worker's
+    /// [`crate::sites::SiteView`].
+    pub sites: crate::sites::WorkerSites,
 }
 
 impl WorkerMetrics {
@@ -108,6 +111,7 @@ impl WorkerMetrics {
             blocking_timeouts: AtomicU64::new(0),
             denied: Default::default(),
             playlists: outcomes.labels.iter().map(|_| AtomicU64::new(0)).collect(),
+            sites: crate::sites::WorkerSites::default(),
         }
     }
 
@@ -190,6 +194,11 @@ impl WorkerMetrics {
     /// Requests so far with this outcome, over all statuses.
     pub fn requests_with(&self, outcome: usize) -> u64 {
         self.requests.get(outcome).map_or(0, |row| row.iter().map(|c| c.load(Relaxed)).sum())
+    }
+
+    /// Whether `outcome` counts as served from the cache ([`Outcomes::from_cache`]).
+    pub fn is_from_cache(&self, outcome: usize) -> bool {
+        self.outcomes.from_cache.contains(&outcome)
     }
 
     /// Requests so far served from the cache ([`Outcomes::from_cache`]).

@@ -43,6 +43,11 @@ pub struct Inputs {
     pub store: Box<dyn Fn() -> crate::health::StoreHealth + Send + Sync>,
     /// The process cgroup's CPU throttling counters, where there is a cgroup to read.
     pub cpu_stat: Box<dyn Fn() -> Option<CpuStat> + Send + Sync>,
+    /// The verdict's details: sentences that do not change it.
+    pub details: Box<dyn Fn() -> Vec<String> + Send + Sync>,
+    /// Set while a load threshold has tripped (the verdict's `overloaded`), cleared when it
+    /// clears: what workers read for CMSD's `du`.
+    pub duress: Arc<AtomicBool>,
 }
 
 /// State shared between the sampler thread, the workers and the admin listener.
@@ -143,7 +148,8 @@ impl Health {
         let first = st.window[0].clone();
         let figures = self.figures(&first, &now);
         let t = self.thresholds.load();
-        st.overload.update(&t, &figures);
+        let overloaded = st.overload.update(&t, &figures);
+        self.inputs.duress.store(overloaded, Ordering::Relaxed);
         let mut v = verdict(
             self.draining(),
             &(self.inputs.store)(),
@@ -154,6 +160,7 @@ impl Health {
         if self.stopping.load(Ordering::SeqCst) {
             v = v.stopping();
         }
+        v.details = (self.inputs.details)();
         self.answer.store(Arc::new(render(v)));
     }
 
@@ -273,7 +280,28 @@ mod tests {
             connections: Box::new(move || conns.load(Ordering::Relaxed)),
             store: Box::new(crate::health::StoreHealth::ok),
             cpu_stat: Box::new(|| None),
+            details: Box::new(Vec::new),
+            duress: Arc::default(),
         }
+    }
+
+    #[test]
+    fn duress_follows_the_overload_hysteresis() {
+        let w = Arc::new(WorkerMetrics::new(&OUTCOMES));
+        let conns = Arc::new(AtomicU64::new(5));
+        let duress = Arc::new(AtomicBool::new(false));
+        let t = Thresholds { max_connections: 100, resume_connections: 50, ..Default::default() };
+        let h = Health::new(Inputs { duress: duress.clone(), ..inputs(vec![w], conns.clone()) }, t);
+        assert!(!duress.load(Ordering::Relaxed));
+        conns.store(150, Ordering::Relaxed);
+        h.tick();
+        assert!(duress.load(Ordering::Relaxed));
+        conns.store(70, Ordering::Relaxed);
+        h.tick();
+        assert!(duress.load(Ordering::Relaxed), "70 is above resume 50");
+        conns.store(10, Ordering::Relaxed);
+        h.tick();
+        assert!(!duress.load(Ordering::Relaxed));
     }
 
     #[test]

@@ -34,5 +34,5 @@ mod wait;
 pub use alloc::CountingAlloc;
 pub use fs::ShutdownFs;
 pub use net::listening_inodes;
-pub use skip::{have_ffmpeg, skip, which};
+pub use skip::{have_ffmpeg, skip, tool_or_install, which};
 pub use wait::{PATIENCE, eventually, wait_until, wait_until_async};

@@ -42,3 +42,37 @@ pub fn have_ffmpeg(tool: &str) -> bool {
     }
     ok
 }
+
+/// The path of the executable `cmd`, looked up in `PATH` and the `sbin` directories. When
+/// it is missing and this process may install packages (root, with `apt-get`), Debian's
+/// `package` is installed first. `None` when it is still missing: the calling test is then
+/// reported skipped with [`skip`] (call this from the test's own thread).
+pub fn tool_or_install(cmd: &str, package: &str) -> Option<PathBuf> {
+    let find = || {
+        which(cmd).or_else(|| {
+            ["/usr/sbin", "/sbin", "/usr/bin"]
+                .iter()
+                .map(|d| Path::new(d).join(cmd))
+                .find(|p| p.is_file())
+        })
+    };
+    if let Some(p) = find() {
+        return Some(p);
+    }
+    let root = std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
+        s.lines().any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
+    });
+    if root && which("apt-get").is_some() {
+        let _ = Command::new("apt-get")
+            .args(["install", "-y", "--no-install-recommends", package])
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    }
+    let found = find();
+    if found.is_none() {
+        skip(&format!("{cmd} is not installed and could not be (apt-get install -y {package})"));
+    }
+    found
+}

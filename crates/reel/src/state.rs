@@ -12,6 +12,7 @@
 //! (`reload`), and the outcomes of reloads and upgrades kept for `/status` (`status`).
 
 pub(crate) mod access;
+pub(crate) mod access_log;
 pub(crate) mod fds;
 pub(crate) mod generation;
 pub(crate) mod logging;
@@ -65,6 +66,10 @@ pub(crate) struct Shared {
     pub(crate) origin_flag: Option<OriginFlag>,
     /// Per-worker counters, in worker order.
     pub metrics: Vec<Arc<WorkerMetrics>>,
+    /// The sites' ids in the per-site metrics, by name, for the whole process.
+    pub site_ids: Arc<reel_ops::sites::SiteIds>,
+    /// What players report through CMCD, per site.
+    pub cmcd: reel_ops::cmcd_metrics::CmcdMetrics,
     /// The segment store (shared by every worker).
     pub store: Arc<reel_store::Store>,
     /// The cache's cross-worker state (in-flight fills).
@@ -112,7 +117,8 @@ impl Shared {
             format!("opening the store at {}", paths.join(", "))
         })?;
         let window = cfg.store.admission_window;
-        let live = Live::build(cfg, 1, origin_flag.as_ref(), None, tls)?;
+        let site_ids = Arc::new(reel_ops::sites::SiteIds::new(reel_cache::MAX_SITE_ID));
+        let live = Live::build(cfg, 1, origin_flag.as_ref(), None, tls, &site_ids)?;
         let (reload_tx, reload_rx) = mpsc::channel(4);
         let n = plan.workers.len();
         Ok(Arc::new(Shared {
@@ -120,6 +126,8 @@ impl Shared {
             config_path,
             origin_flag,
             metrics: (0..n).map(|_| Arc::new(WorkerMetrics::new(&reel_cache::OUTCOMES))).collect(),
+            site_ids,
+            cmcd: reel_ops::cmcd_metrics::CmcdMetrics::new(n),
             cache: reel_cache::SharedCache::with_admission_window(store.clone(), window),
             store,
             health: OnceLock::new(),

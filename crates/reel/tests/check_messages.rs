@@ -83,6 +83,12 @@ fn check_says_what_to_write_instead() {
             "text values are quoted: write \"127.0.0.1:81\"",
         ),
         (format!("{LISTENER}[log]\nlevel = info\n"), ": log.level: ", "write \"info\""),
+        // A CMCD key spelt as a header would be.
+        (
+            format!("{LISTENER}[access_log]\ncmcd_keys = [\"sid\", \"Br\"]\n"),
+            "5:21: access_log.cmcd_keys[1]: ",
+            "\"Br\" is not a CMCD key (lowercase letters",
+        ),
     ];
     for (text, at, want) in cases {
         let (code, err, file) = check(&text);

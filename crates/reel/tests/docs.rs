@@ -242,3 +242,25 @@ fn the_readers_of_the_reference_find_what_they_should() {
     key_paths(&v, "", &mut paths);
     assert_eq!(paths.into_iter().collect::<Vec<_>>(), ["a", "a[].b", "c", "c.d", "c.d.e"]);
 }
+
+/// Issue 40.3: the field table of "Logs" (`### Fields`) names exactly the fields the
+/// access log writes, in their default order, and `reel check` accepts exactly those names.
+#[test]
+fn the_logs_field_table_is_the_access_logs_field_list() {
+    let doc = operations();
+    let logs = section(&doc, "## Logs");
+    let fields = logs
+        .split_once("### Fields\n")
+        .map(|(_, rest)| rest.split("\n### ").next().unwrap_or(rest))
+        .unwrap_or_else(|| panic!("{OPERATIONS}, \"## Logs\", has no \"### Fields\""));
+    let documented: Vec<&str> = fields
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `")?.split_once('`').map(|(name, _)| name))
+        .collect();
+    let written: Vec<&str> = reel_ops::access_log::Field::ALL.iter().map(|f| f.name()).collect();
+    assert_eq!(
+        documented, written,
+        "{OPERATIONS} \"### Fields\" rows, in order, must be the access log's fields"
+    );
+    assert_eq!(written, reel_config::ACCESS_LOG_FIELDS, "the names `reel check` accepts");
+}

@@ -54,6 +54,7 @@ use reel_store::Filling;
 use super::answer::stored::{Prepared, ReqHeaders, unix_now};
 use super::answer::tag::Tag;
 use super::answer::{Answer, StatusNames};
+use super::phase::cmcd;
 use super::phase::deadline::{self, Wait};
 use super::phase::fetch::{self, FetchCx, Fetched, refresh_in_background};
 use super::phase::forward::Forwarder;
@@ -215,7 +216,8 @@ impl WorkerCache {
         WorkerCache { parts, read_ahead: self.read_ahead.clone() }
     }
 
-    /// Answers one request. The response's tag carries the cache result and origin time.
+    /// Answers one request. The response's tag carries the cache result, the origin time
+    /// and the site's metrics id.
     pub async fn handle(
         &self,
         req: &Request,
@@ -233,16 +235,20 @@ impl WorkerCache {
             // Not a site of ours: never an open proxy (RFC 9110 15.5.20).
             return local(421);
         };
-        let Some(edits) = &site.edits else {
-            return self.checked(req, body, site, m).await;
+        let mut r = match &site.edits {
+            None => self.checked(req, body, site, m).await,
+            // A CORS preflight is answered first, before the site's access checks: a
+            // browser sends no cookies, tokens or credentials with one.
+            Some(edits) => match edits.preflight(req) {
+                Some(r) => r,
+                None => edits.apply(req, self.checked(req, body, site, m).await),
+            },
         };
-        // A CORS preflight is answered first, before the site's access checks: a browser
-        // sends no cookies, tokens or credentials with one.
-        if let Some(r) = edits.preflight(req) {
-            return r;
+        if let Some(cmsd) = &site.cmsd {
+            cmsd.apply(req, &mut r, self.parts.fetch.shared.duress.load(Relaxed));
         }
-        let r = self.checked(req, body, site, m).await;
-        edits.apply(req, r)
+        r.tag = Tag::with_site(r.tag, site.metrics_id);
+        r
     }
 
     /// A request of `site` through its access checks, then by its method.
@@ -297,6 +303,9 @@ impl WorkerCache {
         site: &Site,
         m: &WorkerMetrics,
     ) -> Response {
+        // CMCD: its next object warmed, and the request as the origin may see it.
+        let without_cmcd = cmcd::on_request(&self.parts.fetch, req, site);
+        let req = without_cmcd.as_ref().unwrap_or(req);
         match req.method() {
             Method::Get | Method::Head => self.get(req, body, site, m).await,
             // Extension methods too (RFC 9110 9.1, 16.1): the origin knows what they mean.

@@ -6,6 +6,7 @@
 
 pub mod accept_encoding;
 pub mod cache_control;
+pub mod cmsd;
 pub mod conditional;
 pub mod cors;
 pub mod decision;

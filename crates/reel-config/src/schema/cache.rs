@@ -185,6 +185,11 @@ pub enum InvalidateOn {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SiteConfig {
+    /// The site's name: the value of the `site` label of its metrics (`/metrics`). 1 to 64
+    /// characters of letters, digits, `.`, `-`, `_` and `:`, not starting with `_`
+    /// (reserved for `_none`), unique among sites. Default: the first of `hosts`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
     /// Host header values served: exact names (`"live.example.com"`, `"127.0.0.1"`,
     /// `"[::1]"`), `"*.example.com"` (any name ending in `.example.com`, not
     /// `example.com` itself) or `"*"`, the catch-all: every Host no other site names (at
@@ -247,6 +252,17 @@ pub struct SiteConfig {
     /// viewers ask for. Default `off`.
     #[serde(default)]
     pub prefetch: Prefetch,
+    /// Send the viewer's CMCD (CTA-5004: the `CMCD=` query parameter and the
+    /// `CMCD-Request`, `CMCD-Object`, `CMCD-Status`, `CMCD-Session` fields) on to the
+    /// origin. Default `false`: reel reads and logs it, and the origin request goes
+    /// without it (it never enters the cache key either way).
+    #[serde(default)]
+    pub forward_cmcd: bool,
+    /// Warm the object a player's CMCD `nor` (next object request) names, resolved
+    /// against the request's path on the same site, into the cache when it is a miss: one
+    /// origin fetch, which a viewer asking for it meanwhile joins. Default `false`.
+    #[serde(default)]
+    pub prefetch_next: bool,
     /// `[site.token]`: signed viewer tokens required; unset = none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token: Option<TokenConfig>,
@@ -267,6 +283,10 @@ pub struct SiteConfig {
     /// manifests, WebVTT, JSON and XML.
     #[serde(default)]
     pub compress: CompressConfig,
+    /// `[site.cmsd]`: CTA-5006 `CMSD-Static` and `CMSD-Dynamic` on the site's responses.
+    /// Default off.
+    #[serde(default)]
+    pub cmsd: CmsdConfig,
 }
 
 /// `[site.key]`: the cache key's query parameters by name (compared after
@@ -302,6 +322,7 @@ fn default_read_ahead() -> u32 {
 impl Default for SiteConfig {
     fn default() -> Self {
         SiteConfig {
+            name: None,
             hosts: Vec::new(),
             origin_group: String::new(),
             ignore_query: Vec::new(),
@@ -315,12 +336,15 @@ impl Default for SiteConfig {
             slice: SliceSize::default(),
             read_ahead: default_read_ahead(),
             prefetch: Prefetch::default(),
+            forward_cmcd: false,
+            prefetch_next: false,
             token: None,
             access: SiteAccessConfig::default(),
             limits: SiteLimitsConfig::default(),
             cors: None,
             header: Vec::new(),
             compress: CompressConfig::default(),
+            cmsd: CmsdConfig::default(),
         }
     }
 }

@@ -1,10 +1,10 @@
-//! `[server]` (the names this node uses in `CDN-Loop` and `Cache-Status`), `[log]`,
-//! `[admin]` and `[access_log]`.
+//! `[server]` (the names this node uses in `CDN-Loop` and `Cache-Status`), `[log]` and
+//! `[admin]`.
 
 use super::listener::collide;
-use super::{Found, bad, is_header_value, is_tchar, positive_duration};
+use super::{Found, bad, is_header_value, is_tchar};
 use crate::Config;
-use crate::schema::{AccessLogConfig, LogConfig, ServerConfig};
+use crate::schema::{LogConfig, ServerConfig};
 
 /// Tracing levels accepted in `log.level` directives.
 const LEVELS: [&str; 6] = ["trace", "debug", "info", "warn", "error", "off"];
@@ -137,18 +137,5 @@ pub(super) fn check_admin(found: &mut Found, cfg: &Config) {
             "demo_origin.address",
             format!("{} collides with admin.address", cfg.demo_origin.address),
         );
-    }
-}
-
-/// `[access_log]`: checked only when it is enabled.
-pub(super) fn check_access_log(found: &mut Found, al: &AccessLogConfig) {
-    if al.enabled {
-        if al.path.as_os_str().is_empty() {
-            bad(found, "access_log.path", "must not be empty (use \"-\" for standard output)");
-        }
-        if al.buffer.bytes() < 4096 {
-            bad(found, "access_log.buffer", format!("{} is too small (at least 4KiB)", al.buffer));
-        }
-        positive_duration(found, "access_log.flush_interval".into(), al.flush_interval);
     }
 }

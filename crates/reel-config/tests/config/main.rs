@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use std::collections::BTreeMap;
 
 use reel_config::{
-    ByteSize, Config, ConfigProblem, CpuSet, Duration, LogFormat, MethodsPolicy, RELOAD_KEYS,
-    Reload, content_hash, load_and_validate,
+    ACCESS_LOG_FIELDS, ByteSize, Config, ConfigProblem, CpuSet, Duration, LogFormat, MethodsPolicy,
+    RELOAD_KEYS, Reload, content_hash, load_and_validate,
 };
 
 fn config_dir() -> PathBuf {
@@ -686,6 +686,8 @@ fn heuristic_freshness_is_on_unless_switched_off() {
     assert!(!cfg.cache.heuristic_freshness);
 }
 
+mod access_log;
+mod cmcd;
 mod edits;
 mod origin_auth;
 mod reload_docs;

@@ -27,7 +27,10 @@ fn leaf_keys(prefix: &str, v: &toml::Value, out: &mut Vec<String>) {
 /// A config with every array of tables populated, so every key of the schema appears.
 fn every_key() -> Config {
     let text = BASE
-        .replace("origin_group = \"main\"", "origin_group = \"main\"\nheuristic_freshness = true")
+        .replace(
+            "origin_group = \"main\"",
+            "origin_group = \"main\"\nname = \"main-site\"\nheuristic_freshness = true",
+        )
         .replace(
             "heuristic_freshness = true\n",
             "heuristic_freshness = true\n\n[site.cors]\nallow_origins = [\"https://p.example\"]\n\
@@ -41,7 +44,8 @@ fn every_key() -> Config {
         + "\n[[certificate]]\nnames = [\"a.example\"]\ncert = \"a.pem\"\nkey = \"a.key\"\n"
         + "\n[http]\ntrusted_proxies = [\"10.0.0.0/8\"]\n"
         + "\n[site.token]\nformat = \"edgeauth\"\nkeys = [\"00112233445566778899aabbccddeeff\"]\n"
-        + "keys_env = \"REEL_TEST_EVERY_KEY_TOKEN_KEYS\"\nsalt = \"s\"\n";
+        + "keys_env = \"REEL_TEST_EVERY_KEY_TOKEN_KEYS\"\nsalt = \"s\"\n"
+        + "\n[[access_log.sink]]\nkind = \"http\"\nurl = \"http://127.0.0.1:9/\"\n";
     // SAFETY: a variable of this test's own, set before it is read; the tests of this
     // binary read the environment through std only, whose lock orders the two.
     unsafe {

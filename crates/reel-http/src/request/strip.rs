@@ -1,7 +1,9 @@
 //! A copy of a request without a credential: one query parameter and the cookie of the
 //! same name removed (and, if asked, `Range`, `If-Range` and `Accept-Encoding`: an answer
 //! rewritten per viewer is made from the whole identity body), for a cache that checked
-//! the credential itself and must neither key on it nor send it on.
+//! the credential itself and must neither key on it nor send it on; and a copy without
+//! one query parameter and the fields a predicate names (client telemetry such as CMCD,
+//! which the cache reads and does not send on).
 
 use super::{HeadStatus, Request};
 use crate::limits::Limits;
@@ -14,6 +16,33 @@ impl Request {
     /// framing, addresses). `None` if the rewritten head does not parse (it always does
     /// for a head that did).
     pub fn without_credential(&self, param: &str, drop_range: bool) -> Option<Request> {
+        self.rebuilt(param, Some(param), |name| {
+            drop_range
+                && (name.eq_ignore_ascii_case("range")
+                    || name.eq_ignore_ascii_case("if-range")
+                    || name.eq_ignore_ascii_case("accept-encoding"))
+        })
+    }
+
+    /// This request without the query parameter `param` and without the header fields
+    /// whose names `drop_field` picks; the same request in every other respect. `None` if
+    /// the rewritten head does not parse (it always does for a head that did).
+    pub fn without_param_and_fields(
+        &self,
+        param: &str,
+        drop_field: impl Fn(&str) -> bool,
+    ) -> Option<Request> {
+        self.rebuilt(param, None, drop_field)
+    }
+
+    /// The copy: without the query parameter `param`, the cookie `cookie` and the fields
+    /// `drop_field` picks.
+    fn rebuilt(
+        &self,
+        param: &str,
+        cookie: Option<&str>,
+        drop_field: impl Fn(&str) -> bool,
+    ) -> Option<Request> {
         let mut head = Vec::with_capacity(self.head.len());
         head.extend_from_slice(self.method.as_str().as_bytes());
         head.push(b' ');
@@ -28,23 +57,19 @@ impl Request {
         }
         head.extend_from_slice(b" HTTP/1.1\r\n");
         for (name, value) in self.headers() {
-            let cookie = name.eq_ignore_ascii_case("cookie");
-            if drop_range
-                && (name.eq_ignore_ascii_case("range")
-                    || name.eq_ignore_ascii_case("if-range")
-                    || name.eq_ignore_ascii_case("accept-encoding"))
-            {
+            if drop_field(name) {
                 continue;
             }
+            let cookie = cookie.filter(|_| name.eq_ignore_ascii_case("cookie"));
             let start = head.len();
             head.extend_from_slice(name.as_bytes());
             head.extend_from_slice(b": ");
             let at = head.len();
-            if cookie {
+            if let Some(cookie) = cookie {
                 let mut first = true;
                 for c in value.split(|&b| b == b';').map(<[u8]>::trim_ascii) {
                     let keep =
-                        !c.is_empty() && !std::str::from_utf8(c).is_ok_and(|c| names(c, param));
+                        !c.is_empty() && !std::str::from_utf8(c).is_ok_and(|c| names(c, cookie));
                     if keep {
                         if !first {
                             head.extend_from_slice(b"; ");
@@ -135,5 +160,21 @@ mod tests {
         // A parameter that only starts with the name stays.
         let r = req("GET /a.ts?hdntsx=1&hdnts HTTP/1.1\r\nHost: e.com\r\n\r\n");
         assert_eq!(r.without_credential("hdnts", false).unwrap().target(), "/a.ts?hdntsx=1");
+    }
+
+    #[test]
+    fn a_parameter_and_picked_fields_go_and_cookies_stay() {
+        let r = req("GET /s.ts?v=1&CMCD=br%3D800&CMCDx=1 HTTP/1.1\r\nHost: e.com\r\n\
+                     CMCD-Request: bl=100\r\nCookie: CMCD=1\r\ncmcd-session: sid=\"a\"\r\n\r\n");
+        let c = r
+            .without_param_and_fields("CMCD", |n| {
+                n.len() > 5 && n[..5].eq_ignore_ascii_case("cmcd-")
+            })
+            .unwrap();
+        assert_eq!(c.target(), "/s.ts?v=1&CMCDx=1");
+        assert_eq!(c.header("cmcd-request"), None);
+        assert_eq!(c.header("cmcd-session"), None);
+        assert_eq!(c.header("cookie"), Some(&b"CMCD=1"[..]), "cookies are not touched");
+        assert_eq!(c.host(), Some("e.com"));
     }
 }

@@ -1,6 +1,6 @@
 //! `GET /metrics` on the admin listener: the whole Prometheus exposition, family by family
 //! in a fixed order. Crates that own counters render them through the shared writer
-//! (requests in `reel-ops` [`render_workers`], the access log, slices in `reel-cache`,
+//! (requests in `reel-ops` [`render_workers`], by site in `reel_ops::sites`, the access log, slices in `reel-cache`,
 //! origins in `reel-origin`, TLS in [`crate::listeners::tls`]); this module renders what only the
 //! binary holds: the runtime's per-worker connection counts, the store's gauges, binary
 //! upgrades, reloads, the drain state, and the sites' rate limiters and country database.
@@ -19,6 +19,9 @@ pub(crate) fn render(s: &Shared) -> String {
     let live = s.live_full();
     let mut p = PromWriter::new();
     render_workers(&mut p, &s.metrics);
+    let sites: Vec<&reel_ops::sites::WorkerSites> = s.metrics.iter().map(|w| &w.sites).collect();
+    reel_ops::sites::render_sites(&mut p, &s.site_ids, &sites);
+    s.cmcd.render_prometheus(&mut p);
     connections(&mut p, s.worker_stats());
     upgrades(&mut p, &s.upgrade_status());
     store(&mut p, &s.store, &s.cache.admission);

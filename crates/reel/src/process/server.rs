@@ -199,6 +199,13 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
                 })
             },
             store: Box::new(move || store_shared.store_health()),
+            details: {
+                let shared = shared.clone();
+                Box::new(move || {
+                    shared.live().access_log.as_ref().map(|l| l.details()).unwrap_or_default()
+                })
+            },
+            duress: shared.cache.duress.clone(),
             cpu_stat: {
                 let group = reel_runtime::cgroup::cpu_group(&reel_runtime::core_plan::RealSysFs);
                 Box::new(move || {

@@ -8,10 +8,10 @@ use std::time::SystemTime;
 use reel_config::Config;
 
 use crate::state::options::OriginFlag;
-use reel_ops::access_log::{AccessLog, AccessLogError};
+use reel_ops::access_log::{AccessLog, AccessLogError, SinkSpec};
 use reel_origin::Origins;
 
-use crate::state::{access, options};
+use crate::state::{access, access_log, options};
 
 /// One generation of reloadable state.
 pub(crate) struct Live {
@@ -34,6 +34,8 @@ pub(crate) struct Live {
     pub geo: Option<Arc<reel_access::Geo>>,
     /// The access log, if enabled.
     pub access_log: Option<Arc<AccessLog>>,
+    /// The access log's fields and sampling.
+    pub log_layout: Arc<reel_ops::access_log::Layout>,
     /// The TLS listeners' certificates and configurations.
     pub tls: Arc<crate::listeners::tls::TlsState>,
     /// When it was loaded.
@@ -72,13 +74,15 @@ pub(crate) enum GenerationError {
 impl Live {
     /// Builds generation `generation` from `cfg` and its TLS state `tls` (built first, see
     /// [`crate::listeners::tls::TlsState::build`]); `prev` is the running generation, whose origin
-    /// groups and access log are kept when their config is unchanged.
+    /// groups and access log are kept when their config is unchanged; `site_ids` gives each
+    /// site its id in the per-site metrics.
     pub(crate) fn build(
         cfg: Config,
         generation: u64,
         origin_flag: Option<&OriginFlag>,
         prev: Option<&Live>,
         tls: crate::listeners::tls::TlsState,
+        site_ids: &reel_ops::sites::SiteIds,
     ) -> Result<Live, GenerationError> {
         // Unchanged origin groups keep their `Origins`: health state, counters and (in the
         // workers) connection pools survive a reload that did not touch them.
@@ -92,33 +96,32 @@ impl Live {
                 origins
             }
         };
-        let access_log = match (&cfg.access_log, prev) {
-            (a, _) if !a.enabled => None,
-            // The writer thread and its file stay across reloads that keep the path and the
-            // format; `buffer` and `flush_interval` are per-worker and apply to the new
-            // generation without reopening anything.
-            (a, Some(p))
-                if p.cfg.access_log.enabled
-                    && p.cfg.access_log.path == a.path
-                    && p.cfg.access_log.format == a.format
-                    && p.access_log.is_some() =>
-            {
+        let access_log = match prev {
+            _ if !cfg.access_log.enabled => None,
+            // The sinks (their threads, files and connections) stay across reloads that keep
+            // them; `fields`, `[access_log.sample]`, `buffer` and `flush_interval` are the
+            // generation's and apply without reopening anything.
+            Some(p) if p.access_log.is_some() && access_log::same_sinks(&p.cfg, &cfg) => {
                 p.access_log.clone()
             }
-            (a, _) => {
-                if let Some(dir) = a.path.parent().filter(|d| !d.as_os_str().is_empty())
-                    && !a.is_stdout()
-                {
+            _ => {
+                let sinks = access_log::sinks(&cfg);
+                for dir in sinks.iter().filter_map(file_dir) {
                     std::fs::create_dir_all(dir).map_err(|source| GenerationError::LogDir {
                         path: dir.to_path_buf(),
                         source,
                     })?;
                 }
-                Some(AccessLog::open(a.path.clone(), options::access_log_format(&cfg))?)
+                Some(AccessLog::start(options::access_log_format(&cfg), sinks)?)
             }
         };
+        let log_layout = Arc::new(access_log::layout(&cfg));
         let geo = access::geo(&cfg, prev.and_then(|p| p.geo.as_ref()))?;
         let mut cache = options::cache_settings(&cfg, origin_flag.is_some());
+        // Ids by name, for the process: a site keeps its counters across reloads.
+        for (site, c) in cache.sites.iter_mut().zip(&cfg.site) {
+            site.metrics_id = site_ids.id(c.metrics_name());
+        }
         access::attach(&mut cache, &cfg, geo.as_ref(), prev.map(|p| &*p.cache));
         Ok(Live {
             generation,
@@ -129,8 +132,19 @@ impl Live {
             cfg,
             origins,
             access_log,
+            log_layout,
             tls: Arc::new(tls),
             loaded_at: SystemTime::now(),
         })
+    }
+}
+
+/// The directory a file sink's file goes in, to create if missing.
+fn file_dir(s: &SinkSpec) -> Option<&std::path::Path> {
+    match s {
+        SinkSpec::File { path, .. } if path.as_os_str() != "-" => {
+            path.parent().filter(|d| !d.as_os_str().is_empty())
+        }
+        _ => None,
     }
 }

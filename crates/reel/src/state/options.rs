@@ -329,6 +329,24 @@ fn compress_of(c: &reel_config::CompressConfig, memory: u64) -> Option<reel_cach
     })
 }
 
+/// A site's `[site.cmsd]`, when on: named by its `id`, or the machine's host name.
+fn cmsd_of(c: &reel_config::CmsdConfig) -> Option<std::sync::Arc<reel_cache::Cmsd>> {
+    if !c.enabled {
+        return None;
+    }
+    let id = if c.id.is_empty() { host_name() } else { c.id.clone() };
+    reel_cache::Cmsd::new(&id).map(std::sync::Arc::new)
+}
+
+/// The machine's host name (`reel` when the kernel does not say).
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty() && h.bytes().all(|b| (b' '..=b'~').contains(&b)))
+        .unwrap_or_else(|| "reel".to_string())
+}
+
 pub(crate) fn cache_settings(cfg: &Config, origin_flag: bool) -> reel_cache::Settings {
     use reel_cache::Site;
     use reel_cache::key::KeyConfig;
@@ -366,10 +384,14 @@ pub(crate) fn cache_settings(cfg: &Config, origin_flag: bool) -> reel_cache::Set
             honor_client_cache_control: s.client_cache_control == ClientCacheControl::Honor,
             slicing: reel_cache::Slicing { size: s.slice.bytes(), read_ahead: s.read_ahead },
             prefetch: s.prefetch,
+            forward_cmcd: s.forward_cmcd,
+            prefetch_next: s.prefetch_next,
             token: s.token.as_ref().map(|t| site_token(cfg, t)),
             access: None,
             edits: reel_cache::ResponseEdits::new(s.cors.as_ref(), &s.header),
             compress: compress_of(&s.compress, c.compressed_memory.bytes()),
+            cmsd: cmsd_of(&s.cmsd),
+            metrics_id: 0,
         })
         .collect();
     let fallback = origin_flag.then(|| Site {
@@ -383,10 +405,14 @@ pub(crate) fn cache_settings(cfg: &Config, origin_flag: bool) -> reel_cache::Set
         slicing: reel_cache::Slicing::default(),
         // A catch-all fetches only what viewers ask for, as any site by default.
         prefetch: reel_cache::Prefetch::Off,
+        forward_cmcd: false,
+        prefetch_next: false,
         token: None,
         access: None,
         edits: None,
         compress: compress_of(&reel_config::CompressConfig::default(), c.compressed_memory.bytes()),
+        cmsd: None,
+        metrics_id: 0,
     });
     let rules = TtlRules::new(c.rule.iter().map(|r| {
         (

@@ -75,7 +75,14 @@ fn apply(
     // Restart keys keep their running values, so what runs stays coherent.
     let new = read.keeping_restart_keys(&old.cfg);
     let generation = shared.generation.load(Ordering::SeqCst) + 1;
-    let live = Live::build(new, generation, shared.origin_flag.as_ref(), Some(&old), tls)?;
+    let live = Live::build(
+        new,
+        generation,
+        shared.origin_flag.as_ref(),
+        Some(&old),
+        tls,
+        &shared.site_ids,
+    )?;
     if old.cfg.listener != live.cfg.listener {
         let r = runtime.set_listeners(options::listeners(&live.cfg));
         // Even a partly failed change may have bound or closed sockets: show what is real.

@@ -69,9 +69,11 @@ impl App {
         let tls_counters = shared.tls_counters.get(ctx.index).cloned().unwrap_or_default();
         let state = Rc::new(WorkerState {
             shared: shared.clone(),
+            worker: ctx.index,
             metrics,
             tls_counters,
-            generation: RefCell::new(Gen::first(&shared.live_full(), &shared.cache)),
+            generation: RefCell::new(Gen::first(&shared.live_full(), shared)),
+            sites: reel_ops::sites::SiteView::default(),
             alt_svc: RefCell::new(AltSvc { generation: 0, table: Vec::new() }),
             quic: RefCell::new(shared.quic.subscribe()),
         });
@@ -284,35 +286,47 @@ struct Gen {
     client: reel_origin::WorkerClient,
     cache: Rc<reel_cache::WorkerCache>,
     log: Option<Rc<LogBuffer>>,
+    /// The CMCD counters of `live.cache`'s sites, in its order, the fallback last.
+    cmcd: Vec<Arc<reel_ops::cmcd_metrics::SiteCmcd>>,
 }
 
 impl Gen {
-    fn first(live: &Arc<Live>, shared_cache: &Arc<reel_cache::SharedCache>) -> Rc<Gen> {
+    fn first(live: &Arc<Live>, shared: &Shared) -> Rc<Gen> {
         let client = live.origins.worker_client();
         let cache =
-            reel_cache::WorkerCache::new(shared_cache.clone(), live.cache.clone(), client.clone());
-        Gen::with(live, client, cache)
+            reel_cache::WorkerCache::new(shared.cache.clone(), live.cache.clone(), client.clone());
+        Gen::with(live, client, cache, &shared.cmcd)
     }
 
     /// The next generation: the origin client (and its pooled connections) is kept when the
     /// origin groups are the same, the decoded-metadata cache always.
-    fn next(&self, live: &Arc<Live>) -> Rc<Gen> {
+    fn next(&self, live: &Arc<Live>, cmcd: &reel_ops::cmcd_metrics::CmcdMetrics) -> Rc<Gen> {
         let client = if Arc::ptr_eq(&self.live.origins, &live.origins) {
             self.client.clone()
         } else {
             live.origins.worker_client()
         };
         let cache = self.cache.next_generation(live.cache.clone(), client.clone());
-        Gen::with(live, client, cache)
+        Gen::with(live, client, cache, cmcd)
     }
 
     fn with(
         live: &Arc<Live>,
         client: reel_origin::WorkerClient,
         cache: reel_cache::WorkerCache,
+        cmcd: &reel_ops::cmcd_metrics::CmcdMetrics,
     ) -> Rc<Gen> {
+        // The `site` label of the per-site metrics (`[[site]] name`); the `--origin`
+        // catch-all's requests are no configured site's.
+        let names = live.cfg.site.iter().map(|c| c.metrics_name());
+        let names = names.chain(live.cache.fallback.iter().map(|_| reel_ops::sites::NO_SITE));
+        let cmcd = names.map(|n| cmcd.site(n)).collect();
         let log = live.access_log.as_ref().map(|l| {
-            Rc::new(LogBuffer::new(l.clone(), live.cfg.access_log.buffer.bytes() as usize))
+            Rc::new(LogBuffer::with_layout(
+                l.clone(),
+                live.cfg.access_log.buffer.bytes() as usize,
+                live.log_layout.clone(),
+            ))
         });
         Rc::new(Gen {
             generation: live.generation,
@@ -325,6 +339,7 @@ impl Gen {
             client,
             cache: Rc::new(cache),
             log,
+            cmcd,
         })
     }
 }
@@ -332,9 +347,13 @@ impl Gen {
 /// The request handler of one worker.
 pub(crate) struct WorkerState {
     shared: Arc<Shared>,
+    /// This worker's index (its slot in per-worker counters).
+    worker: usize,
     metrics: Arc<WorkerMetrics>,
     tls_counters: Arc<reel_tls::HandshakeCounters>,
     generation: RefCell<Rc<Gen>>,
+    /// This worker's per-site counters, by the site id a response's tag carries.
+    sites: reel_ops::sites::SiteView,
     /// The `Alt-Svc` values of the listeners serving HTTP/3, by port.
     alt_svc: RefCell<AltSvc>,
     /// Learns when the HTTP/3 listeners change (the `Alt-Svc` table is redone then).
@@ -373,7 +392,7 @@ impl WorkerState {
         if let Some(l) = &cur.log {
             l.flush();
         }
-        let next = cur.next(&self.shared.live_full());
+        let next = cur.next(&self.shared.live_full(), &self.shared.cmcd);
         *self.generation.borrow_mut() = next.clone();
         next
     }
@@ -438,6 +457,8 @@ impl Handler for WorkerState {
         let tag = reel_cache::Tag::from_raw(tag);
         let result = tag.result();
         self.metrics.record(status, result.index(), bytes, first_byte, elapsed);
+        let hit = self.metrics.is_from_cache(result.index());
+        self.sites.record(&self.metrics.sites, tag.site(), status, bytes, hit);
         if reel_cache::hls::is_playlist(req.path().as_bytes()) {
             self.metrics.record_playlist(result.index());
         }
@@ -447,6 +468,7 @@ impl Handler for WorkerState {
             _ => reel_ops::metrics::Protocol::Http1,
         });
         let g = self.generation.borrow();
+        let cmcd = crate::worker::cmcd::of(req, &g.live.cache, &g.cmcd, self.worker);
         if let Some(log) = &g.log {
             // Tokens are credentials: never written to a log (which may be shipped).
             let mut target = std::borrow::Cow::Borrowed(req.target().as_bytes());
@@ -480,6 +502,10 @@ impl Handler for WorkerState {
                 user_agent: req.header("user-agent").unwrap_or(b""),
                 refused: None,
                 denied: tag.denied_reason().map(reel_access::DenyReason::as_str),
+                cmcd: cmcd.as_ref().map(|data| reel_ops::access_log_cmcd::CmcdLine {
+                    data,
+                    combined_keys: &g.live.cfg.access_log.cmcd_keys,
+                }),
             });
         }
     }
@@ -490,6 +516,7 @@ impl Handler for WorkerState {
 
     fn on_reject(&self, r: &Refusal<'_>) {
         self.metrics.record(r.status, CacheResult::Local.index(), r.bytes, None, Duration::ZERO);
+        self.sites.record(&self.metrics.sites, 0, r.status, r.bytes, false);
         self.metrics.client_errors.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         // As nginx does: a line with what is known, so the log matches the counters.
         let g = self.generation.borrow();
@@ -510,6 +537,7 @@ impl Handler for WorkerState {
                 user_agent: b"",
                 refused: Some(Refused { request_line: r.request_line, reason: r.reason }),
                 denied: None,
+                cmcd: None,
             });
         }
     }

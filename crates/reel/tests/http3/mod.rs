@@ -45,6 +45,7 @@ async fn get(
 }
 
 mod access;
+mod cmsd;
 mod compress;
 mod cors;
 mod handshakes;

@@ -124,17 +124,17 @@ fn push(resp: &mut Response, name: &'static str, value: Bytes) {
 }
 
 /// The `name: value\r\n` lines of a pre-encoded header block.
-fn lines(raw: &[u8]) -> impl Iterator<Item = &[u8]> {
+pub(super) fn lines(raw: &[u8]) -> impl Iterator<Item = &[u8]> {
     raw.split_inclusive(|&b| b == b'\n')
 }
 
 /// A block line's field name.
-fn name_of(line: &[u8]) -> &[u8] {
+pub(super) fn name_of(line: &[u8]) -> &[u8] {
     line.split(|&b| b == b':').next().unwrap_or(line)
 }
 
 /// A block line's field value, trimmed.
-fn value_of(line: &[u8]) -> &[u8] {
+pub(super) fn value_of(line: &[u8]) -> &[u8] {
     match line.iter().position(|&b| b == b':') {
         Some(i) => line[i + 1..].trim_ascii(),
         None => &[],

@@ -3,7 +3,8 @@
 //! representation starts with, the responses built from stored objects ([`stored`]) and
 //! from their compressed representations (`encode`), bodies walked piece by piece
 //! (`body_walk`), an origin body streamed to its one client ([`pass_stream`]), and the
-//! per-site edits every response of a site leaves with ([`edits`]: CORS, header rules).
+//! per-site edits every response of a site leaves with ([`edits`]: CORS, header rules,
+//! and the CTA-5006 fields of [`cmsd`]).
 //!
 //! [`Answer`] is how the cache answered a response, as one value: the cache result that metrics and
 //! the access log count, the `Cache-Status` entry the client is told (RFC 9211), and how long the
@@ -23,6 +24,7 @@ use reel_http::Response;
 use tag::Tag;
 
 pub(super) mod body_walk;
+pub mod cmsd;
 pub mod edits;
 pub(super) mod encode;
 pub mod pass_stream;

@@ -39,7 +39,7 @@ use super::inflight::Lead;
 use super::upstream::{Forward, Withheld, forward_headers};
 use crate::hls;
 use crate::key::{CacheKey, KeyConfig};
-use crate::path::worker::hints::{Permit, stream_of};
+use crate::path::worker::hints::stream_of;
 use crate::path::worker::settings::{Prefetch, Site};
 use crate::policy::HeaderLookup;
 use crate::policy::cache_control::RequestCacheControl;
@@ -93,16 +93,7 @@ pub(in crate::path) async fn watch_playlist(
             _ => return,
         },
     };
-    let context = (site.prefetch == Prefetch::Hinted).then(|| {
-        let dropped = &cx.settings.fill_drop_headers;
-        Rc::new(Context {
-            cx: cx.clone(),
-            group: site.group.clone(),
-            policy: site.policy.clone(),
-            headers: forward_headers(req, Forward::SharedFill, dropped, &cx.settings.node),
-            viewer: req.headers().map(|(n, v)| (n.as_bytes().to_vec(), v.to_vec())).collect(),
-        })
-    });
+    let context = (site.prefetch == Prefetch::Hinted).then(|| Rc::new(Context::new(cx, site, req)));
     let streams = cx.shared.streams.clone();
     let (key, key_cfg) = (key.clone(), site.key.clone());
     tokio::task::spawn_local(async move {
@@ -148,8 +139,9 @@ pub(in crate::path) async fn watch_playlist(
     });
 }
 
-/// What a prefetch uses of the worker and of the request whose playlist announced it.
-struct Context {
+/// What a prefetch uses of the worker and of the request whose playlist (or CMCD `nor`)
+/// announced it.
+pub(in crate::path) struct Context {
     cx: FetchCx,
     group: String,
     policy: PolicyConfig,
@@ -159,13 +151,28 @@ struct Context {
     viewer: Vec<(Vec<u8>, Vec<u8>)>,
 }
 
-/// Fetches and stores one announced part, holding its stream's slot until the fill ends.
-async fn prefetch_part(
+impl Context {
+    /// For prefetches of `site` announced by `req`.
+    pub(in crate::path) fn new(cx: &FetchCx, site: &Site, req: &Request) -> Context {
+        let dropped = &cx.settings.fill_drop_headers;
+        Context {
+            cx: cx.clone(),
+            group: site.group.clone(),
+            policy: site.policy.clone(),
+            headers: forward_headers(req, Forward::SharedFill, dropped, &cx.settings.node),
+            viewer: req.headers().map(|(n, v)| (n.as_bytes().to_vec(), v.to_vec())).collect(),
+        }
+    }
+}
+
+/// Fetches and stores one announced object, holding its slot (a stream's `Permit`, a
+/// worker's place for CMCD prefetches) until the fill ends.
+pub(in crate::path) async fn prefetch_part<S>(
     pf: Rc<Context>,
     key: CacheKey,
     target: String,
     lead: Lead,
-    _permit: Permit,
+    _permit: S,
     blocking: bool,
 ) {
     let Some(pq) = crate::key::origin_target(target.as_bytes())

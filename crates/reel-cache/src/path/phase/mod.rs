@@ -6,8 +6,10 @@
 //! origin requests), `fill` (everything written into the store), `serve` (answers from a
 //! stored or filling object, or an unstored origin response), `forward` (what is not
 //! cached, and the invalidation it causes) and [`llhls`] (the playlists a fill brings:
-//! hints and prefetch). No phase imports the conductor.
+//! hints and prefetch), with `cmcd` (a viewer's CMCD: kept from the origin, its next
+//! object warmed). No phase imports the conductor.
 
+pub(super) mod cmcd;
 pub(super) mod deadline;
 pub(super) mod fetch;
 pub(super) mod fill;

@@ -13,6 +13,7 @@ pub use reel_config::{InvalidateOn, Prefetch, Propagate};
 use super::encoded::Compress;
 use super::hops::Node;
 use crate::key::KeyConfig;
+use crate::path::answer::cmsd::Cmsd;
 use crate::path::answer::edits::ResponseEdits;
 use crate::policy::freshness::PolicyConfig;
 use crate::policy::rules::TtlRules;
@@ -37,6 +38,12 @@ pub struct Site {
     pub honor_client_cache_control: bool,
     /// LL-HLS prefetch of hinted and listed parts (`prefetch`).
     pub prefetch: Prefetch,
+    /// Whether the viewer's CMCD goes on to the origin (`forward_cmcd`); otherwise the
+    /// `CMCD=` parameter and the `CMCD-*` fields are left out of every origin request.
+    pub forward_cmcd: bool,
+    /// Whether a CMCD `nor` (the next object the player will ask for) is warmed into the
+    /// cache on a miss (`prefetch_next`).
+    pub prefetch_next: bool,
     /// Slice caching (`slice`, `read_ahead`).
     pub slicing: Slicing,
     /// Signed viewer tokens (`[site.token]`); `None`: anyone may fetch.
@@ -49,6 +56,11 @@ pub struct Site {
     pub edits: Option<Arc<ResponseEdits>>,
     /// Compressed representations of text responses (`[site.compress]`); `None`: off.
     pub compress: Option<Compress>,
+    /// The CTA-5006 fields its responses carry (`[site.cmsd]`); `None`: off, one branch.
+    pub cmsd: Option<Arc<Cmsd>>,
+    /// The site's id in the per-site metrics (the `site` label), carried in the response's
+    /// tag; 0: counted under no site.
+    pub metrics_id: u16,
 }
 
 /// A site's `[site.token]`: how its viewers' tokens are found, verified and passed on.
@@ -219,10 +231,14 @@ mod tests {
             honor_client_cache_control: true,
             slicing: Slicing::default(),
             prefetch: Prefetch::Off,
+            forward_cmcd: false,
+            prefetch_next: false,
             token: None,
             access: None,
             edits: None,
             compress: None,
+            cmsd: None,
+            metrics_id: 0,
         }
     }
 

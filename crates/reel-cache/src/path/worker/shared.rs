@@ -3,7 +3,7 @@
 //! counters) and purge.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 
 use reel_ops::metrics::{Kind, PromWriter};
 use reel_store::{Admission, Lookup, Store, StoreError};
@@ -39,6 +39,9 @@ pub struct SharedCache {
     pub encodings: Arc<Encodings>,
     /// Which fetches are stored under `second-hit` (`[store] admission`).
     pub admission: Admission,
+    /// Whether the node is overloaded (its health verdict), set by the health sampler:
+    /// `du` in `CMSD-Dynamic` (`[site.cmsd]`).
+    pub duress: Arc<AtomicBool>,
 }
 
 /// `[store] admission_window` when none is given.
@@ -126,6 +129,7 @@ impl SharedCache {
             small: Arc::default(),
             encodings: Arc::default(),
             admission: Admission::new(window),
+            duress: Arc::default(),
         })
     }
 

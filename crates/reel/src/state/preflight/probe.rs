@@ -6,7 +6,7 @@
 use std::net::SocketAddr;
 use std::path::Path;
 
-use reel_config::{Config, ConfigProblem};
+use reel_config::{Config, ConfigProblem, SinkKind};
 use rustix::fs::{Access, access};
 use socket2::{Domain, Protocol, Socket, Type};
 
@@ -15,19 +15,26 @@ use super::host::nearest_existing;
 /// `CAP_NET_BIND_SERVICE`'s bit in the capability sets of `/proc/self/status`.
 const CAP_NET_BIND_SERVICE: u32 = 10;
 
-/// The access log's file: an existing file must open for appending; a missing one must be
-/// creatable, in a directory reel can create (`serve` creates the missing directories).
-pub(super) fn access_log(cfg: &Config) -> Option<ConfigProblem> {
+/// The access log's files (`path` and each file sink's): an existing file must open for
+/// appending; a missing one must be creatable, in a directory reel can create (`serve`
+/// creates the missing directories).
+pub(super) fn access_log(cfg: &Config) -> Vec<ConfigProblem> {
     let a = &cfg.access_log;
-    if !a.enabled || a.is_stdout() {
-        return None;
+    if !a.enabled {
+        return Vec::new();
     }
-    let path = a.path.as_path();
-    let why = access_log_problem(path)?;
-    Some(cfg.problem(
-        "access_log.path",
-        format!("{why}: fix it, set access_log.path to a file reel may write, or path = \"-\""),
-    ))
+    let sinks = a.sink.iter().enumerate().filter(|(_, s)| s.kind == Some(SinkKind::File));
+    std::iter::once(("access_log.path".to_owned(), a.path.as_path()))
+        .chain(sinks.map(|(i, s)| (format!("access_log.sink[{i}].path"), s.path.as_path())))
+        .filter(|(_, p)| !p.as_os_str().is_empty() && p.as_os_str() != "-")
+        .filter_map(|(key, path)| {
+            let why = access_log_problem(path)?;
+            Some(cfg.problem(
+                &key,
+                format!("{why}: fix it, set {key} to a file reel may write, or path = \"-\""),
+            ))
+        })
+        .collect()
 }
 
 fn access_log_problem(path: &Path) -> Option<String> {
