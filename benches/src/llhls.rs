@@ -272,12 +272,30 @@ impl Viewer {
     }
 }
 
-/// The playlist in `text`, decoded first as its `Content-Encoding` says (a viewer that sent
-/// `Accept-Encoding` gets compressed playlists, and its latency includes decoding them).
-fn parse(text: &[u8], coding: Coding, target: &Target, path: &str) -> Option<MediaPlaylist> {
-    let text = coding.decode(text)?;
-    let s = std::str::from_utf8(&text).ok()?;
+fn parse(text: &[u8], target: &Target, path: &str) -> Option<MediaPlaylist> {
+    let s = std::str::from_utf8(text).ok()?;
     playlist::parse(s, path, &target.host_header).ok()
+}
+
+/// `text` decoded as its `Content-Encoding` says (a viewer that sent `Accept-Encoding` gets
+/// compressed playlists); false when it does not decode. A compressed body is decoded on the
+/// blocking pool: each player decodes on its own device, and 1000 decodes in a row on the
+/// one thread that reads every viewer's sockets would delay the reads of the parts released
+/// at the same moment (and with them the latencies measured).
+async fn decode(text: &mut Vec<u8>, coding: Coding) -> bool {
+    if coding == Coding::Identity {
+        return true;
+    }
+    let body = std::mem::take(text);
+    let decoded =
+        tokio::task::spawn_blocking(move || coding.decode(&body).map(std::borrow::Cow::into_owned));
+    match decoded.await {
+        Ok(Some(d)) => {
+            *text = d;
+            true
+        }
+        _ => false,
+    }
 }
 
 fn key(p: &Part) -> (u64, u64) {
@@ -319,9 +337,10 @@ async fn view(
                     )
                     .await;
                 account(&mut v.stats, t, &res).await;
-                let ok = res.as_ref().is_ok_and(|r| r.status == 200);
                 let coding = res.as_ref().map_or(Coding::Identity, |r| r.coding);
-                match ok.then(|| parse(&text, coding, &target, &base)).flatten() {
+                let ok = res.as_ref().is_ok_and(|r| r.status == 200);
+                let decoded = ok && decode(&mut text, coding).await;
+                match decoded.then(|| parse(&text, &target, &base)).flatten() {
                     Some(pl) => pl,
                     None => {
                         if ok {
@@ -391,7 +410,8 @@ async fn view(
         if r.status != 200 {
             continue;
         }
-        match parse(&text, r.coding, &target, &next) {
+        let decoded = decode(&mut text, r.coding).await;
+        match decoded.then(|| parse(&text, &target, &next)).flatten() {
             Some(pl) if pl.parts.iter().any(|p| key(p) == key(&hint)) => {
                 v.blocking += 1;
                 v.compressed += u64::from(r.coding != Coding::Identity);

@@ -452,6 +452,8 @@ fn main() -> Result<ExitCode> {
     let cli = Cli::parse();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
+        // Compressed playlists are decoded off the I/O thread (see `llhls`), on few threads.
+        .max_blocking_threads(2)
         .build()
         .context("building the tokio runtime")?;
     if matches!(cli.scenario, Scenario::Get { .. }) {
