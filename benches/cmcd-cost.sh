@@ -67,7 +67,6 @@ for round in $(seq "$ROUNDS"); do
     done
 done
 
-median() { tr ' ' '\n' | grep . | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
 base=$(median <<<"${US[plain]}")
 echo "| mode | req/s (median) | CPU µs per hit (median) | / plain |"
 echo "|---|---|---|---|"

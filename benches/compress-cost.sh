@@ -145,7 +145,6 @@ for round in $(seq "$ROUNDS"); do
     done
 done
 
-median() { tr ' ' '\n' | grep . | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
 base=$(median <<<"${US[reel identity]}")
 ng=$(median <<<"${US[nginx gzip_static]}")
 echo "playlist $SIZE B (gzip -6: $GZSIZE B), $CONNS connections, ${DUR}s x $ROUNDS rounds"

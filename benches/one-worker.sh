@@ -1,4 +1,4 @@
-# Sourced by idle-ramp.sh and park-cost.sh: a release build, a temp dir cleaned on exit,
+# Sourced by the one-worker benches (idle-ramp.sh, park-cost.sh, access.sh, cors-cost.sh, ...): a release build, a temp dir cleaned on exit,
 # a python origin serving a 1 KiB object that stays fresh, and reel's config for one
 # worker on CPU 1 (listener PORT, origin PORT+1, admin PORT+2). The caller sets PORT.
 set -euo pipefail
@@ -67,3 +67,7 @@ start_reel() {
     PIDS+=("$REEL")
     for _ in $(seq 100); do curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null && break; sleep 0.1; done
 }
+
+# The median of the space-separated numbers on standard input (the lower of the two middle
+# ones for an even count), for the scripts' per-round figures.
+median() { tr ' ' '\n' | grep . | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }

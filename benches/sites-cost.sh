@@ -79,7 +79,6 @@ for round in $(seq "$ROUNDS"); do
     done
 done
 
-median() { tr ' ' '\n' | grep . | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
 ref=${MODES[0]}
 base_us=$(median <<<"${US[$ref]}")
 base_ins=$(median <<<"${INS[$ref]}")
